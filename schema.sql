@@ -1,0 +1,183 @@
+-- BackWave store contract, schema version 1.
+--
+-- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
+-- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
+-- read and write jobs that `bw` understands. Apply it to a new file with:
+--     sqlite3 backwave.db < schema.sql
+--
+-- Conventions
+--   * Times are INTEGER milliseconds since the Unix epoch, UTC.
+--   * Job ids are UUIDs in lower-case hyphenated text (the library writes time-ordered v7 ids).
+--   * States are spelled as on the command line:
+--       scheduled running succeeded dead-lettered quarantined cancelled
+--   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
+--   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
+--     timeout; the library sets each and reads it back.
+
+PRAGMA user_version = 1;
+
+CREATE TABLE jobs (
+    id                TEXT    PRIMARY KEY NOT NULL
+                              CHECK (length(id) = 36 AND id GLOB '????????-????-????-????-????????????'
+                                     AND NOT id GLOB '*[^0-9a-f-]*'),
+    wire_name         TEXT    NOT NULL CHECK (length(wire_name) > 0),
+    queue             TEXT    NOT NULL CHECK (length(queue) > 0),
+    -- A JSON object of string labels, e.g. {"tenant":"acme"}.
+    labels            TEXT    NOT NULL DEFAULT '{}'
+                              CHECK (json_valid(labels) AND json_type(labels) = 'object'),
+    -- The handler's input, normally UTF-8 JSON. Stored as given: a payload that no longer
+    -- decodes is quarantined on claim, never rewritten.
+    payload           BLOB    NOT NULL DEFAULT X'',
+    state             TEXT    NOT NULL DEFAULT 'scheduled'
+                              CHECK (state IN ('scheduled', 'running', 'succeeded',
+                                               'dead-lettered', 'quarantined', 'cancelled')),
+    -- 1-based number of the current or last attempt; it rises when a worker claims the job.
+    -- 0 means never claimed since enqueue or the last requeue.
+    attempt           INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+    -- Total attempts allowed, first included: the claiming worker group's retry policy,
+    -- written at claim. NULL until the first claim.
+    max_attempts      INTEGER CHECK (max_attempts IS NULL OR max_attempts >= 1),
+    -- When a scheduled job may next be claimed.
+    due_at            INTEGER NOT NULL,
+    -- The worker holding the lease of a running job, and when that lease lapses.
+    lease_owner       TEXT,
+    lease_expires_at  INTEGER,
+    -- The worker group of the last claim.
+    worker_group      TEXT,
+    -- The retry delays, written at claim: a JSON array of milliseconds whose element n-1 is the
+    -- wait after failed attempt n (max_attempts - 1 elements). Whoever notices a lapsed lease
+    -- schedules the retry from this table without running the worker's code.
+    delay_table       TEXT    CHECK (delay_table IS NULL OR json_valid(delay_table)),
+    -- Seed of the jitter drawn into delay_table, so a rewritten table is the same table.
+    jitter_seed       INTEGER NOT NULL DEFAULT 0,
+    -- The operator who asked this running job to stop; NULL when nobody did.
+    cancel_requested_by TEXT,
+    -- Terminal jobs: why it ended (last failure message, lease expired, routing failure), and
+    -- the same text normalised (digits, ids, hex and quoted values masked) for grouping.
+    terminal_cause    TEXT,
+    cause_fingerprint TEXT,
+    quarantine_reason TEXT    CHECK (quarantine_reason IS NULL
+                                     OR quarantine_reason IN ('no-handler', 'undecodable-payload')),
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL,
+    finished_at       INTEGER,
+    CHECK ((state = 'running') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    CHECK ((state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled'))
+           = (finished_at IS NOT NULL)),
+    CHECK ((state = 'quarantined') = (quarantine_reason IS NOT NULL))
+);
+
+-- Claiming: the next due job of a queue. Future-due jobs sort after the due ones, so a claim
+-- stops at the first row whatever the backlog of retries waiting for later.
+CREATE INDEX jobs_claim ON jobs (queue, due_at) WHERE state = 'scheduled';
+-- Reaping lapsed leases.
+CREATE INDEX jobs_lease ON jobs (lease_expires_at) WHERE state = 'running';
+-- Terminal jobs by state, newest first, and the retention sweep.
+CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE finished_at IS NOT NULL;
+-- The top dead-letter causes, per wire name.
+CREATE INDEX jobs_dead_causes ON jobs (wire_name, cause_fingerprint, finished_at)
+    WHERE state = 'dead-lettered';
+-- Quarantined jobs grouped by wire name and reason.
+CREATE INDEX jobs_quarantine ON jobs (wire_name, quarantine_reason) WHERE state = 'quarantined';
+-- Scheduled and running jobs listed by time (few rows compared to the terminal ones).
+CREATE INDEX jobs_active ON jobs (state, due_at) WHERE state IN ('scheduled', 'running');
+
+-- The transition log: one entry per state change of every job, in commit order.
+CREATE TABLE transitions (
+    seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id         TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    at             INTEGER NOT NULL,
+    -- NULL for the entry that created the job.
+    from_state     TEXT    CHECK (from_state IS NULL
+                                  OR from_state IN ('scheduled', 'running', 'succeeded',
+                                                    'dead-lettered', 'quarantined', 'cancelled')),
+    to_state       TEXT    NOT NULL
+                           CHECK (to_state IN ('scheduled', 'running', 'succeeded',
+                                               'dead-lettered', 'quarantined', 'cancelled')),
+    attempt        INTEGER NOT NULL CHECK (attempt >= 0),
+    worker_id      TEXT,
+    -- The operator for operator actions (requeue, cancel), else NULL.
+    actor          TEXT,
+    reason         TEXT,
+    -- Failure detail of a failed attempt: a JSON object
+    -- {"type": ..., "message": ..., "chain": [...], "backtrace": ...}. Diagnostic only: the
+    -- engine never reads it. NULL when there was no failure or it was not captured.
+    failure_detail TEXT    CHECK (failure_detail IS NULL OR json_valid(failure_detail)),
+    -- NULL: no failure on this entry; 'captured'; or 'not-captured' (switched off).
+    detail_status  TEXT    CHECK (detail_status IS NULL
+                                  OR detail_status IN ('captured', 'not-captured'))
+);
+
+CREATE INDEX transitions_job ON transitions (job_id, seq);
+
+-- Live worker registry: each worker group of each process registers, heartbeats and removes
+-- itself on clean shutdown. A row whose heartbeat is old belongs to a dead process.
+CREATE TABLE workers (
+    id                TEXT    PRIMARY KEY NOT NULL
+                              CHECK (length(id) = 36 AND id GLOB '????????-????-????-????-????????????'
+                                     AND NOT id GLOB '*[^0-9a-f-]*'),
+    worker_group      TEXT    NOT NULL,
+    host              TEXT    NOT NULL,
+    pid               INTEGER NOT NULL,
+    -- JSON arrays of strings.
+    wire_names        TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(wire_names)),
+    queues            TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(queues)),
+    started_at        INTEGER NOT NULL,
+    last_heartbeat_at INTEGER NOT NULL,
+    -- How long after its last heartbeat the worker counts as gone.
+    stale_after_ms    INTEGER NOT NULL DEFAULT 30000
+);
+
+-- Counts of jobs per queue and state, kept exact by the triggers below so that dashboards never
+-- count millions of rows. Writers need do nothing: the triggers hold for every program.
+CREATE TABLE job_counts (
+    queue TEXT    NOT NULL,
+    state TEXT    NOT NULL,
+    n     INTEGER NOT NULL,
+    PRIMARY KEY (queue, state)
+) WITHOUT ROWID;
+
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF state, queue ON jobs
+    WHEN OLD.state IS NOT NEW.state OR OLD.queue IS NOT NEW.queue BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+    INSERT INTO job_counts (queue, state, n) VALUES (NEW.queue, NEW.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE queue = OLD.queue AND state = OLD.state;
+END;
+
+-- Store-wide settings. Known keys:
+--   failure_detail  'on' | 'off'   capture failure detail at all (default on)
+--   retention       humantime       how long terminal jobs are kept (default 14d)
+--   store_kind      'demo'          set by `bw demo` on the stores it creates
+CREATE TABLE settings (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- Operator permissions: 'view-failure-detail', 'operate', 'admin' (admin implies the others).
+CREATE TABLE grants (
+    actor      TEXT NOT NULL,
+    permission TEXT NOT NULL CHECK (permission IN ('view-failure-detail', 'operate', 'admin')),
+    granted_by TEXT NOT NULL,
+    granted_at INTEGER NOT NULL,
+    PRIMARY KEY (actor, permission)
+) WITHOUT ROWID;
+
+-- Operator actions that are not state changes: grants, revokes, settings, reveals of failure
+-- detail, purges.
+CREATE TABLE audit (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    at     INTEGER NOT NULL,
+    actor  TEXT    NOT NULL,
+    action TEXT    NOT NULL,
+    job_id TEXT,
+    detail TEXT
+);

@@ -1,0 +1,76 @@
+//! Typed errors of the library. The `bw` binary maps each kind to an exit code in one place
+//! (`cli::exit_code`); nothing here knows about a terminal.
+
+use std::path::PathBuf;
+
+use crate::model::{JobState, Permission};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no BackWave store at '{}': create one with `bw init --db {}`", path.display(), path.display())]
+    StoreMissing { path: PathBuf },
+
+    #[error("'{}' is not a BackWave store: {why}", path.display())]
+    NotAStore { path: PathBuf, why: String },
+
+    #[error(
+        "'{}' has schema version {found}, but this build of BackWave knows versions up to {supported}: upgrade bw",
+        path.display()
+    )]
+    SchemaTooNew { path: PathBuf, found: i64, supported: i64 },
+
+    #[error("'{}' is damaged: {why}", path.display())]
+    Corrupt { path: PathBuf, why: String },
+
+    #[error("the store is locked: another process held the database write lock past the busy timeout; try again, or find the process holding it")]
+    Busy,
+
+    #[error("the store is read-only here: {why}")]
+    ReadOnly { why: String },
+
+    #[error("pragma {name} is {actual:?} after setting it to {wanted:?}")]
+    Pragma { name: &'static str, wanted: String, actual: String },
+
+    #[error("invalid retry policy: {0}")]
+    InvalidPolicy(String),
+
+    #[error("{0}")]
+    InvalidInput(String),
+
+    #[error("no job matches '{0}'")]
+    JobNotFound(String),
+
+    #[error("job id prefix '{prefix}' is ambiguous: it matches {}", candidates.join(", "))]
+    AmbiguousId { prefix: String, candidates: Vec<String> },
+
+    #[error("job {id} is {state}, not {wanted}")]
+    WrongState { id: String, state: JobState, wanted: &'static str },
+
+    #[error("{actor} lacks the '{permission}' permission (an admin can run `bw grant {actor} {permission}`)")]
+    PermissionDenied { actor: String, permission: Permission },
+
+    #[error("failure detail is switched off for this store: it was never captured")]
+    FailureDetailOff,
+
+    #[error("could not encode the payload: {0}")]
+    Encode(#[source] serde_json::Error),
+
+    #[error(transparent)]
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode;
+        if let rusqlite::Error::SqliteFailure(f, msg) = &e {
+            match f.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => return Error::Busy,
+                ErrorCode::ReadOnly => return Error::ReadOnly { why: msg.clone().unwrap_or_else(|| f.to_string()) },
+                _ => {}
+            }
+        }
+        Error::Sqlite(e)
+    }
+}

@@ -1,0 +1,20 @@
+//! BackWave: a durable background-job system on one shared SQLite database.
+//!
+//! Applications embed this library, register handlers by wire name and run worker groups; jobs
+//! run at least once, are retried on a backoff, and end Succeeded, Dead-Lettered, Quarantined or
+//! Cancelled. The `bw` binary (feature `cli`) is the operator tool over the same store.
+//!
+//! The library never knows a terminal exists: the CLI and the dashboard call the same functions.
+
+pub mod error;
+pub mod model;
+pub mod retry;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use model::{
+    cause_fingerprint, DetailStatus, FailureDetail, Job, JobId, JobState, Millis, NewJob, Permission, QuarantineReason,
+    Transition, WorkerInfo,
+};
+pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
+pub use store::{Clock, Store};

@@ -1,0 +1,430 @@
+//! The plain data of BackWave: ids, states, jobs, transitions, causes. No I/O and no clock here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::Error;
+
+/// Milliseconds since the Unix epoch, UTC: the store's unit of time.
+pub type Millis = i64;
+
+/// A job's id: a time-ordered UUID (v7), so ids sort roughly by creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub Uuid);
+
+impl JobId {
+    pub fn new() -> Self {
+        JobId(Uuid::now_v7())
+    }
+
+    /// The first 8 hex digits: what tables show and what `bw` accepts back as a prefix.
+    pub fn short(&self) -> String {
+        self.0.simple().to_string()[..8].to_string()
+    }
+}
+
+impl Default for JobId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Uuid::parse_str(s.trim()).map(JobId).map_err(|_| {
+            Error::InvalidInput(format!(
+                "'{s}' is not a job id (expected a UUID such as 0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10)"
+            ))
+        })
+    }
+}
+
+/// The six states of a job. Four are terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobState {
+    Scheduled,
+    Running,
+    Succeeded,
+    DeadLettered,
+    Quarantined,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Scheduled,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::DeadLettered,
+        JobState::Quarantined,
+        JobState::Cancelled,
+    ];
+
+    /// The spelling in the store, in JSON and on the command line: `dead-lettered`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::DeadLettered => "dead-lettered",
+            JobState::Quarantined => "quarantined",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The spelling for people: `Dead-Lettered`.
+    pub fn title(self) -> &'static str {
+        match self {
+            JobState::Scheduled => "Scheduled",
+            JobState::Running => "Running",
+            JobState::Succeeded => "Succeeded",
+            JobState::DeadLettered => "Dead-Lettered",
+            JobState::Quarantined => "Quarantined",
+            JobState::Cancelled => "Cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobState::Scheduled | JobState::Running)
+    }
+
+    /// Requeue applies to these two only.
+    pub fn is_requeueable(self) -> bool {
+        matches!(self, JobState::DeadLettered | JobState::Quarantined)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.title())
+    }
+}
+
+impl FromStr for JobState {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let norm = s.trim().to_ascii_lowercase().replace(['_', ' '], "-");
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == norm || (norm == "deadlettered" && *st == JobState::DeadLettered))
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "unknown state '{s}': expected one of {}",
+                    JobState::ALL.map(|s| s.as_str()).join(", ")
+                ))
+            })
+    }
+}
+
+/// Why a job was quarantined: it never ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuarantineReason {
+    /// No handler is registered for the job's wire name in the claiming process.
+    NoHandler,
+    /// The payload does not decode into the handler's type.
+    UndecodablePayload,
+}
+
+impl QuarantineReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuarantineReason::NoHandler => "no-handler",
+            QuarantineReason::UndecodablePayload => "undecodable-payload",
+        }
+    }
+}
+
+impl fmt::Display for QuarantineReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for QuarantineReason {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "no-handler" => Ok(QuarantineReason::NoHandler),
+            "undecodable-payload" => Ok(QuarantineReason::UndecodablePayload),
+            _ => Err(Error::InvalidInput(format!(
+                "unknown quarantine reason '{s}': expected no-handler or undecodable-payload"
+            ))),
+        }
+    }
+}
+
+/// Operator permissions. `Admin` implies the other two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Permission {
+    ViewFailureDetail,
+    Operate,
+    Admin,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 3] = [Permission::ViewFailureDetail, Permission::Operate, Permission::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::ViewFailureDetail => "view-failure-detail",
+            Permission::Operate => "operate",
+            Permission::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Permission {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Permission::ALL.into_iter().find(|p| p.as_str() == s.trim()).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "unknown permission '{s}': expected one of view-failure-detail, operate, admin"
+            ))
+        })
+    }
+}
+
+/// One job row, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Job {
+    pub id: JobId,
+    pub wire_name: String,
+    pub queue: String,
+    pub labels: BTreeMap<String, String>,
+    pub payload: Vec<u8>,
+    pub state: JobState,
+    pub attempt: u32,
+    pub max_attempts: Option<u32>,
+    pub due_at: Millis,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<Millis>,
+    pub worker_group: Option<String>,
+    /// Milliseconds to wait after failed attempt n, at index n-1.
+    pub delay_table: Option<Vec<u64>>,
+    /// The operator who asked this running job to stop.
+    pub cancel_requested_by: Option<String>,
+    pub terminal_cause: Option<String>,
+    pub cause_fingerprint: Option<String>,
+    pub quarantine_reason: Option<QuarantineReason>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub finished_at: Option<Millis>,
+}
+
+impl Job {
+    /// Attempts left before the job dead-letters, when the budget is known.
+    pub fn budget_left(&self) -> Option<u32> {
+        self.max_attempts.map(|m| m.saturating_sub(self.attempt))
+    }
+
+    /// The wait that follows a failure of the current attempt, from the job's own delay table.
+    pub fn next_delay_ms(&self) -> Option<u64> {
+        let table = self.delay_table.as_ref()?;
+        table.get((self.attempt as usize).checked_sub(1)?).copied()
+    }
+}
+
+/// One entry of the transition log.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Transition {
+    pub seq: i64,
+    pub job_id: JobId,
+    pub at: Millis,
+    pub from: Option<JobState>,
+    pub to: JobState,
+    pub attempt: u32,
+    pub worker_id: Option<String>,
+    pub actor: Option<String>,
+    pub reason: Option<String>,
+    pub detail: DetailStatus,
+}
+
+/// What a log entry holds of failure detail, without its text unless it was revealed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum DetailStatus {
+    /// The entry is not a failure.
+    None,
+    /// A failure whose detail was switched off on the host or the store.
+    NotCaptured,
+    /// Captured detail, hidden: its error type and size only.
+    Hidden { kind: String, bytes: usize },
+    /// Captured detail, revealed to a permitted actor.
+    Revealed(FailureDetail),
+}
+
+/// The failure detail of a failed attempt: diagnostic only, the engine never reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureDetail {
+    /// The error's type name, e.g. `std::io::Error` or `panic`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    /// The `source()` chain, outermost first, the message itself excluded.
+    #[serde(default)]
+    pub chain: Vec<String>,
+    #[serde(default)]
+    pub backtrace: Option<String>,
+}
+
+/// A job to enqueue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewJob {
+    pub wire_name: String,
+    pub queue: String,
+    pub labels: BTreeMap<String, String>,
+    pub payload: Vec<u8>,
+    /// When the job may first run; `None` is now.
+    pub due_at: Option<Millis>,
+}
+
+impl NewJob {
+    pub fn new(wire_name: impl Into<String>, queue: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
+        NewJob {
+            wire_name: wire_name.into(),
+            queue: queue.into(),
+            labels: BTreeMap::new(),
+            payload: payload.into(),
+            due_at: None,
+        }
+    }
+
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn due_at(mut self, at: Millis) -> Self {
+        self.due_at = Some(at);
+        self
+    }
+}
+
+/// A registered worker (one worker group of one process).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkerInfo {
+    pub id: String,
+    pub group: String,
+    pub host: String,
+    pub pid: u32,
+    pub wire_names: Vec<String>,
+    pub queues: Vec<String>,
+    pub started_at: Millis,
+    pub last_heartbeat_at: Millis,
+    pub stale_after_ms: i64,
+}
+
+impl WorkerInfo {
+    pub fn is_live(&self, now: Millis) -> bool {
+        now - self.last_heartbeat_at <= self.stale_after_ms
+    }
+}
+
+/// Normalise a cause for grouping: quoted values, ids, hex and digits are masked so that
+/// `flaky 'nightly' always fails (attempt 3)` and `flaky 'daily' always fails (attempt 2)` group
+/// together as `flaky '*' always fails (attempt #)`. Computed once, when a job turns terminal.
+pub fn cause_fingerprint(cause: &str) -> String {
+    let mut out = String::with_capacity(cause.len());
+    let chars: Vec<char> = cause.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        // Quoted values: 'x' "x" `x`
+        if matches!(c, '\'' | '"' | '`') {
+            if let Some(len) = chars[i + 1..].iter().take(200).position(|&d| d == c) {
+                out.push(c);
+                out.push('*');
+                out.push(c);
+                i += len + 2;
+                continue;
+            }
+        }
+        // A run of word characters: a UUID, a hex blob, or a number is masked as a whole.
+        if c.is_ascii_alphanumeric() {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric()
+                    || chars[i] == '-' && i + 1 < chars.len() && chars[i + 1].is_ascii_hexdigit())
+            {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let bare = word.strip_prefix("0x").unwrap_or(&word);
+            let hexish = !bare.is_empty() && bare.chars().all(|d| d.is_ascii_hexdigit() || d == '-');
+            let has_digit = word.chars().any(|d| d.is_ascii_digit());
+            if word.len() >= 32 && hexish && uuid::Uuid::parse_str(&word).is_ok() {
+                out.push_str("<id>");
+            } else if word.chars().all(|d| d.is_ascii_digit()) {
+                out.push('#');
+            } else if hexish && has_digit && word.len() >= 6 {
+                out.push_str("<hex>");
+            } else {
+                // A word with digits inside (e.g. `host3`) keeps its letters.
+                let mut last_digit = false;
+                for d in word.chars() {
+                    if d.is_ascii_digit() {
+                        if !last_digit {
+                            out.push('#');
+                        }
+                        last_digit = true;
+                    } else {
+                        out.push(d);
+                        last_digit = false;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_group_like_causes() {
+        assert_eq!(cause_fingerprint("flaky 'nightly' always fails (attempt 3)"), "flaky '*' always fails (attempt #)");
+        assert_eq!(cause_fingerprint("gateway timeout (attempt 12)"), "gateway timeout (attempt #)");
+        assert_eq!(
+            cause_fingerprint("job 0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10 failed at 0xdeadbeef12"),
+            "job <id> failed at <hex>"
+        );
+        assert_eq!(cause_fingerprint("lease expired"), "lease expired");
+        assert_eq!(cause_fingerprint(""), "");
+    }
+
+    #[test]
+    fn states_parse_from_the_command_line_spelling() {
+        for s in JobState::ALL {
+            assert_eq!(s.as_str().parse::<JobState>().unwrap(), s);
+        }
+        assert_eq!("Dead-Lettered".parse::<JobState>().unwrap(), JobState::DeadLettered);
+        let err = "dead".parse::<JobState>().unwrap_err().to_string();
+        assert!(err.contains("'dead'") && err.contains("dead-lettered"), "{err}");
+    }
+}

@@ -1,0 +1,283 @@
+//! Backoff and RetryPolicy: how long to wait after a failed attempt, and how many attempts a
+//! worker group allows. Pure functions of the attempt number (and a jitter seed kept with the
+//! job): no clock, no randomness of their own, so a written delay table never changes.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How a wait grows from one failed attempt to the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// d, d, d, …
+    Fixed,
+    /// d, 2d, 3d, …
+    Linear,
+    /// d, 2d, 4d, …
+    Exponential,
+}
+
+/// A retry curve you can hold: the wait before the next attempt after attempt `n` failed.
+///
+/// ```
+/// use std::time::Duration;
+/// use backwave::Backoff;
+/// let b = Backoff::exponential(Duration::from_secs(2)).cap(Duration::from_secs(300));
+/// assert_eq!(b.delay(9), Duration::from_secs(300));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    shape: Shape,
+    interval: Duration,
+    max_attempts: Option<u32>,
+    cap: Option<Duration>,
+    jitter: f64,
+}
+
+impl Backoff {
+    pub fn fixed(interval: Duration) -> Self {
+        Self::new(Shape::Fixed, interval)
+    }
+
+    pub fn linear(interval: Duration) -> Self {
+        Self::new(Shape::Linear, interval)
+    }
+
+    pub fn exponential(interval: Duration) -> Self {
+        Self::new(Shape::Exponential, interval)
+    }
+
+    fn new(shape: Shape, interval: Duration) -> Self {
+        Backoff { shape, interval, max_attempts: None, cap: None, jitter: 0.0 }
+    }
+
+    /// How many attempts in TOTAL, the first one included. Checked by [`Backoff::validate`].
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// No single wait may exceed `cap` (jitter included).
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.cap = Some(cap);
+        self
+    }
+
+    /// Spread each wait uniformly ± `fraction` of itself. Opt-in: the default is exact.
+    /// Checked by [`Backoff::validate`]: `fraction` must be a number in 0..=1.
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = fraction;
+        self
+    }
+
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    pub fn max_attempts_value(&self) -> Option<u32> {
+        self.max_attempts
+    }
+
+    pub fn cap_value(&self) -> Option<Duration> {
+        self.cap
+    }
+
+    pub fn jitter_value(&self) -> f64 {
+        self.jitter
+    }
+
+    /// Out-of-range values are errors, never panics.
+    pub fn validate(&self) -> Result<()> {
+        if !self.jitter.is_finite() || !(0.0..=1.0).contains(&self.jitter) {
+            return Err(Error::InvalidPolicy(format!("jitter must be a fraction from 0 to 1, got {}", self.jitter)));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(Error::InvalidPolicy("max attempts must be at least 1 (it counts the first attempt)".into()));
+        }
+        Ok(())
+    }
+
+    /// The exact wait after failed attempt `n` (1-based), before jitter. Saturates instead of
+    /// overflowing.
+    pub fn delay(&self, n: u32) -> Duration {
+        let n = n.max(1);
+        let base = match self.shape {
+            Shape::Fixed => self.interval,
+            Shape::Linear => self.interval.saturating_mul(n),
+            Shape::Exponential => {
+                let factor = 1u32.checked_shl(n - 1).filter(|_| n <= 32).unwrap_or(u32::MAX);
+                self.interval.saturating_mul(factor)
+            }
+        };
+        self.capped(base)
+    }
+
+    /// The wait after failed attempt `n` with this curve's jitter drawn from `seed`.
+    /// The same `(n, seed)` gives the same wait, always.
+    pub fn delay_with_seed(&self, n: u32, seed: u64) -> Duration {
+        let exact = self.delay(n);
+        if self.jitter == 0.0 || !self.jitter.is_finite() {
+            return exact;
+        }
+        let unit = unit_interval(seed, n); // [0, 1)
+        let factor = 1.0 + self.jitter.clamp(0.0, 1.0) * (2.0 * unit - 1.0);
+        self.capped(Duration::from_secs_f64((exact.as_secs_f64() * factor).max(0.0)))
+    }
+
+    fn capped(&self, d: Duration) -> Duration {
+        match self.cap {
+            Some(cap) => d.min(cap),
+            None => d,
+        }
+    }
+}
+
+/// A plain duration is a fixed policy.
+impl From<Duration> for Backoff {
+    fn from(d: Duration) -> Self {
+        Backoff::fixed(d)
+    }
+}
+
+/// A uniform draw in [0, 1) from a seed and an attempt number (SplitMix64).
+fn unit_interval(seed: u64, n: u32) -> f64 {
+    let mut z = seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The curve a retry policy evaluates: a [`Backoff`] value or any pure `Fn(attempt) -> Duration`.
+#[derive(Clone)]
+pub enum BackoffFn {
+    Curve(Backoff),
+    Func(Arc<dyn Fn(u32) -> Duration + Send + Sync>),
+}
+
+impl fmt::Debug for BackoffFn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackoffFn::Curve(b) => b.fmt(f),
+            BackoffFn::Func(_) => f.write_str("Func(..)"),
+        }
+    }
+}
+
+impl From<Backoff> for BackoffFn {
+    fn from(b: Backoff) -> Self {
+        BackoffFn::Curve(b)
+    }
+}
+
+impl From<Duration> for BackoffFn {
+    fn from(d: Duration) -> Self {
+        BackoffFn::Curve(Backoff::fixed(d))
+    }
+}
+
+impl<F> From<F> for BackoffFn
+where
+    F: Fn(u32) -> Duration + Send + Sync + 'static,
+{
+    fn from(f: F) -> Self {
+        BackoffFn::Func(Arc::new(f))
+    }
+}
+
+/// A worker group's retry policy: how many attempts in total, and how long to wait after each
+/// failed one. It belongs to the group that claims the job; there is no per-job override.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    backoff: BackoffFn,
+}
+
+impl RetryPolicy {
+    /// `RetryPolicy::new(5, |_| Duration::from_millis(500))` reads like the seed's
+    /// `new RetryPolicy { MaxAttempts = 5, Backoff = _ => TimeSpan.FromMilliseconds(500) }`.
+    pub fn new(max_attempts: u32, backoff: impl Into<BackoffFn>) -> Result<Self> {
+        let backoff = backoff.into();
+        if max_attempts == 0 {
+            return Err(Error::InvalidPolicy("max attempts must be at least 1 (it counts the first attempt)".into()));
+        }
+        if let BackoffFn::Curve(b) = &backoff {
+            b.validate()?;
+        }
+        Ok(RetryPolicy { max_attempts, backoff })
+    }
+
+    /// A policy from a curve that carries its own `.max_attempts(n)`.
+    pub fn from_backoff(backoff: Backoff) -> Result<Self> {
+        backoff.validate()?;
+        let n = backoff.max_attempts.ok_or_else(|| {
+            Error::InvalidPolicy("the backoff has no .max_attempts(n): a retry policy needs an attempt budget".into())
+        })?;
+        Self::new(n, backoff)
+    }
+
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    pub fn backoff(&self) -> &BackoffFn {
+        &self.backoff
+    }
+
+    /// The wait after failed attempt `n`, jitter drawn from `seed`.
+    pub fn delay(&self, n: u32, seed: u64) -> Duration {
+        match &self.backoff {
+            BackoffFn::Curve(b) => b.delay_with_seed(n, seed),
+            BackoffFn::Func(f) => f(n),
+        }
+    }
+
+    /// The delay table written into a job at claim: element `n-1` is the wait after failed
+    /// attempt `n`, for attempts 1 to `max_attempts - 1` (the last failure dead-letters).
+    pub fn delay_table(&self, seed: u64) -> Vec<Duration> {
+        (1..self.max_attempts).map(|n| self.delay(n, seed)).collect()
+    }
+}
+
+impl Default for RetryPolicy {
+    /// 10 attempts; after failed attempt n wait 2^n seconds, capped at 300 s. No jitter.
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 10,
+            backoff: BackoffFn::Curve(Backoff::exponential(Duration::from_secs(2)).cap(Duration::from_secs(300))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|s| Duration::from_secs(*s)).collect()
+    }
+
+    #[test]
+    fn jitter_stays_within_its_fraction_and_is_repeatable() {
+        let b = Backoff::fixed(Duration::from_secs(10)).jitter(0.2);
+        for seed in 0..200u64 {
+            let d = b.delay_with_seed(1, seed);
+            assert!(d >= Duration::from_secs(8) && d <= Duration::from_secs(12), "{d:?}");
+            assert_eq!(d, b.delay_with_seed(1, seed));
+        }
+    }
+
+    #[test]
+    fn exponential_saturates_instead_of_overflowing() {
+        let b = Backoff::exponential(Duration::from_secs(2));
+        assert_eq!(b.delay(200), Duration::from_secs(2).saturating_mul(u32::MAX));
+        assert_eq!(secs(&[2, 4, 8]), (1..=3).map(|n| b.delay(n)).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,338 @@
+//! Who may do what, and what is not a job: grants, settings, the audit trail, the live worker
+//! registry, and revealing failure detail (which needs a permission and is always audited).
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::row::parse_id;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::model::{FailureDetail, JobId, Millis, Permission, WorkerInfo};
+
+/// Settings `bw config` may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SettingKey {
+    /// `on` | `off`: capture failure detail at all.
+    FailureDetail,
+    /// A duration (`14d`): how long terminal jobs are kept.
+    Retention,
+}
+
+impl SettingKey {
+    pub const ALL: [SettingKey; 2] = [SettingKey::FailureDetail, SettingKey::Retention];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingKey::FailureDetail => "failure_detail",
+            SettingKey::Retention => "retention",
+        }
+    }
+
+    pub fn default_value(self) -> &'static str {
+        match self {
+            SettingKey::FailureDetail => "on",
+            SettingKey::Retention => "14d",
+        }
+    }
+
+    pub fn parse(key: &str) -> Result<Self> {
+        let k = key.trim().replace('-', "_");
+        SettingKey::ALL.into_iter().find(|s| s.as_str() == k).ok_or_else(|| {
+            Error::InvalidInput(format!("unknown setting '{key}': expected failure_detail or retention"))
+        })
+    }
+
+    fn validate(self, value: &str) -> Result<String> {
+        match self {
+            SettingKey::FailureDetail => match value.trim() {
+                "on" | "off" => Ok(value.trim().to_string()),
+                _ => Err(Error::InvalidInput(format!("failure_detail is 'on' or 'off', not '{value}'"))),
+            },
+            SettingKey::Retention => humantime::parse_duration(value.trim())
+                .map(|_| value.trim().to_string())
+                .map_err(|e| Error::InvalidInput(format!("retention '{value}' is not a duration ({e}); e.g. 14d"))),
+        }
+    }
+}
+
+/// One audited operator action.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub seq: i64,
+    pub at: Millis,
+    pub actor: String,
+    pub action: String,
+    pub job_id: Option<JobId>,
+    pub detail: Option<String>,
+}
+
+impl Store {
+    /// The permissions `actor` holds; `admin` brings the other two with it.
+    pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>> {
+        permissions_of(&self.conn, actor)
+    }
+
+    /// Give `who` a permission. Needs `admin`; audited.
+    pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
+        let now = self.now();
+        self.write(|tx| {
+            require(tx, actor, Permission::Admin)?;
+            tx.execute(
+                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (actor, permission) DO NOTHING",
+                params![who, permission.as_str(), actor, now],
+            )?;
+            audit(tx, now, actor, "grant", None, &format!("{who} {permission}"))
+        })
+    }
+
+    /// Take a permission away. Needs `admin`; audited. Returns whether `who` had it.
+    pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool> {
+        let now = self.now();
+        self.write(|tx| {
+            require(tx, actor, Permission::Admin)?;
+            let n = tx.execute(
+                "DELETE FROM grants WHERE actor = ?1 AND permission = ?2",
+                params![who, permission.as_str()],
+            )?;
+            audit(tx, now, actor, "revoke", None, &format!("{who} {permission}"))?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Make `actor` admin if the store has no admin yet (`bw init`). Returns whether it did.
+    pub fn bootstrap_admin(&self, actor: &str) -> Result<bool> {
+        let now = self.now();
+        self.write(|tx| {
+            let has_admin: bool =
+                tx.query_row("SELECT EXISTS (SELECT 1 FROM grants WHERE permission = 'admin')", [], |r| r.get(0))?;
+            if has_admin {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (?1, 'admin', ?1, ?2)",
+                params![actor, now],
+            )?;
+            audit(tx, now, actor, "grant", None, &format!("{actor} admin (store initialised)"))?;
+            Ok(true)
+        })
+    }
+
+    /// A setting's value, or its default.
+    pub fn setting(&self, key: SettingKey) -> Result<String> {
+        let v: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM settings WHERE key = ?1", [key.as_str()], |r| r.get(0))
+            .optional()?;
+        Ok(v.unwrap_or_else(|| key.default_value().to_string()))
+    }
+
+    /// Change a setting. Needs `admin`; audited.
+    pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
+        let value = key.validate(value)?;
+        let now = self.now();
+        self.write(|tx| {
+            require(tx, actor, Permission::Admin)?;
+            tx.execute(
+                "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
+                params![key.as_str(), value],
+            )?;
+            audit(tx, now, actor, "config", None, &format!("{} = {value}", key.as_str()))
+        })
+    }
+
+    /// Whether failure detail is captured in this store at all.
+    pub fn failure_detail_enabled(&self) -> Result<bool> {
+        super::jobs::detail_enabled(&self.conn)
+    }
+
+    /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
+    pub fn mark_demo(&self) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('store_kind', 'demo')", [])?;
+            Ok(())
+        })
+    }
+
+    pub fn is_demo(&self) -> Result<bool> {
+        let v: Option<String> =
+            self.conn.query_row("SELECT value FROM settings WHERE key = 'store_kind'", [], |r| r.get(0)).optional()?;
+        Ok(v.as_deref() == Some("demo"))
+    }
+
+    /// The failure detail of every failed attempt of a job, by log sequence number. Needs
+    /// `view-failure-detail`; every reveal is written to the audit table, in the same
+    /// transaction that reads the detail.
+    pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
+        let now = self.now();
+        if !self.failure_detail_enabled()? {
+            return Err(Error::FailureDetailOff);
+        }
+        self.write(|tx| {
+            require(tx, actor, Permission::ViewFailureDetail)?;
+            let rows: Vec<(i64, String)> = tx
+                .prepare_cached(
+                    "SELECT seq, failure_detail FROM transitions
+                     WHERE job_id = ?1 AND failure_detail IS NOT NULL ORDER BY seq",
+                )?
+                .query_map([job.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            audit(tx, now, actor, "reveal-failure-detail", Some(job), &format!("{} entries", rows.len()))?;
+            Ok(rows
+                .into_iter()
+                .map(|(seq, json)| {
+                    let detail = serde_json::from_str(&json).unwrap_or_else(|_| FailureDetail {
+                        kind: "unparsed".into(),
+                        message: json,
+                        ..Default::default()
+                    });
+                    (seq, detail)
+                })
+                .collect())
+        })
+    }
+
+    /// The audit trail since `since`, oldest first.
+    pub fn audit_entries(&self, since: Millis, limit: usize) -> Result<Vec<AuditEntry>> {
+        let mut rows: Vec<AuditEntry> = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, at, actor, action, job_id, detail FROM audit WHERE at >= ?1 ORDER BY seq DESC LIMIT ?2",
+            )?
+            .query_map(params![since, limit as i64], |r| {
+                Ok(AuditEntry {
+                    seq: r.get(0)?,
+                    at: r.get(1)?,
+                    actor: r.get(2)?,
+                    action: r.get(3)?,
+                    job_id: match r.get::<_, Option<String>>(4)? {
+                        Some(_) => Some(parse_id(r, 4)?),
+                        None => None,
+                    },
+                    detail: r.get(5)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// Register (or re-register) a worker in the live registry.
+    pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO workers (id, worker_group, host, pid, wire_names, queues, started_at,
+                                                 last_heartbeat_at, stale_after_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    w.id,
+                    w.group,
+                    w.host,
+                    w.pid,
+                    serde_json::to_string(&w.wire_names).map_err(Error::Encode)?,
+                    serde_json::to_string(&w.queues).map_err(Error::Encode)?,
+                    w.started_at,
+                    w.last_heartbeat_at,
+                    w.stale_after_ms
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Say a worker is alive. Returns false if its row is gone (it is then re-registered by
+    /// the caller).
+    pub fn worker_heartbeat(&self, id: &str) -> Result<bool> {
+        let now = self.now();
+        self.write(
+            |tx| Ok(tx.execute("UPDATE workers SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now])? > 0),
+        )
+    }
+
+    /// Remove a worker on clean shutdown.
+    pub fn unregister_worker(&self, id: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM workers WHERE id = ?1", [id])?;
+            Ok(())
+        })
+    }
+
+    /// Every registered worker, live or stale, most recent heartbeat first.
+    pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, stale_after_ms
+                 FROM workers ORDER BY last_heartbeat_at DESC",
+            )?
+            .query_map([], |r| {
+                Ok(WorkerInfo {
+                    id: r.get(0)?,
+                    group: r.get(1)?,
+                    host: r.get(2)?,
+                    pid: r.get(3)?,
+                    wire_names: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
+                    queues: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
+                    started_at: r.get(6)?,
+                    last_heartbeat_at: r.get(7)?,
+                    stale_after_ms: r.get(8)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?)
+    }
+}
+
+pub(crate) fn permissions_of(conn: &Connection, actor: &str) -> Result<Vec<Permission>> {
+    let held: Vec<String> = conn
+        .prepare_cached("SELECT permission FROM grants WHERE actor = ?1")?
+        .query_map([actor], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let held: Vec<Permission> = held.iter().filter_map(|p| p.parse().ok()).collect();
+    if held.contains(&Permission::Admin) {
+        return Ok(Permission::ALL.to_vec());
+    }
+    let mut held = held;
+    held.sort();
+    Ok(held)
+}
+
+/// Fail with `PermissionDenied` unless `actor` holds `permission` (admin implies all).
+pub(crate) fn require(conn: &Connection, actor: &str, permission: Permission) -> Result<()> {
+    if permissions_of(conn, actor)?.contains(&permission) {
+        Ok(())
+    } else {
+        Err(Error::PermissionDenied { actor: actor.to_string(), permission })
+    }
+}
+
+pub(crate) fn audit(
+    conn: &Connection,
+    at: Millis,
+    actor: &str,
+    action: &str,
+    job: Option<JobId>,
+    detail: &str,
+) -> Result<()> {
+    conn.prepare_cached("INSERT INTO audit (at, actor, action, job_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![at, actor, action, job.map(|j| j.to_string()), detail])?;
+    Ok(())
+}
+
+/// The operating-system user running this process, from its real uid (not from an
+/// environment variable anyone can set). Falls back to `uid:N` when the user has no name.
+pub fn current_actor() -> String {
+    // SAFETY: getuid cannot fail; getpwuid_r writes only into the buffers we hand it.
+    unsafe {
+        let uid = libc::getuid();
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut buf = vec![0 as libc::c_char; 4096];
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result);
+        if rc == 0 && !result.is_null() && !pwd.pw_name.is_null() {
+            if let Ok(name) = std::ffi::CStr::from_ptr(pwd.pw_name).to_str() {
+                return name.to_string();
+            }
+        }
+        format!("uid:{uid}")
+    }
+}

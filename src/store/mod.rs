@@ -1,0 +1,406 @@
+//! The job store: one SQLite file that every worker and every `bw` process shares.
+//!
+//! This module opens and creates stores (pragmas set and read back, the schema version checked
+//! before anything is written) and owns the transaction helper; the operations live one group per
+//! file. Every state change is one short `BEGIN IMMEDIATE` transaction that appends its
+//! transition entries, so a crash leaves each job either changed with its log or untouched.
+
+mod admin;
+mod jobs;
+mod operator;
+mod query;
+mod row;
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, LEASE_EXPIRED};
+pub use operator::{BulkProgress, CancelResult, RequeueResult};
+pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
+
+use crate::error::{Error, Result};
+use crate::model::Millis;
+
+/// The schema this build reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+/// The store contract, embedded verbatim.
+pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
+/// How long a statement waits for another writer's lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the store's time comes from. Tests pin it; everything else uses the system clock.
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    #[default]
+    System,
+    Manual(Arc<AtomicI64>),
+}
+
+impl Clock {
+    pub fn manual(start: Millis) -> Self {
+        Clock::Manual(Arc::new(AtomicI64::new(start)))
+    }
+
+    pub fn now(&self) -> Millis {
+        match self {
+            Clock::System => system_now(),
+            Clock::Manual(t) => t.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Move a manual clock forward; a no-op on the system clock.
+    pub fn advance(&self, by: Duration) {
+        if let Clock::Manual(t) = self {
+            t.fetch_add(by.as_millis() as i64, Ordering::SeqCst);
+        }
+    }
+
+    pub fn set(&self, at: Millis) {
+        if let Clock::Manual(t) = self {
+            t.store(at, Ordering::SeqCst);
+        }
+    }
+}
+
+pub fn system_now() -> Millis {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
+}
+
+/// An open store. Not `Sync`: give each thread its own (they are cheap to open).
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    clock: Clock,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).field("read_only", &self.read_only).finish()
+    }
+}
+
+impl Store {
+    /// Open an existing store for reading and operating. Never creates a file; refuses a file
+    /// that is not a BackWave store, is damaged, or has a schema version this build does not
+    /// know, and writes nothing to it in that case. A file or folder this process may not
+    /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        check_file(&path)?;
+        let writable = is_writable(&path);
+        let conn = if writable {
+            Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(|e| open_error(&path, e))?
+        } else {
+            open_read_only(&path)?
+        };
+        let store = Store { conn, path, clock: Clock::System, read_only: !writable };
+        store.conn.busy_timeout(BUSY_TIMEOUT)?;
+        store.check_schema()?;
+        store.set_pragmas()?;
+        Ok(store)
+    }
+
+    /// Create a store at `path`, or open and migrate the one there (`bw init`, and the
+    /// engine's create-if-missing). A new file is readable by its owner and group only.
+    pub fn create(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            create_private_file(&path)?;
+        } else {
+            check_file(&path)?;
+        }
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| open_error(&path, e))?;
+        let store = Store { conn, path, clock: Clock::System, read_only: false };
+        store.conn.busy_timeout(BUSY_TIMEOUT)?;
+        let version = store.check_schema_allow_empty()?;
+        store.set_pragmas()?;
+        if version == 0 {
+            store.write(|tx| {
+                tx.execute_batch(SCHEMA_SQL)?;
+                Ok(())
+            })?;
+        }
+        Ok(store)
+    }
+
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()> {
+        self.conn.busy_timeout(timeout)?;
+        Ok(())
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The raw connection, for the benchmarks and for tests that inspect the file.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// `PRAGMA integrity_check` and `foreign_key_check`: the problems found, none when clean.
+    pub fn check_integrity(&self) -> Result<Vec<String>> {
+        let mut problems: Vec<String> = self
+            .conn
+            .prepare("PRAGMA integrity_check")?
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        problems.retain(|p| p != "ok");
+        let mut fk = self.conn.prepare("PRAGMA foreign_key_check")?;
+        let rows = fk.query_map([], |r| Ok(format!("foreign key violation in {}", r.get::<_, String>(0)?)))?;
+        for row in rows {
+            problems.push(row?);
+        }
+        Ok(problems)
+    }
+
+    /// Run `f` in one `BEGIN IMMEDIATE` transaction: it takes the write lock up front (waiting
+    /// up to the busy timeout) so it never fails half-way on a lock upgrade, and it commits
+    /// everything or nothing.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                why: format!("'{}' or its folder is not writable by this user", self.path.display()),
+            });
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let guard = RollbackOnDrop(&self.conn);
+        let value = f(&self.conn)?;
+        self.conn.execute_batch("COMMIT")?;
+        std::mem::forget(guard);
+        Ok(value)
+    }
+
+    /// Run `f` in one read transaction, so that several queries see one snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        let guard = RollbackOnDrop(&self.conn);
+        let value = f(&self.conn);
+        drop(guard);
+        value
+    }
+
+    fn check_schema(&self) -> Result<()> {
+        match self.check_schema_allow_empty()? {
+            0 => Err(Error::NotAStore {
+                path: self.path.clone(),
+                why: "it is an SQLite database without the BackWave schema (create a store with `bw init`)".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Read the schema version without writing anything. 0 is an empty database.
+    fn check_schema_allow_empty(&self) -> Result<i64> {
+        let version: i64 =
+            self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| open_error(&self.path, e))?;
+        let tables: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| r.get(0))
+            .map_err(|e| open_error(&self.path, e))?;
+        let has_jobs: bool = self
+            .conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'jobs')", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| open_error(&self.path, e))?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::SchemaTooNew { path: self.path.clone(), found: version, supported: SCHEMA_VERSION });
+        }
+        if version == 0 && tables > 0 {
+            return Err(Error::NotAStore {
+                path: self.path.clone(),
+                why: format!("it is an SQLite database with {tables} other table(s) and no BackWave schema"),
+            });
+        }
+        if version > 0 && !has_jobs {
+            return Err(Error::NotAStore {
+                path: self.path.clone(),
+                why: format!("user_version is {version} but there is no jobs table"),
+            });
+        }
+        Ok(version)
+    }
+
+    fn set_pragmas(&self) -> Result<()> {
+        if !self.read_only {
+            set_pragma(&self.conn, "journal_mode", "WAL", "wal")?;
+        }
+        set_pragma(&self.conn, "synchronous", "NORMAL", "1")?;
+        set_pragma(&self.conn, "foreign_keys", "ON", "1")?;
+        self.conn.set_prepared_statement_cache_capacity(64);
+        Ok(())
+    }
+}
+
+/// Set a pragma and read it back: SQLite ignores a misspelt pragma without a word.
+fn set_pragma(conn: &Connection, name: &'static str, value: &str, expect: &str) -> Result<()> {
+    let set: Option<String> = conn
+        .query_row(&format!("PRAGMA {name} = {value}"), [], |r| r.get::<_, rusqlite::types::Value>(0))
+        .ok()
+        .map(value_text);
+    let actual = match set {
+        Some(v) => v,
+        None => {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, rusqlite::types::Value>(0)).map(value_text)?
+        }
+    };
+    if !actual.eq_ignore_ascii_case(expect) {
+        return Err(Error::Pragma { name, wanted: expect.to_string(), actual });
+    }
+    Ok(())
+}
+
+fn value_text(v: rusqlite::types::Value) -> String {
+    match v {
+        rusqlite::types::Value::Integer(i) => i.to_string(),
+        rusqlite::types::Value::Text(t) => t,
+        other => format!("{other:?}"),
+    }
+}
+
+struct RollbackOnDrop<'a>(&'a Connection);
+
+impl Drop for RollbackOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Look at the file before SQLite does, so that a missing path is never created and a file
+/// that is not a database is refused without a byte written to it.
+fn check_file(path: &Path) -> Result<()> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::StoreMissing { path: path.into() }),
+        Err(e) => return Err(Error::NotAStore { path: path.into(), why: e.to_string() }),
+    };
+    if meta.is_dir() {
+        return Err(Error::NotAStore { path: path.into(), why: "it is a directory".into() });
+    }
+    if meta.len() == 0 {
+        return Err(Error::NotAStore { path: path.into(), why: "the file is empty (0 bytes)".into() });
+    }
+    let mut header = [0u8; 100];
+    let mut file = std::fs::File::open(path).map_err(|e| Error::NotAStore { path: path.into(), why: e.to_string() })?;
+    let n =
+        read_up_to(&mut file, &mut header).map_err(|e| Error::NotAStore { path: path.into(), why: e.to_string() })?;
+    if n < 16 || &header[..16] != SQLITE_MAGIC {
+        return Err(Error::NotAStore { path: path.into(), why: "it is not an SQLite database".into() });
+    }
+    if n < 100 {
+        return Err(Error::Corrupt { path: path.into(), why: format!("truncated: the file is only {n} bytes") });
+    }
+    // The page count in the header is valid when its "version-valid-for" matches the change
+    // counter; a file shorter than that many pages was cut off.
+    let be32 = |at: usize| u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65536u64,
+        p => p as u64,
+    };
+    let pages = be32(28) as u64;
+    if be32(92) == be32(24) && pages > 0 && meta.len() < pages * page_size {
+        return Err(Error::Corrupt {
+            path: path.into(),
+            why: format!("truncated: {} bytes where the header promises {}", meta.len(), pages * page_size),
+        });
+    }
+    Ok(())
+}
+
+fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn is_writable(path: &Path) -> bool {
+    let file_ok = OpenOptions::new().write(true).open(path).is_ok();
+    // WAL needs to create `-wal` and `-shm` beside the file.
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir_ok = {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap_or_default();
+        // SAFETY: access(2) reads a NUL-terminated path and has no other effect.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    };
+    file_ok && dir_ok
+}
+
+fn open_read_only(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    // A WAL database in a folder we cannot write has no `-shm` to share: read it as immutable.
+    if conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).is_err() {
+        let uri = format!("file:{}?immutable=1", path.display());
+        return Connection::open_with_flags(uri, flags).map_err(|e| open_error(path, e));
+    }
+    Ok(conn)
+}
+
+fn create_private_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .open(path)
+        .map(|_| ())
+        .map_err(|e| Error::NotAStore { path: path.into(), why: format!("cannot create it: {e}") })
+}
+
+/// Errors while opening, phrased for the file rather than the statement.
+fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode;
+    if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        match f.code {
+            ErrorCode::NotADatabase => {
+                return Error::NotAStore { path: path.into(), why: "it is not an SQLite database".into() }
+            }
+            ErrorCode::DatabaseCorrupt => return Error::Corrupt { path: path.into(), why: e.to_string() },
+            ErrorCode::CannotOpen => {
+                return Error::NotAStore { path: path.into(), why: format!("cannot open it: {e}") }
+            }
+            _ => {}
+        }
+    }
+    Error::from(e)
+}

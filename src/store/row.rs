@@ -1,0 +1,107 @@
+//! Reading rows into model values. Text written by other programs is taken as it comes:
+//! a payload may be TEXT or BLOB, label values may be any JSON.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::ValueRef;
+use rusqlite::Row;
+
+use crate::model::{DetailStatus, Job, JobId, JobState, QuarantineReason, Transition};
+
+/// The columns [`job_from_row`] reads, in order.
+pub(crate) const JOB_COLUMNS: &str = "id, wire_name, queue, labels, payload, state, attempt, max_attempts, \
+     due_at, lease_owner, lease_expires_at, worker_group, delay_table, cancel_requested_by, terminal_cause, \
+     cause_fingerprint, quarantine_reason, created_at, updated_at, finished_at";
+
+pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
+    Ok(Job {
+        id: parse_id(r, 0)?,
+        wire_name: r.get(1)?,
+        queue: r.get(2)?,
+        labels: parse_labels(&r.get::<_, String>(3)?),
+        payload: bytes(r.get_ref(4)?),
+        state: parse_state(r, 5)?,
+        attempt: r.get(6)?,
+        max_attempts: r.get(7)?,
+        due_at: r.get(8)?,
+        lease_owner: r.get(9)?,
+        lease_expires_at: r.get(10)?,
+        worker_group: r.get(11)?,
+        delay_table: r.get::<_, Option<String>>(12)?.and_then(|t| serde_json::from_str(&t).ok()),
+        cancel_requested_by: r.get(13)?,
+        terminal_cause: r.get(14)?,
+        cause_fingerprint: r.get(15)?,
+        quarantine_reason: r.get::<_, Option<String>>(16)?.and_then(|q| q.parse::<QuarantineReason>().ok()),
+        created_at: r.get(17)?,
+        updated_at: r.get(18)?,
+        finished_at: r.get(19)?,
+    })
+}
+
+/// The columns [`transition_from_row`] reads, in order. The failure detail itself is not
+/// read here: only its type and size, so that hidden detail never leaves the database.
+pub(crate) const TRANSITION_COLUMNS: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
+     reason, detail_status, json_extract(failure_detail, '$.type'), length(failure_detail)";
+
+pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
+    let status: Option<String> = r.get(9)?;
+    let detail = match status.as_deref() {
+        Some("captured") => DetailStatus::Hidden {
+            kind: r.get::<_, Option<String>>(10)?.unwrap_or_default(),
+            bytes: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as usize,
+        },
+        Some(_) => DetailStatus::NotCaptured,
+        None => DetailStatus::None,
+    };
+    Ok(Transition {
+        seq: r.get(0)?,
+        job_id: parse_id(r, 1)?,
+        at: r.get(2)?,
+        from: match r.get::<_, Option<String>>(3)? {
+            Some(_) => Some(parse_state(r, 3)?),
+            None => None,
+        },
+        to: parse_state(r, 4)?,
+        attempt: r.get(5)?,
+        worker_id: r.get(6)?,
+        actor: r.get(7)?,
+        reason: r.get(8)?,
+        detail,
+    })
+}
+
+pub(crate) fn parse_id(r: &Row<'_>, i: usize) -> rusqlite::Result<JobId> {
+    let s: String = r.get(i)?;
+    s.parse::<JobId>()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+pub(crate) fn parse_state(r: &Row<'_>, i: usize) -> rusqlite::Result<JobState> {
+    let s: String = r.get(i)?;
+    s.parse::<JobState>()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn bytes(v: ValueRef<'_>) -> Vec<u8> {
+    match v {
+        ValueRef::Blob(b) | ValueRef::Text(b) => b.to_vec(),
+        ValueRef::Null => Vec::new(),
+        ValueRef::Integer(i) => i.to_string().into_bytes(),
+        ValueRef::Real(f) => f.to_string().into_bytes(),
+    }
+}
+
+pub(crate) fn parse_labels(text: &str) -> BTreeMap<String, String> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return BTreeMap::new();
+    };
+    map.into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (k, v)
+        })
+        .collect()
+}
