@@ -18,3 +18,8 @@ pub use model::{
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
 pub use store::{Clock, Store};
+
+#[cfg(feature = "cli")]
+pub mod cli;
+#[cfg(feature = "cli")]
+pub mod tui;

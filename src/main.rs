@@ -1,1 +1,4 @@
-fn main() {}
+//! `bw`: parse, dispatch, map errors to exit codes. Nothing else lives here.
+fn main() -> std::process::ExitCode {
+    backwave::cli::main()
+}

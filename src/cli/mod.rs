@@ -1,0 +1,228 @@
+//! `bw`, the operator command line: one file per subcommand (its documented clap `Args` and a
+//! `run`), dispatched from [`Command`]. Exit codes are decided in one place, [`exit_code`].
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::{Error, Store};
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub mod output;
+
+mod access;
+mod backoff;
+mod cancel;
+mod completions;
+mod config;
+mod demo;
+mod enqueue;
+mod generate;
+mod init;
+mod jobs;
+mod log;
+mod purge;
+mod requeue;
+mod stats;
+mod top;
+mod workers;
+
+/// Exit statuses, documented in the README.
+pub mod exit {
+    /// Done.
+    pub const OK: u8 = 0;
+    /// Some ids were refused or not found, or the actor lacks a permission.
+    pub const REFUSED: u8 = 1;
+    /// A usage error: bad flags, an unknown state, a malformed id, duration or payload.
+    pub const USAGE: u8 = 2;
+    /// The store is unavailable: missing, locked past the busy timeout, corrupt, read-only for a
+    /// write, or of an unknown schema version.
+    pub const STORE: u8 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "bw", version, about = "Operate a BackWave job store: see what failed and why, requeue, cancel, watch")]
+#[command(propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalOpts {
+    /// The job store (an SQLite file).
+    #[arg(long, global = true, env = "BW_DB", default_value = "./backwave.db", value_name = "PATH")]
+    pub db: PathBuf,
+    /// `table` for people, `json` for scripts (one JSON document on stdout).
+    #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// No colours (also when NO_COLOR is set).
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// How long to wait for another process's write lock before giving up (exit 3).
+    #[arg(long, global = true, value_parser = parse_duration, default_value = "5s", value_name = "DUR")]
+    pub busy_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(init::Args),
+    #[command(subcommand)]
+    Jobs(jobs::Command),
+    Requeue(requeue::Args),
+    Cancel(cancel::Args),
+    #[command(subcommand)]
+    Log(log::Command),
+    Stats(stats::Args),
+    Workers(workers::Args),
+    Enqueue(enqueue::Args),
+    Purge(purge::Args),
+    Backoff(backoff::Args),
+    Grant(access::GrantArgs),
+    Revoke(access::RevokeArgs),
+    Audit(access::AuditArgs),
+    #[command(subcommand)]
+    Config(config::Command),
+    Completions(completions::Args),
+    Top(top::Args),
+    Demo(demo::Args),
+    #[command(hide = true)]
+    Generate(generate::Args),
+}
+
+/// What every subcommand gets: the global flags and the operator's identity.
+pub struct Ctx {
+    pub global: GlobalOpts,
+    /// The OS user running `bw` (from the uid).
+    pub actor: String,
+    pub color: bool,
+}
+
+impl Ctx {
+    pub fn new(global: GlobalOpts) -> Self {
+        let color = !global.no_color
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        Ctx { actor: crate::store::current_actor(), color, global }
+    }
+
+    /// Open the existing store (never creates one).
+    pub fn open(&self) -> Result<Store, CliError> {
+        let store = Store::open(&self.global.db)?;
+        store.set_busy_timeout(self.global.busy_timeout)?;
+        Ok(store)
+    }
+
+    pub fn json(&self) -> bool {
+        self.global.format == Format::Json
+    }
+}
+
+/// Why a command did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// Bad input that clap could not catch: quoted, with what is accepted.
+    #[error("{0}")]
+    Usage(String),
+    /// The command ran but refused some of what it was asked (the message is already printed
+    /// or is this text).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The one place that maps errors to exit statuses.
+pub fn exit_code(e: &CliError) -> u8 {
+    match e {
+        CliError::Usage(_) => exit::USAGE,
+        CliError::Refused(_) => exit::REFUSED,
+        CliError::Io(_) => exit::STORE,
+        CliError::Store(e) => match e {
+            Error::StoreMissing { .. }
+            | Error::NotAStore { .. }
+            | Error::SchemaTooNew { .. }
+            | Error::Corrupt { .. }
+            | Error::Busy
+            | Error::ReadOnly { .. }
+            | Error::Pragma { .. }
+            | Error::Sqlite(_) => exit::STORE,
+            Error::InvalidPolicy(_) | Error::InvalidInput(_) | Error::AmbiguousId { .. } | Error::Encode(_) => {
+                exit::USAGE
+            }
+            Error::JobNotFound(_) | Error::WrongState { .. } | Error::PermissionDenied { .. } | Error::FailureDetailOff => {
+                exit::REFUSED
+            }
+        },
+    }
+}
+
+/// A closed pipe (`bw jobs list | head`) is a quiet success.
+pub fn is_broken_pipe(e: &CliError) -> bool {
+    matches!(e, CliError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Parse and run; returns the process exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = Ctx::new(cli.global);
+    let result = match cli.command {
+        Command::Init(a) => init::run(&a, &ctx),
+        Command::Jobs(c) => jobs::run(&c, &ctx),
+        Command::Requeue(a) => requeue::run(&a, &ctx),
+        Command::Cancel(a) => cancel::run(&a, &ctx),
+        Command::Log(c) => log::run(&c, &ctx),
+        Command::Stats(a) => stats::run(&a, &ctx),
+        Command::Workers(a) => workers::run(&a, &ctx),
+        Command::Enqueue(a) => enqueue::run(&a, &ctx),
+        Command::Purge(a) => purge::run(&a, &ctx),
+        Command::Backoff(a) => backoff::run(&a, &ctx),
+        Command::Grant(a) => access::grant(&a, &ctx),
+        Command::Revoke(a) => access::revoke(&a, &ctx),
+        Command::Audit(a) => access::audit(&a, &ctx),
+        Command::Config(c) => config::run(&c, &ctx),
+        Command::Completions(a) => completions::run(&a),
+        Command::Top(a) => top::run(&a, &ctx),
+        Command::Demo(a) => demo::run(&a, &ctx),
+        Command::Generate(a) => generate::run(&a, &ctx),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(CliError::Refused(msg)) if msg.is_empty() => ExitCode::from(exit::REFUSED),
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("bw: error: {}", output::sanitize(&e.to_string()));
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+/// humantime durations everywhere: `90s`, `2h`, `14d`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("'{s}' is not a duration ({e}); use e.g. 500ms, 90s, 2h, 14d"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

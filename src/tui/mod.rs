@@ -1,0 +1,1 @@
+//! The `bw top` dashboard (feature "cli"): app state, actions, keymap, update, view, terminal.
