@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::{Error, Store};
+use crate::{Clock, Error, Millis, Store};
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod output;
@@ -118,9 +118,18 @@ impl Ctx {
 
     /// Open the existing store (never creates one).
     pub fn open(&self) -> Result<Store, CliError> {
-        let store = Store::open(&self.global.db)?;
+        let store = Store::open(&self.global.db)?.with_clock(self.clock()?);
         store.set_busy_timeout(self.global.busy_timeout)?;
         Ok(store)
+    }
+
+    /// The system clock, or the instant pinned by `BW_NOW` (RFC 3339 or epoch milliseconds) so
+    /// that tests can snapshot relative times, as jj does with `JJ_TIMESTAMP`.
+    pub fn clock(&self) -> Result<Clock, CliError> {
+        match std::env::var("BW_NOW") {
+            Ok(v) if !v.is_empty() => Ok(Clock::manual(parse_instant(&v).map_err(CliError::Usage)?)),
+            _ => Ok(Clock::System),
+        }
     }
 
     pub fn json(&self) -> bool {
@@ -208,6 +217,16 @@ pub fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// An instant: RFC 3339 (`2026-11-30T14:02:12Z`) or milliseconds since the Unix epoch.
+pub fn parse_instant(s: &str) -> Result<Millis, String> {
+    if let Ok(ms) = s.trim().parse::<Millis>() {
+        return Ok(ms);
+    }
+    humantime::parse_rfc3339_weak(s.trim())
+        .map(|t| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0))
+        .map_err(|_| format!("'{s}' is not a time: use RFC 3339 (2026-11-30T14:02:12Z) or epoch milliseconds"))
 }
 
 /// humantime durations everywhere: `90s`, `2h`, `14d`.
