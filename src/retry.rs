@@ -127,7 +127,9 @@ impl Backoff {
         }
         let unit = unit_interval(seed, n); // [0, 1)
         let factor = 1.0 + self.jitter.clamp(0.0, 1.0) * (2.0 * unit - 1.0);
-        self.capped(Duration::from_secs_f64((exact.as_secs_f64() * factor).max(0.0)))
+        // `from_secs_f64` panics past Duration::MAX; a saturated curve times 1 + jitter gets there.
+        let spread = Duration::try_from_secs_f64((exact.as_secs_f64() * factor).max(0.0)).unwrap_or(Duration::MAX);
+        self.capped(spread)
     }
 
     fn capped(&self, d: Duration) -> Duration {
@@ -203,6 +205,9 @@ pub struct RetryPolicy {
 impl RetryPolicy {
     /// `RetryPolicy::new(5, |_| Duration::from_millis(500))` reads like the seed's
     /// `new RetryPolicy { MaxAttempts = 5, Backoff = _ => TimeSpan.FromMilliseconds(500) }`.
+    ///
+    /// A curve that carries its own `.max_attempts(m)` with `m` different from `max_attempts` is
+    /// refused: two budgets for one thing, and no silent preference between them (seed 001).
     pub fn new(max_attempts: u32, backoff: impl Into<BackoffFn>) -> Result<Self> {
         let backoff = backoff.into();
         if max_attempts == 0 {
@@ -210,6 +215,12 @@ impl RetryPolicy {
         }
         if let BackoffFn::Curve(b) = &backoff {
             b.validate()?;
+            if let Some(m) = b.max_attempts.filter(|m| *m != max_attempts) {
+                return Err(Error::InvalidPolicy(format!(
+                    "the policy allows {max_attempts} attempts but its backoff says .max_attempts({m}): \
+                     keep one budget (both count attempts in total, the first included)"
+                )));
+            }
         }
         Ok(RetryPolicy { max_attempts, backoff })
     }
@@ -243,6 +254,25 @@ impl RetryPolicy {
     /// attempt `n`, for attempts 1 to `max_attempts - 1` (the last failure dead-letters).
     pub fn delay_table(&self, seed: u64) -> Vec<Duration> {
         (1..self.max_attempts).map(|n| self.delay(n, seed)).collect()
+    }
+
+    /// [`RetryPolicy::delay_table`] in the store's unit, milliseconds, each clamped to what a
+    /// time in the store can hold (so a saturated curve never wraps into a negative wait).
+    pub fn delay_table_ms(&self, seed: u64) -> Vec<u64> {
+        (1..self.max_attempts).map(|n| duration_ms(self.delay(n, seed))).collect()
+    }
+}
+
+/// A duration in whole milliseconds, clamped to `i64::MAX` (the store's times are `i64`).
+pub fn duration_ms(d: Duration) -> u64 {
+    d.as_millis().min(i64::MAX as u128) as u64
+}
+
+impl TryFrom<Backoff> for RetryPolicy {
+    type Error = Error;
+    /// A curve with `.max_attempts(n)` is a whole retry policy.
+    fn try_from(b: Backoff) -> Result<Self> {
+        RetryPolicy::from_backoff(b)
     }
 }
 

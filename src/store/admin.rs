@@ -141,6 +141,13 @@ impl Store {
         })
     }
 
+    /// How long terminal jobs are kept before the retention sweep deletes them (default 14 days).
+    pub fn retention(&self) -> Result<std::time::Duration> {
+        let text = self.setting(SettingKey::Retention)?;
+        humantime::parse_duration(text.trim())
+            .map_err(|e| Error::InvalidInput(format!("the store's retention setting '{text}' is not a duration ({e})")))
+    }
+
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool> {
         super::jobs::detail_enabled(&self.conn)
@@ -163,12 +170,13 @@ impl Store {
     /// The failure detail of every failed attempt of a job, by log sequence number. Needs
     /// `view-failure-detail`; every reveal is written to the audit table, in the same
     /// transaction that reads the detail.
+    ///
+    /// Detail captured before the switch was turned off stays revealable; a job with none while
+    /// the switch is off is [`Error::FailureDetailOff`], so nobody mistakes "off" for "no failure".
     pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
         let now = self.now();
-        if !self.failure_detail_enabled()? {
-            return Err(Error::FailureDetailOff);
-        }
         self.write(|tx| {
+            // The permission comes first: without it, not even whether detail exists is told.
             require(tx, actor, Permission::ViewFailureDetail)?;
             let rows: Vec<(i64, String)> = tx
                 .prepare_cached(
@@ -177,6 +185,9 @@ impl Store {
                 )?
                 .query_map([job.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
+            if rows.is_empty() && !super::jobs::detail_enabled(tx)? {
+                return Err(Error::FailureDetailOff);
+            }
             audit(tx, now, actor, "reveal-failure-detail", Some(job), &format!("{} entries", rows.len()))?;
             Ok(rows
                 .into_iter()

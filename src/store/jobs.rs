@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::row::{job_from_row, JOB_COLUMNS};
+use super::row::{job_columns, job_from_row, parse_id};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason};
-use crate::retry::{BackoffFn, RetryPolicy};
+use crate::retry::{duration_ms, BackoffFn, RetryPolicy};
 
 /// The cause of a job whose lease lapsed on its last attempt.
 pub const LEASE_EXPIRED: &str = "lease expired";
@@ -119,23 +119,20 @@ impl Store {
     /// claim raises the attempt and writes the group's retry budget and delay table into the job.
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
         let now = self.now();
-        let lease_until = now + req.lease.as_millis() as Millis;
+        let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
         let max = req.policy.max_attempts();
-        // Without jitter every job gets the same table: compute it once.
-        let shared_table = seed_independent(req.policy).then(|| table_json(req.policy, 0));
+        // Without jitter every job gets the same table: compute (and encode) it once per batch.
+        let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
         self.write(|tx| {
-            let mut pick = tx.prepare_cached(&format!(
-                "SELECT {JOB_COLUMNS}, jitter_seed FROM jobs
-                 WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
-            ))?;
+            let mut pick = tx.prepare_cached(CLAIM_SQL)?;
             let mut update = tx.prepare_cached(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2, delay_table = ?3,
                         lease_owner = ?4, lease_expires_at = ?5, worker_group = ?6, updated_at = ?7
                  WHERE id = ?1 AND state = 'scheduled'",
             )?;
-            let mut claimed = Vec::new();
+            let mut claimed = Vec::with_capacity(req.limit.min(1024));
             for queue in req.queues {
-                let want = req.limit - claimed.len();
+                let want = req.limit.saturating_sub(claimed.len());
                 if want == 0 {
                     break;
                 }
@@ -143,14 +140,18 @@ impl Store {
                     .query_map(params![queue, now, want as i64], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
                     .collect::<Result<Vec<_>, _>>()?;
                 for (mut job, seed) in rows {
+                    let own_table;
                     let table = match &shared_table {
-                        Some(t) => t.clone(),
-                        None => table_json(req.policy, seed as u64),
+                        Some(t) => t,
+                        None => {
+                            own_table = DelayTable::new(req.policy, effective_seed(seed, &job.id));
+                            &own_table
+                        }
                     };
                     update.execute(params![
                         job.id.to_string(),
                         max,
-                        table,
+                        table.json,
                         req.worker_id,
                         lease_until,
                         req.group,
@@ -159,7 +160,7 @@ impl Store {
                     job.state = JobState::Running;
                     job.attempt += 1;
                     job.max_attempts = Some(max);
-                    job.delay_table = serde_json::from_str(&table).ok();
+                    job.delay_table = Some(table.ms.clone());
                     job.lease_owner = Some(req.worker_id.to_string());
                     job.lease_expires_at = Some(lease_until);
                     job.worker_group = Some(req.group.to_string());
@@ -177,7 +178,7 @@ impl Store {
     /// Renew the leases a worker holds, in one transaction. A lease that is no longer ours is
     /// reported `Lost`; a held one tells whether an operator asked the job to stop.
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
-        let until = self.now() + lease.as_millis() as Millis;
+        let until = self.now().saturating_add(lease.as_millis().min(i64::MAX as u128) as Millis);
         self.write(|tx| {
             let mut renew = tx.prepare_cached(
                 "UPDATE jobs SET lease_expires_at = ?4
@@ -204,6 +205,9 @@ impl Store {
 
     /// Record several outcomes in one transaction, each behind the fence.
     pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = self.now();
         self.write(|tx| {
             let capture = detail_enabled(tx)?;
@@ -213,61 +217,129 @@ impl Store {
 
     /// Turn up to `limit` lapsed leases into failed attempts: retried at the job's own delay
     /// table, Dead-Lettered with cause `lease expired` when the budget is spent, or Cancelled
-    /// when an operator had asked. Returns how many were reaped.
+    /// when an operator had asked. Returns how many were reaped. Any process may call it: it
+    /// needs nothing from the worker that held the lease.
     pub fn reap_expired(&self, limit: usize) -> Result<usize> {
         let now = self.now();
         self.write(|tx| {
-            let mut pick = tx.prepare_cached(&format!(
-                "SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'running' AND lease_expires_at < ?1
-                 ORDER BY lease_expires_at LIMIT ?2"
-            ))?;
-            let expired = pick.query_map(params![now, limit as i64], job_from_row)?.collect::<Result<Vec<_>, _>>()?;
-            for job in &expired {
-                let owner = job.lease_owner.as_deref();
-                if let Some(actor) = job.cancel_requested_by.as_deref() {
-                    finish_cancelled(tx, now, job, owner, actor)?;
-                } else {
-                    fail_attempt(tx, now, job, owner, LEASE_EXPIRED, None)?;
-                }
+            let expired = tx
+                .prepare_cached(&format!(
+                    "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE state = 'running' AND lease_expires_at < ?1
+                     ORDER BY lease_expires_at LIMIT ?2"
+                ))?
+                .query_map(params![now, limit as i64], attempt_from_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            for run in &expired {
+                let owner = Some(run.lease_owner.as_str());
+                match run.cancel_requested_by.as_deref() {
+                    Some(actor) => finish_cancelled(tx, now, run, owner, actor, None)?,
+                    None => fail_attempt(tx, now, run, owner, LEASE_EXPIRED, None)?,
+                };
             }
             Ok(expired.len())
         })
     }
 }
 
-fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
-    let job = tx
-        .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?
-        .query_row([c.job_id.to_string()], job_from_row)
-        .optional()?;
-    let Some(job) = job else { return Ok(Fenced::Rejected) };
-    if job.state != JobState::Running || job.lease_owner.as_deref() != Some(&c.worker_id) || job.attempt != c.attempt {
-        return Ok(Fenced::Rejected);
+/// The statement a claim runs per queue: the next due scheduled jobs, oldest due first.
+/// `INDEXED BY` pins the `(queue, due_at)` partial index over scheduled jobs, so the scan starts
+/// at the queue's earliest due job and stops at the limit or at the first job due in the future;
+/// an index that ordered by anything before `due_at` would make every claim walk past the whole
+/// backlog of future retries. Public so that tests and tools can EXPLAIN it.
+pub const CLAIM_SQL: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    ", jitter_seed FROM jobs INDEXED BY jobs_claim
+     WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
+);
+
+/// What the fence and a failed attempt need of a Running job: never the payload or labels.
+const ATTEMPT_COLUMNS: &str = "id, attempt, max_attempts, delay_table, cancel_requested_by, lease_owner";
+
+/// The narrow view of one Running attempt.
+struct RunningAttempt {
+    id: JobId,
+    attempt: u32,
+    max_attempts: Option<u32>,
+    delay_table: Option<String>,
+    cancel_requested_by: Option<String>,
+    lease_owner: String,
+}
+
+fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
+    Ok(RunningAttempt {
+        id: parse_id(r, 0)?,
+        attempt: r.get(1)?,
+        max_attempts: r.get(2)?,
+        delay_table: r.get(3)?,
+        cancel_requested_by: r.get(4)?,
+        lease_owner: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+    })
+}
+
+impl RunningAttempt {
+    /// The attempt budget. A job claimed by another program that wrote no budget gets the
+    /// default policy's, rather than dying on its first failure.
+    fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or_else(|| RetryPolicy::default().max_attempts())
     }
+
+    /// The wait after this attempt fails, from the job's own delay table. A missing or short
+    /// table (written by another program) falls back to the default policy, never to zero: a
+    /// zero wait would turn a failing job into a hot loop.
+    fn next_delay_ms(&self) -> u64 {
+        let n = self.attempt.max(1);
+        self.delay_table
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Vec<u64>>(t).ok())
+            .and_then(|t| t.get(n as usize - 1).copied())
+            .unwrap_or_else(|| duration_ms(RetryPolicy::default().delay(n, 0)))
+    }
+}
+
+fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
+    let id = c.job_id.to_string();
     let worker = Some(c.worker_id.as_str());
-    let state = match &c.outcome {
-        Outcome::Succeeded => {
-            tx.prepare_cached(
+    // The common case is one fenced UPDATE: no row read at all.
+    if c.outcome == Outcome::Succeeded {
+        let changed = tx
+            .prepare_cached(
                 "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                        finished_at = ?2, updated_at = ?2 WHERE id = ?1",
+                        finished_at = ?4, updated_at = ?4
+                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3",
             )?
-            .execute(params![job.id.to_string(), now])?;
-            let mut e = Entry::new(job.id, now, Some(JobState::Running), JobState::Succeeded, job.attempt);
-            e.worker_id = worker;
-            log(tx, &e)?;
-            JobState::Succeeded
+            .execute(params![id, c.worker_id, c.attempt, now])?;
+        if changed == 0 {
+            return Ok(Fenced::Rejected);
         }
-        Outcome::Cancelled if job.cancel_requested_by.is_some() => {
-            finish_cancelled(tx, now, &job, worker, job.cancel_requested_by.as_deref().unwrap_or_default())?
-        }
-        Outcome::Failed { .. } if job.cancel_requested_by.is_some() => {
-            // The handler stopped because it was asked to: that is the cancel, not a failure.
-            finish_cancelled(tx, now, &job, worker, job.cancel_requested_by.as_deref().unwrap_or_default())?
-        }
-        Outcome::Cancelled => fail_attempt(tx, now, &job, worker, "cancelled without an operator request", None)?,
+        let mut e = Entry::new(c.job_id, now, Some(JobState::Running), JobState::Succeeded, c.attempt);
+        e.worker_id = worker;
+        log(tx, &e)?;
+        return Ok(Fenced::Accepted(JobState::Succeeded));
+    }
+    let run = tx
+        .prepare_cached(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3"
+        ))?
+        .query_row(params![id, c.worker_id, c.attempt], attempt_from_row)
+        .optional()?;
+    let Some(run) = run else { return Ok(Fenced::Rejected) };
+    let state = match &c.outcome {
+        Outcome::Succeeded => unreachable!("handled above"),
+        Outcome::Cancelled => match run.cancel_requested_by.as_deref() {
+            Some(actor) => finish_cancelled(tx, now, &run, worker, actor, None)?,
+            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
+            // timeout inside it) is a plain failed attempt.
+            None => fail_attempt(tx, now, &run, worker, UNREQUESTED_CANCEL, Some(None))?,
+        },
         Outcome::Failed { message, detail } => {
             let detail = if capture { detail.as_ref() } else { None };
-            fail_attempt(tx, now, &job, worker, message, Some(detail))?
+            match run.cancel_requested_by.as_deref() {
+                // An operator asked it to stop: retrying would defy them. The failure is kept
+                // in the log entry that ends the job.
+                Some(actor) => finish_cancelled(tx, now, &run, worker, actor, Some((message, detail)))?,
+                None => fail_attempt(tx, now, &run, worker, message, Some(detail))?,
+            }
         }
         Outcome::Quarantined { reason, cause } => {
             tx.prepare_cached(
@@ -275,14 +347,8 @@ fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> 
                         quarantine_reason = ?2, terminal_cause = ?3, cause_fingerprint = ?4,
                         finished_at = ?5, updated_at = ?5 WHERE id = ?1",
             )?
-            .execute(params![
-                job.id.to_string(),
-                reason.as_str(),
-                cause,
-                cause_fingerprint(cause),
-                now
-            ])?;
-            let mut e = Entry::new(job.id, now, Some(JobState::Running), JobState::Quarantined, job.attempt);
+            .execute(params![id, reason.as_str(), cause, cause_fingerprint(cause), now])?;
+            let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Quarantined, run.attempt);
             e.worker_id = worker;
             e.reason = Some(cause);
             log(tx, &e)?;
@@ -292,65 +358,80 @@ fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> 
     Ok(Fenced::Accepted(state))
 }
 
+/// The reason logged when a handler reports its own, unrequested cancellation.
+pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
+
 /// A failed attempt of a Running job: retry at its delay table, or dead-letter when this was
 /// attempt `max_attempts`. `detail` is `None` for a lapsed lease (no detail exists), and
 /// `Some(None)` for a failure whose detail was not captured.
 fn fail_attempt(
     tx: &Connection,
     now: Millis,
-    job: &Job,
+    run: &RunningAttempt,
     worker: Option<&str>,
     message: &str,
     detail: Option<Option<&FailureDetail>>,
 ) -> Result<JobState> {
-    let max = job.max_attempts.unwrap_or(1);
-    let mut e = Entry::new(job.id, now, Some(JobState::Running), JobState::Scheduled, job.attempt);
+    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Scheduled, run.attempt);
     e.worker_id = worker;
     e.reason = Some(message);
-    let detail_json = match detail {
-        Some(Some(d)) => Some(serde_json::to_string(d).map_err(Error::Encode)?),
-        _ => None,
-    };
+    let detail_json = detail_json(detail.flatten())?;
     e.failure_detail = detail_json.as_deref();
-    e.detail_status = match detail {
-        None => None,
-        Some(Some(_)) => Some("captured"),
-        Some(None) => Some("not-captured"),
-    };
-    if job.attempt >= max {
+    e.detail_status = detail.map(|d| if d.is_some() { "captured" } else { "not-captured" });
+    if run.attempt >= run.max_attempts() {
         tx.prepare_cached(
             "UPDATE jobs SET state = 'dead-lettered', lease_owner = NULL, lease_expires_at = NULL,
                     terminal_cause = ?2, cause_fingerprint = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?1",
         )?
-        .execute(params![job.id.to_string(), message, cause_fingerprint(message), now])?;
+        .execute(params![run.id.to_string(), message, cause_fingerprint(message), now])?;
         e.to = JobState::DeadLettered;
         log(tx, &e)?;
         Ok(JobState::DeadLettered)
     } else {
-        let wait = job.next_delay_ms().unwrap_or(0);
+        let due = now.saturating_add(run.next_delay_ms().min(i64::MAX as u64) as Millis);
         tx.prepare_cached(
             "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
                     due_at = ?2, updated_at = ?3 WHERE id = ?1",
         )?
-        .execute(params![job.id.to_string(), now.saturating_add(wait as Millis), now])?;
+        .execute(params![run.id.to_string(), due, now])?;
         log(tx, &e)?;
         Ok(JobState::Scheduled)
     }
 }
 
-fn finish_cancelled(tx: &Connection, now: Millis, job: &Job, worker: Option<&str>, actor: &str) -> Result<JobState> {
+/// End a Running job that an operator asked to stop. `failure` is the handler's error when it
+/// stopped by failing: kept on the log entry, since the job will not run again to show it.
+fn finish_cancelled(
+    tx: &Connection,
+    now: Millis,
+    run: &RunningAttempt,
+    worker: Option<&str>,
+    actor: &str,
+    failure: Option<(&str, Option<&FailureDetail>)>,
+) -> Result<JobState> {
     let cause = format!("cancelled by {actor}");
     tx.prepare_cached(
         "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
                 terminal_cause = ?2, cause_fingerprint = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?1",
     )?
-    .execute(params![job.id.to_string(), cause, cause_fingerprint(&cause), now])?;
-    let mut e = Entry::new(job.id, now, Some(job.state), JobState::Cancelled, job.attempt);
+    .execute(params![run.id.to_string(), cause, cause_fingerprint(&cause), now])?;
+    let reason = match failure {
+        Some((message, _)) => format!("{cause}; the handler stopped with: {message}"),
+        None => cause,
+    };
+    let detail_json = detail_json(failure.and_then(|(_, d)| d))?;
+    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Cancelled, run.attempt);
     e.worker_id = worker;
     e.actor = Some(actor);
-    e.reason = Some(&cause);
+    e.reason = Some(&reason);
+    e.failure_detail = detail_json.as_deref();
+    e.detail_status = failure.map(|(_, d)| if d.is_some() { "captured" } else { "not-captured" });
     log(tx, &e)?;
     Ok(JobState::Cancelled)
+}
+
+fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<String>> {
+    detail.map(|d| serde_json::to_string(d).map_err(Error::Encode)).transpose()
 }
 
 pub(crate) fn detail_enabled(tx: &Connection) -> Result<bool> {
@@ -429,6 +510,17 @@ fn jitter_seed(id: &JobId) -> i64 {
     i64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
 }
 
+/// The seed a claim draws jitter from: the one kept with the job, or, for a job written by
+/// another program that left the default 0, one derived from its id (still the same at every
+/// claim, and different between jobs so that they do not retry in lockstep).
+fn effective_seed(stored: i64, id: &JobId) -> u64 {
+    if stored != 0 {
+        stored as u64
+    } else {
+        jitter_seed(id) as u64
+    }
+}
+
 fn seed_independent(policy: &RetryPolicy) -> bool {
     match policy.backoff() {
         BackoffFn::Curve(b) => b.jitter_value() == 0.0,
@@ -436,7 +528,16 @@ fn seed_independent(policy: &RetryPolicy) -> bool {
     }
 }
 
-fn table_json(policy: &RetryPolicy, seed: u64) -> String {
-    let ms: Vec<u64> = policy.delay_table(seed).iter().map(|d| d.as_millis() as u64).collect();
-    serde_json::to_string(&ms).unwrap_or_else(|_| "[]".into())
+/// A delay table as the job row holds it (JSON) and as the claimed [`Job`] carries it.
+struct DelayTable {
+    ms: Vec<u64>,
+    json: String,
+}
+
+impl DelayTable {
+    fn new(policy: &RetryPolicy, seed: u64) -> Self {
+        let ms = policy.delay_table_ms(seed);
+        let json = serde_json::to_string(&ms).unwrap_or_else(|_| "[]".into());
+        DelayTable { ms, json }
+    }
 }

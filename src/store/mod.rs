@@ -8,6 +8,7 @@
 mod admin;
 mod jobs;
 mod operator;
+mod preview;
 mod query;
 mod row;
 
@@ -21,8 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
-pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, LEASE_EXPIRED};
+pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 pub use operator::{BulkProgress, CancelResult, RequeueResult};
+pub use preview::{RequeuePlan, WireNameCount};
 pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
 
 use crate::error::{Error, Result};
@@ -113,10 +115,11 @@ impl Store {
     /// engine's create-if-missing). A new file is readable by its owner and group only.
     pub fn create(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
-        if !path.exists() {
-            create_private_file(&path)?;
-        } else {
-            check_file(&path)?;
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_private_file(&path)?,
+            // An empty file (`touch`, a temp file) is an empty database to SQLite: make it a store.
+            Ok(m) if m.is_file() && m.len() == 0 => {}
+            _ => check_file(&path)?,
         }
         let conn = Connection::open_with_flags(
             &path,
@@ -129,9 +132,15 @@ impl Store {
         store.set_pragmas()?;
         if version == 0 {
             store.write(|tx| {
-                tx.execute_batch(SCHEMA_SQL)?;
+                // Another process may have created the schema since we looked: look again under
+                // the write lock, so that two `create`s racing on one new file both succeed.
+                let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+                if version == 0 {
+                    tx.execute_batch(SCHEMA_SQL)?;
+                }
                 Ok(())
             })?;
+            store.check_schema()?;
         }
         Ok(store)
     }
@@ -192,17 +201,18 @@ impl Store {
                 why: format!("'{}' or its folder is not writable by this user", self.path.display()),
             });
         }
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        // Cached statements: the engine runs thousands of these small transactions a second.
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         let guard = RollbackOnDrop(&self.conn);
         let value = f(&self.conn)?;
-        self.conn.execute_batch("COMMIT")?;
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
         std::mem::forget(guard);
         Ok(value)
     }
 
     /// Run `f` in one read transaction, so that several queries see one snapshot.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.conn.execute_batch("BEGIN DEFERRED")?;
+        self.conn.prepare_cached("BEGIN DEFERRED")?.execute([])?;
         let guard = RollbackOnDrop(&self.conn);
         let value = f(&self.conn);
         drop(guard);
@@ -233,6 +243,12 @@ impl Store {
                 r.get(0)
             })
             .map_err(|e| open_error(&self.path, e))?;
+        if version < 0 {
+            return Err(Error::NotAStore {
+                path: self.path.clone(),
+                why: format!("its user_version is {version}, which no BackWave store has"),
+            });
+        }
         if version > SCHEMA_VERSION {
             return Err(Error::SchemaTooNew { path: self.path.clone(), found: version, supported: SCHEMA_VERSION });
         }
@@ -256,18 +272,26 @@ impl Store {
             set_pragma(&self.conn, "journal_mode", "WAL", "wal")?;
         }
         set_pragma(&self.conn, "synchronous", "NORMAL", "1")?;
+        // Without it the retention sweep would leave the deleted jobs' log behind.
         set_pragma(&self.conn, "foreign_keys", "ON", "1")?;
-        self.conn.set_prepared_statement_cache_capacity(64);
+        let busy = BUSY_TIMEOUT.as_millis().to_string();
+        set_pragma(&self.conn, "busy_timeout", &busy, &busy)?;
+        // Room for every fixed statement plus the filters of a dashboard session.
+        self.conn.set_prepared_statement_cache_capacity(128);
         Ok(())
     }
 }
 
 /// Set a pragma and read it back: SQLite ignores a misspelt pragma without a word.
 fn set_pragma(conn: &Connection, name: &'static str, value: &str, expect: &str) -> Result<()> {
-    let set: Option<String> = conn
-        .query_row(&format!("PRAGMA {name} = {value}"), [], |r| r.get::<_, rusqlite::types::Value>(0))
-        .ok()
-        .map(value_text);
+    // Some pragmas answer the assignment with the new value (journal_mode), most with no row.
+    // Any other error (a lock while switching to WAL, say) is reported as itself.
+    let set: Option<String> =
+        match conn.query_row(&format!("PRAGMA {name} = {value}"), [], |r| r.get::<_, rusqlite::types::Value>(0)) {
+            Ok(v) => Some(value_text(v)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => None,
+            Err(e) => return Err(e.into()),
+        };
     let actual = match set {
         Some(v) => v,
         None => {
@@ -332,13 +356,23 @@ fn check_file(path: &Path) -> Result<()> {
         p => p as u64,
     };
     let pages = be32(28) as u64;
-    if be32(92) == be32(24) && pages > 0 && meta.len() < pages * page_size {
+    // A checkpoint writes page 1 first: cut off mid-way, the file is short but its WAL still
+    // holds the missing pages and SQLite finishes the job. Only a file with no WAL is truncated.
+    let wal_len = std::fs::metadata(sidecar(path, "-wal")).map(|m| m.len()).unwrap_or(0);
+    if be32(92) == be32(24) && pages > 0 && meta.len() < pages * page_size && wal_len == 0 {
         return Err(Error::Corrupt {
             path: path.into(),
             why: format!("truncated: {} bytes where the header promises {}", meta.len(), pages * page_size),
         });
     }
     Ok(())
+}
+
+/// `store.db` -> `store.db-wal`.
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -370,10 +404,25 @@ fn open_read_only(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
     // A WAL database in a folder we cannot write has no `-shm` to share: read it as immutable.
     if conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).is_err() {
-        let uri = format!("file:{}?immutable=1", path.display());
+        let uri = format!("file:{}?immutable=1", uri_path(path));
         return Connection::open_with_flags(uri, flags).map_err(|e| open_error(path, e));
     }
     Ok(conn)
+}
+
+/// A path as the path part of an SQLite `file:` URI: `?`, `#` and `%` would otherwise end or
+/// escape it.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'?' | b'#' | b'%' => out.push_str(&format!("%{b:02X}")),
+            b if b.is_ascii() && !b.is_ascii_control() => out.push(b as char),
+            b => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 fn create_private_file(path: &Path) -> Result<()> {

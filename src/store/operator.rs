@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::jobs::{log, Entry};
 use super::query::JobFilter;
-use super::row::{job_from_row, JOB_COLUMNS};
+use super::row::parse_state;
 use super::Store;
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
@@ -120,6 +120,13 @@ impl Store {
         self.write(|tx| sweep_batch(tx, cutoff, limit))
     }
 
+    /// The unattended retention sweep at the store's own `retention` setting: up to `limit`
+    /// terminal jobs that finished longer ago than that, deleted with their log.
+    pub fn sweep_expired(&self, limit: usize) -> Result<u64> {
+        let keep = self.retention()?.as_millis().min(i64::MAX as u128) as Millis;
+        self.sweep(self.now().saturating_sub(keep), limit)
+    }
+
     /// `bw purge`: the retention sweep on demand, in batches, audited. Needs `operate`.
     pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
         self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
@@ -178,12 +185,12 @@ fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<R
 }
 
 fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<CancelResult> {
-    let job = tx
-        .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?
-        .query_row([id.to_string()], job_from_row)
+    let found = tx
+        .prepare_cached("SELECT state, attempt, cancel_requested_by IS NOT NULL FROM jobs WHERE id = ?1")?
+        .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, u32>(1)?, r.get::<_, bool>(2)?)))
         .optional()?;
-    let Some(job) = job else { return Ok(CancelResult::NotFound) };
-    match job.state {
+    let Some((state, attempt, already_requested)) = found else { return Ok(CancelResult::NotFound) };
+    match state {
         JobState::Scheduled => {
             let cause = format!("cancelled by {actor}");
             tx.prepare_cached(
@@ -191,17 +198,18 @@ fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<Ca
                         cancel_requested_by = ?4, finished_at = ?5, updated_at = ?5 WHERE id = ?1",
             )?
             .execute(params![id.to_string(), cause, cause_fingerprint(&cause), actor, now])?;
-            let mut e = Entry::new(id, now, Some(JobState::Scheduled), JobState::Cancelled, job.attempt);
+            let mut e = Entry::new(id, now, Some(JobState::Scheduled), JobState::Cancelled, attempt);
             e.actor = Some(actor);
             e.reason = Some(&cause);
             log(tx, &e)?;
             Ok(CancelResult::Cancelled)
         }
         JobState::Running => {
-            if job.cancel_requested_by.is_none() {
+            // Asking twice changes nothing: the first operator to ask is the one logged.
+            if !already_requested {
                 tx.prepare_cached("UPDATE jobs SET cancel_requested_by = ?2, updated_at = ?3 WHERE id = ?1")?
                     .execute(params![id.to_string(), actor, now])?;
-                super::admin::audit(tx, now, actor, "cancel-requested", Some(id), &format!("attempt {}", job.attempt))?;
+                super::admin::audit(tx, now, actor, "cancel-requested", Some(id), &format!("attempt {attempt}"))?;
             }
             Ok(CancelResult::CancelRequested)
         }

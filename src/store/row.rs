@@ -8,10 +8,19 @@ use rusqlite::Row;
 
 use crate::model::{DetailStatus, Job, JobId, JobState, QuarantineReason, Transition};
 
+/// The columns [`job_from_row`] reads, in order. A macro so that `concat!` can build the
+/// public claim statement from it.
+macro_rules! job_columns {
+    () => {
+        "id, wire_name, queue, labels, payload, state, attempt, max_attempts, due_at, lease_owner, \
+         lease_expires_at, worker_group, delay_table, cancel_requested_by, terminal_cause, cause_fingerprint, \
+         quarantine_reason, created_at, updated_at, finished_at"
+    };
+}
+pub(crate) use job_columns;
+
 /// The columns [`job_from_row`] reads, in order.
-pub(crate) const JOB_COLUMNS: &str = "id, wire_name, queue, labels, payload, state, attempt, max_attempts, \
-     due_at, lease_owner, lease_expires_at, worker_group, delay_table, cancel_requested_by, terminal_cause, \
-     cause_fingerprint, quarantine_reason, created_at, updated_at, finished_at";
+pub(crate) const JOB_COLUMNS: &str = job_columns!();
 
 pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {

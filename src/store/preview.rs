@@ -1,0 +1,142 @@
+//! What an operator action would do, before doing it: the requeue plan that `bw requeue
+//! --dry-run` prints and the dashboard shows in its confirmation. Requeueing a job whose wire
+//! name no live worker handles only quarantines it again, so the plan counts those apart and
+//! [`Store::requeue_planned`] leaves them alone unless forced. Read-only except that last call.
+
+use serde::Serialize;
+
+use super::operator::BulkProgress;
+use super::query::JobFilter;
+use super::Store;
+use crate::error::Result;
+use crate::model::{JobId, JobState};
+
+/// The exact effect of a bulk requeue at the moment it was planned.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RequeuePlan {
+    /// Dead-Lettered or Quarantined jobs that match.
+    pub matching: u64,
+    /// Of those, jobs whose wire name a live worker handles now: requeued with a fresh budget.
+    pub would_requeue: u64,
+    /// Jobs whose wire name no live worker handles now: a requeue would quarantine them again.
+    pub would_requarantine: u64,
+    /// The wire names behind `would_requarantine`, with their counts, largest first.
+    pub unhandled: Vec<WireNameCount>,
+    /// The wire names behind `would_requeue`, with their counts and live handlers.
+    pub handled: Vec<WireNameCount>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WireNameCount {
+    pub wire_name: String,
+    pub count: u64,
+    /// Live workers that handle this wire name now.
+    pub live_handlers: u64,
+}
+
+impl Store {
+    /// The set a bulk requeue covers: only Dead-Lettered and Quarantined jobs (both when the
+    /// filter names neither), finished by now. The same normalisation `requeue_matching` applies.
+    pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {
+        let mut f = filter.clone();
+        f.states.retain(|s| s.is_requeueable());
+        if f.states.is_empty() {
+            f.states = vec![JobState::DeadLettered, JobState::Quarantined];
+        }
+        f
+    }
+
+    /// Count, exactly, what a bulk requeue of `filter` would do now.
+    pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
+        let scope = self.requeue_scope(filter);
+        let handlers = self.live_handlers()?;
+        self.read(|_| {
+            let matching = self.count_jobs(&scope)?;
+            let mut plan = RequeuePlan { matching, ..Default::default() };
+            for wire_name in self.requeueable_wire_names(&scope)? {
+                let mut f = scope.clone();
+                f.wire_name = Some(wire_name.clone());
+                let count = self.count_jobs(&f)?;
+                if count == 0 {
+                    continue;
+                }
+                let live = handlers.get(&wire_name).copied().unwrap_or(0);
+                let entry = WireNameCount { wire_name, count, live_handlers: live };
+                if live == 0 {
+                    plan.would_requarantine += count;
+                    plan.unhandled.push(entry);
+                } else {
+                    plan.would_requeue += count;
+                    plan.handled.push(entry);
+                }
+            }
+            plan.unhandled.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
+            plan.handled.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
+            Ok(plan)
+        })
+    }
+
+    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
+    /// whose wire name a live worker handles now. Batched and resumable like
+    /// [`Store::requeue_matching`]. Returns how many were requeued.
+    pub fn requeue_planned(
+        &self,
+        actor: &str,
+        filter: &JobFilter,
+        force: bool,
+        mut progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
+        if force {
+            return self.requeue_matching(actor, filter, progress);
+        }
+        let plan = self.plan_requeue(filter)?;
+        if plan.unhandled.is_empty() {
+            return self.requeue_matching(actor, filter, progress);
+        }
+        let total = plan.would_requeue;
+        let mut done_before = 0;
+        for w in &plan.handled {
+            let mut f = filter.clone();
+            f.wire_name = Some(w.wire_name.clone());
+            let n = self.requeue_matching(actor, &f, |p| {
+                progress(BulkProgress { done: done_before + p.done, total });
+            })?;
+            done_before += n;
+        }
+        Ok(done_before)
+    }
+
+    /// How many live workers handle `wire_name` now.
+    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
+        Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
+    }
+
+    /// Whether requeueing this one job now would only quarantine it again.
+    pub fn would_requarantine(&self, id: JobId) -> Result<bool> {
+        match self.job(id)? {
+            Some(job) => Ok(self.live_handler_count(&job.wire_name)? == 0),
+            None => Ok(false),
+        }
+    }
+
+    /// Distinct wire names among the scope's jobs, read from the per-state partial indexes
+    /// (each covers `wire_name`), so this stays fast on millions of terminal jobs.
+    fn requeueable_wire_names(&self, scope: &JobFilter) -> Result<Vec<String>> {
+        if let Some(w) = &scope.wire_name {
+            return Ok(vec![w.clone()]);
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for state in &scope.states {
+            let sql = match state {
+                JobState::DeadLettered => "SELECT DISTINCT wire_name FROM jobs WHERE state = 'dead-lettered'",
+                JobState::Quarantined => "SELECT DISTINCT wire_name FROM jobs WHERE state = 'quarantined'",
+                _ => continue,
+            };
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            for name in stmt.query_map([], |r| r.get::<_, String>(0))? {
+                names.insert(name?);
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+}
