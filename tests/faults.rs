@@ -1,0 +1,12 @@
+//! Proving BackWave's promises under faults: the store against a model of SPEC.md, broken and
+//! hostile input, killed processes, racing operators and a locked store. Each module names the
+//! promise it keeps; the README's "Guarantees" section points here.
+
+#[path = "faults/state_machine.rs"]
+mod state_machine;
+
+#[path = "faults/support.rs"]
+mod support;
+
+#[path = "faults/broken_files.rs"]
+mod broken_files;
