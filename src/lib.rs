@@ -6,11 +6,15 @@
 //!
 //! The library never knows a terminal exists: the CLI and the dashboard call the same functions.
 
+pub mod engine;
 pub mod error;
 pub mod model;
 pub mod retry;
 pub mod store;
 
+pub use engine::{
+    DispatchPolicy, Engine, EngineHandle, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup,
+};
 pub use error::{Error, Result};
 pub use model::{
     cause_fingerprint, DetailStatus, FailureDetail, Job, JobId, JobState, Millis, NewJob, Permission, QuarantineReason,

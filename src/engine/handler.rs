@@ -1,0 +1,280 @@
+//! What a handler sees and returns: the per-attempt [`JobContext`] with its [`CancelSignal`],
+//! and [`HandlerError`], which turns any error (or a panic) into the failure detail the
+//! transition log keeps. A handler succeeds with `Ok(())` and fails with `Err`: nothing else.
+
+use std::backtrace::{Backtrace, BacktraceStatus};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::model::{FailureDetail, JobId};
+
+/// What every handler returns: `Ok(())` is success, any `Err` is a failed attempt.
+pub type HandlerResult = Result<(), HandlerError>;
+
+/// A failed attempt, as a handler reports it.
+///
+/// Any `std::error::Error + Send + Sync + 'static` converts into it with `?`, keeping its type
+/// name, message, `source()` chain and (when `RUST_BACKTRACE` or `RUST_LIB_BACKTRACE` is set) a
+/// backtrace. For a failure that is only a message, use [`HandlerError::msg`]. Like `anyhow`,
+/// it does not itself implement `std::error::Error`, so that the blanket conversion can exist.
+pub struct HandlerError {
+    kind: String,
+    message: String,
+    chain: Vec<String>,
+    backtrace: Option<String>,
+    cancelled: bool,
+}
+
+impl HandlerError {
+    /// A failure that is just a message, e.g.
+    /// `HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt()))`.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        HandlerError {
+            kind: "message".into(),
+            message: message.to_string(),
+            chain: Vec::new(),
+            backtrace: captured(Backtrace::capture()),
+            cancelled: false,
+        }
+    }
+
+    /// The handler stopped because its [`CancelSignal`] fired. Returned by
+    /// [`JobContext::check_cancelled`]; if nobody asked (no operator cancel), the engine still
+    /// records it as a plain failed attempt.
+    pub fn cancelled() -> Self {
+        HandlerError {
+            kind: "cancelled".into(),
+            message: "the handler stopped on its cancellation signal".into(),
+            chain: Vec::new(),
+            backtrace: None,
+            cancelled: true,
+        }
+    }
+
+    /// The error's type name (`std::io::error::Error`), `message`, `panic` or `cancelled`.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The `source()` chain, outermost first, the message itself excluded.
+    pub fn chain(&self) -> &[String] {
+        &self.chain
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    pub(crate) fn panic(message: String, backtrace: Option<String>) -> Self {
+        HandlerError { kind: "panic".into(), message, chain: Vec::new(), backtrace, cancelled: false }
+    }
+
+    pub(crate) fn into_detail(self) -> FailureDetail {
+        FailureDetail { kind: self.kind, message: self.message, chain: self.chain, backtrace: self.backtrace }
+    }
+}
+
+impl<E> From<E> for HandlerError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    fn from(e: E) -> Self {
+        let mut chain = Vec::new();
+        let mut source = e.source();
+        while let Some(s) = source {
+            chain.push(s.to_string());
+            source = s.source();
+        }
+        HandlerError {
+            kind: std::any::type_name::<E>().to_string(),
+            message: e.to_string(),
+            chain,
+            backtrace: captured(Backtrace::capture()),
+            cancelled: false,
+        }
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)?;
+        for c in &self.chain {
+            write!(f, "\n  caused by: {c}")?;
+        }
+        Ok(())
+    }
+}
+
+fn captured(bt: Backtrace) -> Option<String> {
+    (bt.status() == BacktraceStatus::Captured).then(|| bt.to_string())
+}
+
+/// Why a [`CancelSignal`] fired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelReason {
+    /// An operator cancelled the job (`bw cancel`): the attempt ends Cancelled.
+    Operator,
+    /// The process is shutting down and the grace period is over: nothing is reported, the
+    /// lease lapses and another worker inherits the job.
+    Shutdown,
+    /// The lease was lost (it lapsed and the job was reaped elsewhere): whatever this attempt
+    /// reports now is discarded by the fence.
+    LeaseLost,
+}
+
+/// A cancellation signal a handler can poll or wait on. Cloning shares the signal.
+#[derive(Clone, Debug, Default)]
+pub struct CancelSignal {
+    inner: Arc<(Mutex<Option<CancelReason>>, Condvar)>,
+}
+
+impl CancelSignal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fire the signal. The first reason wins.
+    pub fn cancel(&self, reason: CancelReason) {
+        let (lock, cv) = &*self.inner;
+        let mut r = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_none() {
+            *r = Some(reason);
+            cv.notify_all();
+        }
+    }
+
+    pub fn reason(&self) -> Option<CancelReason> {
+        *self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.reason().is_some()
+    }
+
+    /// Block until the signal fires or `timeout` passes; returns the reason if it fired.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<CancelReason> {
+        let (lock, cv) = &*self.inner;
+        let deadline = Instant::now() + timeout;
+        let mut r = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while r.is_none() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            r = cv.wait_timeout(r, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        *r
+    }
+}
+
+/// A fresh context for each attempt: who the job is, which attempt this is, and the signal
+/// that tells the handler to stop.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    pub(crate) job_id: JobId,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) wire_name: String,
+    pub(crate) queue: String,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) group: Arc<str>,
+    pub(crate) worker_id: Arc<str>,
+    pub(crate) cancel: CancelSignal,
+}
+
+impl JobContext {
+    /// A context for calling a handler outside a worker (unit tests of handlers).
+    pub fn detached(job_id: JobId, attempt: u32, wire_name: &str, queue: &str) -> Self {
+        JobContext {
+            job_id,
+            attempt,
+            max_attempts: attempt.max(1),
+            wire_name: wire_name.into(),
+            queue: queue.into(),
+            labels: BTreeMap::new(),
+            group: Arc::from(""),
+            worker_id: Arc::from(""),
+            cancel: CancelSignal::new(),
+        }
+    }
+
+    /// The job's id: with the attempt, the natural idempotency key (`charge:{job_id}`).
+    pub fn job_id(&self) -> JobId {
+        self.job_id
+    }
+
+    /// 1-based; it rose when this worker claimed the job.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The claiming group's budget: the failure of attempt `max_attempts` dead-letters.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    pub fn wire_name(&self) -> &str {
+        &self.wire_name
+    }
+
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    /// The worker group that claimed the job.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// The signal that fires on an operator cancel, a lost lease, or the end of a shutdown's
+    /// grace period.
+    pub fn cancellation(&self) -> &CancelSignal {
+        &self.cancel
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// `Err(HandlerError::cancelled())` once the signal has fired: `ctx.check_cancelled()?`
+    /// between steps of a long handler.
+    pub fn check_cancelled(&self) -> HandlerResult {
+        if self.cancel.is_cancelled() {
+            Err(HandlerError::cancelled())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sleep for `d`, waking early (with `Err(HandlerError::cancelled())`) if the signal fires.
+    pub fn sleep(&self, d: Duration) -> HandlerResult {
+        match self.cancel.wait_timeout(d) {
+            Some(_) => Err(HandlerError::cancelled()),
+            None => Ok(()),
+        }
+    }
+}

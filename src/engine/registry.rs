@@ -1,0 +1,217 @@
+//! The registry of handlers: wire name -> typed handler, with the queue and labels its jobs are
+//! enqueued with (seed 000's `[Job("flaky", Queue = "low")]`). It also builds typed jobs to
+//! enqueue. Decoding happens here, so a payload that does not decode never reaches a handler.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::handler::{HandlerResult, JobContext};
+use crate::error::{Error, Result};
+use crate::model::{JobId, Millis, NewJob};
+use crate::store::Store;
+
+/// The queue a wire name's jobs go to when its registration names none.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// A decoded job, ready to run: the payload is already inside.
+pub(crate) type Ready = Box<dyn FnOnce(&JobContext) -> HandlerResult + Send>;
+
+/// A type-erased handler: decode the stored bytes into the handler's type, then run.
+pub(crate) trait Route: Send + Sync {
+    fn decode(&self, payload: &[u8]) -> std::result::Result<Ready, String>;
+    fn type_name(&self) -> &'static str;
+}
+
+struct Typed<T, F> {
+    handler: Arc<F>,
+    _payload: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T, F> Route for Typed<T, F>
+where
+    T: DeserializeOwned + Send + 'static,
+    F: Fn(T, &JobContext) -> HandlerResult + Send + Sync + 'static,
+{
+    fn decode(&self, payload: &[u8]) -> std::result::Result<Ready, String> {
+        let value: T = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let handler = Arc::clone(&self.handler);
+        Ok(Box::new(move |ctx: &JobContext| handler(value, ctx)))
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+}
+
+pub(crate) struct Entry {
+    pub(crate) route: Box<dyn Route>,
+    pub(crate) queue: String,
+    pub(crate) labels: BTreeMap<String, String>,
+}
+
+/// Handlers by wire name. Build it once, then hand it to an [`Engine`](super::Engine).
+#[derive(Default)]
+pub struct Registry {
+    entries: HashMap<String, Entry>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.wire_names()).finish()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register `handler` for `wire_name`, its payload decoded from JSON into `T`. Chain
+    /// `.queue("low")` and `.label(k, v)` to say where its jobs are enqueued (default queue
+    /// [`DEFAULT_QUEUE`]). Registering a wire name again replaces the earlier handler.
+    ///
+    /// ```
+    /// # use backwave::engine::{Registry, HandlerError};
+    /// let mut registry = Registry::new();
+    /// registry
+    ///     .handle::<String>("flaky", |label, ctx| {
+    ///         Err(HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt())))
+    ///     })
+    ///     .queue("low");
+    /// ```
+    pub fn handle<T>(
+        &mut self,
+        wire_name: &str,
+        handler: impl Fn(T, &JobContext) -> HandlerResult + Send + Sync + 'static,
+    ) -> Registration<'_>
+    where
+        T: DeserializeOwned + Send + 'static,
+    {
+        let route = Typed { handler: Arc::new(handler), _payload: std::marker::PhantomData::<fn() -> T> };
+        let entry = Entry { route: Box::new(route), queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new() };
+        self.entries.insert(wire_name.to_string(), entry);
+        Registration { entry: self.entries.get_mut(wire_name).expect("just inserted") }
+    }
+
+    /// The wire names this registry handles, sorted.
+    pub fn wire_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.entries.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    pub fn contains(&self, wire_name: &str) -> bool {
+        self.entries.contains_key(wire_name)
+    }
+
+    /// The queue a registered wire name's jobs are enqueued to.
+    pub fn queue_of(&self, wire_name: &str) -> Option<&str> {
+        self.entries.get(wire_name).map(|e| e.queue.as_str())
+    }
+
+    /// A job of a registered wire name, with its registered queue and labels. The payload is
+    /// checked now against the handler's type, so a job this registry's handler could not
+    /// decode is refused here rather than quarantined later.
+    pub fn job<P: Serialize + ?Sized>(&self, wire_name: &str, payload: &P) -> Result<Enqueue> {
+        let entry = self.entries.get(wire_name).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "no handler is registered for wire name '{wire_name}' (registered: {})",
+                self.wire_names().join(", ")
+            ))
+        })?;
+        let bytes = serde_json::to_vec(payload).map_err(Error::Encode)?;
+        if let Err(e) = entry.route.decode(&bytes) {
+            return Err(Error::InvalidInput(format!(
+                "the payload for '{wire_name}' does not decode as {}: {e}",
+                entry.route.type_name()
+            )));
+        }
+        let mut job = NewJob::new(wire_name, entry.queue.clone(), bytes);
+        job.labels = entry.labels.clone();
+        Ok(Enqueue { job, due_in: None })
+    }
+
+    /// Enqueue a job of a registered wire name now, on its registered queue.
+    pub fn enqueue<P: Serialize + ?Sized>(&self, store: &Store, wire_name: &str, payload: &P) -> Result<JobId> {
+        self.job(wire_name, payload)?.enqueue(store)
+    }
+
+    pub(crate) fn entry(&self, wire_name: &str) -> Option<&Entry> {
+        self.entries.get(wire_name)
+    }
+}
+
+/// Returned by [`Registry::handle`]: say where the wire name's jobs are enqueued.
+pub struct Registration<'r> {
+    entry: &'r mut Entry,
+}
+
+impl Registration<'_> {
+    pub fn queue(self, queue: &str) -> Self {
+        self.entry.queue = queue.to_string();
+        self
+    }
+
+    pub fn label(self, key: &str, value: &str) -> Self {
+        self.entry.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+}
+
+/// A typed job about to be enqueued: adjust its queue, labels or due time, then
+/// [`enqueue`](Enqueue::enqueue) it.
+#[derive(Clone, Debug)]
+pub struct Enqueue {
+    job: NewJob,
+    due_in: Option<Duration>,
+}
+
+impl Enqueue {
+    /// A job for any wire name (also one this process does not handle), payload as JSON.
+    pub fn new<P: Serialize + ?Sized>(wire_name: &str, queue: &str, payload: &P) -> Result<Self> {
+        let bytes = serde_json::to_vec(payload).map_err(Error::Encode)?;
+        Ok(Enqueue { job: NewJob::new(wire_name, queue, bytes), due_in: None })
+    }
+
+    pub fn queue(mut self, queue: &str) -> Self {
+        self.job.queue = queue.to_string();
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.job.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// First claimable at this instant (milliseconds since the Unix epoch).
+    pub fn due_at(mut self, at: Millis) -> Self {
+        self.job.due_at = Some(at);
+        self.due_in = None;
+        self
+    }
+
+    /// First claimable this long after it is enqueued (by the store's clock).
+    pub fn due_in(mut self, delay: Duration) -> Self {
+        self.due_in = Some(delay);
+        self.job.due_at = None;
+        self
+    }
+
+    /// The row to insert, with a relative due time resolved against `now`.
+    pub fn into_new_job(self, now: Millis) -> NewJob {
+        let mut job = self.job;
+        if let Some(d) = self.due_in {
+            job.due_at = Some(now.saturating_add(d.as_millis() as Millis));
+        }
+        job
+    }
+
+    pub fn enqueue(self, store: &Store) -> Result<JobId> {
+        let now = store.now();
+        store.enqueue(&self.into_new_job(now))
+    }
+}
