@@ -1,13 +1,69 @@
-//! bw init: create or migrate a store
+//! bw init: create a store (readable by its owner and group only) or migrate an existing one,
+//! and make the user running it `admin` when the store has no admin yet.
 
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::process::ExitCode;
 
-use super::{CliError, Ctx};
+use serde::Serialize;
 
-/// Create or migrate a store.
+use super::output::{sanitize, Render, Term};
+use super::{CliError, Ctx};
+use crate::store::SCHEMA_VERSION;
+use crate::Store;
+
+/// Create or migrate a store; its creator becomes admin.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-pub fn run(_args: &Args, _ctx: &Ctx) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw init` is being built".into()))
+#[derive(Serialize)]
+struct Init {
+    path: String,
+    created: bool,
+    schema_version: i64,
+    /// The file's permission bits, octal (`640`).
+    mode: String,
+    admin: String,
+    made_admin: bool,
+}
+
+pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let path = &ctx.global.db;
+    let existed = path.exists();
+    let store = Store::create(path)?.with_clock(ctx.clock()?);
+    store.set_busy_timeout(ctx.global.busy_timeout)?;
+    let made_admin = store.bootstrap_admin(&ctx.actor)?;
+    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if mode & 0o007 != 0 {
+        eprintln!(
+            "bw: warning: '{}' is accessible to every user (mode {mode:o}); anyone who can write it can change grants: \
+             chmod o-rwx it",
+            sanitize(&path.display().to_string())
+        );
+    }
+    let view = Init {
+        path: path.display().to_string(),
+        created: !existed,
+        schema_version: SCHEMA_VERSION,
+        mode: format!("{mode:o}"),
+        admin: ctx.actor.clone(),
+        made_admin,
+    };
+    ctx.printer()?.print(&view)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Render for Init {
+    fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
+        let path = sanitize(&self.path);
+        if self.created {
+            writeln!(out, "Created store {path} (schema version {}, mode {}).", self.schema_version, self.mode)?;
+        } else {
+            writeln!(out, "Store {path} is ready (schema version {}, mode {}).", self.schema_version, self.mode)?;
+        }
+        if self.made_admin {
+            writeln!(out, "{} is admin: grant others with `bw grant USER operate`.", sanitize(&self.admin))?;
+        }
+        Ok(())
+    }
 }

@@ -1,15 +1,223 @@
-//! bw log tail
+//! bw log tail: the last N transition log entries, oldest first, then with `--follow` each new
+//! one as it commits. Following polls by sequence number (`log_after`), which SQLite assigns in
+//! commit order, so no entry is missed or printed twice; Ctrl-C ends it with status 0.
 
+use std::collections::HashMap;
+use std::io::{self, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::{CliError, Ctx};
+use serde::Serialize;
+
+use super::jobs::{detail_marker, transition_text, worker_names, write_detail};
+use super::json::LogEntryJson;
+use super::output::{clock_time, sanitize, Printer, Render, Style, Term};
+use super::{parse_state, CliError, Ctx};
+use crate::store::LogFilter;
+use crate::{DetailStatus, Error, FailureDetail, JobId, JobState, Store, Transition};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// The last transition entries, oldest first; --follow for new ones as they commit.
-    Tail,
+    /// The last entries of the transition log, oldest first; `--follow` keeps printing.
+    Tail(TailArgs),
 }
 
-pub fn run(_cmd: &Command, _ctx: &Ctx) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw log` is being built".into()))
+#[derive(Debug, clap::Args)]
+pub struct TailArgs {
+    /// How many entries to show first.
+    #[arg(short = 'n', long = "lines", default_value_t = 20, value_name = "N")]
+    pub n: usize,
+    /// Keep printing new entries as they commit, until Ctrl-C.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only this job's entries (id or unique prefix).
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// Only entries that moved a job into this state (repeat or comma-separate).
+    #[arg(long = "state", value_name = "STATE", value_parser = parse_state, value_delimiter = ',')]
+    pub states: Vec<JobState>,
+    /// Reveal failure detail (needs view-failure-detail; each reveal is audited).
+    #[arg(long)]
+    pub detail: bool,
+}
+
+/// How often `--follow` asks for new entries: well inside the 250 ms promise.
+const POLL: Duration = Duration::from_millis(100);
+/// Entries read per poll; a burst larger than this is drained over consecutive polls.
+const BATCH: usize = 1_000;
+
+pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let Command::Tail(a) = cmd;
+    let store = ctx.open()?;
+    let printer = ctx.printer()?;
+    let job = a.job.as_deref().map(|t| store.resolve_id(t)).transpose()?;
+    let filter = LogFilter { job, to_states: a.states.clone() };
+    let mut reveal = Revealer::new(&store, &ctx.actor, a.detail)?;
+    // Read the high-water mark before the tail: whatever commits in between is either in the
+    // tail or after the mark, never lost.
+    let mark = store.last_seq()?;
+    let entries = store.log_tail(&filter, a.n)?;
+    let mut last = entries.last().map_or(mark, |e| e.seq.max(mark));
+    let workers = worker_names(&store)?;
+    let view = LogView { entries: reveal.fill(entries)?, workers };
+    if !a.follow {
+        printer.print(&view)?;
+        return reveal.finish();
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let stdout = io::stdout();
+    let mut out = io::LineWriter::new(stdout.lock());
+    let mut workers = view.workers.clone();
+    let emit = |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], workers: &HashMap<String, String>| {
+        match &printer {
+            // One JSON object per line: a stream cannot be one document.
+            Printer::Json => {
+                for (t, d) in entries {
+                    Printer::print_json_line(out, &LogEntryJson::new(t, d.as_ref()))?;
+                }
+                Ok(())
+            }
+            Printer::Table(term) => write_entries(out, entries, workers, term),
+        }
+    };
+    emit(&mut out, &view.entries, &workers)?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(POLL);
+        loop {
+            let batch = store.log_after(&filter, last, BATCH)?;
+            let Some(tail) = batch.last() else { break };
+            last = tail.seq;
+            let full = batch.len() == BATCH;
+            if batch.iter().any(|t| t.worker_id.as_ref().is_some_and(|w| !workers.contains_key(w))) {
+                workers = worker_names(&store)?;
+            }
+            emit(&mut out, &reveal.fill(batch)?, &workers)?;
+            if !full || stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    }
+    out.flush()?;
+    reveal.finish()
+}
+
+/// Reveals failure detail once per job when `--detail` was given, remembering a refusal so the
+/// entries still print (marked hidden) and the refusal becomes the exit status.
+struct Revealer<'a> {
+    store: &'a Store,
+    actor: &'a str,
+    on: bool,
+    cache: HashMap<JobId, HashMap<i64, FailureDetail>>,
+    refusal: Option<Error>,
+}
+
+impl<'a> Revealer<'a> {
+    fn new(store: &'a Store, actor: &'a str, on: bool) -> Result<Self, CliError> {
+        let refusal = (on && !store.failure_detail_enabled()?).then_some(Error::FailureDetailOff);
+        Ok(Revealer { store, actor, on, cache: HashMap::new(), refusal })
+    }
+
+    fn fill(&mut self, entries: Vec<Transition>) -> Result<Vec<(Transition, Option<FailureDetail>)>, CliError> {
+        let mut out = Vec::with_capacity(entries.len());
+        for t in entries {
+            let mut detail = None;
+            if self.on && self.refusal.is_none() && matches!(t.detail, DetailStatus::Hidden { .. }) {
+                if !self.cache.get(&t.job_id).is_some_and(|m| m.contains_key(&t.seq)) {
+                    match self.store.reveal_failure_detail(self.actor, t.job_id) {
+                        Ok(d) => {
+                            self.cache.insert(t.job_id, d.into_iter().collect());
+                        }
+                        Err(e @ (Error::PermissionDenied { .. } | Error::FailureDetailOff)) => self.refusal = Some(e),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                detail = self.cache.get(&t.job_id).and_then(|m| m.get(&t.seq)).cloned();
+            }
+            out.push((t, detail));
+        }
+        Ok(out)
+    }
+
+    fn finish(self) -> Result<ExitCode, CliError> {
+        match self.refusal {
+            Some(e) => Err(e.into()),
+            None => Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+struct LogView {
+    entries: Vec<(Transition, Option<FailureDetail>)>,
+    workers: HashMap<String, String>,
+}
+
+impl Serialize for LogView {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Doc {
+            entries: Vec<LogEntryJson>,
+        }
+        Doc { entries: self.entries.iter().map(|(t, d)| LogEntryJson::new(t, d.as_ref())).collect() }.serialize(s)
+    }
+}
+
+impl Render for LogView {
+    fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
+        if self.entries.is_empty() {
+            return writeln!(out, "No log entries.");
+        }
+        write_entries(out, &self.entries, &self.workers, term)
+    }
+}
+
+/// One line per entry, like the design:
+/// `14:02:12.512  0192f3a1  Running → Scheduled  attempt 2  gateway timeout  [detail hidden: …]`
+fn write_entries(
+    out: &mut dyn Write,
+    entries: &[(Transition, Option<FailureDetail>)],
+    workers: &HashMap<String, String>,
+    term: &Term,
+) -> io::Result<()> {
+    for (t, detail) in entries {
+        let mut line = format!(
+            "{}  {}  {:<27}  attempt {:<2}",
+            clock_time(t.at),
+            t.job_id.short(),
+            transition_text(t.from, t.to),
+            t.attempt
+        );
+        if let Some(a) = &t.actor {
+            line.push_str(&format!("  by {}", sanitize(a)));
+        } else if let Some(w) = &t.worker_id {
+            let name = workers.get(w).map(String::as_str).unwrap_or(w.get(..8).unwrap_or(w));
+            line.push_str(&format!("  worker {}", sanitize(name)));
+        }
+        if let Some(r) = &t.reason {
+            line.push_str(&format!("  {}", sanitize(r)));
+        }
+        let marker = if detail.is_some() { String::new() } else { detail_marker(&t.detail) };
+        if !marker.is_empty() {
+            line.push_str(&format!("  {marker}"));
+        }
+        let line = match term.width {
+            Some(w) => super::output::truncate(&line, w).into_owned(),
+            None => line,
+        };
+        let style = match t.to {
+            JobState::DeadLettered => Style::Red,
+            JobState::Quarantined => Style::Yellow,
+            _ => Style::Plain,
+        };
+        writeln!(out, "{}", style.paint(&line, term.color))?;
+        if let Some(d) = detail {
+            write_detail(out, "  failure detail:", d)?;
+        }
+    }
+    Ok(())
 }

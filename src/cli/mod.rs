@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::{Clock, Error, Millis, Store};
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod json;
 pub mod output;
 
 mod access;
@@ -42,7 +43,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "bw", version, about = "Operate a BackWave job store: see what failed and why, requeue, cancel, watch")]
+#[command(
+    name = "bw",
+    version,
+    about = "Operate a BackWave job store: see what failed and why, requeue, cancel, watch"
+)]
 #[command(propagate_version = true, max_term_width = 100)]
 pub struct Cli {
     #[command(flatten)]
@@ -135,6 +140,46 @@ impl Ctx {
     pub fn json(&self) -> bool {
         self.global.format == Format::Json
     }
+
+    /// The printer for `--format`, chosen once per command.
+    pub fn printer(&self) -> Result<output::Printer, CliError> {
+        Ok(match self.global.format {
+            Format::Json => output::Printer::Json,
+            Format::Table => output::Printer::Table(output::Term {
+                width: output::terminal_width(),
+                color: self.color,
+                now: self.clock()?.now(),
+            }),
+        })
+    }
+
+    /// Whether a question can be put to a person: stdin and stderr are both terminals.
+    pub fn interactive(&self) -> bool {
+        std::io::IsTerminal::is_terminal(&std::io::stdin()) && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    }
+
+    /// Ask `question` on stderr and read y/N from stdin.
+    pub fn confirm(&self, question: &str) -> Result<bool, CliError> {
+        eprint!("{question} [y/N] ");
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+    }
+
+    /// Guard an action that changes many jobs: `--yes` goes ahead, a person at a terminal is
+    /// asked, and a script without `--yes` is refused rather than left waiting on a prompt.
+    pub fn confirm_or_refuse(&self, yes: bool, question: &str, flag_hint: &str) -> Result<bool, CliError> {
+        if yes {
+            return Ok(true);
+        }
+        if !self.interactive() {
+            return Err(CliError::Usage(format!(
+                "refusing to {flag_hint} without confirmation: stdin is not a terminal, so pass --yes"
+            )));
+        }
+        self.confirm(question)
+    }
 }
 
 /// Why a command did not finish.
@@ -171,9 +216,10 @@ pub fn exit_code(e: &CliError) -> u8 {
             Error::InvalidPolicy(_) | Error::InvalidInput(_) | Error::AmbiguousId { .. } | Error::Encode(_) => {
                 exit::USAGE
             }
-            Error::JobNotFound(_) | Error::WrongState { .. } | Error::PermissionDenied { .. } | Error::FailureDetailOff => {
-                exit::REFUSED
-            }
+            Error::JobNotFound(_)
+            | Error::WrongState { .. }
+            | Error::PermissionDenied { .. }
+            | Error::FailureDetailOff => exit::REFUSED,
         },
     }
 }
@@ -227,6 +273,44 @@ pub fn parse_instant(s: &str) -> Result<Millis, String> {
     humantime::parse_rfc3339_weak(s.trim())
         .map(|t| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0))
         .map_err(|_| format!("'{s}' is not a time: use RFC 3339 (2026-11-30T14:02:12Z) or epoch milliseconds"))
+}
+
+/// `--state` values: the command-line spelling (`dead-lettered`), with the accepted list in the error.
+pub fn parse_state(s: &str) -> Result<crate::JobState, String> {
+    s.parse::<crate::JobState>().map_err(|e| e.to_string())
+}
+
+/// `--label K=V`.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("'{s}' is not a label: use KEY=VALUE, e.g. tenant=acme")),
+    }
+}
+
+/// `--before`: a duration back from now (`2h`) or an instant (RFC 3339, epoch ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Ago(Duration),
+    At(Millis),
+}
+
+impl When {
+    pub fn resolve(self, now: Millis) -> Millis {
+        match self {
+            When::Ago(d) => now - d.as_millis() as Millis,
+            When::At(t) => t,
+        }
+    }
+}
+
+pub fn parse_when(s: &str) -> Result<When, String> {
+    if let Ok(d) = humantime::parse_duration(s.trim()) {
+        return Ok(When::Ago(d));
+    }
+    parse_instant(s)
+        .map(When::At)
+        .map_err(|_| format!("'{s}' is neither a duration (90s, 2h, 14d) nor a time (2026-11-30T14:02:12Z, epoch ms)"))
 }
 
 /// humantime durations everywhere: `90s`, `2h`, `14d`.

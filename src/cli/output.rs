@@ -3,6 +3,7 @@
 //! in a job may move the operator's cursor, set the terminal title, or hide text.
 
 use std::borrow::Cow;
+use std::io::{self, Write};
 use std::time::Duration;
 
 use crate::Millis;
@@ -165,6 +166,267 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// How table output is laid out: the width to fit (`None`: unlimited, e.g. into a pipe),
+/// whether to colour, and the instant relative times are measured from.
+#[derive(Clone, Debug)]
+pub struct Term {
+    pub width: Option<usize>,
+    pub color: bool,
+    pub now: Millis,
+}
+
+/// `$COLUMNS` when set (so scripts and tests can pin it), else the terminal's width when stdout
+/// is a terminal, else unlimited.
+pub fn terminal_width() -> Option<usize> {
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&c| c > 0) {
+        return Some(c);
+    }
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return crossterm::terminal::size().ok().map(|(w, _)| w as usize).filter(|&w| w > 0);
+    }
+    None
+}
+
+/// A command's result, printable by both printers: `Serialize` is the JSON contract, `table`
+/// the text for people. A command builds one value and hands it to [`Printer::print`].
+pub trait Render: serde::Serialize {
+    fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()>;
+}
+
+/// The two printers, chosen once from `--format`.
+#[derive(Clone, Debug)]
+pub enum Printer {
+    Table(Term),
+    Json,
+}
+
+impl Printer {
+    pub fn is_json(&self) -> bool {
+        matches!(self, Printer::Json)
+    }
+
+    /// Print one result to stdout: a whole JSON document, or the table.
+    pub fn print<R: Render>(&self, r: &R) -> io::Result<()> {
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::new(stdout.lock());
+        match self {
+            Printer::Json => {
+                let text = serde_json::to_string_pretty(r).map_err(io::Error::other)?;
+                writeln!(out, "{}", json_terminal_safe(&text))?;
+            }
+            Printer::Table(term) => r.table(&mut out, term)?,
+        }
+        out.flush()
+    }
+
+    /// One JSON value on one line (`--follow` streams JSON Lines).
+    pub fn print_json_line<T: serde::Serialize>(out: &mut dyn Write, v: &T) -> io::Result<()> {
+        let text = serde_json::to_string(v).map_err(io::Error::other)?;
+        writeln!(out, "{}", json_terminal_safe(&text))
+    }
+}
+
+/// serde_json escapes C0 controls but writes DEL, C1 controls and bidi/zero-width characters
+/// raw. Those only ever occur inside JSON strings, so writing them as `\uXXXX` keeps the
+/// document's meaning while making it inert on a terminal.
+pub fn json_terminal_safe(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(|c| c == '\u{7f}' || c.is_control() || is_format_control(c)) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if c == '\u{7f}' || (c.is_control() && c != '\n') || is_format_control(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A colour for one cell; applied after padding so widths stay right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Style {
+    #[default]
+    Plain,
+    Red,
+    Yellow,
+    Green,
+    Cyan,
+    Dim,
+    Bold,
+}
+
+impl Style {
+    fn code(self) -> Option<&'static str> {
+        match self {
+            Style::Plain => None,
+            Style::Red => Some("31"),
+            Style::Yellow => Some("33"),
+            Style::Green => Some("32"),
+            Style::Cyan => Some("36"),
+            Style::Dim => Some("2"),
+            Style::Bold => Some("1"),
+        }
+    }
+
+    /// `text` in this style when colour is on.
+    pub fn paint(self, text: &str, color: bool) -> String {
+        match (color, self.code()) {
+            (true, Some(code)) => format!("\x1b[{code}m{text}\x1b[0m"),
+            _ => text.to_string(),
+        }
+    }
+}
+
+/// The colour of a state's name.
+pub fn state_style(state: crate::JobState) -> Style {
+    use crate::JobState::*;
+    match state {
+        DeadLettered => Style::Red,
+        Quarantined => Style::Yellow,
+        Succeeded => Style::Green,
+        Running => Style::Cyan,
+        Cancelled => Style::Dim,
+        Scheduled => Style::Plain,
+    }
+}
+
+/// One cell: already-sanitized text and its colour.
+#[derive(Clone, Debug, Default)]
+pub struct Cell {
+    pub text: String,
+    pub style: Style,
+}
+
+impl Cell {
+    pub fn styled(text: impl Into<String>, style: Style) -> Self {
+        Cell { text: text.into(), style }
+    }
+}
+
+impl<T: Into<String>> From<T> for Cell {
+    fn from(t: T) -> Self {
+        Cell { text: t.into(), style: Style::Plain }
+    }
+}
+
+/// Plain padded columns (two spaces apart, no borders: easy to read and to `grep`). One column
+/// may be *flexible*: it takes the width left over and its cells are cut with `…`. Other
+/// columns may have a maximum width.
+#[derive(Debug, Default)]
+pub struct Table {
+    headers: Vec<String>,
+    max: Vec<Option<usize>>,
+    rows: Vec<Vec<Cell>>,
+    flex: Option<usize>,
+}
+
+/// The narrowest a flexible column is squeezed to before the line is allowed to wrap.
+const FLEX_MIN: usize = 16;
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Self {
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            max: vec![None; headers.len()],
+            rows: Vec::new(),
+            flex: None,
+        }
+    }
+
+    /// Column `i` takes the room left on the line.
+    pub fn flex(mut self, i: usize) -> Self {
+        self.flex = Some(i);
+        self
+    }
+
+    /// Column `i` is never wider than `w` cells.
+    pub fn max_width(mut self, i: usize, w: usize) -> Self {
+        self.max[i] = Some(w);
+        self
+    }
+
+    pub fn row(&mut self, cells: Vec<Cell>) {
+        self.rows.push(cells);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn write(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| width(h)).collect();
+        for row in &self.rows {
+            for (i, c) in row.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(width(&c.text));
+            }
+        }
+        for (w, max) in widths.iter_mut().zip(&self.max) {
+            if let Some(m) = max {
+                *w = (*w).min(*m);
+            }
+        }
+        if let (Some(f), Some(total)) = (self.flex, term.width) {
+            let others: usize = widths.iter().enumerate().filter(|(i, _)| *i != f).map(|(_, w)| w).sum();
+            let room = total.saturating_sub(others + 2 * (n - 1));
+            widths[f] = widths[f].min(room.max(FLEX_MIN.min(widths[f])));
+        }
+        let line = |out: &mut dyn Write, cells: Vec<(String, Style)>| -> io::Result<()> {
+            let mut text = String::new();
+            for (i, (t, style)) in cells.iter().enumerate() {
+                let cut = truncate(t, widths[i]);
+                let last = i + 1 == cells.len();
+                let pad = if last { 0 } else { widths[i] - width(&cut) };
+                text.push_str(&style.paint(&cut, term.color));
+                text.push_str(&" ".repeat(pad));
+                if !last {
+                    text.push_str("  ");
+                }
+            }
+            writeln!(out, "{}", text.trim_end())
+        };
+        line(
+            out,
+            self.headers.iter().map(|h| (h.clone(), if term.color { Style::Bold } else { Style::Plain })).collect(),
+        )?;
+        for row in &self.rows {
+            line(out, row.iter().take(n).map(|c| (c.text.clone(), c.style)).collect())?;
+        }
+        Ok(())
+    }
+}
+
+/// `key  value` lines with the keys aligned, for `jobs show` and friends.
+pub fn write_fields(out: &mut dyn Write, fields: &[(&str, String)]) -> io::Result<()> {
+    let w = fields.iter().map(|(k, _)| width(k)).max().unwrap_or(0);
+    for (k, v) in fields {
+        writeln!(out, "  {k:<w$}  {v}")?;
+    }
+    Ok(())
+}
+
+/// `1.2 KiB`, `57 B`.
+pub fn bytes(n: usize) -> String {
+    if n < 1024 {
+        format!("{n} B")
+    } else if n < 1024 * 1024 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// Single-quote `s` for a shell when it needs it, so a printed command can be pasted back.
+pub fn shell_quote(s: &str) -> Cow<'_, str> {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(format!("'{}'", s.replace('\'', "'\\''")))
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,183 @@
-//! bw stats: counts, top dead-letter causes, quarantines
+//! bw stats: the shape of the store at a glance: counts by state and queue (from the
+//! trigger-kept counts table, never a scan), the top dead-letter causes grouped by fingerprint,
+//! and quarantines grouped by wire name and reason with whether a live worker handles them now.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
+use serde::Serialize;
+
+use super::output::{relative, rfc3339, sanitize, thousands, Cell, Render, Style, Table, Term};
 use super::{CliError, Ctx};
+use crate::store::{CauseGroup, QuarantineGroup, StateCounts};
+use crate::JobState;
 
-/// Counts, top dead-letter causes, quarantines.
+/// Counts by state and queue, top dead-letter causes, quarantines.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// How many dead-letter cause groups to show.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+}
 
-pub fn run(_args: &Args, _ctx: &Ctx) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw stats` is being built".into()))
+pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let store = ctx.open()?;
+    let printer = ctx.printer()?;
+    let view = Stats { counts: store.counts()?, causes: store.cause_groups(a.top)?, quarantines: store.quarantine_groups()? };
+    printer.print(&view)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Stats {
+    counts: StateCounts,
+    causes: Vec<CauseGroup>,
+    quarantines: Vec<QuarantineGroup>,
+}
+
+impl Serialize for Stats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Cause<'a> {
+            wire_name: &'a str,
+            fingerprint: &'a str,
+            example: &'a str,
+            count: u64,
+            first_seen: String,
+            last_seen: String,
+        }
+        #[derive(Serialize)]
+        struct Quarantine<'a> {
+            wire_name: &'a str,
+            reason: &'static str,
+            example: &'a str,
+            count: u64,
+            first_seen: String,
+            last_seen: String,
+            live_handlers: u64,
+        }
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            /// state -> count over all queues, every state present.
+            totals: std::collections::BTreeMap<&'static str, u64>,
+            /// queue -> state -> count (non-zero only).
+            by_queue: std::collections::BTreeMap<&'a str, std::collections::BTreeMap<&'static str, u64>>,
+            dead_letter_causes: Vec<Cause<'a>>,
+            quarantines: Vec<Quarantine<'a>>,
+        }
+        Doc {
+            totals: JobState::ALL.iter().map(|s| (s.as_str(), self.counts.total(*s))).collect(),
+            by_queue: self
+                .counts
+                .by_queue
+                .iter()
+                .map(|(q, m)| (q.as_str(), m.iter().map(|(s, n)| (s.as_str(), *n)).collect()))
+                .collect(),
+            dead_letter_causes: self
+                .causes
+                .iter()
+                .map(|c| Cause {
+                    wire_name: &c.wire_name,
+                    fingerprint: &c.fingerprint,
+                    example: &c.example,
+                    count: c.count,
+                    first_seen: rfc3339(c.first_seen),
+                    last_seen: rfc3339(c.last_seen),
+                })
+                .collect(),
+            quarantines: self
+                .quarantines
+                .iter()
+                .map(|q| Quarantine {
+                    wire_name: &q.wire_name,
+                    reason: q.reason.as_str(),
+                    example: &q.example,
+                    count: q.count,
+                    first_seen: rfc3339(q.first_seen),
+                    last_seen: rfc3339(q.last_seen),
+                    live_handlers: q.live_handlers,
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
+
+impl Render for Stats {
+    fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
+        let now = term.now;
+        let c = term.color;
+        if self.counts.by_queue.is_empty() {
+            writeln!(out, "No jobs in this store.")?;
+        } else {
+            let mut headers = vec!["QUEUE"];
+            headers.extend(JobState::ALL.iter().map(|s| s.title()));
+            headers.push("TOTAL");
+            let mut t = Table::new(&headers).max_width(0, 24);
+            let num = |n: u64, s: JobState| {
+                let style = if n == 0 { Style::Dim } else { super::output::state_style(s) };
+                Cell::styled(thousands(n), style)
+            };
+            for (q, m) in &self.counts.by_queue {
+                let mut row: Vec<Cell> = vec![sanitize(q).into_owned().into()];
+                row.extend(JobState::ALL.iter().map(|s| num(m.get(s).copied().unwrap_or(0), *s)));
+                row.push(thousands(self.counts.queue_total(q)).into());
+                t.row(row);
+            }
+            if self.counts.by_queue.len() > 1 {
+                let mut row: Vec<Cell> = vec![Cell::styled("all queues", Style::Bold)];
+                row.extend(JobState::ALL.iter().map(|s| num(self.counts.total(*s), *s)));
+                row.push(thousands(JobState::ALL.iter().map(|s| self.counts.total(*s)).sum()).into());
+                t.row(row);
+            }
+            t.write(out, term)?;
+        }
+
+        writeln!(out)?;
+        if self.causes.is_empty() {
+            writeln!(out, "No dead-lettered jobs.")?;
+        } else {
+            writeln!(out, "Top dead-letter causes (digits, ids, hex and quoted values grouped):")?;
+            let mut t = Table::new(&["JOBS", "WIRE NAME", "FIRST", "LAST", "CAUSE (latest example)"]).flex(4).max_width(1, 28);
+            for g in &self.causes {
+                t.row(vec![
+                    thousands(g.count).into(),
+                    sanitize(&g.wire_name).into_owned().into(),
+                    relative(now, g.first_seen).into(),
+                    relative(now, g.last_seen).into(),
+                    sanitize(&g.example).into_owned().into(),
+                ]);
+            }
+            t.write(out, term)?;
+        }
+
+        writeln!(out)?;
+        if self.quarantines.is_empty() {
+            writeln!(out, "No quarantined jobs.")?;
+        } else {
+            writeln!(out, "Quarantined (never ran), by wire name and reason:")?;
+            let mut t = Table::new(&["JOBS", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST", "EXAMPLE"]).flex(5).max_width(1, 28);
+            for g in &self.quarantines {
+                let live = if g.live_handlers == 0 {
+                    Cell::styled("none", Style::Yellow)
+                } else {
+                    Cell::styled(format!("yes ({})", g.live_handlers), Style::Green)
+                };
+                t.row(vec![
+                    thousands(g.count).into(),
+                    sanitize(&g.wire_name).into_owned().into(),
+                    g.reason.as_str().into(),
+                    live,
+                    relative(now, g.last_seen).into(),
+                    sanitize(&g.example).into_owned().into(),
+                ]);
+            }
+            t.write(out, term)?;
+            if self.quarantines.iter().any(|g| g.live_handlers > 0) {
+                let hint = "A live worker now handles some of these: `bw requeue --state quarantined --wire-name NAME` \
+                            gives them a fresh start.";
+                writeln!(out, "{}", Style::Dim.paint(hint, c))?;
+            }
+        }
+        Ok(())
+    }
 }
