@@ -10,3 +10,6 @@ mod support;
 
 #[path = "faults/broken_files.rs"]
 mod broken_files;
+
+#[path = "faults/hostile_input.rs"]
+mod hostile_input;
