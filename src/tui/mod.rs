@@ -1,1 +1,13 @@
 //! The `bw top` dashboard (feature "cli"): app state, actions, keymap, update, view, terminal.
+//! State changes only in `App::update`; drawing (`view`) only reads; all database work goes
+//! through `data::serve`, on a background thread, with the same library calls as the CLI.
+
+pub mod app;
+pub mod data;
+pub mod filter;
+pub mod keymap;
+pub mod terminal;
+pub mod view;
+
+pub use app::{Action, App, Config, Mode};
+pub use data::{serve, Query, Request, Response, Snapshot, View};

@@ -1,0 +1,787 @@
+//! The dashboard's state and the one function that changes it, [`App::update`]. Keys become
+//! [`Action`]s (see `keymap`), actions update state, and database work leaves as [`Request`]s in
+//! an outbox for the background thread; drawing (see `view`) only reads. No terminal here, no
+//! store: tests drive an `App` with actions and feed it responses.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::data::{Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES};
+use super::filter::Filter;
+use crate::{FailureDetail, Job, JobId, Millis, Transition};
+
+/// What the user can ask for. Every key maps to one of these; so do the clock and the store.
+#[derive(Clone, Debug)]
+pub enum Action {
+    Quit,
+    /// `q`: back out of whatever is open, quit from the top.
+    Back,
+    NextView,
+    PrevView,
+    ShowView(View),
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    /// The second `g` of `gg`, or Home.
+    Top,
+    Bottom,
+    /// `g`: the first half of `gg`, or (alone, in Dead-Lettered and Quarantined) group toggle.
+    G,
+    ToggleGroup,
+    Open,
+    ToggleMark,
+    Requeue,
+    Cancel,
+    Reveal,
+    TogglePause,
+    Help,
+    StartFilter,
+    FilterChar(char),
+    FilterBackspace,
+    FilterSubmit,
+    FilterCancel,
+    Confirm,
+    Decline,
+    /// Time passes (the event loop's tick, or a test's).
+    Tick(Millis),
+    Resize(u16, u16),
+    Store(Response),
+}
+
+/// What has the keyboard.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    Normal,
+    /// Typing a filter; `input` is what is typed so far.
+    Filter { input: String },
+    /// Waiting for the store to count what an action would do.
+    Preparing { op: Op },
+    Confirm(Preview),
+    /// An action is running.
+    Running { op: Op },
+    Results(Report),
+    Help,
+}
+
+/// Per-view list position, grouping and filter.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ViewState {
+    /// Index of the selected row in the whole list (jobs) or in the groups.
+    pub selected: u64,
+    /// Index of the first row on screen.
+    pub offset: u64,
+    pub grouped: bool,
+    pub filter: Filter,
+    pub filter_text: String,
+}
+
+/// The failure detail pane of the open job.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reveal {
+    Hidden,
+    Asked,
+    Shown(Vec<(i64, FailureDetail)>),
+    Refused(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Detail {
+    pub id: JobId,
+    pub reveal: Reveal,
+    pub scroll: u16,
+}
+
+/// How the store is doing, for the footer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DbStatus {
+    Connecting,
+    Ok { query_ms: f64 },
+    /// Locked by another writer past the busy timeout: retried at the next interval.
+    Busy { since: Millis },
+    Failed { error: String },
+}
+
+/// Fixed settings of one dashboard.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The store path as the operator gave it.
+    pub store: String,
+    pub actor: String,
+    pub interval: Duration,
+    pub read_only: bool,
+    pub color: bool,
+}
+
+/// How long a lone `g` waits for a second one before it means "group".
+pub const G_TIMEOUT_MS: Millis = 400;
+/// Log entries kept for the Log view.
+pub const LOG_KEEP: usize = 2_000;
+
+pub struct App {
+    pub cfg: Config,
+    /// The app's clock, set by [`Action::Tick`]: injected, so tests pin it.
+    pub now: Millis,
+    pub view: View,
+    pub views: BTreeMap<View, ViewState>,
+    pub mode: Mode,
+    pub detail: Option<Detail>,
+    /// Marked jobs (any page, any view).
+    pub marks: BTreeMap<JobId, ()>,
+    pub snapshot: Option<Snapshot>,
+    pub log: VecDeque<Transition>,
+    pub log_seq: i64,
+    /// Succeeded and failed transitions per minute, the last hour.
+    pub chart: BTreeMap<i64, (u64, u64)>,
+    pub chart_seq: i64,
+    pub db: DbStatus,
+    /// The last error or notice, shown in the footer until the next key.
+    pub error: Option<String>,
+    pub notice: Option<String>,
+    pub paused: bool,
+    pub width: u16,
+    pub height: u16,
+    pub quit: bool,
+    /// A refresh is with the store; when it was sent.
+    pub in_flight: Option<Millis>,
+    pub last_refresh: Option<Millis>,
+    /// Something changed that the next refresh must reflect: send one as soon as possible.
+    pub dirty: bool,
+    pending_g: Option<Millis>,
+    outbox: Vec<Request>,
+    /// Per-queue terminal counts at an earlier refresh, for throughput.
+    pub throughput_base: Option<(Millis, BTreeMap<String, u64>)>,
+    pub throughput: BTreeMap<String, f64>,
+}
+
+impl App {
+    pub fn new(cfg: Config, now: Millis) -> App {
+        let mut views: BTreeMap<View, ViewState> = View::ALL.iter().map(|v| (*v, ViewState::default())).collect();
+        if let Some(q) = views.get_mut(&View::Quarantined) {
+            // Quarantines come in batches of one cause: the groups say more than the rows.
+            q.grouped = true;
+        }
+        App {
+            cfg,
+            now,
+            view: View::DeadLettered,
+            views,
+            mode: Mode::Normal,
+            detail: None,
+            marks: BTreeMap::new(),
+            snapshot: None,
+            log: VecDeque::new(),
+            log_seq: 0,
+            chart: BTreeMap::new(),
+            chart_seq: 0,
+            db: DbStatus::Connecting,
+            error: None,
+            notice: None,
+            paused: false,
+            width: 120,
+            height: 32,
+            quit: false,
+            in_flight: None,
+            last_refresh: None,
+            dirty: true,
+            pending_g: None,
+            outbox: Vec::new(),
+            throughput_base: None,
+            throughput: BTreeMap::new(),
+        }
+    }
+
+    /// A lone `g` is waiting to become `gg` or "group".
+    pub fn pending_g(&self) -> bool {
+        self.pending_g.is_some()
+    }
+
+    /// Requests for the store that actions produced, oldest first.
+    pub fn take_requests(&mut self) -> Vec<Request> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub fn vs(&self) -> &ViewState {
+        &self.views[&self.view]
+    }
+
+    fn vs_mut(&mut self) -> &mut ViewState {
+        self.views.get_mut(&self.view).expect("every view has a state")
+    }
+
+    /// Rows of the list area at the current size (see `view::list_rows`).
+    pub fn page_rows(&self) -> usize {
+        super::view::list_rows(self.height, self.filter_line_shown()).max(1)
+    }
+
+    pub fn filter_line_shown(&self) -> bool {
+        matches!(self.mode, Mode::Filter { .. }) || !self.vs().filter_text.is_empty()
+    }
+
+    /// The query the next refresh runs.
+    pub fn query(&self) -> Query {
+        let vs = self.vs();
+        let filter = self.view.state().map(|state| {
+            let (queues, wires) = self.known_names();
+            vs.filter.job_filter(state, &queues, &wires)
+        });
+        Query {
+            view: self.view,
+            grouped: vs.grouped && matches!(self.view, View::DeadLettered | View::Quarantined),
+            filter,
+            offset: vs.offset,
+            limit: self.page_rows(),
+            detail: self.detail.as_ref().map(|d| d.id),
+            log_seq: self.log_seq,
+            chart_seq: self.chart_seq,
+            actor: self.cfg.actor.clone(),
+        }
+    }
+
+    /// Queue names (from the counts) and wire names (from the groups and live workers) that
+    /// plain filter text may refer to.
+    fn known_names(&self) -> (Vec<String>, Vec<String>) {
+        let Some(s) = &self.snapshot else { return (Vec::new(), Vec::new()) };
+        let queues = s.counts.by_queue.keys().cloned().collect();
+        let mut wires: Vec<String> = s.live_handlers.keys().cloned().collect();
+        wires.extend(s.cause_groups.iter().map(|g| g.wire_name.clone()));
+        wires.extend(s.quarantine_groups.iter().map(|g| g.wire_name.clone()));
+        (queues, wires)
+    }
+
+    /// Jobs of the current page (empty while the page is for another view).
+    pub fn page_jobs(&self) -> &[Job] {
+        match &self.snapshot {
+            Some(s) if self.snapshot_is_for_view(s) => s.page.as_ref().map(|p| p.jobs.as_slice()).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
+    /// Whether the snapshot answers the view (and grouping) on screen now.
+    pub fn snapshot_is_for_view(&self, s: &Snapshot) -> bool {
+        s.query.as_ref().is_some_and(|q| q.view == self.view && q.grouped == self.query().grouped)
+    }
+
+    /// The selected job, when it is on the page held.
+    pub fn selected_job(&self) -> Option<&Job> {
+        let s = self.snapshot.as_ref()?;
+        let i = self.vs().selected.checked_sub(s.page_offset)?;
+        self.page_jobs().get(i as usize)
+    }
+
+    /// Rows in the current list: jobs matching the filter, groups, queues or log entries.
+    pub fn list_len(&self) -> u64 {
+        let Some(s) = &self.snapshot else { return 0 };
+        if !self.snapshot_is_for_view(s) && self.view != View::Log {
+            return 0;
+        }
+        match (self.view, self.query().grouped) {
+            (View::DeadLettered, true) => s.cause_groups.len() as u64,
+            (View::Quarantined, true) => s.quarantine_groups.len() as u64,
+            (View::Queues, _) => s.counts.by_queue.len() as u64,
+            (View::Log, _) => self.log_rows().len() as u64,
+            _ => s.page.as_ref().map(|p| p.total).unwrap_or(0),
+        }
+    }
+
+    /// Log entries that pass the Log view's filter, oldest first.
+    pub fn log_rows(&self) -> Vec<&Transition> {
+        let f = &self.views[&View::Log].filter;
+        self.log.iter().filter(|t| f.matches_log(t)).collect()
+    }
+
+    fn group_target(&self) -> Option<Target> {
+        let s = self.snapshot.as_ref()?;
+        let i = self.vs().selected as usize;
+        match self.view {
+            View::DeadLettered => s.cause_groups.get(i).map(|g| Target::CauseGroup {
+                wire_name: g.wire_name.clone(),
+                fingerprint: g.fingerprint.clone(),
+            }),
+            View::Quarantined => s
+                .quarantine_groups
+                .get(i)
+                .map(|g| Target::QuarantineGroup { wire_name: g.wire_name.clone(), reason: g.reason }),
+            _ => None,
+        }
+    }
+
+    /// The jobs an action applies to: the open job, else the marked ones, else the selected one.
+    fn job_target(&self) -> Option<Vec<JobId>> {
+        if let Some(d) = &self.detail {
+            return Some(vec![d.id]);
+        }
+        if !self.marks.is_empty() {
+            return Some(self.marks.keys().copied().collect());
+        }
+        if self.view == View::Log {
+            let rows = self.log_rows();
+            return rows.get(self.vs().selected as usize).map(|t| vec![t.job_id]);
+        }
+        self.selected_job().map(|j| vec![j.id])
+    }
+
+    /// Apply one action. The only place state changes.
+    pub fn update(&mut self, action: Action) {
+        // A lone `g` followed by anything but `g` meant "group" in the views that group.
+        if let Some(_at) = self.pending_g {
+            if !matches!(action, Action::G | Action::Tick(_) | Action::Store(_) | Action::Resize(..)) {
+                self.pending_g = None;
+                self.toggle_group_if_groupable();
+            }
+        }
+        if matches!(action, Action::Tick(_) | Action::Store(_) | Action::Resize(..)) {
+        } else {
+            // A key clears the previous notice; errors stay until the next key too.
+            self.error = None;
+            self.notice = None;
+        }
+        match action {
+            Action::Tick(now) => self.tick(now),
+            Action::Resize(w, h) => {
+                let rows_before = self.page_rows();
+                self.width = w;
+                self.height = h;
+                if self.page_rows() != rows_before {
+                    self.keep_selection_visible();
+                    self.dirty = true;
+                }
+            }
+            Action::Store(r) => self.on_response(r),
+            Action::Quit => self.quit = true,
+            other => self.on_key_action(other),
+        }
+    }
+
+    fn on_key_action(&mut self, action: Action) {
+        match self.mode.clone() {
+            Mode::Help => {
+                // Any key closes help; q and Esc do nothing else.
+                self.mode = Mode::Normal;
+            }
+            Mode::Results(_) => self.mode = Mode::Normal,
+            Mode::Confirm(p) => match action {
+                Action::Confirm => {
+                    self.mode = Mode::Running { op: p.op };
+                    if p.op == Op::Reveal {
+                        if let Some(d) = &mut self.detail {
+                            d.reveal = Reveal::Asked;
+                        }
+                    }
+                    self.outbox.push(Request::Run { op: p.op, target: p.target });
+                }
+                Action::Decline | Action::Back => {
+                    self.mode = Mode::Normal;
+                    self.notice = Some(format!("{} cancelled: nothing changed", p.op.verb()));
+                }
+                _ => {}
+            },
+            Mode::Preparing { .. } | Mode::Running { .. } => {
+                if matches!(action, Action::Back | Action::Decline) {
+                    // The store finishes what it started; the answer is shown when it comes.
+                    self.notice = Some("still waiting for the store…".into());
+                }
+            }
+            Mode::Filter { mut input } => match action {
+                Action::FilterChar(c) => {
+                    input.push(c);
+                    self.mode = Mode::Filter { input };
+                }
+                Action::FilterBackspace => {
+                    input.pop();
+                    self.mode = Mode::Filter { input };
+                }
+                Action::FilterCancel => self.mode = Mode::Normal,
+                Action::FilterSubmit => self.apply_filter(input),
+                _ => {}
+            },
+            Mode::Normal => self.on_normal(action),
+        }
+    }
+
+    fn on_normal(&mut self, action: Action) {
+        match action {
+            Action::Back => {
+                if self.detail.is_some() {
+                    self.detail = None;
+                    self.dirty = true;
+                } else if !self.marks.is_empty() {
+                    self.marks.clear();
+                    self.notice = Some("marks cleared".into());
+                } else if self.vs().filter.is_group() {
+                    let vs = self.vs_mut();
+                    vs.filter = Filter::default();
+                    vs.filter_text.clear();
+                    vs.grouped = true;
+                    self.reset_position();
+                } else {
+                    self.quit = true;
+                }
+            }
+            Action::NextView => self.show_view(View::ALL[(self.view.index() + 1) % View::ALL.len()]),
+            Action::PrevView => self.show_view(View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()]),
+            Action::ShowView(v) => self.show_view(v),
+            Action::Up => self.scroll_or_move(-1),
+            Action::Down => self.scroll_or_move(1),
+            Action::PageUp => self.scroll_or_move(-(self.page_rows() as i64)),
+            Action::PageDown => self.scroll_or_move(self.page_rows() as i64),
+            Action::Top => self.move_to(0),
+            Action::Bottom => {
+                if let Some(d) = &mut self.detail {
+                    d.scroll = u16::MAX / 2;
+                } else {
+                    self.move_to(self.list_len().saturating_sub(1));
+                }
+            }
+            Action::G => {
+                if self.pending_g.take().is_some() {
+                    if let Some(d) = &mut self.detail {
+                        d.scroll = 0;
+                    } else {
+                        self.move_to(0);
+                    }
+                } else {
+                    self.pending_g = Some(self.now);
+                }
+            }
+            Action::ToggleGroup => self.toggle_group_if_groupable(),
+            Action::Open => self.open(),
+            Action::ToggleMark => self.toggle_mark(),
+            Action::Requeue => self.ask(Op::Requeue),
+            Action::Cancel => self.ask(Op::Cancel),
+            Action::Reveal => self.ask(Op::Reveal),
+            Action::TogglePause => {
+                self.paused = !self.paused;
+                if !self.paused {
+                    self.dirty = true;
+                }
+            }
+            Action::Help => self.mode = Mode::Help,
+            Action::StartFilter => self.mode = Mode::Filter { input: self.vs().filter_text.clone() },
+            _ => {}
+        }
+    }
+
+    fn tick(&mut self, now: Millis) {
+        self.now = now;
+        if let Some(at) = self.pending_g {
+            if now - at >= G_TIMEOUT_MS {
+                self.pending_g = None;
+                self.toggle_group_if_groupable();
+            }
+        }
+        if self.paused || self.in_flight.is_some() {
+            return;
+        }
+        let due = match self.last_refresh {
+            None => true,
+            Some(t) => now - t >= self.cfg.interval.as_millis() as Millis,
+        };
+        if self.dirty || due {
+            self.outbox.push(Request::Refresh(self.query()));
+            self.in_flight = Some(now);
+            self.dirty = false;
+            self.last_refresh = Some(now);
+        }
+    }
+
+    fn on_response(&mut self, r: Response) {
+        match r {
+            Response::Snapshot(s) => {
+                self.in_flight = None;
+                self.db = DbStatus::Ok { query_ms: s.query_time.as_secs_f64() * 1000.0 };
+                self.absorb(*s);
+            }
+            Response::RefreshFailed { error, busy } => {
+                self.in_flight = None;
+                self.db = if busy {
+                    match self.db {
+                        DbStatus::Busy { since } => DbStatus::Busy { since },
+                        _ => DbStatus::Busy { since: self.now },
+                    }
+                } else {
+                    DbStatus::Failed { error }
+                };
+            }
+            Response::Preview(p) => {
+                if matches!(self.mode, Mode::Preparing { .. }) {
+                    if p.affected == 0 {
+                        self.mode = Mode::Normal;
+                        self.error = Some(format!(
+                            "nothing to {}: {}",
+                            p.op.verb().to_lowercase(),
+                            if p.skipped.is_empty() { "no job matches".to_string() } else { p.skipped.join(", ") }
+                        ));
+                    } else {
+                        self.mode = Mode::Confirm(p);
+                    }
+                }
+            }
+            Response::PreviewFailed(e) => {
+                self.mode = Mode::Normal;
+                self.error = Some(e);
+            }
+            Response::Done(report) => {
+                self.marks.clear();
+                self.mode = Mode::Results(report);
+                self.dirty = true;
+            }
+            Response::Revealed { job, details } => {
+                self.mode = Mode::Normal;
+                if let Some(d) = self.detail.as_mut().filter(|d| d.id == job) {
+                    d.reveal = Reveal::Shown(details);
+                }
+            }
+            Response::RevealFailed { job, error } => {
+                self.mode = Mode::Normal;
+                if let Some(d) = self.detail.as_mut().filter(|d| d.id == job) {
+                    d.reveal = Reveal::Refused(error.clone());
+                }
+                self.error = Some(error);
+            }
+        }
+    }
+
+    /// Take in a refresh: counts, page, groups, and the new log entries for the tail and chart.
+    fn absorb(&mut self, s: Snapshot) {
+        if s.log_reset {
+            self.log.clear();
+        }
+        if let Some(last) = s.log.last() {
+            self.log_seq = last.seq;
+        }
+        self.log.extend(s.log.iter().cloned());
+        while self.log.len() > LOG_KEEP {
+            self.log.pop_front();
+        }
+        for (minute, (ok, failed)) in &s.chart {
+            let e = self.chart.entry(*minute).or_default();
+            e.0 += ok;
+            e.1 += failed;
+        }
+        self.chart_seq = self.chart_seq.max(s.chart_seq);
+        let oldest = s.at.div_euclid(60_000) - CHART_MINUTES + 1;
+        self.chart.retain(|m, _| *m >= oldest);
+        self.update_throughput(&s);
+        self.now = self.now.max(s.at);
+        self.snapshot = Some(s);
+        // The list may have shrunk under the selection (jobs requeued elsewhere).
+        let len = self.list_len();
+        if self.vs().selected >= len && len > 0 {
+            self.move_to(len - 1);
+        }
+    }
+
+    /// Jobs finished per minute per queue, from the trigger-kept counts of two refreshes at
+    /// least 10 s apart: no log scan.
+    fn update_throughput(&mut self, s: &Snapshot) {
+        let finished: BTreeMap<String, u64> = s
+            .counts
+            .by_queue
+            .iter()
+            .map(|(q, m)| (q.clone(), m.iter().filter(|(st, _)| st.is_terminal()).map(|(_, n)| *n).sum()))
+            .collect();
+        match &self.throughput_base {
+            Some((at, base)) if s.at - at >= 10_000 => {
+                let minutes = (s.at - at) as f64 / 60_000.0;
+                self.throughput = finished
+                    .iter()
+                    .map(|(q, n)| (q.clone(), n.saturating_sub(base.get(q).copied().unwrap_or(0)) as f64 / minutes))
+                    .collect();
+                self.throughput_base = Some((s.at, finished));
+            }
+            Some(_) => {}
+            None => self.throughput_base = Some((s.at, finished)),
+        }
+    }
+
+    fn show_view(&mut self, v: View) {
+        if v != self.view {
+            self.view = v;
+            self.detail = None;
+            self.dirty = true;
+        }
+    }
+
+    fn toggle_group_if_groupable(&mut self) {
+        if matches!(self.view, View::DeadLettered | View::Quarantined) && self.detail.is_none() {
+            let g = !self.vs().grouped;
+            self.vs_mut().grouped = g;
+            self.reset_position();
+        }
+    }
+
+    fn reset_position(&mut self) {
+        let vs = self.vs_mut();
+        vs.selected = 0;
+        vs.offset = 0;
+        self.dirty = true;
+    }
+
+    fn scroll_or_move(&mut self, by: i64) {
+        if let Some(d) = &mut self.detail {
+            d.scroll = (d.scroll as i64 + by).clamp(0, u16::MAX as i64 / 2) as u16;
+            return;
+        }
+        let len = self.list_len();
+        if len == 0 {
+            return;
+        }
+        let target = (self.vs().selected as i64 + by).clamp(0, len as i64 - 1) as u64;
+        self.move_to(target);
+    }
+
+    fn move_to(&mut self, index: u64) {
+        self.vs_mut().selected = index;
+        self.keep_selection_visible();
+    }
+
+    /// Scroll so the selection is on screen; a new offset means a new page from the store.
+    fn keep_selection_visible(&mut self) {
+        let rows = self.page_rows() as u64;
+        let vs = self.views.get_mut(&self.view).expect("every view has a state");
+        let before = vs.offset;
+        if vs.selected < vs.offset {
+            vs.offset = vs.selected;
+        } else if vs.selected >= vs.offset + rows {
+            vs.offset = vs.selected + 1 - rows;
+        }
+        if vs.offset != before {
+            self.dirty = true;
+        }
+    }
+
+    fn open(&mut self) {
+        match (self.view, self.query().grouped) {
+            (View::DeadLettered, true) | (View::Quarantined, true) => {
+                // A group opens as the list of its jobs; q goes back to the groups.
+                let Some(target) = self.group_target() else { return };
+                let mut f = Filter::default();
+                let text = match target {
+                    Target::CauseGroup { wire_name, fingerprint } => {
+                        let text = format!("wire:{wire_name} group:\"{fingerprint}\"");
+                        f.wire = Some(wire_name);
+                        f.fingerprint = Some(fingerprint);
+                        text
+                    }
+                    Target::QuarantineGroup { wire_name, reason } => {
+                        let text = format!("wire:{wire_name} group:{reason}");
+                        f.wire = Some(wire_name);
+                        f.reason = Some(reason);
+                        text
+                    }
+                    Target::Jobs(_) => return,
+                };
+                let vs = self.vs_mut();
+                vs.grouped = false;
+                vs.filter = f;
+                vs.filter_text = text;
+                self.reset_position();
+            }
+            (View::Queues, _) => {
+                let Some(s) = &self.snapshot else { return };
+                let Some(queue) = s.counts.by_queue.keys().nth(self.vs().selected as usize).cloned() else { return };
+                self.show_view(View::Scheduled);
+                self.apply_filter(format!("queue:{queue}"));
+            }
+            (View::Log, _) => {
+                let rows = self.log_rows();
+                if let Some(t) = rows.get(self.vs().selected as usize) {
+                    self.detail = Some(Detail { id: t.job_id, reveal: Reveal::Hidden, scroll: 0 });
+                    self.dirty = true;
+                }
+            }
+            _ => {
+                if let Some(job) = self.selected_job() {
+                    self.detail = Some(Detail { id: job.id, reveal: Reveal::Hidden, scroll: 0 });
+                    self.dirty = true;
+                }
+            }
+        }
+    }
+
+    fn toggle_mark(&mut self) {
+        if let Some(id) = self.selected_job().map(|j| j.id) {
+            if self.marks.remove(&id).is_none() {
+                self.marks.insert(id, ());
+            }
+            self.scroll_or_move(1);
+        }
+    }
+
+    fn ask(&mut self, op: Op) {
+        if self.cfg.read_only {
+            self.error = Some(format!(
+                "{} is disabled: bw top was started with --read-only",
+                match op {
+                    Op::Requeue => "r (requeue)",
+                    Op::Cancel => "x (cancel)",
+                    Op::Reveal => "e (reveal failure detail)",
+                }
+            ));
+            return;
+        }
+        let target = match op {
+            Op::Reveal => match &self.detail {
+                Some(d) => Target::Jobs(vec![d.id]),
+                None => match self.selected_job() {
+                    Some(j) => {
+                        // Reveal shows in the detail pane: open it first.
+                        let id = j.id;
+                        self.detail = Some(Detail { id, reveal: Reveal::Hidden, scroll: 0 });
+                        self.dirty = true;
+                        Target::Jobs(vec![id])
+                    }
+                    None => {
+                        self.error = Some("select a job first: e reveals the failure detail of one job".into());
+                        return;
+                    }
+                },
+            },
+            _ if self.query().grouped && self.detail.is_none() => match self.group_target() {
+                Some(t) if op == Op::Requeue => t,
+                Some(_) => {
+                    self.error = Some("x cancels jobs, not groups: open the group (Enter) and mark jobs".into());
+                    return;
+                }
+                None => {
+                    self.error = Some("no group selected".into());
+                    return;
+                }
+            },
+            _ => match self.job_target() {
+                Some(ids) => Target::Jobs(ids),
+                None => {
+                    self.error = Some("no job selected".into());
+                    return;
+                }
+            },
+        };
+        self.mode = Mode::Preparing { op };
+        self.outbox.push(Request::Preview { op, target });
+    }
+
+    fn apply_filter(&mut self, input: String) {
+        match Filter::parse(&input, self.now) {
+            Ok(f) => {
+                if self.view == View::Log {
+                    if let Err(e) = f.check_log() {
+                        self.error = Some(e);
+                        self.mode = Mode::Filter { input };
+                        return;
+                    }
+                }
+                let vs = self.vs_mut();
+                vs.filter = f;
+                vs.filter_text = input.trim().to_string();
+                self.mode = Mode::Normal;
+                self.reset_position();
+            }
+            Err(e) => {
+                // Keep the text so it can be fixed; nothing is applied.
+                self.error = Some(e);
+                self.mode = Mode::Filter { input };
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The terminal side: raw mode and the alternate screen in, and always back out (on quit,
+//! Ctrl-C, a panic, SIGTERM/SIGHUP/SIGINT); and the event loop that turns keys, resizes, signals,
+//! store answers and ticks into actions. Keys never wait for the store: it answers on a channel.
+
+use std::io::{self, Stdout, Write};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crossterm::event::{self, Event};
+use crossterm::{cursor, execute, terminal};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+
+use super::app::{Action, App};
+use super::data::{self, Request, Response};
+use super::keymap;
+use crate::{Clock, Store};
+
+/// What wakes the loop.
+enum Wake {
+    Key(event::KeyEvent),
+    Resize(u16, u16),
+    Store(Response),
+    Signal,
+    InputGone,
+}
+
+/// How often the loop wakes with nothing to do: drives the refresh timer and `g` resolution.
+/// Short enough to feel instant, long enough to keep an idle dashboard near 0% CPU.
+const TICK: Duration = Duration::from_millis(200);
+
+/// Put the terminal back: leave the alternate screen, show the cursor, cooked mode. Safe to call
+/// more than once and from the panic hook.
+pub fn restore() {
+    let _ = terminal::disable_raw_mode();
+    let mut out = io::stdout();
+    let _ = execute!(out, terminal::LeaveAlternateScreen, cursor::Show);
+    let _ = out.flush();
+}
+
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Run the dashboard until the operator quits. `open` opens the store for the background thread.
+pub fn run(
+    mut app: App,
+    clock: Clock,
+    open: impl Fn() -> crate::Result<Store> + Send + 'static,
+) -> io::Result<()> {
+    let (wake_tx, wake_rx) = mpsc::channel::<Wake>();
+    let (req_tx, req_rx) = mpsc::channel::<Request>();
+
+    // The terminal comes back whatever happens: the guard on return, the hook on a panic.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+    terminal::enable_raw_mode()?;
+    let _guard = Guard;
+    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+    let mut term: Terminal<CrosstermBackend<Stdout>> = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    term.clear()?;
+
+    let signals_tx = wake_tx.clone();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGINT,
+    ])?;
+    let signal_handle = signals.handle();
+    std::thread::Builder::new().name("bw-top-signals".into()).spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = signals_tx.send(Wake::Signal);
+        }
+    })?;
+
+    let input_tx = wake_tx.clone();
+    std::thread::Builder::new().name("bw-top-input".into()).spawn(move || loop {
+        let wake = match event::read() {
+            Ok(Event::Key(k)) => Wake::Key(k),
+            Ok(Event::Resize(w, h)) => Wake::Resize(w, h),
+            Ok(_) => continue,
+            Err(_) => Wake::InputGone,
+        };
+        let gone = matches!(wake, Wake::InputGone);
+        if input_tx.send(wake).is_err() || gone {
+            return;
+        }
+    })?;
+
+    let store_tx = wake_tx.clone();
+    let worker = data::spawn_worker(open, app.cfg.actor.clone(), req_rx, move |r| store_tx.send(Wake::Store(r)).is_ok());
+
+    // A pinned clock (BW_NOW) pins where time starts; the dashboard still needs it to move to
+    // schedule refreshes.
+    let started = std::time::Instant::now();
+    let base = clock.now();
+    let now = move || match clock {
+        Clock::System => clock.now(),
+        Clock::Manual(_) => base + started.elapsed().as_millis() as crate::Millis,
+    };
+    let size = term.size()?;
+    app.update(Action::Resize(size.width, size.height));
+    let mut redraw = true;
+    loop {
+        app.update(Action::Tick(now()));
+        for r in app.take_requests() {
+            let _ = req_tx.send(r);
+        }
+        if redraw {
+            term.draw(|f| f.render_widget(&app, f.area()))?;
+        }
+        if app.quit {
+            break;
+        }
+        let wake = match wake_rx.recv_timeout(TICK) {
+            Ok(w) => w,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Relative times and the slow-store notice move with the clock.
+                redraw = app.in_flight.is_some() || app.pending_g() || now() / 1000 != app.now / 1000;
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        redraw = true;
+        match wake {
+            Wake::Key(k) => {
+                if let Some(a) = keymap::action_for(&app.mode, k) {
+                    app.update(a);
+                }
+            }
+            Wake::Resize(w, h) => {
+                term.autoresize()?;
+                app.update(Action::Resize(w, h));
+            }
+            Wake::Store(r) => app.update(Action::Store(r)),
+            Wake::Signal | Wake::InputGone => app.quit = true,
+        }
+    }
+    signal_handle.close();
+    drop(req_tx);
+    // The store thread finishes its current statement; we do not wait for a slow one.
+    drop(worker);
+    Ok(())
+}
