@@ -1,0 +1,125 @@
+//! The job store as its users meet it: the engine's claim / heartbeat / complete / reap path,
+//! the operator's requeue / cancel / purge, opening files that are not stores, and the
+//! `schema.sql` contract as another program (the `sqlite3` shell) writes it.
+//!
+//! Time is a manual clock everywhere, so leases lapse when a test says so and never by accident.
+
+#[path = "store/contract.rs"]
+mod contract;
+#[path = "store/lifecycle.rs"]
+mod lifecycle;
+#[path = "store/open.rs"]
+mod open;
+#[path = "store/operator.rs"]
+mod operator;
+#[path = "store/plan.rs"]
+mod plan;
+#[path = "store/retry.rs"]
+mod retry;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use backwave::store::{ClaimRequest, Completion, Fenced, Outcome};
+use backwave::{Clock, Job, JobId, JobState, NewJob, RetryPolicy, Store};
+
+/// 2026-01-01T00:00:00Z: far from 0 so that "due now" and "finished 14 days ago" are ordinary numbers.
+pub const T0: i64 = 1_767_225_600_000;
+pub const ADMIN: &str = "alice";
+pub const WORKER: &str = "0192f3a1-0000-7000-8000-00000000000a";
+pub const OTHER_WORKER: &str = "0192f3a1-0000-7000-8000-00000000000b";
+pub const LEASE: Duration = Duration::from_secs(60);
+
+/// A fresh store in its own folder, on a manual clock, with `alice` as admin.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+    pub clock: Clock,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Clock::manual(T0);
+        let store = Store::create(dir.path().join("backwave.db")).unwrap().with_clock(clock.clone());
+        assert!(store.bootstrap_admin(ADMIN).unwrap());
+        Fixture { dir, store, clock }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.store.path().to_path_buf()
+    }
+
+    pub fn enqueue(&self, wire_name: &str, queue: &str) -> JobId {
+        self.store.enqueue(&NewJob::new(wire_name, queue, br#"{"n":1}"#.to_vec())).unwrap()
+    }
+
+    /// Claim up to `limit` due jobs of `queue` as `worker` under `policy`.
+    pub fn claim_as(&self, worker: &str, queue: &str, limit: usize, policy: &RetryPolicy) -> Vec<Job> {
+        let queues = [queue.to_string()];
+        self.store
+            .claim(&ClaimRequest { worker_id: worker, group: "default", queues: &queues, limit, lease: LEASE, policy })
+            .unwrap()
+    }
+
+    /// Claim the one due job of `queue` as [`WORKER`]; panics if there is none.
+    pub fn claim_one(&self, queue: &str, policy: &RetryPolicy) -> Job {
+        let mut jobs = self.claim_as(WORKER, queue, 1, policy);
+        assert_eq!(jobs.len(), 1, "expected one due job in queue {queue}");
+        jobs.remove(0)
+    }
+
+    pub fn report(&self, job: &Job, outcome: Outcome) -> Fenced {
+        self.report_as(job.lease_owner.as_deref().unwrap(), job.id, job.attempt, outcome)
+    }
+
+    pub fn report_as(&self, worker: &str, id: JobId, attempt: u32, outcome: Outcome) -> Fenced {
+        self.store.complete(&Completion { job_id: id, worker_id: worker.to_string(), attempt, outcome }).unwrap()
+    }
+
+    pub fn job(&self, id: JobId) -> Job {
+        self.store.job(id).unwrap().expect("job exists")
+    }
+
+    /// Assert the database is sound: integrity_check and foreign_key_check clean, and the
+    /// trigger-kept counts equal a real GROUP BY.
+    pub fn assert_sound(&self) {
+        assert_eq!(self.store.check_integrity().unwrap(), Vec::<String>::new());
+        assert_counts_exact(&self.store);
+    }
+}
+
+pub fn failed(message: &str) -> Outcome {
+    Outcome::Failed { message: message.to_string(), detail: None }
+}
+
+pub fn policy(max_attempts: u32, wait: Duration) -> RetryPolicy {
+    RetryPolicy::new(max_attempts, wait).unwrap()
+}
+
+/// `job_counts` (kept by triggers) against counting every row.
+pub fn assert_counts_exact(store: &Store) {
+    let conn = store.connection();
+    let mut real: Vec<(String, String, i64)> = conn
+        .prepare("SELECT queue, state, count(*) FROM jobs GROUP BY queue, state ORDER BY queue, state")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let kept: Vec<(String, String, i64)> = conn
+        .prepare("SELECT queue, state, n FROM job_counts WHERE n != 0 ORDER BY queue, state")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    real.sort();
+    assert_eq!(kept, real, "job_counts drifted from the jobs table");
+    // And the library's view of them.
+    let counts = store.counts().unwrap();
+    for (queue, state, n) in &real {
+        let state: JobState = state.parse().unwrap();
+        assert_eq!(counts.by_queue[queue][&state], *n as u64, "{queue} {state}");
+    }
+}

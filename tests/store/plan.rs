@@ -1,0 +1,53 @@
+//! The claim query stays fast on a big backlog: it runs on the `(queue, due_at)` partial index
+//! over scheduled jobs and stops at the first job due in the future, however many wait behind it.
+
+use rusqlite::StatementStatus;
+
+use backwave::store::CLAIM_SQL;
+use backwave::NewJob;
+
+use super::{Fixture, T0};
+
+#[test]
+fn the_claim_query_uses_the_jobs_claim_index_without_sorting() {
+    let fx = Fixture::new();
+    let conn = fx.store.connection();
+    let plan: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {CLAIM_SQL}"))
+        .unwrap()
+        .query_map(rusqlite::params!["q", T0, 10], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(plan, ["SEARCH jobs USING INDEX jobs_claim (queue=? AND due_at<?)"], "no scan, no temp b-tree");
+}
+
+#[test]
+fn a_claim_stops_at_the_first_future_job_instead_of_walking_the_backlog() {
+    let fx = Fixture::new();
+    // Three due jobs, then 3000 retries waiting for later in the same queue, and 3000 due jobs
+    // in another queue.
+    let mut jobs: Vec<NewJob> = (0..3).map(|i| NewJob::new("w", "q", vec![]).due_at(T0 - 10 + i)).collect();
+    jobs.extend((0..3000).map(|i| NewJob::new("w", "q", vec![]).due_at(T0 + 60_000 + i)));
+    jobs.extend((0..3000).map(|_| NewJob::new("w", "other", vec![])));
+    fx.store.enqueue_many(&jobs).unwrap();
+
+    let conn = fx.store.connection();
+    let mut stmt = conn.prepare(CLAIM_SQL).unwrap();
+    let due: Vec<String> = stmt
+        .query_map(rusqlite::params!["q", T0, 100], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(due.len(), 3, "only the due jobs");
+    // The VM ran a few dozen steps per row returned, not one per job in the backlog.
+    let steps = stmt.get_status(StatementStatus::VmStep);
+    assert_eq!(stmt.get_status(StatementStatus::FullscanStep), 0);
+    assert_eq!(stmt.get_status(StatementStatus::Sort), 0);
+    assert!(steps < 300, "the claim query walked {steps} VM steps for 3 rows: it is scanning the backlog");
+
+    // And through the library: a claim takes the due jobs in due order and nothing else.
+    let claimed = fx.claim_as(super::WORKER, "q", 100, &super::policy(3, std::time::Duration::from_secs(1)));
+    assert_eq!(claimed.iter().map(|j| j.id.to_string()).collect::<Vec<_>>(), due);
+    assert!(claimed.windows(2).all(|w| w[0].due_at <= w[1].due_at));
+}
