@@ -1,13 +1,20 @@
-//! bw completions SHELL
+//! bw completions: shell completion scripts, generated from the clap definition.
 
 use std::process::ExitCode;
 
-use super::CliError;
+use clap::CommandFactory;
 
-/// Print shell completions.
+use super::{Cli, CliError};
+
+/// Print a completion script: `bw completions bash > /etc/bash_completion.d/bw`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
+}
 
-pub fn run(_args: &Args) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw completions` is being built".into()))
+pub fn run(a: &Args) -> Result<ExitCode, CliError> {
+    let mut cmd = Cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "bw", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
 }

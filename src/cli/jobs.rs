@@ -589,8 +589,8 @@ impl Render for JobShow {
                         Some(ms) => {
                             since += ms;
                             (
-                                compact_duration(Duration::from_millis(ms)),
-                                compact_duration(Duration::from_millis(since)),
+                                output::precise_duration(Duration::from_millis(ms)),
+                                output::precise_duration(Duration::from_millis(since)),
                             )
                         }
                         None => ("—".into(), "dead-lettered on failure".into()),

@@ -74,18 +74,19 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
     let mut workers = view.workers.clone();
-    let emit = |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], workers: &HashMap<String, String>| {
-        match &printer {
-            // One JSON object per line: a stream cannot be one document.
-            Printer::Json => {
-                for (t, d) in entries {
-                    Printer::print_json_line(out, &LogEntryJson::new(t, d.as_ref()))?;
+    let emit =
+        |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], workers: &HashMap<String, String>| {
+            match &printer {
+                // One JSON object per line: a stream cannot be one document.
+                Printer::Json => {
+                    for (t, d) in entries {
+                        Printer::print_json_line(out, &LogEntryJson::new(t, d.as_ref()))?;
+                    }
+                    Ok(())
                 }
-                Ok(())
+                Printer::Table(term) => write_entries(out, entries, workers, term),
             }
-            Printer::Table(term) => write_entries(out, entries, workers, term),
-        }
-    };
+        };
     emit(&mut out, &view.entries, &workers)?;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(POLL);
@@ -205,9 +206,10 @@ fn write_entries(
         if !marker.is_empty() {
             line.push_str(&format!("  {marker}"));
         }
+        let line = line.trim_end();
         let line = match term.width {
-            Some(w) => super::output::truncate(&line, w).into_owned(),
-            None => line,
+            Some(w) => super::output::truncate(line, w).into_owned(),
+            None => line.to_string(),
         };
         let style = match t.to {
             JobState::DeadLettered => Style::Red,

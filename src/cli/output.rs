@@ -143,6 +143,17 @@ pub fn compact_duration(d: Duration) -> String {
     out
 }
 
+/// Like [`compact_duration`] but keeps tenths of a second under a minute (`1.5s`), for delay
+/// tables where 500 ms steps matter.
+pub fn precise_duration(d: Duration) -> String {
+    let ms = d.as_millis() as u64;
+    if ms >= 1000 && ms < 60_000 && ms % 1000 != 0 {
+        let text = format!("{:.1}", ms as f64 / 1000.0);
+        return format!("{}s", text.trim_end_matches('0').trim_end_matches('.'));
+    }
+    compact_duration(d)
+}
+
 /// RFC 3339 in UTC with milliseconds: `2026-11-30T14:02:12.301Z`.
 pub fn rfc3339(at: Millis) -> String {
     let t = std::time::UNIX_EPOCH + Duration::from_millis(at.max(0) as u64);

@@ -1,13 +1,83 @@
-//! bw purge: the retention sweep
+//! bw purge: the retention sweep on demand: delete terminal jobs (and their log) that finished
+//! longer ago than `--older-than` (default: the store's retention setting). Batched and
+//! audited by the store; confirmed first unless --yes.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use super::{CliError, Ctx};
+use serde::Serialize;
 
-/// The retention sweep.
+use super::output::{compact_duration, rfc3339, thousands, Render, Term};
+use super::{exit, parse_duration, CliError, Ctx};
+use crate::store::SettingKey;
+use crate::Millis;
+
+/// Delete terminal jobs older than the retention (needs operate).
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Delete terminal jobs that finished longer ago than this (default: the store's retention).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Count what would be deleted, delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (needed when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
 
-pub fn run(_args: &Args, _ctx: &Ctx) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw purge` is being built".into()))
+#[derive(Serialize)]
+struct Purge {
+    dry_run: bool,
+    older_than: String,
+    cutoff: String,
+    /// Jobs that would be / were deleted.
+    jobs: u64,
+}
+
+impl Render for Purge {
+    fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
+        let verb = if self.dry_run { "would be deleted" } else { "deleted" };
+        writeln!(
+            out,
+            "{} terminal jobs that finished more than {} ago (before {}) {verb}, with their log.",
+            thousands(self.jobs),
+            self.older_than,
+            self.cutoff
+        )
+    }
+}
+
+pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let store = ctx.open()?;
+    let older = match a.older_than {
+        Some(d) => d,
+        None => {
+            let v = store.setting(SettingKey::Retention)?;
+            humantime::parse_duration(&v)
+                .map_err(|e| CliError::Usage(format!("the store's retention setting '{v}' is not a duration ({e})")))?
+        }
+    };
+    let now = store.now();
+    let cutoff = now - older.as_millis() as Millis;
+    let count = store.count_purgeable(cutoff)?;
+    let mut view =
+        Purge { dry_run: a.dry_run, older_than: compact_duration(older), cutoff: rfc3339(cutoff), jobs: count };
+    if a.dry_run || count == 0 {
+        ctx.printer()?.print(&view)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let q = format!("Delete {} terminal jobs that finished more than {} ago?", thousands(count), view.older_than);
+    if !ctx.confirm_or_refuse(a.yes, &q, "purge")? {
+        eprintln!("bw: nothing deleted");
+        return Ok(ExitCode::from(exit::REFUSED));
+    }
+    view.jobs = store.purge(&ctx.actor, cutoff, |p| {
+        if p.total > 2_000 {
+            eprintln!("deleted {} of {}", thousands(p.done), thousands(p.total));
+        }
+    })?;
+    ctx.printer()?.print(&view)?;
+    Ok(ExitCode::SUCCESS)
 }

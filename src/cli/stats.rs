@@ -23,7 +23,8 @@ pub struct Args {
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
-    let view = Stats { counts: store.counts()?, causes: store.cause_groups(a.top)?, quarantines: store.quarantine_groups()? };
+    let view =
+        Stats { counts: store.counts()?, causes: store.cause_groups(a.top)?, quarantines: store.quarantine_groups()? };
     printer.print(&view)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -137,7 +138,8 @@ impl Render for Stats {
             writeln!(out, "No dead-lettered jobs.")?;
         } else {
             writeln!(out, "Top dead-letter causes (digits, ids, hex and quoted values grouped):")?;
-            let mut t = Table::new(&["JOBS", "WIRE NAME", "FIRST", "LAST", "CAUSE (latest example)"]).flex(4).max_width(1, 28);
+            let mut t =
+                Table::new(&["JOBS", "WIRE NAME", "FIRST", "LAST", "CAUSE (latest example)"]).flex(4).max_width(1, 28);
             for g in &self.causes {
                 t.row(vec![
                     thousands(g.count).into(),
@@ -155,7 +157,9 @@ impl Render for Stats {
             writeln!(out, "No quarantined jobs.")?;
         } else {
             writeln!(out, "Quarantined (never ran), by wire name and reason:")?;
-            let mut t = Table::new(&["JOBS", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST", "EXAMPLE"]).flex(5).max_width(1, 28);
+            let mut t = Table::new(&["JOBS", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST", "EXAMPLE"])
+                .flex(5)
+                .max_width(1, 28);
             for g in &self.quarantines {
                 let live = if g.live_handlers == 0 {
                     Cell::styled("none", Style::Yellow)
@@ -172,8 +176,9 @@ impl Render for Stats {
                 ]);
             }
             t.write(out, term)?;
-            if self.quarantines.iter().any(|g| g.live_handlers > 0) {
-                let hint = "A live worker now handles some of these: `bw requeue --state quarantined --wire-name NAME` \
+            if self.quarantines.iter().any(|g| g.live_handlers > 0 && g.reason == crate::QuarantineReason::NoHandler) {
+                let hint =
+                    "A live worker now handles some of these: `bw requeue --state quarantined --wire-name NAME` \
                             gives them a fresh start.";
                 writeln!(out, "{}", Style::Dim.paint(hint, c))?;
             }
