@@ -37,6 +37,12 @@ pub struct Fixture {
     pub clock: Clock,
 }
 
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Fixture {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();

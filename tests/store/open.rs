@@ -178,18 +178,15 @@ fn check_read_only(path: &Path) {
     assert_eq!(snapshot(path), before);
 }
 
-/// Runs only when `read_only_stores_read_and_refuse_writes` starts it as an unprivileged user
-/// (file permissions do not bind root, and CI runs as root).
-#[test]
-#[ignore = "started by read_only_stores_read_and_refuse_writes as an unprivileged user"]
-fn read_only_child() {
-    let path = std::env::var_os("BW_READ_ONLY_STORE").expect("run by read_only_stores_read_and_refuse_writes");
-    check_read_only(Path::new(&path));
-}
-
 #[test]
 fn read_only_stores_read_and_refuse_writes() {
     use std::os::unix::fs::PermissionsExt;
+    // File permissions do not bind root, and CI runs as root: there this test starts itself
+    // again as `nobody`, which finds the store's path in the environment and checks it.
+    if let Some(path) = std::env::var_os(CHILD_ENV) {
+        check_read_only(Path::new(&path));
+        return;
+    }
     let set_mode = |p: &Path, mode| fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
     // Case 1: the file is read-only, the folder writable. Case 2: the folder is read-only.
     for (file_mode, dir_mode) in [(0o444, 0o777), (0o666, 0o555)] {
@@ -200,8 +197,8 @@ fn read_only_stores_read_and_refuse_writes() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "open::read_only_child", "--ignored", "--nocapture", "--test-threads=1"])
-                .env("BW_READ_ONLY_STORE", &path)
+                .args(["--exact", "open::read_only_stores_read_and_refuse_writes", "--nocapture"])
+                .env(CHILD_ENV, &path)
                 .uid(65534)
                 .gid(65534)
                 .output()
@@ -216,3 +213,6 @@ fn read_only_stores_read_and_refuse_writes() {
 }
 
 use std::os::unix::process::CommandExt;
+
+/// Where the unprivileged re-run of the read-only test finds its store.
+const CHILD_ENV: &str = "BW_STORE_TEST_READ_ONLY_PATH";
