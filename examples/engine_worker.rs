@@ -1,0 +1,80 @@
+//! A worker process for the engine tests (`tests/engine.rs`): the tests SIGKILL or SIGSTOP it
+//! mid-handler to show what a dead or stalled worker does to its jobs.
+//!
+//! ```text
+//! engine_worker <db> sleepy <max-attempts> <lease-ms>
+//!     handles "sleepy" (queue "sleepy"): the handler sleeps for a minute.
+//! engine_worker <db> charge <ledger-db> <lease-ms>
+//!     handles "charge-card" (queue "payments") with seed 000's idempotent ChargeCard handler,
+//!     then takes 3 s over a receipt: a window in which the test can stall the process.
+//! ```
+//! It prints `ready <worker-id>` once its worker group runs, and serves until killed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry, WorkerGroup};
+use backwave::RetryPolicy;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChargeCard {
+    card_token: String,
+    amount: u64,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: engine_worker <db> sleepy <max-attempts> <lease-ms> | <db> charge <ledger-db> <lease-ms>";
+    let [db, mode, arg, lease_ms] = args.as_slice() else { return Err(usage.into()) };
+    let lease = Duration::from_millis(lease_ms.parse()?);
+    let mut registry = Registry::new();
+    let (queue, max_attempts) = match mode.as_str() {
+        "sleepy" => {
+            registry.handle::<String>("sleepy", |_, ctx| ctx.sleep(Duration::from_secs(60))).queue("sleepy");
+            ("sleepy", arg.parse()?)
+        }
+        "charge" => {
+            let ledger = PathBuf::from(arg);
+            registry
+                .handle::<ChargeCard>("charge-card", move |job, ctx| {
+                    let db = rusqlite::Connection::open(&ledger)?;
+                    db.busy_timeout(Duration::from_secs(5))?;
+                    let key = format!("charge:{}", ctx.job_id());
+                    let already: bool =
+                        db.query_row("SELECT EXISTS (SELECT 1 FROM ledger WHERE key = ?1)", [&key], |r| r.get(0))?;
+                    if already {
+                        return Ok(()); // a prior attempt already committed this side effect
+                    }
+                    // The gateway: every call is a charge on the card.
+                    db.execute(
+                        "INSERT INTO gateway (card_token, amount, key) VALUES (?1, ?2, ?3)",
+                        rusqlite::params![job.card_token, job.amount, key],
+                    )?;
+                    db.execute("INSERT INTO ledger (key) VALUES (?1)", [&key])?;
+                    println!("charged {key}");
+                    // Sending the receipt is slow; a stall here outlives the lease.
+                    std::thread::sleep(Duration::from_secs(3));
+                    Ok::<(), HandlerError>(())
+                })
+                .queue("payments");
+            ("payments", 3)
+        }
+        _ => return Err(usage.into()),
+    };
+    let mut engine = Engine::new(db, registry);
+    engine.add_worker_group(WorkerGroup {
+        name: format!("child-{mode}"),
+        policy: DispatchPolicy::strict([queue]),
+        poll_interval: Duration::from_millis(50),
+        retry_policy: RetryPolicy::new(max_attempts, |_| Duration::ZERO)?,
+        concurrency: 1,
+        lease,
+        ..WorkerGroup::default()
+    });
+    let running = engine.start()?;
+    println!("ready {}", running.worker_ids()[0].1);
+    loop {
+        std::thread::park();
+    }
+}

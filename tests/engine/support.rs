@@ -1,0 +1,144 @@
+//! Harness for the engine tests: a fresh store per test, short leases and polls so that every
+//! test takes seconds, waiting on the store's own state, and the `engine_worker` child process.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use backwave::engine::{DispatchPolicy, WorkerGroup};
+use backwave::{Job, JobId, RetryPolicy, Store};
+
+pub const ACTOR: &str = "tester";
+
+pub struct TestStore {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+    pub store: Store,
+}
+
+/// A new store whose `tester` is admin (so requeue, cancel and settings are allowed).
+pub fn test_store() -> TestStore {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("backwave.db");
+    let store = Store::create(&path).expect("create store");
+    store.bootstrap_admin(ACTOR).expect("bootstrap admin");
+    TestStore { _dir: dir, path, store }
+}
+
+/// A group tuned for tests: fast polls, a short lease, retries 10 ms apart.
+pub fn group(name: &str, policy: DispatchPolicy, max_attempts: u32) -> WorkerGroup {
+    WorkerGroup {
+        name: name.into(),
+        policy,
+        poll_interval: Duration::from_millis(20),
+        retry_policy: RetryPolicy::new(max_attempts, |_| Duration::from_millis(10)).unwrap(),
+        concurrency: 1,
+        lease: Duration::from_millis(600),
+        ..WorkerGroup::default()
+    }
+}
+
+/// Poll `f` until it gives a value; fail the test with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn job(store: &Store, id: JobId) -> Job {
+    store.job(id).expect("read job").expect("job exists")
+}
+
+/// Wait until the job is in a terminal state and return it.
+pub fn wait_terminal(store: &Store, id: JobId) -> Job {
+    wait_for(&format!("job {id} to finish"), Duration::from_secs(15), || {
+        let j = job(store, id);
+        j.state.is_terminal().then_some(j)
+    })
+}
+
+/// The queue of every claim, in commit order.
+pub fn claim_order(store: &Store) -> Vec<String> {
+    store
+        .connection()
+        .prepare(
+            "SELECT j.queue FROM transitions t JOIN jobs j ON j.id = t.job_id
+             WHERE t.to_state = 'running' ORDER BY t.seq",
+        )
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The `engine_worker` example. `cargo test` builds examples; a filtered run
+/// (`cargo test --test engine`) may not have, so build it then.
+pub fn worker_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let debug = exe.parent().and_then(Path::parent).expect("target/debug");
+    let bin = debug.join("examples").join("engine_worker");
+    if !bin.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "engine_worker"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build --example engine_worker");
+        assert!(status.success(), "building the engine_worker example failed");
+    }
+    bin
+}
+
+/// A worker child process, SIGKILLed when dropped.
+pub struct ChildWorker {
+    pub child: Child,
+    pub worker_id: String,
+    lines: BufReader<ChildStdout>,
+}
+
+impl ChildWorker {
+    pub fn spawn(args: &[&str]) -> ChildWorker {
+        let mut child = Command::new(worker_binary())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn engine_worker");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut first = String::new();
+        lines.read_line(&mut first).expect("read ready line");
+        let worker_id = first.trim().strip_prefix("ready ").unwrap_or_else(|| panic!("child said {first:?}")).into();
+        ChildWorker { child, worker_id, lines }
+    }
+
+    /// The next line the child prints.
+    pub fn next_line(&mut self) -> String {
+        let mut line = String::new();
+        self.lines.read_line(&mut line).expect("read child line");
+        line.trim().to_string()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig}) failed");
+    }
+
+    pub fn kill(&mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildWorker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
