@@ -13,3 +13,6 @@ mod broken_files;
 
 #[path = "faults/hostile_input.rs"]
 mod hostile_input;
+
+#[path = "faults/soak.rs"]
+mod soak;

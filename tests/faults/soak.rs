@@ -1,0 +1,330 @@
+//! The crash soak: real worker processes (`examples/faults_worker.rs`) drain a few thousand jobs
+//! that succeed, fail, panic or outlive their lease, while the test SIGKILLs a random worker every
+//! few hundred milliseconds (and now and then SIGSTOPs one for twice its lease, so that it wakes
+//! up a stale worker) and starts replacements. Afterwards the log must tell one consistent story
+//! per job. `BW_SOAK_SECS=600 cargo test --test faults soak -- --nocapture` keeps the faults
+//! coming, topping the queue up, for as long as asked.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use backwave::{NewJob, Store};
+
+use super::support;
+
+const LEASE_MS: u64 = 1_000;
+const CONCURRENCY: usize = 4;
+const MAX_ATTEMPTS: u32 = 4;
+const WORKERS: usize = 4;
+const JOBS: usize = 2_000;
+/// The default run gives up on faults after this long even if jobs are left, then drains.
+const FAULT_PHASE_MAX: Duration = Duration::from_secs(35);
+const DRAIN_MAX: Duration = Duration::from_secs(30);
+
+/// xorshift64*: the soak's only randomness, seeded from the clock and printed, so a failing run
+/// can be repeated with `BW_SOAK_SEED`.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The worker binary cargo built for this run; built on demand when only this test target was.
+fn worker_binary() -> PathBuf {
+    let path = support::target_dir().join("examples").join("faults_worker");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", "faults_worker"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cannot run cargo to build the soak worker");
+    assert!(status.success(), "building examples/faults_worker failed");
+    assert!(path.exists(), "no worker binary at {}", path.display());
+    path
+}
+
+struct Worker {
+    child: Child,
+    id: String,
+}
+
+fn spawn_worker(bin: &Path, db: &Path) -> Worker {
+    let mut child = Command::new(bin)
+        .arg(db)
+        .arg(LEASE_MS.to_string())
+        .arg(CONCURRENCY.to_string())
+        .arg(MAX_ATTEMPTS.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start faults_worker");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let id = line.strip_prefix("ready ").map(|s| s.trim().to_string());
+    let Some(id) = id else {
+        let _ = child.kill();
+        panic!("faults_worker did not start: {line:?}");
+    };
+    Worker { child, id }
+}
+
+fn signal(w: &Worker, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(w.child.id() as libc::pid_t, sig) };
+}
+
+fn kill(mut w: Worker) {
+    signal(&w, libc::SIGKILL);
+    let _ = w.child.wait();
+}
+
+fn soak_jobs(n: usize, rng: &mut Rng) -> Vec<NewJob> {
+    (0..n)
+        .map(|_| {
+            let (kind, ms) = match rng.below(100) {
+                0..70 => ("ok", rng.below(6)),
+                70..80 => ("fail", 0),
+                80..88 => ("flaky", 0),
+                88..95 => ("panic", 0),
+                _ => ("slow", LEASE_MS + 200),
+            };
+            NewJob::new("soak", "soak", format!(r#"{{"kind":"{kind}","ms":{ms}}}"#))
+        })
+        .collect()
+}
+
+fn unfinished(store: &Store) -> u64 {
+    let c = store.counts().unwrap();
+    c.total(backwave::JobState::Scheduled) + c.total(backwave::JobState::Running)
+}
+
+#[test]
+fn crash_soak_every_job_ends_once_with_a_consistent_log() {
+    let soak_secs: Option<u64> = std::env::var("BW_SOAK_SECS").ok().and_then(|s| s.parse().ok());
+    let seed = std::env::var("BW_SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    eprintln!("crash soak: seed {seed} (BW_SOAK_SEED={seed} repeats the fault schedule)");
+    let mut rng = Rng(seed);
+    let bin = worker_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("soak.db");
+    let store = Store::create(&db).unwrap();
+    store.enqueue_many(&soak_jobs(JOBS, &mut rng)).unwrap();
+    let mut enqueued = JOBS;
+
+    let started = Instant::now();
+    let mut live: Vec<Worker> = (0..WORKERS).map(|_| spawn_worker(&bin, &db)).collect();
+    let mut stalled: Vec<(Worker, Instant)> = Vec::new();
+    let mut faulted: Vec<String> = Vec::new();
+    let (mut kills, mut stalls) = (0, 0);
+    loop {
+        std::thread::sleep(Duration::from_millis(150 + rng.below(250)));
+        let elapsed = started.elapsed();
+        // Wake stalled workers: each comes back holding leases that have been reaped.
+        let (wake, keep): (Vec<_>, Vec<_>) = stalled.into_iter().partition(|(_, until)| Instant::now() >= *until);
+        stalled = keep;
+        for (w, _) in wake {
+            signal(&w, libc::SIGCONT);
+            live.push(w);
+        }
+        match soak_secs {
+            Some(secs) if elapsed < Duration::from_secs(secs) => {
+                if unfinished(&store) < 500 {
+                    store.enqueue_many(&soak_jobs(1_000, &mut rng)).unwrap();
+                    enqueued += 1_000;
+                }
+            }
+            Some(_) => break,
+            None if unfinished(&store) == 0 || elapsed > FAULT_PHASE_MAX => break,
+            None => {}
+        }
+        let victim = live.swap_remove(rng.below(live.len() as u64) as usize);
+        faulted.push(victim.id.clone());
+        if rng.below(5) == 0 {
+            signal(&victim, libc::SIGSTOP);
+            stalled.push((victim, Instant::now() + Duration::from_millis(2 * LEASE_MS + rng.below(LEASE_MS))));
+            stalls += 1;
+        } else {
+            kill(victim);
+            kills += 1;
+        }
+        while live.len() < WORKERS {
+            live.push(spawn_worker(&bin, &db));
+        }
+    }
+    let fault_phase = started.elapsed();
+    for (w, _) in stalled.drain(..) {
+        signal(&w, libc::SIGCONT);
+        live.push(w);
+    }
+    let drain_started = Instant::now();
+    while unfinished(&store) > 0 && drain_started.elapsed() < DRAIN_MAX {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left = unfinished(&store);
+    for w in live.drain(..) {
+        kill(w);
+    }
+    assert_eq!(left, 0, "{left} jobs were still not terminal {DRAIN_MAX:?} after the faults stopped");
+
+    let report = verify(&db, &faulted);
+    eprintln!(
+        "crash soak: {enqueued} jobs, {kills} SIGKILLs, {stalls} SIGSTOPs in {:.1}s of faults, drained in {:.1}s more; \
+         {} attempts, {} lapsed leases reaped, {} succeeded, {} dead-lettered",
+        fault_phase.as_secs_f64(),
+        drain_started.elapsed().as_secs_f64(),
+        report.attempts,
+        report.lapsed,
+        report.succeeded,
+        report.dead_lettered,
+    );
+    assert_eq!(report.jobs, enqueued as u64);
+    assert!(kills == 0 || report.lapsed > 0, "{kills} workers were killed mid-drain but no lease ever lapsed");
+}
+
+#[derive(Debug, Default)]
+struct Report {
+    jobs: u64,
+    attempts: u64,
+    lapsed: u64,
+    succeeded: u64,
+    dead_lettered: u64,
+}
+
+struct Row {
+    from: Option<String>,
+    to: String,
+    attempt: u32,
+    worker: Option<String>,
+    actor: Option<String>,
+    reason: Option<String>,
+}
+
+/// Read the finished store with plain SQL (not through the code under test) and check that each
+/// job's log is one consistent story that ends where its row is.
+fn verify(db: &Path, faulted: &[String]) -> Report {
+    support::assert_intact(db);
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut report = Report::default();
+    let mut logs: HashMap<String, Vec<Row>> = HashMap::new();
+    let mut stmt = conn
+        .prepare("SELECT job_id, from_state, to_state, attempt, worker_id, actor, reason FROM transitions ORDER BY seq")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                Row {
+                    from: r.get(1)?,
+                    to: r.get(2)?,
+                    attempt: r.get(3)?,
+                    worker: r.get(4)?,
+                    actor: r.get(5)?,
+                    reason: r.get(6)?,
+                },
+            ))
+        })
+        .unwrap();
+    for row in rows {
+        let (id, row) = row.unwrap();
+        logs.entry(id).or_default().push(row);
+    }
+    let mut jobs = conn.prepare("SELECT id, state, attempt, payload, terminal_cause FROM jobs").unwrap();
+    let jobs = jobs
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, u32>(2)?,
+                r.get::<_, Vec<u8>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    for (id, state, attempt, payload, cause) in jobs {
+        report.jobs += 1;
+        let log = logs.get(&id).unwrap_or_else(|| panic!("job {id} has no log"));
+        // Exactly one terminal state, and the log ends there.
+        assert!(
+            ["succeeded", "dead-lettered", "quarantined", "cancelled"].contains(&state.as_str()),
+            "job {id} ended {state}"
+        );
+        let last = log.last().unwrap();
+        assert_eq!((last.to.as_str(), last.attempt), (state.as_str(), attempt), "job {id}: the log ends elsewhere");
+        let succeeded = log.iter().filter(|r| r.to == "succeeded").count();
+        assert!(succeeded <= 1, "job {id} reached Succeeded {succeeded} times");
+        let since_requeue = log.iter().rposition(|r| r.actor.is_some() && r.to == "scheduled").map_or(0, |p| p + 1);
+        let runs = log[since_requeue..].iter().filter(|r| r.to == "running").count() as u32;
+        assert_eq!(runs, attempt, "job {id}: attempt {attempt} but {runs} claims in its log");
+        assert!(attempt <= MAX_ATTEMPTS, "job {id} ran {attempt} times, over its budget of {MAX_ATTEMPTS}");
+
+        // Each attempt has exactly one outcome, recorded for the worker that held its lease:
+        // a lapsed lease appears once as a failed attempt, a stale worker's word never.
+        let mut open: Option<(u32, Option<String>)> = None;
+        let mut prev: Option<&str> = None;
+        for r in log {
+            assert_eq!(r.from.as_deref(), prev, "job {id}: the log skips a state");
+            prev = Some(&r.to);
+            if r.to == "running" {
+                assert!(open.is_none(), "job {id}: attempt {} claimed while another was open", r.attempt);
+                open = Some((r.attempt, r.worker.clone()));
+                report.attempts += 1;
+            } else if r.from.as_deref() == Some("running") {
+                let (a, w) = open.take().unwrap_or_else(|| panic!("job {id}: an outcome without a claim"));
+                assert_eq!(r.attempt, a, "job {id}: outcome for attempt {} closes attempt {a}", r.attempt);
+                assert_eq!(r.worker, w, "job {id}: attempt {a} of worker {w:?} closed by {:?}", r.worker);
+                if r.reason.as_deref() == Some(backwave::store::LEASE_EXPIRED) {
+                    report.lapsed += 1;
+                    let owner = w.unwrap_or_default();
+                    assert!(faulted.contains(&owner), "job {id}: the lease of worker {owner}, never faulted, lapsed");
+                }
+            }
+        }
+        assert!(open.is_none(), "job {id}: an attempt never ended");
+
+        // The outcome fits what the handler does.
+        let payload = String::from_utf8(payload).unwrap();
+        let cause = cause.unwrap_or_default();
+        match state.as_str() {
+            "succeeded" => {
+                report.succeeded += 1;
+                assert!(!payload.contains("\"fail\""), "job {id} ({payload}) cannot succeed")
+            }
+            "dead-lettered" => {
+                report.dead_lettered += 1;
+                assert_eq!(attempt, MAX_ATTEMPTS, "job {id} dead-lettered before its budget ran out");
+                assert!(
+                    payload.contains("\"fail\"") || cause == backwave::store::LEASE_EXPIRED,
+                    "job {id} ({payload}) dead-lettered with {cause:?}"
+                );
+            }
+            other => panic!("job {id} ({payload}) ended {other}"),
+        }
+    }
+    // The counts dashboards read agree with the rows.
+    let mut bad = conn
+        .prepare(
+            "SELECT c.queue, c.state, c.n, (SELECT count(*) FROM jobs j WHERE j.queue = c.queue AND j.state = c.state)
+             FROM job_counts c",
+        )
+        .unwrap();
+    for row in bad.query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))).unwrap() {
+        let (state, counted, actual) = row.unwrap();
+        assert_eq!(counted, actual, "job_counts says {counted} {state}, the rows say {actual}");
+    }
+    report
+}
