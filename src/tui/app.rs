@@ -54,12 +54,18 @@ pub enum Action {
 pub enum Mode {
     Normal,
     /// Typing a filter; `input` is what is typed so far.
-    Filter { input: String },
+    Filter {
+        input: String,
+    },
     /// Waiting for the store to count what an action would do.
-    Preparing { op: Op },
+    Preparing {
+        op: Op,
+    },
     Confirm(Preview),
     /// An action is running.
-    Running { op: Op },
+    Running {
+        op: Op,
+    },
     Results(Report),
     Help,
 }
@@ -96,10 +102,16 @@ pub struct Detail {
 #[derive(Clone, Debug, PartialEq)]
 pub enum DbStatus {
     Connecting,
-    Ok { query_ms: f64 },
+    Ok {
+        query_ms: f64,
+    },
     /// Locked by another writer past the busy timeout: retried at the next interval.
-    Busy { since: Millis },
-    Failed { error: String },
+    Busy {
+        since: Millis,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 /// Fixed settings of one dashboard.
@@ -284,20 +296,20 @@ impl App {
         }
     }
 
-    /// Log entries that pass the Log view's filter, oldest first.
+    /// Log entries that pass the Log view's filter, newest first (the top of the view is now).
     pub fn log_rows(&self) -> Vec<&Transition> {
         let f = &self.views[&View::Log].filter;
-        self.log.iter().filter(|t| f.matches_log(t)).collect()
+        self.log.iter().rev().filter(|t| f.matches_log(t)).collect()
     }
 
     fn group_target(&self) -> Option<Target> {
         let s = self.snapshot.as_ref()?;
         let i = self.vs().selected as usize;
         match self.view {
-            View::DeadLettered => s.cause_groups.get(i).map(|g| Target::CauseGroup {
-                wire_name: g.wire_name.clone(),
-                fingerprint: g.fingerprint.clone(),
-            }),
+            View::DeadLettered => s
+                .cause_groups
+                .get(i)
+                .map(|g| Target::CauseGroup { wire_name: g.wire_name.clone(), fingerprint: g.fingerprint.clone() }),
             View::Quarantined => s
                 .quarantine_groups
                 .get(i)

@@ -201,13 +201,22 @@ pub enum Request {
 pub enum Response {
     Snapshot(Box<Snapshot>),
     /// A refresh failed; `busy` when the store was locked (it is retried by itself).
-    RefreshFailed { error: String, busy: bool },
+    RefreshFailed {
+        error: String,
+        busy: bool,
+    },
     Preview(Preview),
     /// An action was refused before it started, or failed.
     PreviewFailed(String),
     Done(Report),
-    Revealed { job: JobId, details: Vec<(i64, FailureDetail)> },
-    RevealFailed { job: JobId, error: String },
+    Revealed {
+        job: JobId,
+        details: Vec<(i64, FailureDetail)>,
+    },
+    RevealFailed {
+        job: JobId,
+        error: String,
+    },
 }
 
 /// Run one request against the store. Errors become responses: the dashboard shows them and
@@ -364,16 +373,16 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
         }
         Target::CauseGroup { wire_name, .. } | Target::QuarantineGroup { wire_name, .. } => {
             let filter = target.group_filter().unwrap_or_default();
-            p.affected = store.count_jobs(&filter)?;
             p.what = match target {
                 Target::CauseGroup { fingerprint, .. } => format!("{wire_name} · {fingerprint}"),
                 Target::QuarantineGroup { reason, .. } => format!("{wire_name} · {reason}"),
                 Target::Jobs(_) => unreachable!("matched above"),
             };
-            if op == Op::Requeue && handlers.get(wire_name).copied().unwrap_or(0) == 0 {
-                p.would_requarantine = p.affected;
-                unhandled.insert(wire_name.clone());
-            }
+            // The same plan `bw requeue --dry-run` prints.
+            let plan = store.plan_requeue(&filter)?;
+            p.affected = plan.matching;
+            p.would_requarantine = plan.would_requarantine;
+            unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
         }
     }
     p.unhandled = unhandled.into_iter().collect();
@@ -406,10 +415,8 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
         }
         (Op::Cancel, Target::Jobs(ids)) => {
             let results = store.cancel(actor, ids)?;
-            let done = results
-                .iter()
-                .filter(|r| matches!(r, CancelResult::Cancelled | CancelResult::CancelRequested))
-                .count();
+            let done =
+                results.iter().filter(|r| matches!(r, CancelResult::Cancelled | CancelResult::CancelRequested)).count();
             report.title = format!("Cancelled {done} of {}", ids.len());
             for (id, r) in ids.iter().zip(results) {
                 report.lines.push(match r {

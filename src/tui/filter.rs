@@ -75,12 +75,7 @@ impl Filter {
     /// names a queue when one is called that (`known_queues`), else a wire name when one is
     /// known by that name, else it is searched in the terminal cause (or, for Running and
     /// Scheduled jobs, which have no cause, taken as a wire name).
-    pub fn job_filter(
-        &self,
-        state: crate::JobState,
-        known_queues: &[String],
-        known_wires: &[String],
-    ) -> JobFilter {
+    pub fn job_filter(&self, state: crate::JobState, known_queues: &[String], known_wires: &[String]) -> JobFilter {
         let mut jf = JobFilter::state(state);
         jf.wire_name = self.wire.clone();
         jf.queue = self.queue.clone();
@@ -172,7 +167,8 @@ mod tests {
 
     #[test]
     fn qualifiers_and_text_parse() {
-        let f = Filter::parse("wire:charge-card queue:high cause:\"gateway timeout\" since:1h oops", 7_200_000).unwrap();
+        let f =
+            Filter::parse("wire:charge-card queue:high cause:\"gateway timeout\" since:1h oops", 7_200_000).unwrap();
         assert_eq!(f.wire.as_deref(), Some("charge-card"));
         assert_eq!(f.queue.as_deref(), Some("high"));
         assert_eq!(f.cause.as_deref(), Some("gateway timeout"));

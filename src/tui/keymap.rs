@@ -101,19 +101,13 @@ pub fn footer_keys(view: View, grouped: bool, detail: bool, read_only: bool) -> 
     match view {
         View::DeadLettered | View::Quarantined => {
             keys.push(("Enter", "open"));
-            if !grouped {
-                keys.push(("Space", "mark"));
-            }
             if !read_only {
                 keys.push(("r", "requeue"));
-                if !grouped {
-                    keys.push(("e", "reveal"));
-                }
             }
             keys.push(("g", if grouped { "jobs" } else { "group" }));
         }
         View::Running | View::Scheduled => {
-            keys.extend([("Enter", "open"), ("Space", "mark")]);
+            keys.push(("Enter", "open"));
             if !read_only {
                 keys.push(("x", "cancel"));
             }
@@ -121,6 +115,14 @@ pub fn footer_keys(view: View, grouped: bool, detail: bool, read_only: bool) -> 
         View::Queues => keys.push(("Enter", "scheduled jobs")),
         View::Log => keys.push(("Enter", "open job")),
     }
-    keys.extend([("/", "filter"), ("p", "pause"), ("Tab", "view"), ("?", "help"), ("q", "quit")]);
+    // The essentials before the rest: a narrow footer drops from the end.
+    keys.extend([("/", "filter"), ("?", "help"), ("q", "quit")]);
+    if !grouped && view.state().is_some() {
+        keys.push(("Space", "mark"));
+        if !read_only && view.state().is_some_and(|s| s.is_terminal()) {
+            keys.push(("e", "reveal"));
+        }
+    }
+    keys.extend([("p", "pause"), ("Tab", "view")]);
     keys
 }

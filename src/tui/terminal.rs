@@ -47,11 +47,7 @@ impl Drop for Guard {
 }
 
 /// Run the dashboard until the operator quits. `open` opens the store for the background thread.
-pub fn run(
-    mut app: App,
-    clock: Clock,
-    open: impl Fn() -> crate::Result<Store> + Send + 'static,
-) -> io::Result<()> {
+pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> + Send + 'static) -> io::Result<()> {
     let (wake_tx, wake_rx) = mpsc::channel::<Wake>();
     let (req_tx, req_rx) = mpsc::channel::<Request>();
 
@@ -95,7 +91,8 @@ pub fn run(
     })?;
 
     let store_tx = wake_tx.clone();
-    let worker = data::spawn_worker(open, app.cfg.actor.clone(), req_rx, move |r| store_tx.send(Wake::Store(r)).is_ok());
+    let worker =
+        data::spawn_worker(open, app.cfg.actor.clone(), req_rx, move |r| store_tx.send(Wake::Store(r)).is_ok());
 
     // A pinned clock (BW_NOW) pins where time starts; the dashboard still needs it to move to
     // schedule refreshes.

@@ -79,6 +79,13 @@ pub fn state_color(s: JobState) -> Color {
     }
 }
 
+/// A job id in a table: its first 8 and last 4 hex digits. Ids are time-ordered (v7), so the
+/// first 8 alone are shared by every job made in the same minute; the tail tells them apart.
+pub fn short_id(id: &crate::JobId) -> String {
+    let s = id.to_string();
+    format!("{}…{}", &s[..8], &s[32..])
+}
+
 /// Sanitized, then cut to `max` cells with an ellipsis.
 fn clean(s: &str, max: usize) -> String {
     crate::cli::output::truncate(&sanitize(s), max).into_owned()
@@ -96,7 +103,8 @@ impl Widget for &App {
         self.counts(&theme, row(1), buf);
         self.chart_rows(&theme, row(2), row(3), buf);
         self.tabs(&theme, row(4), buf);
-        let mut body = Rect { x: area.x, y: area.y + HEADER_ROWS, width: area.width, height: area.height - HEADER_ROWS - 1 };
+        let mut body =
+            Rect { x: area.x, y: area.y + HEADER_ROWS, width: area.width, height: area.height - HEADER_ROWS - 1 };
         if self.filter_line_shown() {
             self.filter_line(&theme, Rect { height: 1, ..body }, buf);
             body.y += 1;
@@ -111,14 +119,9 @@ impl Widget for &App {
         match &self.mode {
             Mode::Help => help(&theme, area, buf),
             Mode::Confirm(p) => confirm(&theme, p, area, buf),
-            Mode::Preparing { op } => popup(
-                &theme,
-                area,
-                buf,
-                op.verb(),
-                vec![Line::from("counting what this would change…")],
-                None,
-            ),
+            Mode::Preparing { op } => {
+                popup(&theme, area, buf, op.verb(), vec![Line::from("counting what this would change…")], None)
+            }
             Mode::Running { op } => {
                 popup(&theme, area, buf, op.verb(), vec![Line::from("working: the store is changing the jobs…")], None)
             }
@@ -159,7 +162,7 @@ impl App {
                     s.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
                 }
             })
-            .unwrap_or_else(|| "…".into());
+            .unwrap_or_else(|| "—".into());
         let mut spans = vec![
             Span::styled(" BackWave ", t.heading()),
             Span::raw("─ "),
@@ -180,12 +183,32 @@ impl App {
     }
 
     fn counts(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let n = |s: JobState| self.snapshot.as_ref().map(|snap| snap.counts.total(s)).unwrap_or(0);
+        // Full names when they fit, then tighter spacing, then short names.
+        let short = |s: JobState| match s {
+            JobState::Scheduled => "Sched",
+            JobState::Running => "Run",
+            JobState::Succeeded => "OK",
+            JobState::DeadLettered => "Dead",
+            JobState::Quarantined => "Quar",
+            JobState::Cancelled => "Canc",
+        };
+        let width = |gap: usize, name: &dyn Fn(JobState) -> &'static str| -> usize {
+            JobState::ALL.iter().map(|s| name(*s).len() + 1 + thousands(n(*s)).len() + gap).sum::<usize>() + 1
+        };
+        let full = |s: JobState| s.title();
+        let (gap, name): (usize, &dyn Fn(JobState) -> &'static str) = if width(3, &full) <= area.width as usize {
+            (3, &full)
+        } else if width(2, &full) <= area.width as usize {
+            (2, &full)
+        } else {
+            (2, &short)
+        };
         let mut spans = vec![Span::raw(" ")];
         for s in JobState::ALL {
-            let n = self.snapshot.as_ref().map(|snap| snap.counts.total(s)).unwrap_or(0);
-            spans.push(Span::styled(format!("{} ", s.title()), t.state(s)));
-            spans.push(Span::styled(thousands(n), t.state(s).add_modifier(Modifier::BOLD)));
-            spans.push(Span::raw("   "));
+            spans.push(Span::styled(format!("{} ", name(s)), t.state(s)));
+            spans.push(Span::styled(thousands(n(s)), t.state(s).add_modifier(Modifier::BOLD)));
+            spans.push(Span::raw(" ".repeat(gap)));
         }
         Line::from(spans).render(area, buf);
     }
@@ -193,17 +216,24 @@ impl App {
     /// Two rows of one bar per minute, on one scale so that the rows compare.
     fn chart_rows(&self, t: &Theme, ok_row: Rect, failed_row: Rect, buf: &mut Buffer) {
         const LABEL: usize = 15;
-        const TAIL: usize = 22;
-        let minutes = (ok_row.width as usize).saturating_sub(LABEL + TAIL + 1).min(CHART_MINUTES as usize);
+        const TAIL: usize = 27;
+        let room = (ok_row.width as usize).saturating_sub(LABEL + TAIL + 1);
+        // One cell per minute when there is room for the hour, else one per two (or more).
+        let per_cell = (CHART_MINUTES as usize).div_ceil(room.max(1)).max(1) as i64;
+        let cells = CHART_MINUTES / per_cell;
         let now_minute = self.now.div_euclid(60_000);
-        let series: Vec<(u64, u64)> = (0..minutes as i64)
+        let series: Vec<(u64, u64)> = (0..cells)
             .rev()
-            .map(|back| self.chart.get(&(now_minute - back)).copied().unwrap_or((0, 0)))
+            .map(|back| {
+                (0..per_cell).fold((0, 0), |(a, b), k| {
+                    let (x, y) = self.chart.get(&(now_minute - back * per_cell - k)).copied().unwrap_or((0, 0));
+                    (a + x, b + y)
+                })
+            })
             .collect();
         let max = series.iter().map(|(a, b)| (*a).max(*b)).max().unwrap_or(0);
-        let (ok_total, failed_total): (u64, u64) =
-            self.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
-        let span_label = if minutes as i64 == CHART_MINUTES { "last hour".to_string() } else { format!("last {minutes}m") };
+        let (ok_total, failed_total): (u64, u64) = self.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        let span_label = if per_cell == 1 { "last hour".to_string() } else { format!("last hour, {per_cell}m/bar") };
         let bars = |pick: fn(&(u64, u64)) -> u64| -> String { series.iter().map(|v| bar(pick(v), max)).collect() };
         let line = |label: &str, bars: String, total: u64, style: Style| {
             Line::from(vec![
@@ -328,13 +358,13 @@ impl App {
         let (header, widths, rows): (Vec<&str>, Vec<Constraint>, Vec<Row>) = match self.view {
             View::DeadLettered => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPTS", "FINISHED", "CAUSE"],
-                vec![len(2), len(8), len(18), len(10), len(8), len(10), Constraint::Fill(1)],
+                vec![len(2), len(13), len(18), len(10), len(8), len(10), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
                         Row::new(vec![
                             Cell::from(mark(i, j)),
-                            Cell::from(j.id.short()),
+                            Cell::from(short_id(&j.id)),
                             Cell::from(clean(&j.wire_name, 18)),
                             Cell::from(clean(&j.queue, 10)),
                             Cell::from(attempts(j)),
@@ -346,17 +376,21 @@ impl App {
             ),
             View::Quarantined => (
                 vec!["", "ID", "WIRE NAME", "REASON", "LIVE HANDLER", "SINCE", "CAUSE"],
-                vec![len(2), len(8), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
+                vec![len(2), len(13), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
                         let n = live.and_then(|l| l.get(&j.wire_name)).copied().unwrap_or(0);
                         Row::new(vec![
                             Cell::from(mark(i, j)),
-                            Cell::from(j.id.short()),
+                            Cell::from(short_id(&j.id)),
                             Cell::from(clean(&j.wire_name, 18)),
                             Cell::from(j.quarantine_reason.map(|r| r.as_str()).unwrap_or("")),
-                            Cell::from(handlers(n)).style(if n == 0 { t.error() } else { t.state(JobState::Succeeded) }),
+                            Cell::from(handlers(n)).style(if n == 0 {
+                                t.error()
+                            } else {
+                                t.state(JobState::Succeeded)
+                            }),
                             Cell::from(j.finished_at.map(|f| relative(now, f)).unwrap_or_default()),
                             Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), 200)),
                         ])
@@ -365,7 +399,7 @@ impl App {
             ),
             View::Running => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPT", "LEASE LEFT", "WORKER", "NOTE"],
-                vec![len(2), len(8), len(18), len(10), len(8), len(10), len(20), Constraint::Fill(1)],
+                vec![len(2), len(13), len(18), len(10), len(8), len(10), len(20), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -377,7 +411,7 @@ impl App {
                         };
                         Row::new(vec![
                             Cell::from(mark(i, j)),
-                            Cell::from(j.id.short()),
+                            Cell::from(short_id(&j.id)),
                             Cell::from(clean(&j.wire_name, 18)),
                             Cell::from(clean(&j.queue, 10)),
                             Cell::from(attempts(j)),
@@ -395,13 +429,13 @@ impl App {
             ),
             _ => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "DUE", "ATTEMPTS", "BUDGET LEFT", "CREATED"],
-                vec![len(2), len(8), len(18), len(10), len(9), len(8), len(11), Constraint::Fill(1)],
+                vec![len(2), len(13), len(18), len(10), len(9), len(8), len(11), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
                         Row::new(vec![
                             Cell::from(mark(i, j)),
-                            Cell::from(j.id.short()),
+                            Cell::from(short_id(&j.id)),
                             Cell::from(clean(&j.wire_name, 18)),
                             Cell::from(clean(&j.queue, 10)),
                             Cell::from(if j.due_at <= now { "due".to_string() } else { relative(now, j.due_at) }),
@@ -433,13 +467,15 @@ impl App {
         }
         let now = self.now;
         let offset = self.vs().offset as usize;
+        let sel = (self.vs().selected as usize).checked_sub(offset);
         let rows = s
             .cause_groups
             .iter()
             .skip(offset)
-            .map(|g| {
+            .enumerate()
+            .map(|(i, g)| {
                 Row::new(vec![
-                    Cell::from(format!("{:>7}", thousands(g.count))),
+                    Cell::from(format!("{}{:>6}", pointer(sel == Some(i)), thousands(g.count))),
                     Cell::from(relative(now, g.first_seen)),
                     Cell::from(relative(now, g.last_seen)),
                     Cell::from(clean(&g.wire_name, 18)),
@@ -447,7 +483,6 @@ impl App {
                 ])
             })
             .collect();
-        let sel = (self.vs().selected as usize).checked_sub(offset);
         self.table(
             t,
             area,
@@ -469,29 +504,33 @@ impl App {
         }
         let now = self.now;
         let offset = self.vs().offset as usize;
+        let sel = (self.vs().selected as usize).checked_sub(offset);
         let rows = s
             .quarantine_groups
             .iter()
             .skip(offset)
-            .map(|g| {
+            .enumerate()
+            .map(|(i, g)| {
                 Row::new(vec![
-                    Cell::from(format!("{:>7}", thousands(g.count))),
+                    Cell::from(format!("{}{:>6}", pointer(sel == Some(i)), thousands(g.count))),
                     Cell::from(clean(&g.wire_name, 18)),
                     Cell::from(g.reason.as_str()),
-                    Cell::from(handlers(g.live_handlers))
-                        .style(if g.live_handlers == 0 { t.error() } else { t.state(JobState::Succeeded) }),
+                    Cell::from(handlers(g.live_handlers)).style(if g.live_handlers == 0 {
+                        t.error()
+                    } else {
+                        t.state(JobState::Succeeded)
+                    }),
                     Cell::from(relative(now, g.last_seen)),
                     Cell::from(clean(&g.example, 200)),
                 ])
             })
             .collect();
-        let sel = (self.vs().selected as usize).checked_sub(offset);
         self.table(
             t,
             area,
             buf,
             &["  COUNT", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST SEEN", "CAUSE (latest)"],
-            &[len(7), len(18), len(19), len(12), len(9), Constraint::Fill(1)],
+            &[len(7), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
             rows,
             sel,
         );
@@ -506,12 +545,14 @@ impl App {
         let now = self.now;
         let biggest = s.counts.by_queue.values().map(|m| m.values().sum::<u64>()).max().unwrap_or(1).max(1);
         const BAR: usize = 24;
+        let sel = (self.vs().selected as usize).checked_sub(self.vs().offset as usize);
         let rows = s
             .counts
             .by_queue
             .iter()
             .skip(self.vs().offset as usize)
-            .map(|(queue, m)| {
+            .enumerate()
+            .map(|(i, (queue, m))| {
                 let total: u64 = m.values().sum();
                 let mut bar_spans = Vec::new();
                 let mut used = 0;
@@ -533,9 +574,9 @@ impl App {
                     Some(due) => relative(now, *due),
                     None => "—".to_string(),
                 };
-                let rate = self.throughput.get(queue).map(|r| format!("{r:.1}/min")).unwrap_or_else(|| "…".into());
+                let rate = self.throughput.get(queue).map(|r| format!("{r:.1}/min")).unwrap_or_else(|| "—".into());
                 Row::new(vec![
-                    Cell::from(clean(queue, 12)),
+                    Cell::from(format!("{}{}", pointer(sel == Some(i)), clean(queue, 11))),
                     Cell::from(format!("{:>9}", thousands(total))),
                     Cell::from(Line::from(bar_spans)),
                     Cell::from(numbers),
@@ -544,12 +585,11 @@ impl App {
                 ])
             })
             .collect();
-        let sel = (self.vs().selected as usize).checked_sub(self.vs().offset as usize);
         self.table(
             t,
             area,
             buf,
-            &["QUEUE", "    TOTAL", "BY STATE", "  SCHED    RUN     OK   DEAD  QUAR.   CANC", "DONE", "OLDEST DUE"],
+            &[" QUEUE", "    TOTAL", "BY STATE", "  SCHED    RUN     OK   DEAD  QUAR.   CANC", "DONE/MIN", "OLDEST DUE"],
             &[len(12), len(9), len(BAR as u16), len(42), len(10), Constraint::Fill(1)],
             rows,
             sel,
@@ -576,7 +616,7 @@ impl App {
                 };
                 Row::new(vec![
                     Cell::from(crate::cli::output::clock_time(e.at)),
-                    Cell::from(e.job_id.short()),
+                    Cell::from(short_id(&e.job_id)),
                     Cell::from(e.from.map(|s| s.title()).unwrap_or("(new)")),
                     Cell::from(format!("→ {}", e.to.title())).style(to_style),
                     Cell::from(format!("{:>3}", e.attempt)),
@@ -591,7 +631,7 @@ impl App {
             area,
             buf,
             &["TIME (UTC)", "JOB", "FROM", "TO", "ATT", "WORKER / ACTOR", "REASON"],
-            &[len(12), len(8), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
+            &[len(12), len(13), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
             visible,
             sel,
         );
@@ -652,18 +692,26 @@ impl App {
             lines.push(kv("cancel asked", clean(who, 40)));
         }
         if !job.labels.is_empty() {
-            let labels = job.labels.iter().map(|(k, v)| format!("{}={}", clean(k, 30), clean(v, 60))).collect::<Vec<_>>();
+            let labels =
+                job.labels.iter().map(|(k, v)| format!("{}={}", clean(k, 30), clean(v, 60))).collect::<Vec<_>>();
             lines.push(kv("labels", labels.join(" ")));
         }
         let payload = sanitize_bytes(&job.payload[..job.payload.len().min(400)]);
-        lines.push(kv("payload", format!("{} ({} bytes)", crate::cli::output::truncate(&payload, 200), job.payload.len())));
+        lines.push(kv(
+            "payload",
+            format!("{} ({} bytes)", crate::cli::output::truncate(&payload, 200), job.payload.len()),
+        ));
         lines.push(self.delay_line(t, job));
         lines.push(Line::from(""));
         // Failure detail: hidden until revealed (audited), with why when it cannot be shown.
-        let failures: Vec<&DetailStatus> = history.iter().map(|h| &h.detail).filter(|d| **d != DetailStatus::None).collect();
+        let failures: Vec<&DetailStatus> =
+            history.iter().map(|h| &h.detail).filter(|d| **d != DetailStatus::None).collect();
         match &d.reveal {
             Reveal::Shown(details) => {
-                lines.push(Line::styled(format!("failure detail (revealed to {}, audited)", clean(&self.cfg.actor, 20)), t.heading()));
+                lines.push(Line::styled(
+                    format!("failure detail (revealed to {}, audited)", clean(&self.cfg.actor, 20)),
+                    t.heading(),
+                ));
                 if details.is_empty() {
                     lines.push(Line::from("  no failure detail was captured for this job"));
                 }
@@ -738,7 +786,8 @@ impl App {
         }
         // After failed attempt n the job waits table[n-1]; a Scheduled job with attempt n > 0
         // is waiting that one now.
-        let next = if job.state == JobState::Scheduled && job.attempt > 0 { Some(job.attempt as usize - 1) } else { None };
+        let next =
+            if job.state == JobState::Scheduled && job.attempt > 0 { Some(job.attempt as usize - 1) } else { None };
         for (i, ms) in table.iter().enumerate() {
             let text = compact_duration(std::time::Duration::from_millis(*ms));
             if Some(i) == next {
@@ -770,9 +819,12 @@ impl App {
                 format!("store locked by another process {}: retrying", compact_duration(ms(self.now - since))),
                 t.fg(Color::Yellow).add_modifier(Modifier::BOLD),
             ),
-            DbStatus::Failed { error } => Span::styled(format!("store error: {}: retrying", clean(error, 60)), t.error()),
+            DbStatus::Failed { error } => {
+                Span::styled(format!("store error: {}: retrying", clean(error, 60)), t.error())
+            }
         };
-        let right_len = status.content.chars().count() + 2
+        let right_len = status.content.chars().count()
+            + 2
             + if self.marks.is_empty() { 0 } else { format!("{} marked  ", self.marks.len()).len() };
         let left_width = (area.width as usize).saturating_sub(right_len);
         let left: Line = if let Some(e) = &self.error {
@@ -808,6 +860,14 @@ impl App {
 
 fn ms(v: Millis) -> std::time::Duration {
     std::time::Duration::from_millis(v.max(0) as u64)
+}
+
+fn pointer(selected: bool) -> &'static str {
+    if selected {
+        "▶"
+    } else {
+        " "
+    }
 }
 
 fn len(n: u16) -> Constraint {
@@ -860,10 +920,7 @@ fn confirm(t: &Theme, p: &super::data::Preview, area: Rect, buf: &mut Buffer) {
     let mut lines = vec![Line::from(clean(&p.what, 70))];
     match p.op {
         Op::Requeue => {
-            lines.push(Line::from(format!(
-                "{} will be Scheduled now with a fresh attempt budget",
-                jobs(p.affected)
-            )));
+            lines.push(Line::from(format!("{} will be Scheduled now with a fresh attempt budget", jobs(p.affected))));
             if p.would_requarantine == 0 {
                 lines.push(Line::from("0 would re-quarantine (every wire name has a live worker)"));
             } else {
@@ -877,10 +934,9 @@ fn confirm(t: &Theme, p: &super::data::Preview, area: Rect, buf: &mut Buffer) {
                 ));
             }
         }
-        Op::Cancel => lines.push(Line::from(format!(
-            "{} will be cancelled (a Running job is asked to stop)",
-            jobs(p.affected)
-        ))),
+        Op::Cancel => {
+            lines.push(Line::from(format!("{} will be cancelled (a Running job is asked to stop)", jobs(p.affected))))
+        }
         Op::Reveal => {
             lines.push(Line::from("the failure detail will be shown, and the reveal recorded in the audit log"))
         }

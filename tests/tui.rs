@@ -1,0 +1,518 @@
+//! `bw top`, met the way an operator meets it: keys become actions and actions change the
+//! dashboard (no terminal), every view drawn on ratatui's TestBackend and snapshotted with time
+//! pinned and ids named by creation order, and the real binary driven in tmux.
+
+#[path = "tui/harness.rs"]
+mod harness;
+#[path = "tui/e2e.rs"]
+mod e2e;
+
+use backwave::tui::app::{DbStatus, Reveal};
+use backwave::tui::data::{Op, Target};
+use backwave::tui::{keymap, Action, Mode, Request, Response, View};
+use backwave::{JobState, Permission};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use harness::*;
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn keys(app: &mut backwave::tui::App, f: &Fixture, text: &str) {
+    for c in text.chars() {
+        let a = keymap::action_for(&app.mode, key(c)).unwrap_or_else(|| panic!("'{c}' has an action"));
+        f.press(app, [a]);
+    }
+}
+
+fn code(app: &mut backwave::tui::App, f: &Fixture, code: KeyCode) {
+    let a = keymap::action_for(&app.mode, KeyEvent::new(code, KeyModifiers::NONE)).expect("key has an action");
+    f.press(app, [a]);
+}
+
+// ---- keys -> actions -> state, no terminal ----
+
+#[test]
+fn keys_map_to_actions_by_mode() {
+    use backwave::tui::app::Mode as M;
+    let n = M::Normal;
+    assert!(matches!(keymap::action_for(&n, key('j')), Some(Action::Down)));
+    assert!(matches!(keymap::action_for(&n, KeyEvent::new(KeyCode::Up, KeyModifiers::NONE)), Some(Action::Up)));
+    assert!(matches!(keymap::action_for(&n, key('3')), Some(Action::ShowView(View::Running))));
+    assert!(matches!(keymap::action_for(&n, key('G')), Some(Action::Bottom)));
+    assert!(matches!(
+        keymap::action_for(&n, KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)),
+        Some(Action::PrevView)
+    ));
+    // Ctrl-C quits from anywhere, even while typing a filter.
+    let typing = M::Filter { input: String::new() };
+    assert!(matches!(
+        keymap::action_for(&typing, KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        Some(Action::Quit)
+    ));
+    // While typing, q and j are text.
+    assert!(matches!(keymap::action_for(&typing, key('q')), Some(Action::FilterChar('q'))));
+    // A dialog listens to y and n only.
+    assert!(keymap::action_for(&M::Help, key('z')).is_some());
+}
+
+#[test]
+fn views_switch_with_tab_h_l_and_digits() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    assert_eq!(app.view, View::DeadLettered);
+    code(&mut app, &f, KeyCode::Tab);
+    assert_eq!(app.view, View::Quarantined);
+    keys(&mut app, &f, "l");
+    assert_eq!(app.view, View::Running);
+    keys(&mut app, &f, "h");
+    code(&mut app, &f, KeyCode::BackTab);
+    assert_eq!(app.view, View::DeadLettered);
+    code(&mut app, &f, KeyCode::BackTab);
+    assert_eq!(app.view, View::Log, "Shift-Tab wraps around");
+    keys(&mut app, &f, "4");
+    assert_eq!(app.view, View::Scheduled);
+    // The refresh that followed asked for the view's state.
+    let q = app.query();
+    assert_eq!(q.filter.unwrap().states, vec![JobState::Scheduled]);
+    assert_eq!(app.page_jobs().len(), 2);
+}
+
+#[test]
+fn gg_goes_to_the_top_and_a_lone_g_groups_by_cause() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "jjj");
+    assert_eq!(app.vs().selected, 3);
+    keys(&mut app, &f, "gg");
+    assert_eq!(app.vs().selected, 0);
+    assert!(!app.vs().grouped, "gg is not a group toggle");
+    keys(&mut app, &f, "G");
+    assert_eq!(app.vs().selected, 3, "four Dead-Lettered jobs: the last is index 3");
+    // A lone g: after the timeout it means "group by cause".
+    keys(&mut app, &f, "g");
+    f.press(&mut app, [Action::Tick(f.clock.now() + backwave::tui::app::G_TIMEOUT_MS)]);
+    assert!(app.vs().grouped);
+    let groups = &app.snapshot.as_ref().unwrap().cause_groups;
+    assert_eq!(groups.len(), 2);
+    assert_eq!((groups[0].wire_name.as_str(), groups[0].count), ("charge-card", 3));
+    assert_eq!(groups[0].fingerprint, "gateway timeout (attempt #)");
+    // Enter opens the group as its jobs; q goes back to the groups.
+    code(&mut app, &f, KeyCode::Enter);
+    assert!(!app.vs().grouped);
+    assert_eq!(app.list_len(), 3);
+    assert!(app.page_jobs().iter().all(|j| j.wire_name == "charge-card"));
+    keys(&mut app, &f, "q");
+    assert!(app.vs().grouped && !app.quit);
+}
+
+#[test]
+fn paging_moves_through_the_store_a_page_at_a_time() {
+    let mut f = Fixture::empty();
+    for i in 0..60 {
+        f.enqueue(backwave::NewJob::new("bulk-job", "bulk", format!("{{\"n\":{i}}}")));
+    }
+    let mut app = f.app(80, 24);
+    keys(&mut app, &f, "4");
+    let rows = app.page_rows();
+    assert_eq!(rows, 17, "80x24 leaves 17 rows for jobs");
+    assert_eq!(app.page_jobs().len(), rows, "one page is loaded, not every row");
+    assert_eq!(app.list_len(), 60);
+    code(&mut app, &f, KeyCode::PageDown);
+    assert_eq!(app.vs().selected, rows as u64);
+    assert_eq!(app.snapshot.as_ref().unwrap().page_offset, 1, "scrolled just enough to show the selection");
+    assert_eq!(app.selected_job().unwrap().id, f.ids[rows], "the selected row is the job at that position");
+    code(&mut app, &f, KeyCode::End);
+    assert_eq!(app.vs().selected, 59);
+    assert_eq!(app.selected_job().unwrap().id, f.ids[59]);
+    assert_eq!(app.query().offset, 60 - rows as u64);
+    code(&mut app, &f, KeyCode::Home);
+    assert_eq!(app.selected_job().unwrap().id, f.ids[0]);
+}
+
+#[test]
+fn filters_apply_qualifiers_and_bad_ones_say_why_without_applying() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "/wire:send-email");
+    code(&mut app, &f, KeyCode::Enter);
+    assert_eq!(app.mode, Mode::Normal);
+    assert_eq!(app.list_len(), 1);
+    assert_eq!(app.page_jobs()[0].wire_name, "send-email");
+    // Plain text that names a queue filters by queue.
+    keys(&mut app, &f, "/");
+    for _ in 0.."wire:send-email".len() {
+        code(&mut app, &f, KeyCode::Backspace);
+    }
+    keys(&mut app, &f, "high");
+    code(&mut app, &f, KeyCode::Enter);
+    assert_eq!(app.list_len(), 3);
+    // A bad filter: a one-line error quoting it, the old filter still applied, still typing.
+    keys(&mut app, &f, "/");
+    keys(&mut app, &f, " colour:red");
+    code(&mut app, &f, KeyCode::Enter);
+    let err = app.error.clone().expect("an error");
+    assert!(err.contains("'colour:'"), "{err}");
+    assert!(matches!(app.mode, Mode::Filter { .. }));
+    assert_eq!(app.list_len(), 3, "the previous filter still holds");
+    code(&mut app, &f, KeyCode::Esc);
+    keys(&mut app, &f, "/");
+    keys(&mut app, &f, " since:soon");
+    code(&mut app, &f, KeyCode::Enter);
+    assert!(app.error.clone().unwrap().contains("'soon'"));
+    let screen = render(&app);
+    assert!(screen.contains("'soon' in since:"), "the error is on screen:\n{screen}");
+}
+
+#[test]
+fn read_only_disables_every_action() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    app.cfg.read_only = true;
+    f.refresh(&mut app);
+    for c in ['r', 'x', 'e'] {
+        keys(&mut app, &f, &c.to_string());
+        assert_eq!(app.mode, Mode::Normal);
+        let err = app.error.clone().unwrap();
+        assert!(err.contains("--read-only"), "{c}: {err}");
+        assert!(app.take_requests().is_empty());
+    }
+    let dead = f.store.counts().unwrap().total(JobState::DeadLettered);
+    assert_eq!(dead, 4, "nothing changed");
+}
+
+#[test]
+fn requeue_of_the_selected_job_asks_then_reports_per_job() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    let id = app.selected_job().unwrap().id;
+    keys(&mut app, &f, "r");
+    let Mode::Confirm(p) = &app.mode else { panic!("a confirmation, got {:?}", app.mode) };
+    assert_eq!((p.op, p.affected, p.would_requarantine), (Op::Requeue, 1, 0));
+    assert_eq!(p.target, Target::Jobs(vec![id]));
+    assert_eq!(f.store.job(id).unwrap().unwrap().state, JobState::DeadLettered, "nothing before y");
+    keys(&mut app, &f, "y");
+    let Mode::Results(report) = &app.mode else { panic!("results, got {:?}", app.mode) };
+    assert_eq!(report.title, "Requeued 1 of 1");
+    assert!(report.lines[0].contains("requeued (was Dead-Lettered)"), "{:?}", report.lines);
+    let job = f.store.job(id).unwrap().unwrap();
+    assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0));
+    let last = f.store.history(id).unwrap().pop().unwrap();
+    assert_eq!(last.actor.as_deref(), Some(ACTOR));
+    keys(&mut app, &f, "n");
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+#[test]
+fn declining_changes_nothing() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "r");
+    assert!(matches!(app.mode, Mode::Confirm(_)));
+    keys(&mut app, &f, "n");
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app.notice.clone().unwrap().contains("nothing changed"));
+    assert_eq!(f.store.counts().unwrap().total(JobState::DeadLettered), 4);
+}
+
+#[test]
+fn marked_jobs_are_requeued_together_and_cancel_reports_each() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "  ");
+    assert_eq!(app.marks.len(), 2);
+    keys(&mut app, &f, "r");
+    let Mode::Confirm(p) = &app.mode else { panic!() };
+    assert_eq!(p.affected, 2);
+    keys(&mut app, &f, "y");
+    assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Requeued 2 of 2"));
+    assert!(app.marks.is_empty());
+    assert_eq!(f.store.counts().unwrap().total(JobState::DeadLettered), 2);
+    // Cancel in Scheduled: the selected job, reported job by job.
+    keys(&mut app, &f, "q4");
+    keys(&mut app, &f, "x");
+    assert!(matches!(&app.mode, Mode::Confirm(p) if p.op == Op::Cancel && p.affected == 1));
+    keys(&mut app, &f, "y");
+    let Mode::Results(r) = &app.mode else { panic!() };
+    assert!(r.lines[0].ends_with("cancelled"), "{:?}", r.lines);
+}
+
+#[test]
+fn group_requeue_counts_exactly_and_says_how_many_would_requarantine() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    // Dead-Lettered by cause: charge-card has a live worker.
+    f.press(&mut app, [Action::ToggleGroup]);
+    keys(&mut app, &f, "r");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!((p.affected, p.would_requarantine), (3, 0));
+    let screen = render(&app);
+    assert!(screen.contains("Requeue 3 jobs?") && screen.contains("0 would re-quarantine"), "{screen}");
+    keys(&mut app, &f, "n");
+    // Quarantined (grouped by default): nobody handles invoice.render.
+    keys(&mut app, &f, "2");
+    keys(&mut app, &f, "r");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!((p.affected, p.would_requarantine), (2, 2));
+    assert_eq!(p.unhandled, vec!["invoice.render".to_string()]);
+    keys(&mut app, &f, "y");
+    assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Requeued 2 jobs"));
+    assert_eq!(f.store.counts().unwrap().total(JobState::Quarantined), 0);
+}
+
+#[test]
+fn reveal_needs_the_permission_and_is_audited() {
+    let f = Fixture::with_jobs();
+    f.store.revoke("root", ACTOR, Permission::ViewFailureDetail).unwrap();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    code(&mut app, &f, KeyCode::Enter);
+    keys(&mut app, &f, "e");
+    assert!(matches!(&app.mode, Mode::Confirm(p) if p.op == Op::Reveal));
+    keys(&mut app, &f, "y");
+    let d = app.detail.clone().unwrap();
+    let Reveal::Refused(why) = &d.reveal else { panic!("{:?}", d.reveal) };
+    assert!(why.contains("view-failure-detail"), "{why}");
+    assert!(render(&app).contains("failure detail not shown: alice lacks the 'view-failure-detail'"));
+    f.store.grant("root", ACTOR, Permission::ViewFailureDetail).unwrap();
+    keys(&mut app, &f, "ey");
+    assert!(matches!(&app.detail.as_ref().unwrap().reveal, Reveal::Shown(d) if d.len() == 1));
+    let audit = f.store.audit_entries(0, 100).unwrap();
+    let reveals: Vec<_> = audit.iter().filter(|a| a.action == "reveal-failure-detail").collect();
+    assert_eq!(reveals.len(), 1, "only the permitted reveal is audited");
+    assert_eq!(reveals[0].actor, ACTOR);
+    assert_eq!(reveals[0].job_id, Some(d.id));
+}
+
+#[test]
+fn a_locked_store_shows_in_the_footer_and_keys_still_work() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    app.update(Action::Tick(f.clock.now() + 5_000));
+    assert!(matches!(app.take_requests().as_slice(), [Request::Refresh(_)]));
+    app.update(Action::Store(Response::RefreshFailed { error: "locked".into(), busy: true }));
+    app.update(Action::Tick(f.clock.now() + 9_000));
+    assert!(matches!(app.take_requests().as_slice(), [Request::Refresh(_)]), "it retries by itself");
+    assert!(matches!(app.db, DbStatus::Busy { .. }));
+    // Keys move the selection while the store is away.
+    app.update(Action::Down);
+    assert_eq!(app.vs().selected, 1);
+    let screen = render(&app);
+    assert!(screen.contains("store locked by another process 4s: retrying"), "{screen}");
+}
+
+#[test]
+fn pause_stops_refreshing_until_resumed() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "p");
+    app.update(Action::Tick(f.clock.now() + 60_000));
+    assert!(app.take_requests().is_empty());
+    assert!(render(&app).contains("PAUSED"));
+    keys(&mut app, &f, "p");
+    app.update(Action::Tick(f.clock.now() + 61_000));
+    assert_eq!(app.take_requests().len(), 1);
+}
+
+#[test]
+fn q_backs_out_step_by_step_then_quits() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    code(&mut app, &f, KeyCode::Enter);
+    keys(&mut app, &f, "?");
+    assert_eq!(app.mode, Mode::Help);
+    keys(&mut app, &f, "q");
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app.detail.is_some());
+    code(&mut app, &f, KeyCode::Esc);
+    assert!(app.detail.is_none() && !app.quit);
+    keys(&mut app, &f, "q");
+    assert!(app.quit);
+}
+
+#[test]
+fn the_log_view_reads_only_new_entries() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    keys(&mut app, &f, "6");
+    let held = app.log.len();
+    let seq = app.log_seq;
+    assert!(held > 20);
+    f.store.enqueue(&backwave::NewJob::new("late", "low", "{}")).unwrap();
+    f.refresh(&mut app);
+    let Some(q) = app.snapshot.as_ref().unwrap().query.clone() else { panic!() };
+    assert_eq!(q.log_seq, seq, "the refresh asked only for entries after the last seen");
+    assert_eq!(app.log.len(), held + 1);
+    assert_eq!(app.log.back().unwrap().seq, seq + 1);
+    // The chart counted the same hour once, not twice.
+    let (ok, _failed) = app.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+    assert_eq!(ok, 4);
+}
+
+// ---- screens on TestBackend ----
+
+fn screen(f: &Fixture, app: &backwave::tui::App) -> String {
+    f.redact(&render(app))
+}
+
+#[test]
+fn screen_empty_store() {
+    let f = Fixture::empty();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    insta::assert_snapshot!(screen(&f, &app));
+}
+
+#[test]
+fn screen_each_view_with_data() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    for (i, name) in ["dead_lettered", "quarantined", "running", "scheduled", "queues", "log"].iter().enumerate() {
+        keys(&mut app, &f, &(i + 1).to_string());
+        insta::assert_snapshot!(format!("view_{name}"), screen(&f, &app));
+    }
+    keys(&mut app, &f, "1");
+    f.press(&mut app, [Action::ToggleGroup]);
+    insta::assert_snapshot!("view_dead_lettered_by_cause", screen(&f, &app));
+    keys(&mut app, &f, "2g");
+    f.press(&mut app, [Action::Tick(f.clock.now() + 1_000)]);
+    insta::assert_snapshot!("view_quarantined_jobs", screen(&f, &app));
+}
+
+#[test]
+fn screen_detail_pane_hidden_then_revealed() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "j");
+    code(&mut app, &f, KeyCode::Enter);
+    insta::assert_snapshot!("detail_hidden", screen(&f, &app));
+    keys(&mut app, &f, "e");
+    insta::assert_snapshot!("confirm_reveal", screen(&f, &app));
+    keys(&mut app, &f, "y");
+    insta::assert_snapshot!("detail_revealed", screen(&f, &app));
+}
+
+#[test]
+fn screen_detail_of_a_retrying_job_marks_the_next_delay() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    keys(&mut app, &f, "4");
+    code(&mut app, &f, KeyCode::Enter);
+    let s = screen(&f, &app);
+    assert!(s.contains("[2s]") && s.contains("waiting after attempt 1; attempt 2"), "{s}");
+}
+
+#[test]
+fn screen_confirmation_dialog_and_results() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "2r");
+    insta::assert_snapshot!("confirm_requeue_group", screen(&f, &app));
+    keys(&mut app, &f, "y");
+    insta::assert_snapshot!("results_requeue_group", screen(&f, &app));
+}
+
+#[test]
+fn screen_help_overlay_lists_every_key() {
+    // Over an empty store: the overlay covers half an id column otherwise.
+    let f = Fixture::empty();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "?");
+    let s = screen(&f, &app);
+    for (k, _) in keymap::HELP {
+        assert!(s.contains(k), "help lists {k}");
+    }
+    insta::assert_snapshot!("help", s);
+}
+
+#[test]
+fn screen_80x24_is_usable_and_60x15_says_why_not() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(80, 24);
+    f.refresh(&mut app);
+    insta::assert_snapshot!("size_80x24", screen(&f, &app));
+    app.update(Action::Resize(60, 15));
+    let s = screen(&f, &app);
+    assert!(s.contains("at least 80×24") && s.contains("60×15"), "{s}");
+    insta::assert_snapshot!("size_60x15", s);
+    // And back: a resize never loses the place.
+    app.update(Action::Resize(80, 24));
+    assert!(screen(&f, &app).contains("Dead-Lettered"));
+}
+
+#[test]
+fn screen_no_color_has_no_colours_but_shows_selection() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    app.cfg.color = false;
+    f.refresh(&mut app);
+    let buf = render_buffer(&app);
+    let mut reversed = 0;
+    for cell in buf.content() {
+        assert_eq!(cell.fg, ratatui::style::Color::Reset, "no foreground colour at '{}'", cell.symbol());
+        assert_eq!(cell.bg, ratatui::style::Color::Reset);
+        reversed += cell.modifier.contains(ratatui::style::Modifier::REVERSED) as usize;
+    }
+    assert!(reversed > 100, "the title bar, the tab and the selected row are reversed");
+}
+
+/// Regression guard for the hostile fixture: escape sequences, bidi overrides and zero-width
+/// characters in every field must reach the screen only as inert escaped text.
+#[test]
+fn hostile_text_never_reaches_the_screen_as_control_characters() {
+    let f = Fixture::hostile();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    let check = |app: &backwave::tui::App, what: &str| {
+        let buf = render_buffer(app);
+        for cell in buf.content() {
+            for c in cell.symbol().chars() {
+                let format = matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+                    | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{061C}');
+                assert!(!c.is_control() && !format, "{what}: U+{:04X} reached the screen", c as u32);
+            }
+        }
+    };
+    for v in 1..=6 {
+        keys(&mut app, &f, &v.to_string());
+        if v == 2 {
+            // Quarantined opens grouped: look at the jobs too.
+            f.press(&mut app, [Action::ToggleGroup]);
+        }
+        check(&app, &format!("view {v}"));
+        if v == 5 {
+            continue;
+        }
+        let n = app.list_len().min(12);
+        for i in 0..n {
+            f.press(&mut app, [Action::Top]);
+            for _ in 0..i {
+                app.update(Action::Down);
+            }
+            code(&mut app, &f, KeyCode::Enter);
+            check(&app, &format!("view {v} row {i} detail"));
+            keys(&mut app, &f, "ey");
+            check(&app, &format!("view {v} row {i} revealed"));
+            code(&mut app, &f, KeyCode::Esc);
+        }
+    }
+    keys(&mut app, &f, "1");
+    f.press(&mut app, [Action::ToggleGroup]);
+    check(&app, "dead-letter groups");
+    keys(&mut app, &f, "2");
+    check(&app, "quarantine groups");
+}
