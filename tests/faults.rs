@@ -16,3 +16,6 @@ mod hostile_input;
 
 #[path = "faults/soak.rs"]
 mod soak;
+
+#[path = "faults/races.rs"]
+mod races;
