@@ -560,15 +560,15 @@ impl Render for JobShow {
                 + if j.state.is_requeueable() { ": a requeue would quarantine it again" } else { "" }
         } else {
             format!(
-                "{} live worker{} handle '{}' now",
+                "{} live worker{} '{}' now",
                 self.live,
-                if self.live == 1 { "" } else { "s" },
+                if self.live == 1 { " handles" } else { "s handle" },
                 sanitize(&j.wire_name)
             )
         };
         f.push(("Handlers", handled));
         if !self.detail_on {
-            f.push(("Failure detail", "switched off for this store: none is captured".into()));
+            f.push(("Failure detail", "switched off for this store: new failures are not captured".into()));
         }
         write_fields(out, &f)?;
 
@@ -610,26 +610,31 @@ impl Render for JobShow {
 
         writeln!(out)?;
         writeln!(out, "History ({} entries):", self.history.len())?;
-        let mut t = Table::new(&["SEQ", "AT", "TRANSITION", "ATTEMPT", "BY", "REASON"]).flex(5);
+        let mut t =
+            Table::new(&["SEQ", "AT", "TRANSITION", "ATTEMPT", "BY", "DETAIL", "REASON"]).flex(6).max_width(4, 30);
         for e in &self.history {
             let by = match (&e.actor, &e.worker_id) {
                 (Some(a), _) => format!("operator {}", sanitize(a)),
                 (None, Some(w)) => format!("worker {}", worker_label(&self.workers, w)),
                 _ => String::new(),
             };
-            let mut reason = sanitize(e.reason.as_deref().unwrap_or("")).into_owned();
-            let marker =
-                if self.revealed.contains_key(&e.seq) { "[detail below]".into() } else { detail_marker(&e.detail) };
-            if !marker.is_empty() {
-                reason = if reason.is_empty() { marker } else { format!("{reason}  {marker}") };
-            }
+            let detail = match &e.detail {
+                _ if self.revealed.contains_key(&e.seq) => Cell::styled("revealed below", Style::Cyan),
+                DetailStatus::None => Cell::default(),
+                DetailStatus::NotCaptured => Cell::styled("not captured", Style::Dim),
+                DetailStatus::Hidden { kind, bytes: n } => {
+                    Cell::styled(format!("hidden: {}, {}", sanitize(kind), bytes(*n)), Style::Dim)
+                }
+                DetailStatus::Revealed(_) => Cell::styled("revealed below", Style::Cyan),
+            };
             t.row(vec![
                 e.seq.to_string().into(),
                 format!("{} {}", &rfc3339(e.at)[..10], clock_time(e.at)).into(),
                 transition_text(e.from, e.to).into(),
                 e.attempt.to_string().into(),
                 by.into(),
-                reason.into(),
+                detail,
+                sanitize(e.reason.as_deref().unwrap_or("")).into_owned().into(),
             ]);
         }
         t.write(out, term)?;

@@ -382,9 +382,19 @@ impl Table {
             }
         }
         if let (Some(f), Some(total)) = (self.flex, term.width) {
-            let others: usize = widths.iter().enumerate().filter(|(i, _)| *i != f).map(|(_, w)| w).sum();
-            let room = total.saturating_sub(others + 2 * (n - 1));
-            widths[f] = widths[f].min(room.max(FLEX_MIN.min(widths[f])));
+            let room = |widths: &[usize]| {
+                let others: usize = widths.iter().enumerate().filter(|(i, _)| *i != f).map(|(_, w)| w).sum();
+                total.saturating_sub(others + 2 * (n - 1))
+            };
+            // A narrow terminal: squeeze the capped columns (names) before the flexible one.
+            while room(&widths) < FLEX_MIN.min(widths[f]) {
+                let widest = (0..n).filter(|i| *i != f && self.max[*i].is_some() && widths[*i] > 8).max_by_key(|i| widths[*i]);
+                match widest {
+                    Some(i) => widths[i] -= 1,
+                    None => break,
+                }
+            }
+            widths[f] = widths[f].min(room(&widths).max(FLEX_MIN.min(widths[f])));
         }
         let line = |out: &mut dyn Write, cells: Vec<(String, Style)>| -> io::Result<()> {
             let mut text = String::new();
@@ -398,7 +408,12 @@ impl Table {
                     text.push_str("  ");
                 }
             }
-            writeln!(out, "{}", text.trim_end())
+            let text = text.trim_end();
+            // Last resort on a very narrow terminal: never wrap.
+            match term.width {
+                Some(w) if self.flex.is_some() && width(text) > w && !term.color => writeln!(out, "{}", truncate(text, w)),
+                _ => writeln!(out, "{text}"),
+            }
         };
         line(
             out,
