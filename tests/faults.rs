@@ -19,3 +19,9 @@ mod soak;
 
 #[path = "faults/races.rs"]
 mod races;
+
+#[path = "faults/cli_files.rs"]
+mod cli_files;
+
+#[path = "faults/terminal.rs"]
+mod terminal;
