@@ -305,18 +305,27 @@ impl When {
 }
 
 pub fn parse_when(s: &str) -> Result<When, String> {
-    if let Ok(d) = humantime::parse_duration(s.trim()) {
-        return Ok(When::Ago(d));
+    if humantime::parse_duration(s.trim()).is_ok() {
+        return parse_duration(s).map(When::Ago);
     }
     parse_instant(s)
         .map(When::At)
         .map_err(|_| format!("'{s}' is neither a duration (90s, 2h, 14d) nor a time (2026-11-30T14:02:12Z, epoch ms)"))
 }
 
-/// humantime durations everywhere: `90s`, `2h`, `14d`.
+/// Longer than any store will live. Every duration is subtracted from or added to "now" in i64
+/// milliseconds; past about 292 million years that wraps, and a wrapped `--older-than` made
+/// `bw purge` delete every terminal job (tests/faults, `purge_older_than_an_enormous_duration…`).
+const LONGEST_DURATION: Duration = Duration::from_secs(1_000 * 366 * 24 * 3_600);
+
+/// humantime durations everywhere: `90s`, `2h`, `14d`; at most 1000 years.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("'{s}' is not a duration ({e}); use e.g. 500ms, 90s, 2h, 14d"))
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("'{s}' is not a duration ({e}); use e.g. 500ms, 90s, 2h, 14d"))?;
+    if d > LONGEST_DURATION {
+        return Err(format!("'{s}' is too long a duration: at most 1000 years"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
