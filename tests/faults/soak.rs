@@ -140,12 +140,11 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
             live.push(w);
         }
         match soak_secs {
-            Some(secs) if elapsed < Duration::from_secs(secs) => {
-                if unfinished(&store) < 500 {
-                    store.enqueue_many(&soak_jobs(1_000, &mut rng)).unwrap();
-                    enqueued += 1_000;
-                }
+            Some(secs) if elapsed < Duration::from_secs(secs) && unfinished(&store) < 500 => {
+                store.enqueue_many(&soak_jobs(1_000, &mut rng)).unwrap();
+                enqueued += 1_000;
             }
+            Some(secs) if elapsed < Duration::from_secs(secs) => {}
             Some(_) => break,
             None if unfinished(&store) == 0 || elapsed > FAULT_PHASE_MAX => break,
             None => {}
