@@ -701,7 +701,10 @@ fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
             HandlerError::panic(message, trace)
         }
     };
-    if ctx.cancellation().reason() == Some(CancelReason::Operator) {
+    // A handler that stopped on its signal says so; the store turns that into Cancelled only
+    // when an operator asked, and into a plain failed attempt otherwise. Any other error after
+    // an operator's request also ends Cancelled there, with its message kept in the log.
+    if error.is_cancelled() {
         return Outcome::Cancelled;
     }
     let message = error.message().to_string();
