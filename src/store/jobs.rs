@@ -136,8 +136,11 @@ impl Store {
                 if want == 0 {
                     break;
                 }
+                // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
+                // every new value bound to a LIMIT, and the index order makes stopping early free.
                 let rows = pick
-                    .query_map(params![queue, now, want as i64], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                    .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                    .take(want)
                     .collect::<Result<Vec<_>, _>>()?;
                 for (mut job, seed) in rows {
                     let own_table;
@@ -225,9 +228,10 @@ impl Store {
             let expired = tx
                 .prepare_cached(&format!(
                     "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE state = 'running' AND lease_expires_at < ?1
-                     ORDER BY lease_expires_at LIMIT ?2"
+                     ORDER BY lease_expires_at"
                 ))?
-                .query_map(params![now, limit as i64], attempt_from_row)?
+                .query_map(params![now], attempt_from_row)?
+                .take(limit)
                 .collect::<Result<Vec<_>, _>>()?;
             for run in &expired {
                 let owner = Some(run.lease_owner.as_str());
@@ -241,16 +245,18 @@ impl Store {
     }
 }
 
-/// The statement a claim runs per queue: the next due scheduled jobs, oldest due first.
-/// `INDEXED BY` pins the `(queue, due_at)` partial index over scheduled jobs, so the scan starts
-/// at the queue's earliest due job and stops at the limit or at the first job due in the future;
-/// an index that ordered by anything before `due_at` would make every claim walk past the whole
-/// backlog of future retries. Public so that tests and tools can EXPLAIN it.
+/// The statement a claim runs per queue: the due scheduled jobs of queue `?1` at time `?2`,
+/// oldest due first; the caller stops stepping at its batch size. `INDEXED BY` pins the
+/// `(queue, due_at)` partial index over scheduled jobs, so the scan starts at the queue's
+/// earliest due job and ends at the first job due in the future; an index that ordered by
+/// anything before `due_at` would make every claim walk past the whole backlog of future
+/// retries. There is deliberately no `LIMIT ?`: a new value bound to it makes SQLite re-prepare
+/// the statement. Public so that tests and tools can EXPLAIN it.
 pub const CLAIM_SQL: &str = concat!(
     "SELECT ",
     job_columns!(),
     ", jitter_seed FROM jobs INDEXED BY jobs_claim
-     WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 ORDER BY due_at LIMIT ?3"
+     WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 ORDER BY due_at"
 );
 
 /// What the fence and a failed attempt need of a Running job: never the payload or labels.
