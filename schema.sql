@@ -13,6 +13,9 @@
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
+--   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
+--     IN list of more than two constants each time it checks a row, and the claim / complete
+--     path checks several per job.
 
 PRAGMA user_version = 1;
 
@@ -29,8 +32,9 @@ CREATE TABLE jobs (
     -- decodes is quarantined on claim, never rewritten.
     payload           BLOB    NOT NULL DEFAULT X'',
     state             TEXT    NOT NULL DEFAULT 'scheduled'
-                              CHECK (state IN ('scheduled', 'running', 'succeeded',
-                                               'dead-lettered', 'quarantined', 'cancelled')),
+                              CHECK (state = 'scheduled' OR state = 'running' OR state = 'succeeded'
+                                     OR state = 'dead-lettered' OR state = 'quarantined'
+                                     OR state = 'cancelled'),
     -- 1-based number of the current or last attempt; it rises when a worker claims the job.
     -- 0 means never claimed since enqueue or the last requeue.
     attempt           INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
@@ -62,7 +66,7 @@ CREATE TABLE jobs (
     updated_at        INTEGER NOT NULL,
     finished_at       INTEGER,
     CHECK ((state = 'running') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL)),
-    CHECK ((state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled'))
+    CHECK ((state = 'succeeded' OR state = 'dead-lettered' OR state = 'quarantined' OR state = 'cancelled')
            = (finished_at IS NOT NULL)),
     CHECK ((state = 'quarantined') = (quarantine_reason IS NOT NULL))
 );
@@ -89,11 +93,13 @@ CREATE TABLE transitions (
     at             INTEGER NOT NULL,
     -- NULL for the entry that created the job.
     from_state     TEXT    CHECK (from_state IS NULL
-                                  OR from_state IN ('scheduled', 'running', 'succeeded',
-                                                    'dead-lettered', 'quarantined', 'cancelled')),
+                                  OR from_state = 'scheduled' OR from_state = 'running'
+                                  OR from_state = 'succeeded' OR from_state = 'dead-lettered'
+                                  OR from_state = 'quarantined' OR from_state = 'cancelled'),
     to_state       TEXT    NOT NULL
-                           CHECK (to_state IN ('scheduled', 'running', 'succeeded',
-                                               'dead-lettered', 'quarantined', 'cancelled')),
+                           CHECK (to_state = 'scheduled' OR to_state = 'running'
+                                  OR to_state = 'succeeded' OR to_state = 'dead-lettered'
+                                  OR to_state = 'quarantined' OR to_state = 'cancelled'),
     attempt        INTEGER NOT NULL CHECK (attempt >= 0),
     worker_id      TEXT,
     -- The operator for operator actions (requeue, cancel), else NULL.
