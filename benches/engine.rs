@@ -100,9 +100,11 @@ fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         let claimed: Vec<(String, u32)> = {
             let mut pick = conn.prepare_cached(CLAIM_SQL).unwrap();
+            // CLAIM_SQL has no LIMIT: like the store, stop stepping at the batch size.
             let ids: Vec<(String, u32)> = pick
-                .query_map(params![QUEUE, now, per_tx as i64], |r| Ok((r.get(0)?, r.get::<_, u32>(6)?)))
+                .query_map(params![QUEUE, now], |r| Ok((r.get(0)?, r.get::<_, u32>(6)?)))
                 .unwrap()
+                .take(per_tx)
                 .collect::<Result<_, _>>()
                 .unwrap();
             let mut update = conn

@@ -637,3 +637,43 @@ fn invalid_worker_groups_are_refused_before_anything_is_claimed() {
     engine.add_worker_group(group("twin", strict("a"), 3)).add_worker_group(group("twin", strict("b"), 3));
     assert!(engine.start().unwrap_err().to_string().contains("'twin'"));
 }
+
+#[derive(Debug)]
+struct GatewayError {
+    source: std::io::Error,
+}
+
+impl std::fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the card gateway failed")
+    }
+}
+
+impl std::error::Error for GatewayError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+#[test]
+fn failure_detail_holds_the_error_type_message_and_source_chain() {
+    let t = test_store();
+    let mut registry = Registry::new();
+    registry
+        .handle::<String>("charge", |_, _| {
+            let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+            Err(GatewayError { source: refused })?
+        })
+        .queue("q");
+    let id = registry.enqueue(&t.store, "charge", "x").unwrap();
+    let mut engine = Engine::new(&t.path, registry);
+    engine.add_worker_group(group("g", strict("q"), 1));
+    let running = engine.start().unwrap();
+    let j = wait_terminal(&t.store, id);
+    running.shutdown(Duration::from_secs(1));
+    assert_eq!(j.terminal_cause.as_deref(), Some("the card gateway failed"));
+    let detail = &t.store.reveal_failure_detail(ACTOR, id).unwrap()[0].1;
+    assert_eq!(detail.kind, "engine::GatewayError");
+    assert_eq!(detail.message, "the card gateway failed");
+    assert_eq!(detail.chain, ["connection refused"]);
+}

@@ -40,6 +40,18 @@ impl HandlerError {
         }
     }
 
+    /// A boxed error (`Box<dyn Error + Send + Sync>`), which `?` cannot convert on its own. Its
+    /// concrete type is not known, so the kind is `dyn Error`; the message and chain are kept.
+    pub fn from_boxed(e: Box<dyn std::error::Error + Send + Sync + 'static>) -> Self {
+        HandlerError {
+            kind: "dyn Error".into(),
+            message: e.to_string(),
+            chain: source_chain(&*e),
+            backtrace: captured(Backtrace::capture()),
+            cancelled: false,
+        }
+    }
+
     /// The handler stopped because its [`CancelSignal`] fired. Returned by
     /// [`JobContext::check_cancelled`]; if nobody asked (no operator cancel), the engine still
     /// records it as a plain failed attempt.
@@ -85,16 +97,10 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     fn from(e: E) -> Self {
-        let mut chain = Vec::new();
-        let mut source = e.source();
-        while let Some(s) = source {
-            chain.push(s.to_string());
-            source = s.source();
-        }
         HandlerError {
             kind: std::any::type_name::<E>().to_string(),
             message: e.to_string(),
-            chain,
+            chain: source_chain(&e),
             backtrace: captured(Backtrace::capture()),
             cancelled: false,
         }
@@ -115,6 +121,11 @@ impl fmt::Debug for HandlerError {
         }
         Ok(())
     }
+}
+
+/// The `source()` chain of an error, outermost first, the error itself excluded.
+fn source_chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(e.source(), |s| s.source()).map(ToString::to_string).collect()
 }
 
 fn captured(bt: Backtrace) -> Option<String> {

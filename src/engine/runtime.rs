@@ -29,6 +29,9 @@ const REAP_BATCH: usize = 200;
 /// Terminal jobs deleted per retention-sweep transaction, and batches per sweep.
 const SWEEP_BATCH: usize = 500;
 const SWEEP_MAX_BATCHES: usize = 20;
+/// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
+/// operator's cancel reaches a running handler, so it should arrive within seconds.
+const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
 /// After a store error, wait this long before the dispatcher tries again.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -373,7 +376,7 @@ struct Dispatcher {
 
 impl Dispatcher {
     fn run(mut self) {
-        let heartbeat_every = self.cfg.lease / 3;
+        let heartbeat_every = (self.cfg.lease / 3).min(MAX_HEARTBEAT_GAP);
         let start = Instant::now();
         let mut next_claim = start;
         let mut next_reap = start;
@@ -533,10 +536,17 @@ impl Dispatcher {
     /// Renew the leases of every running handler; pass an operator's cancel or a lost lease
     /// to the handler through its signal.
     fn heartbeat(&mut self) {
-        if self.inflight.is_empty() {
+        // Finished jobs whose outcome is not written yet (the store was busy) keep their
+        // leases too, or they would lapse and run again.
+        let held: Vec<(JobId, u32)> = self
+            .inflight
+            .iter()
+            .map(|(id, f)| (*id, f.attempt))
+            .chain(self.pending.iter().map(|c| (c.job_id, c.attempt)))
+            .collect();
+        if held.is_empty() {
             return;
         }
-        let held: Vec<(JobId, u32)> = self.inflight.iter().map(|(id, f)| (*id, f.attempt)).collect();
         match self.store.heartbeat(&self.worker_id, &held, self.cfg.lease) {
             Ok(statuses) => {
                 for ((id, _), status) in held.iter().zip(statuses) {
@@ -553,6 +563,14 @@ impl Dispatcher {
     }
 
     fn reap(&mut self) -> usize {
+        match self.store.has_lapsed_leases() {
+            Ok(true) => {}
+            Ok(false) => return 0,
+            Err(e) => {
+                self.stats.error(&e);
+                return 0;
+            }
+        }
         let mut total = 0;
         loop {
             match self.store.reap_expired(REAP_BATCH) {
