@@ -1,2 +1,226 @@
-//! Benchmark: top (prints a table). Filled in by its owner.
-fn main() {}
+//! Benchmark: `bw top` on a 1,000,000-job store. Prints one table:
+//!   * the store time of one refresh of each view (the same `serve` the dashboard's background
+//!     thread runs): the first refresh (chart binary search, log tail) and the steady ones;
+//!   * idle CPU of a real `bw top` in tmux over 10 s (utime + stime from /proc/PID/stat);
+//!   * its resident memory (VmRSS and peak VmHWM from /proc/PID/status).
+//! Targets: refresh <= 20 ms, idle CPU <= 2 % of a core, RSS <= 50 MB.
+//!
+//! The store is built once with the hidden `bw generate --jobs 1000000` and kept at
+//! target/bench/top-1m.db (or BW_BENCH_STORE); BW_BENCH_JOBS changes the size.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use backwave::tui::{serve, Action, App, Config, Request, Response, View};
+use backwave::Store;
+
+const ACTOR: &str = "bench";
+
+fn main() {
+    let jobs: u64 = std::env::var("BW_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let path = std::env::var_os("BW_BENCH_STORE").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench/top-{}.db", short_count(jobs)))
+    });
+    let bin = env!("CARGO_BIN_EXE_bw");
+    if !path.exists() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        eprintln!("building a {jobs}-job store at {} (once)…", path.display());
+        let t = Instant::now();
+        let status = Command::new(bin)
+            .args(["--db", path.to_str().unwrap(), "generate", "--jobs", &jobs.to_string()])
+            .status()
+            .expect("run bw generate");
+        assert!(status.success(), "bw generate failed");
+        eprintln!("built in {:.0}s", t.elapsed().as_secs_f64());
+    }
+    let store = Store::open(&path).expect("open the bench store");
+    let total: u64 = store.counts().unwrap().by_queue.values().flat_map(|m| m.values()).sum();
+
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    rows.push(("jobs in the store".into(), thousands(total), String::new()));
+
+    // One refresh per view, as the dashboard at 120x32 asks for it.
+    let mut app = App::new(
+        Config {
+            store: path.display().to_string(),
+            actor: ACTOR.into(),
+            interval: Duration::from_secs(1),
+            read_only: true,
+            color: true,
+        },
+        store.now(),
+    );
+    app.update(Action::Resize(120, 32));
+    let mut first = None;
+    for (view, grouped) in [
+        (View::DeadLettered, false),
+        (View::DeadLettered, true),
+        (View::Quarantined, true),
+        (View::Quarantined, false),
+        (View::Running, false),
+        (View::Scheduled, false),
+        (View::Queues, false),
+        (View::Log, false),
+    ] {
+        app.update(Action::ShowView(view));
+        if app.vs().grouped != grouped {
+            app.update(Action::ToggleGroup);
+        }
+        let mut times = Vec::new();
+        let mut with_groups = Vec::new();
+        for i in 0..21 {
+            let q = app.query();
+            let t = Instant::now();
+            let resp = serve(&store, ACTOR, &Request::Refresh(q.clone()));
+            let took = t.elapsed();
+            let Response::Snapshot(_) = &resp else { panic!("refresh failed: {resp:?}") };
+            app.update(Action::Store(resp));
+            if first.is_none() && i == 0 {
+                first = Some(took);
+            } else if q.read_groups {
+                with_groups.push(took);
+            } else {
+                times.push(took);
+            }
+            if grouped && i % 5 == 0 {
+                // The every-10-seconds group read, measured on its own.
+                let mut q = app.query();
+                q.read_groups = true;
+                let t = Instant::now();
+                let _ = serve(&store, ACTOR, &Request::Refresh(q));
+                with_groups.push(t.elapsed());
+            }
+        }
+        times.sort();
+        let median = times[times.len() / 2];
+        let max = *times.last().unwrap();
+        let name = format!("refresh: {}{}", view.title(), if grouped { " by group" } else { "" });
+        rows.push((name, format!("median {} · max {}", ms(median), ms(max)), verdict(median)));
+        if !with_groups.is_empty() {
+            with_groups.sort();
+            let m = with_groups[with_groups.len() / 2];
+            rows.push((
+                format!("  … re-reading the groups (every {}s)", backwave::tui::data::GROUPS_EVERY_MS / 1000),
+                format!("median {}", ms(m)),
+                verdict(m),
+            ));
+        }
+    }
+    // Paging deep into the biggest list, and the detail pane.
+    app.update(Action::ShowView(View::DeadLettered));
+    if app.vs().grouped {
+        app.update(Action::ToggleGroup);
+    }
+    app.update(Action::Store(serve(&store, ACTOR, &Request::Refresh(app.query()))));
+    for _ in 0..50 {
+        app.update(Action::PageDown);
+    }
+    let t = Instant::now();
+    let resp = serve(&store, ACTOR, &Request::Refresh(app.query()));
+    let deep = t.elapsed();
+    app.update(Action::Store(resp));
+    rows.push((format!("refresh: Dead-Lettered, {} rows down", app.vs().selected), ms(deep), verdict(deep)));
+    app.update(Action::Open);
+    let t = Instant::now();
+    let resp = serve(&store, ACTOR, &Request::Refresh(app.query()));
+    let detail = t.elapsed();
+    app.update(Action::Store(resp));
+    rows.push(("refresh: detail pane open".into(), ms(detail), verdict(detail)));
+    rows.insert(1, ("first refresh (chart search, log tail)".into(), ms(first.unwrap()), String::new()));
+
+    // The real dashboard, idle, in a real terminal.
+    let (cpu, rss, hwm) = idle_in_tmux(bin, &path);
+    rows.push((
+        "idle CPU of bw top (10 s)".into(),
+        format!("{cpu:.2} % of a core"),
+        if cpu <= 2.0 { "ok (<= 2 %)".into() } else { "OVER 2 %".into() },
+    ));
+    rows.push((
+        "resident memory (VmRSS / peak)".into(),
+        format!("{:.1} MB / {:.1} MB", rss, hwm),
+        if hwm <= 50.0 { "ok (<= 50 MB)".into() } else { "OVER 50 MB".into() },
+    ));
+
+    let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap();
+    let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap();
+    println!("\nbw top on {}", path.display());
+    println!("{:<w0$}  {:<w1$}  {}", "MEASURE", "RESULT", "TARGET");
+    for (a, b, c) in rows {
+        println!("{a:<w0$}  {b:<w1$}  {c}");
+    }
+}
+
+/// Start `bw top` in a detached tmux at 120x32, let it settle, then measure 10 s of idling.
+fn idle_in_tmux(bin: &str, path: &std::path::Path) -> (f64, f64, f64) {
+    let session = format!("bwtopbench{}", std::process::id());
+    let status = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "32"])
+        .arg(format!("exec {bin} --db {} top", path.display()))
+        .status()
+        .expect("tmux is needed for the idle measurement");
+    assert!(status.success());
+    let pid: i32 = {
+        let out = Command::new("tmux").args(["display-message", "-p", "-t", &session, "#{pane_pid}"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    let ticks = |pid: i32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("bw top is running");
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let t0 = Instant::now();
+    let c0 = ticks(pid);
+    std::thread::sleep(Duration::from_secs(10));
+    let c1 = ticks(pid);
+    let secs = t0.elapsed().as_secs_f64();
+    // SAFETY: sysconf has no side effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let cpu = (c1 - c0) as f64 / hz / secs * 100.0;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = |key: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    let (rss, hwm) = (kb("VmRSS:"), kb("VmHWM:"));
+    let screen = Command::new("tmux").args(["capture-pane", "-p", "-t", &session]).output().unwrap();
+    let capture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench/top-screen.txt");
+    let _ = std::fs::write(&capture, &screen.stdout);
+    eprintln!("screen captured to {}", capture.display());
+    let _ = Command::new("tmux").args(["send-keys", "-t", &session, "q"]).status();
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    (cpu, rss, hwm)
+}
+
+fn verdict(d: Duration) -> String {
+    if d <= Duration::from_millis(20) {
+        "ok (<= 20 ms)".into()
+    } else {
+        "OVER 20 ms".into()
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn thousands(n: u64) -> String {
+    backwave::cli::output::thousands(n)
+}
+
+fn short_count(n: u64) -> String {
+    match n {
+        n if n % 1_000_000 == 0 => format!("{}m", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}

@@ -310,6 +310,30 @@ fn a_locked_store_shows_in_the_footer_and_keys_still_work() {
 }
 
 #[test]
+fn groups_are_read_every_ten_seconds_not_every_refresh() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    keys(&mut app, &f, "2");
+    assert_eq!(app.snapshot.as_ref().unwrap().quarantine_groups.len(), 1);
+    let base = f.clock.now();
+    for (after, expect_read) in [(1_000, false), (5_000, false), (10_500, true), (11_500, false)] {
+        f.clock.set(base + after);
+        app.update(Action::Tick(base + after));
+        let reqs = app.take_requests();
+        let [Request::Refresh(q)] = reqs.as_slice() else { panic!("one refresh at +{after}ms: {reqs:?}") };
+        assert_eq!(q.read_groups, expect_read, "at +{after}ms");
+        app.update(Action::Store(backwave::tui::serve(&f.store, ACTOR, &reqs[0])));
+        assert_eq!(app.snapshot.as_ref().unwrap().quarantine_groups.len(), 1, "groups kept between reads");
+    }
+    // A change (here: a requeue of the group) reads them again at once.
+    keys(&mut app, &f, "ry");
+    keys(&mut app, &f, "q");
+    let s = app.snapshot.as_ref().unwrap();
+    assert!(s.query.as_ref().unwrap().read_groups, "the refresh after the requeue read the groups");
+    assert!(s.quarantine_groups.is_empty());
+}
+
+#[test]
 fn pause_stops_refreshing_until_resumed() {
     let f = Fixture::with_jobs();
     let mut app = f.app(120, 32);

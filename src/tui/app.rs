@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::data::{Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES};
+use super::data::{
+    Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES, GROUPS_EVERY_MS,
+};
 use super::filter::Filter;
 use crate::{FailureDetail, Job, JobId, Millis, Transition};
 
@@ -161,6 +163,8 @@ pub struct App {
     pub dirty: bool,
     pending_g: Option<Millis>,
     outbox: Vec<Request>,
+    /// When the groups on screen were read (None: read them at the next refresh).
+    groups_read_at: Option<Millis>,
     /// Per-queue terminal counts at an earlier refresh, for throughput.
     pub throughput_base: Option<(Millis, BTreeMap<String, u64>)>,
     pub throughput: BTreeMap<String, f64>,
@@ -198,6 +202,7 @@ impl App {
             dirty: true,
             pending_g: None,
             outbox: Vec::new(),
+            groups_read_at: None,
             throughput_base: None,
             throughput: BTreeMap::new(),
         }
@@ -237,9 +242,11 @@ impl App {
             let (queues, wires) = self.known_names();
             vs.filter.job_filter(state, &queues, &wires)
         });
+        let grouped = vs.grouped && matches!(self.view, View::DeadLettered | View::Quarantined);
         Query {
             view: self.view,
-            grouped: vs.grouped && matches!(self.view, View::DeadLettered | View::Quarantined),
+            grouped,
+            read_groups: grouped && self.groups_read_at.is_none_or(|at| self.now - at >= GROUPS_EVERY_MS),
             filter,
             offset: vs.offset,
             limit: self.page_rows(),
@@ -534,6 +541,7 @@ impl App {
                 self.error = Some(e);
             }
             Response::Done(report) => {
+                self.groups_read_at = None;
                 self.marks.clear();
                 self.mode = Mode::Results(report);
                 self.dirty = true;
@@ -555,7 +563,16 @@ impl App {
     }
 
     /// Take in a refresh: counts, page, groups, and the new log entries for the tail and chart.
-    fn absorb(&mut self, s: Snapshot) {
+    fn absorb(&mut self, mut s: Snapshot) {
+        match (&s.query, &self.snapshot) {
+            (Some(q), _) if q.read_groups => self.groups_read_at = Some(s.at),
+            (Some(q), Some(prev)) if q.grouped => {
+                // Not re-read this time: keep the groups already shown.
+                s.cause_groups = prev.cause_groups.clone();
+                s.quarantine_groups = prev.quarantine_groups.clone();
+            }
+            _ => {}
+        }
         if s.log_reset {
             self.log.clear();
         }
@@ -609,6 +626,7 @@ impl App {
 
     fn show_view(&mut self, v: View) {
         if v != self.view {
+            self.groups_read_at = None;
             self.view = v;
             self.detail = None;
             self.dirty = true;
@@ -624,6 +642,7 @@ impl App {
     }
 
     fn reset_position(&mut self) {
+        self.groups_read_at = None;
         let vs = self.vs_mut();
         vs.selected = 0;
         vs.offset = 0;

@@ -58,6 +58,10 @@ pub struct Query {
     pub view: View,
     /// Dead-Lettered by cause, or Quarantined by wire name and reason, instead of jobs.
     pub grouped: bool,
+    /// Read the groups this time. Grouping scans every Dead-Lettered or Quarantined job, so
+    /// the app asks for it every [`GROUPS_EVERY_MS`] (and at once after a change), not every
+    /// second; between, it keeps the groups it has.
+    pub read_groups: bool,
     /// The job list's filter (state included); `None` for views without a job list.
     pub filter: Option<JobFilter>,
     pub offset: u64,
@@ -77,6 +81,8 @@ pub struct Query {
 pub const LOG_BATCH: usize = 2_000;
 /// Groups listed at most (the largest first).
 pub const GROUP_LIMIT: usize = 200;
+/// How often grouped views re-read their groups.
+pub const GROUPS_EVERY_MS: Millis = 10_000;
 /// Minutes the chart covers.
 pub const CHART_MINUTES: i64 = 60;
 
@@ -259,7 +265,7 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
         page_offset: q.offset,
         ..Default::default()
     };
-    match (q.view, q.grouped) {
+    match (q.view, q.grouped && q.read_groups) {
         (View::DeadLettered, true) => s.cause_groups = store.cause_groups(GROUP_LIMIT)?,
         (View::Quarantined, true) => s.quarantine_groups = store.quarantine_groups()?,
         (View::Queues, _) => {

@@ -89,7 +89,7 @@ fn e2e_open_requeue_and_quit_in_a_real_terminal() {
     t.wait_for("READY$");
     t.send(&[&format!("BW_NOW={T0} {bin} --db {} top; echo TOP_EXITED_$?", path.display()), "Enter"]);
     let s = t.wait_for("1 Dead-Lettered 4");
-    assert!(s.contains(&mail.short()), "the newest Dead-Lettered job is listed first:\n{s}");
+    assert!(s.contains(&backwave::tui::view::short_id(&mail)), "the newest Dead-Lettered job is listed first:\n{s}");
     assert!(t.alternate_screen_on());
 
     t.send(&["Enter"]);
