@@ -26,4 +26,6 @@ pub use store::{Clock, Store};
 #[cfg(feature = "cli")]
 pub mod cli;
 #[cfg(feature = "cli")]
+pub mod demo;
+#[cfg(feature = "cli")]
 pub mod tui;

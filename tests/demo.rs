@@ -105,3 +105,153 @@ fn hostile_fixture_is_consistent_with_what_the_library_writes() {
         assert_eq!(history[0].from, None, "first entry of {} creates it", job.id);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// `bw generate`
+
+const PINNED_NOW: &str = "2026-11-30T12:00:00Z";
+const PINNED_NOW_MS: i64 = 1_796_040_000_000;
+
+fn bw() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("bw").unwrap();
+    cmd.env_remove("BW_DB").env("BW_NOW", PINNED_NOW).env("NO_COLOR", "1");
+    cmd
+}
+
+fn query_i64(conn: &rusqlite::Connection, sql: &str) -> i64 {
+    conn.query_row(sql, [], |r| r.get(0)).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+#[test]
+fn generate_20000_jobs_makes_a_consistent_store_that_follows_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("big.db");
+    let out = bw().arg("--db").arg(&db).args(["generate", "--jobs", "20000"]).assert().success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("done: 20,000 jobs") && stderr.contains("jobs/s"), "{stderr}");
+
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new(), "integrity and foreign keys");
+    let conn = store.connection();
+    assert_eq!(query_i64(conn, "SELECT count(*) FROM jobs"), 20_000);
+    let per_job = query_i64(conn, "SELECT count(*) FROM transitions") as f64 / 20_000.0;
+    assert!((4.0..6.0).contains(&per_job), "about five log entries per job, got {per_job}");
+
+    // job_counts is what the triggers would have kept: a real GROUP BY.
+    let mismatched = query_i64(
+        conn,
+        "SELECT count(*) FROM (
+             SELECT queue, state, count(*) AS n FROM jobs GROUP BY 1, 2
+             EXCEPT SELECT queue, state, n FROM job_counts WHERE n > 0)",
+    );
+    assert_eq!(mismatched, 0);
+    assert_eq!(query_i64(conn, "SELECT count(*) FROM job_counts WHERE n <= 0"), 0);
+
+    // Each job's attempt is the number of claims in its log since its last requeue, its last
+    // entry lands in its state, and no entry is later than the generation instant.
+    let wrong_attempts = query_i64(
+        conn,
+        "SELECT count(*) FROM jobs j WHERE j.attempt != (
+             SELECT count(*) FROM transitions t WHERE t.job_id = j.id AND t.to_state = 'running'
+             AND t.seq > coalesce((SELECT max(seq) FROM transitions r WHERE r.job_id = j.id
+                                   AND r.actor IS NOT NULL AND r.to_state = 'scheduled'), 0))",
+    );
+    assert_eq!(wrong_attempts, 0);
+    let wrong_last = query_i64(
+        conn,
+        "SELECT count(*) FROM jobs j WHERE j.state != (
+             SELECT to_state FROM transitions t WHERE t.job_id = j.id ORDER BY seq DESC LIMIT 1)",
+    );
+    assert_eq!(wrong_last, 0);
+    assert!(query_i64(conn, "SELECT max(at) FROM transitions") <= PINNED_NOW_MS);
+    let out_of_order =
+        query_i64(conn, "SELECT count(*) FROM transitions a JOIN transitions b ON b.seq = a.seq + 1 WHERE b.at < a.at");
+    assert_eq!(out_of_order, 0, "the log follows time, as commits append it");
+
+    // The mix: every state, both quarantine reasons, dead-letters across many causes, lapsed
+    // leases, delayed jobs, operator requeues and cancels, captured and not-captured detail.
+    for state in JobState::ALL {
+        assert!(store.counts().unwrap().total(state) > 0, "no {state} jobs");
+    }
+    assert!(query_i64(conn, "SELECT count(*) FROM jobs WHERE state = 'succeeded'") > 15_000);
+    assert_eq!(query_i64(conn, "SELECT count(DISTINCT quarantine_reason) FROM jobs"), 2);
+    let causes = query_i64(conn, "SELECT count(DISTINCT cause_fingerprint) FROM jobs WHERE state = 'dead-lettered'");
+    assert!((20..200).contains(&causes), "a few dozen dead-letter causes, got {causes}");
+    assert!(query_i64(conn, "SELECT count(*) FROM jobs WHERE terminal_cause = 'lease expired'") > 0);
+    assert!(
+        query_i64(conn, &format!("SELECT count(*) FROM jobs WHERE state = 'scheduled' AND due_at > {PINNED_NOW_MS}"))
+            > 0
+    );
+    assert!(
+        query_i64(
+            conn,
+            &format!("SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at < {PINNED_NOW_MS}")
+        ) > 0
+    );
+    assert!(query_i64(conn, "SELECT count(*) FROM transitions WHERE actor IS NOT NULL AND to_state = 'scheduled'") > 0);
+    assert!(query_i64(conn, "SELECT count(*) FROM transitions WHERE actor IS NOT NULL AND to_state = 'cancelled'") > 0);
+    assert!(query_i64(conn, "SELECT count(*) FROM transitions WHERE detail_status = 'captured'") > 0);
+    assert!(query_i64(conn, "SELECT count(*) FROM transitions WHERE detail_status = 'not-captured'") > 0);
+    assert!(query_i64(conn, "SELECT count(*) FROM workers") >= 2);
+    for (id, cause, fingerprint) in conn
+        .prepare("SELECT id, terminal_cause, cause_fingerprint FROM jobs WHERE terminal_cause IS NOT NULL LIMIT 500")
+        .unwrap()
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+    {
+        assert_eq!(fingerprint, cause_fingerprint(&cause), "fingerprint of {id}");
+    }
+
+    // The file follows schema.sql exactly: the same tables, indexes and triggers, the same SQL,
+    // and it is handed over in WAL mode.
+    let schema_of = |conn: &rusqlite::Connection| -> Vec<(String, String, Option<String>)> {
+        conn.prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let fresh = Store::create(dir.path().join("fresh.db")).unwrap();
+    assert_eq!(schema_of(conn), schema_of(fresh.connection()));
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn generate_is_deterministic_for_a_seed_and_an_instant() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = |name: &str, seed: &str| {
+        let db = dir.path().join(name);
+        bw().arg("--db").arg(&db).args(["generate", "--jobs", "3000", "--seed", seed]).assert().success();
+        let store = Store::open(&db).unwrap();
+        let conn = store.connection();
+        let jobs: String = conn
+            .query_row("SELECT group_concat(id || state || attempt || due_at || coalesce(terminal_cause, ''), '|') FROM (SELECT * FROM jobs ORDER BY id)", [], |r| r.get(0))
+            .unwrap();
+        let log: String = conn
+            .query_row("SELECT group_concat(seq || job_id || at || to_state || coalesce(reason, '') || coalesce(failure_detail, ''), '|') FROM transitions", [], |r| r.get(0))
+            .unwrap();
+        (jobs, log)
+    };
+    let a = dump("a.db", "7");
+    let b = dump("b.db", "7");
+    let c = dump("c.db", "8");
+    assert!(a == b, "same seed, same store");
+    assert!(a.0 != c.0, "another seed, another store");
+}
+
+#[test]
+fn generate_refuses_an_existing_file_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("precious.db");
+    std::fs::write(&db, b"not yours").unwrap();
+    let out = bw().arg("--db").arg(&db).args(["generate", "--jobs", "10"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("precious.db") && stderr.contains("--force"), "{stderr}");
+    assert_eq!(std::fs::read(&db).unwrap(), b"not yours");
+
+    bw().arg("--db").arg(&db).args(["generate", "--jobs", "10", "--force"]).assert().success();
+    assert_eq!(query_i64(Store::open(&db).unwrap().connection(), "SELECT count(*) FROM jobs"), 10);
+}

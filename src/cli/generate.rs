@@ -1,13 +1,68 @@
-//! bw generate (hidden): build large stores for benchmarks
+//! `bw generate` (hidden): build a large store for benchmarks and for trying `bw top` at scale.
+//! The work is `demo::generate`; this file parses, refuses to overwrite, and reports.
 
+use std::io::Write;
 use std::process::ExitCode;
 
+use super::output::thousands;
 use super::{CliError, Ctx};
+use crate::demo::generate::{generate, GenerateOptions};
+use crate::JobState;
 
-/// Build large stores for benchmarks.
+/// Build a large store (for benchmarks): N jobs with a realistic mix of states, causes and
+/// about five log entries each. Same --seed and same BW_NOW: the same store, row for row.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// How many jobs.
+    #[arg(long, value_name = "N")]
+    pub jobs: u64,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// Replace the file at --db if there is one.
+    #[arg(long)]
+    pub force: bool,
+}
 
-pub fn run(_args: &Args, _ctx: &Ctx) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw generate` is being built".into()))
+pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let path = &ctx.global.db;
+    if path.exists() {
+        if !args.force {
+            return Err(CliError::Usage(format!(
+                "'{}' already exists: pass --force to replace it, or choose another --db",
+                path.display()
+            )));
+        }
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = path.clone().into_os_string();
+            p.push(suffix);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let opts = GenerateOptions { jobs: args.jobs, seed: args.seed, now: ctx.clock()?.now() };
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "generating {} jobs into {} (seed {})", thousands(args.jobs), path.display(), args.seed)?;
+    let started = std::time::Instant::now();
+    let report = generate(path, &opts, |done| {
+        let _ =
+            writeln!(std::io::stderr(), "  {:>11} jobs  {:>6.1} s", thousands(done), started.elapsed().as_secs_f64());
+    })?;
+    let secs = report.elapsed.as_secs_f64();
+    let rate = if secs > 0.0 { (report.jobs as f64 / secs) as u64 } else { 0 };
+    let states: Vec<String> =
+        JobState::ALL.iter().zip(report.by_state).map(|(s, n)| format!("{} {}", s.as_str(), thousands(n))).collect();
+    writeln!(
+        err,
+        "done: {} jobs, {} log entries in {:.1} s ({} jobs/s)\n  {}",
+        thousands(report.jobs),
+        thousands(report.transitions),
+        secs,
+        thousands(rate),
+        states.join(", ")
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
