@@ -22,9 +22,15 @@ impl JobId {
         JobId(Uuid::now_v7())
     }
 
-    /// The first 8 hex digits: what tables show and what `bw` accepts back as a prefix.
+    /// The last 8 hex digits: what tables show, and what [`Store::resolve_id`] takes back.
+    ///
+    /// Not the first 8: ids are time-ordered (v7), so their first 8 hex digits are the top of a
+    /// millisecond timestamp, the same for every job made in the same ~65 seconds. The tail is
+    /// random: two jobs share it about once in four billion pairs, and then `bw` lists both.
+    ///
+    /// [`Store::resolve_id`]: crate::Store::resolve_id
     pub fn short(&self) -> String {
-        self.0.simple().to_string()[..8].to_string()
+        self.0.simple().to_string()[24..].to_string()
     }
 }
 

@@ -54,9 +54,16 @@ impl JobFilter {
         let mut sql = vec!["1".to_string()];
         let mut args: Vec<Value> = Vec::new();
         if !self.states.is_empty() {
-            let marks = self.states.iter().map(|_| "?").collect::<Vec<_>>().join(", ");
-            sql.push(format!("state IN ({marks})"));
-            args.extend(self.states.iter().map(|s| Value::Text(s.as_str().into())));
+            // States are written as literals (they are our own fixed spellings, never user
+            // text): SQLite picks a partial index only when it can see the value at prepare
+            // time, and a bound `state = ?` made every listing scan the whole table.
+            let names = self.states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ");
+            sql.push(format!("state IN ({names})"));
+            if self.order() == SortOrder::FinishedDesc {
+                // Implied by a terminal state; spelled out so jobs_finished (a partial index on
+                // finished_at IS NOT NULL) is usable.
+                sql.push("finished_at IS NOT NULL".into());
+            }
         }
         let eq = |sql: &mut Vec<String>, args: &mut Vec<Value>, col: &str, v: &Option<String>| {
             if let Some(v) = v {
@@ -234,15 +241,35 @@ impl Store {
             .optional()?)
     }
 
-    /// Resolve a full id or any unique prefix of one (`0192f3a1`, with or without hyphens).
+    /// Resolve a full id, any unique prefix of one (`0192f3a1`, with or without hyphens), or
+    /// the short id tables show ([`JobId::short`]: the last hex digits of the id, up to 12).
+    ///
+    /// Ids are time-ordered, so a prefix names the minute a job was made and a short prefix is
+    /// shared by every job of that minute; the tail is random and tells them apart. A prefix is
+    /// found through the primary-key index; a tail needs a scan of that index (about 0.1 s per
+    /// million jobs), which is why it is only tried for inputs of 12 hex digits or fewer.
     pub fn resolve_id(&self, text: &str) -> Result<JobId> {
         let prefix = normalize_prefix(text)?;
         let upper = format!("{prefix}\u{10FFFF}");
-        let found: Vec<String> = self
+        let mut found: Vec<String> = self
             .conn
             .prepare_cached("SELECT id FROM jobs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT 6")?
             .query_map(params![prefix, upper], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
+        let hex: String = prefix.chars().filter(|c| *c != '-').collect();
+        if hex.len() <= 12 {
+            let tails: Vec<String> = self
+                .conn
+                .prepare_cached("SELECT id FROM jobs WHERE id LIKE '%' || ?1 ORDER BY id LIMIT 6")?
+                .query_map([&hex], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            for id in tails {
+                if !found.contains(&id) {
+                    found.push(id);
+                }
+            }
+            found.sort();
+        }
         match found.len() {
             0 => Err(Error::JobNotFound(text.to_string())),
             1 => found[0].parse(),
@@ -390,12 +417,18 @@ impl Store {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT wire_name, coalesce(cause_fingerprint, terminal_cause, ''), count(*), min(finished_at),
-                        max(finished_at), (SELECT terminal_cause FROM jobs j2 WHERE j2.state = 'dead-lettered'
-                          AND j2.wire_name = j.wire_name AND j2.cause_fingerprint IS j.cause_fingerprint
-                          ORDER BY finished_at DESC LIMIT 1)
-                 FROM jobs j WHERE state = 'dead-lettered'
-                 GROUP BY wire_name, cause_fingerprint ORDER BY count(*) DESC, max(finished_at) DESC LIMIT ?1",
+                // Group on the covering index first and fetch an example only for the groups
+                // kept: a correlated example per group read thousands of rows (1.3 s at 1M jobs).
+                "WITH g AS MATERIALIZED (
+                     SELECT wire_name, cause_fingerprint AS fp, count(*) AS n, min(finished_at) AS first_seen,
+                            max(finished_at) AS last_seen
+                     FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
+                     ORDER BY n DESC, last_seen DESC LIMIT ?1)
+                 SELECT wire_name, coalesce(fp, ex, ''), n, first_seen, last_seen, ex
+                 FROM (SELECT g.*, (SELECT terminal_cause FROM jobs j2 WHERE j2.state = 'dead-lettered'
+                                      AND j2.wire_name = g.wire_name AND j2.cause_fingerprint IS g.fp
+                                      ORDER BY finished_at DESC LIMIT 1) AS ex FROM g)
+                 ORDER BY n DESC, last_seen DESC",
             )?
             .query_map([limit as i64], |r| {
                 Ok(CauseGroup {

@@ -225,3 +225,23 @@ fn revealing_failure_detail_needs_the_permission_and_is_audited() {
     let reveal = audit.iter().find(|a| a.action == "reveal-failure-detail").expect("the reveal is audited");
     assert_eq!((reveal.actor.as_str(), reveal.job_id, reveal.at), ("carol", Some(id), T0 + LEASE.as_millis() as i64));
 }
+
+/// `JobId::short()` was the first 8 hex digits, which in a time-ordered id are the timestamp:
+/// every job made in the same minute showed the same short id, and none of them resolved.
+#[test]
+fn regression_short_ids_of_jobs_made_in_the_same_minute_resolve_to_their_job() {
+    let fx = Fixture::new();
+    let ids = fx.store.enqueue_many(&vec![backwave::NewJob::new("w", "q", vec![]); 50]).unwrap();
+    for id in &ids {
+        assert_eq!(fx.store.resolve_id(&id.short()).unwrap(), *id, "short id {}", id.short());
+        assert_eq!(fx.store.resolve_id(&id.short().to_uppercase()).unwrap(), *id);
+    }
+    // The shared time prefix is still a prefix: ambiguous, with the candidates listed.
+    match fx.store.resolve_id(&ids[0].to_string()[..8]) {
+        Err(Error::AmbiguousId { candidates, .. }) => {
+            assert_eq!(candidates.len(), 6, "five ids and an ellipsis: {candidates:?}");
+            assert_eq!(candidates[5], "…");
+        }
+        other => panic!("expected AmbiguousId, got {other:?}"),
+    }
+}
