@@ -552,8 +552,8 @@ impl Rng {
     fn range(&mut self, (lo, hi): (i64, i64)) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
     }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
     }
     /// Index `i` with weight 1/(i+1): a few causes dominate, as in real failure data.
     fn zipf(&mut self, n: usize) -> usize {
@@ -782,7 +782,7 @@ impl Generator {
             .unwrap_or(&KINDS[0]);
         let fate = self.fate(recent, kind.group);
         let (wire, queue) = match fate {
-            Fate::Quarantined { no_handler: true } => *self.rng.pick(&UNKNOWN_WIRES),
+            Fate::Quarantined { no_handler: true } => self.rng.pick(&UNKNOWN_WIRES),
             _ => (kind.wire, kind.queue),
         };
         let group_ix = GROUPS.iter().position(|g| g.queues.contains(&queue)).unwrap_or(kind.group);
@@ -803,7 +803,7 @@ impl Generator {
             id: id.clone(),
             wire_name: wire,
             queue,
-            labels: *self.rng.pick(&TENANTS),
+            labels: self.rng.pick(&TENANTS),
             payload,
             state: JobState::Scheduled,
             attempt: 0,
@@ -830,7 +830,7 @@ impl Generator {
             && self.rng.unit() < 0.02
         {
             let first = self.run_attempts(&mut job, kind, group_ix, t, group.max_attempts, cause_ix, capture, true);
-            let actor = *self.rng.pick(&OPERATORS);
+            let actor = self.rng.pick(&OPERATORS);
             t = first + self.rng.range((MINUTE, 3 * 3_600_000));
             let mut e = self.entry(&id, t, Some(JobState::DeadLettered), JobState::Scheduled, 0);
             e.actor = Some(actor);
@@ -879,7 +879,7 @@ impl Generator {
                 self.finish(&mut job, JobState::Quarantined, at);
             }
             Fate::CancelledScheduled => {
-                let actor = *self.rng.pick(&OPERATORS);
+                let actor = self.rng.pick(&OPERATORS);
                 job.due_at = created + self.rng.range((MINUTE, DAY));
                 let at = created + self.rng.range((1000, 10 * MINUTE));
                 let mut e = self.entry(&id, at, Some(JobState::Scheduled), JobState::Cancelled, 0);
@@ -894,7 +894,7 @@ impl Generator {
             Fate::CancelledRunning { failures } => {
                 let end = self.run_attempts(&mut job, kind, group_ix, t, failures, cause_ix, capture, false);
                 let claim = self.claim(&mut job, group_ix, end);
-                let actor = *self.rng.pick(&OPERATORS);
+                let actor = self.rng.pick(&OPERATORS);
                 let at = claim + self.rng.range((500, 20_000));
                 let w = job.log.last().and_then(|e| e.worker);
                 let mut e = self.entry_w(&id, at, JobState::Running, JobState::Cancelled, job.attempt, w);
@@ -969,7 +969,7 @@ impl Generator {
         capture: bool,
         dead_letter: bool,
     ) -> Millis {
-        let label = *self.rng.pick(&LABEL_WORDS);
+        let label = self.rng.pick(&LABEL_WORDS);
         let g = &GROUPS[group];
         for k in 0..failures {
             let claim = self.claim(job, group, t);
@@ -1018,7 +1018,7 @@ impl Generator {
 
     fn worker_of(&mut self, group: usize) -> usize {
         let candidates: Vec<usize> = (0..self.workers.len()).filter(|&w| self.workers[w].group == group).collect();
-        *self.rng.pick(&candidates)
+        self.rng.pick(&candidates)
     }
 
     fn entry(&self, id: &Rc<str>, at: Millis, from: Option<JobState>, to: JobState, attempt: u32) -> Entry {
@@ -1051,7 +1051,7 @@ impl Generator {
     }
 
     fn fill(&mut self, template: &str, attempt: u32) -> String {
-        let label = *self.rng.pick(&LABEL_WORDS);
+        let label = self.rng.pick(&LABEL_WORDS);
         self.fill_cause(template, attempt, label)
     }
 
@@ -1068,9 +1068,9 @@ impl Generator {
                 "attempt" => out.push_str(&attempt.to_string()),
                 "n" => out.push_str(&self.rng.range((2, 99_999)).to_string()),
                 "hex" => out.push_str(&format!("{:012x}", self.rng.next() >> 16)),
-                "host" => out.push_str(*self.rng.pick(&HOSTS)),
+                "host" => out.push_str(self.rng.pick(&HOSTS)),
                 "label" => out.push_str(label),
-                "file" => out.push_str(*self.rng.pick(&FILES)),
+                "file" => out.push_str(self.rng.pick(&FILES)),
                 other => {
                     out.push('{');
                     out.push_str(other);
