@@ -232,17 +232,17 @@ impl Store {
 
     /// Read the schema version without writing anything. 0 is an empty database.
     fn check_schema_allow_empty(&self) -> Result<i64> {
-        let version: i64 =
-            self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| open_error(&self.path, e))?;
-        let tables: i64 = self
+        // One statement, so one snapshot: read separately, a store being created by another
+        // process at this moment could show its tables but not yet its version.
+        let (version, tables, has_jobs): (i64, i64, bool) = self
             .conn
-            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| r.get(0))
-            .map_err(|e| open_error(&self.path, e))?;
-        let has_jobs: bool = self
-            .conn
-            .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'jobs')", [], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version),
+                        (SELECT count(*) FROM sqlite_schema WHERE type = 'table'),
+                        EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'jobs')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
             .map_err(|e| open_error(&self.path, e))?;
         if version < 0 {
             return Err(Error::NotAStore {
@@ -270,7 +270,18 @@ impl Store {
 
     fn set_pragmas(&self) -> Result<()> {
         if !self.read_only {
-            set_pragma(&self.conn, "journal_mode", "WAL", "wal")?;
+            // Switching a new file to WAL needs an exclusive lock. Two processes switching at
+            // once deadlock on the upgrade, and SQLite then fails one at once instead of calling
+            // the busy handler: retry it here, within the busy timeout.
+            let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+            loop {
+                match set_pragma(&self.conn, "journal_mode", "WAL", "wal") {
+                    Err(Error::Busy) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    other => break other?,
+                }
+            }
         }
         set_pragma(&self.conn, "synchronous", "NORMAL", "1")?;
         // Without it the retention sweep would leave the deleted jobs' log behind.
@@ -428,13 +439,13 @@ fn uri_path(path: &Path) -> String {
 
 fn create_private_file(path: &Path) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o640)
-        .open(path)
-        .map(|_| ())
-        .map_err(|e| Error::NotAStore { path: path.into(), why: format!("cannot create it: {e}") })
+    match OpenOptions::new().write(true).create_new(true).mode(0o640).open(path) {
+        Ok(_) => Ok(()),
+        // Another process is creating the same store right now: join it (the schema is applied
+        // under the write lock, once).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::NotAStore { path: path.into(), why: format!("cannot create it: {e}") }),
+    }
 }
 
 /// Errors while opening, phrased for the file rather than the statement.

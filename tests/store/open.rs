@@ -216,3 +216,28 @@ use std::os::unix::process::CommandExt;
 
 /// Where the unprivileged re-run of the read-only test finds its store.
 const CHILD_ENV: &str = "BW_STORE_TEST_READ_ONLY_PATH";
+
+#[test]
+fn two_processes_creating_the_same_new_store_both_succeed() {
+    // The engine creates its store if missing; several worker processes start at once.
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("race.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::create(&path).map(|s| s.enqueue(&NewJob::new("w", "q", vec![])).unwrap())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().expect("every concurrent create succeeds");
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 4);
+        assert!(store.check_integrity().unwrap().is_empty());
+    }
+}
