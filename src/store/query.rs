@@ -63,6 +63,11 @@ impl JobFilter {
                 // Implied by a terminal state; spelled out so jobs_finished (a partial index on
                 // finished_at IS NOT NULL) is usable.
                 sql.push("finished_at IS NOT NULL".into());
+            } else if self.order() == SortOrder::DueAsc {
+                // Implied by an active state; spelled out so jobs_active (a partial index on
+                // state IN ('scheduled', 'running')) is usable: without it the Running and
+                // Scheduled listings scanned every job (500 ms at 1M jobs).
+                sql.push("state IN ('scheduled', 'running')".into());
             }
         }
         let eq = |sql: &mut Vec<String>, args: &mut Vec<Value>, col: &str, v: &Option<String>| {
