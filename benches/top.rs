@@ -197,7 +197,7 @@ fn idle_in_tmux(bin: &str, path: &std::path::Path) -> (f64, f64, f64) {
     eprintln!("screen captured to {}", capture.display());
     let _ = Command::new("tmux").args(["send-keys", "-t", &session, "q"]).status();
     std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).output();
     (cpu, rss, hwm)
 }
 

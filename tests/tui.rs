@@ -2,10 +2,10 @@
 //! dashboard (no terminal), every view drawn on ratatui's TestBackend and snapshotted with time
 //! pinned and ids named by creation order, and the real binary driven in tmux.
 
-#[path = "tui/harness.rs"]
-mod harness;
 #[path = "tui/e2e.rs"]
 mod e2e;
+#[path = "tui/harness.rs"]
+mod harness;
 
 use backwave::tui::app::{DbStatus, Reveal};
 use backwave::tui::data::{Op, Target};

@@ -79,11 +79,9 @@ pub fn state_color(s: JobState) -> Color {
     }
 }
 
-/// A job id in a table: its first 8 and last 4 hex digits. Ids are time-ordered (v7), so the
-/// first 8 alone are shared by every job made in the same minute; the tail tells them apart.
+/// A job id in a table: [`crate::JobId::short`], the random tail the CLI prints and resolves.
 pub fn short_id(id: &crate::JobId) -> String {
-    let s = id.to_string();
-    format!("{}…{}", &s[..8], &s[32..])
+    id.short()
 }
 
 /// Sanitized, then cut to `max` cells with an ellipsis.
@@ -358,7 +356,7 @@ impl App {
         let (header, widths, rows): (Vec<&str>, Vec<Constraint>, Vec<Row>) = match self.view {
             View::DeadLettered => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPTS", "FINISHED", "CAUSE"],
-                vec![len(2), len(13), len(18), len(10), len(8), len(10), Constraint::Fill(1)],
+                vec![len(2), len(8), len(18), len(10), len(8), len(10), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -376,7 +374,7 @@ impl App {
             ),
             View::Quarantined => (
                 vec!["", "ID", "WIRE NAME", "REASON", "LIVE HANDLER", "SINCE", "CAUSE"],
-                vec![len(2), len(13), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
+                vec![len(2), len(8), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -399,7 +397,7 @@ impl App {
             ),
             View::Running => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPT", "LEASE LEFT", "WORKER", "NOTE"],
-                vec![len(2), len(13), len(18), len(10), len(8), len(10), len(20), Constraint::Fill(1)],
+                vec![len(2), len(8), len(18), len(10), len(8), len(10), len(20), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -429,7 +427,7 @@ impl App {
             ),
             _ => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "DUE", "ATTEMPTS", "BUDGET LEFT", "CREATED"],
-                vec![len(2), len(13), len(18), len(10), len(9), len(8), len(11), Constraint::Fill(1)],
+                vec![len(2), len(8), len(18), len(10), len(9), len(8), len(11), Constraint::Fill(1)],
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -589,7 +587,14 @@ impl App {
             t,
             area,
             buf,
-            &[" QUEUE", "    TOTAL", "BY STATE", "  SCHED    RUN     OK   DEAD  QUAR.   CANC", "DONE/MIN", "OLDEST DUE"],
+            &[
+                " QUEUE",
+                "    TOTAL",
+                "BY STATE",
+                "  SCHED    RUN     OK   DEAD  QUAR.   CANC",
+                "DONE/MIN",
+                "OLDEST DUE",
+            ],
             &[len(12), len(9), len(BAR as u16), len(42), len(10), Constraint::Fill(1)],
             rows,
             sel,
@@ -631,7 +636,7 @@ impl App {
             area,
             buf,
             &["TIME (UTC)", "JOB", "FROM", "TO", "ATT", "WORKER / ACTOR", "REASON"],
-            &[len(12), len(13), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
+            &[len(12), len(8), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
             visible,
             sel,
         );

@@ -41,7 +41,8 @@ impl Tmux {
 
     /// The process the pane's shell is running in the foreground (`bw top`).
     fn child_of_shell(&self) -> i32 {
-        let out = Command::new("tmux").args(["display-message", "-p", "-t", &self.session, "#{pane_pid}"]).output().unwrap();
+        let out =
+            Command::new("tmux").args(["display-message", "-p", "-t", &self.session, "#{pane_pid}"]).output().unwrap();
         let shell: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
         children.split_whitespace().next().expect("the shell runs bw top").parse().unwrap()
@@ -89,7 +90,7 @@ fn e2e_open_requeue_and_quit_in_a_real_terminal() {
     t.wait_for("READY$");
     t.send(&[&format!("BW_NOW={T0} {bin} --db {} top; echo TOP_EXITED_$?", path.display()), "Enter"]);
     let s = t.wait_for("1 Dead-Lettered 4");
-    assert!(s.contains(&backwave::tui::view::short_id(&mail)), "the newest Dead-Lettered job is listed first:\n{s}");
+    assert!(s.contains(&mail.short()), "the newest Dead-Lettered job is listed first:\n{s}");
     assert!(t.alternate_screen_on());
 
     t.send(&["Enter"]);

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use backwave::store::{ClaimRequest, Completion, Outcome};
 use backwave::tui::{serve, Action, App, Config, Response};
-use backwave::{Clock, FailureDetail, JobId, Millis, NewJob, Permission, QuarantineReason, RetryPolicy, Store, WorkerInfo};
+use backwave::{
+    Clock, FailureDetail, JobId, Millis, NewJob, Permission, QuarantineReason, RetryPolicy, Store, WorkerInfo,
+};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -206,8 +208,8 @@ impl Fixture {
         let mut out = screen.to_string();
         for (i, id) in self.ids.iter().enumerate() {
             let full = id.to_string();
-            out = out.replace(&full, &format!("j{:07}-0000-0000-0000-000000000000", i + 1));
-            out = out.replace(&backwave::tui::view::short_id(id), &format!("j{:07}…0000", i + 1));
+            out = out.replace(&full, &format!("00000000-0000-0000-0000-0000j{:07}", i + 1));
+            out = out.replace(&id.short(), &format!("j{:07}", i + 1));
         }
         out
     }
