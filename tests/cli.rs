@@ -77,8 +77,18 @@ fn jobs_list_json_follows_the_contract() {
     assert_eq!(v["total"], 10);
     assert_eq!(jobs.len(), 10);
     let keys = [
-        "id", "state", "wire_name", "queue", "labels", "attempt", "max_attempts", "created_at", "due_at",
-        "finished_at", "terminal_cause", "quarantine_reason",
+        "id",
+        "state",
+        "wire_name",
+        "queue",
+        "labels",
+        "attempt",
+        "max_attempts",
+        "created_at",
+        "due_at",
+        "finished_at",
+        "terminal_cause",
+        "quarantine_reason",
     ];
     for j in jobs {
         for k in keys {
@@ -105,15 +115,20 @@ fn jobs_list_pages_with_a_footer_and_the_next_command() {
     assert!(t.contains("Next page: bw jobs list --state dead-lettered --limit 3 --page 2"), "{t}");
     assert!(t.lines().next().unwrap().starts_with("ID "), "{t}");
     assert!(t.contains("FINISHED") && t.contains("CAUSE"), "terminal columns: {t}");
-    let p4 = f.bw().args(["jobs", "list", "--state", "dead-lettered", "--limit", "3", "--page", "4"]).assert().success();
+    let p4 =
+        f.bw().args(["jobs", "list", "--state", "dead-lettered", "--limit", "3", "--page", "4"]).assert().success();
     let t4 = text(&p4.get_output().stdout);
     assert!(t4.contains("Showing 10-10 of 10."), "{t4}");
     assert!(!t4.contains("Next page"), "{t4}");
     // The cursor pages agree with the offset pages.
     let j1 = json(&f.bw().args(["--format", "json", "jobs", "list", "--limit", "3"]).output().unwrap().stdout);
     let cursor = j1["next_cursor"].as_str().unwrap().to_string();
-    let j2 = json(&f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--after", &cursor]).output().unwrap().stdout);
-    let o2 = json(&f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--page", "2"]).output().unwrap().stdout);
+    let j2 = json(
+        &f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--after", &cursor]).output().unwrap().stdout,
+    );
+    let o2 = json(
+        &f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--page", "2"]).output().unwrap().stdout,
+    );
     assert_eq!(j2["jobs"], o2["jobs"]);
 }
 
@@ -147,7 +162,12 @@ fn unicode_width(s: &str) -> usize {
     // East Asian wide characters take two cells; good enough for the fixture's CJK and emoji.
     s.chars()
         .map(|c| match c as u32 {
-            0x1100..=0x115F | 0x2E80..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF | 0xFF00..=0xFF60 | 0x1F300..=0x1FAFF => 2,
+            0x1100..=0x115F
+            | 0x2E80..=0xA4CF
+            | 0xAC00..=0xD7A3
+            | 0xF900..=0xFAFF
+            | 0xFF00..=0xFF60
+            | 0x1F300..=0x1FAFF => 2,
             0x200B..=0x200F | 0x0300..=0x036F => 0,
             _ => 1,
         })
@@ -208,11 +228,9 @@ fn bad_input_gets_one_line_quoting_the_value_and_exit_2() {
 #[test]
 fn an_ambiguous_id_prefix_lists_the_candidates_and_exits_2() {
     let f = Fixture::hostile();
-    f.bw()
-        .args(["jobs", "show", "a00000"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("ambiguous").and(predicate::str::contains("a0000001-0000-7000-8000-000000000001")));
+    f.bw().args(["jobs", "show", "a00000"]).assert().code(2).stderr(
+        predicate::str::contains("ambiguous").and(predicate::str::contains("a0000001-0000-7000-8000-000000000001")),
+    );
     f.bw().args(["jobs", "show", "ffff"]).assert().code(1).stderr(predicate::str::contains("no job matches 'ffff'"));
 }
 
@@ -221,7 +239,14 @@ fn jobs_show_has_the_delay_table_budget_handlers_and_history() {
     let f = Fixture::hostile();
     let out = f.bw().args(["jobs", "show", "a0000004"]).assert().success();
     let t = text(&out.get_output().stdout);
-    for want in ["Dead-Lettered", "5 of 5 used, 0 left", "Delay table", "dead-lettered on failure", "History (11 entries)", "1 live worker handles 'resize-image'"] {
+    for want in [
+        "Dead-Lettered",
+        "5 of 5 used, 0 left",
+        "Delay table",
+        "dead-lettered on failure",
+        "History (11 entries)",
+        "1 live worker handles 'resize-image'",
+    ] {
         assert!(t.contains(want), "missing {want:?}:\n{t}");
     }
     // Hidden detail shows its type and size, never its text.
@@ -261,11 +286,13 @@ fn detail_is_refused_without_the_permission_and_revealed_and_audited_with_it() {
     f.grant_me(Permission::ViewFailureDetail);
     let out = f.bw().args(["--format", "json", "jobs", "show", "a0000004", "--detail"]).assert().success();
     let v = json(&out.get_output().stdout);
-    let revealed: Vec<_> = v["history"].as_array().unwrap().iter().filter(|e| e["detail_status"] == "revealed").collect();
+    let revealed: Vec<_> =
+        v["history"].as_array().unwrap().iter().filter(|e| e["detail_status"] == "revealed").collect();
     assert_eq!(revealed.len(), 5);
     assert_eq!(revealed[0]["failure_detail"]["type"], "panic");
     let audit = f.store().audit_entries(0, 100).unwrap();
-    assert!(audit.iter().any(|a| a.action == "reveal-failure-detail" && a.actor == current_actor()
+    assert!(audit.iter().any(|a| a.action == "reveal-failure-detail"
+        && a.actor == current_actor()
         && a.job_id.map(|j| j.to_string()) == Some("a0000004-0000-7000-8000-000000000004".into())));
     let t = text(&f.bw().args(["jobs", "show", "a0000004", "--detail"]).output().unwrap().stdout);
     assert!(t.contains("called `Option::unwrap()`") && t.contains("backtrace"), "{t}");
@@ -347,7 +374,11 @@ fn requeue_by_id_reports_each_id_and_exits_1_when_any_was_refused() {
     let t = f.bw().args(["requeue", "a0000012"]).assert().success();
     let t = text(&t.get_output().stdout);
     assert!(t.contains("Requeued") && t.contains("no live worker handles 'noop'"), "{t}");
-    f.bw().args(["requeue", "a0000001"]).assert().code(1).stdout(predicate::str::contains("NotRequeueable (succeeded)"));
+    f.bw()
+        .args(["requeue", "a0000001"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("NotRequeueable (succeeded)"));
 }
 
 #[test]
@@ -375,7 +406,9 @@ fn operating_without_the_permission_is_refused_and_changes_nothing() {
 #[test]
 fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
     let f = Fixture::hostile_admin();
-    let v = json(&f.bw().args(["--format", "json", "requeue", "--state", "dead-lettered", "--dry-run"]).output().unwrap().stdout);
+    let v = json(
+        &f.bw().args(["--format", "json", "requeue", "--state", "dead-lettered", "--dry-run"]).output().unwrap().stdout,
+    );
     assert_eq!(v["matching"], 10);
     assert_eq!(v["would_requeue"], 4);
     assert_eq!(v["would_requarantine"], 6);
@@ -384,7 +417,12 @@ fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10, "dry run changed nothing");
 
     // No terminal and no --yes: refused, nothing changed.
-    f.bw().args(["requeue", "--state", "dead-lettered"]).write_stdin("y\n").assert().code(2).stderr(predicate::str::contains("--yes"));
+    f.bw()
+        .args(["requeue", "--state", "dead-lettered"])
+        .write_stdin("y\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--yes"));
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
 
     // --yes: the handled ones; the rest are skipped and the exit status says so.
@@ -394,7 +432,11 @@ fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
     assert_eq!((v["requeued"].as_u64(), v["skipped_requarantine"].as_u64()), (Some(4), Some(6)));
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
     // Only unhandled ones left: refused without --force, done with it.
-    f.bw().args(["requeue", "--state", "dead-lettered", "--yes"]).assert().code(1).stderr(predicate::str::contains("--force"));
+    f.bw()
+        .args(["requeue", "--state", "dead-lettered", "--yes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--force"));
     f.bw().args(["requeue", "--state", "dead-lettered", "--yes", "--force"]).assert().success();
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 0);
     f.bw().args(["requeue", "--state", "succeeded"]).assert().code(2).stderr(predicate::str::contains("'succeeded'"));
@@ -461,7 +503,8 @@ fn concurrent_requeues_of_the_same_ids_requeue_each_once() {
 #[test]
 fn cancel_reports_each_id() {
     let f = Fixture::hostile_admin();
-    let out = f.bw().args(["--format", "json", "cancel", "a0000017", "a0000020", "a0000001", "ffffffff"]).output().unwrap();
+    let out =
+        f.bw().args(["--format", "json", "cancel", "a0000017", "a0000020", "a0000001", "ffffffff"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out.stdout);
     let r: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["result"].as_str().unwrap()).collect();
@@ -483,7 +526,13 @@ fn log_tail_shows_the_last_entries_oldest_first() {
     let t = text(&f.bw().env("COLUMNS", "400").args(["log", "tail", "--job", "a0000004"]).output().unwrap().stdout);
     assert_eq!(t.lines().count(), 11, "{t}");
     assert!(t.contains("[detail hidden: panic, 449 B]"), "{t}");
-    let dl = json(&f.bw().args(["--format", "json", "log", "tail", "--state", "dead-lettered", "-n", "100"]).output().unwrap().stdout);
+    let dl = json(
+        &f.bw()
+            .args(["--format", "json", "log", "tail", "--state", "dead-lettered", "-n", "100"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
     assert!(dl["entries"].as_array().unwrap().iter().all(|e| e["to"] == "dead-lettered"));
 }
 
@@ -541,7 +590,10 @@ fn stats_counts_causes_and_quarantines_with_live_handlers() {
     assert_eq!(causes.iter().map(|c| c["count"].as_u64().unwrap()).sum::<u64>(), 10);
     let q = v["quarantines"].as_array().unwrap();
     let card = q.iter().find(|g| g["wire_name"] == "charge-card").unwrap();
-    assert_eq!((card["reason"].as_str(), card["count"].as_u64(), card["live_handlers"].as_u64()), (Some("undecodable-payload"), Some(2), Some(1)));
+    assert_eq!(
+        (card["reason"].as_str(), card["count"].as_u64(), card["live_handlers"].as_u64()),
+        (Some("undecodable-payload"), Some(2), Some(1))
+    );
     let legacy = q.iter().find(|g| g["wire_name"] == "legacy-report").unwrap();
     assert_eq!(legacy["live_handlers"], 0);
     let t = text(&f.bw().arg("stats").output().unwrap().stdout);
@@ -564,7 +616,22 @@ fn workers_shows_live_and_stale() {
 #[test]
 fn enqueue_prints_the_id_of_a_job_that_then_exists() {
     let f = Fixture::hostile_admin();
-    let out = f.bw().args(["enqueue", "send-email", "--queue", "high", "--payload", r#"{"to":"a@b"}"#, "--label", "tenant=acme", "--in", "90s"]).assert().success();
+    let out = f
+        .bw()
+        .args([
+            "enqueue",
+            "send-email",
+            "--queue",
+            "high",
+            "--payload",
+            r#"{"to":"a@b"}"#,
+            "--label",
+            "tenant=acme",
+            "--in",
+            "90s",
+        ])
+        .assert()
+        .success();
     let id = text(&out.get_output().stdout).trim().to_string();
     let job = f.store().job(id.parse().unwrap()).unwrap().unwrap();
     assert_eq!((job.wire_name.as_str(), job.queue.as_str(), job.state), ("send-email", "high", JobState::Scheduled));
@@ -577,7 +644,8 @@ fn enqueue_prints_the_id_of_a_job_that_then_exists() {
 #[test]
 fn purge_counts_asks_and_deletes_old_terminal_jobs() {
     let f = Fixture::hostile_admin();
-    let v = json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--dry-run"]).output().unwrap().stdout);
+    let v =
+        json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--dry-run"]).output().unwrap().stdout);
     let n = v["jobs"].as_u64().unwrap();
     assert!(n > 0);
     f.bw().args(["purge", "--older-than", "30m"]).assert().code(2).stderr(predicate::str::contains("--yes"));
@@ -595,7 +663,13 @@ fn purge_counts_asks_and_deletes_old_terminal_jobs() {
 #[test]
 fn backoff_prints_the_schedule() {
     let f = Fixture::empty();
-    let v = json(&f.bw().args(["--format", "json", "backoff", "exponential", "2s", "--cap", "5m", "--max-attempts", "10"]).output().unwrap().stdout);
+    let v = json(
+        &f.bw()
+            .args(["--format", "json", "backoff", "exponential", "2s", "--cap", "5m", "--max-attempts", "10"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
     let steps = v["steps"].as_array().unwrap();
     let waits: Vec<Option<u64>> = steps.iter().map(|s| s["wait_ms"].as_u64()).collect();
     let secs = [2, 4, 8, 16, 32, 64, 128, 256, 300];
@@ -604,7 +678,13 @@ fn backoff_prints_the_schedule() {
     assert_eq!(steps[8]["next_attempt_after_ms"], 810_000);
     let t = text(&f.bw().args(["backoff", "default"]).output().unwrap().stdout);
     assert!(t.contains("13m30s") && t.contains("dead-lettered on failure"), "{t}");
-    let j = json(&f.bw().args(["--format", "json", "backoff", "fixed", "10s", "--jitter", "0.2", "--max-attempts", "3"]).output().unwrap().stdout);
+    let j = json(
+        &f.bw()
+            .args(["--format", "json", "backoff", "fixed", "10s", "--jitter", "0.2", "--max-attempts", "3"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
     assert_eq!(j["steps"][0]["wait_min_ms"], 8000);
     assert_eq!(j["steps"][0]["wait_max_ms"], 12000);
     f.bw().args(["backoff", "linear"]).assert().code(2);
@@ -613,7 +693,11 @@ fn backoff_prints_the_schedule() {
 #[test]
 fn grant_revoke_audit_and_config() {
     let f = Fixture::hostile_admin();
-    f.bw().args(["grant", "bob", "operate"]).assert().success().stdout(predicate::str::contains("Granted operate to bob"));
+    f.bw()
+        .args(["grant", "bob", "operate"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Granted operate to bob"));
     assert!(f.store().permissions("bob").unwrap().contains(&Permission::Operate));
     f.bw().args(["revoke", "bob", "operate"]).assert().success();
     f.bw().args(["revoke", "bob", "operate"]).assert().success().stdout(predicate::str::contains("did not hold"));

@@ -147,7 +147,7 @@ pub fn compact_duration(d: Duration) -> String {
 /// tables where 500 ms steps matter.
 pub fn precise_duration(d: Duration) -> String {
     let ms = d.as_millis() as u64;
-    if ms >= 1000 && ms < 60_000 && ms % 1000 != 0 {
+    if (1000..60_000).contains(&ms) && ms % 1000 != 0 {
         let text = format!("{:.1}", ms as f64 / 1000.0);
         return format!("{}s", text.trim_end_matches('0').trim_end_matches('.'));
     }
@@ -388,7 +388,8 @@ impl Table {
             };
             // A narrow terminal: squeeze the capped columns (names) before the flexible one.
             while room(&widths) < FLEX_MIN.min(widths[f]) {
-                let widest = (0..n).filter(|i| *i != f && self.max[*i].is_some() && widths[*i] > 8).max_by_key(|i| widths[*i]);
+                let widest =
+                    (0..n).filter(|i| *i != f && self.max[*i].is_some() && widths[*i] > 8).max_by_key(|i| widths[*i]);
                 match widest {
                     Some(i) => widths[i] -= 1,
                     None => break,
@@ -411,7 +412,9 @@ impl Table {
             let text = text.trim_end();
             // Last resort on a very narrow terminal: never wrap.
             match term.width {
-                Some(w) if self.flex.is_some() && width(text) > w && !term.color => writeln!(out, "{}", truncate(text, w)),
+                Some(w) if self.flex.is_some() && width(text) > w && !term.color => {
+                    writeln!(out, "{}", truncate(text, w))
+                }
                 _ => writeln!(out, "{text}"),
             }
         };

@@ -203,8 +203,12 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let filter = a.filter.to_filter(store.now());
     let plan = store.plan_requeue(&filter)?;
     let what = a.filter.describe("jobs");
-    if a.dry_run || plan.matching == 0 {
-        printer.print(&PlanView { plan, what, dry_run: a.dry_run, force: a.force })?;
+    if a.dry_run {
+        printer.print(&PlanView { plan, what, dry_run: true, force: a.force })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if plan.matching == 0 {
+        printer.print(&BulkDone { requeued: 0, skipped_requarantine: 0, unhandled: String::new(), what })?;
         return Ok(ExitCode::SUCCESS);
     }
     let todo = if a.force { plan.matching } else { plan.would_requeue };
@@ -325,6 +329,9 @@ struct BulkDone {
 
 impl Render for BulkDone {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
+        if self.requeued == 0 && self.skipped_requarantine == 0 {
+            return writeln!(out, "No {} to requeue.", self.what);
+        }
         writeln!(out, "Requeued {} {}.", thousands(self.requeued), self.what)?;
         if self.skipped_requarantine > 0 {
             writeln!(
