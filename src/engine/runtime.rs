@@ -126,8 +126,9 @@ impl Engine {
         }
         drop(Store::create(&self.db)?);
         install_panic_hook();
-        let (wake_tx, groups) = (Vec::new(), Vec::new());
-        let mut handle = EngineHandle { groups, wakers: wake_tx };
+        // Built as we go: if a later group fails to start, dropping the handle stops the
+        // groups already running.
+        let mut handle = EngineHandle { groups: Vec::new(), wakers: Vec::new() };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
             let worker_id: Arc<str> = Arc::from(JobId::new().to_string());
