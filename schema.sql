@@ -50,9 +50,12 @@ CREATE TABLE jobs (
     worker_group      TEXT,
     -- The retry delays, written at claim: a JSON array of milliseconds whose element n-1 is the
     -- wait after failed attempt n (max_attempts - 1 elements). Whoever notices a lapsed lease
-    -- schedules the retry from this table without running the worker's code.
+    -- schedules the retry from this table without running the worker's code. A running job
+    -- without one (claimed by a program that wrote none) retries on the default policy:
+    -- 10 attempts, 2^n s capped at 300 s.
     delay_table       TEXT    CHECK (delay_table IS NULL OR json_valid(delay_table)),
     -- Seed of the jitter drawn into delay_table, so a rewritten table is the same table.
+    -- 0 (what a program that leaves it out writes) means: derive it from the id.
     jitter_seed       INTEGER NOT NULL DEFAULT 0,
     -- The operator who asked this running job to stop; NULL when nobody did.
     cancel_requested_by TEXT,

@@ -135,3 +135,46 @@ fn the_schema_refuses_rows_that_break_the_contract() {
     assert!(conn.execute("INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at) VALUES ('0192F3A1-7C2E-7B1D-9F0A-2F1E5D8C4B99', 'w', 'q', 0, 0, 0)", []).is_err(), "upper-case ids");
     assert!(insert("", "").is_ok());
 }
+
+#[test]
+fn a_job_claimed_by_another_program_without_a_delay_table_retries_on_the_default_policy() {
+    // Another language's worker claimed it and wrote no budget or table, then died. Waiting 0 s
+    // would make a failing job spin; the default policy's 2 s is what the schema promises.
+    let fx = Fixture::new();
+    fx.store
+        .connection()
+        .execute_batch(
+            "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, lease_owner, lease_expires_at,
+                               created_at, updated_at)
+             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 'running', 1, 0, 'other-worker',
+                     1767225600000, 0, 0);",
+        )
+        .unwrap();
+    fx.clock.advance(Duration::from_secs(1));
+    assert_eq!(fx.store.reap_expired(10).unwrap(), 1);
+    let job = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
+    assert_eq!((job.state, job.attempt), (JobState::Scheduled, 1));
+    assert_eq!(job.due_at, T0 + 1_000 + 2_000);
+    fx.assert_sound();
+}
+
+#[test]
+fn jobs_written_without_a_jitter_seed_still_get_their_own_jitter() {
+    let fx = Fixture::new();
+    for tail in ["10", "11"] {
+        fx.store
+            .connection()
+            .execute(
+                &format!(
+                    "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
+                     VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b{tail}', 'w', 'q', 0, 0, 0)"
+                ),
+                [],
+            )
+            .unwrap();
+    }
+    let p = backwave::RetryPolicy::new(5, backwave::Backoff::exponential(Duration::from_secs(10)).jitter(0.5)).unwrap();
+    let jobs = fx.claim_as(super::WORKER, "q", 2, &p);
+    assert_eq!(jobs.len(), 2);
+    assert_ne!(jobs[0].delay_table, jobs[1].delay_table, "two jobs must not retry in lockstep");
+}
