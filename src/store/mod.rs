@@ -6,6 +6,7 @@
 //! transition entries, so a crash leaves each job either changed with its log or untouched.
 
 mod admin;
+mod dashboard;
 mod engine_support;
 mod jobs;
 mod operator;

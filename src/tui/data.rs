@@ -268,14 +268,7 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     match (q.view, q.grouped && q.read_groups) {
         (View::DeadLettered, true) => s.cause_groups = store.cause_groups(GROUP_LIMIT)?,
         (View::Quarantined, true) => s.quarantine_groups = store.quarantine_groups()?,
-        (View::Queues, _) => {
-            for queue in s.counts.by_queue.keys() {
-                let filter = JobFilter { queue: Some(queue.clone()), ..JobFilter::state(JobState::Scheduled) };
-                if let Some(job) = store.list_jobs(&filter, 1, 0)?.jobs.first() {
-                    s.oldest_due.insert(queue.clone(), job.due_at);
-                }
-            }
-        }
+        (View::Queues, _) => s.oldest_due = store.oldest_due_per_queue()?,
         _ => {}
     }
     if let (Some(filter), false) = (&q.filter, q.grouped) {
