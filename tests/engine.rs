@@ -533,8 +533,8 @@ fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_
             Ok(())
         })
         .queue("q");
-    let quick = registry.enqueue(&t.store, "work", &300u64).unwrap();
-    let stuck = registry.enqueue(&t.store, "work", &3000u64).unwrap();
+    let quick = registry.enqueue(&t.store, "work", &200u64).unwrap();
+    let stuck = registry.enqueue(&t.store, "work", &4000u64).unwrap();
     let mut engine = Engine::new(&t.path, registry);
     engine.add_worker_group(WorkerGroup { concurrency: 2, ..group("g", strict("q"), 3) });
     let running = engine.start().unwrap();
@@ -542,7 +542,7 @@ fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_
     wait_for("both jobs to run", Duration::from_secs(10), || {
         [quick, stuck].iter().all(|id| job(&t.store, *id).state == JobState::Running).then_some(())
     });
-    let report = running.shutdown(Duration::from_millis(800));
+    let report = running.shutdown(Duration::from_millis(1500));
 
     assert_eq!(report.abandoned, 1);
     assert_eq!(job(&t.store, quick).state, JobState::Succeeded);
