@@ -226,10 +226,7 @@ impl Store {
         let now = self.now();
         self.write(|tx| {
             let expired = tx
-                .prepare_cached(&format!(
-                    "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE state = 'running' AND lease_expires_at < ?1
-                     ORDER BY lease_expires_at"
-                ))?
+                .prepare_cached(LAPSED_SQL)?
                 .query_map(params![now], attempt_from_row)?
                 .take(limit)
                 .collect::<Result<Vec<_>, _>>()?;
@@ -260,7 +257,25 @@ pub const CLAIM_SQL: &str = concat!(
 );
 
 /// What the fence and a failed attempt need of a Running job: never the payload or labels.
-const ATTEMPT_COLUMNS: &str = "id, attempt, max_attempts, delay_table, cancel_requested_by, lease_owner";
+macro_rules! attempt_columns {
+    () => {
+        "id, attempt, max_attempts, delay_table, cancel_requested_by, lease_owner"
+    };
+}
+
+/// One Running attempt, behind the fence: `(id, worker, attempt)` must all still hold.
+const FENCED_ATTEMPT_SQL: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM jobs WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3"
+);
+
+/// Running attempts whose lease lapsed before `?1`, the oldest lapse first.
+const LAPSED_SQL: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM jobs WHERE state = 'running' AND lease_expires_at < ?1 ORDER BY lease_expires_at"
+);
 
 /// The narrow view of one Running attempt.
 struct RunningAttempt {
@@ -308,30 +323,15 @@ fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> 
     let worker = Some(c.worker_id.as_str());
     // The common case is one fenced UPDATE: no row read at all.
     if c.outcome == Outcome::Succeeded {
-        let changed = tx
-            .prepare_cached(
-                "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                        finished_at = ?4, updated_at = ?4
-                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3",
-            )?
-            .execute(params![id, c.worker_id, c.attempt, now])?;
-        if changed == 0 {
-            return Ok(Fenced::Rejected);
-        }
-        let mut e = Entry::new(c.job_id, now, Some(JobState::Running), JobState::Succeeded, c.attempt);
-        e.worker_id = worker;
-        log(tx, &e)?;
-        return Ok(Fenced::Accepted(JobState::Succeeded));
+        return succeed(tx, now, c);
     }
     let run = tx
-        .prepare_cached(&format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3"
-        ))?
+        .prepare_cached(FENCED_ATTEMPT_SQL)?
         .query_row(params![id, c.worker_id, c.attempt], attempt_from_row)
         .optional()?;
     let Some(run) = run else { return Ok(Fenced::Rejected) };
     let state = match &c.outcome {
-        Outcome::Succeeded => unreachable!("handled above"),
+        Outcome::Succeeded => return succeed(tx, now, c),
         Outcome::Cancelled => match run.cancel_requested_by.as_deref() {
             Some(actor) => finish_cancelled(tx, now, &run, worker, actor, None)?,
             // Only an operator cancel produces Cancelled: the handler's own cancellation (a
@@ -362,6 +362,24 @@ fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> 
         }
     };
     Ok(Fenced::Accepted(state))
+}
+
+/// Record a success behind the fence in one UPDATE; the log entry only when it was accepted.
+fn succeed(tx: &Connection, now: Millis, c: &Completion) -> Result<Fenced> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                    finished_at = ?4, updated_at = ?4
+             WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3",
+        )?
+        .execute(params![c.job_id.to_string(), c.worker_id, c.attempt, now])?;
+    if changed == 0 {
+        return Ok(Fenced::Rejected);
+    }
+    let mut e = Entry::new(c.job_id, now, Some(JobState::Running), JobState::Succeeded, c.attempt);
+    e.worker_id = Some(&c.worker_id);
+    log(tx, &e)?;
+    Ok(Fenced::Accepted(JobState::Succeeded))
 }
 
 /// The reason logged when a handler reports its own, unrequested cancellation.
