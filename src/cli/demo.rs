@@ -1,13 +1,321 @@
-//! bw demo: the seed's worker groups running for real on a demo store
+//! `bw demo`: seed 000's two worker groups running for real on a demo store, watched in
+//! `bw top`, or for `--duration` without a terminal, then a summary. The workers and handlers
+//! are `crate::demo`; this file picks the store (never touching one it did not make), shows the
+//! run, and prints what happened.
 
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::{CliError, Ctx};
+use serde::Serialize;
 
-/// The seed's worker groups running for real on a demo store.
+use super::output::{sanitize, shell_quote, state_style, thousands, Cell, Render, Table, Term};
+use super::{parse_duration, top, CliError, Ctx, GlobalOpts};
+use crate::demo::{Demo, DemoOptions, DemoReport};
+use crate::{JobState, Store};
+
+/// Where the demo keeps its store unless `--db` (or BW_DB) says otherwise.
+pub const DEFAULT_DEMO_DB: &str = "./backwave-demo.db";
+
+/// How long running handlers get to finish when the demo stops.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Run seed 000's worker groups for real on a demo store (default ./backwave-demo.db) and
+/// watch them in `bw top`: jobs succeed, retry, dead-letter (by error, panic and lapsed lease)
+/// and are quarantined (no handler, undecodable payload). Without a terminal it runs for
+/// --duration and prints a summary.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Do not open `bw top`: run for --duration, then print a summary (also when stdout is not
+    /// a terminal).
+    #[arg(long)]
+    pub no_tui: bool,
+    /// How long to run without the dashboard.
+    #[arg(long, value_parser = parse_duration, default_value = "20s", value_name = "DUR")]
+    pub duration: Duration,
+    /// Jobs enqueued per second (after a first round of one job of each kind).
+    #[arg(long, default_value_t = 20.0, value_name = "N", value_parser = parse_rate)]
+    pub rate: f64,
+    /// Start over: replace the demo store an earlier run left, without asking.
+    #[arg(long)]
+    pub reset: bool,
+    /// Seed of the job mix.
+    #[arg(long, default_value_t = 1, hide = true)]
+    pub seed: u64,
+}
 
-pub fn run(_args: &Args, _ctx: &Ctx) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("`bw demo` is being built".into()))
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (0.0..=5000.0).contains(&r) => Ok(r),
+        _ => Err(format!("'{s}' is not a rate: use a number of jobs per second from 0 to 5000")),
+    }
+}
+
+pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let path = demo_path(&ctx.global.db);
+    let shown = path.display().to_string();
+    if !prepare_store(&path, args.reset, ctx)? {
+        eprintln!("bw demo: left {} as it is; look at it with `bw --db {} top`", sanitize(&shown), shell_quote(&shown));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opts = DemoOptions { db: path.clone(), rate: args.rate, actor: ctx.actor.clone(), seed: args.seed };
+    let demo = Demo::start(&opts)?;
+    let tui = !args.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let (report, ran_for, top_result) = if tui {
+        let started = Instant::now();
+        let top_ctx = Ctx {
+            global: GlobalOpts { db: path.clone(), ..ctx.global.clone() },
+            actor: ctx.actor.clone(),
+            color: ctx.color,
+        };
+        let result = top::run(&top::Args { interval: Duration::from_secs(1), read_only: false }, &top_ctx);
+        (demo.stop(GRACE), started.elapsed(), result.map(|_| ()))
+    } else {
+        let (report, ran_for) = run_headless(demo, args, &shown)?;
+        (report, ran_for, Ok(()))
+    };
+    // Leases the crashing node left behind have lapsed by now: record them as the failed
+    // attempts they are, as any worker or `bw` process that notices would.
+    let store = Store::open(&path)?;
+    let _ = store.reap_expired(1000);
+    let summary = Summary::new(&store, &path, &report, ran_for)?;
+    ctx.printer()?.print(&summary)?;
+    for e in &report.errors {
+        eprintln!("bw demo: {}", sanitize(e));
+    }
+    top_result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--db` when given (or BW_DB), else the demo's own file: the global default is the user's
+/// real store, which the demo must never pick by accident.
+fn demo_path(global: &Path) -> PathBuf {
+    let explicit = std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db="))
+        || std::env::var_os("BW_DB").is_some_and(|v| !v.is_empty());
+    if explicit {
+        global.to_path_buf()
+    } else {
+        PathBuf::from(DEFAULT_DEMO_DB)
+    }
+}
+
+/// Make sure `path` holds a fresh demo store. Returns false when the person declined a reset.
+fn prepare_store(path: &Path, reset: bool, ctx: &Ctx) -> Result<bool, CliError> {
+    let shown = sanitize(&path.display().to_string()).into_owned();
+    if path.exists() {
+        let is_demo = Store::open(path).and_then(|s| s.is_demo()).unwrap_or(false);
+        if !is_demo {
+            return Err(CliError::Usage(format!(
+                "'{shown}' exists and is not a demo store: bw demo only replaces stores it made; \
+                 choose another file with --db"
+            )));
+        }
+        let replace = if reset {
+            true
+        } else if ctx.interactive() {
+            ctx.confirm(&format!("'{shown}' holds a demo store from an earlier run. Start over?"))?
+        } else {
+            return Err(CliError::Usage(format!(
+                "'{shown}' holds a demo store from an earlier run: pass --reset to start over, or --db to use \
+                 another file"
+            )));
+        };
+        if !replace {
+            return Ok(false);
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_os_string();
+            p.push(suffix);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+    }
+    let store = Store::create(path)?;
+    store.mark_demo()?;
+    // So that `bw requeue` and `bw cancel` work on the demo store for whoever ran it.
+    store.bootstrap_admin(&ctx.actor)?;
+    Ok(true)
+}
+
+/// Run for `--duration` (Ctrl-C stops early), with a progress line every 5 seconds.
+fn run_headless(demo: Demo, args: &Args, shown: &str) -> Result<(DemoReport, Duration), CliError> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
+    }
+    eprintln!(
+        "bw demo: seed 000's worker groups on {} for {}, {} jobs/s; Ctrl-C stops early",
+        sanitize(shown),
+        super::output::compact_duration(args.duration),
+        args.rate
+    );
+    let started = Instant::now();
+    let mut next_progress = started + Duration::from_secs(5);
+    while started.elapsed() < args.duration && !interrupted.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50).min(args.duration.saturating_sub(started.elapsed())));
+        if Instant::now() >= next_progress {
+            next_progress += Duration::from_secs(5);
+            let stats = demo.stats();
+            let sum = |f: fn(&crate::engine::GroupStats) -> u64| stats.iter().map(f).sum::<u64>();
+            eprintln!(
+                "  {:>3}s  {} enqueued, {} succeeded, {} retried, {} dead-lettered, {} quarantined",
+                started.elapsed().as_secs(),
+                demo.enqueued(),
+                sum(|g| g.succeeded),
+                sum(|g| g.retried),
+                sum(|g| g.dead_lettered),
+                sum(|g| g.quarantined)
+            );
+        }
+    }
+    let ran_for = started.elapsed();
+    eprintln!("bw demo: stopping the workers ({} grace for running handlers)", super::output::compact_duration(GRACE));
+    Ok((demo.stop(GRACE), ran_for))
+}
+
+/// What the run left in the store, and where to look next.
+#[derive(Debug, Serialize)]
+struct Summary {
+    store: String,
+    seconds: f64,
+    enqueued: u64,
+    /// Jobs by queue, then state (command-line spelling).
+    by_queue: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    dead_lettered: Vec<Group>,
+    quarantined: Vec<Group>,
+    charges: usize,
+    double_charges: usize,
+    abandoned: u64,
+    explore: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Group {
+    count: u64,
+    wire_name: String,
+    /// The cause fingerprint for dead-letters; the reason for quarantines.
+    cause: String,
+}
+
+impl Summary {
+    fn new(store: &Store, path: &Path, report: &DemoReport, ran_for: Duration) -> Result<Self, CliError> {
+        let counts = store.counts()?;
+        let by_queue = counts
+            .by_queue
+            .iter()
+            .map(|(q, states)| (q.clone(), states.iter().map(|(s, n)| (s.as_str(), *n)).collect()))
+            .collect();
+        let dead_lettered = store
+            .cause_groups(10)?
+            .into_iter()
+            .map(|g| Group { count: g.count, wire_name: g.wire_name, cause: g.fingerprint })
+            .collect();
+        let quarantined = store
+            .quarantine_groups()?
+            .into_iter()
+            .map(|g| Group { count: g.count, wire_name: g.wire_name, cause: g.reason.as_str().to_string() })
+            .collect();
+        let db = shell_quote(&path.display().to_string()).into_owned();
+        let explore = vec![
+            format!("bw --db {db} top"),
+            format!("bw --db {db} stats"),
+            format!("bw --db {db} jobs list --state dead-lettered"),
+            format!("bw --db {db} jobs list --state quarantined"),
+            format!("bw --db {db} jobs list --state dead-lettered --wire-name flaky"),
+            format!("bw --db {db} log tail -n 30"),
+            format!("bw --db {db} jobs show ID --detail"),
+            format!("bw --db {db} requeue --state dead-lettered --wire-name flaky"),
+        ];
+        Ok(Summary {
+            store: path.display().to_string(),
+            seconds: (ran_for.as_secs_f64() * 10.0).round() / 10.0,
+            enqueued: report.enqueued,
+            by_queue,
+            dead_lettered,
+            quarantined,
+            charges: report.charges,
+            double_charges: report.double_charges,
+            abandoned: report.abandoned,
+            explore,
+        })
+    }
+}
+
+impl Render for Summary {
+    fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
+        writeln!(
+            out,
+            "BackWave demo: {} jobs enqueued in {:.0} s on {}\n",
+            thousands(self.enqueued),
+            self.seconds,
+            sanitize(&self.store)
+        )?;
+        let mut headers = vec!["QUEUE"];
+        headers.extend(JobState::ALL.iter().map(|s| s.as_str()));
+        headers.push("total");
+        let upper: Vec<String> = headers.iter().map(|h| h.to_uppercase()).collect();
+        let mut table = Table::new(&upper.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut totals = [0u64; 7];
+        let row = |name: &str, ns: &[u64]| -> Vec<Cell> {
+            let mut cells = vec![Cell::from(sanitize(name).into_owned())];
+            for (i, n) in ns.iter().enumerate() {
+                let style = JobState::ALL.get(i).filter(|_| *n > 0).map(|s| state_style(*s)).unwrap_or_default();
+                cells.push(Cell::styled(format!("{:>w$}", thousands(*n), w = upper[i + 1].len()), style));
+            }
+            cells
+        };
+        for (queue, states) in &self.by_queue {
+            let mut ns: Vec<u64> = JobState::ALL.iter().map(|s| states.get(s.as_str()).copied().unwrap_or(0)).collect();
+            ns.push(ns.iter().sum());
+            for (t, n) in totals.iter_mut().zip(&ns) {
+                *t += n;
+            }
+            table.row(row(queue, &ns));
+        }
+        table.row(row("total", &totals));
+        table.write(out, term)?;
+
+        writeln!(out, "\nDead-lettered (it ran and kept failing), by cause:")?;
+        write_groups(out, &self.dead_lettered)?;
+        writeln!(out, "\nQuarantined (it never ran: deploy drift), by reason:")?;
+        write_groups(out, &self.quarantined)?;
+        writeln!(
+            out,
+            "\ncharge-card's idempotency ledger: {} cards charged, {} charged twice.",
+            thousands(self.charges as u64),
+            self.double_charges
+        )?;
+        if self.abandoned > 0 {
+            writeln!(
+                out,
+                "{} handler(s) still running at the end were left to their leases, as on a host shutdown: \
+                 the next worker runs them again.",
+                self.abandoned
+            )?;
+        }
+        writeln!(out, "\nExplore the result (ID: any id from a list):")?;
+        for cmd in &self.explore {
+            writeln!(out, "  {}", sanitize(cmd))?;
+        }
+        Ok(())
+    }
+}
+
+fn write_groups(out: &mut dyn Write, groups: &[Group]) -> io::Result<()> {
+    if groups.is_empty() {
+        return writeln!(out, "  (none yet)");
+    }
+    let w = groups.iter().map(|g| super::output::width(&sanitize(&g.wire_name))).max().unwrap_or(0);
+    for g in groups {
+        let name = sanitize(&g.wire_name);
+        let pad = w.saturating_sub(super::output::width(&name));
+        writeln!(out, "  {:>5}  {name}{}  {}", thousands(g.count), " ".repeat(pad), sanitize(&g.cause))?;
+    }
+    Ok(())
 }

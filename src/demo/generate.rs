@@ -532,10 +532,10 @@ const LEASE_MS: Millis = 60_000;
 // ---------------------------------------------------------------------------------------------
 
 /// A SplitMix64: tiny, fast and the same on every platform, so a seed names one store.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -543,20 +543,20 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((self.next() as u128 * n as u128) >> 64) as u64
     }
-    fn range(&mut self, (lo, hi): (i64, i64)) -> i64 {
+    pub(crate) fn range(&mut self, (lo, hi): (i64, i64)) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
     }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len() as u64) as usize]
     }
     /// Index `i` with weight 1/(i+1): a few causes dominate, as in real failure data.
-    fn zipf(&mut self, n: usize) -> usize {
+    pub(crate) fn zipf(&mut self, n: usize) -> usize {
         let total: f64 = (1..=n).map(|i| 1.0 / i as f64).sum();
         let mut x = self.unit() * total;
         for i in 0..n {

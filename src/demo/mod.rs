@@ -1,5 +1,10 @@
-//! Sample material for newcomers and benchmarks: the handlers `bw demo` runs (a readable
-//! example of the engine's API, to copy when starting a worker) and the large-store generator
-//! behind the hidden `bw generate`. Nothing here is used by the engine itself.
+//! Sample material for newcomers and benchmarks: the handlers and worker groups `bw demo` runs
+//! (a readable example of the engine's API, the file to copy when starting a worker), the demo
+//! runner, and the large-store generator behind the hidden `bw generate`. The engine never
+//! depends on anything here.
 
 pub mod generate;
+pub mod handlers;
+pub mod run;
+
+pub use run::{Demo, DemoOptions, DemoReport, Sample};

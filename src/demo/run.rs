@@ -1,0 +1,316 @@
+//! `bw demo` at work: the seed's two worker groups and a crashing node running in this process,
+//! and a steady mix of jobs enqueued at a rate, including jobs no handler can take, until told
+//! to stop. The store must already exist; the command line decides which file and prints.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::generate::Rng;
+use super::handlers::{self, ChargeCard, ChargeLedger, ExportReport, ResizeImage, SendEmail, SyncInventory, Wedge};
+use crate::engine::{Engine, EngineHandle, Enqueue, GroupStats, Registry};
+use crate::error::Result;
+use crate::model::{JobId, NewJob};
+use crate::store::Store;
+
+/// How the demo runs.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    pub db: PathBuf,
+    /// Jobs enqueued per second, after a first round of one job of each kind.
+    pub rate: f64,
+    /// The operator the demo's own cancel is recorded under.
+    pub actor: String,
+    /// Seed of the mix.
+    pub seed: u64,
+}
+
+/// What the demo did, for its summary.
+#[derive(Clone, Debug, Default)]
+pub struct DemoReport {
+    pub enqueued: u64,
+    /// Handlers still running when the workers stopped: left to lapse, as a host shutdown does.
+    pub abandoned: u64,
+    /// charge-card's idempotency ledger: keys charged, and keys charged more than once.
+    pub charges: usize,
+    pub double_charges: usize,
+    pub groups: Vec<GroupStats>,
+    /// Errors of the enqueuer or the crashing node (the engine's own are in `groups`).
+    pub errors: Vec<String>,
+}
+
+/// The kinds of job the demo enqueues: one for each path through BackWave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sample {
+    /// Quick successes.
+    SendEmail,
+    SyncInventory,
+    /// Succeeds on attempt 3, charged once.
+    ChargeCard,
+    ResizeImage,
+    /// Panics on every attempt: Dead-Lettered by panic.
+    ResizeImageZeroWidth,
+    /// Several seconds, lease renewed by heartbeat.
+    ExportReport,
+    /// Always fails: Dead-Lettered by error.
+    Flaky,
+    /// Due in ten minutes: stays Scheduled.
+    Reminder,
+    /// A wire name no worker handles: Quarantined (no-handler).
+    LegacyReport,
+    /// A charge-card payload of an older shape: Quarantined (undecodable-payload).
+    ChargeCardDrifted,
+    /// A charge-card payload that is not even UTF-8: Quarantined (undecodable-payload).
+    ChargeCardGarbage,
+    /// Wedges on the crashing node: Dead-Lettered by lapsed lease.
+    Wedge,
+}
+
+impl Sample {
+    /// The mix, by weight: mostly work that succeeds, as in a healthy system.
+    pub const MIX: [(Sample, u32); 12] = [
+        (Sample::SendEmail, 24),
+        (Sample::SyncInventory, 10),
+        (Sample::ChargeCard, 12),
+        (Sample::ResizeImage, 12),
+        (Sample::ResizeImageZeroWidth, 3),
+        (Sample::ExportReport, 2),
+        (Sample::Flaky, 5),
+        (Sample::Reminder, 4),
+        (Sample::LegacyReport, 3),
+        (Sample::ChargeCardDrifted, 2),
+        (Sample::ChargeCardGarbage, 1),
+        (Sample::Wedge, 1),
+    ];
+}
+
+/// A running demo. [`Demo::stop`] stops everything cleanly.
+pub struct Demo {
+    engine: EngineHandle,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    ledger: Arc<ChargeLedger>,
+    enqueued: Arc<AtomicU64>,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Demo {
+    /// Start the workers, the crashing node and the enqueuer on the store at `opts.db`.
+    pub fn start(opts: &DemoOptions) -> Result<Demo> {
+        // Seed 000's Program.cs: two groups, one registry of handlers.
+        let ledger = Arc::new(ChargeLedger::default());
+        let mut backwave = Engine::new(&opts.db, handlers::registry(Arc::clone(&ledger)));
+        backwave.add_worker_group(handlers::strict_priority()?);
+        backwave.add_worker_group(handlers::weighted_fair()?);
+        let engine = backwave.start()?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let enqueued = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::new();
+        {
+            let (db, stop, errors) = (opts.db.clone(), Arc::clone(&stop), Arc::clone(&errors));
+            threads.push(spawn("bw-demo-node", move || {
+                if let Err(e) = crashing_node(&db, &stop) {
+                    note(&errors, format!("crashing node: {e}"));
+                }
+            }));
+        }
+        {
+            let (opts, stop, enqueued, errors) =
+                (opts.clone(), Arc::clone(&stop), Arc::clone(&enqueued), Arc::clone(&errors));
+            let registry = handlers::registry(Arc::clone(&ledger));
+            threads.push(spawn("bw-demo-enqueue", move || {
+                if let Err(e) = enqueue_loop(&opts, &registry, &stop, &enqueued) {
+                    note(&errors, format!("enqueue: {e}"));
+                }
+            }));
+        }
+        Ok(Demo { engine, stop, threads, ledger, enqueued, errors })
+    }
+
+    /// Each group's counters so far.
+    pub fn stats(&self) -> Vec<GroupStats> {
+        self.engine.stats()
+    }
+
+    pub fn enqueued(&self) -> u64 {
+        self.enqueued.load(Ordering::Relaxed)
+    }
+
+    /// Stop enqueuing, kill the crashing node, and shut the workers down with `grace` for the
+    /// handlers still running (the rest are left to lapse, as on a real host shutdown).
+    pub fn stop(self, grace: Duration) -> DemoReport {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let groups = self.engine.stats();
+        let shutdown = self.engine.shutdown(grace);
+        let (charges, double_charges) = self.ledger.totals();
+        let errors = std::mem::take(&mut *self.errors.lock().unwrap_or_else(|p| p.into_inner()));
+        DemoReport {
+            enqueued: self.enqueued.load(Ordering::Relaxed),
+            abandoned: shutdown.abandoned,
+            charges,
+            double_charges,
+            groups,
+            errors,
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new().name(name.into()).spawn(f).expect("spawn a demo thread")
+}
+
+fn note(errors: &Mutex<Vec<String>>, e: String) {
+    errors.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+}
+
+/// Sleep up to `d`, waking early when asked to stop. Returns false when stopping.
+fn nap(stop: &AtomicBool, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while !stop.load(Ordering::SeqCst) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+    false
+}
+
+/// A worker process that keeps dying mid-job: start it, let it claim, drop it without grace.
+/// Its handlers' results are never reported, so their leases lapse and the seed groups reap
+/// them as failed attempts.
+fn crashing_node(db: &Path, stop: &AtomicBool) -> Result<()> {
+    while !stop.load(Ordering::SeqCst) {
+        let mut node = Engine::new(db, handlers::crashing_node_registry());
+        node.add_worker_group(handlers::crashing_node()?);
+        let running = node.start()?;
+        let born = Instant::now();
+        while running.stats().iter().all(|g| g.claimed == 0) && born.elapsed() < Duration::from_secs(2) {
+            if !nap(stop, Duration::from_millis(50)) {
+                break;
+            }
+        }
+        nap(stop, Duration::from_millis(200));
+        // The node dies: no grace, nothing reported for the wedged handlers.
+        running.shutdown(Duration::ZERO);
+    }
+    Ok(())
+}
+
+/// A first round of one job of each kind (so every path shows within seconds), then the mix
+/// at `rate` per second. A few seconds in, the demo's operator cancels a reminder.
+fn enqueue_loop(opts: &DemoOptions, registry: &Registry, stop: &AtomicBool, count: &AtomicU64) -> Result<()> {
+    let store = Store::open(&opts.db)?;
+    let mut rng = Rng(opts.seed);
+    let mut n = 0u64;
+    let mut reminder: Option<JobId> = None;
+    for (sample, _) in Sample::MIX {
+        let id = enqueue(&store, registry, sample, n, &mut rng)?;
+        if sample == Sample::Reminder {
+            reminder = Some(id);
+        }
+        n += 1;
+        count.store(n, Ordering::Relaxed);
+    }
+    let total: u32 = Sample::MIX.iter().map(|(_, w)| w).sum();
+    let started = Instant::now();
+    let rate = opts.rate.max(0.0);
+    let mut sent = 0u64;
+    while nap(stop, Duration::from_millis(50)) {
+        let elapsed = started.elapsed();
+        if let Some(id) = reminder.filter(|_| elapsed > Duration::from_secs(2)) {
+            // An operator changes their mind: Cancelled, with the actor in the log.
+            store.cancel(&opts.actor, &[id])?;
+            reminder = None;
+        }
+        let due = (elapsed.as_secs_f64() * rate) as u64;
+        while sent < due {
+            let mut pick = rng.below(u64::from(total)) as u32;
+            let sample = Sample::MIX
+                .iter()
+                .find(|(_, w)| {
+                    let hit = pick < *w;
+                    pick = pick.saturating_sub(*w);
+                    hit
+                })
+                .map_or(Sample::SendEmail, |(s, _)| *s);
+            enqueue(&store, registry, sample, n, &mut rng)?;
+            sent += 1;
+            n += 1;
+            count.store(n, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+const TENANTS: [&str; 4] = ["acme", "globex", "initech", "umbrella"];
+
+/// Enqueue one job of `sample`. Jobs of registered wire names go through the registry (their
+/// queue and payload type come from the registration); the broken ones are written the way a
+/// stale client or an older deploy would write them.
+fn enqueue(store: &Store, registry: &Registry, sample: Sample, n: u64, rng: &mut Rng) -> Result<JobId> {
+    let tenant = rng.pick(&TENANTS);
+    match sample {
+        Sample::SendEmail => registry
+            .job("send-email", &SendEmail { to: format!("user{n}@example.com"), subject: "your receipt".into() })?
+            .label("tenant", tenant)
+            .enqueue(store),
+        Sample::Reminder => registry
+            .job("send-email", &SendEmail { to: format!("user{n}@example.com"), subject: "still there?".into() })?
+            .label("tenant", tenant)
+            .label("kind", "reminder")
+            .due_in(Duration::from_secs(600))
+            .enqueue(store),
+        Sample::SyncInventory => registry
+            .job("sync-inventory", &SyncInventory { warehouse: format!("wh-{}", rng.below(9) + 1) })?
+            .enqueue(store),
+        Sample::ChargeCard => registry
+            .job(
+                "charge-card",
+                &ChargeCard {
+                    card_token: format!("tok_{:08x}", rng.next() as u32),
+                    amount_cents: 100 + rng.below(9900),
+                },
+            )?
+            .label("tenant", tenant)
+            .enqueue(store),
+        Sample::ResizeImage => registry
+            .job(
+                "resize-image",
+                &ResizeImage { image: format!("img-{n}.png"), width: 640 + rng.below(1280) as u32, height: 480 },
+            )?
+            .enqueue(store),
+        Sample::ResizeImageZeroWidth => registry
+            .job("resize-image", &ResizeImage { image: format!("broken-{n}.png"), width: 0, height: 480 })?
+            .enqueue(store),
+        Sample::ExportReport => registry
+            .job("export-report", &ExportReport { report: format!("report-{n}"), steps: 3 + rng.below(4) as u32 })?
+            .label("tenant", tenant)
+            .enqueue(store),
+        Sample::Flaky => registry.enqueue(store, "flaky", rng.pick(&["nightly", "hourly", "daily"])),
+        Sample::LegacyReport => {
+            Enqueue::new("legacy-report", "low", &json!({ "report": format!("archive-{n}") }))?.enqueue(store)
+        }
+        Sample::ChargeCardDrifted => Enqueue::new(
+            "charge-card",
+            "critical",
+            // The old shape: a decimal string amount where the handler now takes cents.
+            &json!({ "card_token": format!("tok_{:08x}", rng.next() as u32), "amount": "12.50" }),
+        )?
+        .label("tenant", tenant)
+        .enqueue(store),
+        Sample::ChargeCardGarbage => {
+            store.enqueue(&NewJob::new("charge-card", "critical", vec![0xff, 0xfe, 0x00, 0xc3, 0x28, 0x9f, 0x92, 0x96]))
+        }
+        Sample::Wedge => Enqueue::new("wedge", "fragile", &Wedge { note: format!("wedge-{n}") })?.enqueue(store),
+    }
+}
