@@ -497,7 +497,7 @@ impl App {
             Some(t) => now - t >= self.cfg.interval.as_millis() as Millis,
         };
         if self.dirty || due {
-            self.outbox.push(Request::Refresh(self.query()));
+            self.outbox.push(Request::Refresh(Box::new(self.query())));
             self.in_flight = Some(now);
             self.dirty = false;
             self.last_refresh = Some(now);

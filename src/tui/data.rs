@@ -197,7 +197,7 @@ pub struct Report {
 /// Work for the background thread.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
-    Refresh(Query),
+    Refresh(Box<Query>),
     Preview { op: Op, target: Target },
     Run { op: Op, target: Target },
 }

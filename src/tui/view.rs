@@ -145,7 +145,7 @@ fn too_small(area: Rect, buf: &mut Buffer) {
     Paragraph::new(text)
         .alignment(ratatui::layout::Alignment::Center)
         .wrap(Wrap { trim: true })
-        .render(Rect { y, height: area.height.min(3).max(1), ..area }, buf);
+        .render(Rect { y, height: area.height.clamp(1, 3), ..area }, buf);
 }
 
 impl App {
@@ -315,8 +315,7 @@ impl App {
         t: &Theme,
         area: Rect,
         buf: &mut Buffer,
-        header: &[&str],
-        widths: &[Constraint],
+        (header, widths): (&[&str], &[Constraint]),
         rows: Vec<Row<'static>>,
         selected: Option<usize>,
     ) {
@@ -448,7 +447,7 @@ impl App {
                     .collect(),
             ),
         };
-        self.table(t, area, buf, &header, &widths, rows, sel);
+        self.table(t, area, buf, (&header, &widths), rows, sel);
     }
 
     fn header_only(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
@@ -485,8 +484,10 @@ impl App {
             t,
             area,
             buf,
-            &["  COUNT", "FIRST SEEN", "LAST SEEN", "WIRE NAME", "CAUSE (normalised)"],
-            &[len(7), len(10), len(10), len(18), Constraint::Fill(1)],
+            (
+                &["  COUNT", "FIRST SEEN", "LAST SEEN", "WIRE NAME", "CAUSE (normalised)"],
+                &[len(7), len(10), len(10), len(18), Constraint::Fill(1)],
+            ),
             rows,
             sel,
         );
@@ -527,8 +528,10 @@ impl App {
             t,
             area,
             buf,
-            &["  COUNT", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST SEEN", "CAUSE (latest)"],
-            &[len(7), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
+            (
+                &["  COUNT", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST SEEN", "CAUSE (latest)"],
+                &[len(7), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
+            ),
             rows,
             sel,
         );
@@ -587,15 +590,17 @@ impl App {
             t,
             area,
             buf,
-            &[
-                " QUEUE",
-                "    TOTAL",
-                "BY STATE",
-                "  SCHED    RUN     OK   DEAD  QUAR.   CANC",
-                "DONE/MIN",
-                "OLDEST DUE",
-            ],
-            &[len(12), len(9), len(BAR as u16), len(42), len(10), Constraint::Fill(1)],
+            (
+                &[
+                    " QUEUE",
+                    "    TOTAL",
+                    "BY STATE",
+                    "  SCHED    RUN     OK   DEAD  QUAR.   CANC",
+                    "DONE/MIN",
+                    "OLDEST DUE",
+                ],
+                &[len(12), len(9), len(BAR as u16), len(42), len(10), Constraint::Fill(1)],
+            ),
             rows,
             sel,
         );
@@ -635,8 +640,10 @@ impl App {
             t,
             area,
             buf,
-            &["TIME (UTC)", "JOB", "FROM", "TO", "ATT", "WORKER / ACTOR", "REASON"],
-            &[len(12), len(8), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
+            (
+                &["TIME (UTC)", "JOB", "FROM", "TO", "ATT", "WORKER / ACTOR", "REASON"],
+                &[len(12), len(8), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
+            ),
             visible,
             sel,
         );
