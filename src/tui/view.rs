@@ -780,7 +780,9 @@ impl App {
                 Span::raw(clean(h.reason.as_deref().unwrap_or(""), 200)),
             ]));
         }
-        Paragraph::new(lines).scroll((d.scroll, 0)).render(inner, buf);
+        // j/k and End may ask past the end: stop at the last screenful.
+        let last = (lines.len() as u16).saturating_sub(inner.height);
+        Paragraph::new(lines).scroll((d.scroll.min(last), 0)).render(inner, buf);
     }
 
     /// The job's delay table, the wait before its next attempt marked `[ ]`.
@@ -972,9 +974,9 @@ fn confirm(t: &Theme, p: &super::data::Preview, area: Rect, buf: &mut Buffer) {
 fn help(t: &Theme, area: Rect, buf: &mut Buffer) {
     let mut lines: Vec<Line> = keymap::HELP
         .iter()
-        .map(|(k, what)| Line::from(vec![Span::styled(format!("{k:<24}"), t.heading()), Span::raw(*what)]))
+        .map(|(k, what)| Line::from(vec![Span::styled(format!("{k:<20}"), t.heading()), Span::raw(*what)]))
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::styled("--read-only disables r, x and e.  Any key closes this help.", t.dim()));
+    lines.push(Line::styled("--read-only disables r, x and e. Any key closes this help.", t.dim()));
     popup(t, area, buf, "keys", lines, None);
 }

@@ -134,3 +134,20 @@ fn e2e_sigterm_restores_the_terminal() {
     assert!(!t.alternate_screen_on(), "SIGTERM left the alternate screen:\n{s}");
     assert!(s.contains("READY$"));
 }
+
+#[test]
+fn e2e_ctrl_c_quits_from_a_dialog_and_restores_the_terminal() {
+    let f = Fixture::with_jobs();
+    let path = f.store.path().to_path_buf();
+    let bin = env!("CARGO_BIN_EXE_bw");
+    let t = Tmux::start("ctrlc", 80, 24);
+    t.wait_for("READY$");
+    t.send(&[&format!("NO_COLOR=1 {bin} --db {} top --read-only; echo TOP_EXITED_$?", path.display()), "Enter"]);
+    t.wait_for("1 Dead-Lettered");
+    t.send(&["?"]);
+    t.wait_for("this help");
+    t.send(&["C-c"]);
+    let s = t.wait_for("TOP_EXITED_0");
+    assert!(!t.alternate_screen_on(), "Ctrl-C left the alternate screen:\n{s}");
+    assert_eq!(f.store.counts().unwrap().total(JobState::DeadLettered), 4, "read-only changed nothing");
+}
