@@ -128,7 +128,7 @@ impl Engine {
         install_panic_hook();
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
-        let mut handle = EngineHandle { groups: Vec::new(), wakers: Vec::new() };
+        let mut handle = EngineHandle { groups: Vec::new(), wakers: Vec::new(), registry: Arc::clone(&self.registry) };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
             let worker_id: Arc<str> = Arc::from(JobId::new().to_string());
@@ -258,6 +258,7 @@ struct GroupHandle {
 pub struct EngineHandle {
     groups: Vec<GroupHandle>,
     wakers: Vec<Sender<Done>>,
+    registry: Arc<Registry>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -275,6 +276,11 @@ pub struct ShutdownReport {
 }
 
 impl EngineHandle {
+    /// The handlers this engine runs: enqueue typed jobs with it while the engine serves.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Each group's worker id (as in the store's worker registry and transition log).
     pub fn worker_ids(&self) -> Vec<(String, String)> {
         self.groups.iter().map(|g| (g.name.clone(), g.worker_id.clone())).collect()
