@@ -677,3 +677,30 @@ fn failure_detail_holds_the_error_type_message_and_source_chain() {
     assert_eq!(detail.message, "the card gateway failed");
     assert_eq!(detail.chain, ["connection refused"]);
 }
+
+#[test]
+fn heartbeats_keep_the_lease_of_a_handler_that_runs_longer_than_it() {
+    let t = test_store();
+    let mut registry = Registry::new();
+    registry
+        .handle::<u64>("slow", |ms, _| {
+            std::thread::sleep(Duration::from_millis(ms));
+            Ok(())
+        })
+        .queue("q");
+    let id = registry.enqueue(&t.store, "slow", &1500u64).unwrap();
+    let mut engine = Engine::new(&t.path, registry);
+    engine.add_worker_group(WorkerGroup { lease: Duration::from_millis(300), ..group("g", strict("q"), 3) });
+    let running = engine.start().unwrap();
+    // A second worker reaping every 20 ms finds nothing lapsed while the first one heartbeats.
+    let mut watcher = Engine::new(&t.path, noop_registry(&["other"]));
+    watcher.add_worker_group(group("watcher", strict("other"), 3));
+    let watching = watcher.start().unwrap();
+    let j = wait_terminal(&t.store, id);
+    let reaped = watching.stats()[0].reaped;
+    watching.shutdown(Duration::from_secs(1));
+    running.shutdown(Duration::from_secs(1));
+    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1));
+    assert_eq!(reaped, 0);
+    assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
+}
