@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use backwave::store::{
-    CancelResult, ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, RequeueResult, LEASE_EXPIRED,
+    CancelResult, ClaimRequest, Completion, Fenced, JobFilter, LeaseStatus, Outcome, RequeueResult, LEASE_EXPIRED,
 };
 use backwave::{
     Backoff, Clock, DetailStatus, Error, FailureDetail, JobId, JobState, Millis, NewJob, QuarantineReason, RetryPolicy,
@@ -62,15 +62,53 @@ enum Act {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue { queue: usize, delay_ms: u32 },
-    Claim { worker: usize, queues: Vec<usize>, limit: usize, lease_ms: u32 },
-    Heartbeat { worker: Option<usize>, pick: usize, skew: i8, lease_ms: u32 },
-    Complete { worker: Option<usize>, pick: usize, skew: i8, act: Act },
-    Advance { ms: u32 },
+    Enqueue {
+        queue: usize,
+        delay_ms: u32,
+    },
+    Claim {
+        worker: usize,
+        queues: Vec<usize>,
+        limit: usize,
+        lease_ms: u32,
+    },
+    Heartbeat {
+        worker: Option<usize>,
+        pick: usize,
+        skew: i8,
+        lease_ms: u32,
+    },
+    Complete {
+        worker: Option<usize>,
+        pick: usize,
+        skew: i8,
+        act: Act,
+    },
+    Advance {
+        ms: u32,
+    },
     Reap,
-    Requeue { pick: usize, permitted: bool },
-    Cancel { pick: usize, permitted: bool },
-    Sweep { age_ms: u32 },
+    Requeue {
+        pick: usize,
+        permitted: bool,
+    },
+    Cancel {
+        pick: usize,
+        permitted: bool,
+    },
+    Sweep {
+        age_ms: u32,
+    },
+    /// `bw purge`: the sweep on demand, with a permission check.
+    Purge {
+        age_ms: u32,
+        permitted: bool,
+    },
+    /// `bw requeue --state …`: every Dead-Lettered and/or Quarantined job.
+    RequeueAll {
+        states: Vec<JobState>,
+        permitted: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -95,6 +133,16 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<usize>(), prop_oneof![5 => Just(true), 1 => Just(false)]).prop_map(|(pick, permitted)| Op::Requeue { pick, permitted }),
         2 => (any::<usize>(), prop_oneof![5 => Just(true), 1 => Just(false)]).prop_map(|(pick, permitted)| Op::Cancel { pick, permitted }),
         1 => (0..60_000u32).prop_map(|age_ms| Op::Sweep { age_ms }),
+        1 => (0..60_000u32, prop_oneof![5 => Just(true), 1 => Just(false)]).prop_map(|(age_ms, permitted)| Op::Purge { age_ms, permitted }),
+        1 => (
+            prop_oneof![
+                Just(vec![JobState::DeadLettered]),
+                Just(vec![JobState::Quarantined]),
+                Just(vec![JobState::DeadLettered, JobState::Quarantined])
+            ],
+            prop_oneof![5 => Just(true), 1 => Just(false)]
+        )
+            .prop_map(|(states, permitted)| Op::RequeueAll { states, permitted }),
     ]
 }
 
@@ -507,6 +555,45 @@ impl Harness {
                     }
                 }
                 assert_eq!(n, expected, "retention sweep deleted");
+            }
+            Op::Purge { age_ms, permitted } => {
+                let cutoff = now - *age_ms as Millis;
+                let actor = if *permitted { OPERATOR } else { STRANGER };
+                let result = self.store.purge(actor, cutoff, |_| {});
+                if !permitted {
+                    assert!(matches!(result, Err(Error::PermissionDenied { .. })), "{result:?}");
+                    return;
+                }
+                let mut expected = 0;
+                for j in self.jobs.iter_mut().filter(|j| !j.deleted && j.state.is_terminal()) {
+                    if j.finished_at.unwrap() < cutoff {
+                        j.deleted = true;
+                        expected += 1;
+                    }
+                }
+                assert_eq!(result.unwrap(), expected, "purge deleted");
+            }
+            Op::RequeueAll { states, permitted } => {
+                let actor = if *permitted { OPERATOR } else { STRANGER };
+                let filter = JobFilter { states: states.clone(), ..Default::default() };
+                let result = self.store.requeue_matching(actor, &filter, |_| {});
+                if !permitted {
+                    assert!(matches!(result, Err(Error::PermissionDenied { .. })), "{result:?}");
+                    return;
+                }
+                let mut expected = 0;
+                // In log order: the store requeues in its own order, the model compares per job.
+                for j in self.jobs.iter_mut().filter(|j| !j.deleted && states.contains(&j.state)) {
+                    expected += 1;
+                    j.attempt = 0;
+                    j.due_at = now;
+                    j.finished_at = None;
+                    j.cause = None;
+                    j.quarantine = None;
+                    j.cancel_by = None;
+                    j.entry(now, JobState::Scheduled).actor = Some(OPERATOR.into());
+                }
+                assert_eq!(result.unwrap(), expected, "bulk requeue of {states:?}");
             }
         }
     }
