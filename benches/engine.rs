@@ -81,7 +81,7 @@ fn drain(path: &Path, store: &Store, n: usize, workers: usize) -> f64 {
     let rate = n as f64 / start.elapsed().as_secs_f64();
     for r in running {
         let stats = r.stats();
-        assert!(stats.iter().all(|s| s.store_errors == 0), "store errors while draining: {stats:?}");
+        assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
         r.shutdown(Duration::from_secs(5));
     }
     rate

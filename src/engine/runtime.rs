@@ -175,7 +175,16 @@ impl Engine {
             };
             let thread = std::thread::Builder::new()
                 .name(format!("bw-{}-dispatch", cfg.name))
-                .spawn(move || dispatcher.run())
+                .spawn({
+                    let stats = Arc::clone(&stats);
+                    move || {
+                        // A bug here must not vanish silently: the group stops, and says why
+                        // in its stats (its registry row goes stale, its leases lapse).
+                        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| dispatcher.run())) {
+                            stats.failed(&format!("the dispatcher stopped: {}", panic_message(&*panic)));
+                        }
+                    }
+                })
                 .map_err(|e| Error::InvalidInput(format!("cannot start the dispatcher thread: {e}")))?;
             handle.wakers.push(done_tx);
             handle.groups.push(GroupHandle {
@@ -208,8 +217,8 @@ pub struct GroupStats {
     pub reaped: u64,
     /// Running handlers when the group stopped, left to lapse.
     pub abandoned: u64,
-    /// Store errors the dispatcher retried through.
-    pub store_errors: u64,
+    /// Store errors the dispatcher retried through, or its own stop on a bug.
+    pub errors: u64,
     pub last_error: Option<String>,
 }
 
@@ -224,7 +233,7 @@ struct Counters {
     fenced_out: AtomicU64,
     reaped: AtomicU64,
     abandoned: AtomicU64,
-    store_errors: AtomicU64,
+    errors: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -234,8 +243,12 @@ impl Counters {
     }
 
     fn error(&self, e: &Error) {
-        Self::add(&self.store_errors, 1);
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        self.failed(&e.to_string());
+    }
+
+    fn failed(&self, why: &str) {
+        Self::add(&self.errors, 1);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
     }
 }
 
@@ -304,7 +317,7 @@ impl EngineHandle {
                     fenced_out: get(&s.fenced_out),
                     reaped: get(&s.reaped),
                     abandoned: get(&s.abandoned),
-                    store_errors: get(&s.store_errors),
+                    errors: get(&s.errors),
                     last_error: s.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 }
             })
@@ -715,13 +728,7 @@ fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
         Ok(Ok(())) => return Outcome::Succeeded,
         Ok(Err(e)) => e,
         Err(panic) => {
-            let message = if let Some(s) = panic.downcast_ref::<&str>() {
-                (*s).to_string()
-            } else if let Some(s) = panic.downcast_ref::<String>() {
-                s.clone()
-            } else {
-                "the handler panicked with a non-string payload".to_string()
-            };
+            let message = panic_message(&*panic);
             let trace = PANIC_TRACE.with(|t| t.borrow_mut().take());
             HandlerError::panic(message, trace)
         }
@@ -734,6 +741,17 @@ fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
     }
     let message = error.message().to_string();
     Outcome::Failed { message, detail: capture.then(|| error.into_detail()) }
+}
+
+/// The message of a panic payload (`panic!("...")` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panicked with a non-string payload".to_string()
+    }
 }
 
 fn hostname() -> String {
