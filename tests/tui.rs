@@ -476,6 +476,15 @@ fn screen_80x24_is_usable_and_60x15_says_why_not() {
     // And back: a resize never loses the place.
     app.update(Action::Resize(80, 24));
     assert!(screen(&f, &app).contains("Dead-Lettered"));
+    // Every view at 80x24 keeps its first column and the footer's essentials.
+    for (v, first_column) in [(1, "ID"), (2, "COUNT"), (3, "ID"), (4, "ID"), (5, "QUEUE"), (6, "TIME (UTC)")] {
+        keys(&mut app, &f, &v.to_string());
+        let s = screen(&f, &app);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 24);
+        assert!(lines[5].trim_start().starts_with(first_column), "view {v}:\n{s}");
+        assert!(lines[23].contains("? help") && lines[23].contains("q quit"), "view {v}:\n{s}");
+    }
 }
 
 #[test]

@@ -545,7 +545,9 @@ impl App {
         }
         let now = self.now;
         let biggest = s.counts.by_queue.values().map(|m| m.values().sum::<u64>()).max().unwrap_or(1).max(1);
-        const BAR: usize = 24;
+        // Per-state numbers when there is room (120 columns); at 80 the coloured bar says it.
+        let numbers_shown = area.width >= 110;
+        const BAR: usize = 20;
         let sel = (self.vs().selected as usize).checked_sub(self.vs().offset as usize);
         let rows = s
             .counts
@@ -567,7 +569,7 @@ impl App {
                 }
                 let numbers = JobState::ALL
                     .iter()
-                    .map(|st| format!("{:>7}", thousands(m.get(st).copied().unwrap_or(0))))
+                    .map(|st| format!("{:>8}", thousands(m.get(st).copied().unwrap_or(0))))
                     .collect::<Vec<_>>()
                     .join("");
                 let oldest = match s.oldest_due.get(queue) {
@@ -580,7 +582,7 @@ impl App {
                     Cell::from(format!("{}{}", pointer(sel == Some(i)), clean(queue, 11))),
                     Cell::from(format!("{:>9}", thousands(total))),
                     Cell::from(Line::from(bar_spans)),
-                    Cell::from(numbers),
+                    Cell::from(if numbers_shown { numbers } else { String::new() }),
                     Cell::from(rate),
                     Cell::from(oldest),
                 ])
@@ -595,11 +597,18 @@ impl App {
                     " QUEUE",
                     "    TOTAL",
                     "BY STATE",
-                    "  SCHED    RUN     OK   DEAD  QUAR.   CANC",
+                    if numbers_shown { "   SCHED     RUN      OK    DEAD   QUAR.    CANC" } else { "" },
                     "DONE/MIN",
                     "OLDEST DUE",
                 ],
-                &[len(12), len(9), len(BAR as u16), len(42), len(10), Constraint::Fill(1)],
+                &[
+                    len(12),
+                    len(9),
+                    len(BAR as u16),
+                    len(if numbers_shown { 48 } else { 0 }),
+                    len(9),
+                    Constraint::Fill(1),
+                ],
             ),
             rows,
             sel,
