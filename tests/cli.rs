@@ -736,3 +736,60 @@ fn a_closed_pipe_is_a_quiet_success() {
     assert!(out.status.success(), "status {:?}, stderr: {}", out.status, text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
+
+// ---- at a terminal (through `script`, which gives the command a pseudo-terminal) ------------
+
+/// Run `bw ARGS` on a pseudo-terminal with `input` typed; None when `script` is missing.
+fn on_a_tty(f: &Fixture, args: &str, input: &str, env: &[(&str, &str)]) -> Option<std::process::Output> {
+    which("script")?;
+    let bw = assert_cmd::cargo::cargo_bin("bw");
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &format!("'{}' {args}", bw.display()), "/dev/null"])
+        .env("BW_DB", &f.db)
+        .env("BW_NOW", T)
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+    Some(child.wait_with_output().unwrap())
+}
+
+fn which(program: &str) -> Option<()> {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .ok()?
+        .status
+        .success()
+        .then_some(())
+}
+
+#[test]
+fn bulk_requeue_at_a_terminal_asks_with_the_count() {
+    let f = Fixture::hostile_admin();
+    let Some(out) = on_a_tty(&f, "requeue --state dead-lettered", "n\n", &[]) else { return };
+    let t = text(&out.stdout);
+    assert!(t.contains("Requeue 4 dead-lettered jobs with a fresh attempt budget?"), "{t}");
+    assert!(t.contains("nothing requeued"), "{t}");
+    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
+    let out = on_a_tty(&f, "requeue --state dead-lettered", "y\n", &[]).unwrap();
+    assert!(text(&out.stdout).contains("Requeued 4 dead-lettered jobs."), "{}", text(&out.stdout));
+    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
+}
+
+#[test]
+fn colour_only_at_a_terminal_and_never_with_no_color() {
+    let f = Fixture::hostile();
+    let Some(out) = on_a_tty(&f, "jobs list --state dead-lettered", "", &[]) else { return };
+    assert!(text(&out.stdout).contains("\u{1b}[31mDead-Lettered\u{1b}[0m"), "{}", text(&out.stdout));
+    let plain = on_a_tty(&f, "--no-color jobs list --state dead-lettered", "", &[]).unwrap();
+    assert!(!text(&plain.stdout).contains('\u{1b}'), "{}", text(&plain.stdout));
+    let env = on_a_tty(&f, "jobs list --state dead-lettered", "", &[("NO_COLOR", "1")]).unwrap();
+    assert!(!text(&env.stdout).contains('\u{1b}'), "{}", text(&env.stdout));
+    // Piped: no colour either.
+    assert!(!f.bw().args(["jobs", "list", "--state", "dead-lettered"]).output().unwrap().stdout.contains(&0x1b));
+}

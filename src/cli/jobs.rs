@@ -370,9 +370,14 @@ fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let id = store.resolve_id(&a.id)?;
     let job = store.job(id)?.ok_or_else(|| Error::JobNotFound(a.id.clone()))?;
     let history = store.history(id)?;
-    let live = store.live_handler_count(&job.wire_name)?;
+    // One read of the registry serves both the lease owner's name and the live-handler count
+    // (the same liveness rule as Store::live_handlers).
+    let registry = store.workers()?;
+    let now = store.now();
+    let live =
+        registry.iter().filter(|w| w.is_live(now) && w.wire_names.iter().any(|n| *n == job.wire_name)).count() as u64;
+    let workers = registry.into_iter().map(|w| (w.id.clone(), format!("{}/{}", w.host, w.pid))).collect();
     let detail_on = store.failure_detail_enabled()?;
-    let workers = worker_names(&store)?;
     // Reveal first, show the job whatever the answer: a refused reveal still prints everything
     // else, and the refusal becomes the exit status.
     let (revealed, refusal) = if a.detail && history.iter().any(|t| matches!(t.detail, DetailStatus::Hidden { .. })) {
