@@ -374,8 +374,7 @@ fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     // (the same liveness rule as Store::live_handlers).
     let registry = store.workers()?;
     let now = store.now();
-    let live =
-        registry.iter().filter(|w| w.is_live(now) && w.wire_names.iter().any(|n| *n == job.wire_name)).count() as u64;
+    let live = registry.iter().filter(|w| w.is_live(now) && w.wire_names.contains(&job.wire_name)).count() as u64;
     let workers = registry.into_iter().map(|w| (w.id.clone(), format!("{}/{}", w.host, w.pid))).collect();
     let detail_on = store.failure_detail_enabled()?;
     // Reveal first, show the job whatever the answer: a refused reveal still prints everything
