@@ -391,3 +391,27 @@ fn demo_without_a_terminal_says_how_to_reset_an_earlier_demo() {
     assert!(stderr.contains("backwave-demo.db") && stderr.contains("--reset"), "{stderr}");
     assert!(!dir.path().join("backwave.db").exists());
 }
+
+/// Regression: `bw demo` runs several Stores in one process (one per worker group, and its
+/// crashing node opens new ones every few seconds). Opening a Store read the file's header
+/// through a plain descriptor and closed it, which drops every POSIX lock the process holds on
+/// the file, SQLite's included; another process (`bw stats`, `bw top`) then believed itself
+/// the last user, checkpointed and deleted the WAL under the demo's connections, which failed
+/// with "disk I/O error" (SQLITE_IOERR_SHORT_READ).
+#[test]
+fn opening_a_second_store_in_a_process_keeps_the_first_ones_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    let first = Store::create(&db).unwrap();
+    first.enqueue(&backwave::NewJob::new("send-email", "high", b"{}".to_vec())).unwrap();
+    let wal = dir.path().join("shared.db-wal");
+    assert!(wal.exists());
+    for _ in 0..3 {
+        drop(Store::open(&db).unwrap());
+    }
+    // Another process opens and closes the store. While `first` is open here, it must not be
+    // able to take the exclusive lock that lets the last connection delete the WAL.
+    bw_live().arg("--db").arg(&db).arg("stats").assert().success();
+    assert!(wal.exists(), "another process deleted the WAL under an open connection");
+    assert_eq!(first.counts().unwrap().total(JobState::Scheduled), 1);
+}

@@ -83,6 +83,8 @@ pub struct Store {
     path: PathBuf,
     clock: Clock,
     read_only: bool,
+    /// Declared after `conn`, so the connection closes before the count drops.
+    _in_use: InUse,
 }
 
 impl std::fmt::Debug for Store {
@@ -98,7 +100,7 @@ impl Store {
     /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`].
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
-        check_file(&path)?;
+        let in_use = check_file(&path)?;
         let writable = is_writable(&path);
         let conn = if writable {
             Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
@@ -106,7 +108,7 @@ impl Store {
         } else {
             open_read_only(&path)?
         };
-        let store = Store { conn, path, clock: Clock::System, read_only: !writable };
+        let store = Store { conn, path, clock: Clock::System, read_only: !writable, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         store.check_schema()?;
         store.set_pragmas()?;
@@ -117,18 +119,21 @@ impl Store {
     /// engine's create-if-missing). A new file is readable by its owner and group only.
     pub fn create(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_private_file(&path)?,
+        let in_use = match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                create_private_file(&path)?;
+                InUse::count(&path)
+            }
             // An empty file (`touch`, a temp file) is an empty database to SQLite: make it a store.
-            Ok(m) if m.is_file() && m.len() == 0 => {}
+            Ok(m) if m.is_file() && m.len() == 0 => InUse::count(&path),
             _ => check_file(&path)?,
-        }
+        };
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&path, e))?;
-        let store = Store { conn, path, clock: Clock::System, read_only: false };
+        let store = Store { conn, path, clock: Clock::System, read_only: false, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = store.check_schema_allow_empty()?;
         store.set_pragmas()?;
@@ -337,9 +342,46 @@ impl Drop for RollbackOnDrop<'_> {
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// Stores this process has open, per file (device, inode): a file with any is never read
+/// directly (see check_file).
+static IN_USE: std::sync::Mutex<Vec<((u64, u64), usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// One open Store's share of [`IN_USE`], released when the Store drops.
+struct InUse(Option<(u64, u64)>);
+
+impl InUse {
+    fn count(path: &Path) -> InUse {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(path) else { return InUse(None) };
+        let mut in_use = IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+        InUse::add(&mut in_use, (meta.dev(), meta.ino()))
+    }
+
+    fn add(in_use: &mut Vec<((u64, u64), usize)>, key: (u64, u64)) -> InUse {
+        match in_use.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => in_use.push((key, 1)),
+        }
+        InUse(Some(key))
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let Some(key) = self.0 else { return };
+        let mut in_use = IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = in_use.iter().position(|(k, _)| *k == key) {
+            in_use[i].1 -= 1;
+            if in_use[i].1 == 0 {
+                in_use.swap_remove(i);
+            }
+        }
+    }
+}
+
 /// Look at the file before SQLite does, so that a missing path is never created and a file
 /// that is not a database is refused without a byte written to it.
-fn check_file(path: &Path) -> Result<()> {
+fn check_file(path: &Path) -> Result<InUse> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::StoreMissing { path: path.into() }),
@@ -350,6 +392,18 @@ fn check_file(path: &Path) -> Result<()> {
     }
     if meta.len() == 0 {
         return Err(Error::NotAStore { path: path.into(), why: "the file is empty (0 bytes)".into() });
+    }
+    // Closing any descriptor of a file drops every POSIX lock this process holds on it, the
+    // locks of SQLite's own connections included: a second Store opened on a file that this
+    // process already uses must not read it directly, or another process may checkpoint and
+    // shrink the file under our connections (SQLITE_IOERR_SHORT_READ, or worse). So the header
+    // is read only while this process has no Store open on the file, under the lock that
+    // counts them (the file was checked when the first of them opened).
+    use std::os::unix::fs::MetadataExt;
+    let key = (meta.dev(), meta.ino());
+    let mut in_use = IN_USE.lock().unwrap_or_else(|p| p.into_inner());
+    if in_use.iter().any(|(k, _)| *k == key) {
+        return Ok(InUse::add(&mut in_use, key));
     }
     let mut header = [0u8; 100];
     let mut file = std::fs::File::open(path).map_err(|e| Error::NotAStore { path: path.into(), why: e.to_string() })?;
@@ -378,7 +432,8 @@ fn check_file(path: &Path) -> Result<()> {
             why: format!("truncated: {} bytes where the header promises {}", meta.len(), pages * page_size),
         });
     }
-    Ok(())
+    drop(file);
+    Ok(InUse::add(&mut in_use, key))
 }
 
 /// `store.db` -> `store.db-wal`.
@@ -400,16 +455,17 @@ fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize
 }
 
 fn is_writable(path: &Path) -> bool {
-    let file_ok = OpenOptions::new().write(true).open(path).is_ok();
-    // WAL needs to create `-wal` and `-shm` beside the file.
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let dir_ok = {
+    // access(2), never open(2): closing a descriptor of the file would drop this process's
+    // SQLite locks on it (see check_file).
+    let writable = |p: &Path| {
         use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap_or_default();
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap_or_default();
         // SAFETY: access(2) reads a NUL-terminated path and has no other effect.
         unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
     };
-    file_ok && dir_ok
+    // WAL needs to create `-wal` and `-shm` beside the file.
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    writable(path) && writable(dir)
 }
 
 fn open_read_only(path: &Path) -> Result<Connection> {
