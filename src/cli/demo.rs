@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::output::{sanitize, shell_quote, state_style, thousands, Cell, Render, Table, Term};
-use super::{parse_duration, top, CliError, Ctx, GlobalOpts};
+use super::{parse_duration, CliError, Ctx};
 use crate::demo::{Demo, DemoOptions, DemoReport};
 use crate::{JobState, Store};
 
@@ -67,13 +67,8 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let tui = !args.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (report, ran_for, top_result) = if tui {
         let started = Instant::now();
-        let top_ctx = Ctx {
-            global: GlobalOpts { db: path.clone(), ..ctx.global.clone() },
-            actor: ctx.actor.clone(),
-            color: ctx.color,
-        };
-        let result = top::run(&top::Args { interval: Duration::from_secs(1), read_only: false }, &top_ctx);
-        (demo.stop(GRACE), started.elapsed(), result.map(|_| ()))
+        let result = run_top(&path, ctx);
+        (demo.stop(GRACE), started.elapsed(), result)
     } else {
         let (report, ran_for) = run_headless(demo, args, &shown)?;
         (report, ran_for, Ok(()))
@@ -89,6 +84,33 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     top_result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `bw top` on the demo store, as a child process that shares the terminal, until the person
+/// quits it. A separate process because the dashboard owns the terminal and its panic hook:
+/// a handler's panic, caught by the engine in this process, must not reach the dashboard's
+/// hook (which would leave the alternate screen mid-run).
+fn run_top(path: &Path, ctx: &Ctx) -> Result<(), CliError> {
+    // Ctrl-C and SIGTERM are the dashboard's to act on; this process waits for it to end, then
+    // stops the workers cleanly instead of dying with them.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
+    }
+    let mut top = std::process::Command::new(std::env::current_exe()?);
+    top.arg("--db")
+        .arg(path)
+        .arg("--busy-timeout")
+        .arg(humantime::format_duration(ctx.global.busy_timeout).to_string());
+    if ctx.global.no_color {
+        top.arg("--no-color");
+    }
+    let status = top.arg("top").status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(CliError::Refused(format!("bw top ended with {status}; the workers were stopped")))
+    }
 }
 
 /// `--db` when given (or BW_DB), else the demo's own file: the global default is the user's
