@@ -1,10 +1,11 @@
 //! Benchmark: the engine's throughput against the raw SQLite ceiling (prints a table).
 //!
-//! `cargo bench --bench engine` — enqueues 100,000 no-op jobs and drains them with 1, 2 and 4
+//! `cargo bench --bench engine` enqueues 100,000 no-op jobs and drains them with 1, 2 and 4
 //! workers (each its own engine, store connection and worker group, as separate processes
-//! would be); measures the same claim + fenced complete + transition rows in plain SQL at 1 and
-//! 10 jobs per transaction (and at the engine's batch size); and drains due jobs with and without a 100,000-job backlog of
-//! future-due retries in the same queue. `BW_BENCH_JOBS=20000` shrinks the run.
+//! would be); measures the same claim + fenced complete + transition rows in plain SQL at 1, 10
+//! and the engine's own batch size of jobs per transaction (best of 2 each); and drains due jobs
+//! with and without a 100,000-job backlog of future-due retries in the same queue (best of 3
+//! each). `BW_BENCH_JOBS=20000` shrinks the run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -183,9 +184,14 @@ fn main() {
     for per_tx in [1, 10, CONCURRENCY] {
         // One job per transaction is slow enough that a fifth of the jobs measures it well.
         let jobs = if per_tx == 1 { n / 5 } else { n };
-        let (_, store) = fresh_store(dir.path(), &format!("raw-{per_tx}.db"));
-        enqueue(&store, jobs, 0);
-        let rate = raw_ceiling(&store, jobs, per_tx);
+        // The best of two runs: the ceiling should not be lowered by a neighbour's burst.
+        let rate = (0..2)
+            .map(|run| {
+                let (_, store) = fresh_store(dir.path(), &format!("raw-{per_tx}-{run}.db"));
+                enqueue(&store, jobs, 0);
+                raw_ceiling(&store, jobs, per_tx)
+            })
+            .fold(0.0, f64::max);
         ceiling.push(rate);
         row(format!("raw SQL ceiling, {per_tx} job(s)/tx"), rate, String::new());
     }
@@ -205,21 +211,26 @@ fn main() {
         );
     }
 
+    // Short drains are noisy on a shared machine: alternate the two stores three times and
+    // compare the best run of each.
     let due = n / 5;
-    let (path, store) = fresh_store(dir.path(), "no-backlog.db");
-    enqueue(&store, due, 0);
-    let plain = drain(&path, &store, due, 1);
-    row(format!("drain {due} due, no backlog"), plain, String::new());
-    let (path, store) = fresh_store(dir.path(), "backlog.db");
-    enqueue(&store, due, n);
-    let with_backlog = drain(&path, &store, due, 1);
+    let (mut plain, mut with_backlog) = (0.0f64, 0.0f64);
+    for run in 0..3 {
+        let (path, store) = fresh_store(dir.path(), &format!("no-backlog-{run}.db"));
+        enqueue(&store, due, 0);
+        plain = plain.max(drain(&path, &store, due, 1));
+        let (path, store) = fresh_store(dir.path(), &format!("backlog-{run}.db"));
+        enqueue(&store, due, n);
+        with_backlog = with_backlog.max(drain(&path, &store, due, 1));
+    }
+    row(format!("drain {due} due, no backlog (best of 3)"), plain, String::new());
     let slowdown = 100.0 * (plain - with_backlog) / plain;
     let note = if slowdown > 0.0 {
         format!("{slowdown:.1}% slower than without (target <= 10%)")
     } else {
         format!("not slower ({:.1}% faster; target <= 10% slower)", -slowdown)
     };
-    row(format!("drain {due} due, {n} future-due backlog"), with_backlog, note);
+    row(format!("drain {due} due, {n} future-due (best of 3)"), with_backlog, note);
 
     println!();
     println!("| measurement                                   |     jobs/s | note");
