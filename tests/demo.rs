@@ -354,6 +354,22 @@ fn demo_for_10s_leaves_every_path_in_the_store() {
     let charge = jobs_in(&db, "succeeded").into_iter().find(|j| j["wire_name"] == "charge-card").expect("a charge");
     assert_eq!(charge["attempt"], 3, "charge-card succeeds on attempt 3");
 
+    // Every command the summary suggests works on the result (`top` needs a terminal: the
+    // dashboard's own tests drive it in tmux).
+    let explore: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Explore")).skip(1).collect();
+    assert!(explore.len() >= 6, "{stdout}");
+    for line in explore {
+        let line = line.trim().replace("ID", flaky["id"].as_str().unwrap());
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[0], "bw", "{line}");
+        if words.contains(&"top") {
+            continue;
+        }
+        let out = bw_live().args(&words[1..]).output().unwrap();
+        assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!out.stdout.is_empty(), "{line} printed nothing");
+    }
+
     let store = Store::open(&db).unwrap();
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
     let cancels = store

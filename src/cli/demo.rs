@@ -252,7 +252,7 @@ impl Summary {
             format!("bw --db {db} jobs list --state dead-lettered --wire-name flaky"),
             format!("bw --db {db} log tail -n 30"),
             format!("bw --db {db} jobs show ID --detail"),
-            format!("bw --db {db} requeue --state dead-lettered --wire-name flaky"),
+            format!("bw --db {db} requeue --state dead-lettered --wire-name flaky --dry-run"),
         ];
         Ok(Summary {
             store: path.display().to_string(),
