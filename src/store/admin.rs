@@ -171,8 +171,9 @@ impl Store {
     /// `view-failure-detail`; every reveal is written to the audit table, in the same
     /// transaction that reads the detail.
     ///
-    /// Detail captured before the switch was turned off stays revealable; a job with none while
-    /// the switch is off is [`Error::FailureDetailOff`], so nobody mistakes "off" for "no failure".
+    /// While the store's switch is off nothing is revealed to anyone, not even detail captured
+    /// before it was turned off (issue 4): the answer is [`Error::FailureDetailOff`], so nobody
+    /// mistakes "off" for "no failure".
     pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
         let now = self.now();
         self.write(|tx| {
@@ -185,7 +186,7 @@ impl Store {
                 )?
                 .query_map([job.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            if rows.is_empty() && !super::jobs::detail_enabled(tx)? {
+            if !super::jobs::detail_enabled(tx)? {
                 return Err(Error::FailureDetailOff);
             }
             audit(tx, now, actor, "reveal-failure-detail", Some(job), &format!("{} entries", rows.len()))?;

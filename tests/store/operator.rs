@@ -203,6 +203,20 @@ fn with_failure_detail_switched_off_entries_say_not_captured_and_the_cause_is_st
 }
 
 #[test]
+fn detail_captured_before_the_switch_went_off_is_not_revealed_while_it_is_off() {
+    let fx = Fixture::new();
+    let id = fx.enqueue("pii", "q");
+    let job = fx.claim_one("q", &policy(1, Duration::from_secs(1)));
+    let detail = FailureDetail { kind: "E".into(), message: "card 4111-1111".into(), ..Default::default() };
+    fx.report(&job, Outcome::Failed { message: "card declined".into(), detail: Some(detail.clone()) });
+    fx.store.set_setting(ADMIN, SettingKey::FailureDetail, "off").unwrap();
+    assert!(matches!(fx.store.reveal_failure_detail(ADMIN, id), Err(Error::FailureDetailOff)));
+    fx.store.set_setting(ADMIN, SettingKey::FailureDetail, "on").unwrap();
+    let revealed = fx.store.reveal_failure_detail(ADMIN, id).unwrap();
+    assert_eq!(revealed.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(), vec![detail]);
+}
+
+#[test]
 fn revealing_failure_detail_needs_the_permission_and_is_audited() {
     let fx = Fixture::new();
     let id = fx.enqueue("w", "q");
