@@ -4,7 +4,7 @@
 //! background thread with its own [`Store`], tests call it directly. Nothing here draws.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, QuarantineGroup, StateCounts};
@@ -490,9 +490,4 @@ pub fn spawn_worker(
             }
         })
         .expect("spawning a thread only fails when the process is out of resources")
-}
-
-/// A sender that forwards into the app's event channel.
-pub fn forwarder<T: Send + 'static>(tx: Sender<T>, wrap: fn(Response) -> T) -> impl Fn(Response) -> bool + Send {
-    move |r| tx.send(wrap(r)).is_ok()
 }
