@@ -549,3 +549,30 @@ fn hostile_text_never_reaches_the_screen_as_control_characters() {
     keys(&mut app, &f, "2");
     check(&app, "quarantine groups");
 }
+
+#[test]
+fn bad_invocations_fail_before_the_screen_changes() {
+    let f = Fixture::with_jobs();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.db");
+    assert_cmd::Command::cargo_bin("bw")
+        .unwrap()
+        .args(["--db", missing.to_str().unwrap(), "top"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("no BackWave store at"));
+    assert!(!missing.exists(), "a missing store is never created");
+    assert_cmd::Command::cargo_bin("bw")
+        .unwrap()
+        .args(["--db", f.store.path().to_str().unwrap(), "top", "--interval", "10ms"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--interval 10ms is too short"));
+    // Not a terminal (a pipe): a one-line pointer to the scriptable commands.
+    assert_cmd::Command::cargo_bin("bw")
+        .unwrap()
+        .args(["--db", f.store.path().to_str().unwrap(), "top"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("bw top needs a terminal"));
+}

@@ -26,13 +26,13 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             super::output::compact_duration(args.interval)
         )));
     }
-    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return Err(CliError::Usage("bw top needs a terminal; for scripts use `bw stats` or `bw jobs list`".into()));
-    }
     // Open once here so that a missing or foreign store is a plain error before the screen
     // changes; the background thread opens its own.
     let clock = ctx.clock()?;
     ctx.open()?;
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(CliError::Usage("bw top needs a terminal; for scripts use `bw stats` or `bw jobs list`".into()));
+    }
     let cfg = Config {
         store: ctx.global.db.display().to_string(),
         actor: ctx.actor.clone(),
