@@ -665,7 +665,10 @@ impl App {
         let inner = block.inner(area);
         block.render(area, buf);
         let Some((job, history)) = found else {
-            Paragraph::new("reading the job…").render(inner, buf);
+            let asked = self.snapshot.as_ref().and_then(|s| s.query.as_ref()).and_then(|q| q.detail) == Some(d.id);
+            let text =
+                if asked { "this job is gone (purged by retention or `bw purge`)" } else { "reading the job…" };
+            Paragraph::new(text).render(inner, buf);
             return;
         };
         let now = self.now;
