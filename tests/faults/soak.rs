@@ -59,8 +59,9 @@ struct Worker {
     id: String,
 }
 
-/// Start a worker. A start can find the store locked past its busy timeout when a SIGSTOPped
-/// worker froze holding the write lock (the harness's own doing): like a supervisor, try again.
+/// Start a worker. A start can find the store locked past its busy timeout while SIGSTOPped
+/// workers froze holding the write lock one after another (the harness's own doing): like a
+/// supervisor, try again.
 fn spawn_worker(bin: &Path, db: &Path) -> Worker {
     let mut last = String::new();
     for _ in 0..10 {
@@ -133,8 +134,13 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("soak.db");
     let store = Store::create(&db).unwrap();
+    store.bootstrap_admin(&backwave::store::current_actor()).unwrap();
     store.enqueue_many(&soak_jobs(JOBS, &mut rng)).unwrap();
     let mut enqueued = JOBS;
+    // An operator requeues the dead letters now and then, in the middle of the crashes.
+    let mut operators: Vec<std::process::Child> = Vec::new();
+    let mut last_requeue = Instant::now();
+    let mut operators_started = 0;
 
     let started = Instant::now();
     let mut live: Vec<Worker> = (0..WORKERS).map(|_| spawn_worker(&bin, &db)).collect();
@@ -161,11 +167,40 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
             None if unfinished(&store) == 0 || elapsed > FAULT_PHASE_MAX => break,
             None => {}
         }
+        // Twice in the default run (each requeue brings the always-failing jobs back for
+        // another round), every 3 s through a long soak; only once there are dead letters.
+        let dead = store.counts().unwrap().total(backwave::JobState::DeadLettered);
+        if dead > 0 && last_requeue.elapsed() > Duration::from_secs(3) && (soak_secs.is_some() || operators_started < 2)
+        {
+            operators_started += 1;
+            operators.push(
+                Command::new(support::bw())
+                    .arg("--db")
+                    .arg(&db)
+                    .args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes"])
+                    .env_remove("BW_NOW")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            );
+            last_requeue = Instant::now();
+        }
         let victim = live.swap_remove(rng.below(live.len() as u64) as usize);
         faulted.push(victim.id.clone());
         if rng.below(6) == 0 {
             signal(&victim, libc::SIGSTOP);
-            stalled.push((victim, Instant::now() + Duration::from_millis(2 * LEASE_MS + rng.below(LEASE_MS))));
+            let stall = Duration::from_millis(2 * LEASE_MS + rng.below(LEASE_MS));
+            // Woken by a timer, not by this loop: the loop may be waiting to start a replacement
+            // that needs the very lock the stalled worker froze holding.
+            let pid = victim.child.id() as libc::pid_t;
+            std::thread::spawn(move || {
+                std::thread::sleep(stall);
+                // SAFETY: kill(2); the child is reaped only after `until` below has passed.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            });
+            stalled.push((victim, Instant::now() + stall + Duration::from_millis(50)));
             stalls += 1;
         } else {
             kill(victim);
@@ -176,6 +211,15 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
         }
     }
     let fault_phase = started.elapsed();
+    let mut requeued = 0;
+    for op in operators.drain(..) {
+        let out = op.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // 1: some dead letters would only quarantine again (no live worker at that instant).
+        assert!(matches!(out.status.code(), Some(0 | 1)), "bw requeue during the soak: {stderr}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        requeued += doc["requeued"].as_u64().unwrap_or(0);
+    }
     for (w, _) in stalled.drain(..) {
         signal(&w, libc::SIGCONT);
         live.push(w);
@@ -193,7 +237,7 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
     let report = verify(&db, &faulted);
     eprintln!(
         "crash soak: {enqueued} jobs, {kills} SIGKILLs, {stalls} SIGSTOPs in {:.1}s of faults, drained in {:.1}s more; \
-         {} attempts, {} lapsed leases reaped, {} succeeded, {} dead-lettered",
+         {} attempts, {} lapsed leases reaped, {requeued} dead letters requeued by bw, {} succeeded, {} dead-lettered",
         fault_phase.as_secs_f64(),
         drain_started.elapsed().as_secs_f64(),
         report.attempts,
@@ -202,6 +246,7 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
         report.dead_lettered,
     );
     assert_eq!(report.jobs, enqueued as u64);
+    assert_eq!(report.requeues, requeued, "bw reported {requeued} requeues, the log holds {}", report.requeues);
     assert!(kills == 0 || report.lapsed > 0, "{kills} workers were killed mid-drain but no lease ever lapsed");
 }
 
@@ -212,6 +257,8 @@ struct Report {
     lapsed: u64,
     succeeded: u64,
     dead_lettered: u64,
+    /// Operator requeues in the log.
+    requeues: u64,
 }
 
 struct Row {
@@ -290,6 +337,9 @@ fn verify(db: &Path, faulted: &[String]) -> Report {
         for r in log {
             assert_eq!(r.from.as_deref(), prev, "job {id}: the log skips a state");
             prev = Some(&r.to);
+            if r.actor.is_some() && r.to == "scheduled" {
+                report.requeues += 1;
+            }
             if r.to == "running" {
                 assert!(open.is_none(), "job {id}: attempt {} claimed while another was open", r.attempt);
                 open = Some((r.attempt, r.worker.clone()));
