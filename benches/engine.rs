@@ -233,10 +233,10 @@ fn main() {
     row(format!("drain {due} due, {n} future-due (best of 3)"), with_backlog, note);
 
     println!();
-    println!("| measurement                                   |     jobs/s | note");
-    println!("|-----------------------------------------------|-----------:|------");
+    println!("| measurement                                     |     jobs/s | note");
+    println!("|-------------------------------------------------|-----------:|------");
     for (what, rate, note) in &rows {
-        println!("| {what:<45} | {rate:>10.0} | {note}");
+        println!("| {what:<47} | {rate:>10.0} | {note}");
     }
     println!();
     println!(
