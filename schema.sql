@@ -85,7 +85,7 @@ CREATE INDEX jobs_finished ON jobs (state, finished_at) WHERE finished_at IS NOT
 CREATE INDEX jobs_dead_causes ON jobs (wire_name, cause_fingerprint, finished_at)
     WHERE state = 'dead-lettered';
 -- Quarantined jobs grouped by wire name and reason.
-CREATE INDEX jobs_quarantine ON jobs (wire_name, quarantine_reason) WHERE state = 'quarantined';
+CREATE INDEX jobs_quarantine ON jobs (wire_name, quarantine_reason, finished_at) WHERE state = 'quarantined';
 -- Scheduled and running jobs listed by time (few rows compared to the terminal ones).
 CREATE INDEX jobs_active ON jobs (state, due_at) WHERE state IN ('scheduled', 'running');
 

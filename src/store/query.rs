@@ -23,6 +23,8 @@ pub struct JobFilter {
     pub labels: Vec<(String, String)>,
     /// Case-insensitive substring of the terminal cause.
     pub cause: Option<String>,
+    /// Case-insensitive substring of any of: id, wire name, queue, labels, terminal cause.
+    pub text: Option<String>,
     /// Exact cause fingerprint (a dead-letter group).
     pub fingerprint: Option<String>,
     pub quarantine_reason: Option<QuarantineReason>,
@@ -88,6 +90,14 @@ impl JobFilter {
         if let Some(c) = &self.cause {
             sql.push("instr(lower(terminal_cause), lower(?)) > 0".into());
             args.push(Value::Text(c.clone()));
+        }
+        if let Some(t) = &self.text {
+            sql.push(
+                "instr(lower(id || ' ' || wire_name || ' ' || queue || ' ' || labels || ' ' || \
+                 coalesce(terminal_cause, '')), lower(?)) > 0"
+                    .into(),
+            );
+            args.push(Value::Text(t.clone()));
         }
         let time = match self.order() {
             SortOrder::FinishedDesc => "finished_at",
@@ -457,8 +467,13 @@ impl Store {
         let rows: Vec<(String, String, u64, Millis, Millis, Option<String>)> = self
             .conn
             .prepare_cached(
-                "SELECT wire_name, quarantine_reason, count(*), min(finished_at), max(finished_at), max(terminal_cause)
-                 FROM jobs WHERE state = 'quarantined'
+                // Grouping reads only the covering `jobs_quarantine` index; the example cause is
+                // one indexed lookup per group, not a read of every quarantined row.
+                "SELECT wire_name, quarantine_reason, count(*), min(finished_at), max(finished_at),
+                        (SELECT terminal_cause FROM jobs j2 WHERE j2.state = 'quarantined'
+                           AND j2.wire_name = j.wire_name AND j2.quarantine_reason = j.quarantine_reason
+                         ORDER BY finished_at DESC LIMIT 1)
+                 FROM jobs j WHERE state = 'quarantined'
                  GROUP BY wire_name, quarantine_reason ORDER BY count(*) DESC",
             )?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64, r.get(3)?, r.get(4)?, r.get(5)?)))?

@@ -238,10 +238,7 @@ impl App {
     /// The query the next refresh runs.
     pub fn query(&self) -> Query {
         let vs = self.vs();
-        let filter = self.view.state().map(|state| {
-            let (queues, wires) = self.known_names();
-            vs.filter.job_filter(state, &queues, &wires)
-        });
+        let filter = self.view.state().map(|state| vs.filter.job_filter(state));
         let grouped = vs.grouped && matches!(self.view, View::DeadLettered | View::Quarantined);
         Query {
             view: self.view,
@@ -259,15 +256,6 @@ impl App {
 
     /// Queue names (from the counts) and wire names (from the groups and live workers) that
     /// plain filter text may refer to.
-    fn known_names(&self) -> (Vec<String>, Vec<String>) {
-        let Some(s) = &self.snapshot else { return (Vec::new(), Vec::new()) };
-        let queues = s.counts.by_queue.keys().cloned().collect();
-        let mut wires: Vec<String> = s.live_handlers.keys().cloned().collect();
-        wires.extend(s.cause_groups.iter().map(|g| g.wire_name.clone()));
-        wires.extend(s.quarantine_groups.iter().map(|g| g.wire_name.clone()));
-        (queues, wires)
-    }
-
     /// Jobs of the current page (empty while the page is for another view).
     pub fn page_jobs(&self) -> &[Job] {
         match &self.snapshot {

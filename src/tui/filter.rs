@@ -71,11 +71,9 @@ impl Filter {
         Ok(f)
     }
 
-    /// The store filter for a job list of `state`. Plain text has no column of its own: it
-    /// names a queue when one is called that (`known_queues`), else a wire name when one is
-    /// known by that name, else it is searched in the terminal cause (or, for Running and
-    /// Scheduled jobs, which have no cause, taken as a wire name).
-    pub fn job_filter(&self, state: crate::JobState, known_queues: &[String], known_wires: &[String]) -> JobFilter {
+    /// The store filter for a job list of `state`. Plain text matches any of the job's id,
+    /// wire name, queue, labels and terminal cause (the store's [`JobFilter::text`]).
+    pub fn job_filter(&self, state: crate::JobState) -> JobFilter {
         let mut jf = JobFilter::state(state);
         jf.wire_name = self.wire.clone();
         jf.queue = self.queue.clone();
@@ -83,17 +81,7 @@ impl Filter {
         jf.since = self.since.as_ref().map(|(_, at)| *at);
         jf.fingerprint = self.fingerprint.clone();
         jf.quarantine_reason = self.reason;
-        if let Some(text) = &self.text {
-            if jf.queue.is_none() && known_queues.iter().any(|q| q == text) {
-                jf.queue = Some(text.clone());
-            } else if jf.wire_name.is_none() && (known_wires.iter().any(|w| w == text) || !state.is_terminal()) {
-                jf.wire_name = Some(text.clone());
-            } else if jf.cause.is_none() {
-                jf.cause = Some(text.clone());
-            } else {
-                jf.cause = Some(format!("{} {text}", jf.cause.take().unwrap_or_default()));
-            }
-        }
+        jf.text = self.text.clone();
         jf
     }
 
@@ -190,14 +178,11 @@ mod tests {
     }
 
     #[test]
-    fn plain_text_names_a_queue_then_a_wire_then_a_cause() {
-        let f = Filter::parse("high", 0).unwrap();
-        let q = vec!["high".to_string()];
-        assert_eq!(f.job_filter(JobState::DeadLettered, &q, &[]).queue.as_deref(), Some("high"));
-        let f = Filter::parse("timeout", 0).unwrap();
-        assert_eq!(f.job_filter(JobState::DeadLettered, &q, &[]).cause.as_deref(), Some("timeout"));
-        assert_eq!(f.job_filter(JobState::Running, &q, &[]).wire_name.as_deref(), Some("timeout"));
-        let w = vec!["timeout".to_string()];
-        assert_eq!(f.job_filter(JobState::DeadLettered, &q, &w).wire_name.as_deref(), Some("timeout"));
+    fn plain_text_is_matched_against_any_field() {
+        let f = Filter::parse("high wire:charge-card", 0).unwrap();
+        let jf = f.job_filter(JobState::DeadLettered);
+        assert_eq!(jf.text.as_deref(), Some("high"));
+        assert_eq!(jf.wire_name.as_deref(), Some("charge-card"));
+        assert_eq!((jf.queue, jf.cause), (None, None));
     }
 }

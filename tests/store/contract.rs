@@ -178,3 +178,23 @@ fn jobs_written_without_a_jitter_seed_still_get_their_own_jitter() {
     assert_eq!(jobs.len(), 2);
     assert_ne!(jobs[0].delay_table, jobs[1].delay_table, "two jobs must not retry in lockstep");
 }
+
+#[test]
+fn plain_text_filter_matches_id_wire_name_queue_labels_and_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = backwave::Store::create(dir.path().join("t.db")).unwrap();
+    let a =
+        store.enqueue(&backwave::NewJob::new("charge-card", "high", b"{}".to_vec()).label("tenant", "acme")).unwrap();
+    let b = store.enqueue(&backwave::NewJob::new("send-email", "Low-Priority", b"{}".to_vec())).unwrap();
+    let find = |text: &str| {
+        let f = backwave::store::JobFilter { text: Some(text.into()), ..Default::default() };
+        let mut ids: Vec<_> = store.list_jobs(&f, 10, 0).unwrap().jobs.into_iter().map(|j| j.id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(find("CHARGE"), vec![a], "wire name, case-insensitive");
+    assert_eq!(find("low-prio"), vec![b], "queue");
+    assert_eq!(find("acme"), vec![a], "label value");
+    assert_eq!(find(&b.short()), vec![b], "id");
+    assert_eq!(find("nothing-like-this"), Vec::<backwave::JobId>::new());
+}
