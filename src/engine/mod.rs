@@ -64,8 +64,10 @@
 //! A handler is a plain function `Fn(T, &JobContext) -> HandlerResult` run on a worker thread:
 //! `Ok(())` is success, any error (`?` converts every `std::error::Error`) or a panic is a
 //! failed attempt with its failure detail. An operator cancel reaches it through
-//! [`JobContext::cancellation`]; a handler that then returns ends Cancelled. Its own timeouts
-//! are plain failures that retry.
+//! [`JobContext::cancellation`] (within one heartbeat, at most 2 s); a handler that then stops
+//! with an error (`ctx.check_cancelled()?`) ends Cancelled, one that finishes its work anyway
+//! ends Succeeded. Its own timeouts, and a cancellation nobody asked for, are plain failures
+//! that retry.
 
 mod group;
 mod handler;
