@@ -494,7 +494,7 @@ const CAUSES: [&str; 36] = [
     "sku {n} not found",
     "push token for device {hex} is no longer valid",
     "APNs returned 410 Unregistered",
-    "cleanup of /tmp/backwave-{hex} failed: Permission denied (os error 13)",
+    "cleanup of /tmp/backwave/{hex} failed: Permission denied (os error 13)",
     "reindex aborted: mapping conflict on field 'price'",
     "memory allocation of {n} bytes failed",
     "operation timed out after {n}ms (the handler's own deadline)",
