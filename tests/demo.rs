@@ -77,6 +77,25 @@ fn hostile_fixture_loads_with_every_state_and_a_clean_store() {
 }
 
 #[test]
+fn hostile_fixture_loads_with_the_sqlite3_shell_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shell.db");
+    // The fixture header's command, from the crate root (CI installs the sqlite3 shell).
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("sqlite3 \"$DB\" < schema.sql && sqlite3 \"$DB\" < fixtures/hostile.sql")
+        .env("DB", &db)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("sh");
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+    assert_eq!(store.counts().unwrap().total(JobState::DeadLettered), 10);
+    assert_eq!(store.list_jobs(&Default::default(), 100, 0).unwrap().total, 33);
+}
+
+#[test]
 fn hostile_fixture_is_consistent_with_what_the_library_writes() {
     let (_dir, store) = hostile_store();
     let conn = store.connection();
