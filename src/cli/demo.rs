@@ -82,6 +82,14 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     for e in &report.errors {
         eprintln!("bw demo: {}", sanitize(e));
     }
+    for g in report.groups.iter().filter(|g| g.store_errors > 0) {
+        eprintln!(
+            "bw demo: worker group {} retried through {} store error(s); the last: {}",
+            sanitize(&g.group),
+            g.store_errors,
+            sanitize(g.last_error.as_deref().unwrap_or("?"))
+        );
+    }
     top_result?;
     Ok(ExitCode::SUCCESS)
 }
