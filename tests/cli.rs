@@ -140,7 +140,7 @@ fn jobs_list_columns_adapt_to_the_state() {
     assert!(sched.contains("in 10s") || sched.contains("due now"), "{sched}");
     let run = text(&f.bw().args(["jobs", "list", "--state", "running"]).output().unwrap().stdout);
     assert!(run.lines().next().unwrap().contains("WORKER") && run.contains("LEASE"), "{run}");
-    assert!(run.contains("demo-host/4242"), "lease owner shown as host/pid: {run}");
+    assert!(run.contains("demo-host/4242/strict-priority#0001"), "lease owner shown as host/pid/group: {run}");
 }
 
 #[test]

@@ -579,6 +579,9 @@ fn each_group_registers_as_a_worker_with_host_pid_wire_names_and_queues() {
         assert!(!w.host.is_empty());
         assert_eq!(w.wire_names, ["noop-high", "noop-low"]);
         assert!(w.is_live(t.store.now()));
+        // The id reads as host/pid/group in every log line, long after the worker is gone.
+        let prefix = format!("{}/{}/{}#", w.host, w.pid, w.group);
+        assert!(w.id.starts_with(&prefix) && w.id.len() == prefix.len() + 4, "{}", w.id);
     }
     assert_eq!(t.store.live_handlers().unwrap().get("noop-high"), Some(&2));
     running.shutdown(Duration::from_secs(1));

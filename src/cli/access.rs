@@ -132,7 +132,12 @@ impl Render for Audit {
                 e.at.clone().into(),
                 sanitize(&e.actor).into_owned().into(),
                 sanitize(&e.action).into_owned().into(),
-                e.job_id.as_deref().map(|j| j[..8].to_string()).unwrap_or_default().into(),
+                e.job_id
+                    .as_deref()
+                    .and_then(|j| j.parse::<crate::JobId>().ok())
+                    .map(|j| j.short())
+                    .unwrap_or_default()
+                    .into(),
                 sanitize(e.detail.as_deref().unwrap_or("")).into_owned().into(),
             ]);
         }

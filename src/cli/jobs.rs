@@ -16,7 +16,7 @@ use super::output::{
 };
 use super::{parse_duration, parse_label, parse_state, parse_when, CliError, Ctx, When};
 use crate::store::{Cursor, JobFilter, JobPage};
-use crate::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Store, Transition, WorkerInfo};
+use crate::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -159,24 +159,16 @@ fn list(a: &ListArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
         None => store.list_jobs(&filter, limit, (a.page.unwrap_or(1) - 1) * a.limit)?,
     };
-    let workers =
-        if page.jobs.iter().any(|j| j.state == JobState::Running) { worker_names(&store)? } else { HashMap::new() };
-    let view =
-        JobList { page, filter: a.filter.clone(), limit: a.limit, page_no: a.page, after: a.after.is_some(), workers };
+    let view = JobList { page, filter: a.filter.clone(), limit: a.limit, page_no: a.page, after: a.after.is_some() };
     printer.print(&view)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Worker id -> `host/pid`, so a lease owner reads as a place an operator can go to.
-pub fn worker_names(store: &Store) -> Result<HashMap<String, String>, CliError> {
-    Ok(store.workers()?.into_iter().map(|w: WorkerInfo| (w.id.clone(), format!("{}/{}", w.host, w.pid))).collect())
-}
-
-fn worker_label(names: &HashMap<String, String>, id: &str) -> String {
-    match names.get(id) {
-        Some(n) => sanitize(n).into_owned(),
-        None => sanitize(id.get(..8).unwrap_or(id)).into_owned(),
-    }
+/// A worker id names its host, pid and group (`web-1/4411/weighted-fair#3f9c`), so history
+/// stays readable after the worker is gone from the registry.
+fn worker_label(id: &str) -> String {
+    sanitize(id).into_owned()
 }
 
 struct JobList {
@@ -185,7 +177,6 @@ struct JobList {
     limit: u64,
     page_no: Option<u64>,
     after: bool,
-    workers: HashMap<String, String>,
 }
 
 impl Serialize for JobList {
@@ -304,7 +295,7 @@ impl Render for JobList {
                     row.push(relative(now, j.created_at).into());
                 }
                 Layout::Running => {
-                    row.push(worker_label(&self.workers, j.lease_owner.as_deref().unwrap_or("")).into());
+                    row.push(worker_label(j.lease_owner.as_deref().unwrap_or("")).into());
                     row.push(lease_left(now, j).into());
                 }
                 Layout::Mixed => match j.state {
@@ -314,7 +305,7 @@ impl Render for JobList {
                     }
                     JobState::Running => {
                         row.push(format!("lease {}", lease_left(now, j)).into());
-                        row.push(worker_label(&self.workers, j.lease_owner.as_deref().unwrap_or("")).into());
+                        row.push(worker_label(j.lease_owner.as_deref().unwrap_or("")).into());
                     }
                     _ => {
                         row.push(j.finished_at.map(|f| relative(now, f)).unwrap_or_default().into());
@@ -370,12 +361,7 @@ fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let id = store.resolve_id(&a.id)?;
     let job = store.job(id)?.ok_or_else(|| Error::JobNotFound(a.id.clone()))?;
     let history = store.history(id)?;
-    // One read of the registry serves both the lease owner's name and the live-handler count
-    // (the same liveness rule as Store::live_handlers).
-    let registry = store.workers()?;
-    let now = store.now();
-    let live = registry.iter().filter(|w| w.is_live(now) && w.wire_names.contains(&job.wire_name)).count() as u64;
-    let workers = registry.into_iter().map(|w| (w.id.clone(), format!("{}/{}", w.host, w.pid))).collect();
+    let live = store.live_handlers()?.get(&job.wire_name).copied().unwrap_or(0);
     let detail_on = store.failure_detail_enabled()?;
     // Reveal first, show the job whatever the answer: a refused reveal still prints everything
     // else, and the refusal becomes the exit status.
@@ -390,7 +376,7 @@ fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     } else {
         (HashMap::new(), None)
     };
-    let view = JobShow { job, history, live, detail_on, revealed, workers, asked_detail: a.detail };
+    let view = JobShow { job, history, live, detail_on, revealed, asked_detail: a.detail };
     printer.print(&view)?;
     match refusal {
         Some(e) => Err(e.into()),
@@ -404,7 +390,6 @@ struct JobShow {
     live: u64,
     detail_on: bool,
     revealed: HashMap<i64, FailureDetail>,
-    workers: HashMap<String, String>,
     asked_detail: bool,
 }
 
@@ -527,7 +512,7 @@ impl Render for JobShow {
                 format!("attempt {}, {} ({})", j.attempt + 1, due_text(now, j.due_at), rfc3339(j.due_at)),
             )),
             JobState::Running => {
-                let owner = worker_label(&self.workers, j.lease_owner.as_deref().unwrap_or(""));
+                let owner = worker_label(j.lease_owner.as_deref().unwrap_or(""));
                 let until = j.lease_expires_at.map(rfc3339).unwrap_or_default();
                 f.push(("Lease", format!("held by {owner}, {} (until {until})", lease_left(now, j))));
                 if let Some(d) = j.next_delay_ms() {
@@ -619,7 +604,7 @@ impl Render for JobShow {
         for e in &self.history {
             let by = match (&e.actor, &e.worker_id) {
                 (Some(a), _) => format!("operator {}", sanitize(a)),
-                (None, Some(w)) => format!("worker {}", worker_label(&self.workers, w)),
+                (None, Some(w)) => format!("worker {}", worker_label(w)),
                 _ => String::new(),
             };
             let detail = match &e.detail {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::jobs::{detail_marker, transition_text, worker_names, write_detail};
+use super::jobs::{detail_marker, transition_text, write_detail};
 use super::json::LogEntryJson;
 use super::output::{clock_time, sanitize, Printer, Render, Style, Term};
 use super::{parse_state, CliError, Ctx};
@@ -60,8 +60,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let mark = store.last_seq()?;
     let entries = store.log_tail(&filter, a.n)?;
     let mut last = entries.last().map_or(mark, |e| e.seq.max(mark));
-    let workers = worker_names(&store)?;
-    let view = LogView { entries: reveal.fill(entries)?, workers };
+    let view = LogView { entries: reveal.fill(entries)? };
     if !a.follow {
         printer.print(&view)?;
         return reveal.finish();
@@ -73,21 +72,19 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
-    let mut workers = view.workers.clone();
-    let emit =
-        |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], workers: &HashMap<String, String>| {
-            match &printer {
-                // One JSON object per line: a stream cannot be one document.
-                Printer::Json => {
-                    for (t, d) in entries {
-                        Printer::print_json_line(out, &LogEntryJson::new(t, d.as_ref()))?;
-                    }
-                    Ok(())
+    let emit = |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)]| {
+        match &printer {
+            // One JSON object per line: a stream cannot be one document.
+            Printer::Json => {
+                for (t, d) in entries {
+                    Printer::print_json_line(out, &LogEntryJson::new(t, d.as_ref()))?;
                 }
-                Printer::Table(term) => write_entries(out, entries, workers, term),
+                Ok(())
             }
-        };
-    emit(&mut out, &view.entries, &workers)?;
+            Printer::Table(term) => write_entries(out, entries, term),
+        }
+    };
+    emit(&mut out, &view.entries)?;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(POLL);
         loop {
@@ -95,10 +92,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
             let Some(tail) = batch.last() else { break };
             last = tail.seq;
             let full = batch.len() == BATCH;
-            if batch.iter().any(|t| t.worker_id.as_ref().is_some_and(|w| !workers.contains_key(w))) {
-                workers = worker_names(&store)?;
-            }
-            emit(&mut out, &reveal.fill(batch)?, &workers)?;
+            emit(&mut out, &reveal.fill(batch)?)?;
             if !full || stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -155,7 +149,6 @@ impl<'a> Revealer<'a> {
 
 struct LogView {
     entries: Vec<(Transition, Option<FailureDetail>)>,
-    workers: HashMap<String, String>,
 }
 
 impl Serialize for LogView {
@@ -173,18 +166,13 @@ impl Render for LogView {
         if self.entries.is_empty() {
             return writeln!(out, "No log entries.");
         }
-        write_entries(out, &self.entries, &self.workers, term)
+        write_entries(out, &self.entries, term)
     }
 }
 
 /// One line per entry, like the design:
 /// `14:02:12.512  0192f3a1  Running → Scheduled  attempt 2  gateway timeout  [detail hidden: …]`
-fn write_entries(
-    out: &mut dyn Write,
-    entries: &[(Transition, Option<FailureDetail>)],
-    workers: &HashMap<String, String>,
-    term: &Term,
-) -> io::Result<()> {
+fn write_entries(out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], term: &Term) -> io::Result<()> {
     for (t, detail) in entries {
         let mut line = format!(
             "{}  {}  {:<27}  attempt {:<2}",
@@ -196,8 +184,7 @@ fn write_entries(
         if let Some(a) = &t.actor {
             line.push_str(&format!("  by {}", sanitize(a)));
         } else if let Some(w) = &t.worker_id {
-            let name = workers.get(w).map(String::as_str).unwrap_or(w.get(..8).unwrap_or(w));
-            line.push_str(&format!("  worker {}", sanitize(name)));
+            line.push_str(&format!("  worker {}", sanitize(w)));
         }
         if let Some(r) = &t.reason {
             line.push_str(&format!("  {}", sanitize(r)));

@@ -131,7 +131,10 @@ impl Engine {
         let mut handle = EngineHandle { groups: Vec::new(), wakers: Vec::new(), registry: Arc::clone(&self.registry) };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
-            let worker_id: Arc<str> = Arc::from(JobId::new().to_string());
+            // Readable in every log line and still unique: a restarted container may reuse a pid,
+            // so a random tail tells this incarnation from the last.
+            let worker_id: Arc<str> =
+                Arc::from(format!("{}/{}/{}#{}", hostname(), std::process::id(), cfg.name, &JobId::new().short()[4..]));
             let now = store.now();
             let info = WorkerInfo {
                 id: worker_id.to_string(),

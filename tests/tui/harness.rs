@@ -117,7 +117,7 @@ impl Fixture {
     fn claim_one(&self, queue: &str, policy: &RetryPolicy) {
         let queues = vec![queue.to_string()];
         let req = ClaimRequest {
-            worker_id: "b0000001-0000-7000-8000-000000000001",
+            worker_id: "demo-host/4242/strict-priority#0001",
             group: "default",
             queues: &queues,
             limit: 1,
@@ -142,7 +142,7 @@ impl Fixture {
         self.store
             .complete(&Completion {
                 job_id: id,
-                worker_id: "b0000001-0000-7000-8000-000000000001".into(),
+                worker_id: "demo-host/4242/strict-priority#0001".into(),
                 attempt,
                 outcome,
             })
