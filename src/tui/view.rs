@@ -764,10 +764,20 @@ impl App {
                         _ => None,
                     })
                     .collect::<Vec<_>>();
+                // Runs of the same kind and size read as one: `5 × panic, 5211 B`.
+                let mut runs: Vec<(usize, String)> = Vec::new();
+                for s in summary.iter() {
+                    match runs.last_mut() {
+                        Some((n, last)) if last == s => *n += 1,
+                        _ => runs.push((1, s.clone())),
+                    }
+                }
+                let runs: Vec<String> =
+                    runs.into_iter().map(|(n, s)| if n == 1 { s } else { format!("{n} × {s}") }).collect();
                 let text = if summary.is_empty() {
                     "failure detail: none recorded".to_string()
                 } else {
-                    format!("failure detail: hidden ({})", summary.join("; "))
+                    format!("failure detail: hidden ({})", runs.join("; "))
                 };
                 let mut spans = vec![Span::raw(text)];
                 if !summary.is_empty() && !self.cfg.read_only {
