@@ -60,7 +60,8 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
     };
     let now = store.now();
-    let cutoff = now - older.as_millis() as Millis;
+    // try_from, not `as`: a stored retention past i64 milliseconds must not wrap into the future.
+    let cutoff = now.saturating_sub(Millis::try_from(older.as_millis()).unwrap_or(Millis::MAX));
     let count = store.count_purgeable(cutoff)?;
     let mut view =
         Purge { dry_run: a.dry_run, older_than: compact_duration(older), cutoff: rfc3339(cutoff), jobs: count };

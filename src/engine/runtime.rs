@@ -633,7 +633,9 @@ impl Dispatcher {
             Err(e) => return self.stats.error(&e),
         };
         let Ok(keep) = humantime::parse_duration(&retention) else { return };
-        let cutoff = self.store.now().saturating_sub(keep.as_millis() as i64);
+        // try_from, not `as`: a huge retention written by another program must mean "keep",
+        // never wrap negative and put the cutoff in the future (which deletes everything).
+        let cutoff = self.store.now().saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX));
         for _ in 0..SWEEP_MAX_BATCHES {
             match self.store.sweep(cutoff, SWEEP_BATCH) {
                 Ok(n) if n as usize == SWEEP_BATCH => continue,

@@ -252,3 +252,30 @@ fn terminal_store(db: &Path, n: usize) {
     store.complete_many(&done).unwrap();
     assert_eq!(store.count_purgeable(i64::MAX).unwrap(), n as u64);
 }
+
+/// Found by the hostile-input tests: a retention longer than i64 milliseconds (`300000000y`, an
+/// admin's "keep forever") was accepted by `bw config set`, and the engine's unattended sweep
+/// (`engine/runtime.rs`, `Dispatcher::sweep`) cast it to i64, which wraps negative, so the cutoff
+/// landed in the future and the sweep deleted EVERY terminal job with its log.
+#[test]
+fn retention_longer_than_i64_millis_never_sweeps_everything() {
+    use backwave::engine::{Engine, Registry, WorkerGroup};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("retention.db");
+    terminal_store(&db, 50);
+    let out = bw(&db).args(["config", "set", "retention", "300000000y"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "bw config set retention 300000000y: {}", text(&out.stderr));
+    // Another program may still write it: the sweep must not read it as "delete everything".
+    Store::open(&db)
+        .unwrap()
+        .connection()
+        .execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('retention', '300000000y')", [])
+        .unwrap();
+    let mut engine = Engine::new(&db, Registry::new());
+    engine.add_worker_group(WorkerGroup::new("sweeper")).sweep_interval(std::time::Duration::from_millis(20));
+    let running = engine.start().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    running.shutdown(std::time::Duration::from_secs(1));
+    let left = Store::open(&db).unwrap().count_purgeable(i64::MAX).unwrap();
+    assert_eq!(left, 50, "the engine's sweep deleted {} of 50 jobs that finished just now", 50 - left);
+}
