@@ -683,7 +683,7 @@ impl Generator {
         for (host, pid) in hosts {
             for group in [STRICT, WEIGHTED, MAINTENANCE] {
                 workers.push(Worker {
-                    id: uuid_from(&mut rng, opts.now - DAY),
+                    id: worker_id(&mut rng, host, pid, group),
                     group,
                     host,
                     pid,
@@ -694,7 +694,7 @@ impl Generator {
         }
         // A process that died: its heartbeat is 20 minutes old and some leases are still its.
         workers.push(Worker {
-            id: uuid_from(&mut rng, opts.now - DAY),
+            id: worker_id(&mut rng, "gen-host-3", 3003, STRICT),
             group: STRICT,
             host: "gen-host-3",
             pid: 3003,
@@ -1082,6 +1082,11 @@ impl Generator {
         out.push_str(rest);
         out
     }
+}
+
+/// A worker id as the engine writes it: `host/pid/group#tail`.
+fn worker_id(rng: &mut Rng, host: &str, pid: u32, group: usize) -> String {
+    format!("{host}/{pid}/{}#{:04x}", GROUPS[group].name, rng.next() & 0xffff)
 }
 
 /// A time-ordered (v7) id for `at`, its random bits from the generator's stream.
