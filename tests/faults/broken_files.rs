@@ -4,7 +4,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use backwave::store::JobFilter;
 use backwave::{Error, JobState, NewJob, Store};
@@ -150,10 +149,4 @@ fn read_only_checks(db: &Path) {
     assert!(matches!(store.reap_expired(10), Err(Error::ReadOnly { .. })));
     drop(store);
     assert_eq!(std::fs::read(db).unwrap(), before, "a read-only open changed the file");
-}
-
-/// The same checks, with `Command` for a binary; used by the CLI tests of this area.
-#[allow(dead_code)]
-pub fn command_as_unprivileged(cmd: &mut Command) -> &mut Command {
-    support::drop_privileges(cmd)
 }

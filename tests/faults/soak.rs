@@ -43,9 +43,15 @@ impl Rng {
 
 /// The worker binary cargo built for this run; built on demand when only this test target was.
 fn worker_binary() -> PathBuf {
-    let path = support::target_dir().join("examples").join("faults_worker");
+    let dir = support::target_dir();
+    let path = dir.join("examples").join("faults_worker");
+    // The same profile as this test binary: target/debug is `dev`, others are named as such.
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", "faults_worker"])
+        .args(["build", "--quiet", "--profile", profile, "--example", "faults_worker"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("cannot run cargo to build the soak worker");

@@ -58,20 +58,17 @@ pub fn run_unprivileged(test: &str, db: &Path, check: impl FnOnce(&Path)) {
 }
 
 /// The directory holding the test binary's siblings: `target/<profile>/`.
-#[allow(dead_code)]
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.parent().and_then(Path::parent).unwrap().to_path_buf()
 }
 
 /// The `bw` binary that cargo built for this test run.
-#[allow(dead_code)]
 pub fn bw() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bw"))
 }
 
 /// `PRAGMA integrity_check` and the foreign keys: nothing to report.
-#[allow(dead_code)]
 pub fn assert_intact(db: &Path) {
     let store = Store::open(db).unwrap();
     let problems = store.check_integrity().unwrap();
