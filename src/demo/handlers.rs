@@ -2,6 +2,37 @@
 //! handler for each path a job can take. This is the file to copy when starting a worker: a
 //! payload type per wire name, a plain function per handler, a [`Registry`] that routes wire
 //! names to them, and the worker groups that claim their queues.
+//!
+//! The smallest worker, cut from this file (the README shows it):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use backwave::engine::{DispatchPolicy, Engine, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup};
+//! use backwave::RetryPolicy;
+//!
+//! // Seed 000's [Job("flaky", Queue = "low")]
+//! fn flaky(label: String, ctx: &JobContext) -> HandlerResult {
+//!     Err(HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt())))
+//! }
+//!
+//! fn main() -> backwave::Result<()> {
+//!     let mut registry = Registry::new();
+//!     registry.handle::<String>("flaky", flaky).queue("low");
+//!
+//!     let mut backwave = Engine::new("backwave.db", registry);
+//!     backwave.add_worker_group(WorkerGroup {
+//!         name: "weighted-fair".into(),
+//!         policy: DispatchPolicy::weighted([("high", 6), ("low", 1)]),
+//!         poll_interval: Duration::from_millis(250),
+//!         retry_policy: RetryPolicy::new(3, |_| Duration::from_millis(500))?,
+//!         ..WorkerGroup::default()
+//!     });
+//!     let running = backwave.start()?;
+//!     // ... serve until asked to stop, then:
+//!     running.shutdown(Duration::from_secs(10));
+//!     Ok(())
+//! }
+//! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
