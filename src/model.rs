@@ -366,22 +366,28 @@ pub fn cause_fingerprint(cause: &str) -> String {
                 continue;
             }
         }
-        // A run of word characters: a UUID, a hex blob, or a number is masked as a whole.
+        // A UUID (the hyphenated 36 characters) is masked whole.
+        if c.is_ascii_hexdigit() && (i == 0 || !chars[i - 1].is_ascii_alphanumeric()) && i + 36 <= chars.len() {
+            let candidate: String = chars[i..i + 36].iter().collect();
+            let bounded = chars.get(i + 36).is_none_or(|d| !d.is_ascii_alphanumeric());
+            if bounded && candidate.as_bytes()[8] == b'-' && uuid::Uuid::parse_str(&candidate).is_ok() {
+                out.push_str("<id>");
+                i += 36;
+                continue;
+            }
+        }
+        // A run of letters and digits: a number or a hex blob is masked as a whole; hyphens,
+        // dots and slashes split runs, so `backwave-54a46e2b4aa2` masks its hex tail too.
         if c.is_ascii_alphanumeric() {
             let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_alphanumeric()
-                    || chars[i] == '-' && i + 1 < chars.len() && chars[i + 1].is_ascii_hexdigit())
-            {
+            while i < chars.len() && chars[i].is_ascii_alphanumeric() {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
             let bare = word.strip_prefix("0x").unwrap_or(&word);
-            let hexish = !bare.is_empty() && bare.chars().all(|d| d.is_ascii_hexdigit() || d == '-');
+            let hexish = !bare.is_empty() && bare.chars().all(|d| d.is_ascii_hexdigit());
             let has_digit = word.chars().any(|d| d.is_ascii_digit());
-            if word.len() >= 32 && hexish && uuid::Uuid::parse_str(&word).is_ok() {
-                out.push_str("<id>");
-            } else if word.chars().all(|d| d.is_ascii_digit()) {
+            if word.chars().all(|d| d.is_ascii_digit()) {
                 out.push('#');
             } else if hexish && has_digit && word.len() >= 6 {
                 out.push_str("<hex>");
@@ -421,6 +427,13 @@ mod tests {
             "job <id> failed at <hex>"
         );
         assert_eq!(cause_fingerprint("lease expired"), "lease expired");
+        // Regression: hex after a word and a hyphen kept its letters, so every temp dir was a group.
+        assert_eq!(
+            cause_fingerprint("cleanup of /tmp/backwave-54a46e2b4aa2 failed"),
+            "cleanup of /tmp/backwave-<hex> failed"
+        );
+        assert_eq!(cause_fingerprint("smtp1.example.net refused"), "smtp#.example.net refused");
+        assert_eq!(cause_fingerprint("s3.eu-west-1 down"), "s#.eu-west-# down");
         assert_eq!(cause_fingerprint(""), "");
     }
 
