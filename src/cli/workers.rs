@@ -72,8 +72,10 @@ impl Render for Workers {
             return writeln!(out, "No workers registered: no process is running a worker group on this store.");
         }
         let list = |v: &[String]| v.iter().map(|s| sanitize(s).into_owned()).collect::<Vec<_>>().join(", ");
-        let mut t = Table::new(&["ID", "STATUS", "GROUP", "HOST", "PID", "HEARTBEAT", "QUEUES", "WIRE NAMES"])
+        // The id is what log lines and lease owners show (`host/pid/group#tail`): print it whole.
+        let mut t = Table::new(&["WORKER", "STATUS", "GROUP", "HOST", "PID", "HEARTBEAT", "QUEUES", "WIRE NAMES"])
             .flex(7)
+            .max_width(0, 48)
             .max_width(3, 24);
         for w in &self.workers {
             let status = if w.is_live(term.now) {
@@ -82,7 +84,7 @@ impl Render for Workers {
                 Cell::styled("stale", Style::Yellow)
             };
             t.row(vec![
-                sanitize(w.id.get(..8).unwrap_or(&w.id)).into_owned().into(),
+                sanitize(&w.id).into_owned().into(),
                 status,
                 sanitize(&w.group).into_owned().into(),
                 sanitize(&w.host).into_owned().into(),
