@@ -244,7 +244,7 @@ fn jobs_show_has_the_delay_table_budget_handlers_and_history() {
         "5 of 5 used, 0 left",
         "Delay table",
         "dead-lettered on failure",
-        "History (11 entries)",
+        "History (11 entries; times UTC, 2026-11-30)",
         "1 live worker handles 'resize-image'",
     ] {
         assert!(t.contains(want), "missing {want:?}:\n{t}");

@@ -598,13 +598,16 @@ impl Render for JobShow {
         }
 
         writeln!(out)?;
-        writeln!(out, "History ({} entries):", self.history.len())?;
+        // Times of day in UTC; the date is said once, and again on a row where the day changes.
+        let day = |at: Millis| rfc3339(at)[..10].to_string();
+        let first_day = self.history.first().map(|e| day(e.at)).unwrap_or_default();
+        writeln!(out, "History ({} entries; times UTC, {first_day}):", self.history.len())?;
         let mut t =
-            Table::new(&["SEQ", "AT", "TRANSITION", "ATTEMPT", "BY", "DETAIL", "REASON"]).flex(6).max_width(4, 30);
+            Table::new(&["SEQ", "AT", "TRANSITION", "ATTEMPT", "BY", "DETAIL", "REASON"]).flex(6).max_width(4, 40);
         for e in &self.history {
             let by = match (&e.actor, &e.worker_id) {
                 (Some(a), _) => format!("operator {}", sanitize(a)),
-                (None, Some(w)) => format!("worker {}", worker_label(w)),
+                (None, Some(w)) => worker_label(w),
                 _ => String::new(),
             };
             let detail = match &e.detail {
@@ -618,7 +621,8 @@ impl Render for JobShow {
             };
             t.row(vec![
                 e.seq.to_string().into(),
-                format!("{} {}", &rfc3339(e.at)[..10], clock_time(e.at)).into(),
+                if day(e.at) == first_day { clock_time(e.at) } else { format!("{} {}", day(e.at), clock_time(e.at)) }
+                    .into(),
                 transition_text(e.from, e.to).into(),
                 e.attempt.to_string().into(),
                 by.into(),
