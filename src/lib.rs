@@ -29,3 +29,8 @@ pub mod cli;
 pub mod demo;
 #[cfg(feature = "cli")]
 pub mod tui;
+
+/// The README's Rust examples compile as doctests, so the page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

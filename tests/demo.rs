@@ -1,6 +1,8 @@
 //! The fixtures, the large-store generator and `bw demo`, met the way a user meets them: the
 //! fixture loaded through the library, `bw generate` and `bw demo` run as the real binary.
 
+#[path = "demo/readme.rs"]
+mod readme;
 #[path = "demo/tty.rs"]
 mod tty;
 
