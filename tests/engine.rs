@@ -630,6 +630,15 @@ fn typed_enqueue_uses_the_registration_and_refuses_payloads_the_handler_cannot_d
 }
 
 #[test]
+fn due_in_an_enormous_delay_is_far_future_not_a_wrapped_past() {
+    let t = test_store();
+    let mut registry = Registry::new();
+    registry.handle::<u32>("later", |_, _| Ok(())).queue("q");
+    let id = registry.job("later", &1).unwrap().due_in(Duration::MAX).enqueue(&t.store).unwrap();
+    assert!(job(&t.store, id).due_at > t.store.now() + 1_000 * 86_400 * 365 * 1000, "due in the far future");
+}
+
+#[test]
 fn invalid_worker_groups_are_refused_before_anything_is_claimed() {
     let t = test_store();
     let mut engine = Engine::new(&t.path, Registry::new());

@@ -205,7 +205,8 @@ impl Enqueue {
     pub fn into_new_job(self, now: Millis) -> NewJob {
         let mut job = self.job;
         if let Some(d) = self.due_in {
-            job.due_at = Some(now.saturating_add(d.as_millis() as Millis));
+            // Saturating: `Duration::MAX` means "never", not a wrapped time in the past.
+            job.due_at = Some(now.saturating_add(crate::retry::duration_ms(d) as Millis));
         }
         job
     }
