@@ -63,7 +63,7 @@ fn run(dir: &Path, shown: &Shown) -> (i32, String) {
         .stderr(Stdio::piped());
     // Its own process group, so Ctrl-C can go to the whole pipeline as a terminal sends it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().unwrap();
+    let child = cmd.spawn().unwrap();
     if follow {
         // It runs until interrupted, as at a terminal: let it print, then Ctrl-C it.
         std::thread::sleep(Duration::from_millis(800));
