@@ -793,3 +793,19 @@ fn colour_only_at_a_terminal_and_never_with_no_color() {
     // Piped: no colour either.
     assert!(!f.bw().args(["jobs", "list", "--state", "dead-lettered"]).output().unwrap().stdout.contains(&0x1b));
 }
+
+#[test]
+fn an_error_into_a_closed_stderr_pipe_keeps_its_exit_status_instead_of_panicking() {
+    // `bw ... 2>&1 | head` closed stderr before the error line; eprintln! panicked (exit 101).
+    let f = Fixture::hostile_stranger();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .args(["requeue", "a0000004"])
+        .env("BW_DB", &f.db)
+        .env("BW_NOW", T)
+        .stderr(writer)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "stdout: {}", text(&out.stdout));
+}

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::output::{sanitize, Render, Term};
-use super::{CliError, Ctx};
+use super::{eprint_quiet, CliError, Ctx};
 use crate::store::SCHEMA_VERSION;
 use crate::Store;
 
@@ -35,11 +35,11 @@ pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let made_admin = store.bootstrap_admin(&ctx.actor)?;
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
     if mode & 0o007 != 0 {
-        eprintln!(
+        eprint_quiet(format_args!(
             "bw: warning: '{}' is accessible to every user (mode {mode:o}); anyone who can write it can change grants: \
-             chmod o-rwx it",
+             chmod o-rwx it\n",
             sanitize(&path.display().to_string())
-        );
+        ));
     }
     let view = Init {
         path: path.display().to_string(),

@@ -160,7 +160,7 @@ impl Ctx {
 
     /// Ask `question` on stderr and read y/N from stdin.
     pub fn confirm(&self, question: &str) -> Result<bool, CliError> {
-        eprint!("{question} [y/N] ");
+        eprint_quiet(format_args!("{question} [y/N] "));
         std::io::stderr().flush()?;
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
@@ -229,6 +229,13 @@ pub fn is_broken_pipe(e: &CliError) -> bool {
     matches!(e, CliError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
+/// Write to stderr, ignoring failure: a message or progress line must never panic the way
+/// `eprintln!` does when stderr is a closed pipe (`bw ... 2>&1 | head`), which turned a refusal
+/// into exit 101 and could stop a bulk requeue part-way.
+pub(crate) fn eprint_quiet(args: std::fmt::Arguments) {
+    let _ = std::io::stderr().write_fmt(args);
+}
+
 /// Parse and run; returns the process exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -259,7 +266,7 @@ pub fn main() -> ExitCode {
         Err(CliError::Refused(msg)) if msg.is_empty() => ExitCode::from(exit::REFUSED),
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprintln!("bw: error: {}", output::sanitize(&e.to_string()));
+            eprint_quiet(format_args!("bw: error: {}\n", output::sanitize(&e.to_string())));
             ExitCode::from(exit_code(&e))
         }
     }

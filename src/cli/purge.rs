@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
-use super::{exit, parse_duration, CliError, Ctx};
+use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
 use crate::store::SettingKey;
 use crate::Millis;
 
@@ -71,12 +71,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let q = format!("Delete {} terminal jobs that finished more than {} ago?", thousands(count), view.older_than);
     if !ctx.confirm_or_refuse(a.yes, &q, "purge")? {
-        eprintln!("bw: nothing deleted");
+        eprint_quiet(format_args!("bw: nothing deleted\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
     view.jobs = store.purge(&ctx.actor, cutoff, |p| {
         if p.total > 2_000 {
-            eprintln!("deleted {} of {}", thousands(p.done), thousands(p.total));
+            eprint_quiet(format_args!("deleted {} of {}\n", thousands(p.done), thousands(p.total)));
         }
     })?;
     ctx.printer()?.print(&view)?;

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::jobs::FilterArgs;
 use super::json::IdResult;
 use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
-use super::{exit, CliError, Ctx};
+use super::{eprint_quiet, exit, CliError, Ctx};
 use crate::store::{BulkProgress, RequeuePlan, RequeueResult};
 use crate::{Error, JobId, JobState, Store};
 
@@ -133,7 +133,7 @@ pub(super) fn finish(ctx: &Ctx, view: IdResults) -> Result<ExitCode, CliError> {
     }
     let n = view.results.len();
     let (one, verb) = if refused == 1 { ("id was", view.verb) } else { ("ids were", view.verb) };
-    eprintln!("bw: {refused} of {n} {one} not {verb}");
+    eprint_quiet(format_args!("bw: {refused} of {n} {one} not {verb}\n"));
     Ok(ExitCode::from(exit::REFUSED))
 }
 
@@ -228,7 +228,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         ));
     }
     if !ctx.confirm_or_refuse(a.yes, &question, "requeue in bulk")? {
-        eprintln!("bw: nothing requeued");
+        eprint_quiet(format_args!("bw: nothing requeued\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
     // Short runs finish before a progress line would help.
@@ -241,14 +241,14 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
         let pct = p.done * 100 / p.total.max(1);
         if tty {
-            eprint!("\rrequeued {} of {} ({pct}%)", thousands(p.done), thousands(p.total));
+            eprint_quiet(format_args!("\rrequeued {} of {} ({pct}%)", thousands(p.done), thousands(p.total)));
         } else if pct / 10 != last_pct / 10 || last_pct == u64::MAX {
-            eprintln!("requeued {} of {} ({pct}%)", thousands(p.done), thousands(p.total));
+            eprint_quiet(format_args!("requeued {} of {} ({pct}%)\n", thousands(p.done), thousands(p.total)));
         }
         last_pct = pct;
     })?;
     if show_progress && tty {
-        eprintln!();
+        eprint_quiet(format_args!("\n"));
     }
     let skipped = if a.force { 0 } else { plan.would_requarantine };
     let view = BulkDone { requeued, skipped_requarantine: skipped, unhandled: unhandled_names(&plan), what };
