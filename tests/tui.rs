@@ -221,6 +221,21 @@ fn declining_changes_nothing() {
 }
 
 #[test]
+fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
+    // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    code(&mut app, &f, KeyCode::Enter);
+    keys(&mut app, &f, "en");
+    assert_eq!(app.notice.as_deref(), Some("Reveal declined: nothing changed"));
+    keys(&mut app, &f, "q4x");
+    assert!(matches!(&app.mode, Mode::Confirm(p) if p.op == Op::Cancel), "{:?}", app.mode);
+    keys(&mut app, &f, "n");
+    assert_eq!(app.notice.as_deref(), Some("Cancel declined: nothing changed"));
+}
+
+#[test]
 fn marked_jobs_are_requeued_together_and_cancel_reports_each() {
     let f = Fixture::with_jobs();
     let mut app = f.app(120, 32);

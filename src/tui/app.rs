@@ -379,7 +379,7 @@ impl App {
                 }
                 Action::Decline | Action::Back => {
                     self.mode = Mode::Normal;
-                    self.notice = Some(format!("{} cancelled: nothing changed", p.op.verb()));
+                    self.notice = Some(format!("{} declined: nothing changed", p.op.name()));
                 }
                 _ => {}
             },

@@ -165,6 +165,15 @@ impl Op {
             Op::Reveal => "Reveal failure detail of",
         }
     }
+
+    /// The action on its own, for messages that name no jobs ("Reveal declined").
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Requeue => "Requeue",
+            Op::Cancel => "Cancel",
+            Op::Reveal => "Reveal",
+        }
+    }
 }
 
 /// What an action would do, counted in the store just before asking for confirmation.
