@@ -169,6 +169,7 @@ impl Engine {
                 info,
                 worker_id: Arc::clone(&worker_id),
                 inflight: HashMap::new(),
+                next_run: 0,
                 pending: Vec::new(),
                 work_tx,
                 done_rx,
@@ -364,21 +365,29 @@ impl Drop for EngineHandle {
 struct Work {
     job: Job,
     ctx: JobContext,
+    /// The dispatcher's token for this claim: its outcome comes back under it.
+    run: u64,
 }
 
 enum Done {
     Finished {
-        job_id: JobId,
-        attempt: u32,
+        run: u64,
         outcome: Outcome,
     },
     /// Nothing to record; the dispatcher should look at its stop flag.
     Wake,
 }
 
+/// One handler run of this dispatcher, by the token of its claim. Not keyed by job: this same
+/// worker may claim a job again (its lease was reaped, the job retried or requeued) while an
+/// earlier run of it still hangs, and a requeue even repeats the `(worker, attempt)` pair the
+/// store's fence checks. Only the newest run of a job is `current`: a stale one's outcome is
+/// dropped, and its end leaves the newer run's lease alone.
 struct Inflight {
+    job_id: JobId,
     attempt: u32,
     cancel: CancelSignal,
+    current: bool,
 }
 
 struct Dispatcher {
@@ -388,7 +397,8 @@ struct Dispatcher {
     cfg: WorkerGroup,
     info: WorkerInfo,
     worker_id: Arc<str>,
-    inflight: HashMap<JobId, Inflight>,
+    inflight: HashMap<u64, Inflight>,
+    next_run: u64,
     pending: Vec<Completion>,
     work_tx: Sender<Work>,
     done_rx: Receiver<Done>,
@@ -481,9 +491,18 @@ impl Dispatcher {
         };
         let mut next = first;
         while let Some(done) = next {
-            if let Done::Finished { job_id, attempt, outcome } = done {
-                self.inflight.remove(&job_id);
-                self.pending.push(Completion { job_id, worker_id: self.worker_id.to_string(), attempt, outcome });
+            if let Done::Finished { run, outcome } = done {
+                match self.inflight.remove(&run) {
+                    Some(f) if f.current => self.pending.push(Completion {
+                        job_id: f.job_id,
+                        worker_id: self.worker_id.to_string(),
+                        attempt: f.attempt,
+                        outcome,
+                    }),
+                    // A stale run: the job was claimed again since, so its word is discarded.
+                    Some(_) => Counters::add(&self.stats.fenced_out, 1),
+                    None => {}
+                }
             }
             next = self.done_rx.try_recv().ok();
         }
@@ -548,9 +567,20 @@ impl Dispatcher {
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
                 };
-                self.inflight.insert(job.id, Inflight { attempt: job.attempt, cancel });
+                // The store let us claim this job, so any earlier run of it here has lost its
+                // lease: make it stale, and drop an outcome of it not yet written.
+                for f in self.inflight.values_mut().filter(|f| f.job_id == job.id && f.current) {
+                    f.current = false;
+                    f.cancel.cancel(CancelReason::LeaseLost);
+                }
+                let before = self.pending.len();
+                self.pending.retain(|c| c.job_id != job.id);
+                Counters::add(&self.stats.fenced_out, (before - self.pending.len()) as u64);
+                let run = self.next_run;
+                self.next_run += 1;
+                self.inflight.insert(run, Inflight { job_id: job.id, attempt: job.attempt, cancel, current: true });
                 // The handler threads live as long as this sender: sending cannot fail.
-                let _ = self.work_tx.send(Work { job, ctx });
+                let _ = self.work_tx.send(Work { job, ctx, run });
             }
         }
         Ok(total)
@@ -561,10 +591,10 @@ impl Dispatcher {
     fn heartbeat(&mut self) {
         // Finished jobs whose outcome is not written yet (the store was busy) keep their
         // leases too, or they would lapse and run again.
-        let held: Vec<(JobId, u32)> = self
-            .inflight
+        let runs: Vec<u64> = self.inflight.iter().filter(|(_, f)| f.current).map(|(run, _)| *run).collect();
+        let held: Vec<(JobId, u32)> = runs
             .iter()
-            .map(|(id, f)| (*id, f.attempt))
+            .map(|run| (self.inflight[run].job_id, self.inflight[run].attempt))
             .chain(self.pending.iter().map(|c| (c.job_id, c.attempt)))
             .collect();
         if held.is_empty() {
@@ -572,8 +602,9 @@ impl Dispatcher {
         }
         match self.store.heartbeat(&self.worker_id, &held, self.cfg.lease) {
             Ok(statuses) => {
-                for ((id, _), status) in held.iter().zip(statuses) {
-                    let Some(f) = self.inflight.get(id) else { continue };
+                // Statuses past `runs` are the pending outcomes': no handler to tell.
+                for (run, status) in runs.iter().zip(statuses) {
+                    let Some(f) = self.inflight.get(run) else { continue };
                     match status {
                         LeaseStatus::Held { cancel_requested: true } => f.cancel.cancel(CancelReason::Operator),
                         LeaseStatus::Held { cancel_requested: false } => {}
@@ -695,9 +726,9 @@ fn handler_loop(rx: &Mutex<Receiver<Work>>, tx: &Sender<Done>, registry: &Regist
             Ok(w) => w,
             Err(_) => return,
         };
-        let (job_id, attempt) = (work.job.id, work.job.attempt);
+        let run = work.run;
         let outcome = run_one(work, registry, capture);
-        if tx.send(Done::Finished { job_id, attempt, outcome }).is_err() {
+        if tx.send(Done::Finished { run, outcome }).is_err() {
             // The dispatcher is gone (shutdown past its grace): nothing is reported.
             return;
         }
@@ -706,7 +737,7 @@ fn handler_loop(rx: &Mutex<Receiver<Work>>, tx: &Sender<Done>, registry: &Regist
 
 /// Route, decode and run one job. Quarantine happens here, before any handler code runs.
 fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
-    let Work { job, ctx } = work;
+    let Work { job, ctx, .. } = work;
     let Some(entry) = registry.entry(&job.wire_name) else {
         return Outcome::Quarantined {
             reason: QuarantineReason::NoHandler,
