@@ -343,7 +343,8 @@ pub struct WorkerInfo {
 
 impl WorkerInfo {
     pub fn is_live(&self, now: Millis) -> bool {
-        now - self.last_heartbeat_at <= self.stale_after_ms
+        // Saturating: another program may write any integer as the heartbeat time.
+        now.saturating_sub(self.last_heartbeat_at) <= self.stale_after_ms
     }
 }
 

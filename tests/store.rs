@@ -6,6 +6,8 @@
 
 #[path = "store/contract.rs"]
 mod contract;
+#[path = "store/hostile.rs"]
+mod hostile;
 #[path = "store/lifecycle.rs"]
 mod lifecycle;
 #[path = "store/open.rs"]
