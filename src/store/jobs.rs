@@ -248,12 +248,14 @@ impl Store {
 /// earliest due job and ends at the first job due in the future; an index that ordered by
 /// anything before `due_at` would make every claim walk past the whole backlog of future
 /// retries. There is deliberately no `LIMIT ?`: a new value bound to it makes SQLite re-prepare
-/// the statement. Public so that tests and tools can EXPLAIN it.
+/// the statement. A job whose attempt counter is already at the top of what an attempt (`u32`)
+/// counts, which another program may write, is passed over: its attempt cannot rise at a claim.
+/// Public so that tests and tools can EXPLAIN it.
 pub const CLAIM_SQL: &str = concat!(
     "SELECT ",
     job_columns!(),
     ", jitter_seed FROM jobs INDEXED BY jobs_claim
-     WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 ORDER BY due_at"
+     WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 AND attempt < 4294967295 ORDER BY due_at"
 );
 
 /// What the fence and a failed attempt need of a Running job: never the payload or labels.

@@ -1,7 +1,11 @@
 //! Rows another program may write while following `schema.sql`: odd values its CHECKs allow.
 //! Reading or running them must never panic, and one odd row must not stop the others.
 
-use super::{Fixture, T0};
+use std::time::Duration;
+
+use backwave::{JobState, RetryPolicy};
+
+use super::{Fixture, T0, WORKER};
 
 #[test]
 fn a_worker_row_with_an_extreme_heartbeat_time_does_not_panic_the_liveness_check() {
@@ -20,4 +24,24 @@ fn a_worker_row_with_an_extreme_heartbeat_time_does_not_panic_the_liveness_check
     assert_eq!(live.get("resize"), Some(&1));
     let workers = fx.store.workers().unwrap();
     assert!(workers.iter().any(|w| w.id == "far-past" && !w.is_live(T0)));
+}
+
+#[test]
+fn a_job_whose_attempt_counter_cannot_rise_neither_panics_the_claim_nor_blocks_its_queue() {
+    let fx = Fixture::new();
+    // Due first, and at the top of what an attempt (u32) can count: a claim cannot raise it.
+    fx.store
+        .connection()
+        .execute(
+            "INSERT INTO jobs (id, wire_name, queue, attempt, due_at, created_at, updated_at)
+             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 4294967295, 0, 0, 0)",
+            [],
+        )
+        .unwrap();
+    let ordinary = fx.enqueue("w", "q");
+    let jobs = fx.claim_as(WORKER, "q", 2, &RetryPolicy::new(3, Duration::from_secs(1)).unwrap());
+    assert_eq!(jobs.iter().map(|j| (j.id, j.attempt)).collect::<Vec<_>>(), [(ordinary, 1)]);
+    let odd = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
+    assert_eq!((odd.state, odd.attempt), (JobState::Scheduled, u32::MAX), "left as it was written");
+    fx.assert_sound();
 }
