@@ -221,6 +221,26 @@ fn declining_changes_nothing() {
 }
 
 #[test]
+fn the_selection_stays_on_its_job_when_new_failures_arrive_above_it() {
+    // New Dead-Lettered jobs push the list down; the selection stayed on the row, so Enter or
+    // r acted on whichever job had slid under it.
+    let mut f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "j");
+    let chosen = app.selected_job().unwrap().id;
+    f.dead_letter_now("charge-card");
+    f.dead_letter_now("charge-card");
+    f.refresh(&mut app);
+    assert_eq!(app.page_jobs().len(), 6, "both new failures are listed");
+    assert_eq!(app.selected_job().unwrap().id, chosen);
+    assert_eq!(app.vs().selected, 3);
+    keys(&mut app, &f, "r");
+    let Mode::Confirm(p) = &app.mode else { panic!("a confirmation, got {:?}", app.mode) };
+    assert_eq!(p.target, Target::Jobs(vec![chosen]));
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

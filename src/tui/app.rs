@@ -581,7 +581,22 @@ impl App {
         self.chart.retain(|m, _| *m >= oldest);
         self.update_throughput(&s);
         self.now = self.now.max(s.at);
+        // The selection follows the job, not the row: new failures arrive at the top of a
+        // newest-first list, and a positional selection slid onto another job between two key
+        // presses (Enter or r then acted on a job the operator never chose).
+        let same_list = self.snapshot.as_ref().and_then(|p| p.query.as_ref()).map(|q| (q.view, q.grouped, &q.filter))
+            == s.query.as_ref().map(|q| (q.view, q.grouped, &q.filter));
+        let pinned = if same_list { self.selected_job().map(|j| j.id) } else { None };
         self.snapshot = Some(s);
+        if let Some(index) = pinned.and_then(|id| {
+            let s = self.snapshot.as_ref()?;
+            let i = self.page_jobs().iter().position(|j| j.id == id)?;
+            Some(s.page_offset + i as u64)
+        }) {
+            if index != self.vs().selected {
+                self.move_to(index);
+            }
+        }
         // The list may have shrunk under the selection (jobs requeued elsewhere).
         let len = self.list_len();
         if self.vs().selected >= len && len > 0 {

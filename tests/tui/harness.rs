@@ -114,6 +114,15 @@ impl Fixture {
         id
     }
 
+    /// A job that fails its one attempt now, in a queue of its own: a new failure arriving at
+    /// the top of the Dead-Lettered list while the dashboard is open.
+    pub fn dead_letter_now(&mut self, wire_name: &str) -> JobId {
+        let id = self.enqueue(NewJob::new(wire_name, "arrivals", "{}"));
+        self.claim_one("arrivals", &RetryPolicy::new(1, Duration::from_secs(2)).unwrap());
+        self.fail(id, 1, "arrived while watching");
+        id
+    }
+
     fn claim_one(&self, queue: &str, policy: &RetryPolicy) {
         let queues = vec![queue.to_string()];
         let req = ClaimRequest {
