@@ -238,6 +238,11 @@ fn the_selection_stays_on_its_job_when_new_failures_arrive_above_it() {
     keys(&mut app, &f, "r");
     let Mode::Confirm(p) = &app.mode else { panic!("a confirmation, got {:?}", app.mode) };
     assert_eq!(p.target, Target::Jobs(vec![chosen]));
+    // On the top row the dashboard keeps watching the newest failure.
+    keys(&mut app, &f, "ngg");
+    let newest = f.dead_letter_now("charge-card");
+    f.refresh(&mut app);
+    assert_eq!(app.selected_job().unwrap().id, newest);
 }
 
 #[test]

@@ -581,12 +581,14 @@ impl App {
         self.chart.retain(|m, _| *m >= oldest);
         self.update_throughput(&s);
         self.now = self.now.max(s.at);
-        // The selection follows the job, not the row: new failures arrive at the top of a
-        // newest-first list, and a positional selection slid onto another job between two key
-        // presses (Enter or r then acted on a job the operator never chose).
+        // Once the operator has moved off the top row, the selection follows the job, not the
+        // row: new failures arrive at the top of a newest-first list, and a positional
+        // selection slid onto another job between two key presses (Enter or r then acted on a
+        // job the operator never chose). On the top row it stays there, watching the newest.
         let same_list = self.snapshot.as_ref().and_then(|p| p.query.as_ref()).map(|q| (q.view, q.grouped, &q.filter))
             == s.query.as_ref().map(|q| (q.view, q.grouped, &q.filter));
-        let pinned = if same_list { self.selected_job().map(|j| j.id) } else { None };
+        let moved = self.vs().selected > 0;
+        let pinned = if same_list && moved { self.selected_job().map(|j| j.id) } else { None };
         self.snapshot = Some(s);
         if let Some(index) = pinned.and_then(|id| {
             let s = self.snapshot.as_ref()?;
