@@ -691,6 +691,26 @@ fn backoff_prints_the_schedule() {
 }
 
 #[test]
+fn backoff_of_a_long_linear_curve_over_many_attempts_does_not_overflow() {
+    // The total wait was summed in u64 and panicked ("attempt to add with overflow").
+    let f = Fixture::empty();
+    let out = f.bw().args(["backoff", "linear", "900y", "--max-attempts", "2000"]).assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.lines().last().unwrap().starts_with("2000 attempts in total"), "{stdout}");
+    let json = json(
+        &f.bw()
+            .args(["--format", "json", "backoff", "linear", "900y", "--max-attempts", "2000"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    );
+    let steps = json["steps"].as_array().unwrap();
+    let at: Vec<u64> = steps.iter().filter_map(|s| s["next_attempt_after_ms"].as_u64()).collect();
+    assert!(at.windows(2).all(|w| w[0] <= w[1]), "times since the first try never go backwards");
+}
+
+#[test]
 fn grant_revoke_audit_and_config() {
     let f = Fixture::hostile_admin();
     f.bw()

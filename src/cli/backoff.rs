@@ -102,6 +102,11 @@ struct Schedule {
     steps: Vec<Step>,
 }
 
+/// Milliseconds, saturating: `as u64` wrapped a capped-at-`Duration::MAX` delay into nonsense.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Schedule {
     fn new(b: &Backoff, max: u32) -> Self {
         let j = b.jitter_value();
@@ -118,18 +123,18 @@ impl Schedule {
                     };
                 }
                 let exact = b.delay(n);
-                since = since.saturating_add(exact.as_millis() as u64);
+                since = since.saturating_add(millis(exact));
                 let (lo, hi) = if j > 0.0 {
                     let cap = b.cap_value().unwrap_or(Duration::MAX);
                     let lo = exact.mul_f64(1.0 - j).min(cap);
                     let hi = exact.mul_f64(1.0 + j).min(cap);
-                    (Some(lo.as_millis() as u64), Some(hi.as_millis() as u64))
+                    (Some(millis(lo)), Some(millis(hi)))
                 } else {
                     (None, None)
                 };
                 Step {
                     attempt: n,
-                    wait_ms: Some(exact.as_millis() as u64),
+                    wait_ms: Some(millis(exact)),
                     wait_min_ms: lo,
                     wait_max_ms: hi,
                     next_attempt_after_ms: Some(since),
@@ -170,7 +175,8 @@ impl Render for Schedule {
             t.row(vec![s.attempt.to_string().into(), wait, at]);
         }
         t.write(out, term)?;
-        let total: u64 = self.steps.iter().filter_map(|s| s.wait_ms).sum();
+        // Saturating: a long linear curve over many attempts overflowed u64 and panicked.
+        let total = self.steps.iter().filter_map(|s| s.wait_ms).fold(0, u64::saturating_add);
         let note = format!(
             "{} attempts in total; a job that keeps failing is dead-lettered after {} of waiting (plus its run time).",
             self.max_attempts,
