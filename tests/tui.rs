@@ -246,6 +246,22 @@ fn the_selection_stays_on_its_job_when_new_failures_arrive_above_it() {
 }
 
 #[test]
+fn a_cause_too_long_for_the_screen_ends_in_an_ellipsis_instead_of_being_clipped() {
+    // The table clipped the last column silently: "gateway timeout (a" read as a whole cause.
+    let f = Fixture::with_jobs();
+    let mut app = f.app(80, 24);
+    f.refresh(&mut app);
+    let screen = render(&app);
+    let line = screen.lines().find(|l| l.contains("charge-card")).expect("a charge-card row");
+    assert!(line.trim_end().ends_with('…'), "{line}");
+    let mut wide = f.app(160, 32);
+    f.refresh(&mut wide);
+    let screen = render(&wide);
+    let line = screen.lines().find(|l| l.contains("charge-card")).expect("a charge-card row");
+    assert!(line.trim_end().ends_with("(attempt 3)"), "the whole cause when it fits: {line}");
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

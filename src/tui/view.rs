@@ -352,10 +352,14 @@ impl App {
             let marked = if self.marks.contains_key(&j.id) { "●" } else { " " };
             format!("{pointer}{marked}")
         };
+        let dl_widths = vec![len(2), len(8), len(18), len(10), len(8), len(10), Constraint::Fill(1)];
+        let dl_fill = fill_width(area, &dl_widths);
+        let q_widths = vec![len(2), len(8), len(18), len(19), len(12), len(10), Constraint::Fill(1)];
+        let q_fill = fill_width(area, &q_widths);
         let (header, widths, rows): (Vec<&str>, Vec<Constraint>, Vec<Row>) = match self.view {
             View::DeadLettered => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPTS", "FINISHED", "CAUSE"],
-                vec![len(2), len(8), len(18), len(10), len(8), len(10), Constraint::Fill(1)],
+                dl_widths.clone(),
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -366,14 +370,14 @@ impl App {
                             Cell::from(clean(&j.queue, 10)),
                             Cell::from(attempts(j)),
                             Cell::from(j.finished_at.map(|f| relative(now, f)).unwrap_or_default()),
-                            Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), 200)),
+                            Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), dl_fill)),
                         ])
                     })
                     .collect(),
             ),
             View::Quarantined => (
                 vec!["", "ID", "WIRE NAME", "REASON", "LIVE HANDLER", "SINCE", "CAUSE"],
-                vec![len(2), len(8), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
+                q_widths.clone(),
                 jobs.iter()
                     .enumerate()
                     .map(|(i, j)| {
@@ -389,7 +393,7 @@ impl App {
                                 t.state(JobState::Succeeded)
                             }),
                             Cell::from(j.finished_at.map(|f| relative(now, f)).unwrap_or_default()),
-                            Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), 200)),
+                            Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), q_fill)),
                         ])
                     })
                     .collect(),
@@ -465,6 +469,8 @@ impl App {
         let now = self.now;
         let offset = self.vs().offset as usize;
         let sel = (self.vs().selected as usize).checked_sub(offset);
+        let widths = [len(7), len(10), len(10), len(18), Constraint::Fill(1)];
+        let fill = fill_width(area, &widths);
         let rows = s
             .cause_groups
             .iter()
@@ -476,7 +482,7 @@ impl App {
                     Cell::from(relative(now, g.first_seen)),
                     Cell::from(relative(now, g.last_seen)),
                     Cell::from(clean(&g.wire_name, 18)),
-                    Cell::from(clean(&g.fingerprint, 200)),
+                    Cell::from(clean(&g.fingerprint, fill)),
                 ])
             })
             .collect();
@@ -484,10 +490,7 @@ impl App {
             t,
             area,
             buf,
-            (
-                &["  COUNT", "FIRST SEEN", "LAST SEEN", "WIRE NAME", "CAUSE (normalised)"],
-                &[len(7), len(10), len(10), len(18), Constraint::Fill(1)],
-            ),
+            (&["  COUNT", "FIRST SEEN", "LAST SEEN", "WIRE NAME", "CAUSE (normalised)"], &widths),
             rows,
             sel,
         );
@@ -504,6 +507,8 @@ impl App {
         let now = self.now;
         let offset = self.vs().offset as usize;
         let sel = (self.vs().selected as usize).checked_sub(offset);
+        let widths = [len(7), len(18), len(19), len(12), len(10), Constraint::Fill(1)];
+        let fill = fill_width(area, &widths);
         let rows = s
             .quarantine_groups
             .iter()
@@ -520,7 +525,7 @@ impl App {
                         t.state(JobState::Succeeded)
                     }),
                     Cell::from(relative(now, g.last_seen)),
-                    Cell::from(clean(&g.example, 200)),
+                    Cell::from(clean(&g.example, fill)),
                 ])
             })
             .collect();
@@ -528,10 +533,7 @@ impl App {
             t,
             area,
             buf,
-            (
-                &["  COUNT", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST SEEN", "CAUSE (latest)"],
-                &[len(7), len(18), len(19), len(12), len(10), Constraint::Fill(1)],
-            ),
+            (&["  COUNT", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST SEEN", "CAUSE (latest)"], &widths),
             rows,
             sel,
         );
@@ -622,6 +624,8 @@ impl App {
             return self.empty(t, area, buf, "log entries");
         }
         let offset = self.vs().offset as usize;
+        let widths = [len(12), len(8), len(13), len(15), len(3), len(19), Constraint::Fill(1)];
+        let fill = fill_width(area, &widths);
         let visible = rows
             .iter()
             .skip(offset)
@@ -640,7 +644,7 @@ impl App {
                     Cell::from(format!("→ {}", e.to.title())).style(to_style),
                     Cell::from(format!("{:>3}", e.attempt)),
                     Cell::from(who),
-                    Cell::from(clean(e.reason.as_deref().unwrap_or(""), 200)),
+                    Cell::from(clean(e.reason.as_deref().unwrap_or(""), fill)),
                 ])
             })
             .collect();
@@ -649,10 +653,7 @@ impl App {
             t,
             area,
             buf,
-            (
-                &["TIME (UTC)", "JOB", "FROM", "TO", "ATT", "WORKER / ACTOR", "REASON"],
-                &[len(12), len(8), len(13), len(15), len(3), len(19), Constraint::Fill(1)],
-            ),
+            (&["TIME (UTC)", "JOB", "FROM", "TO", "ATT", "WORKER / ACTOR", "REASON"], &widths),
             visible,
             sel,
         );
@@ -908,6 +909,15 @@ fn pointer(selected: bool) -> &'static str {
 
 fn len(n: u16) -> Constraint {
     Constraint::Length(n)
+}
+
+/// Cells left for a table's one `Fill` column once its fixed columns and 1-cell gaps are laid
+/// out: the width to cut a cause to, so that a cut cause ends in `…` instead of being clipped
+/// silently by the table (an operator read a clipped cause as the whole message).
+fn fill_width(area: Rect, widths: &[Constraint]) -> usize {
+    let fixed: u16 = widths.iter().map(|c| if let Constraint::Length(n) = c { *n } else { 0 }).sum();
+    let gaps = widths.len().saturating_sub(1) as u16;
+    area.width.saturating_sub(fixed + gaps) as usize
 }
 
 fn attempts(j: &Job) -> String {
