@@ -711,6 +711,25 @@ fn backoff_of_a_long_linear_curve_over_many_attempts_does_not_overflow() {
 }
 
 #[test]
+fn help_describes_every_command_including_jobs_log_and_config() {
+    // `bw --help` listed jobs, log and config with a blank description.
+    let f = Fixture::empty();
+    let out = f.bw().arg("--help").assert().success();
+    let help = text(&out.get_output().stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("    "))
+        .collect();
+    assert!(commands.len() >= 15, "{help}");
+    for line in commands {
+        assert!(line.split_whitespace().count() > 1, "no description: {line:?}");
+    }
+}
+
+#[test]
 fn grant_revoke_audit_and_config() {
     let f = Fixture::hostile_admin();
     f.bw()

@@ -82,10 +82,12 @@ pub enum Format {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Init(init::Args),
+    /// List jobs and show one: every field, its delay table and history
     #[command(subcommand)]
     Jobs(jobs::Command),
     Requeue(requeue::Args),
     Cancel(cancel::Args),
+    /// The transition log: `bw log tail` (`--follow` keeps printing)
     #[command(subcommand)]
     Log(log::Command),
     Stats(stats::Args),
@@ -96,6 +98,7 @@ pub enum Command {
     Grant(access::GrantArgs),
     Revoke(access::RevokeArgs),
     Audit(access::AuditArgs),
+    /// Store settings: failure_detail (on|off) and retention
     #[command(subcommand)]
     Config(config::Command),
     Completions(completions::Args),
