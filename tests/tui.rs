@@ -262,6 +262,23 @@ fn a_cause_too_long_for_the_screen_ends_in_an_ellipsis_instead_of_being_clipped(
 }
 
 #[test]
+fn the_chart_says_it_is_still_counting_until_it_has_caught_up_with_the_hour() {
+    // On a busy store the first refreshes count the hour a batch at a time, and the header
+    // showed the partial sums as "N last hour", well under the real count.
+    let f = Fixture::empty();
+    let jobs: Vec<backwave::NewJob> =
+        (0..2_500).map(|i| backwave::NewJob::new("send-email", "high", format!("{{\"n\":{i}}}"))).collect();
+    f.store.enqueue_many(&jobs).unwrap();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    let screen = render(&app);
+    assert!(screen.contains("so far, counting…") && !screen.contains("last hour"), "{screen}");
+    f.refresh(&mut app);
+    let screen = render(&app);
+    assert!(screen.contains("last hour") && !screen.contains("counting"), "{screen}");
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

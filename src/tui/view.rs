@@ -231,7 +231,15 @@ impl App {
             .collect();
         let max = series.iter().map(|(a, b)| (*a).max(*b)).max().unwrap_or(0);
         let (ok_total, failed_total): (u64, u64) = self.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
-        let span_label = if per_cell == 1 { "last hour".to_string() } else { format!("last hour, {per_cell}m/bar") };
+        // On a busy store the chart counts the hour back a batch per refresh: until it has
+        // caught up with the log, its totals are a partial count, not the last hour's.
+        let span_label = if self.chart_seq < self.log_seq {
+            "so far, counting…".to_string()
+        } else if per_cell == 1 {
+            "last hour".to_string()
+        } else {
+            format!("last hour, {per_cell}m/bar")
+        };
         let bars = |pick: fn(&(u64, u64)) -> u64| -> String { series.iter().map(|v| bar(pick(v), max)).collect() };
         let line = |label: &str, bars: String, total: u64, style: Style| {
             Line::from(vec![
