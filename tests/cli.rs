@@ -730,6 +730,21 @@ fn help_describes_every_command_including_jobs_log_and_config() {
 }
 
 #[test]
+fn revoking_the_last_admin_warns_and_says_how_to_get_one_back() {
+    let f = Fixture::hostile_admin();
+    let me = current_actor();
+    f.bw().args(["grant", "bob", "admin"]).assert().success();
+    let out = f.bw().args(["revoke", "bob", "admin"]).assert().success();
+    assert!(out.get_output().stderr.is_empty(), "another admin is left: {}", text(&out.get_output().stderr));
+    let out = f.bw().args(["revoke", &me, "admin"]).assert().success();
+    let stderr = text(&out.get_output().stderr);
+    assert!(stderr.contains("no admin now") && stderr.contains("bw init"), "{stderr}");
+    // And `bw init` does bring one back.
+    f.bw().arg("init").assert().success();
+    assert!(f.store().permissions(&me).unwrap().contains(&Permission::Admin));
+}
+
+#[test]
 fn grant_revoke_audit_and_config() {
     let f = Fixture::hostile_admin();
     f.bw()

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{rfc3339, sanitize, Render, Table, Term};
-use super::{parse_duration, CliError, Ctx};
+use super::{eprint_quiet, parse_duration, CliError, Ctx};
 use crate::store::AuditEntry;
 use crate::{Millis, Permission};
 
@@ -89,6 +89,19 @@ pub fn revoke(a: &RevokeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let view =
         Changed { action: "revoke", actor: a.actor.clone(), permission: a.permission.as_str(), changed, permissions };
     ctx.printer()?.print(&view)?;
+    // Revoking the last admin left nobody able to grant or change settings, and said nothing
+    // about how to get an admin back.
+    if changed && a.permission == Permission::Admin {
+        let any_admin: bool = store.read(|c| {
+            Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM grants WHERE permission = 'admin')", [], |r| r.get(0))?)
+        })?;
+        if !any_admin {
+            eprint_quiet(format_args!(
+                "bw: warning: this store has no admin now: nobody can grant, revoke or change settings until \
+                 someone who can write the file runs `bw init` on it (that makes them admin)\n"
+            ));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
