@@ -501,6 +501,18 @@ fn concurrent_requeues_of_the_same_ids_requeue_each_once() {
 }
 
 #[test]
+fn an_id_given_twice_is_acted_on_and_reported_once() {
+    // The second mention was refused as "NotRequeueable (scheduled)" and the command exited 1.
+    let f = Fixture::hostile_admin();
+    let out = f.bw().args(["requeue", "a0000004", "a0000004-0000-7000-8000-000000000004"]).assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.contains("Requeued"), "{stdout}");
+    let out = f.bw().args(["cancel", "a0000004", "a0000004"]).assert().success();
+    assert_eq!(text(&out.get_output().stdout).lines().count(), 1);
+}
+
+#[test]
 fn cancel_reports_each_id() {
     let f = Fixture::hostile_admin();
     let out =

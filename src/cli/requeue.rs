@@ -113,15 +113,21 @@ pub(super) fn not_found(text: &str) -> IdResult {
 
 /// Resolve every id before acting on any: a malformed or ambiguous one stops the whole
 /// command (exit 2) so that nothing is half-done; an unknown one is reported `NotFound`.
+/// A job named twice (a pasted list, a prefix and its full id) is acted on and reported once:
+/// its second mention came back refused ("NotRequeueable (scheduled)") and made the command
+/// exit 1 after it had done everything asked.
 pub(super) fn resolve_all(store: &Store, texts: &[String]) -> Result<Vec<(String, Option<JobId>)>, CliError> {
-    texts
-        .iter()
-        .map(|t| match store.resolve_id(t) {
-            Ok(id) => Ok((t.clone(), Some(id))),
-            Err(Error::JobNotFound(_)) => Ok((t.clone(), None)),
-            Err(e) => Err(e.into()),
-        })
-        .collect()
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(texts.len());
+    for t in texts {
+        match store.resolve_id(t) {
+            Ok(id) if !seen.insert(id) => {}
+            Ok(id) => out.push((t.clone(), Some(id))),
+            Err(Error::JobNotFound(_)) => out.push((t.clone(), None)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
 }
 
 /// Print per-id results; exit 1, with a count on stderr, when any id was not acted on.
