@@ -613,6 +613,23 @@ fn stats_counts_causes_and_quarantines_with_live_handlers() {
 }
 
 #[test]
+fn stats_counts_fit_an_80_column_terminal_instead_of_wrapping_the_total() {
+    // The full state names made the counts table 87 columns: TOTAL wrapped onto its own line.
+    let f = Fixture::hostile();
+    let out = f.bw().arg("stats").env("COLUMNS", "80").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    let counts: Vec<&str> = stdout.lines().take_while(|l| !l.is_empty()).collect();
+    assert!(counts[0].contains("Dead") && counts[0].ends_with("TOTAL"), "{stdout}");
+    for line in &counts {
+        assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
+    }
+    assert!(counts.iter().any(|l| l.starts_with("all queues") && l.trim_end().ends_with("33")), "{stdout}");
+    // With room, the states keep their full names.
+    let wide = text(&f.bw().arg("stats").env("COLUMNS", "120").assert().success().get_output().stdout);
+    assert!(wide.lines().next().unwrap().contains("Dead-Lettered"), "{wide}");
+}
+
+#[test]
 fn workers_shows_live_and_stale() {
     let f = Fixture::hostile();
     let v = json(&f.bw().args(["--format", "json", "workers"]).output().unwrap().stdout);

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::output::{relative, rfc3339, sanitize, thousands, Cell, Render, Style, Table, Term};
+use super::output::{relative, rfc3339, sanitize, thousands, width, Cell, Render, Style, Table, Term};
 use super::{CliError, Ctx};
 use crate::store::{CauseGroup, QuarantineGroup, StateCounts};
 use crate::JobState;
@@ -110,27 +110,38 @@ impl Render for Stats {
         if self.counts.by_queue.is_empty() {
             writeln!(out, "No jobs in this store.")?;
         } else {
-            let mut headers = vec!["QUEUE"];
-            headers.extend(JobState::ALL.iter().map(|s| s.title()));
-            headers.push("TOTAL");
-            let mut t = Table::new(&headers).max_width(0, 24);
-            let num = |n: u64, s: JobState| {
-                let style = if n == 0 { Style::Dim } else { super::output::state_style(s) };
-                Cell::styled(thousands(n), style)
+            let counts = |titles: &[&str], term: &Term| {
+                let mut headers = vec!["QUEUE"];
+                headers.extend(titles);
+                headers.push("TOTAL");
+                let mut t = Table::new(&headers).max_width(0, 24);
+                let num = |n: u64, s: JobState| {
+                    let style = if n == 0 { Style::Dim } else { super::output::state_style(s) };
+                    Cell::styled(thousands(n), style)
+                };
+                for (q, m) in &self.counts.by_queue {
+                    let mut row: Vec<Cell> = vec![sanitize(q).into_owned().into()];
+                    row.extend(JobState::ALL.iter().map(|s| num(m.get(s).copied().unwrap_or(0), *s)));
+                    row.push(thousands(self.counts.queue_total(q)).into());
+                    t.row(row);
+                }
+                if self.counts.by_queue.len() > 1 {
+                    let mut row: Vec<Cell> = vec![Cell::styled("all queues", Style::Bold)];
+                    row.extend(JobState::ALL.iter().map(|s| num(self.counts.total(*s), *s)));
+                    row.push(thousands(JobState::ALL.iter().map(|s| self.counts.total(*s)).sum()).into());
+                    t.row(row);
+                }
+                let mut buf = Vec::new();
+                t.write(&mut buf, term).map(|()| buf)
             };
-            for (q, m) in &self.counts.by_queue {
-                let mut row: Vec<Cell> = vec![sanitize(q).into_owned().into()];
-                row.extend(JobState::ALL.iter().map(|s| num(m.get(s).copied().unwrap_or(0), *s)));
-                row.push(thousands(self.counts.queue_total(q)).into());
-                t.row(row);
-            }
-            if self.counts.by_queue.len() > 1 {
-                let mut row: Vec<Cell> = vec![Cell::styled("all queues", Style::Bold)];
-                row.extend(JobState::ALL.iter().map(|s| num(self.counts.total(*s), *s)));
-                row.push(thousands(JobState::ALL.iter().map(|s| self.counts.total(*s)).sum()).into());
-                t.row(row);
-            }
-            t.write(out, term)?;
+            let long: Vec<&str> = JobState::ALL.iter().map(|s| s.title()).collect();
+            // At 80 columns the full state names made the TOTAL column wrap onto a line of its
+            // own; the dashboard's short names fit. Measured without colour codes.
+            let plain = Term { color: false, ..term.clone() };
+            let fits = |b: &[u8]| term.width.is_none_or(|w| String::from_utf8_lossy(b).lines().all(|l| width(l) <= w));
+            let short = ["Sched", "Run", "OK", "Dead", "Quar", "Canc"];
+            let titles: &[&str] = if fits(&counts(&long, &plain)?) { &long } else { &short };
+            out.write_all(&counts(titles, term)?)?;
         }
 
         writeln!(out)?;
