@@ -852,6 +852,41 @@ fn which(program: &str) -> Option<()> {
 }
 
 #[test]
+fn rows_never_wrap_on_a_narrow_terminal_in_colour() {
+    // The last-resort cut was skipped when colour was on, that is at every real terminal: a
+    // Running row's worker wrapped onto a line of its own at 80 columns.
+    let f = Fixture::hostile();
+    let Some(out) = on_a_tty(&f, "jobs list --limit 4", "", &[("COLUMNS", "80")]) else { return };
+    let screen = text(&out.stdout);
+    assert!(screen.contains("\u{1b}["), "coloured at a terminal: {screen}");
+    let plain = strip_ansi(&screen);
+    let rows: Vec<&str> = plain.lines().filter(|l| l.starts_with("000000")).collect();
+    assert_eq!(rows.len(), 4, "{plain}");
+    for line in plain.lines() {
+        assert!(unicode_width(line.trim_end_matches('\r')) <= 80, "wider than 80: {line:?}");
+    }
+    assert!(rows[0].contains("Running") && rows[0].trim_end().ends_with('…'), "{plain}");
+}
+
+/// The text of a coloured screen, without its SGR sequences.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
 fn bulk_requeue_at_a_terminal_asks_with_the_count() {
     let f = Fixture::hostile_admin();
     let Some(out) = on_a_tty(&f, "requeue --state dead-lettered", "n\n", &[]) else { return };

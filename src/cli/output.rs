@@ -397,26 +397,32 @@ impl Table {
             }
             widths[f] = widths[f].min(room(&widths).max(FLEX_MIN.min(widths[f])));
         }
+        // Last resort on a very narrow terminal: a table with a flexible column never wraps.
+        // The line is cut cell by cell, before colouring: cutting the painted line was skipped
+        // in colour, so at a terminal (where colour is on) long rows wrapped.
+        let limit = term.width.filter(|_| self.flex.is_some());
         let line = |out: &mut dyn Write, cells: Vec<(String, Style)>| -> io::Result<()> {
             let mut text = String::new();
+            let mut used = 0;
             for (i, (t, style)) in cells.iter().enumerate() {
-                let cut = truncate(t, widths[i]);
-                let last = i + 1 == cells.len();
+                let mut cut = truncate(t, widths[i]);
+                let left = limit.map_or(usize::MAX, |w| w.saturating_sub(used));
+                let overflows = width(&cut) > left;
+                if overflows {
+                    cut = Cow::Owned(truncate(&cut, left).into_owned());
+                }
+                let last = i + 1 == cells.len() || overflows;
                 let pad = if last { 0 } else { widths[i] - width(&cut) };
                 text.push_str(&style.paint(&cut, term.color));
                 text.push_str(&" ".repeat(pad));
-                if !last {
-                    text.push_str("  ");
+                used += width(&cut) + pad;
+                if last {
+                    break;
                 }
+                text.push_str("  ");
+                used += 2;
             }
-            let text = text.trim_end();
-            // Last resort on a very narrow terminal: never wrap.
-            match term.width {
-                Some(w) if self.flex.is_some() && width(text) > w && !term.color => {
-                    writeln!(out, "{}", truncate(text, w))
-                }
-                _ => writeln!(out, "{text}"),
-            }
+            writeln!(out, "{}", text.trim_end())
         };
         line(
             out,
