@@ -887,6 +887,23 @@ fn strip_ansi(s: &str) -> String {
 }
 
 #[test]
+fn one_state_lists_at_80_columns_keep_whole_wire_names_instead_of_a_state_column() {
+    // `--state dead-lettered` at 80 columns spent 15 cells repeating "Dead-Lettered" and cut
+    // every wire name to 8 ("notify-…").
+    let f = Fixture::hostile();
+    let out = f.bw().args(["jobs", "list", "--state", "dead-lettered"]).env("COLUMNS", "80").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.starts_with("ID        WIRE NAME"), "{stdout}");
+    assert!(stdout.contains("notify-user") && stdout.contains("sync-inventory"), "{stdout}");
+    assert!(!stdout.contains("Dead-Lettered"), "{stdout}");
+    // Several states, or room enough: the column stays.
+    let mixed = f.bw().args(["jobs", "list", "--state", "dead-lettered,quarantined"]).env("COLUMNS", "80").assert();
+    assert!(text(&mixed.get_output().stdout).contains("STATE"));
+    let wide = f.bw().args(["jobs", "list", "--state", "dead-lettered"]).env("COLUMNS", "120").assert();
+    assert!(text(&wide.get_output().stdout).contains("Dead-Lettered"));
+}
+
+#[test]
 fn bulk_requeue_at_a_terminal_asks_with_the_count() {
     let f = Fixture::hostile_admin();
     let Some(out) = on_a_tty(&f, "requeue --state dead-lettered", "n\n", &[]) else { return };

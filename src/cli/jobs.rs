@@ -247,6 +247,9 @@ fn lease_left(now: Millis, j: &Job) -> String {
     }
 }
 
+/// Below this many columns a one-state list leaves out its STATE column.
+const NARROW: usize = 100;
+
 impl Render for JobList {
     fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
         let jobs = &self.page.jobs;
@@ -262,20 +265,25 @@ impl Render for JobList {
         let now = term.now;
         let lay = layout(&self.filter.states);
         let state_cell = |j: &Job| Cell::styled(j.state.title(), state_style(j.state));
-        let mut table = match lay {
-            Layout::Terminal => {
-                Table::new(&["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "FINISHED", "CAUSE"]).flex(6)
-            }
+        let (mut headers, flex) = match lay {
+            Layout::Terminal => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "FINISHED", "CAUSE"], Some(6)),
             Layout::Scheduled => {
-                Table::new(&["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "NEXT ATTEMPT", "CREATED"])
+                (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "NEXT ATTEMPT", "CREATED"], None)
             }
-            Layout::Running => Table::new(&["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPT", "WORKER", "LEASE"]),
-            Layout::Mixed => {
-                Table::new(&["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "WHEN", "CAUSE / WORKER"]).flex(6)
-            }
+            Layout::Running => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPT", "WORKER", "LEASE"], None),
+            Layout::Mixed => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "WHEN", "CAUSE / WORKER"], Some(6)),
+        };
+        // Listing one state on a narrow terminal, the STATE column repeats the command line and
+        // its 15 cells were taken from the wire names ("resize-…" at 80 columns).
+        let drop_state = self.filter.states.len() == 1 && term.width.is_some_and(|w| w < NARROW);
+        let shift = usize::from(drop_state);
+        if drop_state {
+            headers.remove(1);
         }
-        .max_width(2, 28)
-        .max_width(3, 16);
+        let mut table = Table::new(&headers).max_width(2 - shift, 28).max_width(3 - shift, 16);
+        if let Some(f) = flex {
+            table = table.flex(f - shift);
+        }
         for j in jobs {
             let mut row: Vec<Cell> = vec![
                 j.id.short().into(),
@@ -312,6 +320,9 @@ impl Render for JobList {
                         row.push(cause().into());
                     }
                 },
+            }
+            if drop_state {
+                row.remove(1);
             }
             table.row(row);
         }
