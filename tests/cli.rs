@@ -904,6 +904,20 @@ fn one_state_lists_at_80_columns_keep_whole_wire_names_instead_of_a_state_column
 }
 
 #[test]
+fn running_jobs_at_80_columns_keep_their_lease_on_the_row() {
+    // A long worker id pushed LEASE past the edge and the row wrapped.
+    let f = Fixture::hostile();
+    let out = f.bw().args(["jobs", "list", "--state", "running"]).env("COLUMNS", "80").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("000000")).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for row in rows {
+        assert!(unicode_width(row) <= 80, "wider than 80: {row:?}");
+        assert!(row.ends_with(" left") || row.ends_with(" ago"), "the lease is shown: {row:?}");
+    }
+}
+
+#[test]
 fn bulk_requeue_at_a_terminal_asks_with_the_count() {
     let f = Fixture::hostile_admin();
     let Some(out) = on_a_tty(&f, "requeue --state dead-lettered", "n\n", &[]) else { return };

@@ -270,7 +270,9 @@ impl Render for JobList {
             Layout::Scheduled => {
                 (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "NEXT ATTEMPT", "CREATED"], None)
             }
-            Layout::Running => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPT", "WORKER", "LEASE"], None),
+            // The worker id is the long one: it gives way (cut with …) so that the lease stays on
+            // screen instead of the row wrapping at 80 columns.
+            Layout::Running => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPT", "WORKER", "LEASE"], Some(5)),
             Layout::Mixed => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "WHEN", "CAUSE / WORKER"], Some(6)),
         };
         // Listing one state on a narrow terminal, the STATE column repeats the command line and
