@@ -279,6 +279,26 @@ fn the_chart_says_it_is_still_counting_until_it_has_caught_up_with_the_hour() {
 }
 
 #[test]
+fn q_from_a_queues_scheduled_jobs_goes_back_to_queues_instead_of_quitting() {
+    // Enter on a queue opened its scheduled jobs, and the next q quit the dashboard.
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "5");
+    code(&mut app, &f, KeyCode::Enter);
+    assert_eq!(app.view, View::Scheduled);
+    assert!(app.vs().filter.queue.is_some(), "{:?}", app.vs().filter);
+    keys(&mut app, &f, "q");
+    assert!(!app.quit);
+    assert_eq!(app.view, View::Queues);
+    // The Scheduled view is whole again when visited, and q at the top still quits.
+    keys(&mut app, &f, "4");
+    assert!(app.vs().filter.is_empty());
+    keys(&mut app, &f, "q");
+    assert!(app.quit);
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

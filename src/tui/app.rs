@@ -82,6 +82,9 @@ pub struct ViewState {
     pub grouped: bool,
     pub filter: Filter,
     pub filter_text: String,
+    /// Set when Enter on another view opened this one (a queue's scheduled jobs): q and Esc
+    /// go back there instead of quitting the dashboard.
+    pub back_to: Option<View>,
 }
 
 /// The failure detail pane of the open job.
@@ -415,6 +418,13 @@ impl App {
                 } else if !self.marks.is_empty() {
                     self.marks.clear();
                     self.notice = Some("marks cleared".into());
+                } else if let Some(back) = self.vs().back_to {
+                    let vs = self.vs_mut();
+                    vs.filter = Filter::default();
+                    vs.filter_text.clear();
+                    vs.back_to = None;
+                    self.reset_position();
+                    self.show_view(back);
                 } else if self.vs().filter.is_group() {
                     let vs = self.vs_mut();
                     vs.filter = Filter::default();
@@ -719,6 +729,7 @@ impl App {
                 let Some(queue) = s.counts.by_queue.keys().nth(self.vs().selected as usize).cloned() else { return };
                 self.show_view(View::Scheduled);
                 self.apply_filter(format!("queue:{queue}"));
+                self.vs_mut().back_to = Some(View::Queues);
             }
             (View::Log, _) => {
                 let rows = self.log_rows();
@@ -810,6 +821,8 @@ impl App {
                 let vs = self.vs_mut();
                 vs.filter = f;
                 vs.filter_text = input.trim().to_string();
+                // A filter typed by hand is the operator's own list: q quits from it again.
+                vs.back_to = None;
                 self.mode = Mode::Normal;
                 self.reset_position();
             }
