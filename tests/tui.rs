@@ -299,6 +299,30 @@ fn q_from_a_queues_scheduled_jobs_goes_back_to_queues_instead_of_quitting() {
 }
 
 #[test]
+fn enter_on_a_queue_named_with_a_space_or_quote_lists_exactly_its_jobs() {
+    // "queue:night shift" was parsed as queue "night" plus the word "shift": nothing matched;
+    // a quote in the name was refused as an unclosed quote.
+    let mut f = Fixture::empty();
+    for q in ["night shift", "o\"brien"] {
+        f.enqueue(backwave::NewJob::new("send-email", q, "{}"));
+    }
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "5");
+    for (i, q) in ["night shift", "o\"brien"].iter().enumerate() {
+        if i > 0 {
+            keys(&mut app, &f, "5j");
+        }
+        code(&mut app, &f, KeyCode::Enter);
+        assert_eq!(app.mode, Mode::Normal, "{:?}", app.error);
+        assert_eq!(app.vs().filter.queue.as_deref(), Some(*q));
+        assert_eq!(app.page_jobs().len(), 1, "the job of queue {q}");
+        keys(&mut app, &f, "q");
+        assert_eq!(app.view, View::Queues);
+    }
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

@@ -728,8 +728,14 @@ impl App {
                 let Some(s) = &self.snapshot else { return };
                 let Some(queue) = s.counts.by_queue.keys().nth(self.vs().selected as usize).cloned() else { return };
                 self.show_view(View::Scheduled);
-                self.apply_filter(format!("queue:{queue}"));
-                self.vs_mut().back_to = Some(View::Queues);
+                // The filter is set, not parsed from text: a queue named with a space or a quote
+                // ("night shift") was split into a queue and a word, or refused as a bad filter.
+                let shown = if queue.contains(char::is_whitespace) { format!("\"{queue}\"") } else { queue.clone() };
+                let vs = self.vs_mut();
+                vs.filter = Filter { queue: Some(queue), ..Filter::default() };
+                vs.filter_text = format!("queue:{shown}");
+                vs.back_to = Some(View::Queues);
+                self.reset_position();
             }
             (View::Log, _) => {
                 let rows = self.log_rows();
