@@ -323,6 +323,19 @@ fn enter_on_a_queue_named_with_a_space_or_quote_lists_exactly_its_jobs() {
 }
 
 #[test]
+fn paused_and_read_only_stay_visible_at_80_columns_with_a_long_store_path() {
+    // They ended the title line, past the 80th column: a paused dashboard looked live.
+    let f = Fixture::with_jobs();
+    let mut app = f.app(80, 24);
+    app.cfg.store = "/var/lib/backwave/production/shared/backwave.db".into();
+    app.cfg.read_only = true;
+    f.refresh(&mut app);
+    keys(&mut app, &f, "p");
+    let title = render(&app).lines().next().unwrap().to_string();
+    assert!(title.contains("PAUSED (p)") && title.contains("READ-ONLY"), "{title}");
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

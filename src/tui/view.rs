@@ -161,20 +161,22 @@ impl App {
                 }
             })
             .unwrap_or_else(|| "—".into());
-        let mut spans = vec![
-            Span::styled(" BackWave ", t.heading()),
+        // PAUSED and READ-ONLY come first: at the end of the line an 80-column terminal cut
+        // them off, and a paused dashboard's stale numbers looked live.
+        let mut spans = vec![Span::styled(" BackWave ", t.heading())];
+        if self.paused {
+            spans.push(Span::styled("─ PAUSED (p) ", t.error()));
+        }
+        if self.cfg.read_only {
+            spans.push(Span::styled("─ READ-ONLY ", t.heading()));
+        }
+        spans.extend([
             Span::raw("─ "),
             Span::raw(clean(&self.cfg.store, 40)),
             Span::raw(" ─ "),
             Span::raw(format!("{} ({perms})", clean(&self.cfg.actor, 20))),
             Span::raw(format!(" ─ every {}", compact_duration(self.cfg.interval))),
-        ];
-        if self.cfg.read_only {
-            spans.push(Span::styled(" ─ READ-ONLY", t.heading()));
-        }
-        if self.paused {
-            spans.push(Span::styled(" ─ PAUSED (p)", t.error()));
-        }
+        ]);
         let style = Style::default().add_modifier(Modifier::REVERSED);
         buf.set_style(area, style);
         Line::from(spans).style(style).render(area, buf);
