@@ -418,7 +418,9 @@ impl Store {
         let mut probe =
             self.conn.prepare_cached("SELECT seq, at FROM transitions WHERE seq >= ?1 ORDER BY seq LIMIT 1")?;
         while lo < hi {
-            let mid = lo + (hi - lo) / 2;
+            // In i128: another program may have written a negative seq, and `hi - lo` across
+            // the whole i64 range overflows.
+            let mid = lo + ((hi as i128 - lo as i128) / 2) as i64;
             match probe.query_row([mid], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Millis>(1)?))).optional()? {
                 Some((seq, t)) if t < at => lo = seq + 1,
                 Some(_) => hi = mid,

@@ -45,3 +45,28 @@ fn a_job_whose_attempt_counter_cannot_rise_neither_panics_the_claim_nor_blocks_i
     assert_eq!((odd.state, odd.attempt), (JobState::Scheduled, u32::MAX), "left as it was written");
     fx.assert_sound();
 }
+
+#[test]
+fn a_log_entry_with_a_negative_sequence_number_does_not_panic_the_search_by_time() {
+    let fx = Fixture::new();
+    let id = fx.enqueue("w", "q");
+    fx.store
+        .connection()
+        .execute(
+            "INSERT INTO transitions (seq, job_id, at, from_state, to_state, attempt)
+             VALUES (-9223372036854775808, ?1, 0, NULL, 'scheduled', 0)",
+            [id.to_string()],
+        )
+        .unwrap();
+    let last = fx.store.last_seq().unwrap();
+    // The answer is where entries at or after the time start: the first entry from it on.
+    let first_from = |seq: i64| -> Option<i64> {
+        fx.store
+            .connection()
+            .query_row("SELECT min(seq) FROM transitions WHERE seq >= ?1", [seq], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(first_from(fx.store.seq_at(T0).unwrap()), Some(last), "the enqueue entry is the first at T0");
+    assert_eq!(fx.store.seq_at(0).unwrap(), i64::MIN);
+    assert_eq!(first_from(fx.store.seq_at(T0 + 1).unwrap()), None);
+}
