@@ -336,6 +336,24 @@ fn paused_and_read_only_stay_visible_at_80_columns_with_a_long_store_path() {
 }
 
 #[test]
+fn requeueing_a_group_of_one_says_one_job() {
+    // The report read "Requeued 1 jobs" / "1 Dead-Lettered send-email jobs ... are Scheduled".
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    f.press(&mut app, [Action::ToggleGroup]);
+    let one = app.snapshot.as_ref().unwrap().cause_groups.iter().position(|g| g.count == 1).expect("a group of one");
+    for _ in 0..one {
+        keys(&mut app, &f, "j");
+    }
+    keys(&mut app, &f, "ry");
+    let Mode::Results(r) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!(r.title, "Requeued 1 job");
+    assert!(r.lines[0].starts_with("1 Dead-Lettered") && r.lines[0].contains(" job with cause"), "{:?}", r.lines);
+    assert!(r.lines[0].ends_with("is Scheduled now"), "{:?}", r.lines);
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

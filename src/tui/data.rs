@@ -447,13 +447,14 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
             let filter = group.group_filter().unwrap_or_default();
             let mut total = 0;
             let done = store.requeue_matching(actor, &filter, |p| total = p.total)?;
-            report.title = format!("Requeued {done} jobs");
+            let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
+            report.title = format!("Requeued {done} {jobs}");
             report.lines.push(match group {
                 Target::CauseGroup { wire_name, fingerprint } => {
-                    format!("{done} Dead-Lettered {wire_name} jobs with cause '{fingerprint}' are Scheduled now")
+                    format!("{done} Dead-Lettered {wire_name} {jobs} with cause '{fingerprint}' {are} Scheduled now")
                 }
                 Target::QuarantineGroup { wire_name, reason } => {
-                    format!("{done} Quarantined {wire_name} jobs ({reason}) are Scheduled now")
+                    format!("{done} Quarantined {wire_name} {jobs} ({reason}) {are} Scheduled now")
                 }
                 Target::Jobs(_) => String::new(),
             });
