@@ -354,6 +354,23 @@ fn requeueing_a_group_of_one_says_one_job() {
 }
 
 #[test]
+fn a_confirmation_whose_text_wraps_still_shows_its_y_n_prompt() {
+    // The dialog was sized one row per line: a wrapped line pushed "[y] yes [n] no" out of it.
+    let mut f = Fixture::with_jobs();
+    for name in ["invoice.render-monthly", "legacy-report-nightly", "export-quarterly-ledger"] {
+        f.dead_letter_now(name);
+    }
+    let mut app = f.app(80, 24);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "   r");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!(p.unhandled.len(), 3, "{p:?}");
+    let screen = render(&app);
+    assert!(screen.contains("[y] yes    [n] no"), "{screen}");
+    assert!(screen.contains("export-quarterly-ledger"), "the wrapped part is shown too: {screen}");
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

@@ -960,14 +960,30 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
 }
 
-fn popup(t: &Theme, area: Rect, buf: &mut Buffer, title: &str, lines: Vec<Line>, style: Option<Style>) {
-    let width = lines.iter().map(|l| l.width()).max().unwrap_or(0).max(title.chars().count() + 4) as u16 + 4;
-    let rect = centered(area, width.max(40), lines.len() as u16 + 2);
+/// A box in the middle of the screen. Its last line is the key that answers or closes it
+/// ("[y] yes [n] no", "any key: close"): the box is sized for wrapped lines and that line is
+/// pinned to its bottom row, because a box of one row per line lost the prompt whenever a line
+/// above it wrapped on a narrow terminal.
+fn popup(t: &Theme, area: Rect, buf: &mut Buffer, title: &str, mut lines: Vec<Line>, style: Option<Style>) {
+    let width = (lines.iter().map(|l| l.width()).max().unwrap_or(0).max(title.chars().count() + 4) as u16 + 4).max(40);
+    let inner_width = width.min(area.width.saturating_sub(2)).saturating_sub(2).max(1) as usize;
+    // Word wrapping can leave a row short: one spare row per wrapped line.
+    let rows = |w: usize| if w <= inner_width { 1 } else { w.div_ceil(inner_width) + 1 };
+    let height: usize = lines.iter().map(|l| rows(l.width())).sum();
+    let rect = centered(area, width, height as u16 + 2);
     Clear.render(rect, buf);
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Line::styled(format!(" {} ", clean(title, 70)), style.unwrap_or(t.heading())));
-    Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).render(rect, buf);
+    let inner = block.inner(rect);
+    block.render(rect, buf);
+    let Some(last) = lines.pop() else { return };
+    if inner.height == 0 {
+        return;
+    }
+    let bottom = Rect { y: inner.y + inner.height - 1, height: 1, ..inner };
+    Paragraph::new(lines).wrap(Wrap { trim: false }).render(Rect { height: inner.height - 1, ..inner }, buf);
+    Paragraph::new(last).wrap(Wrap { trim: false }).render(bottom, buf);
 }
 
 fn confirm(t: &Theme, p: &super::data::Preview, area: Rect, buf: &mut Buffer) {
