@@ -3,6 +3,7 @@
 //! Each test follows one item of seed 000 (and issue 3's "Done when").
 
 mod engine {
+    pub mod durations;
     pub mod stale_runs;
     pub mod support;
 }

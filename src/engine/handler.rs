@@ -177,14 +177,20 @@ impl CancelSignal {
     /// Block until the signal fires or `timeout` passes; returns the reason if it fired.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<CancelReason> {
         let (lock, cv) = &*self.inner;
-        let deadline = Instant::now() + timeout;
+        // None: a timeout past what an Instant holds (`Duration::MAX`) waits for the signal only.
+        let deadline = Instant::now().checked_add(timeout);
         let mut r = lock.lock().unwrap_or_else(|p| p.into_inner());
         while r.is_none() {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            r = cv.wait_timeout(r, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            r = match deadline {
+                None => cv.wait(r).unwrap_or_else(|p| p.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    cv.wait_timeout(r, deadline - now).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
         }
         *r
     }

@@ -336,7 +336,7 @@ impl EngineHandle {
     }
 
     fn stop_all(&mut self, grace: Duration) -> ShutdownReport {
-        let deadline = Instant::now() + grace;
+        let deadline = later(Instant::now(), grace);
         for g in &self.groups {
             *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
             g.stop.requested.store(true, Ordering::SeqCst);
@@ -413,9 +413,9 @@ impl Dispatcher {
         let start = Instant::now();
         let mut next_claim = start;
         let mut next_reap = start;
-        let mut next_heartbeat = start + heartbeat_every;
+        let mut next_heartbeat = later(start, heartbeat_every);
         let mut next_worker_heartbeat = start + WORKER_HEARTBEAT;
-        let mut next_sweep = self.sweep_interval.map(|_| start + self.cfg.poll_interval);
+        let mut next_sweep = self.sweep_interval.map(|_| later(start, self.cfg.poll_interval));
         loop {
             let stopping = self.stop.requested.load(Ordering::SeqCst);
             let grace_end = *self.stop.grace.lock().unwrap_or_else(|p| p.into_inner());
@@ -443,7 +443,7 @@ impl Dispatcher {
             }
             if now >= next_heartbeat {
                 self.heartbeat();
-                next_heartbeat = now + heartbeat_every;
+                next_heartbeat = later(now, heartbeat_every);
             }
             if now >= next_worker_heartbeat {
                 self.worker_heartbeat();
@@ -452,7 +452,7 @@ impl Dispatcher {
             if let (Some(at), Some(every)) = (next_sweep, self.sweep_interval) {
                 if now >= at {
                     self.sweep();
-                    next_sweep = Some(now + every);
+                    next_sweep = Some(later(now, every));
                 }
             }
             if now >= next_reap {
@@ -460,14 +460,14 @@ impl Dispatcher {
                     // A reaped job may be due again at once.
                     next_claim = now;
                 }
-                next_reap = now + self.cfg.poll_interval;
+                next_reap = later(now, self.cfg.poll_interval);
             }
             let free = self.cfg.concurrency.saturating_sub(self.inflight.len());
             if !stopping && free > 0 && now >= next_claim {
                 match self.claim(free) {
                     // Every slot filled: there may be more due, claim again as slots free.
                     Ok(n) if n == free => next_claim = now,
-                    Ok(_) => next_claim = now + self.cfg.poll_interval,
+                    Ok(_) => next_claim = later(now, self.cfg.poll_interval),
                     Err(e) => {
                         self.stats.error(&e);
                         next_claim = now + ERROR_BACKOFF.min(self.cfg.poll_interval);
@@ -694,6 +694,14 @@ impl Dispatcher {
         }
         // Dropping the work sender ends idle handler threads; busy ones end after their job.
     }
+}
+
+/// `t + d` for a duration the application chose: one too long for an `Instant` (a
+/// `Duration::MAX` poll interval, sweep interval or grace period) means "not for a century",
+/// never a panic.
+fn later(t: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    t.checked_add(d).or_else(|| t.checked_add(CENTURY)).unwrap_or(t)
 }
 
 thread_local! {
