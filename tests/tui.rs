@@ -371,6 +371,26 @@ fn a_confirmation_whose_text_wraps_still_shows_its_y_n_prompt() {
 }
 
 #[test]
+fn requeueing_an_undecodable_payload_group_does_not_promise_it_will_not_quarantine_again() {
+    // charge-card has a live worker, so the dialog said "0 would re-quarantine": but payloads
+    // that did not decode quarantine again unless the handler changed.
+    let mut f = Fixture::with_jobs();
+    f.quarantine_undecodable_now();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "2");
+    let i = app.snapshot.as_ref().unwrap().quarantine_groups.iter().position(|g| g.wire_name == "charge-card").unwrap();
+    for _ in 0..i {
+        keys(&mut app, &f, "j");
+    }
+    keys(&mut app, &f, "r");
+    assert!(matches!(&app.mode, Mode::Confirm(_)), "{:?}", app.mode);
+    let screen = render(&app);
+    assert!(!screen.contains("0 would re-quarantine"), "{screen}");
+    assert!(screen.contains("they quarantine again unless the handler now accepts them"), "{screen}");
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

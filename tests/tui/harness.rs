@@ -123,6 +123,15 @@ impl Fixture {
         id
     }
 
+    /// A `charge-card` job (a wire name with a live worker) whose payload did not decode.
+    pub fn quarantine_undecodable_now(&mut self) -> JobId {
+        let id = self.enqueue(NewJob::new("charge-card", "arrivals", "{\"amount\":\"ten\"}"));
+        self.claim_one("arrivals", &RetryPolicy::new(3, Duration::from_secs(2)).unwrap());
+        let cause = "payload does not decode: invalid type: string \"ten\", expected u64".to_string();
+        self.complete(id, 1, Outcome::Quarantined { reason: QuarantineReason::UndecodablePayload, cause });
+        id
+    }
+
     fn claim_one(&self, queue: &str, policy: &RetryPolicy) {
         let queues = vec![queue.to_string()];
         let req = ClaimRequest {
