@@ -111,8 +111,16 @@ impl Backoff {
             Shape::Fixed => self.interval,
             Shape::Linear => self.interval.saturating_mul(n),
             Shape::Exponential => {
-                let factor = 1u32.checked_shl(n - 1).filter(|_| n <= 32).unwrap_or(u32::MAX);
-                self.interval.saturating_mul(factor)
+                // d·2^(n-1) by doubling: at most ~94 doublings take 1 ns to Duration::MAX, so
+                // this stops early for any n (a factor capped at u32::MAX stopped growing at 33).
+                let mut d = self.interval;
+                for _ in 1..n {
+                    if d.is_zero() || d == Duration::MAX {
+                        break;
+                    }
+                    d = d.saturating_mul(2);
+                }
+                d
             }
         };
         self.capped(base)
@@ -307,7 +315,7 @@ mod tests {
     #[test]
     fn exponential_saturates_instead_of_overflowing() {
         let b = Backoff::exponential(Duration::from_secs(2));
-        assert_eq!(b.delay(200), Duration::from_secs(2).saturating_mul(u32::MAX));
+        assert_eq!(b.delay(200), Duration::MAX);
         assert_eq!(secs(&[2, 4, 8]), (1..=3).map(|n| b.delay(n)).collect::<Vec<_>>());
     }
 }

@@ -128,3 +128,18 @@ fn huge_curves_saturate_instead_of_panicking() {
     let p = RetryPolicy::new(70, Backoff::exponential(Duration::from_secs(u64::MAX / 4))).unwrap();
     assert!(p.delay_table_ms(1).iter().all(|&ms| ms <= i64::MAX as u64));
 }
+
+#[test]
+fn exponential_keeps_doubling_past_32_attempts_until_duration_max() {
+    // d, 2d, 4d, …: the wait after failed attempt n is d·2^(n-1), whatever n, until it no
+    // longer fits a Duration. It used to stop growing at d·(2^32 - 1) from attempt 33 on.
+    let b = Backoff::exponential(Duration::from_millis(1));
+    assert_eq!(b.delay(33), Duration::from_millis(1 << 32));
+    assert_eq!(b.delay(34), Duration::from_millis(1 << 33));
+    assert_eq!(b.delay(50), Duration::from_millis(1 << 49));
+    assert_eq!(b.delay(200), Duration::MAX);
+    assert_eq!(Backoff::exponential(Duration::ZERO).delay(u32::MAX), Duration::ZERO);
+    let p = RetryPolicy::new(60, b).unwrap();
+    let table = p.delay_table_ms(0);
+    assert!(table.windows(2).all(|w| w[1] == w[0] * 2), "each wait doubles the one before");
+}
