@@ -513,6 +513,24 @@ fn an_id_given_twice_is_acted_on_and_reported_once() {
 }
 
 #[test]
+fn bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again() {
+    // charge-card has a live worker, so its undecodable quarantines counted as "would be
+    // requeued" with nothing said: requeued, they all quarantined again.
+    let f = Fixture::hostile();
+    let out = f
+        .bw()
+        .args(["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"])
+        .assert()
+        .success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("2 would be requeued"), "{stdout}");
+    assert!(stdout.contains("2 were quarantined because their payload did not decode"), "{stdout}");
+    // No such line where nothing is undecodable.
+    let out = f.bw().args(["requeue", "--state", "dead-lettered", "--dry-run"]).assert().success();
+    assert!(!text(&out.get_output().stdout).contains("did not decode"));
+}
+
+#[test]
 fn cancel_reports_each_id() {
     let f = Fixture::hostile_admin();
     let out =

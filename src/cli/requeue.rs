@@ -12,8 +12,8 @@ use super::jobs::FilterArgs;
 use super::json::IdResult;
 use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
 use super::{eprint_quiet, exit, CliError, Ctx};
-use crate::store::{BulkProgress, RequeuePlan, RequeueResult};
-use crate::{Error, JobId, JobState, Store};
+use crate::store::{BulkProgress, JobFilter, RequeuePlan, RequeueResult};
+use crate::{Error, JobId, JobState, QuarantineReason, Store};
 
 /// Requeue jobs with a fresh attempt budget: by id, or every match of `--state` and filters.
 #[derive(Debug, clap::Args)]
@@ -210,7 +210,18 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let plan = store.plan_requeue(&filter)?;
     let what = a.filter.describe("jobs");
     if a.dry_run {
-        printer.print(&PlanView { plan, what, dry_run: true, force: a.force })?;
+        // Quarantined for a payload that did not decode, a job has a live handler and counts as
+        // "would be requeued", yet it quarantines again unless the handler changed: say so.
+        let undecodable = if a.filter.states.contains(&JobState::Quarantined) {
+            store.count_jobs(&JobFilter {
+                states: vec![JobState::Quarantined],
+                quarantine_reason: Some(QuarantineReason::UndecodablePayload),
+                ..filter.clone()
+            })?
+        } else {
+            0
+        };
+        printer.print(&PlanView { plan, what, dry_run: true, force: a.force, undecodable })?;
         return Ok(ExitCode::SUCCESS);
     }
     if plan.matching == 0 {
@@ -277,6 +288,8 @@ struct PlanView {
     what: String,
     dry_run: bool,
     force: bool,
+    /// Quarantined jobs among the matches whose payload did not decode (table only).
+    undecodable: u64,
 }
 
 impl Serialize for PlanView {
@@ -306,6 +319,14 @@ impl Render for PlanView {
             thousands(p.would_requarantine),
             if p.would_requarantine > 0 && !self.force { " (skipped unless --force)" } else { "" }
         )?;
+        if self.undecodable > 0 {
+            writeln!(
+                out,
+                "  {:>w$} were quarantined because their payload did not decode: requeued, they quarantine again \
+                 unless the handler now accepts it",
+                thousands(self.undecodable)
+            )?;
+        }
         if !p.unhandled.is_empty() {
             let mut t = Table::new(&["    WIRE NAME (no live worker)", "JOBS"]);
             for u in &p.unhandled {
