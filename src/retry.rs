@@ -202,6 +202,12 @@ where
     }
 }
 
+/// The largest attempt budget a [`RetryPolicy`] takes. Every claim writes `max_attempts - 1`
+/// delays into the job row, so the budget is the table's size: `u32::MAX` attempts would ask
+/// for a 34 GB table per claim. Ten thousand attempts at a 5-minute cap is five weeks of
+/// retrying, in a table of about 70 KB.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
+
 /// A worker group's retry policy: how many attempts in total, and how long to wait after each
 /// failed one. It belongs to the group that claims the job; there is no per-job override.
 #[derive(Clone, Debug)]
@@ -220,6 +226,11 @@ impl RetryPolicy {
         let backoff = backoff.into();
         if max_attempts == 0 {
             return Err(Error::InvalidPolicy("max attempts must be at least 1 (it counts the first attempt)".into()));
+        }
+        if max_attempts > MAX_ATTEMPTS_LIMIT {
+            return Err(Error::InvalidPolicy(format!(
+                "max attempts {max_attempts} is too many: at most {MAX_ATTEMPTS_LIMIT} (each claim writes a delay per attempt into the job)"
+            )));
         }
         if let BackoffFn::Curve(b) = &backoff {
             b.validate()?;

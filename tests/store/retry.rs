@@ -143,3 +143,18 @@ fn exponential_keeps_doubling_past_32_attempts_until_duration_max() {
     let table = p.delay_table_ms(0);
     assert!(table.windows(2).all(|w| w[1] == w[0] * 2), "each wait doubles the one before");
 }
+
+#[test]
+fn an_attempt_budget_too_large_for_a_delay_table_is_an_error_not_an_out_of_memory_abort() {
+    // Every claim writes max_attempts - 1 delays into the job row: u32::MAX attempts asked
+    // for a 34 GB table per claim, and the process died. Refused up front, quoting the value.
+    for n in [u32::MAX, 1_000_000] {
+        match RetryPolicy::new(n, S(1)) {
+            Err(Error::InvalidPolicy(msg)) => assert!(msg.contains(&n.to_string()), "{msg}"),
+            other => panic!("expected InvalidPolicy for {n} attempts, got {other:?}"),
+        }
+        assert!(RetryPolicy::from_backoff(Backoff::fixed(S(1)).max_attempts(n)).is_err());
+    }
+    let most = RetryPolicy::new(backwave::retry::MAX_ATTEMPTS_LIMIT, S(1)).unwrap();
+    assert_eq!(most.delay_table_ms(0).len() as u32, backwave::retry::MAX_ATTEMPTS_LIMIT - 1);
+}
