@@ -391,6 +391,30 @@ fn requeueing_an_undecodable_payload_group_does_not_promise_it_will_not_quaranti
 }
 
 #[test]
+fn the_selected_group_stays_selected_when_groups_are_re_read_in_a_new_order() {
+    // Groups come back re-sorted every ten seconds; the selection stayed on the row, so Enter
+    // opened, and r requeued, a different group than the one chosen.
+    let mut f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    f.press(&mut app, [Action::ToggleGroup]);
+    let before = app.snapshot.as_ref().unwrap().cause_groups.clone();
+    assert!(before.len() >= 2, "{before:?}");
+    keys(&mut app, &f, "j");
+    let chosen = (before[1].wire_name.clone(), before[1].fingerprint.clone());
+    for _ in 0..5 {
+        f.dead_letter_now("bulk-import");
+    }
+    f.tick(11_000);
+    f.refresh(&mut app);
+    let after = &app.snapshot.as_ref().unwrap().cause_groups;
+    assert_eq!(after.len(), before.len() + 1, "re-read: {after:?}");
+    assert_eq!(after[0].wire_name, "bulk-import", "the new, largest group sorts first: {after:?}");
+    let g = &after[app.vs().selected as usize];
+    assert_eq!((g.wire_name.clone(), g.fingerprint.clone()), chosen);
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

@@ -599,12 +599,30 @@ impl App {
             == s.query.as_ref().map(|q| (q.view, q.grouped, &q.filter));
         let moved = self.vs().selected > 0;
         let pinned = if same_list && moved { self.selected_job().map(|j| j.id) } else { None };
+        // Groups re-read every few seconds come back in a new order (by last seen): the same
+        // holds for the selected group, which Enter opens and r requeues whole.
+        let grouped = s.query.as_ref().is_some_and(|q| q.grouped);
+        let pinned_group = if same_list && moved && grouped { self.group_target() } else { None };
         self.snapshot = Some(s);
-        if let Some(index) = pinned.and_then(|id| {
+        let job_index = pinned.and_then(|id| {
             let s = self.snapshot.as_ref()?;
             let i = self.page_jobs().iter().position(|j| j.id == id)?;
             Some(s.page_offset + i as u64)
-        }) {
+        });
+        let group_index = pinned_group.and_then(|target| {
+            let s = self.snapshot.as_ref()?;
+            let i = match &target {
+                Target::CauseGroup { wire_name, fingerprint } => {
+                    s.cause_groups.iter().position(|g| &g.wire_name == wire_name && &g.fingerprint == fingerprint)
+                }
+                Target::QuarantineGroup { wire_name, reason } => {
+                    s.quarantine_groups.iter().position(|g| &g.wire_name == wire_name && g.reason == *reason)
+                }
+                Target::Jobs(_) => None,
+            }?;
+            Some(i as u64)
+        });
+        if let Some(index) = job_index.or(group_index) {
             if index != self.vs().selected {
                 self.move_to(index);
             }
