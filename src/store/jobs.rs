@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::row::{job_columns, job_from_row, parse_id};
+use super::row::{job_columns, job_from_row, parse_budget, parse_id};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason};
@@ -293,7 +293,7 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
     Ok(RunningAttempt {
         id: parse_id(r, 0)?,
         attempt: r.get(1)?,
-        max_attempts: r.get(2)?,
+        max_attempts: parse_budget(r, 2)?,
         delay_table: r.get(3)?,
         cancel_requested_by: r.get(4)?,
         lease_owner: r.get::<_, Option<String>>(5)?.unwrap_or_default(),

@@ -31,7 +31,7 @@ pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         payload: bytes(r.get_ref(4)?),
         state: parse_state(r, 5)?,
         attempt: r.get(6)?,
-        max_attempts: r.get(7)?,
+        max_attempts: parse_budget(r, 7)?,
         due_at: r.get(8)?,
         lease_owner: r.get(9)?,
         lease_expires_at: r.get(10)?,
@@ -83,6 +83,20 @@ pub(crate) fn parse_id(r: &Row<'_>, i: usize) -> rusqlite::Result<JobId> {
     let s: String = r.get(i)?;
     s.parse::<JobId>()
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+/// `max_attempts`, which the schema bounds only below: another program's "unlimited" (say
+/// 10^10) reads as the most a `u32` counts, rather than failing every read of the row (and
+/// with it every reap, which reads lapsed leases oldest first). Text, which the CHECK also
+/// lets through, is no budget: the default policy's, as for a NULL.
+pub(crate) fn parse_budget(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<u32>> {
+    let clamp = |m: i64| m.clamp(1, u32::MAX as i64) as u32;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Integer(m) => Some(clamp(m)),
+        // `as` saturates from f64 (NaN is 0, then 1).
+        ValueRef::Real(m) => Some(clamp(m as i64)),
+        ValueRef::Null | ValueRef::Text(_) | ValueRef::Blob(_) => None,
+    })
 }
 
 pub(crate) fn parse_state(r: &Row<'_>, i: usize) -> rusqlite::Result<JobState> {

@@ -70,3 +70,40 @@ fn a_log_entry_with_a_negative_sequence_number_does_not_panic_the_search_by_time
     assert_eq!(fx.store.seq_at(0).unwrap(), i64::MIN);
     assert_eq!(first_from(fx.store.seq_at(T0 + 1).unwrap()), None);
 }
+
+#[test]
+fn a_budget_beyond_what_u32_counts_neither_blocks_the_reaper_nor_hides_the_job() {
+    // Another program's "unlimited": max_attempts = 10^10 (the schema asks only >= 1). Reaping
+    // reads it for every lapsed lease, oldest first; it must not fail every other reap too.
+    let fx = Fixture::new();
+    fx.store
+        .connection()
+        .execute(
+            "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, lease_owner,
+                               lease_expires_at, created_at, updated_at)
+             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 'running', 1, 10000000000, 0,
+                     'other-program', 1, 0, 0)",
+            [],
+        )
+        .unwrap();
+    fx.store
+        .connection()
+        .execute(
+            "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, lease_owner,
+                               lease_expires_at, created_at, updated_at)
+             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b11', 'w', 'q', 'running', 1, 'unlimited', 0,
+                     'other-program', 2, 0, 0)",
+            [],
+        )
+        .unwrap();
+    let ordinary = fx.enqueue("w", "q2");
+    fx.claim_as(super::WORKER, "q2", 1, &backwave::RetryPolicy::new(3, std::time::Duration::from_secs(1)).unwrap());
+    fx.clock.advance(super::LEASE + std::time::Duration::from_secs(1));
+    assert_eq!(fx.store.reap_expired(10).unwrap(), 3);
+    assert_eq!(fx.job(ordinary).state, backwave::JobState::Scheduled);
+    let odd = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
+    assert_eq!((odd.state, odd.attempt, odd.max_attempts), (backwave::JobState::Scheduled, 1, Some(u32::MAX)));
+    let text = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b11".parse().unwrap());
+    assert_eq!((text.state, text.max_attempts), (backwave::JobState::Scheduled, None), "no budget: the default's");
+    fx.assert_sound();
+}
