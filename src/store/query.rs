@@ -331,8 +331,9 @@ impl Store {
         let dir = if order.descending() { "DESC" } else { "ASC" };
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY {col} {dir}, id {dir} LIMIT {} OFFSET {}",
-            limit + 1,
-            offset.unwrap_or(0)
+            // Clamped: `usize::MAX` means "all", and SQLite reads no integer past i64::MAX.
+            limit.saturating_add(1).min(i64::MAX as usize),
+            offset.unwrap_or(0).min(i64::MAX as u64)
         );
         self.read(|conn| {
             let mut jobs: Vec<Job> = conn

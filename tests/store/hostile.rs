@@ -107,3 +107,16 @@ fn a_budget_beyond_what_u32_counts_neither_blocks_the_reaper_nor_hides_the_job()
     assert_eq!((text.state, text.max_attempts), (backwave::JobState::Scheduled, None), "no budget: the default's");
     fx.assert_sound();
 }
+
+#[test]
+fn listing_jobs_with_no_practical_limit_returns_every_job() {
+    // usize::MAX / u64::MAX as "all": the page asked SQLite for limit + 1 rows, which
+    // overflowed (a panic in debug builds, LIMIT 0 and an empty page in release).
+    let fx = Fixture::new();
+    let ids: Vec<_> = (0..3).map(|_| fx.enqueue("w", "q")).collect();
+    let all = backwave::store::JobFilter::default();
+    let page = fx.store.list_jobs(&all, usize::MAX, 0).unwrap();
+    assert_eq!((page.jobs.len(), page.total, page.next), (3, 3, None));
+    assert!(ids.iter().all(|id| page.jobs.iter().any(|j| j.id == *id)));
+    assert!(fx.store.list_jobs(&all, usize::MAX, u64::MAX).unwrap().jobs.is_empty(), "past the end");
+}
