@@ -415,6 +415,22 @@ fn the_selected_group_stays_selected_when_groups_are_re_read_in_a_new_order() {
 }
 
 #[test]
+fn the_log_selection_stays_on_its_entry_when_new_entries_arrive() {
+    // New entries pushed the log down under a fixed row: Enter opened another job.
+    let mut f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "6jj");
+    let chosen = app.log_rows()[2].clone();
+    f.dead_letter_now("bulk-import");
+    f.refresh(&mut app);
+    assert_eq!(app.log_rows()[0].job_id, *f.ids.last().unwrap(), "the new entries are on top");
+    assert_eq!(app.log_rows()[app.vs().selected as usize].seq, chosen.seq);
+    code(&mut app, &f, KeyCode::Enter);
+    assert_eq!(app.detail.as_ref().unwrap().id, chosen.job_id);
+}
+
+#[test]
 fn declining_a_reveal_or_cancel_says_so_in_plain_words() {
     // It read "Reveal failure detail of cancelled: nothing changed" and "Cancel cancelled".
     let f = Fixture::with_jobs();

@@ -562,6 +562,13 @@ impl App {
 
     /// Take in a refresh: counts, page, groups, and the new log entries for the tail and chart.
     fn absorb(&mut self, mut s: Snapshot) {
+        // In the Log view too the selection follows its entry once the operator has moved:
+        // new entries arrive at the top, and Enter opened whichever job had scrolled under it.
+        let log_pin = if self.view == View::Log && self.vs().selected > 0 {
+            self.log_rows().get(self.vs().selected as usize).map(|t| t.seq)
+        } else {
+            None
+        };
         match (&s.query, &self.snapshot) {
             (Some(q), _) if q.read_groups => self.groups_read_at = Some(s.at),
             (Some(q), Some(prev)) if q.grouped => {
@@ -622,7 +629,8 @@ impl App {
             }?;
             Some(i as u64)
         });
-        if let Some(index) = job_index.or(group_index) {
+        let log_index = log_pin.and_then(|seq| self.log_rows().iter().position(|t| t.seq == seq)).map(|i| i as u64);
+        if let Some(index) = job_index.or(group_index).or(log_index) {
             if index != self.vs().selected {
                 self.move_to(index);
             }
