@@ -62,7 +62,9 @@ impl Clock {
     /// Move a manual clock forward; a no-op on the system clock.
     pub fn advance(&self, by: Duration) {
         if let Clock::Manual(t) = self {
-            t.fetch_add(by.as_millis() as i64, Ordering::SeqCst);
+            // Saturating: `as i64` made Duration::MAX -1 ms, a clock going back in time.
+            let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+            let _ = t.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_add(ms)));
         }
     }
 

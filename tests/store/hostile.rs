@@ -120,3 +120,13 @@ fn listing_jobs_with_no_practical_limit_returns_every_job() {
     assert!(ids.iter().all(|id| page.jobs.iter().any(|j| j.id == *id)));
     assert!(fx.store.list_jobs(&all, usize::MAX, u64::MAX).unwrap().jobs.is_empty(), "past the end");
 }
+
+#[test]
+fn advancing_a_manual_clock_by_duration_max_saturates_instead_of_going_back_in_time() {
+    // Duration::MAX in ms, cast with `as i64`, is -1: the clock went back a millisecond.
+    let clock = backwave::Clock::manual(T0);
+    clock.advance(std::time::Duration::MAX);
+    assert_eq!(clock.now(), i64::MAX);
+    clock.advance(std::time::Duration::from_secs(1));
+    assert_eq!(clock.now(), i64::MAX);
+}
