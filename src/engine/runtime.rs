@@ -18,7 +18,9 @@ use super::handler::{CancelReason, CancelSignal, HandlerError, JobContext};
 use super::registry::Registry;
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, QuarantineReason, WorkerInfo};
-use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome, SettingKey, Store};
+use crate::store::{
+    ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome, SettingKey, Store, UNREQUESTED_CANCEL,
+};
 
 /// How often a worker says it is alive in the registry, and after how long without that it
 /// counts as gone.
@@ -777,13 +779,15 @@ fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
             HandlerError::panic(message, trace)
         }
     };
-    // A handler that stopped on its signal says so; the store turns that into Cancelled only
-    // when an operator asked, and into a plain failed attempt otherwise. Any other error after
-    // an operator's request also ends Cancelled there, with its message kept in the log.
-    if error.is_cancelled() {
+    // A handler that stopped on an operator's cancel says so: the store ends the job Cancelled.
+    // One that stopped on a cancellation nobody requested (its own deadline) failed a plain
+    // attempt, and its entry keeps the detail like any failure's (an Outcome::Cancelled
+    // would be logged as detail "not captured", as if the switch were off). Any other error
+    // after an operator's request also ends Cancelled in the store, its message kept.
+    if error.is_cancelled() && ctx.cancel.reason() == Some(CancelReason::Operator) {
         return Outcome::Cancelled;
     }
-    let message = error.message().to_string();
+    let message = if error.is_cancelled() { UNREQUESTED_CANCEL.to_string() } else { error.message().to_string() };
     Outcome::Failed { message, detail: capture.then(|| error.into_detail()) }
 }
 
