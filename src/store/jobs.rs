@@ -140,6 +140,7 @@ impl Store {
                 // every new value bound to a LIMIT, and the index order makes stopping early free.
                 let rows = pick
                     .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                    .filter(|r| !unreadable(r))
                     .take(want)
                     .collect::<Result<Vec<_>, _>>()?;
                 for (mut job, seed) in rows {
@@ -228,6 +229,7 @@ impl Store {
             let expired = tx
                 .prepare_cached(LAPSED_SQL)?
                 .query_map(params![now], attempt_from_row)?
+                .filter(|r| !unreadable(r))
                 .take(limit)
                 .collect::<Result<Vec<_>, _>>()?;
             for run in &expired {
@@ -278,6 +280,16 @@ const LAPSED_SQL: &str = concat!(
     attempt_columns!(),
     " FROM jobs WHERE state = 'running' AND lease_expires_at < ?1 ORDER BY lease_expires_at"
 );
+
+/// Whether a row failed to read because of what is in it (a value the schema's CHECKs allow
+/// but the library cannot hold: an id that is not a UUID, an attempt beyond `u32`, text in an
+/// integer column). Claim and reap pass such a row over, leaving it as it is: failing on it
+/// would stop every claim of its queue, or every reap in the store, for as long as it stays.
+/// Any other error (I/O, a damaged file) still fails the operation.
+fn unreadable<T>(r: &rusqlite::Result<T>) -> bool {
+    use rusqlite::Error as E;
+    matches!(r, Err(E::FromSqlConversionFailure(..) | E::InvalidColumnType(..) | E::IntegralValueOutOfRange(..)))
+}
 
 /// The narrow view of one Running attempt.
 struct RunningAttempt {

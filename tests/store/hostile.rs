@@ -130,3 +130,28 @@ fn advancing_a_manual_clock_by_duration_max_saturates_instead_of_going_back_in_t
     clock.advance(std::time::Duration::from_secs(1));
     assert_eq!(clock.now(), i64::MAX);
 }
+
+#[test]
+fn a_row_the_library_cannot_read_is_passed_over_by_claim_and_reap_instead_of_stopping_them() {
+    // Both rows pass every CHECK: an id with a hyphen where a UUID has a hex digit, and a
+    // running job whose attempt is beyond what a u32 counts. Each used to fail the whole claim
+    // of its queue, or every reap in the store, for as long as it stayed there.
+    let fx = Fixture::new();
+    fx.store
+        .connection()
+        .execute_batch(
+            "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
+             VALUES ('01234567-89ab-cdef-0123-4567-9abcdef', 'w', 'q', 0, 0, 0);
+             INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, lease_owner, lease_expires_at,
+                               created_at, updated_at)
+             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'r', 'running', 5000000000, 0, 'other', 1, 0, 0);",
+        )
+        .unwrap();
+    let ordinary = fx.enqueue("w", "q");
+    let claimed = fx.claim_as(WORKER, "q", 5, &RetryPolicy::new(3, Duration::from_secs(1)).unwrap());
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [ordinary]);
+    fx.clock.advance(super::LEASE + Duration::from_secs(1));
+    assert_eq!(fx.store.reap_expired(10).unwrap(), 1, "the ordinary job's lapsed lease is reaped");
+    assert_eq!(fx.job(ordinary).state, JobState::Scheduled);
+    fx.assert_sound();
+}
