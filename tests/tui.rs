@@ -388,6 +388,16 @@ fn requeueing_an_undecodable_payload_group_does_not_promise_it_will_not_quaranti
     let screen = render(&app);
     assert!(!screen.contains("0 would re-quarantine"), "{screen}");
     assert!(screen.contains("they quarantine again unless the handler now accepts them"), "{screen}");
+    // The same for the job itself, opened and requeued on its own.
+    keys(&mut app, &f, "n");
+    code(&mut app, &f, KeyCode::Enter);
+    code(&mut app, &f, KeyCode::Enter);
+    keys(&mut app, &f, "r");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!((p.affected, p.undecodable), (1, 1));
+    let screen = render(&app);
+    assert!(!screen.contains("0 would re-quarantine"), "{screen}");
+    assert!(screen.contains("1: payload did not decode"), "{screen}");
 }
 
 #[test]

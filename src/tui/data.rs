@@ -190,6 +190,10 @@ pub struct Preview {
     pub would_requarantine: u64,
     /// Wire names without a live worker among the affected jobs.
     pub unhandled: Vec<String>,
+    /// Requeue only: affected jobs quarantined because their payload did not decode. A live
+    /// worker for their wire name is no sign they will run: they quarantine again unless the
+    /// handler now accepts the payload.
+    pub undecodable: u64,
     /// A one-line description of the jobs (ids, or the group).
     pub what: String,
 }
@@ -349,6 +353,7 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
         skipped: Vec::new(),
         would_requarantine: 0,
         unhandled: Vec::new(),
+        undecodable: 0,
         what: String::new(),
     };
     let mut unhandled = std::collections::BTreeSet::new();
@@ -376,6 +381,8 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
                 if op == Op::Requeue && handlers.get(&job.wire_name).copied().unwrap_or(0) == 0 {
                     p.would_requarantine += 1;
                     unhandled.insert(job.wire_name.clone());
+                } else if op == Op::Requeue && job.quarantine_reason == Some(QuarantineReason::UndecodablePayload) {
+                    p.undecodable += 1;
                 }
             }
         }
@@ -390,6 +397,9 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
             let plan = store.plan_requeue(&filter)?;
             p.affected = plan.matching;
             p.would_requarantine = plan.would_requarantine;
+            if matches!(target, Target::QuarantineGroup { reason: QuarantineReason::UndecodablePayload, .. }) {
+                p.undecodable = plan.would_requeue;
+            }
             unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
         }
     }

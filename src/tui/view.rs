@@ -993,19 +993,21 @@ fn confirm(t: &Theme, p: &super::data::Preview, area: Rect, buf: &mut Buffer) {
     match p.op {
         Op::Requeue => {
             lines.push(Line::from(format!("{} will be Scheduled now with a fresh attempt budget", jobs(p.affected))));
-            let undecodable = matches!(
-                p.target,
-                super::data::Target::QuarantineGroup { reason: crate::QuarantineReason::UndecodablePayload, .. }
-            );
-            if undecodable {
+            if p.undecodable > 0 {
                 // A live worker is no reason to expect success here: the payloads did not decode
                 // into its type, and "0 would re-quarantine" sent them all back to quarantine.
                 lines.push(Line::styled(
-                    "their payloads did not decode: they quarantine again unless the handler now accepts them",
+                    format!(
+                        "{}: payload did not decode; they quarantine again unless the handler now accepts them",
+                        thousands(p.undecodable)
+                    ),
                     t.error(),
                 ));
-            } else if p.would_requarantine == 0 {
-                lines.push(Line::from("0 would re-quarantine (every wire name has a live worker)"));
+            }
+            if p.would_requarantine == 0 {
+                if p.undecodable == 0 {
+                    lines.push(Line::from("0 would re-quarantine (every wire name has a live worker)"));
+                }
             } else {
                 lines.push(Line::styled(
                     format!(
