@@ -80,7 +80,8 @@ impl Store {
         if filter.states.is_empty() {
             filter.states = vec![JobState::DeadLettered, JobState::Quarantined];
         }
-        filter.finished_before = Some(filter.finished_before.map_or(started + 1, |b| b.min(started + 1)));
+        filter.finished_before =
+            Some(filter.finished_before.map_or(started.saturating_add(1), |b| b.min(started.saturating_add(1))));
         let total = self.count_jobs(&filter)?;
         let mut done = 0u64;
         loop {

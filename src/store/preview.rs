@@ -43,7 +43,7 @@ impl Store {
         if f.states.is_empty() {
             f.states = vec![JobState::DeadLettered, JobState::Quarantined];
         }
-        let started = self.now() + 1;
+        let started = self.now().saturating_add(1);
         f.finished_before = Some(f.finished_before.map_or(started, |b| b.min(started)));
         f
     }

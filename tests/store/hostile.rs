@@ -155,3 +155,17 @@ fn a_row_the_library_cannot_read_is_passed_over_by_claim_and_reap_instead_of_sto
     assert_eq!(fx.job(ordinary).state, JobState::Scheduled);
     fx.assert_sound();
 }
+
+#[test]
+fn bulk_requeue_and_its_plan_work_at_the_last_instant_a_store_time_holds() {
+    // "Finished by now" was now + 1: an overflow (a panic in debug builds) on a clock at i64::MAX.
+    let fx = Fixture::new();
+    let id = fx.enqueue("w", "q");
+    let job = fx.claim_one("q", &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
+    fx.report(&job, super::failed("boom"));
+    fx.clock.set(i64::MAX);
+    let all = backwave::store::JobFilter::default();
+    assert_eq!(fx.store.plan_requeue(&all).unwrap().matching, 1);
+    assert_eq!(fx.store.requeue_matching(super::ADMIN, &all, |_| {}).unwrap(), 1);
+    assert_eq!(fx.job(id).state, JobState::Scheduled);
+}
