@@ -792,6 +792,16 @@ fn revoking_the_last_admin_warns_and_says_how_to_get_one_back() {
 }
 
 #[test]
+fn backoff_with_an_absurd_attempt_budget_is_refused_instead_of_aborting() {
+    // --max-attempts 4000000000 allocated a 288 GB schedule and the process aborted.
+    let f = Fixture::empty();
+    let out = f.bw().args(["backoff", "exponential", "1s", "--max-attempts", "4000000000"]).assert().code(2);
+    let stderr = text(&out.get_output().stderr);
+    assert!(stderr.contains("4000000000") && stderr.contains("10000"), "{stderr}");
+    f.bw().args(["backoff", "exponential", "1s", "--max-attempts", "10000"]).assert().success();
+}
+
+#[test]
 fn grant_revoke_audit_and_config() {
     let f = Fixture::hostile_admin();
     f.bw()

@@ -32,8 +32,10 @@ pub struct Args {
     /// No single wait above this.
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     pub cap: Option<Duration>,
-    /// Total attempts, the first included (default 10).
-    #[arg(long, value_name = "N")]
+    /// Total attempts, the first included (default 10; at most 10,000, as for a RetryPolicy).
+    // Bounded like RetryPolicy::new: 4,000,000,000 built a 288 GB table and aborted.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::retry::MAX_ATTEMPTS_LIMIT)))]
     pub max_attempts: Option<u32>,
     /// Spread each wait uniformly ± this fraction of itself (0 to 1).
     #[arg(long, value_name = "F")]
