@@ -122,15 +122,23 @@ impl Store {
         self.sweep(self.now().saturating_sub(keep), limit)
     }
 
-    /// `bw purge`: the retention sweep on demand, in batches, audited. Needs `operate`.
+    /// `bw purge`: the retention sweep on demand, in batches, each audited in its own
+    /// transaction. Needs `operate`.
     pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
         self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
         let total = self.count_purgeable(cutoff)?;
         let mut done = 0;
         loop {
+            let now = self.now();
+            // Each batch is audited in the transaction that deletes it: a run that dies between
+            // batches has left a record of every job it removed.
             let n = self.write(|tx| {
                 super::admin::require(tx, actor, Permission::Operate)?;
-                sweep_batch(tx, cutoff, BULK_BATCH)
+                let n = sweep_batch(tx, cutoff, BULK_BATCH)?;
+                if n > 0 {
+                    super::admin::audit(tx, now, actor, "purge", None, &format!("{n} jobs finished before {cutoff}"))?;
+                }
+                Ok(n)
             })?;
             if n == 0 {
                 break;
@@ -138,10 +146,12 @@ impl Store {
             done += n;
             progress(BulkProgress { done, total });
         }
-        let now = self.now();
-        self.write(|tx| {
-            super::admin::audit(tx, now, actor, "purge", None, &format!("{done} jobs finished before {cutoff}"))
-        })?;
+        if done == 0 {
+            let now = self.now();
+            self.write(|tx| {
+                super::admin::audit(tx, now, actor, "purge", None, &format!("0 jobs finished before {cutoff}"))
+            })?;
+        }
         Ok(done)
     }
 

@@ -169,3 +169,31 @@ fn bulk_requeue_and_its_plan_work_at_the_last_instant_a_store_time_holds() {
     assert_eq!(fx.store.requeue_matching(super::ADMIN, &all, |_| {}).unwrap(), 1);
     assert_eq!(fx.job(id).state, JobState::Scheduled);
 }
+
+#[test]
+fn a_purge_that_dies_after_its_first_batch_has_audited_what_it_deleted() {
+    // The audit entry was written in its own transaction after the last batch: a process that
+    // died between batches had deleted jobs with no trace of who did it.
+    let fx = Fixture::new();
+    const BATCH: usize = 500; // the store's bulk batch
+    let n = BATCH + 10;
+    for _ in 0..n {
+        fx.enqueue("w", "q");
+    }
+    let jobs = fx.claim_as(WORKER, "q", n, &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
+    for j in &jobs {
+        fx.report(j, backwave::store::Outcome::Succeeded);
+    }
+    fx.clock.advance(Duration::from_secs(1));
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fx.store.purge(super::ADMIN, fx.clock.now(), |_| panic!("the process dies after the first batch"))
+    }));
+    assert!(died.is_err());
+    let left = fx.store.count_purgeable(fx.clock.now()).unwrap();
+    let deleted = n as u64 - left;
+    assert_eq!(deleted, BATCH as u64, "one batch committed");
+    let audit = fx.store.audit_entries(0, 100).unwrap();
+    let purges: Vec<_> = audit.iter().filter(|a| a.action == "purge" && a.actor == super::ADMIN).collect();
+    assert_eq!(purges.len(), 1, "{audit:?}");
+    assert!(purges[0].detail.as_deref().unwrap_or("").starts_with(&format!("{deleted} jobs")), "{purges:?}");
+}
