@@ -232,6 +232,22 @@ impl RetryPolicy {
                 "max attempts {max_attempts} is too many: at most {MAX_ATTEMPTS_LIMIT} (each claim writes a delay per attempt into the job)"
             )));
         }
+        if let BackoffFn::Func(f) = &backoff {
+            // Every claim evaluates the table on the group's dispatcher thread, where a panic
+            // stops the group for good: evaluate it once here and refuse a curve that panics.
+            for n in 1..max_attempts {
+                if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(n))) {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a non-string panic".into());
+                    return Err(Error::InvalidPolicy(format!(
+                        "the backoff function panicked for failed attempt {n} of {max_attempts}: {why}"
+                    )));
+                }
+            }
+        }
         if let BackoffFn::Curve(b) = &backoff {
             b.validate()?;
             if let Some(m) = b.max_attempts.filter(|m| *m != max_attempts) {

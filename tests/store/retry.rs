@@ -158,3 +158,19 @@ fn an_attempt_budget_too_large_for_a_delay_table_is_an_error_not_an_out_of_memor
     let most = RetryPolicy::new(backwave::retry::MAX_ATTEMPTS_LIMIT, S(1)).unwrap();
     assert_eq!(most.delay_table_ms(0).len() as u32, backwave::retry::MAX_ATTEMPTS_LIMIT - 1);
 }
+
+#[test]
+fn a_backoff_function_that_panics_within_the_budget_is_refused_when_the_policy_is_made() {
+    // The table is evaluated at every claim, on the worker group's dispatcher thread: a curve
+    // that panics there stopped the whole group for good. It is found out up front instead.
+    let curve = |n: u32| {
+        assert!(n < 33, "2^{n} overflows");
+        Duration::from_millis(500) * 2u32.pow(n - 1)
+    };
+    match RetryPolicy::new(40, curve) {
+        Err(Error::InvalidPolicy(msg)) => assert!(msg.contains("33") && msg.contains("2^33 overflows"), "{msg}"),
+        other => panic!("expected InvalidPolicy, got {other:?}"),
+    }
+    let ok = RetryPolicy::new(33, curve).unwrap();
+    assert_eq!(ok.delay_table(0).len(), 32);
+}
