@@ -392,6 +392,9 @@ struct Inflight {
     current: bool,
 }
 
+/// How long `collect` waits for the next finished handler once one has finished.
+const COLLECT_LINGER: Duration = Duration::from_micros(200);
+
 struct Dispatcher {
     store: Store,
     planner: Planner,
@@ -506,7 +509,14 @@ impl Dispatcher {
                     None => {}
                 }
             }
-            next = self.done_rx.try_recv().ok();
+            // Quick handlers finish within microseconds of each other: linger a moment for the
+            // rest of the batch so that one transaction records them all (at most COLLECT_LINGER
+            // per round, and never once every running handler has reported).
+            next = match self.done_rx.try_recv() {
+                Ok(d) => Some(d),
+                Err(_) if self.inflight.values().any(|f| f.current) => self.done_rx.recv_timeout(COLLECT_LINGER).ok(),
+                Err(_) => None,
+            };
         }
     }
 
