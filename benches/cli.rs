@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use backwave::cli::output::thousands;
 use backwave::store::{ClaimRequest, Completion, Outcome};
 use backwave::{NewJob, RetryPolicy, Store};
 
@@ -23,20 +26,7 @@ const ACTOR_NOTE: &str = "bw runs as the OS user; the bench makes it admin of th
 
 fn main() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_bw"));
-    let jobs: u64 = std::env::var("BW_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let big = std::env::var_os("BW_BENCH_STORE").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench/top-{}.db", short_count(jobs)))
-    });
-    if !big.exists() {
-        std::fs::create_dir_all(big.parent().unwrap()).unwrap();
-        eprintln!("building a {jobs}-job store at {} (once)…", big.display());
-        let ok = Command::new(&bin)
-            .args(["--db", big.to_str().unwrap(), "generate", "--jobs", &jobs.to_string()])
-            .status()
-            .expect("run bw generate")
-            .success();
-        assert!(ok, "bw generate failed");
-    }
+    let (big, _) = common::large_store(bin.to_str().unwrap());
     let store = Store::open(&big).expect("open the bench store");
     let total_jobs: i64 = store.connection().query_row("SELECT count(*) FROM jobs", [], |r| r.get(0)).unwrap();
     let total_log: i64 = store.connection().query_row("SELECT max(seq) FROM transitions", [], |r| r.get(0)).unwrap();
@@ -307,16 +297,4 @@ fn copy_store(from: &Path, to: &Path) {
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn thousands(n: u64) -> String {
-    backwave::cli::output::thousands(n)
-}
-
-fn short_count(n: u64) -> String {
-    match n {
-        n if n % 1_000_000 == 0 => format!("{}m", n / 1_000_000),
-        n if n % 1_000 == 0 => format!("{}k", n / 1_000),
-        n => n.to_string(),
-    }
 }

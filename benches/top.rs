@@ -13,28 +13,17 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use backwave::cli::output::thousands;
 use backwave::tui::{serve, Action, App, Config, Request, Response, View};
 use backwave::Store;
 
 const ACTOR: &str = "bench";
 
 fn main() {
-    let jobs: u64 = std::env::var("BW_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let path = std::env::var_os("BW_BENCH_STORE").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench/top-{}.db", short_count(jobs)))
-    });
     let bin = env!("CARGO_BIN_EXE_bw");
-    if !path.exists() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        eprintln!("building a {jobs}-job store at {} (once)…", path.display());
-        let t = Instant::now();
-        let status = Command::new(bin)
-            .args(["--db", path.to_str().unwrap(), "generate", "--jobs", &jobs.to_string()])
-            .status()
-            .expect("run bw generate");
-        assert!(status.success(), "bw generate failed");
-        eprintln!("built in {:.0}s", t.elapsed().as_secs_f64());
-    }
+    let (path, _) = common::large_store(bin);
     let store = Store::open(&path).expect("open the bench store");
     let total: u64 = store.counts().unwrap().by_queue.values().flat_map(|m| m.values()).sum();
 
@@ -212,16 +201,4 @@ fn verdict(d: Duration) -> String {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn thousands(n: u64) -> String {
-    backwave::cli::output::thousands(n)
-}
-
-fn short_count(n: u64) -> String {
-    match n {
-        n if n % 1_000_000 == 0 => format!("{}m", n / 1_000_000),
-        n if n % 1_000 == 0 => format!("{}k", n / 1_000),
-        n => n.to_string(),
-    }
 }
