@@ -3,6 +3,8 @@
 
 #[path = "demo/readme.rs"]
 mod readme;
+#[path = "common/tmux.rs"]
+mod tmux;
 #[path = "demo/tty.rs"]
 mod tty;
 

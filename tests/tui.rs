@@ -6,6 +6,8 @@
 mod e2e;
 #[path = "tui/harness.rs"]
 mod harness;
+#[path = "common/tmux.rs"]
+mod tmux;
 
 use backwave::tui::app::{DbStatus, Reveal};
 use backwave::tui::data::{Op, Target};
