@@ -1,10 +1,10 @@
 //! The fixtures, the large-store generator and `bw demo`, met the way a user meets them: the
 //! fixture loaded through the library, `bw generate` and `bw demo` run as the real binary.
 
+#[path = "common/pty.rs"]
+mod pty;
 #[path = "demo/readme.rs"]
 mod readme;
-#[path = "common/tmux.rs"]
-mod tmux;
 #[path = "demo/tty.rs"]
 mod tty;
 
@@ -381,7 +381,7 @@ fn demo_for_10s_leaves_every_path_in_the_store() {
     assert_eq!(charge["attempt"], 3, "charge-card succeeds on attempt 3");
 
     // Every command the summary suggests works on the result (`top` needs a terminal: the
-    // dashboard's own tests drive it in tmux).
+    // dashboard's own tests drive it on a pty).
     let explore: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Explore")).skip(1).collect();
     assert!(explore.len() >= 6, "{stdout}");
     for line in explore {

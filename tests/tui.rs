@@ -1,13 +1,13 @@
 //! `bw top`, met the way an operator meets it: keys become actions and actions change the
 //! dashboard (no terminal), every view drawn on ratatui's TestBackend and snapshotted with time
-//! pinned and ids named by creation order, and the real binary driven in tmux.
+//! pinned and ids named by creation order, and the real binary driven on a pty.
 
 #[path = "tui/e2e.rs"]
 mod e2e;
 #[path = "tui/harness.rs"]
 mod harness;
-#[path = "common/tmux.rs"]
-mod tmux;
+#[path = "common/pty.rs"]
+mod pty;
 
 use backwave::tui::app::{DbStatus, Reveal};
 use backwave::tui::data::{Op, Target};

@@ -105,14 +105,14 @@ fn every_command_shown_in_the_readme_runs() {
 }
 
 /// `bw top` and `bw demo` need a terminal; the README names them in prose and tables, and the
-/// tests that drive them for real are `tui::e2e` (tmux) and `demo_for_10s_…`. This keeps the
-/// README from showing a `$ bw top` line that nobody runs.
+/// tests that drive them for real are `tui::e2e` and `tty::demo_dashboard_…` (on a pty) and
+/// `demo_for_10s_…`. This keeps the README from showing a `$ bw top` line that nobody runs.
 #[test]
 fn the_readme_shows_no_terminal_only_command_as_a_line_to_run() {
     for s in shown_commands() {
         assert!(
             !s.text.starts_with("bw top") && !s.text.starts_with("bw demo"),
-            "README line {} shows `{}` as a command; these need a terminal and are tested by tmux",
+            "README line {} shows `{}` as a command; these need a terminal and are tested on a pty",
             s.line,
             s.text
         );

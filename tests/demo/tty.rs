@@ -1,11 +1,12 @@
-//! `bw demo` in a real terminal: tmux runs it, we read the dashboard while the workers run, quit
-//! it, and check the summary, the store and that the terminal came back.
+//! `bw demo` on a real terminal: it runs on a pty (tests/common/pty.rs), we read the dashboard
+//! while the workers run, quit it, and check the summary, the store and that the terminal came
+//! back.
 
 use std::time::Duration;
 
 use backwave::{JobState, Store};
 
-use super::tmux::Tmux;
+use super::pty::Term;
 
 /// Regression: the dashboard ran in the demo's process, and its panic hook (which puts the
 /// terminal back) also fired for handler panics the engine catches: every `resize-image` panic
@@ -14,25 +15,27 @@ use super::tmux::Tmux;
 fn demo_dashboard_stays_whole_while_handlers_panic_and_quitting_prints_the_summary() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tty-demo.db");
-    let bin = env!("CARGO_BIN_EXE_bw");
-    let t = Tmux::start("top", 120, 40);
-    t.wait_for("READY$", 10);
-    t.send(&[&format!("NO_COLOR=1 {bin} --db {} demo; echo DEMO_EXITED_$?", db.display()), "Enter"]);
-    t.wait_for("BackWave ─", 20);
+    let wait = Duration::from_secs(20);
+    let mut t = Term::new(120, 40)
+        .env("NO_COLOR", "1")
+        .cwd(dir.path())
+        .spawn(env!("CARGO_BIN_EXE_bw"), &["--db", db.to_str().unwrap(), "demo"]);
+    t.wait_for("BackWave ─", wait);
     // A panicking handler has dead-lettered by the time its cause is listed.
-    let s = t.wait_for("attempt to divide by zero", 20);
+    let s = t.wait_for("attempt to divide by zero", wait);
     std::thread::sleep(Duration::from_millis(1500));
     let s2 = t.screen();
-    assert!(t.alternate_screen_on(), "the dashboard left the alternate screen:\n{s2}");
+    assert!(t.alternate_screen(), "the dashboard left the alternate screen:\n{s2}");
     for screen in [&s, &s2] {
         let title = screen.lines().next().unwrap_or_default();
         assert!(title.contains("BackWave ─") && title.contains("tty-demo.db"), "title line damaged:\n{screen}");
         assert!(screen.contains("Dead-Lettered") && screen.contains("Quarantined"), "{screen}");
     }
 
-    t.send(&["q"]);
-    let s = t.wait_for("DEMO_EXITED_0", 20);
-    assert!(!t.alternate_screen_on());
+    t.send("q");
+    assert_eq!(t.wait_exit(wait), 0);
+    let s = t.screen();
+    assert!(!t.alternate_screen() && !t.cursor_hidden() && t.cooked(), "the terminal came back:\n{s}");
     assert!(s.contains("Explore the result") && s.contains("DEAD-LETTERED"), "the summary follows:\n{s}");
 
     let store = Store::open(&db).unwrap();

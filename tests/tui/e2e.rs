@@ -1,11 +1,31 @@
-//! The real `bw top` in a real terminal: tmux runs it at 120x32, we type into it and read the
-//! screen back, then check the store and that the terminal came back to the shell.
+//! The real `bw top` on a real terminal: it runs on a pty (tests/common/pty.rs), we type into it
+//! and read the screen back, then check the store and that the terminal came back as a shell
+//! expects it: main screen, cursor shown, canonical input with echo.
+
+use std::time::Duration;
 
 use super::harness::{Fixture, T0};
 use backwave::store::current_actor;
 use backwave::{JobState, Permission};
 
-use super::tmux::Tmux;
+use super::pty::{keys, Pty, Term};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn bw_top(f: &Fixture, term: Term, args: &[&str]) -> Pty {
+    let db = f.store.path().to_path_buf();
+    let mut argv = vec!["--db".to_string(), db.display().to_string(), "top".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    term.spawn(env!("CARGO_BIN_EXE_bw"), &argv)
+}
+
+fn assert_terminal_restored(t: &Pty, how: &str) {
+    let s = t.screen();
+    assert!(!t.alternate_screen(), "{how} left the alternate screen on:\n{s}");
+    assert!(!t.cursor_hidden(), "{how} left the cursor hidden");
+    assert!(t.cooked(), "{how} left the terminal in raw mode");
+    assert!(!s.contains("BackWave ─"), "{how}: the dashboard is gone from the screen:\n{s}");
+}
 
 #[test]
 fn e2e_open_requeue_and_quit_in_a_real_terminal() {
@@ -15,31 +35,25 @@ fn e2e_open_requeue_and_quit_in_a_real_terminal() {
         f.store.grant("root", &me, Permission::Operate).unwrap();
     }
     let mail = f.ids[3];
-    let path = f.store.path().to_path_buf();
-    let bin = env!("CARGO_BIN_EXE_bw");
-    let t = Tmux::start("requeue", 120, 32);
-    t.wait_for("READY$", 10);
-    t.send(&[&format!("BW_NOW={T0} {bin} --db {} top; echo TOP_EXITED_$?", path.display()), "Enter"]);
-    let s = t.wait_for("1 Dead-Lettered 4", 10);
+    let mut t = bw_top(&f, Term::new(120, 32).env("BW_NOW", T0.to_string()), &[]);
+    let s = t.wait_for("1 Dead-Lettered 4", WAIT);
     assert!(s.contains(&mail.short()), "the newest Dead-Lettered job is listed first:\n{s}");
-    assert!(t.alternate_screen_on());
+    assert!(t.alternate_screen() && t.cursor_hidden() && !t.cooked(), "a full-screen raw terminal");
 
-    t.send(&["Enter"]);
-    t.wait_for(&format!("job {mail}"), 10);
-    t.wait_for("smtp 550 mailbox 'bob' unavailable", 10);
-    t.send(&["r"]);
-    t.wait_for("Requeue 1 job?", 10);
-    t.send(&["y"]);
-    let s = t.wait_for("Requeued 1 of 1", 10);
+    t.send(keys::ENTER);
+    t.wait_for(&format!("job {mail}"), WAIT);
+    t.wait_for("smtp 550 mailbox 'bob' unavailable", WAIT);
+    t.send("r");
+    t.wait_for("Requeue 1 job?", WAIT);
+    t.send("y");
+    let s = t.wait_for("Requeued 1 of 1", WAIT);
     assert!(s.contains("requeued (was Dead-Lettered)"), "{s}");
-    t.send(&["q"]); // closes the results
-    t.wait_for("1 Dead-Lettered 3", 10);
-    t.send(&["q"]); // leaves the detail pane
-    t.send(&["q"]); // quits
-    let s = t.wait_for("TOP_EXITED_0", 10);
-    assert!(!t.alternate_screen_on(), "the alternate screen was left");
-    assert!(!s.contains("BackWave ─"), "the dashboard is gone from the screen:\n{s}");
-    assert!(s.contains("READY$"), "the shell prompt is back:\n{s}");
+    t.send("q"); // closes the results
+    t.wait_for("1 Dead-Lettered 3", WAIT);
+    t.send("q"); // leaves the detail pane
+    t.send("q"); // quits
+    assert_eq!(t.wait_exit(WAIT), 0);
+    assert_terminal_restored(&t, "q");
 
     let job = f.store.job(mail).unwrap().unwrap();
     assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0), "a fresh budget");
@@ -49,36 +63,31 @@ fn e2e_open_requeue_and_quit_in_a_real_terminal() {
 }
 
 #[test]
-fn e2e_sigterm_restores_the_terminal() {
+fn e2e_resize_redraws_and_sigterm_restores_the_terminal() {
     let f = Fixture::with_jobs();
-    let path = f.store.path().to_path_buf();
-    let bin = env!("CARGO_BIN_EXE_bw");
-    let t = Tmux::start("sigterm", 100, 30);
-    t.wait_for("READY$", 10);
-    t.send(&[&format!("{bin} --db {} top; echo TOP_EXITED_$?", path.display()), "Enter"]);
-    t.wait_for("1 Dead-Lettered 4", 10);
-    assert!(t.alternate_screen_on());
-    let top = t.child_of_shell();
-    // SAFETY: kill(2) sends a signal to a process this test started; nothing else.
-    assert_eq!(unsafe { libc::kill(top, libc::SIGTERM) }, 0);
-    let s = t.wait_for("TOP_EXITED_", 10);
-    assert!(!t.alternate_screen_on(), "SIGTERM left the alternate screen:\n{s}");
-    assert!(s.contains("READY$"));
+    let mut t = bw_top(&f, Term::new(100, 30), &[]);
+    t.wait_for("1 Dead-Lettered 4", WAIT);
+    assert!(t.alternate_screen());
+    // Too small, then big enough again: the dashboard follows the window.
+    t.resize(60, 15);
+    t.wait_for("this one is 60×15", WAIT);
+    t.resize(100, 30);
+    t.wait_for("1 Dead-Lettered 4", WAIT);
+    t.signal(libc::SIGTERM);
+    let code = t.wait_exit(WAIT);
+    assert_terminal_restored(&t, "SIGTERM");
+    assert_eq!(code, 0, "SIGTERM quits like q");
 }
 
 #[test]
 fn e2e_ctrl_c_quits_from_a_dialog_and_restores_the_terminal() {
     let f = Fixture::with_jobs();
-    let path = f.store.path().to_path_buf();
-    let bin = env!("CARGO_BIN_EXE_bw");
-    let t = Tmux::start("ctrlc", 80, 24);
-    t.wait_for("READY$", 10);
-    t.send(&[&format!("NO_COLOR=1 {bin} --db {} top --read-only; echo TOP_EXITED_$?", path.display()), "Enter"]);
-    t.wait_for("1 Dead-Lettered", 10);
-    t.send(&["?"]);
-    t.wait_for("this help", 10);
-    t.send(&["C-c"]);
-    let s = t.wait_for("TOP_EXITED_0", 10);
-    assert!(!t.alternate_screen_on(), "Ctrl-C left the alternate screen:\n{s}");
+    let mut t = bw_top(&f, Term::new(80, 24).env("NO_COLOR", "1"), &["--read-only"]);
+    t.wait_for("1 Dead-Lettered", WAIT);
+    t.send("?");
+    t.wait_for("this help", WAIT);
+    t.send(keys::CTRL_C);
+    assert_eq!(t.wait_exit(WAIT), 0);
+    assert_terminal_restored(&t, "Ctrl-C");
     assert_eq!(f.store.counts().unwrap().total(JobState::DeadLettered), 4, "read-only changed nothing");
 }
