@@ -1,6 +1,8 @@
 //! The fixtures, the large-store generator and `bw demo`, met the way a user meets them: the
 //! fixture loaded through the library, `bw generate` and `bw demo` run as the real binary.
 
+#[path = "common/programs.rs"]
+mod programs;
 #[path = "common/pty.rs"]
 mod pty;
 #[path = "demo/readme.rs"]
@@ -85,6 +87,7 @@ fn hostile_fixture_loads_with_the_sqlite3_shell_as_documented() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shell.db");
     // The fixture header's command, from the crate root (CI installs the sqlite3 shell).
+    programs::sqlite3();
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg("sqlite3 \"$DB\" < schema.sql && sqlite3 \"$DB\" < fixtures/hostile.sql")

@@ -14,6 +14,8 @@ mod lifecycle;
 mod open;
 #[path = "store/operator.rs"]
 mod operator;
+#[path = "common/programs.rs"]
+mod programs;
 #[path = "store/plan.rs"]
 mod plan;
 #[path = "store/retry.rs"]

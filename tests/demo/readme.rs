@@ -96,6 +96,9 @@ fn every_command_shown_in_the_readme_runs() {
             s.line,
             s.text
         );
+        if s.text.contains("sqlite3 ") {
+            super::programs::sqlite3();
+        }
         let (code, output) = run(dir.path(), s);
         let expected = if s.text.contains("exit 1") { 1 } else { 0 };
         assert_eq!(code, expected, "README line {}: `{}` exited {code}:\n{output}", s.line, s.text);

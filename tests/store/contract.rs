@@ -12,14 +12,14 @@ use backwave::{JobId, JobState, Store};
 use super::{Fixture, T0};
 
 fn sqlite3(db: &Path, input: &str) -> String {
-    let mut child = Command::new("sqlite3")
+    let mut child = Command::new(super::programs::sqlite3())
         .arg("-bail")
         .arg(db)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("the sqlite3 shell is installed (apt-get install sqlite3)");
+        .expect("start the sqlite3 shell");
     use std::io::Write;
     child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
