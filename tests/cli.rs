@@ -1,9 +1,14 @@
 //! `bw` as an operator meets it: the real binary against stores built by the library and by
 //! fixtures/hostile.sql, with the clock pinned (BW_NOW) and the width pinned (COLUMNS).
-//! JSON output is checked by parsing it, never by matching its text.
+//! What a person reads is snapshotted whole (tests/snapshots/cli__*.snap: stdout, stderr and the
+//! exit status of each command, see `harness::Run`); JSON output is checked by parsing it, never
+//! by matching its text; a test about one property (a width, an exit code under odd conditions,
+//! what the store holds afterwards) asserts that property. At a terminal, `bw` runs on a pty.
 
 #[path = "cli/harness.rs"]
 mod harness;
+#[path = "common/pty.rs"]
+mod pty;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -36,8 +41,8 @@ fn init_creates_a_private_store_and_makes_its_user_admin() {
 #[test]
 fn reading_a_missing_store_exits_3_and_creates_nothing() {
     let f = Fixture::empty();
-    f.bw().args(["jobs", "list"]).assert().code(3).stderr(predicate::str::contains("no BackWave store"));
-    f.bw().args(["requeue", "a0000001"]).assert().code(3);
+    let runs = [f.run(&["jobs", "list"]), f.run(&["requeue", "a0000001"])];
+    insta::assert_snapshot!(transcript(&runs));
     assert!(!f.db.exists(), "a reading command created the store");
 }
 
@@ -45,7 +50,7 @@ fn reading_a_missing_store_exits_3_and_creates_nothing() {
 fn a_file_that_is_not_a_store_exits_3() {
     let f = Fixture::empty();
     std::fs::write(&f.db, "not a database at all, just text that is long enough to have a header").unwrap();
-    f.bw().arg("stats").assert().code(3).stderr(predicate::str::contains("not an SQLite database"));
+    insta::assert_snapshot!(f.run(&["stats"]));
 }
 
 #[test]
@@ -109,17 +114,12 @@ fn jobs_list_json_follows_the_contract() {
 #[test]
 fn jobs_list_pages_with_a_footer_and_the_next_command() {
     let f = Fixture::hostile();
-    let out = f.bw().args(["jobs", "list", "--state", "dead-lettered", "--limit", "3"]).assert().success();
-    let t = text(&out.get_output().stdout);
-    assert!(t.contains("Showing 1-3 of 10."), "{t}");
-    assert!(t.contains("Next page: bw jobs list --state dead-lettered --limit 3 --page 2"), "{t}");
-    assert!(t.lines().next().unwrap().starts_with("ID "), "{t}");
-    assert!(t.contains("FINISHED") && t.contains("CAUSE"), "terminal columns: {t}");
-    let p4 =
-        f.bw().args(["jobs", "list", "--state", "dead-lettered", "--limit", "3", "--page", "4"]).assert().success();
-    let t4 = text(&p4.get_output().stdout);
-    assert!(t4.contains("Showing 10-10 of 10."), "{t4}");
-    assert!(!t4.contains("Next page"), "{t4}");
+    // The first page says how to get the next; the last page does not.
+    let runs = [
+        f.run(&["jobs", "list", "--state", "dead-lettered", "--limit", "3"]),
+        f.run(&["jobs", "list", "--state", "dead-lettered", "--limit", "3", "--page", "4"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
     // The cursor pages agree with the offset pages.
     let j1 = json(&f.bw().args(["--format", "json", "jobs", "list", "--limit", "3"]).output().unwrap().stdout);
     let cursor = j1["next_cursor"].as_str().unwrap().to_string();
@@ -135,12 +135,9 @@ fn jobs_list_pages_with_a_footer_and_the_next_command() {
 #[test]
 fn jobs_list_columns_adapt_to_the_state() {
     let f = Fixture::hostile();
-    let sched = text(&f.bw().args(["jobs", "list", "--state", "scheduled"]).output().unwrap().stdout);
-    assert!(sched.lines().next().unwrap().contains("NEXT ATTEMPT"), "{sched}");
-    assert!(sched.contains("in 10s") || sched.contains("due now"), "{sched}");
-    let run = text(&f.bw().args(["jobs", "list", "--state", "running"]).output().unwrap().stdout);
-    assert!(run.lines().next().unwrap().contains("WORKER") && run.contains("LEASE"), "{run}");
-    assert!(run.contains("demo-host/4242/strict-priority#0001"), "lease owner shown as host/pid/group: {run}");
+    // Scheduled: the next attempt. Running: the lease owner as host/pid/group, and the lease left.
+    let runs = [f.run(&["jobs", "list", "--state", "scheduled"]), f.run(&["jobs", "list", "--state", "running"])];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
@@ -177,21 +174,17 @@ fn unicode_width(s: &str) -> usize {
 #[test]
 fn empty_results_are_said_in_words() {
     let f = Fixture::hostile();
-    f.bw()
-        .args(["jobs", "list", "--state", "dead-lettered", "--queue", "nowhere"])
-        .assert()
-        .success()
-        .stdout("No dead-lettered jobs in queue \"nowhere\".\n");
-    f.bw()
-        .args(["jobs", "list", "--state", "quarantined", "--wire-name", "x"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("No quarantined jobs with wire name \"x\"."));
     let e = Fixture::empty();
     e.bw().arg("init").assert().success();
-    e.bw().args(["log", "tail"]).assert().success().stdout("No log entries.\n");
-    e.bw().arg("workers").assert().success().stdout(predicate::str::starts_with("No workers registered"));
-    e.bw().arg("stats").assert().success().stdout(predicate::str::contains("No jobs in this store."));
+    let runs = [
+        f.run(&["jobs", "list", "--state", "dead-lettered", "--queue", "nowhere"]),
+        f.run(&["jobs", "list", "--state", "quarantined", "--wire-name", "x"]),
+        e.run(&["jobs", "list"]),
+        e.run(&["log", "tail"]),
+        e.run(&["workers"]),
+        e.run(&["stats"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
     let v = json(&e.bw().args(["--format", "json", "jobs", "list"]).output().unwrap().stdout);
     assert_eq!(v["jobs"].as_array().unwrap().len(), 0);
     assert_eq!(v["total"], 0);
@@ -214,13 +207,15 @@ fn bad_input_gets_one_line_quoting_the_value_and_exit_2() {
         (&["config", "set", "colour", "blue"], "'colour'"),
         (&["grant", "bob", "superuser"], "'superuser'"),
     ];
+    let mut runs = Vec::new();
     for (args, quoted) in cases {
-        let out = f.bw().args(*args).output().unwrap();
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(quoted), "{args:?} should quote {quoted}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?} printed data: {}", text(&out.stdout));
+        let run = f.run(args);
+        assert_eq!(run.code, Some(2), "{run}");
+        assert!(run.stderr.contains(quoted), "should quote {quoted}: {run}");
+        assert!(run.stdout.is_empty(), "printed data: {run}");
+        runs.push(run);
     }
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 // ---- jobs show -----------------------------------------------------------------------------
@@ -228,30 +223,17 @@ fn bad_input_gets_one_line_quoting_the_value_and_exit_2() {
 #[test]
 fn an_ambiguous_id_prefix_lists_the_candidates_and_exits_2() {
     let f = Fixture::hostile();
-    f.bw().args(["jobs", "show", "a00000"]).assert().code(2).stderr(
-        predicate::str::contains("ambiguous").and(predicate::str::contains("a0000001-0000-7000-8000-000000000001")),
-    );
-    f.bw().args(["jobs", "show", "ffff"]).assert().code(1).stderr(predicate::str::contains("no job matches 'ffff'"));
+    let runs = [f.run(&["jobs", "show", "a00000"]), f.run(&["jobs", "show", "ffff"])];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
 fn jobs_show_has_the_delay_table_budget_handlers_and_history() {
     let f = Fixture::hostile();
-    let out = f.bw().args(["jobs", "show", "a0000004"]).assert().success();
-    let t = text(&out.get_output().stdout);
-    for want in [
-        "Dead-Lettered",
-        "5 of 5 used, 0 left",
-        "Delay table",
-        "dead-lettered on failure",
-        "History (11 entries; times UTC, 2026-11-30)",
-        "1 live worker handles 'resize-image'",
-    ] {
-        assert!(t.contains(want), "missing {want:?}:\n{t}");
-    }
-    // Hidden detail shows its type and size, never its text.
-    assert!(t.contains("hidden: panic, 449 B"), "{t}");
-    assert!(!t.contains("backtrace"), "{t}");
+    // Hidden detail shows its type and size ("hidden: panic, 449 B"), never its text.
+    let run = f.run(&["jobs", "show", "a0000004"]);
+    assert!(!run.stdout.contains("backtrace"), "{run}");
+    insta::assert_snapshot!(run);
 
     let v = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000018"]).output().unwrap().stdout);
     assert_eq!(v["job"]["state"], "scheduled");
@@ -294,20 +276,19 @@ fn detail_is_refused_without_the_permission_and_revealed_and_audited_with_it() {
     assert!(audit.iter().any(|a| a.action == "reveal-failure-detail"
         && a.actor == current_actor()
         && a.job_id.map(|j| j.to_string()) == Some("a0000004-0000-7000-8000-000000000004".into())));
-    let t = text(&f.bw().args(["jobs", "show", "a0000004", "--detail"]).output().unwrap().stdout);
-    assert!(t.contains("called `Option::unwrap()`") && t.contains("backtrace"), "{t}");
+    insta::assert_snapshot!(f.run(&["jobs", "show", "a0000004", "--detail"]));
 }
 
 #[test]
 fn switched_off_failure_detail_says_so() {
     let f = Fixture::hostile_admin();
-    f.bw().args(["config", "set", "failure_detail", "off"]).assert().success();
     // a0000006 failed while detail was not captured: there is nothing to reveal, and bw says why.
-    let out = f.bw().args(["jobs", "show", "a0000006", "--detail"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("switched off"), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("switched off for this store"));
-    f.bw().args(["config", "get", "failure_detail"]).assert().success().stdout("off\n");
+    let runs = [
+        f.run(&["config", "set", "failure_detail", "off"]),
+        f.run(&["jobs", "show", "a0000006", "--detail"]),
+        f.run(&["config", "get", "failure_detail"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 // ---- hostile text --------------------------------------------------------------------------
@@ -371,30 +352,23 @@ fn requeue_by_id_reports_each_id_and_exits_1_when_any_was_refused() {
     assert_eq!(last.actor.as_deref(), Some(current_actor().as_str()));
 
     // Table: one line per id, and the warning for a wire name nobody handles.
-    let t = f.bw().args(["requeue", "a0000012"]).assert().success();
-    let t = text(&t.get_output().stdout);
-    assert!(t.contains("Requeued") && t.contains("no live worker handles 'noop'"), "{t}");
-    f.bw()
-        .args(["requeue", "a0000001"])
-        .assert()
-        .code(1)
-        .stdout(predicate::str::contains("NotRequeueable (succeeded)"));
+    let runs = [f.run(&["requeue", "a0000012"]), f.run(&["requeue", "a0000001"])];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
 fn operating_without_the_permission_is_refused_and_changes_nothing() {
     let f = Fixture::hostile_stranger();
-    for args in [
-        &["requeue", "a0000003"][..],
-        &["cancel", "a0000017"],
-        &["requeue", "--state", "dead-lettered", "--yes", "--force"],
-        &["purge", "--older-than", "1s", "--yes"],
-        &["enqueue", "ping"],
-        &["grant", "bob", "operate"],
-        &["config", "set", "retention", "7d"],
-    ] {
-        f.bw().args(args).assert().code(1).stderr(predicate::str::contains("lacks the"));
-    }
+    let runs = [
+        f.run(&["requeue", "a0000003"]),
+        f.run(&["cancel", "a0000017"]),
+        f.run(&["requeue", "--state", "dead-lettered", "--yes", "--force"]),
+        f.run(&["purge", "--older-than", "1s", "--yes"]),
+        f.run(&["enqueue", "ping"]),
+        f.run(&["grant", "bob", "operate"]),
+        f.run(&["config", "set", "retention", "7d"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
     let counts = f.store().counts().unwrap();
     assert_eq!(counts.total(JobState::DeadLettered), 10);
     assert_eq!(counts.total(JobState::Scheduled), 4);
@@ -412,8 +386,7 @@ fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
     assert_eq!(v["matching"], 10);
     assert_eq!(v["would_requeue"], 4);
     assert_eq!(v["would_requarantine"], 6);
-    let t = text(&f.bw().args(["requeue", "--state", "dead-lettered", "--dry-run"]).output().unwrap().stdout);
-    assert!(t.contains("10 dead-lettered jobs match.") && t.contains("4 would be requeued"), "{t}");
+    let dry_run = f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]);
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10, "dry run changed nothing");
 
     // No terminal and no --yes: refused, nothing changed.
@@ -432,15 +405,17 @@ fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
     assert_eq!((v["requeued"].as_u64(), v["skipped_requarantine"].as_u64()), (Some(4), Some(6)));
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
     // Only unhandled ones left: refused without --force, done with it.
-    f.bw()
-        .args(["requeue", "--state", "dead-lettered", "--yes"])
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("--force"));
-    f.bw().args(["requeue", "--state", "dead-lettered", "--yes", "--force"]).assert().success();
+    let unhandled = f.run(&["requeue", "--state", "dead-lettered", "--yes"]);
+    let forced = f.run(&["requeue", "--state", "dead-lettered", "--yes", "--force"]);
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 0);
-    f.bw().args(["requeue", "--state", "succeeded"]).assert().code(2).stderr(predicate::str::contains("'succeeded'"));
-    f.bw().args(["requeue", "a0000001", "--state", "quarantined"]).assert().code(2);
+    let runs = [
+        dry_run,
+        unhandled,
+        forced,
+        f.run(&["requeue", "--state", "succeeded"]),
+        f.run(&["requeue", "a0000001", "--state", "quarantined"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
@@ -504,12 +479,11 @@ fn concurrent_requeues_of_the_same_ids_requeue_each_once() {
 fn an_id_given_twice_is_acted_on_and_reported_once() {
     // The second mention was refused as "NotRequeueable (scheduled)" and the command exited 1.
     let f = Fixture::hostile_admin();
-    let out = f.bw().args(["requeue", "a0000004", "a0000004-0000-7000-8000-000000000004"]).assert().success();
-    let stdout = text(&out.get_output().stdout);
-    assert_eq!(stdout.lines().count(), 1, "{stdout}");
-    assert!(stdout.contains("Requeued"), "{stdout}");
-    let out = f.bw().args(["cancel", "a0000004", "a0000004"]).assert().success();
-    assert_eq!(text(&out.get_output().stdout).lines().count(), 1);
+    let runs = [
+        f.run(&["requeue", "a0000004", "a0000004-0000-7000-8000-000000000004"]),
+        f.run(&["cancel", "a0000004", "a0000004"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
@@ -517,17 +491,13 @@ fn bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again() {
     // charge-card has a live worker, so its undecodable quarantines counted as "would be
     // requeued" with nothing said: requeued, they all quarantined again.
     let f = Fixture::hostile();
-    let out = f
-        .bw()
-        .args(["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"])
-        .assert()
-        .success();
-    let stdout = text(&out.get_output().stdout);
-    assert!(stdout.contains("2 would be requeued"), "{stdout}");
-    assert!(stdout.contains("2 were quarantined because their payload did not decode"), "{stdout}");
-    // No such line where nothing is undecodable.
-    let out = f.bw().args(["requeue", "--state", "dead-lettered", "--dry-run"]).assert().success();
-    assert!(!text(&out.get_output().stdout).contains("did not decode"));
+    // The second says nothing about decoding: nothing there is undecodable.
+    let runs = [
+        f.run(&["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"]),
+        f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]),
+    ];
+    assert!(!runs[1].stdout.contains("did not decode"), "{}", runs[1]);
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
@@ -539,7 +509,7 @@ fn cancel_reports_each_id() {
     let v = json(&out.stdout);
     let r: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["result"].as_str().unwrap()).collect();
     assert_eq!(r, ["Cancelled", "CancelRequested", "NotCancellable", "NotFound"]);
-    f.bw().args(["cancel", "a0000019"]).assert().success().stdout(predicate::str::contains("Cancelled"));
+    insta::assert_snapshot!(f.run(&["cancel", "a0000019"]));
 }
 
 // ---- log tail ------------------------------------------------------------------------------
@@ -553,9 +523,10 @@ fn log_tail_shows_the_last_entries_oldest_first() {
     let seqs: Vec<i64> = e.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(seqs[2], f.store().last_seq().unwrap());
-    let t = text(&f.bw().env("COLUMNS", "400").args(["log", "tail", "--job", "a0000004"]).output().unwrap().stdout);
-    assert_eq!(t.lines().count(), 11, "{t}");
-    assert!(t.contains("[detail hidden: panic, 449 B]"), "{t}");
+    // One job's eleven entries, its failure detail hidden ("[detail hidden: panic, 449 B]").
+    let job = f.run_env(&[("COLUMNS", "400")], &["log", "tail", "--job", "a0000004"]);
+    assert_eq!(job.stdout.lines().count(), 11, "{job}");
+    insta::assert_snapshot!(job);
     let dl = json(
         &f.bw()
             .args(["--format", "json", "log", "tail", "--state", "dead-lettered", "-n", "100"])
@@ -626,25 +597,20 @@ fn stats_counts_causes_and_quarantines_with_live_handlers() {
     );
     let legacy = q.iter().find(|g| g["wire_name"] == "legacy-report").unwrap();
     assert_eq!(legacy["live_handlers"], 0);
-    let t = text(&f.bw().arg("stats").output().unwrap().stdout);
-    assert!(t.contains("Top dead-letter causes") && t.contains("LIVE HANDLER") && t.contains("all queues"), "{t}");
+    insta::assert_snapshot!(f.run(&["stats"]));
 }
 
 #[test]
 fn stats_counts_fit_an_80_column_terminal_instead_of_wrapping_the_total() {
     // The full state names made the counts table 87 columns: TOTAL wrapped onto its own line.
     let f = Fixture::hostile();
-    let out = f.bw().arg("stats").env("COLUMNS", "80").assert().success();
-    let stdout = text(&out.get_output().stdout);
-    let counts: Vec<&str> = stdout.lines().take_while(|l| !l.is_empty()).collect();
-    assert!(counts[0].contains("Dead") && counts[0].ends_with("TOTAL"), "{stdout}");
-    for line in &counts {
+    let narrow = f.run_env(&[("COLUMNS", "80")], &["stats"]);
+    for line in narrow.stdout.lines().take_while(|l| !l.is_empty()) {
         assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
     }
-    assert!(counts.iter().any(|l| l.starts_with("all queues") && l.trim_end().ends_with("33")), "{stdout}");
     // With room, the states keep their full names.
-    let wide = text(&f.bw().arg("stats").env("COLUMNS", "120").assert().success().get_output().stdout);
-    assert!(wide.lines().next().unwrap().contains("Dead-Lettered"), "{wide}");
+    let wide = f.run_env(&[("COLUMNS", "120")], &["stats"]);
+    insta::assert_snapshot!(transcript(&[narrow, wide]));
 }
 
 #[test]
@@ -654,8 +620,7 @@ fn workers_shows_live_and_stale() {
     let w = v["workers"].as_array().unwrap();
     assert_eq!(w.len(), 3);
     assert_eq!(w.iter().filter(|w| w["live"] == true).count(), 2);
-    let t = text(&f.bw().arg("workers").output().unwrap().stdout);
-    assert!(t.contains("stale") && t.contains("live") && t.contains("4242"), "{t}");
+    insta::assert_snapshot!(f.run(&["workers"]));
 }
 
 // ---- enqueue, purge, backoff, access, config, completions ----------------------------------
@@ -695,7 +660,7 @@ fn purge_counts_asks_and_deletes_old_terminal_jobs() {
         json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--dry-run"]).output().unwrap().stdout);
     let n = v["jobs"].as_u64().unwrap();
     assert!(n > 0);
-    f.bw().args(["purge", "--older-than", "30m"]).assert().code(2).stderr(predicate::str::contains("--yes"));
+    let unconfirmed = f.run(&["purge", "--older-than", "30m"]);
     let before = f.store().counts().unwrap();
     let total_before: u64 = JobState::ALL.iter().map(|s| before.total(*s)).sum();
     let v = json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--yes"]).output().unwrap().stdout);
@@ -703,7 +668,7 @@ fn purge_counts_asks_and_deletes_old_terminal_jobs() {
     let after = f.store().counts().unwrap();
     assert_eq!(JobState::ALL.iter().map(|s| after.total(*s)).sum::<u64>(), total_before - n);
     // Default: the store's retention (14d): nothing that old here.
-    f.bw().args(["purge", "--dry-run"]).assert().success().stdout(predicate::str::starts_with("0 terminal jobs"));
+    insta::assert_snapshot!(transcript(&[unconfirmed, f.run(&["purge", "--dry-run"])]));
     assert!(f.store().audit_entries(0, 100).unwrap().iter().any(|a| a.action == "purge"));
 }
 
@@ -723,8 +688,6 @@ fn backoff_prints_the_schedule() {
     assert_eq!(waits[..9], secs.iter().map(|s| Some(s * 1000)).collect::<Vec<_>>()[..]);
     assert_eq!(waits[9], None);
     assert_eq!(steps[8]["next_attempt_after_ms"], 810_000);
-    let t = text(&f.bw().args(["backoff", "default"]).output().unwrap().stdout);
-    assert!(t.contains("13m30s") && t.contains("dead-lettered on failure"), "{t}");
     let j = json(
         &f.bw()
             .args(["--format", "json", "backoff", "fixed", "10s", "--jitter", "0.2", "--max-attempts", "3"])
@@ -734,7 +697,13 @@ fn backoff_prints_the_schedule() {
     );
     assert_eq!(j["steps"][0]["wait_min_ms"], 8000);
     assert_eq!(j["steps"][0]["wait_max_ms"], 12000);
-    f.bw().args(["backoff", "linear"]).assert().code(2);
+    let runs = [
+        f.run(&["backoff", "default"]),
+        f.run(&["backoff", "exponential", "2s", "--cap", "5m", "--max-attempts", "10"]),
+        f.run(&["backoff", "fixed", "10s", "--jitter", "0.2", "--max-attempts", "3"]),
+        f.run(&["backoff", "linear"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
@@ -780,14 +749,16 @@ fn help_describes_every_command_including_jobs_log_and_config() {
 fn revoking_the_last_admin_warns_and_says_how_to_get_one_back() {
     let f = Fixture::hostile_admin();
     let me = current_actor();
-    f.bw().args(["grant", "bob", "admin"]).assert().success();
-    let out = f.bw().args(["revoke", "bob", "admin"]).assert().success();
-    assert!(out.get_output().stderr.is_empty(), "another admin is left: {}", text(&out.get_output().stderr));
-    let out = f.bw().args(["revoke", &me, "admin"]).assert().success();
-    let stderr = text(&out.get_output().stderr);
-    assert!(stderr.contains("no admin now") && stderr.contains("bw init"), "{stderr}");
-    // And `bw init` does bring one back.
-    f.bw().arg("init").assert().success();
+    // Revoking bob leaves an admin (the test user): no warning. Revoking the last one warns, and
+    // `bw init` does bring one back.
+    let runs = [
+        f.run(&["grant", "bob", "admin"]),
+        f.run(&["revoke", "bob", "admin"]),
+        f.run(&["revoke", &me, "admin"]),
+        f.run(&["init"]),
+    ];
+    assert!(runs[1].stderr.is_empty(), "another admin is left: {}", runs[1]);
+    insta::assert_snapshot!(transcript(&runs));
     assert!(f.store().permissions(&me).unwrap().contains(&Permission::Admin));
 }
 
@@ -795,24 +766,23 @@ fn revoking_the_last_admin_warns_and_says_how_to_get_one_back() {
 fn backoff_with_an_absurd_attempt_budget_is_refused_instead_of_aborting() {
     // --max-attempts 4000000000 allocated a 288 GB schedule and the process aborted.
     let f = Fixture::empty();
-    let out = f.bw().args(["backoff", "exponential", "1s", "--max-attempts", "4000000000"]).assert().code(2);
-    let stderr = text(&out.get_output().stderr);
-    assert!(stderr.contains("4000000000") && stderr.contains("10000"), "{stderr}");
+    insta::assert_snapshot!(f.run(&["backoff", "exponential", "1s", "--max-attempts", "4000000000"]));
     f.bw().args(["backoff", "exponential", "1s", "--max-attempts", "10000"]).assert().success();
 }
 
 #[test]
 fn grant_revoke_audit_and_config() {
     let f = Fixture::hostile_admin();
-    f.bw()
-        .args(["grant", "bob", "operate"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("Granted operate to bob"));
+    let grant = f.run(&["grant", "bob", "operate"]);
     assert!(f.store().permissions("bob").unwrap().contains(&Permission::Operate));
-    f.bw().args(["revoke", "bob", "operate"]).assert().success();
-    f.bw().args(["revoke", "bob", "operate"]).assert().success().stdout(predicate::str::contains("did not hold"));
-    f.bw().args(["config", "set", "retention", "7d"]).assert().success();
+    let runs = [
+        grant,
+        f.run(&["revoke", "bob", "operate"]),
+        f.run(&["revoke", "bob", "operate"]),
+        f.run(&["config", "set", "retention", "7d"]),
+        f.run(&["config", "list"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
     assert_eq!(f.store().setting(SettingKey::Retention).unwrap(), "7d");
     let v = json(&f.bw().args(["--format", "json", "audit", "--since", "1h"]).output().unwrap().stdout);
     let actions: Vec<&str> = v["entries"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
@@ -837,46 +807,40 @@ fn a_closed_pipe_is_a_quiet_success() {
     let f = Fixture::empty();
     f.bw().arg("init").assert().success();
     dead_letter(&f.store(), "charge-card", 2_000);
-    let bw = assert_cmd::cargo::cargo_bin("bw");
-    let out = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!("set -o pipefail; '{}' jobs list --limit 2000 | head -1", bw.display()))
+    // `bw jobs list --limit 2000 | head -1`: the reader goes after one line, with far more than
+    // a pipe's buffer still to write.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .args(["jobs", "list", "--limit", "2000"])
         .env("BW_DB", &f.db)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("ID "), "{first}");
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "status {:?}, stderr: {}", out.status, text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 }
 
-// ---- at a terminal (through `script`, which gives the command a pseudo-terminal) ------------
+// ---- at a terminal (on a pty: tests/common/pty.rs) -----------------------------------------
 
-/// Run `bw ARGS` on a pseudo-terminal with `input` typed; None when `script` is missing.
-fn on_a_tty(f: &Fixture, args: &str, input: &str, env: &[(&str, &str)]) -> Option<std::process::Output> {
-    which("script")?;
-    let bw = assert_cmd::cargo::cargo_bin("bw");
-    let mut cmd = std::process::Command::new("script");
-    cmd.args(["-qec", &format!("'{}' {args}", bw.display()), "/dev/null"])
-        .env("BW_DB", &f.db)
-        .env("BW_NOW", T)
-        .env_remove("NO_COLOR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
+/// `bw ARGS` on a `cols`-wide terminal against `f`'s store, with `env` on top. COLUMNS is not
+/// set: `bw` sizes itself from the terminal, as for a person.
+fn at_a_terminal(f: &Fixture, cols: u16, args: &[&str], env: &[(&str, &str)]) -> pty::Pty {
+    let mut term = pty::Term::new(cols, 24).env("BW_DB", &f.db).env("BW_NOW", T);
     for (k, v) in env {
-        cmd.env(k, v);
+        term = term.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
-    Some(child.wait_with_output().unwrap())
+    term.spawn(assert_cmd::cargo::cargo_bin("bw"), args)
 }
 
-fn which(program: &str) -> Option<()> {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .ok()?
-        .status
-        .success()
-        .then_some(())
+const PTY_WAIT: Duration = Duration::from_secs(20);
+
+/// What `bw` wrote to the terminal, escapes included, with the terminal's CR LF as LF.
+fn written(t: &pty::Pty) -> String {
+    text(&t.transcript()).replace("\r\n", "\n")
 }
 
 #[test]
@@ -884,16 +848,20 @@ fn rows_never_wrap_on_a_narrow_terminal_in_colour() {
     // The last-resort cut was skipped when colour was on, that is at every real terminal: a
     // Running row's worker wrapped onto a line of its own at 80 columns.
     let f = Fixture::hostile();
-    let Some(out) = on_a_tty(&f, "jobs list --limit 4", "", &[("COLUMNS", "80")]) else { return };
-    let screen = text(&out.stdout);
-    assert!(screen.contains("\u{1b}["), "coloured at a terminal: {screen}");
-    let plain = strip_ansi(&screen);
+    let mut t = at_a_terminal(&f, 80, &["jobs", "list", "--limit", "4"], &[]);
+    assert_eq!(t.wait_exit(PTY_WAIT), 0, "{}", t.screen());
+    let out = written(&t);
+    assert!(out.contains("\u{1b}["), "coloured at a terminal: {out}");
+    let plain = strip_ansi(&out);
     let rows: Vec<&str> = plain.lines().filter(|l| l.starts_with("000000")).collect();
     assert_eq!(rows.len(), 4, "{plain}");
     for line in plain.lines() {
-        assert!(unicode_width(line.trim_end_matches('\r')) <= 80, "wider than 80: {line:?}");
+        assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
     }
     assert!(rows[0].contains("Running") && rows[0].trim_end().ends_with('…'), "{plain}");
+    // And on the screen a person sees, no row spilled onto a line of its own.
+    let screen = t.screen();
+    assert_eq!(screen.trim_end().lines().count(), plain.trim_end().lines().count(), "{screen}");
 }
 
 /// The text of a coloured screen, without its SGR sequences.
@@ -919,54 +887,75 @@ fn one_state_lists_at_80_columns_keep_whole_wire_names_instead_of_a_state_column
     // `--state dead-lettered` at 80 columns spent 15 cells repeating "Dead-Lettered" and cut
     // every wire name to 8 ("notify-…").
     let f = Fixture::hostile();
-    let out = f.bw().args(["jobs", "list", "--state", "dead-lettered"]).env("COLUMNS", "80").assert().success();
-    let stdout = text(&out.get_output().stdout);
-    assert!(stdout.starts_with("ID        WIRE NAME"), "{stdout}");
-    assert!(stdout.contains("notify-user") && stdout.contains("sync-inventory"), "{stdout}");
-    assert!(!stdout.contains("Dead-Lettered"), "{stdout}");
+    let narrow = f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "dead-lettered"]);
+    assert!(!narrow.stdout.contains("Dead-Lettered"), "{narrow}");
     // Several states, or room enough: the column stays.
-    let mixed = f.bw().args(["jobs", "list", "--state", "dead-lettered,quarantined"]).env("COLUMNS", "80").assert();
-    assert!(text(&mixed.get_output().stdout).contains("STATE"));
-    let wide = f.bw().args(["jobs", "list", "--state", "dead-lettered"]).env("COLUMNS", "120").assert();
-    assert!(text(&wide.get_output().stdout).contains("Dead-Lettered"));
+    let runs = [
+        narrow,
+        f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "dead-lettered,quarantined"]),
+        f.run_env(&[("COLUMNS", "120")], &["jobs", "list", "--state", "dead-lettered"]),
+    ];
+    insta::assert_snapshot!(transcript(&runs));
 }
 
 #[test]
 fn running_jobs_at_80_columns_keep_their_lease_on_the_row() {
     // A long worker id pushed LEASE past the edge and the row wrapped.
     let f = Fixture::hostile();
-    let out = f.bw().args(["jobs", "list", "--state", "running"]).env("COLUMNS", "80").assert().success();
-    let stdout = text(&out.get_output().stdout);
-    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("000000")).collect();
-    assert_eq!(rows.len(), 3, "{stdout}");
+    let run = f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "running"]);
+    let rows: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("000000")).collect();
+    assert_eq!(rows.len(), 3, "{run}");
     for row in rows {
         assert!(unicode_width(row) <= 80, "wider than 80: {row:?}");
         assert!(row.ends_with(" left") || row.ends_with(" ago"), "the lease is shown: {row:?}");
     }
+    insta::assert_snapshot!(run);
 }
 
 #[test]
 fn bulk_requeue_at_a_terminal_asks_with_the_count() {
     let f = Fixture::hostile_admin();
-    let Some(out) = on_a_tty(&f, "requeue --state dead-lettered", "n\n", &[]) else { return };
-    let t = text(&out.stdout);
-    assert!(t.contains("Requeue 4 dead-lettered jobs with a fresh attempt budget?"), "{t}");
-    assert!(t.contains("nothing requeued"), "{t}");
+    // Typed once the whole question is on the screen, as a person would.
+    let question = "Requeue 4 dead-lettered jobs with a fresh attempt budget? (6 more would quarantine again and are skipped; --force includes them) [y/N]";
+    let mut t = at_a_terminal(&f, 100, &["requeue", "--state", "dead-lettered"], &[]);
+    t.wait_for(question, PTY_WAIT);
+    t.send("n");
+    t.send(pty::keys::ENTER);
+    let code = t.wait_exit(PTY_WAIT);
+    let no = t.screen();
+    assert!(no.contains("nothing requeued"), "{no}");
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
-    let out = on_a_tty(&f, "requeue --state dead-lettered", "y\n", &[]).unwrap();
-    assert!(text(&out.stdout).contains("Requeued 4 dead-lettered jobs."), "{}", text(&out.stdout));
+
+    let mut t = at_a_terminal(&f, 100, &["requeue", "--state", "dead-lettered"], &[]);
+    t.wait_for(question, PTY_WAIT);
+    t.send("y");
+    t.send(pty::keys::ENTER);
+    let yes_code = t.wait_exit(PTY_WAIT);
+    let yes = t.screen();
+    assert!(yes.contains("Requeued 4 dead-lettered jobs."), "{yes}");
     assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
+    insta::assert_snapshot!(format!("{no}\n[exit status: {code}]\n\n{yes}\n[exit status: {yes_code}]"));
 }
 
 #[test]
 fn colour_only_at_a_terminal_and_never_with_no_color() {
     let f = Fixture::hostile();
-    let Some(out) = on_a_tty(&f, "jobs list --state dead-lettered", "", &[]) else { return };
-    assert!(text(&out.stdout).contains("\u{1b}[31mDead-Lettered\u{1b}[0m"), "{}", text(&out.stdout));
-    let plain = on_a_tty(&f, "--no-color jobs list --state dead-lettered", "", &[]).unwrap();
-    assert!(!text(&plain.stdout).contains('\u{1b}'), "{}", text(&plain.stdout));
-    let env = on_a_tty(&f, "jobs list --state dead-lettered", "", &[("NO_COLOR", "1")]).unwrap();
-    assert!(!text(&env.stdout).contains('\u{1b}'), "{}", text(&env.stdout));
+    let list = ["jobs", "list", "--state", "dead-lettered"];
+    let mut runs = [
+        at_a_terminal(&f, 120, &list, &[]),
+        at_a_terminal(&f, 120, &[&["--no-color"][..], &list].concat(), &[]),
+        at_a_terminal(&f, 120, &list, &[("NO_COLOR", "1")]),
+    ];
+    let out: Vec<String> = runs
+        .iter_mut()
+        .map(|t| {
+            assert_eq!(t.wait_exit(PTY_WAIT), 0, "{}", t.screen());
+            written(t)
+        })
+        .collect();
+    assert!(out[0].contains("\u{1b}[31mDead-Lettered\u{1b}[0m"), "{}", out[0]);
+    assert!(!out[1].contains('\u{1b}'), "--no-color: {}", out[1]);
+    assert!(!out[2].contains('\u{1b}'), "NO_COLOR: {}", out[2]);
     // Piped: no colour either.
     assert!(!f.bw().args(["jobs", "list", "--state", "dead-lettered"]).output().unwrap().stdout.contains(&0x1b));
 }

@@ -14,10 +14,10 @@ mod lifecycle;
 mod open;
 #[path = "store/operator.rs"]
 mod operator;
-#[path = "common/programs.rs"]
-mod programs;
 #[path = "store/plan.rs"]
 mod plan;
+#[path = "common/programs.rs"]
+mod programs;
 #[path = "store/retry.rs"]
 mod retry;
 

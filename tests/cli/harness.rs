@@ -1,5 +1,6 @@
 //! Stores for the `bw` tests, built through the library or loaded from fixtures/hostile.sql,
-//! and a `bw` command with the clock, width and colour pinned.
+//! a `bw` command with the clock, width and colour pinned, and [`Run`]: one command's stdout,
+//! stderr and exit status as one printable text, for whole-output snapshots.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,6 +56,23 @@ impl Fixture {
     /// `bw` against this store.
     pub fn bw(&self) -> Command {
         bw_at(&self.db)
+    }
+
+    /// Run `bw ARGS` against this store; see [`Run`].
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(&[], args)
+    }
+
+    /// Run `bw ARGS` with `env` set on top of the pinned environment (`COLUMNS=80`, …).
+    pub fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let mut cmd = self.bw();
+        cmd.args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).chain(["bw".into()]).collect();
+        let out = cmd.output().unwrap();
+        Run::new(&self.db, format!("{} {}", shown.join(" "), shell_words(args)), out)
     }
 
     /// Grant the test user `permission`, as the other admin.
@@ -117,4 +135,78 @@ pub fn assert_inert(out: &str) {
         let bad = (c.is_control() && c != '\n') || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
         assert!(!bad, "control character U+{:04X} at char {i} in output:\n{out}", c as u32);
     }
+}
+
+/// One `bw` run as a snapshot shows it: the command line, stdout, stderr (when there is any)
+/// and the exit status. The store's folder reads `[TMP]` and the user running the tests `[me]`,
+/// so a snapshot is the same on every machine (time is pinned by `BW_NOW`, ids by the fixtures).
+pub struct Run {
+    pub command: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn new(db: &Path, command: String, out: std::process::Output) -> Run {
+        let redact = |bytes: &[u8]| {
+            let text = String::from_utf8(bytes.to_vec()).expect("bw prints UTF-8");
+            let dir = db.parent().unwrap().display().to_string();
+            replace_word(&text.replace(&dir, "[TMP]"), &current_actor(), "[me]")
+        };
+        Run {
+            command: redact(command.as_bytes()),
+            code: out.status.code(),
+            stdout: redact(&out.stdout),
+            stderr: redact(&out.stderr),
+        }
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "$ {}", self.command)?;
+        f.write_str(&self.stdout)?;
+        if !self.stderr.is_empty() {
+            writeln!(f, "----- stderr -----")?;
+            f.write_str(&self.stderr)?;
+        }
+        match self.code {
+            Some(code) => writeln!(f, "[exit status: {code}]"),
+            None => writeln!(f, "[killed by a signal]"),
+        }
+    }
+}
+
+/// Several runs, one after another, as one snapshot.
+pub fn transcript(runs: &[Run]) -> String {
+    runs.iter().map(Run::to_string).collect::<Vec<_>>().join("\n")
+}
+
+/// `args` as a person would type them: quoted where the shell would need it.
+fn shell_words(args: &[&str]) -> String {
+    let plain = |a: &str| !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    let quoted: Vec<String> =
+        args.iter().map(|a| if plain(a) { a.to_string() } else { format!("'{}'", a.replace('\'', r"'\''")) }).collect();
+    quoted.join(" ")
+}
+
+/// `text` with each whole-word `word` (not part of a longer name) replaced by `by`.
+fn replace_word(text: &str, word: &str, by: &str) -> String {
+    let is_name = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(word) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + word.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(is_name) || after.is_some_and(is_name) {
+            out.push_str(word);
+        } else {
+            out.push_str(by);
+        }
+        rest = &rest[i + word.len()..];
+    }
+    out.push_str(rest);
+    out
 }
