@@ -83,7 +83,10 @@ impl Term {
             let mut buf = [0u8; 8192];
             loop {
                 // EOF, or EIO on Linux once every slave descriptor is closed: the program is gone.
-                let n = reader.read(&mut buf).unwrap_or(0);
+                let n = match reader.read(&mut buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    read => read.unwrap_or(0),
+                };
                 let mut s = feed.lock().unwrap();
                 if n == 0 {
                     s.closed = true;
@@ -174,11 +177,15 @@ impl Pty {
     }
 
     /// Wait up to `timeout` for the program to exit and for the last of its output to reach the
-    /// screen; its exit code (128 + N when signal N ended it). On timeout, panics with the screen.
+    /// screen; its exit code. Panics, showing the screen, on timeout or when a signal killed it
+    /// (`bw` handles the signals it is sent: dying of one is a failure in every test).
     pub fn wait_exit(&mut self, timeout: Duration) -> u32 {
         let deadline = Instant::now() + timeout;
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait for the program") {
+                if let Some(signal) = status.signal() {
+                    panic!("the program was killed by {signal}; the screen shows:\n{}", self.screen());
+                }
                 break status;
             }
             if Instant::now() >= deadline {
