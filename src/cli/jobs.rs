@@ -16,6 +16,7 @@ use super::output::{
 };
 use super::{parse_duration, parse_label, parse_state, parse_when, CliError, Ctx, When};
 use crate::store::{Cursor, JobFilter, JobPage};
+use crate::text::attempts;
 use crate::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
 
 #[derive(Debug, clap::Subcommand)]
@@ -221,13 +222,6 @@ fn layout(states: &[JobState]) -> Layout {
         Layout::Running
     } else {
         Layout::Mixed
-    }
-}
-
-fn attempts(j: &Job) -> String {
-    match j.max_attempts {
-        Some(m) => format!("{}/{}", j.attempt, m),
-        None => j.attempt.to_string(),
     }
 }
 

@@ -10,8 +10,6 @@ use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
 use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
-use crate::store::SettingKey;
-use crate::Millis;
 
 /// Delete terminal jobs older than the retention (needs operate).
 #[derive(Debug, clap::Args)]
@@ -53,15 +51,11 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let older = match a.older_than {
         Some(d) => d,
-        None => {
-            let v = store.setting(SettingKey::Retention)?;
-            humantime::parse_duration(&v)
-                .map_err(|e| CliError::Usage(format!("the store's retention setting '{v}' is not a duration ({e})")))?
-        }
+        None => store.retention()?,
     };
-    let now = store.now();
-    // try_from, not `as`: a stored retention past i64 milliseconds must not wrap into the future.
-    let cutoff = now.saturating_sub(Millis::try_from(older.as_millis()).unwrap_or(Millis::MAX));
+    // Never `now - older as i64`: a stored retention past i64 milliseconds must not wrap into
+    // the future (the same cutoff as the engine's sweep).
+    let cutoff = crate::model::millis_before(store.now(), older);
     let count = store.count_purgeable(cutoff)?;
     let mut view =
         Purge { dry_run: a.dry_run, older_than: compact_duration(older), cutoff: rfc3339(cutoff), jobs: count };

@@ -48,14 +48,9 @@ impl SettingKey {
                 "on" | "off" => Ok(value.trim().to_string()),
                 _ => Err(Error::InvalidInput(format!("failure_detail is 'on' or 'off', not '{value}'"))),
             },
-            SettingKey::Retention => match humantime::parse_duration(value.trim()) {
-                // Longer than i64 milliseconds wraps negative where it is subtracted from now,
-                // and the sweep would then delete every terminal job: cap it far below that.
-                Ok(d) if d > std::time::Duration::from_secs(1_000 * 366 * 86_400) => {
-                    Err(Error::InvalidInput(format!("retention '{value}' is too long: at most 1000 years")))
-                }
+            SettingKey::Retention => match crate::model::parse_duration(value) {
                 Ok(_) => Ok(value.trim().to_string()),
-                Err(e) => Err(Error::InvalidInput(format!("retention '{value}' is not a duration ({e}); e.g. 14d"))),
+                Err(e) => Err(Error::InvalidInput(format!("retention: {e}"))),
             },
         }
     }

@@ -1,5 +1,5 @@
 //! Drawing: `impl Widget for &App`. It only reads the app; every string that came from the
-//! database passes through `cli::output::sanitize` here, at the last moment, so no stored byte
+//! database passes through `text::sanitize` here, at the last moment, so no stored byte
 //! can move the cursor or restyle the screen.
 
 use ratatui::buffer::Buffer;
@@ -11,7 +11,11 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Widge
 use super::app::{App, DbStatus, Mode, Reveal};
 use super::data::{Op, View, CHART_MINUTES};
 use super::keymap;
-use crate::cli::output::{compact_duration, relative, sanitize, sanitize_bytes, sanitize_multiline, thousands};
+use crate::text::Tone;
+use crate::text::{
+    attempts, clock_time, compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands,
+    truncate,
+};
 use crate::{DetailStatus, Job, JobState, Millis};
 
 /// The smallest terminal the dashboard draws in; below it, a message says so.
@@ -68,14 +72,16 @@ impl Theme {
     }
 }
 
+/// A state's colour on screen: [`crate::text::state_tone`], the table `bw` paints from too.
 pub fn state_color(s: JobState) -> Color {
-    match s {
-        JobState::Scheduled => Color::Blue,
-        JobState::Running => Color::Cyan,
-        JobState::Succeeded => Color::Green,
-        JobState::DeadLettered => Color::Red,
-        JobState::Quarantined => Color::Magenta,
-        JobState::Cancelled => Color::Yellow,
+    match crate::text::state_tone(s) {
+        Tone::Plain => Color::Reset,
+        Tone::Red => Color::Red,
+        Tone::Yellow => Color::Yellow,
+        Tone::Green => Color::Green,
+        Tone::Cyan => Color::Cyan,
+        Tone::Blue => Color::Blue,
+        Tone::Dim => Color::DarkGray,
     }
 }
 
@@ -86,7 +92,7 @@ pub fn short_id(id: &crate::JobId) -> String {
 
 /// Sanitized, then cut to `max` cells with an ellipsis.
 fn clean(s: &str, max: usize) -> String {
-    crate::cli::output::truncate(&sanitize(s), max).into_owned()
+    truncate(&sanitize(s), max).into_owned()
 }
 
 impl Widget for &App {
@@ -648,7 +654,7 @@ impl App {
                     _ => String::new(),
                 };
                 Row::new(vec![
-                    Cell::from(crate::cli::output::clock_time(e.at)),
+                    Cell::from(clock_time(e.at)),
                     Cell::from(short_id(&e.job_id)),
                     Cell::from(e.from.map(|s| s.title()).unwrap_or("(new)")),
                     Cell::from(format!("→ {}", e.to.title())).style(to_style),
@@ -710,7 +716,7 @@ impl App {
             "created",
             format!(
                 "{} ({})  updated {}",
-                crate::cli::output::rfc3339(job.created_at),
+                rfc3339(job.created_at),
                 relative(now, job.created_at),
                 relative(now, job.updated_at)
             ),
@@ -718,7 +724,7 @@ impl App {
         let due = if job.state == JobState::Scheduled { relative(now, job.due_at) } else { "—".into() };
         lines.push(kv("due", due));
         if let Some(f) = job.finished_at {
-            lines.push(kv("finished", format!("{} ({})", crate::cli::output::rfc3339(f), relative(now, f))));
+            lines.push(kv("finished", format!("{} ({})", rfc3339(f), relative(now, f))));
         }
         if let (Some(owner), Some(exp)) = (&job.lease_owner, job.lease_expires_at) {
             lines.push(kv("lease", format!("{} until {}", clean(owner, 40), relative(now, exp))));
@@ -732,10 +738,7 @@ impl App {
             lines.push(kv("labels", labels.join(" ")));
         }
         let payload = sanitize_bytes(&job.payload[..job.payload.len().min(400)]);
-        lines.push(kv(
-            "payload",
-            format!("{} ({} bytes)", crate::cli::output::truncate(&payload, 200), job.payload.len()),
-        ));
+        lines.push(kv("payload", format!("{} ({} bytes)", truncate(&payload, 200), job.payload.len())));
         lines.push(self.delay_line(t, job));
         lines.push(Line::from(""));
         // Failure detail: hidden until revealed (audited), with why when it cannot be shown.
@@ -806,7 +809,7 @@ impl App {
                 _ => String::new(),
             };
             lines.push(Line::from(vec![
-                Span::raw(format!("  {}  ", crate::cli::output::clock_time(h.at))),
+                Span::raw(format!("  {}  ", clock_time(h.at))),
                 Span::raw(format!("{:<13}", h.from.map(|s| s.title()).unwrap_or("(new)"))),
                 Span::styled(format!("→ {:<14}", h.to.title()), t.state(h.to)),
                 Span::raw(format!("attempt {:<3} {:<28} ", h.attempt, who)),
@@ -928,13 +931,6 @@ fn fill_width(area: Rect, widths: &[Constraint]) -> usize {
     let fixed: u16 = widths.iter().map(|c| if let Constraint::Length(n) = c { *n } else { 0 }).sum();
     let gaps = widths.len().saturating_sub(1) as u16;
     area.width.saturating_sub(fixed + gaps) as usize
-}
-
-fn attempts(j: &Job) -> String {
-    match j.max_attempts {
-        Some(m) => format!("{}/{m}", j.attempt),
-        None => j.attempt.to_string(),
-    }
 }
 
 fn handlers(n: u64) -> String {
