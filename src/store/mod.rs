@@ -9,6 +9,7 @@ mod admin;
 mod dashboard;
 mod engine_support;
 mod jobs;
+mod load;
 mod operator;
 mod preview;
 mod query;
@@ -25,6 +26,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use operator::{BulkProgress, CancelResult, RequeueResult};
 pub use preview::{RequeuePlan, WireNameCount};
 pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
