@@ -6,7 +6,6 @@
 use std::borrow::Cow;
 use std::io::{self, Write};
 
-use crate::text::Tone;
 use crate::Millis;
 
 pub use crate::text::{
@@ -74,60 +73,12 @@ impl Printer {
     }
 }
 
-/// A colour for one cell; applied after padding so widths stay right.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Style {
-    #[default]
-    Plain,
-    Red,
-    Yellow,
-    Green,
-    Cyan,
-    Blue,
-    Dim,
-    Bold,
-}
-
-impl Style {
-    fn code(self) -> Option<&'static str> {
-        match self {
-            Style::Plain => None,
-            Style::Red => Some("31"),
-            Style::Yellow => Some("33"),
-            Style::Green => Some("32"),
-            Style::Cyan => Some("36"),
-            Style::Blue => Some("34"),
-            Style::Dim => Some("2"),
-            Style::Bold => Some("1"),
-        }
-    }
-
-    /// `text` in this style when colour is on.
-    pub fn paint(self, text: &str, color: bool) -> String {
-        match (color, self.code()) {
-            (true, Some(code)) => format!("\x1b[{code}m{text}\x1b[0m"),
-            _ => text.to_string(),
-        }
-    }
-}
-
-impl From<Tone> for Style {
-    fn from(t: Tone) -> Self {
-        match t {
-            Tone::Plain => Style::Plain,
-            Tone::Red => Style::Red,
-            Tone::Yellow => Style::Yellow,
-            Tone::Green => Style::Green,
-            Tone::Cyan => Style::Cyan,
-            Tone::Blue => Style::Blue,
-            Tone::Dim => Style::Dim,
-        }
-    }
-}
+/// A cell's colour: the text layer's [`Tone`] (one palette for `bw` and `bw top`).
+pub use crate::text::Tone as Style;
 
 /// The colour of a state's name ([`crate::text::state_tone`], the table `bw top` uses too).
 pub fn state_style(state: crate::JobState) -> Style {
-    crate::text::state_tone(state).into()
+    crate::text::state_tone(state)
 }
 
 /// One cell: already-sanitized text and its colour.
