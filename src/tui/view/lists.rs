@@ -2,6 +2,7 @@
 //! log. Each reads the latest snapshot the data thread sent, and nothing else.
 
 use super::*;
+use crate::store::{CauseGroup, QuarantineGroup};
 use crate::tui::data::Snapshot;
 
 impl App {
@@ -25,95 +26,80 @@ impl App {
         let dl_fill = fill_width(area, &dl_widths);
         let q_widths = vec![len(2), len(8), len(18), len(19), len(12), len(10), Constraint::Fill(1)];
         let q_fill = fill_width(area, &q_widths);
+        // Every list starts with the pointer and mark, the short id and the wire name.
+        let rows = |rest: &dyn Fn(&Job) -> Vec<Cell<'static>>| -> Vec<Row> {
+            jobs.iter()
+                .enumerate()
+                .map(|(i, j)| {
+                    let mut row =
+                        vec![Cell::from(mark(i, j)), Cell::from(short_id(&j.id)), Cell::from(clean(&j.wire_name, 18))];
+                    row.extend(rest(j));
+                    Row::new(row)
+                })
+                .collect()
+        };
+        let finished = |j: &Job| Cell::from(j.finished_at.map(|f| relative(now, f)).unwrap_or_default());
+        let cause = |j: &Job, fill: usize| Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), fill));
         let (header, widths, rows): (Vec<&str>, Vec<Constraint>, Vec<Row>) = match self.view {
             View::DeadLettered => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPTS", "FINISHED", "CAUSE"],
                 dl_widths.clone(),
-                jobs.iter()
-                    .enumerate()
-                    .map(|(i, j)| {
-                        Row::new(vec![
-                            Cell::from(mark(i, j)),
-                            Cell::from(short_id(&j.id)),
-                            Cell::from(clean(&j.wire_name, 18)),
-                            Cell::from(clean(&j.queue, 10)),
-                            Cell::from(attempts(j)),
-                            Cell::from(j.finished_at.map(|f| relative(now, f)).unwrap_or_default()),
-                            Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), dl_fill)),
-                        ])
-                    })
-                    .collect(),
+                rows(&|j| {
+                    vec![Cell::from(clean(&j.queue, 10)), Cell::from(attempts(j)), finished(j), cause(j, dl_fill)]
+                }),
             ),
             View::Quarantined => (
                 vec!["", "ID", "WIRE NAME", "REASON", "LIVE HANDLER", "SINCE", "CAUSE"],
                 q_widths.clone(),
-                jobs.iter()
-                    .enumerate()
-                    .map(|(i, j)| {
-                        let n = live.and_then(|l| l.get(&j.wire_name)).copied().unwrap_or(0);
-                        Row::new(vec![
-                            Cell::from(mark(i, j)),
-                            Cell::from(short_id(&j.id)),
-                            Cell::from(clean(&j.wire_name, 18)),
-                            Cell::from(j.quarantine_reason.map(|r| r.as_str()).unwrap_or("")),
-                            live_handlers(t, n),
-                            Cell::from(j.finished_at.map(|f| relative(now, f)).unwrap_or_default()),
-                            Cell::from(clean(j.terminal_cause.as_deref().unwrap_or(""), q_fill)),
-                        ])
-                    })
-                    .collect(),
+                rows(&|j| {
+                    let n = live.and_then(|l| l.get(&j.wire_name)).copied().unwrap_or(0);
+                    vec![
+                        Cell::from(j.quarantine_reason.map(|r| r.as_str()).unwrap_or("")),
+                        live_handlers(t, n),
+                        finished(j),
+                        cause(j, q_fill),
+                    ]
+                }),
             ),
             View::Running => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "ATTEMPT", "LEASE LEFT", "WORKER", "NOTE"],
                 vec![len(2), len(8), len(18), len(10), len(8), len(10), len(20), Constraint::Fill(1)],
-                jobs.iter()
-                    .enumerate()
-                    .map(|(i, j)| {
-                        let left = j.lease_expires_at.map(|e| e - now).unwrap_or(0);
-                        let lease = if left > 0 {
-                            compact_duration(std::time::Duration::from_millis(left as u64))
-                        } else {
-                            "lapsed".to_string()
-                        };
-                        Row::new(vec![
-                            Cell::from(mark(i, j)),
-                            Cell::from(short_id(&j.id)),
-                            Cell::from(clean(&j.wire_name, 18)),
-                            Cell::from(clean(&j.queue, 10)),
-                            Cell::from(attempts(j)),
-                            Cell::from(lease).style(if left > 0 { Style::default() } else { t.error() }),
-                            Cell::from(clean(j.lease_owner.as_deref().unwrap_or(""), 20)),
-                            Cell::from(
-                                j.cancel_requested_by
-                                    .as_deref()
-                                    .map(|a| format!("cancel asked by {}", clean(a, 20)))
-                                    .unwrap_or_default(),
-                            ),
-                        ])
-                    })
-                    .collect(),
+                rows(&|j| {
+                    let left = j.lease_expires_at.map(|e| e - now).unwrap_or(0);
+                    let lease = if left > 0 {
+                        compact_duration(std::time::Duration::from_millis(left as u64))
+                    } else {
+                        "lapsed".to_string()
+                    };
+                    vec![
+                        Cell::from(clean(&j.queue, 10)),
+                        Cell::from(attempts(j)),
+                        Cell::from(lease).style(if left > 0 { Style::default() } else { t.error() }),
+                        Cell::from(clean(j.lease_owner.as_deref().unwrap_or(""), 20)),
+                        Cell::from(
+                            j.cancel_requested_by
+                                .as_deref()
+                                .map(|a| format!("cancel asked by {}", clean(a, 20)))
+                                .unwrap_or_default(),
+                        ),
+                    ]
+                }),
             ),
             _ => (
                 vec!["", "ID", "WIRE NAME", "QUEUE", "DUE", "ATTEMPTS", "BUDGET LEFT", "CREATED"],
                 vec![len(2), len(8), len(18), len(10), len(9), len(8), len(11), Constraint::Fill(1)],
-                jobs.iter()
-                    .enumerate()
-                    .map(|(i, j)| {
-                        Row::new(vec![
-                            Cell::from(mark(i, j)),
-                            Cell::from(short_id(&j.id)),
-                            Cell::from(clean(&j.wire_name, 18)),
-                            Cell::from(clean(&j.queue, 10)),
-                            Cell::from(if j.due_at <= now { "due".to_string() } else { relative(now, j.due_at) }),
-                            Cell::from(if j.attempt == 0 { "none yet".to_string() } else { attempts(j) }),
-                            Cell::from(match j.budget_left() {
-                                Some(n) => format!("{n} more"),
-                                None => "fresh".to_string(),
-                            }),
-                            Cell::from(relative(now, j.created_at)),
-                        ])
-                    })
-                    .collect(),
+                rows(&|j| {
+                    vec![
+                        Cell::from(clean(&j.queue, 10)),
+                        Cell::from(if j.due_at <= now { "due".to_string() } else { relative(now, j.due_at) }),
+                        Cell::from(if j.attempt == 0 { "none yet".to_string() } else { attempts(j) }),
+                        Cell::from(match j.budget_left() {
+                            Some(n) => format!("{n} more"),
+                            None => "fresh".to_string(),
+                        }),
+                        Cell::from(relative(now, j.created_at)),
+                    ]
+                }),
             ),
         };
         self.table(t, area, buf, (&header, &widths), rows, sel);
@@ -128,25 +114,14 @@ impl App {
         let widths = [len(7), len(10), len(10), len(18), Constraint::Fill(1)];
         let fill = fill_width(area, &widths);
         let header = ["  COUNT", "FIRST SEEN", "LAST SEEN", "WIRE NAME", "CAUSE (normalised)"];
-        self.groups(
-            t,
-            area,
-            buf,
-            |s| &s.cause_groups,
-            "Dead-Lettered jobs",
-            (&header, &widths),
-            |g| {
-                (
-                    g.count,
-                    vec![
-                        Cell::from(relative(now, g.first_seen)),
-                        Cell::from(relative(now, g.last_seen)),
-                        Cell::from(clean(&g.wire_name, 18)),
-                        Cell::from(clean(&g.fingerprint, fill)),
-                    ],
-                )
-            },
-        );
+        self.groups(t, area, buf, (&header, &widths), |g: &CauseGroup| {
+            vec![
+                Cell::from(relative(now, g.first_seen)),
+                Cell::from(relative(now, g.last_seen)),
+                Cell::from(clean(&g.wire_name, 18)),
+                Cell::from(clean(&g.fingerprint, fill)),
+            ]
+        });
     }
 
     pub(super) fn quarantine_groups(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
@@ -154,48 +129,34 @@ impl App {
         let widths = [len(7), len(18), len(19), len(12), len(10), Constraint::Fill(1)];
         let fill = fill_width(area, &widths);
         let header = ["  COUNT", "WIRE NAME", "REASON", "LIVE HANDLER", "LAST SEEN", "CAUSE (latest)"];
-        self.groups(
-            t,
-            area,
-            buf,
-            |s| &s.quarantine_groups,
-            "Quarantined jobs",
-            (&header, &widths),
-            |g| {
-                (
-                    g.count,
-                    vec![
-                        Cell::from(clean(&g.wire_name, 18)),
-                        Cell::from(g.reason.as_str()),
-                        live_handlers(t, g.live_handlers),
-                        Cell::from(relative(now, g.last_seen)),
-                        Cell::from(clean(&g.example, fill)),
-                    ],
-                )
-            },
-        );
+        self.groups(t, area, buf, (&header, &widths), |g: &QuarantineGroup| {
+            vec![
+                Cell::from(clean(&g.wire_name, 18)),
+                Cell::from(g.reason.as_str()),
+                live_handlers(t, g.live_handlers),
+                Cell::from(relative(now, g.last_seen)),
+                Cell::from(clean(&g.example, fill)),
+            ]
+        });
     }
 
     /// A grouped view: one row a group, its count first (under the pointer), paged like the
     /// job lists, from the snapshot of this view only.
-    #[allow(clippy::too_many_arguments)]
-    fn groups<'s, G: 's>(
-        &'s self,
+    fn groups<G: Grouped>(
+        &self,
         t: &Theme,
         area: Rect,
         buf: &mut Buffer,
-        pick: impl Fn(&'s Snapshot) -> &'s [G],
-        jobs: &str,
         columns: (&[&str], &[Constraint]),
-        cells: impl Fn(&G) -> (u64, Vec<Cell<'static>>),
+        cells: impl Fn(&G) -> Vec<Cell<'static>>,
     ) {
         let Some(s) = self.snapshot.as_ref().filter(|s| self.snapshot_is_for_view(s)) else {
             return self.empty(t, area, buf, "groups");
         };
-        let groups = pick(s);
+        let groups = G::of(s);
         if groups.is_empty() {
             self.header_only(t, area, buf);
-            return self.empty(t, area, buf, jobs);
+            return self.empty(t, area, buf, G::JOBS);
         }
         let offset = self.vs().offset as usize;
         let sel = (self.vs().selected as usize).checked_sub(offset);
@@ -204,9 +165,8 @@ impl App {
             .skip(offset)
             .enumerate()
             .map(|(i, g)| {
-                let (count, rest) = cells(g);
-                let mut row = vec![Cell::from(format!("{}{:>6}", pointer(sel == Some(i)), thousands(count)))];
-                row.extend(rest);
+                let mut row = vec![Cell::from(format!("{}{:>6}", pointer(sel == Some(i)), thousands(g.count())))];
+                row.extend(cells(g));
                 Row::new(row)
             })
             .collect();
@@ -337,4 +297,32 @@ impl App {
 /// How many live workers handle a wire name: red when none does (it would quarantine again).
 fn live_handlers(t: &Theme, n: u64) -> Cell<'static> {
     Cell::from(handlers(n)).style(if n == 0 { t.error() } else { t.state(JobState::Succeeded) })
+}
+
+/// A kind of group a grouped view lists.
+trait Grouped: Sized {
+    /// What the groups are made of, for the empty view.
+    const JOBS: &'static str;
+    fn of(s: &Snapshot) -> &[Self];
+    fn count(&self) -> u64;
+}
+
+impl Grouped for CauseGroup {
+    const JOBS: &'static str = "Dead-Lettered jobs";
+    fn of(s: &Snapshot) -> &[Self] {
+        &s.cause_groups
+    }
+    fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl Grouped for QuarantineGroup {
+    const JOBS: &'static str = "Quarantined jobs";
+    fn of(s: &Snapshot) -> &[Self] {
+        &s.quarantine_groups
+    }
+    fn count(&self) -> u64 {
+        self.count
+    }
 }
