@@ -349,7 +349,12 @@ impl App {
         } else if let Some(n) = &self.notice {
             Line::from(format!(" {}", clean(n, left_width.saturating_sub(1))))
         } else {
-            let keys = keymap::footer_keys(self.view, self.query().grouped, self.detail.is_some(), self.cfg.read_only);
+            let keys = keymap::footer_keys(keymap::Place {
+                view: self.view,
+                grouped: self.query().grouped,
+                detail: self.detail.is_some(),
+                read_only: self.cfg.read_only,
+            });
             let mut spans = vec![Span::raw(" ")];
             let mut used = 1;
             for (k, what) in keys {
