@@ -461,12 +461,7 @@ fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize
 fn is_writable(path: &Path) -> bool {
     // access(2), never open(2): closing a descriptor of the file would drop this process's
     // SQLite locks on it (see check_file).
-    let writable = |p: &Path| {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap_or_default();
-        // SAFETY: access(2) reads a NUL-terminated path and has no other effect.
-        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-    };
+    let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
     // WAL needs to create `-wal` and `-shm` beside the file.
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     writable(path) && writable(dir)
