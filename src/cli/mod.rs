@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod exit;
 pub mod json;
 pub mod output;
+pub mod progress;
 
 mod access;
 mod backoff;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
+use super::progress::Progress;
 use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
 
 /// Delete terminal jobs older than the retention (needs operate).
@@ -68,11 +69,9 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing deleted\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    view.jobs = store.purge(&ctx.actor, cutoff, |p| {
-        if p.total > 2_000 {
-            eprint_quiet(format_args!("deleted {} of {}\n", thousands(p.done), thousands(p.total)));
-        }
-    })?;
+    let mut progress = Progress::new("deleted");
+    view.jobs = store.purge(&ctx.actor, cutoff, |p| progress.update(p.done, p.total))?;
+    drop(progress);
     ctx.printer()?.print(&view)?;
     Ok(ExitCode::SUCCESS)
 }
