@@ -3,7 +3,6 @@
 //! database, times, numbers, widths) is [`crate::text`], shared with `bw top`; it is re-exported
 //! here so a subcommand imports its printing from one place.
 
-use std::borrow::Cow;
 use std::io::{self, Write};
 
 use crate::Millis;
@@ -174,41 +173,91 @@ impl Table {
             widths[f] = widths[f].min(room(&widths).max(FLEX_MIN.min(widths[f])));
         }
         // Last resort on a very narrow terminal: a table with a flexible column never wraps.
-        // The line is cut cell by cell, before colouring: cutting the painted line was skipped
-        // in colour, so at a terminal (where colour is on) long rows wrapped.
+        // Every cell is cut to its column, and a row that still overflows the line is cut cell
+        // by cell, before colouring: cutting the painted line was skipped in colour, so at a
+        // terminal (where colour is on) long rows wrapped.
         let limit = term.width.filter(|_| self.flex.is_some());
-        let line = |out: &mut dyn Write, cells: Vec<(String, Style)>| -> io::Result<()> {
-            let mut text = String::new();
+        let cut_row = |cells: Vec<(&str, Style)>| -> Vec<(String, Style)> {
+            let mut row = Vec::with_capacity(cells.len());
             let mut used = 0;
-            for (i, (t, style)) in cells.iter().enumerate() {
-                let mut cut = truncate(t, widths[i]);
+            for (i, (text, style)) in cells.into_iter().enumerate() {
+                let mut cut = truncate(text, widths[i]).into_owned();
                 let left = limit.map_or(usize::MAX, |w| w.saturating_sub(used));
                 let overflows = width(&cut) > left;
                 if overflows {
-                    cut = Cow::Owned(truncate(&cut, left).into_owned());
+                    cut = truncate(&cut, left).into_owned();
                 }
-                let last = i + 1 == cells.len() || overflows;
-                let pad = if last { 0 } else { widths[i] - width(&cut) };
-                text.push_str(&style.paint(&cut, term.color));
-                text.push_str(&" ".repeat(pad));
-                used += width(&cut) + pad;
-                if last {
+                row.push((cut, style));
+                if overflows {
                     break;
                 }
-                text.push_str("  ");
-                used += 2;
+                used += widths[i] + 2;
             }
-            writeln!(out, "{}", text.trim_end())
+            row
         };
-        line(
-            out,
-            self.headers.iter().map(|h| (h.clone(), if term.color { Style::Bold } else { Style::Plain })).collect(),
-        )?;
-        for row in &self.rows {
-            line(out, row.iter().take(n).map(|c| (c.text.clone(), c.style)).collect())?;
+        let heading = if term.color { Style::Bold } else { Style::Plain };
+        let mut rows = vec![cut_row(self.headers.iter().map(|h| (h.as_str(), heading)).collect())];
+        rows.extend(self.rows.iter().map(|r| cut_row(r.iter().take(n).map(|c| (c.text.as_str(), c.style)).collect())));
+
+        // comfy-table lays the cut cells out: no borders or separators, columns of exactly these
+        // widths plus two spaces of right padding. Nothing is wider than its column, so nothing
+        // wraps.
+        let mut table = comfy_table::Table::new();
+        table
+            .load_preset(comfy_table::presets::NOTHING)
+            .set_content_arrangement(comfy_table::ContentArrangement::Disabled);
+        for row in &rows {
+            table.add_row(row.iter().map(|(text, _)| text.as_str()));
+        }
+        for (column, w) in table.column_iter_mut().zip(&widths) {
+            column.set_padding((0, 2));
+            column.set_constraint(comfy_table::ColumnConstraint::Absolute(comfy_table::Width::Fixed(*w as u16 + 2)));
+        }
+        for (line, row) in table.lines().zip(&rows) {
+            let line = line.trim_end();
+            if term.color {
+                writeln!(out, "{}", paint_cells(line, row, &widths))?;
+            } else {
+                writeln!(out, "{line}")?;
+            }
         }
         Ok(())
     }
+}
+
+/// Colour the cells of one laid-out line. Colour goes on after layout, so escape codes never
+/// count towards a column's width: cell `i` starts at the sum of the widths before it and the
+/// two-space gaps, and is exactly the cut text it was given.
+fn paint_cells(line: &str, row: &[(String, Style)], widths: &[usize]) -> String {
+    let mut out = String::with_capacity(line.len() + 16 * row.len());
+    let mut rest = line;
+    for (i, (text, style)) in row.iter().enumerate() {
+        let start = widths[..i].iter().sum::<usize>() + 2 * i;
+        let consumed = width(line) - width(rest);
+        let (before, cell) = split_at_width(rest, start.saturating_sub(consumed));
+        out.push_str(before);
+        match cell.strip_prefix(text.as_str()) {
+            Some(after) if !text.is_empty() => {
+                out.push_str(&style.paint(text, true));
+                rest = after;
+            }
+            _ => rest = cell,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `s` split after `cells` terminal cells.
+fn split_at_width(s: &str, cells: usize) -> (&str, &str) {
+    let mut used = 0;
+    for (at, c) in s.char_indices() {
+        if used >= cells {
+            return s.split_at(at);
+        }
+        used += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+    }
+    (s, "")
 }
 
 /// `key  value` lines with the keys aligned, for `jobs show` and friends.
@@ -218,4 +267,65 @@ pub fn write_fields(out: &mut dyn Write, fields: &[(&str, String)]) -> io::Resul
         writeln!(out, "  {k:<w$}  {v}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(table: &Table, width: Option<usize>, color: bool) -> String {
+        let mut out = Vec::new();
+        table.write(&mut out, &Term { width, color, now: 0 }).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                chars.by_ref().find(|c| *c == 'm');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn sample() -> Table {
+        let mut t = Table::new(&["ID", "STATE", "WIRE NAME", "CAUSE"]).max_width(2, 12).flex(3);
+        t.row(vec![
+            "a0000004".into(),
+            Cell::styled("Dead-Lettered", Style::Red),
+            "发送邮件".into(),
+            "x".repeat(90).into(),
+        ]);
+        t.row(vec!["a0000019".into(), Cell::styled("Scheduled", Style::Blue), "send-email".into(), "".into()]);
+        t
+    }
+
+    /// Colour went into the cells before they were measured once, and coloured rows wrapped at
+    /// a terminal: painting must never move a column.
+    #[test]
+    fn colour_never_changes_the_layout() {
+        for width in [None, Some(80), Some(40), Some(20)] {
+            let plain = render(&sample(), width, false);
+            let coloured = render(&sample(), width, true);
+            assert_eq!(strip_ansi(&coloured), plain, "at {width:?}");
+        }
+        let coloured = render(&sample(), None, true);
+        assert!(coloured.contains("\u{1b}[31mDead-Lettered\u{1b}[0m  发送邮件"), "{coloured}");
+    }
+
+    #[test]
+    fn a_row_never_outgrows_the_terminal() {
+        for w in [80, 40, 20] {
+            for line in render(&sample(), Some(w), false).lines() {
+                assert!(width(line) <= w, "{} cells at {w}: {line}", width(line));
+            }
+        }
+        let wide = render(&sample(), None, false);
+        assert!(wide.lines().nth(1).unwrap().ends_with(&"x".repeat(90)), "{wide}");
+        assert!(wide.starts_with("ID        STATE          WIRE NAME   CAUSE\n"), "{wide}");
+    }
 }
