@@ -8,8 +8,10 @@
 mod admin;
 mod dashboard;
 mod engine_support;
+mod groups;
 mod jobs;
 mod load;
+mod log;
 mod operator;
 mod preview;
 mod query;
@@ -25,11 +27,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use groups::{CauseGroup, QuarantineGroup};
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
+pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, RequeueResult};
 pub use preview::{RequeuePlan, WireNameCount};
-pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
+pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 
 use crate::error::{Error, Result};
 use crate::model::Millis;
