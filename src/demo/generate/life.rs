@@ -1,5 +1,7 @@
 //! How one generated job lives: the fate drawn for it, its attempts, leases and failures laid out
 //! in time, and the log entries each step appends, as the engine would have written them.
+//! One file of some 520 lines: one generator, whose steps share its random stream in order (a
+//! seed names one store, so their order is the contract).
 
 use std::rc::Rc;
 
