@@ -28,6 +28,8 @@ pub mod cli;
 #[cfg(feature = "cli")]
 pub mod demo;
 #[cfg(feature = "cli")]
+pub mod text;
+#[cfg(feature = "cli")]
 pub mod tui;
 
 /// The README's Rust examples compile as doctests, so the page cannot drift from the API.

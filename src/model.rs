@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -209,6 +210,30 @@ impl FromStr for Permission {
             ))
         })
     }
+}
+
+/// Longer than any store will live. Every duration is subtracted from or added to "now" in i64
+/// milliseconds; past about 292 million years that wraps, and a wrapped `--older-than` made
+/// `bw purge` delete every terminal job (tests/faults, `purge_older_than_an_enormous_duration…`).
+pub const LONGEST_DURATION: Duration = Duration::from_secs(1_000 * 366 * 24 * 3_600);
+
+/// The one parser for a duration an operator or a setting gives (`500ms`, `90s`, `2h`, `14d`):
+/// humantime, at most [`LONGEST_DURATION`]. The CLI, the dashboard's filter and the store's
+/// `retention` setting all read durations through it.
+pub fn parse_duration(s: &str) -> Result<Duration, Error> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| Error::InvalidInput(format!("'{s}' is not a duration ({e}); use e.g. 500ms, 90s, 2h, 14d")))?;
+    if d > LONGEST_DURATION {
+        return Err(Error::InvalidInput(format!("'{s}' is too long a duration: at most 1000 years")));
+    }
+    Ok(d)
+}
+
+/// The instant `d` before `now`, never wrapping: a duration past i64 milliseconds (written by
+/// another program into the store, say) gives the earliest instant, so a sweep at this cutoff
+/// deletes nothing rather than everything.
+pub fn millis_before(now: Millis, d: Duration) -> Millis {
+    now.saturating_sub(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX))
 }
 
 /// One job row, as stored.

@@ -157,12 +157,21 @@ impl From<Duration> for Backoff {
 
 /// A uniform draw in [0, 1) from a seed and an attempt number (SplitMix64).
 fn unit_interval(seed: u64, n: u32) -> f64 {
-    let mut z = seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut state = seed ^ (n as u64).wrapping_mul(SPLITMIX_GAMMA);
+    (splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+const SPLITMIX_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// One step of SplitMix64: advance `state` and return the next 64 random bits. Tiny, fast and
+/// the same on every platform, so a seed names one jitter curve (here) or one generated store
+/// (`demo::rng`). The one copy of the mixer in the crate.
+pub(crate) fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(SPLITMIX_GAMMA);
+    let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
+    z ^ (z >> 31)
 }
 
 /// The curve a retry policy evaluates: a [`Backoff`] value or any pure `Fn(attempt) -> Duration`.

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use super::output::thousands;
+use super::progress::Progress;
 use super::{CliError, Ctx};
 use crate::demo::generate::{generate, GenerateOptions};
 use crate::JobState;
@@ -46,11 +47,9 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let opts = GenerateOptions { jobs: args.jobs, seed: args.seed, now: ctx.clock()?.now() };
     let mut err = std::io::stderr().lock();
     writeln!(err, "generating {} jobs into {} (seed {})", thousands(args.jobs), path.display(), args.seed)?;
-    let started = std::time::Instant::now();
-    let report = generate(path, &opts, |done| {
-        let _ =
-            writeln!(std::io::stderr(), "  {:>11} jobs  {:>6.1} s", thousands(done), started.elapsed().as_secs_f64());
-    })?;
+    let mut progress = Progress::new("generated");
+    let report = generate(path, &opts, |done| progress.update(done, args.jobs))?;
+    drop(progress);
     let secs = report.elapsed.as_secs_f64();
     let rate = if secs > 0.0 { (report.jobs as f64 / secs) as u64 } else { 0 };
     let states: Vec<String> =

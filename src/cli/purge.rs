@@ -9,9 +9,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
+use super::progress::Progress;
 use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
-use crate::store::SettingKey;
-use crate::Millis;
 
 /// Delete terminal jobs older than the retention (needs operate).
 #[derive(Debug, clap::Args)]
@@ -53,15 +52,11 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let older = match a.older_than {
         Some(d) => d,
-        None => {
-            let v = store.setting(SettingKey::Retention)?;
-            humantime::parse_duration(&v)
-                .map_err(|e| CliError::Usage(format!("the store's retention setting '{v}' is not a duration ({e})")))?
-        }
+        None => store.retention()?,
     };
-    let now = store.now();
-    // try_from, not `as`: a stored retention past i64 milliseconds must not wrap into the future.
-    let cutoff = now.saturating_sub(Millis::try_from(older.as_millis()).unwrap_or(Millis::MAX));
+    // Never `now - older as i64`: a stored retention past i64 milliseconds must not wrap into
+    // the future (the same cutoff as the engine's sweep).
+    let cutoff = crate::model::millis_before(store.now(), older);
     let count = store.count_purgeable(cutoff)?;
     let mut view =
         Purge { dry_run: a.dry_run, older_than: compact_duration(older), cutoff: rfc3339(cutoff), jobs: count };
@@ -74,11 +69,9 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing deleted\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    view.jobs = store.purge(&ctx.actor, cutoff, |p| {
-        if p.total > 2_000 {
-            eprint_quiet(format_args!("deleted {} of {}\n", thousands(p.done), thousands(p.total)));
-        }
-    })?;
+    let mut progress = Progress::new("deleted");
+    view.jobs = store.purge(&ctx.actor, cutoff, |p| progress.update(p.done, p.total))?;
+    drop(progress);
     ctx.printer()?.print(&view)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@
 
 pub mod generate;
 pub mod handlers;
+mod rng;
 pub mod run;
 
 pub use run::{Demo, DemoOptions, DemoReport, Sample};

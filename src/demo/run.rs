@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::generate::Rng;
 use super::handlers::{self, ChargeCard, ChargeLedger, ExportReport, ResizeImage, SendEmail, SyncInventory, Wedge};
+use super::rng::Rng;
 use crate::engine::{Engine, EngineHandle, Enqueue, GroupStats, Registry};
 use crate::error::Result;
 use crate::model::{JobId, NewJob};

@@ -48,14 +48,9 @@ impl SettingKey {
                 "on" | "off" => Ok(value.trim().to_string()),
                 _ => Err(Error::InvalidInput(format!("failure_detail is 'on' or 'off', not '{value}'"))),
             },
-            SettingKey::Retention => match humantime::parse_duration(value.trim()) {
-                // Longer than i64 milliseconds wraps negative where it is subtracted from now,
-                // and the sweep would then delete every terminal job: cap it far below that.
-                Ok(d) if d > std::time::Duration::from_secs(1_000 * 366 * 86_400) => {
-                    Err(Error::InvalidInput(format!("retention '{value}' is too long: at most 1000 years")))
-                }
+            SettingKey::Retention => match crate::model::parse_duration(value) {
                 Ok(_) => Ok(value.trim().to_string()),
-                Err(e) => Err(Error::InvalidInput(format!("retention '{value}' is not a duration ({e}); e.g. 14d"))),
+                Err(e) => Err(Error::InvalidInput(format!("retention: {e}"))),
             },
         }
     }
@@ -339,18 +334,9 @@ pub(crate) fn audit(
 /// The operating-system user running this process, from its real uid (not from an
 /// environment variable anyone can set). Falls back to `uid:N` when the user has no name.
 pub fn current_actor() -> String {
-    // SAFETY: getuid cannot fail; getpwuid_r writes only into the buffers we hand it.
-    unsafe {
-        let uid = libc::getuid();
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut buf = vec![0 as libc::c_char; 4096];
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result);
-        if rc == 0 && !result.is_null() && !pwd.pw_name.is_null() {
-            if let Ok(name) = std::ffi::CStr::from_ptr(pwd.pw_name).to_str() {
-                return name.to_string();
-            }
-        }
-        format!("uid:{uid}")
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => user.name,
+        _ => format!("uid:{uid}"),
     }
 }

@@ -1,6 +1,9 @@
 //! The engine's path through the store: enqueue, claim under a lease, heartbeat, record an
 //! outcome behind the fence, and reap lapsed leases. Outcomes count only if the job is still
 //! Running under the same `(worker_id, attempt)`: a stale worker's word changes nothing.
+//!
+//! Why one file of some 580 lines: the fence is the contract. Claim, completion, heartbeat and
+//! reap share the SQL that decides who may write a job, and are reviewed together.
 
 use std::time::Duration;
 

@@ -8,7 +8,10 @@
 mod admin;
 mod dashboard;
 mod engine_support;
+mod groups;
 mod jobs;
+mod load;
+mod log;
 mod operator;
 mod preview;
 mod query;
@@ -24,10 +27,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use groups::{CauseGroup, QuarantineGroup};
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
+pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, RequeueResult};
 pub use preview::{RequeuePlan, WireNameCount};
-pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
+pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -459,12 +465,7 @@ fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize
 fn is_writable(path: &Path) -> bool {
     // access(2), never open(2): closing a descriptor of the file would drop this process's
     // SQLite locks on it (see check_file).
-    let writable = |p: &Path| {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap_or_default();
-        // SAFETY: access(2) reads a NUL-terminated path and has no other effect.
-        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
-    };
+    let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
     // WAL needs to create `-wal` and `-shm` beside the file.
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     writable(path) && writable(dir)

@@ -1,8 +1,9 @@
-//! Reading the store: one job and its history, filtered pages of jobs, counts, the transition
-//! log, and the groups of dead-letter causes and quarantines. Every query here is meant to run
-//! against millions of rows: it pages through an index, never loads every row.
+//! Reading the store: one job and its history, filtered pages of jobs, and counts (the
+//! transition log is `log.rs`, the groups of causes and quarantines `groups.rs`). Every query
+//! here is meant to run against millions of rows: it pages through an index, never loads every
+//! row.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
@@ -197,55 +198,6 @@ impl StateCounts {
     }
 }
 
-/// Which log entries a tail shows.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LogFilter {
-    pub job: Option<JobId>,
-    /// Entries that moved a job into one of these states.
-    pub to_states: Vec<JobState>,
-}
-
-impl LogFilter {
-    fn where_clause(&self) -> (String, Vec<Value>) {
-        let mut sql = vec!["1".to_string()];
-        let mut args = Vec::new();
-        if let Some(j) = self.job {
-            sql.push("job_id = ?".into());
-            args.push(Value::Text(j.to_string()));
-        }
-        if !self.to_states.is_empty() {
-            sql.push(format!("to_state IN ({})", self.to_states.iter().map(|_| "?").collect::<Vec<_>>().join(", ")));
-            args.extend(self.to_states.iter().map(|s| Value::Text(s.as_str().into())));
-        }
-        (sql.join(" AND "), args)
-    }
-}
-
-/// Dead-Lettered jobs that share a wire name and a cause fingerprint.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CauseGroup {
-    pub wire_name: String,
-    pub fingerprint: String,
-    /// One real cause of the group, the most recent.
-    pub example: String,
-    pub count: u64,
-    pub first_seen: Millis,
-    pub last_seen: Millis,
-}
-
-/// Quarantined jobs that share a wire name and a reason.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct QuarantineGroup {
-    pub wire_name: String,
-    pub reason: QuarantineReason,
-    pub example: String,
-    pub count: u64,
-    pub first_seen: Millis,
-    pub last_seen: Millis,
-    /// Live workers that handle this wire name now.
-    pub live_handlers: u64,
-}
-
 impl Store {
     /// One job by id.
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
@@ -368,147 +320,6 @@ impl Store {
             }
         }
         Ok(counts)
-    }
-
-    /// The last `n` log entries matching `filter`, oldest first.
-    pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>> {
-        let (clause, mut args) = filter.where_clause();
-        args.push(Value::Integer(n as i64));
-        let mut rows: Vec<Transition> = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE {clause} ORDER BY seq DESC LIMIT ?"
-            ))?
-            .query_map(params_from_iter(args), transition_from_row)?
-            .collect::<Result<_, _>>()?;
-        rows.reverse();
-        Ok(rows)
-    }
-
-    /// Up to `limit` entries after sequence number `seq`, oldest first. Sequence numbers are
-    /// assigned in commit order (SQLite has one writer at a time), so polling with the last seq
-    /// seen never misses or repeats an entry.
-    pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>> {
-        let (clause, mut args) = filter.where_clause();
-        args.insert(0, Value::Integer(seq));
-        args.push(Value::Integer(limit as i64));
-        Ok(self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE seq > ? AND {clause} ORDER BY seq LIMIT ?"
-            ))?
-            .query_map(params_from_iter(args), transition_from_row)?
-            .collect::<Result<_, _>>()?)
-    }
-
-    /// The highest sequence number in the log (0 when empty).
-    pub fn last_seq(&self) -> Result<i64> {
-        Ok(self.conn.query_row("SELECT coalesce(max(seq), 0) FROM transitions", [], |r| r.get(0))?)
-    }
-
-    /// The first sequence number whose entry is at or after `at`, found by binary search over
-    /// the log's primary key (entries are appended in time order), so no index on time is needed.
-    pub fn seq_at(&self, at: Millis) -> Result<i64> {
-        let (mut lo, mut hi): (i64, i64) = self.conn.query_row(
-            // Two subqueries, not min and max in one SELECT: SQLite answers a lone min() or
-            // max() from the key's ends, but both together scan the whole log (1 s at 4.6M).
-            "SELECT coalesce((SELECT min(seq) FROM transitions), 1), coalesce((SELECT max(seq) FROM transitions), 0) + 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let mut probe =
-            self.conn.prepare_cached("SELECT seq, at FROM transitions WHERE seq >= ?1 ORDER BY seq LIMIT 1")?;
-        while lo < hi {
-            // In i128: another program may have written a negative seq, and `hi - lo` across
-            // the whole i64 range overflows.
-            let mid = lo + ((hi as i128 - lo as i128) / 2) as i64;
-            match probe.query_row([mid], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Millis>(1)?))).optional()? {
-                Some((seq, t)) if t < at => lo = seq + 1,
-                Some(_) => hi = mid,
-                None => hi = mid,
-            }
-        }
-        Ok(lo)
-    }
-
-    /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
-    /// fingerprint, the largest groups first.
-    pub fn cause_groups(&self, limit: usize) -> Result<Vec<CauseGroup>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                // Group on the covering index first and fetch an example only for the groups
-                // kept: a correlated example per group read thousands of rows (1.3 s at 1M jobs).
-                "WITH g AS MATERIALIZED (
-                     SELECT wire_name, cause_fingerprint AS fp, count(*) AS n, min(finished_at) AS first_seen,
-                            max(finished_at) AS last_seen
-                     FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
-                     ORDER BY n DESC, last_seen DESC LIMIT ?1)
-                 SELECT wire_name, coalesce(fp, ex, ''), n, first_seen, last_seen, ex
-                 FROM (SELECT g.*, (SELECT terminal_cause FROM jobs j2 WHERE j2.state = 'dead-lettered'
-                                      AND j2.wire_name = g.wire_name AND j2.cause_fingerprint IS g.fp
-                                      ORDER BY finished_at DESC LIMIT 1) AS ex FROM g)
-                 ORDER BY n DESC, last_seen DESC",
-            )?
-            .query_map([limit as i64], |r| {
-                Ok(CauseGroup {
-                    wire_name: r.get(0)?,
-                    fingerprint: r.get(1)?,
-                    count: r.get::<_, i64>(2)? as u64,
-                    first_seen: r.get(3)?,
-                    last_seen: r.get(4)?,
-                    example: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-                })
-            })?
-            .collect::<Result<_, _>>()?)
-    }
-
-    /// Quarantined jobs grouped by wire name and reason, each marked with how many live
-    /// workers handle that wire name now.
-    pub fn quarantine_groups(&self) -> Result<Vec<QuarantineGroup>> {
-        let handlers = self.live_handlers()?;
-        let rows: Vec<(String, String, u64, Millis, Millis, Option<String>)> = self
-            .conn
-            .prepare_cached(
-                // Grouping reads only the covering `jobs_quarantine` index; the example cause is
-                // one indexed lookup per group, not a read of every quarantined row.
-                "SELECT wire_name, quarantine_reason, count(*), min(finished_at), max(finished_at),
-                        (SELECT terminal_cause FROM jobs j2 WHERE j2.state = 'quarantined'
-                           AND j2.wire_name = j.wire_name AND j2.quarantine_reason = j.quarantine_reason
-                         ORDER BY finished_at DESC LIMIT 1)
-                 FROM jobs j WHERE state = 'quarantined'
-                 GROUP BY wire_name, quarantine_reason ORDER BY count(*) DESC",
-            )?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64, r.get(3)?, r.get(4)?, r.get(5)?)))?
-            .collect::<Result<_, _>>()?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(wire_name, reason, count, first_seen, last_seen, example)| {
-                Some(QuarantineGroup {
-                    live_handlers: handlers.get(&wire_name).copied().unwrap_or(0),
-                    reason: reason.parse().ok()?,
-                    wire_name,
-                    example: example.unwrap_or_default(),
-                    count,
-                    first_seen,
-                    last_seen,
-                })
-            })
-            .collect())
-    }
-
-    /// For each wire name, how many live workers handle it now.
-    pub fn live_handlers(&self) -> Result<HashMap<String, u64>> {
-        let now = self.now();
-        let mut out: HashMap<String, u64> = HashMap::new();
-        for w in self.workers()? {
-            if w.is_live(now) {
-                for name in w.wire_names {
-                    *out.entry(name).or_default() += 1;
-                }
-            }
-        }
-        Ok(out)
     }
 }
 

@@ -2,6 +2,10 @@
 //! [`Action`]s (see `keymap`), actions update state, and database work leaves as [`Request`]s in
 //! an outbox for the background thread; drawing (see `view`) only reads. No terminal here, no
 //! store: tests drive an `App` with actions and feed it responses.
+//!
+//! Why one file of some 870 lines: it is one state machine. Every mode, every transition and
+//! the one `update` that performs them read together, as the tests exercise them; split by
+//! size, a reader would chase one key's effect across files.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;

@@ -48,9 +48,9 @@ impl Filter {
                 "queue" => &mut f.queue,
                 "cause" => &mut f.cause,
                 "since" => {
-                    let at = match crate::cli::parse_duration(value) {
+                    let at = match crate::text::parse_duration(value) {
                         Ok(d) => now - d.as_millis() as Millis,
-                        Err(_) => crate::cli::parse_instant(value).map_err(|_| {
+                        Err(_) => crate::text::parse_instant(value).map_err(|_| {
                             format!("'{value}' in since: is neither a duration (30m, 2h, 3d) nor a time (RFC 3339)")
                         })?,
                     };

@@ -1,6 +1,7 @@
-//! Keys to actions, and the list of keys the help overlay and the footer show. The mapping
-//! depends only on the mode (typing a filter, answering a dialog, or normal), so it is one
-//! table to read and to test.
+//! Keys to actions, and the keys the help overlay and the footer show, all from one table,
+//! [`BINDINGS`]: a key added there is bound, documented and hinted at once (they were three
+//! lists that could disagree). The mapping depends only on the mode (typing a filter,
+//! answering a dialog, or normal).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -39,90 +40,286 @@ pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
     }
 }
 
-fn normal(key: KeyEvent) -> Option<Action> {
-    Some(match key.code {
-        KeyCode::Char('q') | KeyCode::Esc => Action::Back,
-        KeyCode::Tab | KeyCode::Char('l') | KeyCode::Right => Action::NextView,
-        KeyCode::BackTab | KeyCode::Char('h') | KeyCode::Left => Action::PrevView,
-        KeyCode::Char(c @ '1'..='6') => Action::ShowView(View::ALL[c as usize - '1' as usize]),
-        KeyCode::Char('j') | KeyCode::Down => Action::Down,
-        KeyCode::Char('k') | KeyCode::Up => Action::Up,
-        KeyCode::PageDown => Action::PageDown,
-        KeyCode::PageUp => Action::PageUp,
-        KeyCode::Char('d') if key.modifiers.contains(KeyModifiers::CONTROL) => Action::PageDown,
-        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => Action::PageUp,
-        KeyCode::Home => Action::Top,
-        KeyCode::End | KeyCode::Char('G') => Action::Bottom,
-        KeyCode::Char('g') => Action::G,
-        KeyCode::Enter => Action::Open,
-        KeyCode::Char(' ') => Action::ToggleMark,
-        KeyCode::Char('r') => Action::Requeue,
-        KeyCode::Char('x') => Action::Cancel,
-        KeyCode::Char('e') => Action::Reveal,
-        KeyCode::Char('p') => Action::TogglePause,
-        KeyCode::Char('?') => Action::Help,
-        KeyCode::Char('/') => Action::StartFilter,
-        _ => return None,
-    })
+/// A key of the normal mode: a key code, with Control or without (other modifiers are
+/// ignored, so Shift-G is `G`).
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    code: KeyCode,
+    ctrl: bool,
 }
 
-/// Every key, for the help overlay: (keys, what they do).
-pub const HELP: &[(&str, &str)] = &[
-    ("Tab Shift-Tab, l h", "next / previous view"),
-    ("1 … 6", "Dead-Lettered Quarantined Running Scheduled Queues Log"),
-    ("j k, ↓ ↑", "move the selection (scroll the detail pane)"),
-    ("PgDn PgUp", "a page down / up (pages through the store)"),
-    ("gg G, Home End", "first / last row"),
-    ("Enter", "open the job; a group or queue opens as its jobs"),
-    ("Esc, q", "back: pane, marks, group; quit at the top"),
-    ("g", "group Dead-Lettered by cause, Quarantined by reason"),
-    ("/", "filter: wire:W queue:Q cause:TEXT since:1h, or text"),
-    ("Space", "mark / unmark the job and move down"),
-    ("r", "requeue the open, marked or selected jobs, or group"),
-    ("x", "cancel the open, marked or selected jobs"),
-    ("e", "reveal failure detail (view-failure-detail; audited)"),
-    ("p", "pause / resume refreshing"),
-    ("?", "this help"),
-    ("Ctrl-C", "quit"),
+const fn key(c: char) -> Key {
+    Key { code: KeyCode::Char(c), ctrl: false }
+}
+
+const fn code(code: KeyCode) -> Key {
+    Key { code, ctrl: false }
+}
+
+const fn ctrl(c: char) -> Key {
+    Key { code: KeyCode::Char(c), ctrl: true }
+}
+
+/// Where the footer is drawn, which decides the hints it shows.
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    pub view: View,
+    pub grouped: bool,
+    /// The detail pane of one job is open.
+    pub detail: bool,
+    pub read_only: bool,
+}
+
+impl Place {
+    /// A view of one state's jobs (not grouped): marks work there.
+    fn job_list(self) -> bool {
+        !self.grouped && self.view.state().is_some()
+    }
+
+    fn dead_or_quarantined(self) -> bool {
+        matches!(self.view, View::DeadLettered | View::Quarantined)
+    }
+
+    fn running_or_scheduled(self) -> bool {
+        matches!(self.view, View::Running | View::Scheduled)
+    }
+}
+
+/// A footer hint: the key as the footer spells it, its word in a place (none: not shown there),
+/// and its rank in the list footer and in the detail pane's footer. The essentials come first,
+/// since a narrow footer drops hints from the end.
+#[derive(Clone, Copy)]
+pub struct Hint {
+    key: &'static str,
+    word: fn(Place) -> Option<&'static str>,
+    rank: (u8, u8),
+}
+
+/// One row of the key table: the keys as the help overlay spells them, what they do, the
+/// normal-mode keys and the action each gives, and the footer's hints. The keymap, the help
+/// overlay and the footer are all read from [`BINDINGS`], so they cannot disagree.
+#[derive(Clone, Copy)]
+pub struct Binding {
+    pub keys: &'static str,
+    pub does: &'static str,
+    acts: &'static [(Key, Action)],
+    hints: &'static [Hint],
+}
+
+const NEVER: u8 = u8::MAX;
+
+/// Every key of the dashboard, in the order the help overlay lists them.
+pub const BINDINGS: [Binding; 16] = [
+    Binding {
+        keys: "Tab Shift-Tab, l h",
+        does: "next / previous view",
+        acts: &[
+            (code(KeyCode::Tab), Action::NextView),
+            (key('l'), Action::NextView),
+            (code(KeyCode::Right), Action::NextView),
+            (code(KeyCode::BackTab), Action::PrevView),
+            (key('h'), Action::PrevView),
+            (code(KeyCode::Left), Action::PrevView),
+        ],
+        hints: &[Hint { key: "Tab", word: |p| (!p.detail).then_some("view"), rank: (11, NEVER) }],
+    },
+    Binding {
+        keys: "1 … 6",
+        does: "Dead-Lettered Quarantined Running Scheduled Queues Log",
+        acts: &[
+            (key('1'), Action::ShowView(View::ALL[0])),
+            (key('2'), Action::ShowView(View::ALL[1])),
+            (key('3'), Action::ShowView(View::ALL[2])),
+            (key('4'), Action::ShowView(View::ALL[3])),
+            (key('5'), Action::ShowView(View::ALL[4])),
+            (key('6'), Action::ShowView(View::ALL[5])),
+        ],
+        hints: &[],
+    },
+    Binding {
+        keys: "j k, ↓ ↑",
+        does: "move the selection (scroll the detail pane)",
+        acts: &[
+            (key('j'), Action::Down),
+            (code(KeyCode::Down), Action::Down),
+            (key('k'), Action::Up),
+            (code(KeyCode::Up), Action::Up),
+        ],
+        hints: &[Hint { key: "j/k", word: |p| Some(if p.detail { "scroll" } else { "move" }), rank: (0, 0) }],
+    },
+    Binding {
+        keys: "PgDn PgUp",
+        does: "a page down / up (pages through the store)",
+        acts: &[
+            (code(KeyCode::PageDown), Action::PageDown),
+            (code(KeyCode::PageUp), Action::PageUp),
+            (ctrl('d'), Action::PageDown),
+            (ctrl('u'), Action::PageUp),
+        ],
+        hints: &[],
+    },
+    Binding {
+        keys: "gg G, Home End",
+        does: "first / last row",
+        acts: &[(code(KeyCode::Home), Action::Top), (code(KeyCode::End), Action::Bottom), (key('G'), Action::Bottom)],
+        hints: &[],
+    },
+    Binding {
+        keys: "Enter",
+        does: "open the job; a group or queue opens as its jobs",
+        acts: &[(code(KeyCode::Enter), Action::Open)],
+        hints: &[Hint {
+            key: "Enter",
+            word: |p| match p.view {
+                _ if p.detail => None,
+                View::Queues => Some("scheduled jobs"),
+                View::Log => Some("open job"),
+                _ => Some("open"),
+            },
+            rank: (1, NEVER),
+        }],
+    },
+    Binding {
+        keys: "Esc, q",
+        does: "back: pane, marks, group; quit at the top",
+        acts: &[(key('q'), Action::Back), (code(KeyCode::Esc), Action::Back)],
+        hints: &[
+            Hint { key: "Esc", word: |p| p.detail.then_some("back"), rank: (NEVER, 1) },
+            Hint { key: "q", word: |p| Some(if p.detail { "back" } else { "quit" }), rank: (7, 6) },
+        ],
+    },
+    Binding {
+        keys: "g",
+        does: "group Dead-Lettered by cause, Quarantined by reason",
+        acts: &[(key('g'), Action::G)],
+        hints: &[Hint {
+            key: "g",
+            word: |p| (!p.detail && p.dead_or_quarantined()).then_some(if p.grouped { "jobs" } else { "group" }),
+            rank: (3, NEVER),
+        }],
+    },
+    Binding {
+        keys: "/",
+        does: "filter: wire:W queue:Q cause:TEXT since:1h, or text",
+        acts: &[(key('/'), Action::StartFilter)],
+        hints: &[Hint { key: "/", word: |p| (!p.detail).then_some("filter"), rank: (5, NEVER) }],
+    },
+    Binding {
+        keys: "Space",
+        does: "mark / unmark the job and move down",
+        acts: &[(key(' '), Action::ToggleMark)],
+        hints: &[Hint { key: "Space", word: |p| (!p.detail && p.job_list()).then_some("mark"), rank: (8, NEVER) }],
+    },
+    Binding {
+        keys: "r",
+        does: "requeue the open, marked or selected jobs, or group",
+        acts: &[(key('r'), Action::Requeue)],
+        hints: &[Hint {
+            key: "r",
+            word: |p| (!p.read_only && (p.detail || p.dead_or_quarantined())).then_some("requeue"),
+            rank: (2, 2),
+        }],
+    },
+    Binding {
+        keys: "x",
+        does: "cancel the open, marked or selected jobs",
+        acts: &[(key('x'), Action::Cancel)],
+        hints: &[Hint {
+            key: "x",
+            word: |p| (!p.read_only && (p.detail || p.running_or_scheduled())).then_some("cancel"),
+            rank: (4, 3),
+        }],
+    },
+    Binding {
+        keys: "e",
+        does: "reveal failure detail (view-failure-detail; audited)",
+        acts: &[(key('e'), Action::Reveal)],
+        hints: &[Hint {
+            key: "e",
+            word: |p| {
+                let terminal_list = p.job_list() && p.view.state().is_some_and(|s| s.is_terminal());
+                (!p.read_only && (p.detail || terminal_list)).then_some("reveal")
+            },
+            rank: (9, 4),
+        }],
+    },
+    Binding {
+        keys: "p",
+        does: "pause / resume refreshing",
+        acts: &[(key('p'), Action::TogglePause)],
+        hints: &[Hint { key: "p", word: |p| (!p.detail).then_some("pause"), rank: (10, NEVER) }],
+    },
+    Binding {
+        keys: "?",
+        does: "this help",
+        acts: &[(key('?'), Action::Help)],
+        hints: &[Hint { key: "?", word: |_| Some("help"), rank: (6, 5) }],
+    },
+    Binding { keys: "Ctrl-C", does: "quit", acts: &[(ctrl('c'), Action::Quit)], hints: &[] },
 ];
 
-/// The keys that work in `view` now, for the footer.
-pub fn footer_keys(view: View, grouped: bool, detail: bool, read_only: bool) -> Vec<(&'static str, &'static str)> {
-    let mut keys = vec![];
-    if detail {
-        keys.extend([("j/k", "scroll"), ("Esc", "back")]);
-        if !read_only {
-            keys.extend([("r", "requeue"), ("x", "cancel"), ("e", "reveal")]);
-        }
-        keys.extend([("?", "help"), ("q", "back")]);
-        return keys;
+/// Every key, for the help overlay: (keys, what they do), read from [`BINDINGS`].
+pub const HELP: [(&str, &str); BINDINGS.len()] = {
+    let mut out = [("", ""); BINDINGS.len()];
+    let mut i = 0;
+    while i < BINDINGS.len() {
+        out[i] = (BINDINGS[i].keys, BINDINGS[i].does);
+        i += 1;
     }
-    keys.push(("j/k", "move"));
-    match view {
-        View::DeadLettered | View::Quarantined => {
-            keys.push(("Enter", "open"));
-            if !read_only {
-                keys.push(("r", "requeue"));
+    out
+};
+
+fn normal(key: KeyEvent) -> Option<Action> {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    BINDINGS
+        .iter()
+        .flat_map(|b| b.acts)
+        .find(|(k, _)| k.code == key.code && (!k.ctrl || ctrl))
+        .map(|(_, action)| action.clone())
+}
+
+/// The hints for the footer in `place`, in its order, read from [`BINDINGS`].
+pub fn footer_keys(place: Place) -> Vec<(&'static str, &'static str)> {
+    let mut hints: Vec<(u8, &'static str, &'static str)> = BINDINGS
+        .iter()
+        .flat_map(|b| b.hints)
+        .filter_map(|h| {
+            let rank = if place.detail { h.rank.1 } else { h.rank.0 };
+            let word = (h.word)(place)?;
+            (rank != NEVER).then_some((rank, h.key, word))
+        })
+        .collect();
+    hints.sort_by_key(|(rank, ..)| *rank);
+    hints.into_iter().map(|(_, key, word)| (key, word)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key listed twice would silently do only the first row's action while the help
+    /// overlay promised the second.
+    #[test]
+    fn no_key_is_bound_twice() {
+        for b in BINDINGS {
+            for (k, action) in b.acts {
+                let mods = if k.ctrl { KeyModifiers::CONTROL } else { KeyModifiers::NONE };
+                let got = normal(KeyEvent::new(k.code, mods)).expect("a bound key has an action");
+                assert_eq!(format!("{got:?}"), format!("{action:?}"), "{:?} in '{}'", k.code, b.keys);
             }
-            keys.push(("g", if grouped { "jobs" } else { "group" }));
         }
-        View::Running | View::Scheduled => {
-            keys.push(("Enter", "open"));
-            if !read_only {
-                keys.push(("x", "cancel"));
+    }
+
+    #[test]
+    fn the_footer_only_hints_keys_the_help_lists() {
+        let help: Vec<&str> = HELP.iter().flat_map(|(k, _)| k.split([' ', ','])).collect();
+        for view in View::ALL {
+            for (grouped, detail, read_only) in [(false, false, false), (true, false, true), (false, true, false)] {
+                for (key, _) in footer_keys(Place { view, grouped, detail, read_only }) {
+                    let first = key.split('/').next().unwrap_or(key);
+                    assert!(help.contains(&first), "footer hint '{key}' is not in the help");
+                }
             }
         }
-        View::Queues => keys.push(("Enter", "scheduled jobs")),
-        View::Log => keys.push(("Enter", "open job")),
     }
-    // The essentials before the rest: a narrow footer drops from the end.
-    keys.extend([("/", "filter"), ("?", "help"), ("q", "quit")]);
-    if !grouped && view.state().is_some() {
-        keys.push(("Space", "mark"));
-        if !read_only && view.state().is_some_and(|s| s.is_terminal()) {
-            keys.push(("e", "reveal"));
-        }
-    }
-    keys.extend([("p", "pause"), ("Tab", "view")]);
-    keys
 }

@@ -2,14 +2,12 @@
 //! Ctrl-C, a panic, SIGTERM/SIGHUP/SIGINT); and the event loop that turns keys, resizes, signals,
 //! store answers and ticks into actions. Keys never wait for the store: it answers on a channel.
 
-use std::io::{self, Stdout, Write};
+use std::io::{self, Write};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use crossterm::event::{self, Event};
-use crossterm::{cursor, execute, terminal};
-use ratatui::backend::CrosstermBackend;
-use ratatui::Terminal;
+use crossterm::{cursor, execute};
 
 use super::app::{Action, App};
 use super::data::{self, Request, Response};
@@ -29,12 +27,13 @@ enum Wake {
 /// Short enough to feel instant, long enough to keep an idle dashboard near 0% CPU.
 const TICK: Duration = Duration::from_millis(200);
 
-/// Put the terminal back: leave the alternate screen, show the cursor, cooked mode. Safe to call
-/// more than once and from the panic hook.
+/// Put the terminal back: cooked mode, off the alternate screen (ratatui's restore), and the
+/// cursor shown. Safe to call more than once and from a panic or a signal; errors are ignored,
+/// since `ratatui::restore` would print them with `eprintln!`, which panics when stderr is gone.
 pub fn restore() {
-    let _ = terminal::disable_raw_mode();
+    let _ = ratatui::try_restore();
     let mut out = io::stdout();
-    let _ = execute!(out, terminal::LeaveAlternateScreen, cursor::Show);
+    let _ = execute!(out, cursor::Show);
     let _ = out.flush();
 }
 
@@ -51,16 +50,18 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     let (wake_tx, wake_rx) = mpsc::channel::<Wake>();
     let (req_tx, req_rx) = mpsc::channel::<Request>();
 
-    // The terminal comes back whatever happens: the guard on return, the hook on a panic.
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        restore();
-        previous(info);
-    }));
-    terminal::enable_raw_mode()?;
+    // The terminal comes back whatever happens: ratatui's init installs a panic hook that
+    // restores it before the message prints; the guard covers every return, a signal included
+    // (SIGTERM/SIGHUP/SIGINT end the loop below rather than the process).
+    let mut term = match ratatui::try_init() {
+        Ok(term) => term,
+        Err(e) => {
+            restore();
+            return Err(e);
+        }
+    };
     let _guard = Guard;
-    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
-    let mut term: Terminal<CrosstermBackend<Stdout>> = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    execute!(io::stdout(), cursor::Hide)?;
     term.clear()?;
 
     let signals_tx = wake_tx.clone();

@@ -1,0 +1,17 @@
+//! The text layer `bw` and `bw top` share (feature "cli"): escaping what came from the database,
+//! numbers, times and widths as people read them, the state colours, and parsing what an
+//! operator types. It depends on the library only; `cli` and `tui` import it, never each other's
+//! helpers (library <- text <- tui <- cli). It never writes to a terminal itself.
+
+mod escape;
+mod format;
+mod palette;
+mod parse;
+
+pub use escape::{json_terminal_safe, sanitize, sanitize_bytes, sanitize_multiline};
+pub use format::{
+    attempts, bytes, clock_time, compact_duration, precise_duration, relative, rfc3339, shell_quote, thousands,
+    truncate, width,
+};
+pub use palette::{state_tone, Tone};
+pub use parse::{parse_duration, parse_instant, parse_label, parse_state, parse_when, When};

@@ -1,0 +1,57 @@
+//! The one table of state colours, and the colours themselves. `bw` paints a [`Tone`] as an ANSI
+//! code ([`Tone::paint`]) and `bw top` as a ratatui colour, so a state reads the same in both (they disagreed: Quarantined was
+//! yellow in `bw` and magenta in `bw top`, Cancelled dim in one and yellow in the other).
+
+use crate::JobState;
+
+/// A colour (or emphasis) named once for both painters; applied after padding so widths stay
+/// right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tone {
+    #[default]
+    Plain,
+    Red,
+    Yellow,
+    Green,
+    Cyan,
+    Blue,
+    Dim,
+    Bold,
+}
+
+impl Tone {
+    /// The ANSI SGR parameter, or none for plain text.
+    pub fn sgr(self) -> Option<&'static str> {
+        match self {
+            Tone::Plain => None,
+            Tone::Red => Some("31"),
+            Tone::Yellow => Some("33"),
+            Tone::Green => Some("32"),
+            Tone::Cyan => Some("36"),
+            Tone::Blue => Some("34"),
+            Tone::Dim => Some("2"),
+            Tone::Bold => Some("1"),
+        }
+    }
+
+    /// `text` in this tone as ANSI when colour is on, else unchanged.
+    pub fn paint(self, text: &str, color: bool) -> String {
+        match (color, self.sgr()) {
+            (true, Some(code)) => format!("\x1b[{code}m{text}\x1b[0m"),
+            _ => text.to_string(),
+        }
+    }
+}
+
+/// The colour of a state's name: red for what failed, yellow for deploy drift, green for done,
+/// cyan for in flight, blue for waiting, dim for what an operator ended.
+pub fn state_tone(state: JobState) -> Tone {
+    match state {
+        JobState::DeadLettered => Tone::Red,
+        JobState::Quarantined => Tone::Yellow,
+        JobState::Succeeded => Tone::Green,
+        JobState::Running => Tone::Cyan,
+        JobState::Scheduled => Tone::Blue,
+        JobState::Cancelled => Tone::Dim,
+    }
+}

@@ -1,0 +1,81 @@
+//! What an operator types, read the same way by `bw` flags and `bw top`'s `/` filter: durations
+//! (`90s`, `2h`, `14d`), instants (RFC 3339 or epoch milliseconds), `--before` (either), labels
+//! and states. Every error is one line that quotes the input and says what is accepted.
+
+use std::time::Duration;
+
+use crate::{JobState, Millis};
+
+/// humantime durations everywhere: `90s`, `2h`, `14d`; at most 1000 years
+/// ([`crate::model::parse_duration`], the library's one rule).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::model::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// An instant: RFC 3339 (`2026-11-30T14:02:12Z`) or milliseconds since the Unix epoch.
+pub fn parse_instant(s: &str) -> Result<Millis, String> {
+    if let Ok(ms) = s.trim().parse::<Millis>() {
+        return Ok(ms);
+    }
+    humantime::parse_rfc3339_weak(s.trim())
+        .map(|t| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0))
+        .map_err(|_| format!("'{s}' is not a time: use RFC 3339 (2026-11-30T14:02:12Z) or epoch milliseconds"))
+}
+
+/// `--state` values: the command-line spelling (`dead-lettered`), with the accepted list in the error.
+pub fn parse_state(s: &str) -> Result<JobState, String> {
+    s.parse::<JobState>().map_err(|e| e.to_string())
+}
+
+/// `--label K=V`.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("'{s}' is not a label: use KEY=VALUE, e.g. tenant=acme")),
+    }
+}
+
+/// `--before`: a duration back from now (`2h`) or an instant (RFC 3339, epoch ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Ago(Duration),
+    At(Millis),
+}
+
+impl When {
+    pub fn resolve(self, now: Millis) -> Millis {
+        match self {
+            When::Ago(d) => now - d.as_millis() as Millis,
+            When::At(t) => t,
+        }
+    }
+}
+
+pub fn parse_when(s: &str) -> Result<When, String> {
+    if humantime::parse_duration(s.trim()).is_ok() {
+        return parse_duration(s).map(When::Ago);
+    }
+    parse_instant(s)
+        .map(When::At)
+        .map_err(|_| format!("'{s}' is neither a duration (90s, 2h, 14d) nor a time (2026-11-30T14:02:12Z, epoch ms)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_past_1000_years_is_refused_not_wrapped() {
+        assert_eq!(parse_duration("14d"), Ok(Duration::from_secs(14 * 86_400)));
+        let err = parse_duration("300000000y").unwrap_err();
+        assert!(err.contains("'300000000y'") && err.contains("1000 years"), "{err}");
+    }
+
+    #[test]
+    fn before_takes_a_duration_or_an_instant() {
+        assert_eq!(parse_when("2h"), Ok(When::Ago(Duration::from_secs(7_200))));
+        assert_eq!(parse_when("1764500000000"), Ok(When::At(1_764_500_000_000)));
+        assert_eq!(When::Ago(Duration::from_secs(1)).resolve(5_000), 4_000);
+        assert!(parse_when("yesterday-ish").unwrap_err().contains("'yesterday-ish'"));
+    }
+}

@@ -1,0 +1,414 @@
+//! Drawing: `impl Widget for &App`. It only reads the app; every string that came from the
+//! database passes through `text::sanitize` here, at the last moment, so no stored byte
+//! can move the cursor or restyle the screen. This file lays out the frame (title, counts, tabs,
+//! footer) and holds the shared cell helpers; the view bodies, the detail pane, the chart and the
+//! popups have a file each.
+
+mod chart;
+mod detail;
+mod lists;
+mod popups;
+
+use popups::{confirm, help, popup};
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Widget, Wrap};
+
+use super::app::{App, DbStatus, Mode, Reveal};
+use super::data::{Op, View, CHART_MINUTES};
+use super::keymap;
+use crate::text::Tone;
+use crate::text::{
+    attempts, clock_time, compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands,
+    truncate,
+};
+use crate::{DetailStatus, Job, JobState, Millis};
+
+/// The smallest terminal the dashboard draws in; below it, a message says so.
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+/// Rows above the body: title, counts, two chart rows, tabs.
+const HEADER_ROWS: u16 = 5;
+
+/// Rows the job list has at terminal height `height` (the app pages the store by this).
+pub fn list_rows(height: u16, filter_line: bool) -> usize {
+    height.saturating_sub(HEADER_ROWS + 1 + 1 + filter_line as u16) as usize
+}
+
+/// Colours, or none (NO_COLOR, --no-color): then selection and emphasis use reverse and bold.
+struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+
+    fn state(&self, s: JobState) -> Style {
+        self.fg(state_color(s))
+    }
+
+    fn dim(&self) -> Style {
+        if self.color {
+            Style::default().fg(Color::DarkGray)
+        } else {
+            Style::default()
+        }
+    }
+
+    fn error(&self) -> Style {
+        if self.color {
+            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else {
+            Style::default().add_modifier(Modifier::BOLD)
+        }
+    }
+
+    fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+
+    fn heading(&self) -> Style {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+}
+
+/// A state's colour on screen: [`crate::text::state_tone`], the table `bw` paints from too.
+pub fn state_color(s: JobState) -> Color {
+    match crate::text::state_tone(s) {
+        Tone::Plain => Color::Reset,
+        Tone::Red => Color::Red,
+        Tone::Yellow => Color::Yellow,
+        Tone::Green => Color::Green,
+        Tone::Cyan => Color::Cyan,
+        Tone::Blue => Color::Blue,
+        Tone::Dim => Color::DarkGray,
+        Tone::Bold => Color::Reset,
+    }
+}
+
+/// A job id in a table: [`crate::JobId::short`], the random tail the CLI prints and resolves.
+pub fn short_id(id: &crate::JobId) -> String {
+    id.short()
+}
+
+/// Sanitized, then cut to `max` cells with an ellipsis.
+fn clean(s: &str, max: usize) -> String {
+    truncate(&sanitize(s), max).into_owned()
+}
+
+impl Widget for &App {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = Theme { color: self.cfg.color };
+        if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+            too_small(area, buf);
+            return;
+        }
+        let row = |y: u16| Rect { x: area.x, y: area.y + y, width: area.width, height: 1 };
+        self.title(&theme, row(0), buf);
+        self.counts(&theme, row(1), buf);
+        self.chart_rows(&theme, row(2), row(3), buf);
+        self.tabs(&theme, row(4), buf);
+        let mut body =
+            Rect { x: area.x, y: area.y + HEADER_ROWS, width: area.width, height: area.height - HEADER_ROWS - 1 };
+        if self.filter_line_shown() {
+            self.filter_line(&theme, Rect { height: 1, ..body }, buf);
+            body.y += 1;
+            body.height -= 1;
+        }
+        if self.detail.is_some() {
+            self.detail_pane(&theme, body, buf);
+        } else {
+            self.body(&theme, body, buf);
+        }
+        self.footer(&theme, row(area.height - 1), buf);
+        match &self.mode {
+            Mode::Help => help(&theme, area, buf),
+            Mode::Confirm(p) => confirm(&theme, p, area, buf),
+            Mode::Preparing { op } => {
+                popup(&theme, area, buf, op.verb(), vec![Line::from("counting what this would change…")], None)
+            }
+            Mode::Running { op } => {
+                popup(&theme, area, buf, op.verb(), vec![Line::from("working: the store is changing the jobs…")], None)
+            }
+            Mode::Results(r) => {
+                let mut lines: Vec<Line> = r.lines.iter().map(|l| Line::from(clean(l, 200))).collect();
+                lines.push(Line::from(""));
+                lines.push(Line::styled("any key: close", theme.dim()));
+                let style = if r.refused { Some(theme.error()) } else { None };
+                popup(&theme, area, buf, &r.title, lines, style);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn too_small(area: Rect, buf: &mut Buffer) {
+    let text = vec![
+        Line::from("bw top needs a terminal of at least 80×24"),
+        Line::from(format!("this one is {}×{}: enlarge it", area.width, area.height)),
+        Line::from("(or use `bw jobs list`)  q: quit"),
+    ];
+    let y = area.y + area.height.saturating_sub(3) / 2;
+    Paragraph::new(text)
+        .alignment(ratatui::layout::Alignment::Center)
+        .wrap(Wrap { trim: true })
+        .render(Rect { y, height: area.height.clamp(1, 3), ..area }, buf);
+}
+
+impl App {
+    fn title(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let perms = self
+            .snapshot
+            .as_ref()
+            .map(|s| {
+                if s.permissions.is_empty() {
+                    "no permissions".to_string()
+                } else {
+                    s.permissions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+                }
+            })
+            .unwrap_or_else(|| "—".into());
+        // PAUSED and READ-ONLY come first: at the end of the line an 80-column terminal cut
+        // them off, and a paused dashboard's stale numbers looked live.
+        let mut spans = vec![Span::styled(" BackWave ", t.heading())];
+        if self.paused {
+            spans.push(Span::styled("─ PAUSED (p) ", t.error()));
+        }
+        if self.cfg.read_only {
+            spans.push(Span::styled("─ READ-ONLY ", t.heading()));
+        }
+        spans.extend([
+            Span::raw("─ "),
+            Span::raw(clean(&self.cfg.store, 40)),
+            Span::raw(" ─ "),
+            Span::raw(format!("{} ({perms})", clean(&self.cfg.actor, 20))),
+            Span::raw(format!(" ─ every {}", compact_duration(self.cfg.interval))),
+        ]);
+        let style = Style::default().add_modifier(Modifier::REVERSED);
+        buf.set_style(area, style);
+        Line::from(spans).style(style).render(area, buf);
+    }
+
+    fn counts(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let n = |s: JobState| self.snapshot.as_ref().map(|snap| snap.counts.total(s)).unwrap_or(0);
+        // Full names when they fit, then tighter spacing, then short names.
+        let short = |s: JobState| match s {
+            JobState::Scheduled => "Sched",
+            JobState::Running => "Run",
+            JobState::Succeeded => "OK",
+            JobState::DeadLettered => "Dead",
+            JobState::Quarantined => "Quar",
+            JobState::Cancelled => "Canc",
+        };
+        let width = |gap: usize, name: &dyn Fn(JobState) -> &'static str| -> usize {
+            JobState::ALL.iter().map(|s| name(*s).len() + 1 + thousands(n(*s)).len() + gap).sum::<usize>() + 1
+        };
+        let full = |s: JobState| s.title();
+        let (gap, name): (usize, &dyn Fn(JobState) -> &'static str) = if width(3, &full) <= area.width as usize {
+            (3, &full)
+        } else if width(2, &full) <= area.width as usize {
+            (2, &full)
+        } else {
+            (2, &short)
+        };
+        let mut spans = vec![Span::raw(" ")];
+        for s in JobState::ALL {
+            spans.push(Span::styled(format!("{} ", name(s)), t.state(s)));
+            spans.push(Span::styled(thousands(n(s)), t.state(s).add_modifier(Modifier::BOLD)));
+            spans.push(Span::raw(" ".repeat(gap)));
+        }
+        Line::from(spans).render(area, buf);
+    }
+
+    /// Two rows of one bar per minute, on one scale so that the rows compare.
+    fn tabs(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let count = |v: View| -> Option<u64> {
+            let s = self.snapshot.as_ref()?;
+            v.state().map(|st| s.counts.total(st))
+        };
+        let label = |v: View, with_count: bool| match (with_count, count(v)) {
+            (true, Some(n)) => format!(" {} {} {} ", v.index() + 1, v.title(), thousands(n)),
+            _ => format!(" {} {} ", v.index() + 1, v.title()),
+        };
+        let fits = View::ALL.iter().map(|v| label(*v, true).chars().count() + 1).sum::<usize>() <= area.width as usize;
+        let mut spans = Vec::new();
+        for v in View::ALL {
+            let style = if v == self.view {
+                t.selected().add_modifier(Modifier::BOLD)
+            } else {
+                v.state().map(|s| t.state(s)).unwrap_or_default()
+            };
+            spans.push(Span::styled(label(v, fits), style));
+            spans.push(Span::raw(" "));
+        }
+        Line::from(spans).render(area, buf);
+    }
+
+    fn filter_line(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let line = match &self.mode {
+            Mode::Filter { input } => Line::from(vec![
+                Span::styled(" / ", t.heading()),
+                Span::raw(sanitize(input).into_owned()),
+                Span::styled("█", t.dim()),
+                Span::styled("   Enter apply · Esc cancel · wire: queue: cause: since: text", t.dim()),
+            ]),
+            _ => {
+                let n = self.list_len();
+                Line::from(vec![
+                    Span::styled(" filter: ", t.heading()),
+                    Span::raw(clean(&self.vs().filter_text, 60)),
+                    Span::styled(format!("   {} matching · / edit", thousands(n)), t.dim()),
+                ])
+            }
+        };
+        line.render(area, buf);
+    }
+
+    fn body(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let grouped = self.query().grouped;
+        match (self.view, grouped) {
+            (View::DeadLettered, true) => self.cause_groups(t, area, buf),
+            (View::Quarantined, true) => self.quarantine_groups(t, area, buf),
+            (View::Queues, _) => self.queues(t, area, buf),
+            (View::Log, _) => self.log_view(t, area, buf),
+            _ => self.jobs(t, area, buf),
+        }
+    }
+
+    fn empty(&self, t: &Theme, area: Rect, buf: &mut Buffer, what: &str) {
+        let text = match (&self.snapshot, &self.db) {
+            (None, DbStatus::Failed { error }) => format!("cannot read the store: {}", clean(error, 200)),
+            (None, _) => "reading the store…".to_string(),
+            _ if !self.vs().filter_text.is_empty() => format!("no {what} match the filter (/ to change it)"),
+            _ => format!("no {what} — nothing to do here"),
+        };
+        Paragraph::new(Line::styled(text, t.dim()))
+            .render(Rect { y: area.y + 1, height: 1, x: area.x + 2, width: area.width - 2 }, buf);
+    }
+
+    /// A table whose rows are already cut to fit; `selected` is the row index on screen.
+    fn table(
+        &self,
+        t: &Theme,
+        area: Rect,
+        buf: &mut Buffer,
+        (header, widths): (&[&str], &[Constraint]),
+        rows: Vec<Row<'static>>,
+        selected: Option<usize>,
+    ) {
+        let rows: Vec<Row> = rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| if Some(i) == selected { r.style(t.selected()) } else { r })
+            .collect();
+        Table::new(rows, widths.to_vec())
+            .header(Row::new(header.iter().map(|h| Cell::from(*h))).style(t.heading()))
+            .column_spacing(1)
+            .render(area, buf);
+    }
+
+    fn selected_on_screen(&self) -> Option<usize> {
+        let vs = self.vs();
+        let first = self.snapshot.as_ref().map(|s| s.page_offset).unwrap_or(0);
+        vs.selected.checked_sub(first).map(|i| i as usize)
+    }
+
+    fn footer(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let status = match &self.db {
+            DbStatus::Connecting => Span::styled("connecting…", t.dim()),
+            DbStatus::Ok { query_ms } => match self.in_flight {
+                Some(since) if self.now - since > 2 * self.cfg.interval.as_millis() as Millis => Span::styled(
+                    format!("store slow: waiting {}", compact_duration(ms(self.now - since))),
+                    t.fg(Color::Yellow),
+                ),
+                _ => Span::styled(format!("{query_ms:.0}ms"), t.dim()),
+            },
+            DbStatus::Busy { since } => Span::styled(
+                format!("store locked by another process {}: retrying", compact_duration(ms(self.now - since))),
+                t.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            ),
+            DbStatus::Failed { error } => {
+                Span::styled(format!("store error: {}: retrying", clean(error, 60)), t.error())
+            }
+        };
+        let right_len = status.content.chars().count()
+            + 2
+            + if self.marks.is_empty() { 0 } else { format!("{} marked  ", self.marks.len()).len() };
+        let left_width = (area.width as usize).saturating_sub(right_len);
+        let left: Line = if let Some(e) = &self.error {
+            Line::styled(format!(" {}", clean(e, left_width.saturating_sub(1))), t.error())
+        } else if let Some(n) = &self.notice {
+            Line::from(format!(" {}", clean(n, left_width.saturating_sub(1))))
+        } else {
+            let keys = keymap::footer_keys(keymap::Place {
+                view: self.view,
+                grouped: self.query().grouped,
+                detail: self.detail.is_some(),
+                read_only: self.cfg.read_only,
+            });
+            let mut spans = vec![Span::raw(" ")];
+            let mut used = 1;
+            for (k, what) in keys {
+                let w = k.chars().count() + what.chars().count() + 3;
+                if used + w > left_width {
+                    break;
+                }
+                used += w;
+                spans.push(Span::styled(k.to_string(), t.heading()));
+                spans.push(Span::raw(format!(" {what}  ")));
+            }
+            Line::from(spans)
+        };
+        left.render(Rect { width: left_width as u16, ..area }, buf);
+        let mut right = Vec::new();
+        if !self.marks.is_empty() {
+            right.push(Span::styled(format!("{} marked  ", self.marks.len()), t.heading()));
+        }
+        right.push(status);
+        Line::from(right)
+            .alignment(ratatui::layout::Alignment::Right)
+            .render(Rect { x: area.x + left_width as u16, width: area.width - left_width as u16, ..area }, buf);
+    }
+}
+
+fn ms(v: Millis) -> std::time::Duration {
+    std::time::Duration::from_millis(v.max(0) as u64)
+}
+
+fn pointer(selected: bool) -> &'static str {
+    if selected {
+        "▶"
+    } else {
+        " "
+    }
+}
+
+fn len(n: u16) -> Constraint {
+    Constraint::Length(n)
+}
+
+/// Cells left for a table's one `Fill` column once its fixed columns and 1-cell gaps are laid
+/// out: the width to cut a cause to, so that a cut cause ends in `…` instead of being clipped
+/// silently by the table (an operator read a clipped cause as the whole message).
+fn fill_width(area: Rect, widths: &[Constraint]) -> usize {
+    let fixed: u16 = widths.iter().map(|c| if let Constraint::Length(n) = c { *n } else { 0 }).sum();
+    let gaps = widths.len().saturating_sub(1) as u16;
+    area.width.saturating_sub(fixed + gaps) as usize
+}
+
+fn handlers(n: u64) -> String {
+    match n {
+        0 => "none".to_string(),
+        1 => "1 worker".to_string(),
+        n => format!("{n} workers"),
+    }
+}
