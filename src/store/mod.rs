@@ -9,7 +9,9 @@ mod admin;
 mod dashboard;
 mod engine_support;
 mod jobs;
+mod migrate;
 mod operator;
+mod pause;
 mod preview;
 mod query;
 mod row;
@@ -26,14 +28,16 @@ use rusqlite::{Connection, OpenFlags};
 pub use admin::{current_actor, AuditEntry, SettingKey};
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 pub use operator::{BulkProgress, CancelResult, RequeueResult};
-pub use preview::{RequeuePlan, WireNameCount};
+pub use pause::{Pause, PauseKind, PauseResult, ResumeResult};
+pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
 
 use crate::error::{Error, Result};
 use crate::model::Millis;
 
-/// The schema this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
+/// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
+pub const SCHEMA_VERSION: i64 = 2;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
@@ -85,6 +89,9 @@ pub struct Store {
     path: PathBuf,
     clock: Clock,
     read_only: bool,
+    /// The schema version of the file: [`SCHEMA_VERSION`], or 1 for a store opened read-only
+    /// that this build could not migrate.
+    version: i64,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
 }
@@ -110,10 +117,14 @@ impl Store {
         } else {
             open_read_only(&path)?
         };
-        let store = Store { conn, path, clock: Clock::System, read_only: !writable, _in_use: in_use };
+        let mut store =
+            Store { conn, path, clock: Clock::System, read_only: !writable, version: 0, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
-        store.check_schema()?;
+        store.version = store.check_schema()?;
         store.set_pragmas()?;
+        if store.version < SCHEMA_VERSION && !store.read_only {
+            store.version = migrate::migrate(&store)?;
+        }
         Ok(store)
     }
 
@@ -135,7 +146,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&path, e))?;
-        let store = Store { conn, path, clock: Clock::System, read_only: false, _in_use: in_use };
+        let mut store = Store { conn, path, clock: Clock::System, read_only: false, version: 0, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = store.check_schema_allow_empty()?;
         store.set_pragmas()?;
@@ -149,7 +160,10 @@ impl Store {
                 }
                 Ok(())
             })?;
-            store.check_schema()?;
+        }
+        store.version = store.check_schema()?;
+        if store.version < SCHEMA_VERSION {
+            store.version = migrate::migrate(&store)?;
         }
         Ok(store)
     }
@@ -228,14 +242,20 @@ impl Store {
         value
     }
 
-    fn check_schema(&self) -> Result<()> {
+    /// The schema version of a BackWave store; an empty database is refused.
+    fn check_schema(&self) -> Result<i64> {
         match self.check_schema_allow_empty()? {
             0 => Err(Error::NotAStore {
                 path: self.path.clone(),
                 why: "it is an SQLite database without the BackWave schema (create a store with `bw init`)".into(),
             }),
-            _ => Ok(()),
+            v => Ok(v),
         }
+    }
+
+    /// The schema version of the open file (a read-only open of a version-1 store stays at 1).
+    pub fn schema_version(&self) -> i64 {
+        self.version
     }
 
     /// Read the schema version without writing anything. 0 is an empty database.
