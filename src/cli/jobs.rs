@@ -24,6 +24,8 @@ pub enum Command {
     List(ListArgs),
     /// Every field of one job, its delay table and its whole history.
     Show(ShowArgs),
+    /// Replace the payload of a dead-lettered or quarantined job (needs operate).
+    Edit(super::jobs_edit::Args),
 }
 
 /// Which jobs: shared by `jobs list` and the bulk `requeue`.
@@ -141,6 +143,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     match cmd {
         Command::List(a) => list(a, ctx),
         Command::Show(a) => show(a, ctx),
+        Command::Edit(a) => super::jobs_edit::run(a, ctx),
     }
 }
 

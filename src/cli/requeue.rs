@@ -66,9 +66,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
                     state: Some(state.as_str()),
                     warning: requarantine_warning(c),
                 },
-                RequeueCheck::NotRequeueable { state } => {
-                    IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
-                }
+                RequeueCheck::NotRequeueable { state } => IdResult {
+                    id: id.to_string(),
+                    result: "NotRequeueable",
+                    state: Some(state.as_str()),
+                    warning: None,
+                },
             });
         }
         printer.print(&IdResults { results, verb: "requeued" })?;
@@ -164,7 +167,9 @@ impl Render for IdResults {
         let mut t = Table::new(&["ID", "RESULT", "NOTE"]).flex(2);
         for r in &self.results {
             let (text, style) = match (r.result, r.state) {
-                ("NotRequeueable" | "NotCancellable", Some(s)) => (format!("{} ({s})", r.result), Style::Yellow),
+                ("NotRequeueable" | "NotCancellable" | "NotScheduled", Some(s)) => {
+                    (format!("{} ({s})", r.result), Style::Yellow)
+                }
                 ("NotFound", _) => (r.result.to_string(), Style::Red),
                 (res, _) => (res.to_string(), Style::Green),
             };
@@ -172,6 +177,10 @@ impl Render for IdResults {
                 r.warning.as_deref().map(|w| format!("warning: {}", sanitize(w))).unwrap_or_else(|| match r.result {
                     "Requeued" => "budget reset, due now".into(),
                     "WouldRequeue" => "would get a fresh budget, due now".into(),
+                    "Due" => "due now; attempt and budget unchanged".into(),
+                    "WouldRunNow" => "would be due now; attempt and budget unchanged".into(),
+                    "WouldCancel" => "scheduled: would end Cancelled at once".into(),
+                    "WouldRequestCancel" => "running: its handler would be asked to stop".into(),
                     "CancelRequested" => {
                         "running: its handler is asked to stop; Cancelled when it does or its lease lapses".into()
                     }
@@ -237,29 +246,49 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing requeued\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    // Short runs finish before a progress line would help.
-    let show_progress = todo > 2_000;
-    let tty = io::stderr().is_terminal();
-    let mut last_pct = u64::MAX;
-    let requeued = store.requeue_planned(&ctx.actor, &filter, a.force, |p: BulkProgress| {
-        if !show_progress || p.total == 0 {
-            return;
-        }
-        let pct = p.done * 100 / p.total.max(1);
-        if tty {
-            eprint_quiet(format_args!("\rrequeued {} of {} ({pct}%)", thousands(p.done), thousands(p.total)));
-        } else if pct / 10 != last_pct / 10 || last_pct == u64::MAX {
-            eprint_quiet(format_args!("requeued {} of {} ({pct}%)\n", thousands(p.done), thousands(p.total)));
-        }
-        last_pct = pct;
-    })?;
-    if show_progress && tty {
-        eprint_quiet(format_args!("\n"));
-    }
+    let mut progress = Progress::new("requeued", todo);
+    let requeued = store.requeue_planned(&ctx.actor, &filter, a.force, |p| progress.report(p))?;
+    progress.finish();
     let skipped = if a.force { 0 } else { plan.would_requarantine };
     let view = BulkDone { requeued, skipped_requarantine: skipped, unhandled: unhandled_names(&plan), what };
     printer.print(&view)?;
     Ok(if skipped > 0 { ExitCode::from(exit::REFUSED) } else { ExitCode::SUCCESS })
+}
+
+/// Progress of a bulk action on stderr, after each committed batch: a line rewritten in place
+/// on a terminal, a line per tenth otherwise. Short runs print nothing (they finish before a
+/// progress line would help).
+pub(super) struct Progress {
+    verb: &'static str,
+    show: bool,
+    tty: bool,
+    last_pct: Option<u64>,
+}
+
+impl Progress {
+    pub fn new(verb: &'static str, todo: u64) -> Self {
+        Progress { verb, show: todo > 2_000, tty: io::stderr().is_terminal(), last_pct: None }
+    }
+
+    pub fn report(&mut self, p: BulkProgress) {
+        if !self.show || p.total == 0 {
+            return;
+        }
+        let pct = p.done * 100 / p.total.max(1);
+        let (done, total, verb) = (thousands(p.done), thousands(p.total), self.verb);
+        if self.tty {
+            eprint_quiet(format_args!("\r{verb} {done} of {total} ({pct}%)"));
+        } else if self.last_pct.is_none_or(|last| pct / 10 != last / 10) {
+            eprint_quiet(format_args!("{verb} {done} of {total} ({pct}%)\n"));
+        }
+        self.last_pct = Some(pct);
+    }
+
+    pub fn finish(self) {
+        if self.show && self.tty && self.last_pct.is_some() {
+            eprint_quiet(format_args!("\n"));
+        }
+    }
 }
 
 fn unhandled_names(plan: &RequeuePlan) -> String {

@@ -8,6 +8,7 @@
 mod admin;
 mod dashboard;
 mod engine_support;
+mod incident;
 mod jobs;
 mod migrate;
 mod operator;
@@ -26,8 +27,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
-pub use operator::{BulkProgress, CancelResult, RequeueResult};
+pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 pub use pause::{Pause, PauseKind, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
@@ -117,8 +119,7 @@ impl Store {
         } else {
             open_read_only(&path)?
         };
-        let mut store =
-            Store { conn, path, clock: Clock::System, read_only: !writable, version: 0, _in_use: in_use };
+        let mut store = Store { conn, path, clock: Clock::System, read_only: !writable, version: 0, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         store.version = store.check_schema()?;
         store.set_pragmas()?;

@@ -114,9 +114,7 @@ impl Store {
         until: Option<Millis>,
         force: bool,
     ) -> Result<PauseResult> {
-        if name.trim().is_empty() || name.chars().any(char::is_control) {
-            return Err(Error::InvalidInput(format!("{name:?} is not a {kind} name")));
-        }
+        check_name(kind, name)?;
         let now = self.now();
         if let Some(u) = until {
             if u <= now {
@@ -125,14 +123,11 @@ impl Store {
         }
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
-            if !force && !is_known(tx, kind, name)? {
-                return Err(Error::InvalidInput(format!(
-                    "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to \
-                     pause it ahead of its first job)"
-                )));
-            }
+            check_known(tx, kind, name, force)?;
             let previous: Option<Option<Millis>> = tx
-                .prepare_cached("SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)")?
+                .prepare_cached(
+                    "SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)",
+                )?
                 .query_row(params![kind.as_str(), name, now], |r| r.get(0))
                 .optional()?;
             tx.prepare_cached(
@@ -147,6 +142,13 @@ impl Store {
                 None => PauseResult::Paused,
             })
         })
+    }
+
+    /// What [`Store::pause`] checks before pausing, without writing: for `bw pause --dry-run`
+    /// and the dashboard's confirmation.
+    pub fn check_pause_target(&self, kind: PauseKind, name: &str, force: bool) -> Result<()> {
+        check_name(kind, name)?;
+        self.read(|c| check_known(c, kind, name, force))
     }
 
     /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
@@ -179,9 +181,8 @@ impl Store {
             "SELECT kind, name, paused_by, paused_at, until FROM pauses WHERE until IS NULL OR until > ?1
              ORDER BY kind DESC, name",
         )?;
-        let rows = stmt.query_map([self.now()], |r| {
-            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })?;
+        let rows =
+            stmt.query_map([self.now()], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
         let mut out = Vec::new();
         for row in rows {
             let (kind, name, paused_by, paused_at, until) = row?;
@@ -190,6 +191,24 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+fn check_name(kind: PauseKind, name: &str) -> Result<()> {
+    if name.trim().is_empty() || name.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!("{name:?} is not a {kind} name")));
+    }
+    Ok(())
+}
+
+/// Refuse a name nothing mentions, unless forced: a typo would pause nothing and look done.
+fn check_known(c: &Connection, kind: PauseKind, name: &str, force: bool) -> Result<()> {
+    if force || is_known(c, kind, name)? {
+        return Ok(());
+    }
+    Err(Error::InvalidInput(format!(
+        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to pause it \
+         ahead of its first job)"
+    )))
 }
 
 /// Whether any job or any registered worker mentions the queue or wire name. Workers and the
