@@ -194,7 +194,9 @@ CREATE TABLE audit (
     detail TEXT
 );
 
--- migration 2 begin: version 1 -> 2 runs exactly the statements between these two markers.
+-- Version 1 -> 2: a writable open of a version-1 store runs exactly the statements between the
+-- two migration markers below, in one transaction.
+-- migration 2 begin
 
 -- Paused queues and wire names: no worker claims a Scheduled job of a paused queue, or one with a
 -- paused wire name. Running jobs finish normally and enqueues still land. A pause with an `until`

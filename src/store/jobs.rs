@@ -267,6 +267,21 @@ pub const CLAIM_SQL: &str = concat!(
      WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 AND attempt < 4294967295 ORDER BY due_at"
 );
 
+/// The first wire name after `?2` among the scheduled jobs of queue `?1`: one index probe on
+/// `jobs_claim_wire`, so that a claim around a paused wire name visits each wire name waiting in
+/// the queue once, however many jobs each has. Public so that tests and tools can EXPLAIN it.
+pub const CLAIM_NEXT_WIRE_NAME_SQL: &str = "SELECT wire_name FROM jobs INDEXED BY jobs_claim_wire
+     WHERE state = 'scheduled' AND queue = ?1 AND wire_name > ?2 ORDER BY wire_name LIMIT 1";
+
+/// [`CLAIM_SQL`] for one wire name `?2` of queue `?1`: its due jobs at `?3`, oldest due first.
+pub const CLAIM_WIRE_NAME_SQL: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    ", jitter_seed FROM jobs INDEXED BY jobs_claim_wire
+     WHERE state = 'scheduled' AND queue = ?1 AND wire_name = ?2 AND due_at <= ?3 AND attempt < 4294967295
+     ORDER BY due_at"
+);
+
 /// Whether any of the paused wire names has a due job in `queue`: one index probe per paused
 /// name, so a pause of a wire name that is not waiting in this queue leaves its claim as it was.
 fn paused_due(tx: &Connection, queue: &str, now: Millis, paused: &[String]) -> Result<bool> {
@@ -295,17 +310,8 @@ fn claim_around_paused(
     want: usize,
     paused: &[String],
 ) -> Result<Vec<(Job, i64)>> {
-    let mut next_name = tx.prepare_cached(
-        "SELECT wire_name FROM jobs INDEXED BY jobs_claim_wire
-         WHERE state = 'scheduled' AND queue = ?1 AND wire_name > ?2 ORDER BY wire_name LIMIT 1",
-    )?;
-    let mut due_of = tx.prepare_cached(concat!(
-        "SELECT ",
-        job_columns!(),
-        ", jitter_seed FROM jobs INDEXED BY jobs_claim_wire
-         WHERE state = 'scheduled' AND queue = ?1 AND wire_name = ?2 AND due_at <= ?3 AND attempt < 4294967295
-         ORDER BY due_at"
-    ))?;
+    let mut next_name = tx.prepare_cached(CLAIM_NEXT_WIRE_NAME_SQL)?;
+    let mut due_of = tx.prepare_cached(CLAIM_WIRE_NAME_SQL)?;
     let mut rows: Vec<(Job, i64)> = Vec::new();
     let mut after = String::new();
     while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
