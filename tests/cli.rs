@@ -4,6 +4,8 @@
 
 #[path = "cli/harness.rs"]
 mod harness;
+#[path = "cli/incident.rs"]
+mod incident;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

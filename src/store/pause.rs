@@ -179,7 +179,7 @@ impl Store {
         }
         let mut stmt = self.conn.prepare_cached(
             "SELECT kind, name, paused_by, paused_at, until FROM pauses WHERE until IS NULL OR until > ?1
-             ORDER BY kind DESC, name",
+             ORDER BY kind, name",
         )?;
         let rows =
             stmt.query_map([self.now()], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
