@@ -402,7 +402,11 @@ fn jobs_edit_refuses_malformed_json_and_a_succeeded_job_in_one_line_changing_not
     one_line_error(&out.get_output().stderr, "'{width: 640'");
     let out = f.bw().args(["jobs", "edit", &done.id.to_string(), "--payload", "{}"]).assert().code(1);
     one_line_error(&out.get_output().stderr, &done.id.to_string());
-    assert!(text(&out.get_output().stderr).to_lowercase().contains("is succeeded"), "{}", text(&out.get_output().stderr));
+    assert!(
+        text(&out.get_output().stderr).to_lowercase().contains("is succeeded"),
+        "{}",
+        text(&out.get_output().stderr)
+    );
     f.bw().args(["jobs", "edit", &q.to_string(), "--payload", "@/nonexistent/payload.json"]).assert().code(2);
     assert_eq!(dump(&f.db), before);
 }
