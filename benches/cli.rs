@@ -135,9 +135,7 @@ fn main() {
         (
             "run-now ID",
             args(&["run-now", &scheduled_id]),
-            format!(
-                "UPDATE jobs SET due_at = 1, updated_at = 1 WHERE id = '{scheduled_id}' AND state = 'scheduled';"
-            ),
+            format!("UPDATE jobs SET due_at = 1, updated_at = 1 WHERE id = '{scheduled_id}' AND state = 'scheduled';"),
         ),
     ];
     if store.permissions(&me).unwrap().contains(&backwave::Permission::Operate) {
