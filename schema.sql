@@ -201,6 +201,8 @@ CREATE TABLE audit (
 -- Paused queues and wire names: no worker claims a Scheduled job of a paused queue, or one with a
 -- paused wire name. Running jobs finish normally and enqueues still land. A pause with an `until`
 -- lapses by itself at that time (the row stays until resumed or paused again: claims ignore it).
+-- A program that claims jobs with its own SQL honours pauses by skipping, at claim time, the
+-- queues and wire names listed here with `until IS NULL OR until > now`.
 CREATE TABLE pauses (
     kind      TEXT    NOT NULL CHECK (kind = 'queue' OR kind = 'wire-name'),
     name      TEXT    NOT NULL CHECK (length(name) > 0),
