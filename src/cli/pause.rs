@@ -64,6 +64,9 @@ pub struct ResumeArgs {
 pub struct PausesArgs {}
 
 pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    if a.for_.is_some_and(|d| d.is_zero()) {
+        return Err(CliError::Usage("--for '0s' would end the pause at once: give a longer duration, e.g. 30m".into()));
+    }
     let store = ctx.open()?;
     let kind = PauseKind::from(a.kind);
     let now = store.now();

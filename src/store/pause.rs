@@ -118,7 +118,9 @@ impl Store {
         let now = self.now();
         if let Some(u) = until {
             if u <= now {
-                return Err(Error::InvalidInput(format!("a pause until {u} ms would already have ended")));
+                return Err(Error::InvalidInput(format!(
+                    "a pause until {u} would end at once: it is not after now ({now}, epoch ms)"
+                )));
             }
         }
         self.write(|tx| {
