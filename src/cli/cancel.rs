@@ -45,48 +45,37 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let resolved = resolve_all(&store, &a.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
-    let mut results = Vec::new();
-    if a.dry_run {
-        for (text, id) in &resolved {
-            let job = match id {
-                Some(id) => store.job(*id)?,
-                None => None,
-            };
-            results.push(match job {
-                None => not_found(text),
-                Some(j) => {
-                    let result = match j.state {
-                        JobState::Scheduled => "WouldCancel",
-                        JobState::Running => "WouldRequestCancel",
-                        _ => "NotCancellable",
-                    };
-                    IdResult { id: j.id.to_string(), result, state: Some(j.state.as_str()), warning: None }
-                }
-            });
-        }
-        ctx.printer()?.print(&IdResults { results, verb: "cancelled" })?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let outcomes = store.cancel(&ctx.actor, &found)?;
+    let outcomes = if a.dry_run { store.check_cancel(&found)? } else { store.cancel(&ctx.actor, &found)? };
     let mut outcome = outcomes.into_iter();
+    let mut results = Vec::new();
     for (text, id) in &resolved {
         let Some(id) = id else {
             results.push(not_found(text));
             continue;
         };
         let id = id.to_string();
-        results.push(match outcome.next().expect("one outcome per found id") {
-            CancelResult::Cancelled => {
+        results.push(match (outcome.next().expect("one outcome per found id"), a.dry_run) {
+            (CancelResult::Cancelled, false) => {
                 IdResult { id, result: "Cancelled", state: Some(JobState::Cancelled.as_str()), warning: None }
             }
-            CancelResult::CancelRequested => {
-                IdResult { id, result: "CancelRequested", state: Some(JobState::Running.as_str()), warning: None }
+            (CancelResult::Cancelled, true) => {
+                IdResult { id, result: "WouldCancel", state: Some(JobState::Scheduled.as_str()), warning: None }
             }
-            CancelResult::NotCancellable { state } => {
+            (CancelResult::CancelRequested, dry_run) => IdResult {
+                id,
+                result: if dry_run { "WouldRequestCancel" } else { "CancelRequested" },
+                state: Some(JobState::Running.as_str()),
+                warning: None,
+            },
+            (CancelResult::NotCancellable { state }, _) => {
                 IdResult { id, result: "NotCancellable", state: Some(state.as_str()), warning: None }
             }
-            CancelResult::NotFound => not_found(text),
+            (CancelResult::NotFound, _) => not_found(text),
         });
+    }
+    if a.dry_run {
+        ctx.printer()?.print(&IdResults { results, verb: "cancelled" })?;
+        return Ok(ExitCode::SUCCESS);
     }
     finish(ctx, IdResults { results, verb: "cancelled" })
 }

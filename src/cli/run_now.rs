@@ -49,33 +49,9 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let resolved = resolve_all(&store, &a.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
+    let outcomes = if a.dry_run { store.check_run_now(&found)? } else { store.run_now(&ctx.actor, &found)? };
+    let mut outcome = outcomes.into_iter();
     let mut results = Vec::new();
-    if a.dry_run {
-        for (text, id) in &resolved {
-            let job = match id {
-                Some(id) => store.job(*id)?,
-                None => None,
-            };
-            results.push(match job {
-                None => not_found(text),
-                Some(j) if j.state == JobState::Scheduled => IdResult {
-                    id: j.id.to_string(),
-                    result: "WouldRunNow",
-                    state: Some(j.state.as_str()),
-                    warning: None,
-                },
-                Some(j) => IdResult {
-                    id: j.id.to_string(),
-                    result: "NotScheduled",
-                    state: Some(j.state.as_str()),
-                    warning: not_scheduled_hint(j.state),
-                },
-            });
-        }
-        ctx.printer()?.print(&IdResults { results, verb: "made due" })?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut outcome = store.run_now(&ctx.actor, &found)?.into_iter();
     for (text, id) in &resolved {
         let Some(id) = id else {
             results.push(not_found(text));
@@ -83,14 +59,21 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         };
         let id = id.to_string();
         results.push(match outcome.next().expect("one outcome per found id") {
-            RunNowResult::Due { .. } => {
-                IdResult { id, result: "Due", state: Some(JobState::Scheduled.as_str()), warning: None }
-            }
+            RunNowResult::Due { .. } => IdResult {
+                id,
+                result: if a.dry_run { "WouldRunNow" } else { "Due" },
+                state: Some(JobState::Scheduled.as_str()),
+                warning: None,
+            },
             RunNowResult::NotScheduled { state } => {
                 IdResult { id, result: "NotScheduled", state: Some(state.as_str()), warning: not_scheduled_hint(state) }
             }
             RunNowResult::NotFound => not_found(text),
         });
+    }
+    if a.dry_run {
+        ctx.printer()?.print(&IdResults { results, verb: "made due" })?;
+        return Ok(ExitCode::SUCCESS);
     }
     finish(ctx, IdResults { results, verb: "made due" })
 }

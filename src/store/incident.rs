@@ -86,6 +86,38 @@ impl Store {
         })
     }
 
+    /// What [`Store::run_now`] would answer for each of `ids` now, changing nothing: the by-id
+    /// plan for `--dry-run` and the dashboard's confirmation.
+    pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
+        self.read(|c| {
+            ids.iter()
+                .map(|id| {
+                    Ok(match state_and_due(c, *id)? {
+                        None => RunNowResult::NotFound,
+                        Some((JobState::Scheduled, due_at)) => RunNowResult::Due { was_due_at: due_at },
+                        Some((state, _)) => RunNowResult::NotScheduled { state },
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
+    pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
+        self.read(|c| {
+            ids.iter()
+                .map(|id| {
+                    Ok(match state_and_due(c, *id)? {
+                        None => CancelResult::NotFound,
+                        Some((JobState::Scheduled, _)) => CancelResult::Cancelled,
+                        Some((JobState::Running, _)) => CancelResult::CancelRequested,
+                        Some((state, _)) => CancelResult::NotCancellable { state },
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// The set a bulk run-now covers: Scheduled jobs only, whatever states the filter names.
     pub fn run_now_scope(&self, filter: &JobFilter) -> JobFilter {
         JobFilter { states: vec![JobState::Scheduled], finished_before: None, ..filter.clone() }
@@ -249,12 +281,14 @@ impl Store {
     }
 }
 
-fn run_now_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<RunNowResult> {
-    let found = tx
-        .prepare_cached("SELECT state, due_at FROM jobs WHERE id = ?1")?
+fn state_and_due(c: &Connection, id: JobId) -> Result<Option<(JobState, Millis)>> {
+    Ok(c.prepare_cached("SELECT state, due_at FROM jobs WHERE id = ?1")?
         .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, Millis>(1)?)))
-        .optional()?;
-    let Some((state, due_at)) = found else { return Ok(RunNowResult::NotFound) };
+        .optional()?)
+}
+
+fn run_now_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<RunNowResult> {
+    let Some((state, due_at)) = state_and_due(tx, id)? else { return Ok(RunNowResult::NotFound) };
     if state != JobState::Scheduled {
         return Ok(RunNowResult::NotScheduled { state });
     }

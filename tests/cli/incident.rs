@@ -284,6 +284,28 @@ fn run_now_makes_scheduled_jobs_due_and_refuses_a_running_one_without_changing_i
     assert_eq!(err, "bw: 1 of 1 id was not made due\n");
     assert_eq!(dump(&f.db), before, "a refused run-now changed the store");
 
+    let out = f
+        .bw()
+        .args(["--format", "json", "run-now", &later.to_string(), &running.to_string(), "--dry-run"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (&v["results"][0]["result"], &v["results"][1]["result"]),
+        (&"WouldRunNow".into(), &"NotScheduled".into())
+    );
+    let out = f
+        .bw()
+        .args(["--format", "json", "cancel", &later.to_string(), &running.to_string(), "--dry-run"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (&v["results"][0]["result"], &v["results"][1]["result"]),
+        (&"WouldCancel".into(), &"WouldRequestCancel".into())
+    );
+    assert_eq!(dump(&f.db), before, "a dry run changed the store");
+
     let out = f.bw().args(["--format", "json", "run-now", &later.to_string(), "ffffffff"]).assert().code(1);
     let v = json(&out.get_output().stdout);
     assert_eq!(v["results"][0]["result"], "Due");
