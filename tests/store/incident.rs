@@ -412,3 +412,51 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     drop(store);
     assert_eq!(Store::open(&path).unwrap().schema_version(), 2);
 }
+
+/// Where the unprivileged re-run of the read-only migration test finds its store.
+const V1_CHILD_ENV: &str = "BW_STORE_TEST_V1_READ_ONLY_PATH";
+
+/// What a version-1 store opened read-only does: it is read as it is, shows no pauses, and
+/// refuses writes; nothing in the file changes.
+fn check_v1_read_only(path: &std::path::Path) {
+    let store = Store::open(path).unwrap();
+    assert!(store.is_read_only(), "{} should open read-only", path.display());
+    assert_eq!(store.schema_version(), 1);
+    assert!(store.pauses().unwrap().is_empty());
+    assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 2);
+    let err = store.pause("alice", PauseKind::Queue, "critical", None, false).unwrap_err();
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err}");
+}
+
+#[test]
+fn a_version_1_store_opened_read_only_is_read_as_it_is_and_not_migrated() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if let Some(path) = std::env::var_os(V1_CHILD_ENV) {
+        check_v1_read_only(std::path::Path::new(&path));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = v1_store(&dir);
+    let before = std::fs::read(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    // File permissions do not bind root: there the test runs itself again as `nobody`.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "incident::a_version_1_store_opened_read_only_is_read_as_it_is_and_not_migrated"])
+            .arg("--nocapture")
+            .env(V1_CHILD_ENV, &path)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+    } else {
+        check_v1_read_only(&path);
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), before, "a read-only open changed the file");
+}
