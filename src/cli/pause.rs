@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::output::{relative, rfc3339, sanitize, Render, Table, Term};
+use super::output::{relative, rfc3339, sanitize, thousands, Render, Table, Term};
 use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
-use crate::store::{Pause, PauseKind, PauseResult, ResumeResult};
+use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 use crate::Millis;
 
 /// What to pause or resume.
@@ -71,8 +71,9 @@ pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let kind = PauseKind::from(a.kind);
     let now = store.now();
     let until = a.for_.map(|d| now.saturating_add(d.as_millis().min(i64::MAX as u128) as Millis));
+    // The plan also checks the name: a typo is refused before anything is written.
+    let plan = store.plan_pause(kind, &a.name, a.force)?;
     let result = if a.dry_run {
-        store.check_pause_target(kind, &a.name, a.force)?;
         "WouldPause"
     } else {
         match store.pause(&ctx.actor, kind, &a.name, until, a.force)? {
@@ -80,7 +81,14 @@ pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             PauseResult::Extended { .. } => "Extended",
         }
     };
-    let view = PauseView { kind, name: a.name.clone(), result, until: until.map(rfc3339), by: ctx.actor.clone() };
+    let view = PauseView {
+        kind,
+        name: a.name.clone(),
+        result,
+        until: until.map(rfc3339),
+        plan: Some(plan),
+        by: ctx.actor.clone(),
+    };
     ctx.printer()?.print(&view)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -97,6 +105,7 @@ pub fn resume(a: &ResumeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             ResumeResult::NotPaused => "NotPaused",
         },
         until: None,
+        plan: None,
         by: ctx.actor.clone(),
     };
     ctx.printer()?.print(&view)?;
@@ -121,6 +130,9 @@ struct PauseView {
     result: &'static str,
     /// RFC 3339, `null` when until resumed (and for resumes).
     until: Option<String>,
+    /// Pauses only: the Scheduled jobs it holds and the Running ones that finish normally.
+    #[serde(skip_serializing_if = "Option::is_none", flatten)]
+    plan: Option<PausePlan>,
     #[serde(skip)]
     by: String,
 }
@@ -133,12 +145,25 @@ impl Render for PauseView {
             None => "until `bw resume`".to_string(),
         };
         match self.result {
-            "Paused" => writeln!(out, "Paused {what} {until}: workers claim none of its jobs from their next poll."),
-            "Extended" => writeln!(out, "{what} was paused already: now paused {until}, by {}.", sanitize(&self.by)),
-            "WouldPause" => writeln!(out, "Would pause {what} {until}. Run again without --dry-run to pause it."),
-            "Resumed" => writeln!(out, "Resumed {what}: workers claim its jobs again from their next poll."),
-            _ => writeln!(out, "{what} is not paused."),
+            "Paused" => writeln!(out, "Paused {what} {until}: workers claim none of its jobs from their next poll.")?,
+            "Extended" => writeln!(out, "{what} was paused already: now paused {until}, by {}.", sanitize(&self.by))?,
+            "WouldPause" => writeln!(out, "Would pause {what} {until}.")?,
+            "Resumed" => writeln!(out, "Resumed {what}: workers claim its jobs again from their next poll.")?,
+            _ => writeln!(out, "{what} is not paused.")?,
         }
+        if let Some(p) = &self.plan {
+            let held = if self.result == "WouldPause" { "would wait" } else { "wait" };
+            writeln!(
+                out,
+                "  {} scheduled {held} (enqueues still land); {} running finish normally",
+                thousands(p.scheduled),
+                thousands(p.running)
+            )?;
+        }
+        if self.result == "WouldPause" {
+            writeln!(out, "Run again without --dry-run to pause it.")?;
+        }
+        Ok(())
     }
 }
 

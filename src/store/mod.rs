@@ -33,7 +33,7 @@ pub use jobs::{
     LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
-pub use pause::{Pause, PauseKind, PauseResult, ResumeResult};
+pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{CauseGroup, Cursor, JobFilter, JobPage, LogFilter, QuarantineGroup, SortOrder, StateCounts};
 

@@ -75,6 +75,16 @@ pub enum ResumeResult {
     NotPaused,
 }
 
+/// What a pause would hold, counted when planned: for `bw pause --dry-run` and the dashboard's
+/// confirmation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PausePlan {
+    /// Scheduled jobs no worker would claim while the pause lasts (due now or later).
+    pub scheduled: u64,
+    /// Running jobs, which finish normally.
+    pub running: u64,
+}
+
 /// The pauses a claim honours at `now`, read once per claim transaction.
 #[derive(Debug, Default)]
 pub(crate) struct ActivePauses {
@@ -146,11 +156,32 @@ impl Store {
         })
     }
 
-    /// What [`Store::pause`] checks before pausing, without writing: for `bw pause --dry-run`
-    /// and the dashboard's confirmation.
-    pub fn check_pause_target(&self, kind: PauseKind, name: &str, force: bool) -> Result<()> {
+    /// Count what pausing `kind` `name` would hold now, after the same checks as
+    /// [`Store::pause`]. Index-bound: a queue's counts come from `job_counts`; a wire name's from
+    /// one `jobs_claim_wire` range per queue and the (few) running jobs.
+    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         check_name(kind, name)?;
-        self.read(|c| check_known(c, kind, name, force))
+        self.read(|c| {
+            check_known(c, kind, name, force)?;
+            let (scheduled, running): (i64, i64) = match kind {
+                PauseKind::Queue => c
+                    .prepare_cached(
+                        "SELECT coalesce(sum(n) FILTER (WHERE state = 'scheduled'), 0),
+                            coalesce(sum(n) FILTER (WHERE state = 'running'), 0)
+                     FROM job_counts WHERE queue = ?1",
+                    )?
+                    .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))?,
+                PauseKind::WireName => c
+                    .prepare_cached(
+                        "SELECT (SELECT coalesce(sum((SELECT count(*) FROM jobs INDEXED BY jobs_claim_wire
+                                                  WHERE state = 'scheduled' AND queue = q.queue AND wire_name = ?1)), 0)
+                             FROM (SELECT DISTINCT queue FROM job_counts) q),
+                            (SELECT count(*) FROM jobs WHERE state = 'running' AND wire_name = ?1)",
+                    )?
+                    .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))?,
+            };
+            Ok(PausePlan { scheduled: scheduled.max(0) as u64, running: running.max(0) as u64 })
+        })
     }
 
     /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts

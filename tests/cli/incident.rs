@@ -244,11 +244,14 @@ fn pausing_an_unknown_queue_is_a_one_line_error_quoting_it_and_changes_nothing()
     assert!(text(&out.get_output().stderr).contains("--force"));
     f.bw().args(["pause", "queue", "critcal", "--dry-run"]).assert().code(2);
     assert_eq!(dump(&f.db), before);
-    f.bw()
-        .args(["pause", "queue", "critical", "--dry-run"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("Would pause"));
+    let out = f.bw().args(["--format", "json", "pause", "queue", "critical", "--dry-run"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (v["result"].as_str(), v["scheduled"].as_u64(), v["running"].as_u64()),
+        (Some("WouldPause"), Some(1), Some(0))
+    );
+    let table = text(&f.bw().args(["pause", "queue", "critical", "--dry-run"]).assert().success().get_output().stdout);
+    assert!(table.contains("Would pause queue 'critical'") && table.contains("1 scheduled would wait"), "{table}");
     assert_eq!(dump(&f.db), before, "a dry run changed the store");
     f.bw().args(["pause", "queue", "bulk-import", "--force"]).assert().success();
 }

@@ -84,6 +84,10 @@ fn a_paused_wire_name_is_skipped_in_its_queue_and_every_other_job_is_claimed_in_
         NewJob::new("charge-card", "default", vec![]).due_at(T0 - 10),
     ];
     let ids = fx.store.enqueue_many(&jobs).unwrap();
+    let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
+    assert_eq!((plan.scheduled, plan.running), (3, 0), "both queues, due now or not");
+    let plan = fx.store.plan_pause(PauseKind::Queue, "critical", false).unwrap();
+    assert_eq!((plan.scheduled, plan.running), (5, 0));
     let until = T0 + 30 * 60_000;
     fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
     let p = policy(3, Duration::from_secs(1));
@@ -93,6 +97,8 @@ fn a_paused_wire_name_is_skipped_in_its_queue_and_every_other_job_is_claimed_in_
     // A running job of a paused wire name finishes normally.
     fx.store.resume(ADMIN, PauseKind::WireName, "charge-card").unwrap();
     let running = fx.claim_as(WORKER, "default", 1, &p).remove(0);
+    let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
+    assert_eq!((plan.scheduled, plan.running), (2, 1));
     fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
     assert_eq!(
         fx.report(&running, backwave::store::Outcome::Succeeded),
