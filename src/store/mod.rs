@@ -1,8 +1,8 @@
 //! The job store: one SQLite file that every worker and every `bw` process shares.
 //!
 //! This module opens and creates stores (pragmas set and read back, the schema version checked
-//! before anything is written) and owns the transaction helper; the operations live one group per
-//! file. Every state change is one short `BEGIN IMMEDIATE` transaction that appends its
+//! before anything is written, an older store migrated when opened for writing: `migrate.rs`)
+//! and owns the transaction helper; the operations live one group per file. Every state change is one short `BEGIN IMMEDIATE` transaction that appends its
 //! transition entries, so a crash leaves each job either changed with its log or untouched.
 
 mod admin;
@@ -111,7 +111,9 @@ impl Store {
     /// Open an existing store for reading and operating. Never creates a file; refuses a file
     /// that is not a BackWave store, is damaged, or has a schema version this build does not
     /// know, and writes nothing to it in that case. A file or folder this process may not
-    /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`].
+    /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`]. A
+    /// version-1 store opened for writing is migrated to [`SCHEMA_VERSION`] in one transaction
+    /// (additive: every row stays as it was); opened read-only, it is read as it is.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
         let in_use = check_file(&path)?;
