@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 1.
+-- BackWave store contract, schema version 2.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -11,13 +11,15 @@
 --   * States are spelled as on the command line:
 --       scheduled running succeeded dead-lettered quarantined cancelled
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
+--     Version 2 added the `pauses` table and the `jobs_claim_wire` index (the section marked
+--     below); a writable open of a version-1 store applies that section in one transaction.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -181,7 +183,8 @@ CREATE TABLE grants (
 ) WITHOUT ROWID;
 
 -- Operator actions that are not state changes: grants, revokes, settings, reveals of failure
--- detail, purges.
+-- detail, purges, pauses and resumes, run-now (a new due time is not a state change), and
+-- payload edits (the old payload is kept here, in `detail`).
 CREATE TABLE audit (
     seq    INTEGER PRIMARY KEY AUTOINCREMENT,
     at     INTEGER NOT NULL,
@@ -190,3 +193,28 @@ CREATE TABLE audit (
     job_id TEXT,
     detail TEXT
 );
+
+-- Version 1 -> 2: a writable open of a version-1 store runs exactly the statements between the
+-- two migration markers below, in one transaction.
+-- migration 2 begin
+
+-- Paused queues and wire names: no worker claims a Scheduled job of a paused queue, or one with a
+-- paused wire name. Running jobs finish normally and enqueues still land. A pause with an `until`
+-- lapses by itself at that time (the row stays until resumed or paused again: claims ignore it).
+-- A program that claims jobs with its own SQL honours pauses by skipping, at claim time, the
+-- queues and wire names listed here with `until IS NULL OR until > now`.
+CREATE TABLE pauses (
+    kind      TEXT    NOT NULL CHECK (kind = 'queue' OR kind = 'wire-name'),
+    name      TEXT    NOT NULL CHECK (length(name) > 0),
+    paused_by TEXT    NOT NULL,
+    paused_at INTEGER NOT NULL,
+    -- NULL: until resumed.
+    until     INTEGER,
+    PRIMARY KEY (kind, name)
+) WITHOUT ROWID;
+
+-- Claiming around a paused wire name: the queue's due jobs per wire name, so that a claim steps
+-- from one wire name to the next instead of over every paused job at the head of the queue.
+CREATE INDEX jobs_claim_wire ON jobs (queue, wire_name, due_at) WHERE state = 'scheduled';
+
+-- migration 2 end

@@ -7,6 +7,8 @@
 
 #[path = "cli/harness.rs"]
 mod harness;
+#[path = "cli/incident.rs"]
+mod incident;
 #[path = "common/pty.rs"]
 mod pty;
 

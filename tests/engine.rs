@@ -4,6 +4,7 @@
 
 mod engine {
     pub mod durations;
+    pub mod pause;
     pub mod self_cancel;
     pub mod stale_runs;
     pub mod support;

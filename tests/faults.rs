@@ -20,6 +20,9 @@ mod soak;
 #[path = "faults/races.rs"]
 mod races;
 
+#[path = "faults/incident.rs"]
+mod incident;
+
 #[path = "faults/cli_files.rs"]
 mod cli_files;
 

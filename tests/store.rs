@@ -8,6 +8,8 @@
 mod contract;
 #[path = "store/hostile.rs"]
 mod hostile;
+#[path = "store/incident.rs"]
+mod incident;
 #[path = "store/lifecycle.rs"]
 mod lifecycle;
 #[path = "store/open.rs"]

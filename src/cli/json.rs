@@ -106,7 +106,9 @@ impl LogEntryJson {
 pub struct IdResult {
     /// The full id when it resolved, else the text given.
     pub id: String,
-    /// `Requeued`, `NotRequeueable`, `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`.
+    /// `Requeued`, `NotRequeueable`, `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`,
+    /// `Due`, `NotScheduled`; with `--dry-run`: `WouldRequeue`, `WouldCancel`,
+    /// `WouldRequestCancel`, `WouldRunNow`.
     pub result: &'static str,
     /// The job's state after the action (`null` when not found).
     pub state: Option<&'static str>,
@@ -117,6 +119,6 @@ pub struct IdResult {
 
 impl IdResult {
     pub fn ok(&self) -> bool {
-        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested")
+        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested" | "Due")
     }
 }

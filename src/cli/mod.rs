@@ -24,8 +24,10 @@ mod generate;
 mod init;
 mod jobs;
 mod log;
+mod pause;
 mod purge;
 mod requeue;
+mod run_now;
 mod stats;
 mod top;
 mod workers;
@@ -58,6 +60,10 @@ pub enum Command {
     Jobs(jobs::Command),
     Requeue(requeue::Args),
     Cancel(cancel::Args),
+    RunNow(run_now::Args),
+    Pause(pause::PauseArgs),
+    Resume(pause::ResumeArgs),
+    Pauses(pause::PausesArgs),
     /// The transition log: `bw log tail` (`--follow` keeps printing)
     #[command(subcommand)]
     Log(log::Command),
@@ -88,6 +94,10 @@ pub fn main() -> ExitCode {
         Command::Jobs(c) => jobs::run(&c, &ctx),
         Command::Requeue(a) => requeue::run(&a, &ctx),
         Command::Cancel(a) => cancel::run(&a, &ctx),
+        Command::RunNow(a) => run_now::run(&a, &ctx),
+        Command::Pause(a) => pause::pause(&a, &ctx),
+        Command::Resume(a) => pause::resume(&a, &ctx),
+        Command::Pauses(a) => pause::list(&a, &ctx),
         Command::Log(c) => log::run(&c, &ctx),
         Command::Stats(a) => stats::run(&a, &ctx),
         Command::Workers(a) => workers::run(&a, &ctx),

@@ -3,7 +3,7 @@
 //! quarantine again because no live worker handles their wire name), confirmed, then done in
 //! the store's short batches with progress on stderr.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use serde::Serialize;
@@ -11,9 +11,10 @@ use serde::Serialize;
 use super::jobs::FilterArgs;
 use super::json::IdResult;
 use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
+use super::progress::Progress;
 use super::{eprint_quiet, exit, CliError, Ctx};
-use crate::store::{BulkProgress, JobFilter, RequeuePlan, RequeueResult};
-use crate::{Error, JobId, JobState, QuarantineReason, Store};
+use crate::store::{RequeueCheck, RequeuePlan, RequeueResult};
+use crate::{Error, JobId, JobState, Store};
 
 /// Requeue jobs with a fresh attempt budget: by id, or every match of `--state` and filters.
 #[derive(Debug, clap::Args)]
@@ -48,24 +49,28 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let resolved = resolve_all(&store, &a.ids)?;
     let found: Vec<JobId> = resolved.iter().filter_map(|(_, id)| *id).collect();
     let mut results: Vec<IdResult> = Vec::new();
+    // The by-id plan, read before acting: its warnings name what the requeue will meet.
+    let checks = store.check_requeue(&found)?;
     if a.dry_run {
+        let mut check = checks.iter().zip(&found);
         for (text, id) in &resolved {
-            let job = match id {
-                Some(id) => store.job(*id)?,
-                None => None,
-            };
-            results.push(match job {
-                None => not_found(text),
-                Some(j) if j.state.is_requeueable() => IdResult {
-                    id: j.id.to_string(),
+            if id.is_none() {
+                results.push(not_found(text));
+                continue;
+            }
+            let (c, id) = check.next().expect("one check per found id");
+            results.push(match c {
+                RequeueCheck::NotFound => not_found(text),
+                RequeueCheck::WouldRequeue { state, .. } => IdResult {
+                    id: id.to_string(),
                     result: "WouldRequeue",
-                    state: Some(j.state.as_str()),
-                    warning: requarantine_warning(&store, &j.wire_name)?,
+                    state: Some(state.as_str()),
+                    warning: requarantine_warning(c),
                 },
-                Some(j) => IdResult {
-                    id: j.id.to_string(),
+                RequeueCheck::NotRequeueable { state } => IdResult {
+                    id: id.to_string(),
                     result: "NotRequeueable",
-                    state: Some(j.state.as_str()),
+                    state: Some(state.as_str()),
                     warning: None,
                 },
             });
@@ -73,25 +78,20 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         printer.print(&IdResults { results, verb: "requeued" })?;
         return Ok(ExitCode::SUCCESS);
     }
-    let wire_names: Vec<Option<String>> =
-        found.iter().map(|id| store.job(*id).map(|j| j.map(|j| j.wire_name))).collect::<Result<_, _>>()?;
     let outcomes = store.requeue(&ctx.actor, &found)?;
-    let mut outcome = outcomes.iter().zip(&wire_names);
+    let mut outcome = outcomes.iter().zip(&checks);
     for (text, id) in &resolved {
         let Some(id) = id else {
             results.push(not_found(text));
             continue;
         };
-        let (r, wire) = outcome.next().expect("one outcome per found id");
+        let (r, check) = outcome.next().expect("one outcome per found id");
         results.push(match r {
             RequeueResult::Requeued { .. } => IdResult {
                 id: id.to_string(),
                 result: "Requeued",
                 state: Some(JobState::Scheduled.as_str()),
-                warning: match wire {
-                    Some(w) => requarantine_warning(&store, w)?,
-                    None => None,
-                },
+                warning: requarantine_warning(check),
             },
             RequeueResult::NotRequeueable { state } => {
                 IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
@@ -102,9 +102,13 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     finish(ctx, IdResults { results, verb: "requeued" })
 }
 
-fn requarantine_warning(store: &Store, wire_name: &str) -> Result<Option<String>, CliError> {
-    Ok((store.live_handler_count(wire_name)? == 0)
-        .then(|| format!("no live worker handles '{wire_name}'; it will quarantine again")))
+fn requarantine_warning(check: &RequeueCheck) -> Option<String> {
+    match check {
+        RequeueCheck::WouldRequeue { wire_name, requarantine: true, .. } => {
+            Some(format!("no live worker handles '{wire_name}'; it will quarantine again"))
+        }
+        _ => None,
+    }
 }
 
 pub(super) fn not_found(text: &str) -> IdResult {
@@ -164,7 +168,9 @@ impl Render for IdResults {
         let mut t = Table::new(&["ID", "RESULT", "NOTE"]).flex(2);
         for r in &self.results {
             let (text, style) = match (r.result, r.state) {
-                ("NotRequeueable" | "NotCancellable", Some(s)) => (format!("{} ({s})", r.result), Style::Yellow),
+                ("NotRequeueable" | "NotCancellable" | "NotScheduled", Some(s)) => {
+                    (format!("{} ({s})", r.result), Style::Yellow)
+                }
                 ("NotFound", _) => (r.result.to_string(), Style::Red),
                 (res, _) => (res.to_string(), Style::Green),
             };
@@ -172,6 +178,10 @@ impl Render for IdResults {
                 r.warning.as_deref().map(|w| format!("warning: {}", sanitize(w))).unwrap_or_else(|| match r.result {
                     "Requeued" => "budget reset, due now".into(),
                     "WouldRequeue" => "would get a fresh budget, due now".into(),
+                    "Due" => "due now; attempt and budget unchanged".into(),
+                    "WouldRunNow" => "would be due now; attempt and budget unchanged".into(),
+                    "WouldCancel" => "scheduled: would end Cancelled at once".into(),
+                    "WouldRequestCancel" => "running: its handler would be asked to stop".into(),
                     "CancelRequested" => {
                         "running: its handler is asked to stop; Cancelled when it does or its lease lapses".into()
                     }
@@ -210,18 +220,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let plan = store.plan_requeue(&filter)?;
     let what = a.filter.describe("jobs");
     if a.dry_run {
-        // Quarantined for a payload that did not decode, a job has a live handler and counts as
-        // "would be requeued", yet it quarantines again unless the handler changed: say so.
-        let undecodable = if a.filter.states.contains(&JobState::Quarantined) {
-            store.count_jobs(&JobFilter {
-                states: vec![JobState::Quarantined],
-                quarantine_reason: Some(QuarantineReason::UndecodablePayload),
-                ..filter.clone()
-            })?
-        } else {
-            0
-        };
-        printer.print(&PlanView { plan, what, dry_run: true, force: a.force, undecodable })?;
+        printer.print(&PlanView { plan, what, dry_run: true, force: a.force })?;
         return Ok(ExitCode::SUCCESS);
     }
     if plan.matching == 0 {
@@ -248,25 +247,9 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing requeued\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    // Short runs finish before a progress line would help.
-    let show_progress = todo > 2_000;
-    let tty = io::stderr().is_terminal();
-    let mut last_pct = u64::MAX;
-    let requeued = store.requeue_planned(&ctx.actor, &filter, a.force, |p: BulkProgress| {
-        if !show_progress || p.total == 0 {
-            return;
-        }
-        let pct = p.done * 100 / p.total.max(1);
-        if tty {
-            eprint_quiet(format_args!("\rrequeued {} of {} ({pct}%)", thousands(p.done), thousands(p.total)));
-        } else if pct / 10 != last_pct / 10 || last_pct == u64::MAX {
-            eprint_quiet(format_args!("requeued {} of {} ({pct}%)\n", thousands(p.done), thousands(p.total)));
-        }
-        last_pct = pct;
-    })?;
-    if show_progress && tty {
-        eprint_quiet(format_args!("\n"));
-    }
+    let mut progress = Progress::new("requeued");
+    let requeued = store.requeue_planned(&ctx.actor, &filter, a.force, |p| progress.update(p.done, p.total))?;
+    drop(progress);
     let skipped = if a.force { 0 } else { plan.would_requarantine };
     let view = BulkDone { requeued, skipped_requarantine: skipped, unhandled: unhandled_names(&plan), what };
     printer.print(&view)?;
@@ -288,8 +271,6 @@ struct PlanView {
     what: String,
     dry_run: bool,
     force: bool,
-    /// Quarantined jobs among the matches whose payload did not decode (table only).
-    undecodable: u64,
 }
 
 impl Serialize for PlanView {
@@ -319,12 +300,12 @@ impl Render for PlanView {
             thousands(p.would_requarantine),
             if p.would_requarantine > 0 && !self.force { " (skipped unless --force)" } else { "" }
         )?;
-        if self.undecodable > 0 {
+        if p.undecodable > 0 {
             writeln!(
                 out,
                 "  {:>w$} were quarantined because their payload did not decode: requeued, they quarantine again \
                  unless the handler now accepts it",
-                thousands(self.undecodable)
+                thousands(p.undecodable)
             )?;
         }
         if !p.unhandled.is_empty() {

@@ -23,8 +23,12 @@ pub struct Args {
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
-    let view =
-        Stats { counts: store.counts()?, causes: store.cause_groups(a.top)?, quarantines: store.quarantine_groups()? };
+    let view = Stats {
+        counts: store.counts()?,
+        causes: store.cause_groups(a.top)?,
+        quarantines: store.quarantine_groups()?,
+        pauses: super::pause::PausesView(store.pauses()?),
+    };
     printer.print(&view)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -33,6 +37,7 @@ struct Stats {
     counts: StateCounts,
     causes: Vec<CauseGroup>,
     quarantines: Vec<QuarantineGroup>,
+    pauses: super::pause::PausesView,
 }
 
 impl Serialize for Stats {
@@ -64,6 +69,8 @@ impl Serialize for Stats {
             by_queue: std::collections::BTreeMap<&'a str, std::collections::BTreeMap<&'static str, u64>>,
             dead_letter_causes: Vec<Cause<'a>>,
             quarantines: Vec<Quarantine<'a>>,
+            /// Queues and wire names no worker claims now (`bw pauses`).
+            pauses: Vec<super::pause::PauseJson<'a>>,
         }
         Doc {
             totals: JobState::ALL.iter().map(|s| (s.as_str(), self.counts.total(*s))).collect(),
@@ -98,6 +105,7 @@ impl Serialize for Stats {
                     live_handlers: q.live_handlers,
                 })
                 .collect(),
+            pauses: self.pauses.json(),
         }
         .serialize(s)
     }
@@ -194,6 +202,6 @@ impl Render for Stats {
                 writeln!(out, "{}", Style::Dim.paint(hint, c))?;
             }
         }
-        Ok(())
+        self.pauses.section(out, term)
     }
 }

@@ -18,13 +18,14 @@ pub fn run(_a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
     let now = store.now();
-    printer.print(&Workers { workers: store.workers()?, now })?;
+    printer.print(&Workers { workers: store.workers()?, now, pauses: super::pause::PausesView(store.pauses()?) })?;
     Ok(ExitCode::SUCCESS)
 }
 
 struct Workers {
     workers: Vec<WorkerInfo>,
     now: i64,
+    pauses: super::pause::PausesView,
 }
 
 impl Serialize for Workers {
@@ -44,6 +45,8 @@ impl Serialize for Workers {
         #[derive(Serialize)]
         struct Doc<'a> {
             workers: Vec<W<'a>>,
+            /// Queues and wire names no worker claims now (`bw pauses`).
+            pauses: Vec<super::pause::PauseJson<'a>>,
         }
         Doc {
             workers: self
@@ -61,6 +64,7 @@ impl Serialize for Workers {
                     live: w.is_live(self.now),
                 })
                 .collect(),
+            pauses: self.pauses.json(),
         }
         .serialize(s)
     }
@@ -69,7 +73,8 @@ impl Serialize for Workers {
 impl Render for Workers {
     fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
         if self.workers.is_empty() {
-            return writeln!(out, "No workers registered: no process is running a worker group on this store.");
+            writeln!(out, "No workers registered: no process is running a worker group on this store.")?;
+            return self.pauses.section(out, term);
         }
         let list = |v: &[String]| v.iter().map(|s| sanitize(s).into_owned()).collect::<Vec<_>>().join(", ");
         // The id is what log lines and lease owners show (`host/pid/group#tail`): print it whole.
@@ -102,6 +107,6 @@ impl Render for Workers {
             );
             writeln!(out, "{}", Style::Dim.paint(&note, term.color))?;
         }
-        Ok(())
+        self.pauses.section(out, term)
     }
 }

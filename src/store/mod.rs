@@ -1,18 +1,21 @@
 //! The job store: one SQLite file that every worker and every `bw` process shares.
 //!
 //! This module opens and creates stores (pragmas set and read back, the schema version checked
-//! before anything is written) and owns the transaction helper; the operations live one group per
-//! file. Every state change is one short `BEGIN IMMEDIATE` transaction that appends its
+//! before anything is written, an older store migrated when opened for writing: `migrate.rs`)
+//! and owns the transaction helper; the operations live one group per file. Every state change is one short `BEGIN IMMEDIATE` transaction that appends its
 //! transition entries, so a crash leaves each job either changed with its log or untouched.
 
 mod admin;
 mod dashboard;
 mod engine_support;
 mod groups;
+mod incident;
 mod jobs;
 mod load;
 mod log;
+mod migrate;
 mod operator;
+mod pause;
 mod preview;
 mod query;
 mod row;
@@ -28,18 +31,24 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
 pub use groups::{CauseGroup, QuarantineGroup};
-pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
+pub use jobs::{
+    ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
+    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
-pub use operator::{BulkProgress, CancelResult, RequeueResult};
-pub use preview::{RequeuePlan, WireNameCount};
+pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
+pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
+pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 
 use crate::error::{Error, Result};
 use crate::model::Millis;
 
-/// The schema this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
+/// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
+pub const SCHEMA_VERSION: i64 = 2;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
@@ -91,6 +100,9 @@ pub struct Store {
     path: PathBuf,
     clock: Clock,
     read_only: bool,
+    /// The schema version of the file: [`SCHEMA_VERSION`], or 1 for a store opened read-only
+    /// that this build could not migrate.
+    version: i64,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
 }
@@ -105,7 +117,9 @@ impl Store {
     /// Open an existing store for reading and operating. Never creates a file; refuses a file
     /// that is not a BackWave store, is damaged, or has a schema version this build does not
     /// know, and writes nothing to it in that case. A file or folder this process may not
-    /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`].
+    /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`]. A
+    /// version-1 store opened for writing is migrated to [`SCHEMA_VERSION`] in one transaction
+    /// (additive: every row stays as it was); opened read-only, it is read as it is.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
         let in_use = check_file(&path)?;
@@ -116,10 +130,13 @@ impl Store {
         } else {
             open_read_only(&path)?
         };
-        let store = Store { conn, path, clock: Clock::System, read_only: !writable, _in_use: in_use };
+        let mut store = Store { conn, path, clock: Clock::System, read_only: !writable, version: 0, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
-        store.check_schema()?;
+        store.version = store.check_schema()?;
         store.set_pragmas()?;
+        if store.version < SCHEMA_VERSION && !store.read_only {
+            store.version = migrate::migrate(&store)?;
+        }
         Ok(store)
     }
 
@@ -141,7 +158,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&path, e))?;
-        let store = Store { conn, path, clock: Clock::System, read_only: false, _in_use: in_use };
+        let mut store = Store { conn, path, clock: Clock::System, read_only: false, version: 0, _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = store.check_schema_allow_empty()?;
         store.set_pragmas()?;
@@ -155,7 +172,10 @@ impl Store {
                 }
                 Ok(())
             })?;
-            store.check_schema()?;
+        }
+        store.version = store.check_schema()?;
+        if store.version < SCHEMA_VERSION {
+            store.version = migrate::migrate(&store)?;
         }
         Ok(store)
     }
@@ -234,14 +254,20 @@ impl Store {
         value
     }
 
-    fn check_schema(&self) -> Result<()> {
+    /// The schema version of a BackWave store; an empty database is refused.
+    fn check_schema(&self) -> Result<i64> {
         match self.check_schema_allow_empty()? {
             0 => Err(Error::NotAStore {
                 path: self.path.clone(),
                 why: "it is an SQLite database without the BackWave schema (create a store with `bw init`)".into(),
             }),
-            _ => Ok(()),
+            v => Ok(v),
         }
+    }
+
+    /// The schema version of the open file (a read-only open of a version-1 store stays at 1).
+    pub fn schema_version(&self) -> i64 {
+        self.version
     }
 
     /// Read the schema version without writing anything. 0 is an empty database.

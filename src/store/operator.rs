@@ -192,7 +192,7 @@ fn requeue_batch(tx: &Connection, now: Millis, actor: &str, ids: &[JobId]) -> Re
     Ok(n as u64)
 }
 
-fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
+pub(super) fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
     let state: Option<String> = tx
         .prepare_cached("SELECT state FROM jobs WHERE id = ?1")?
         .query_row([id.to_string()], |r| r.get(0))
@@ -215,7 +215,7 @@ fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<R
     Ok(RequeueResult::Requeued { from: state })
 }
 
-fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<CancelResult> {
+pub(super) fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<CancelResult> {
     let found = tx
         .prepare_cached("SELECT state, attempt, cancel_requested_by IS NOT NULL FROM jobs WHERE id = ?1")?
         .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, u32>(1)?, r.get::<_, bool>(2)?)))

@@ -1,7 +1,9 @@
-//! What an operator action would do, before doing it: the requeue plan that `bw requeue
-//! --dry-run` prints and the dashboard shows in its confirmation. Requeueing a job whose wire
-//! name no live worker handles only quarantines it again, so the plan counts those apart and
-//! [`Store::requeue_planned`] leaves them alone unless forced. Read-only except that last call.
+//! What a requeue would do, before doing it: the one plan that `bw requeue --dry-run` prints and
+//! the dashboard shows in its confirmation, by filter ([`Store::plan_requeue`]) or by id
+//! ([`Store::check_requeue`]). Requeueing a job whose wire name no live worker handles only
+//! quarantines it again, so the plan counts those apart and [`Store::requeue_planned`] leaves
+//! them alone unless `force`: the CLI and the dashboard pass that choice explicitly, and no
+//! other bulk-requeue path exists. Read-only except that last call.
 
 use serde::Serialize;
 
@@ -9,7 +11,7 @@ use super::operator::BulkProgress;
 use super::query::JobFilter;
 use super::Store;
 use crate::error::Result;
-use crate::model::{JobId, JobState};
+use crate::model::{JobId, JobState, QuarantineReason};
 
 /// The exact effect of a bulk requeue at the moment it was planned.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -24,6 +26,28 @@ pub struct RequeuePlan {
     pub unhandled: Vec<WireNameCount>,
     /// The wire names behind `would_requeue`, with their counts and live handlers.
     pub handled: Vec<WireNameCount>,
+    /// Of `would_requeue`, Quarantined jobs whose payload did not decode: a live handler is no
+    /// sign they will run; they quarantine again unless the handler now accepts the payload.
+    pub undecodable: u64,
+}
+
+/// What requeueing one job by id would do now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum RequeueCheck {
+    /// Dead-Lettered or Quarantined: it would be requeued.
+    WouldRequeue {
+        state: JobState,
+        wire_name: String,
+        /// No live worker handles its wire name: it would quarantine again.
+        requarantine: bool,
+        /// Quarantined because its payload did not decode (and a worker handles it).
+        undecodable: bool,
+    },
+    NotRequeueable {
+        state: JobState,
+    },
+    NotFound,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -74,7 +98,45 @@ impl Store {
             }
             plan.unhandled.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
             plan.handled.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
+            let undecodable_in_scope = scope.states.contains(&JobState::Quarantined)
+                && matches!(scope.quarantine_reason, None | Some(QuarantineReason::UndecodablePayload));
+            if undecodable_in_scope {
+                for w in &plan.handled {
+                    plan.undecodable += self.count_jobs(&JobFilter {
+                        states: vec![JobState::Quarantined],
+                        wire_name: Some(w.wire_name.clone()),
+                        quarantine_reason: Some(QuarantineReason::UndecodablePayload),
+                        ..scope.clone()
+                    })?;
+                }
+            }
             Ok(plan)
+        })
+    }
+
+    /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
+    /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
+    pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
+        let handlers = self.live_handlers()?;
+        self.read(|_| {
+            ids.iter()
+                .map(|id| {
+                    Ok(match self.job(*id)? {
+                        None => RequeueCheck::NotFound,
+                        Some(j) if !j.state.is_requeueable() => RequeueCheck::NotRequeueable { state: j.state },
+                        Some(j) => {
+                            let requarantine = handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
+                            RequeueCheck::WouldRequeue {
+                                state: j.state,
+                                requarantine,
+                                undecodable: !requarantine
+                                    && j.quarantine_reason == Some(QuarantineReason::UndecodablePayload),
+                                wire_name: j.wire_name,
+                            }
+                        }
+                    })
+                })
+                .collect()
         })
     }
 
@@ -111,14 +173,6 @@ impl Store {
     /// How many live workers handle `wire_name` now.
     pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
         Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
-    }
-
-    /// Whether requeueing this one job now would only quarantine it again.
-    pub fn would_requarantine(&self, id: JobId) -> Result<bool> {
-        match self.job(id)? {
-            Some(job) => Ok(self.live_handler_count(&job.wire_name)? == 0),
-            None => Ok(false),
-        }
     }
 
     /// Distinct wire names among the scope's jobs, read from the per-state partial indexes

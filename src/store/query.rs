@@ -53,7 +53,7 @@ impl JobFilter {
         }
     }
 
-    fn where_clause(&self) -> (String, Vec<Value>) {
+    pub(crate) fn where_clause(&self) -> (String, Vec<Value>) {
         let mut sql = vec!["1".to_string()];
         let mut args: Vec<Value> = Vec::new();
         if !self.states.is_empty() {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, QuarantineGroup, StateCounts};
+use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, QuarantineGroup, RequeueCheck, StateCounts};
 use crate::{Error, FailureDetail, Job, JobId, JobState, Millis, Permission, QuarantineReason, Store, Transition};
 
 /// The six views, in tab order.
@@ -345,7 +345,6 @@ pub fn classify(t: &Transition) -> Option<bool> {
 }
 
 fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
-    let handlers = store.live_handlers()?;
     let mut p = Preview {
         op,
         target: target.clone(),
@@ -363,26 +362,34 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
                 [one] => format!("job {one}"),
                 many => format!("{} marked jobs", many.len()),
             };
-            for id in ids {
-                let Some(job) = store.job(*id)? else {
-                    p.skipped.push(format!("{} is gone", id.short()));
-                    continue;
-                };
-                let applies = match op {
-                    Op::Requeue => job.state.is_requeueable(),
-                    Op::Cancel => !job.state.is_terminal(),
-                    Op::Reveal => true,
-                };
-                if !applies {
-                    p.skipped.push(format!("{} is {}", id.short(), job.state));
-                    continue;
+            if op == Op::Requeue {
+                // The by-id plan `bw requeue ID --dry-run` prints.
+                for (id, check) in ids.iter().zip(store.check_requeue(ids)?) {
+                    match check {
+                        RequeueCheck::NotFound => p.skipped.push(format!("{} is gone", id.short())),
+                        RequeueCheck::NotRequeueable { state } => p.skipped.push(format!("{} is {state}", id.short())),
+                        RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
+                            p.affected += 1;
+                            if requarantine {
+                                p.would_requarantine += 1;
+                                unhandled.insert(wire_name);
+                            } else if undecodable {
+                                p.undecodable += 1;
+                            }
+                        }
+                    }
                 }
-                p.affected += 1;
-                if op == Op::Requeue && handlers.get(&job.wire_name).copied().unwrap_or(0) == 0 {
-                    p.would_requarantine += 1;
-                    unhandled.insert(job.wire_name.clone());
-                } else if op == Op::Requeue && job.quarantine_reason == Some(QuarantineReason::UndecodablePayload) {
-                    p.undecodable += 1;
+            } else {
+                for id in ids {
+                    let Some(job) = store.job(*id)? else {
+                        p.skipped.push(format!("{} is gone", id.short()));
+                        continue;
+                    };
+                    if op == Op::Cancel && job.state.is_terminal() {
+                        p.skipped.push(format!("{} is {}", id.short(), job.state));
+                        continue;
+                    }
+                    p.affected += 1;
                 }
             }
         }
@@ -397,15 +404,17 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
             let plan = store.plan_requeue(&filter)?;
             p.affected = plan.matching;
             p.would_requarantine = plan.would_requarantine;
-            if matches!(target, Target::QuarantineGroup { reason: QuarantineReason::UndecodablePayload, .. }) {
-                p.undecodable = plan.would_requeue;
-            }
+            p.undecodable = plan.undecodable;
             unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
         }
     }
     p.unhandled = unhandled.into_iter().collect();
     Ok(p)
 }
+
+/// Whether a group requeue also requeues jobs no live worker handles. `bw requeue` leaves them
+/// alone unless `--force`; the dashboard does the same until its dialog offers the choice.
+const GROUP_REQUEUE_FORCE: bool = false;
 
 fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Report> {
     use crate::store::{CancelResult, RequeueResult};
@@ -455,8 +464,10 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
         }
         (Op::Requeue, group) => {
             let filter = group.group_filter().unwrap_or_default();
-            let mut total = 0;
-            let done = store.requeue_matching(actor, &filter, |p| total = p.total)?;
+            // The same plan and the same call as `bw requeue --state …`: jobs no live worker
+            // handles are left alone unless forced.
+            let plan = store.plan_requeue(&filter)?;
+            let done = store.requeue_planned(actor, &filter, GROUP_REQUEUE_FORCE, |_| {})?;
             let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
             report.title = format!("Requeued {done} {jobs}");
             report.lines.push(match group {
@@ -468,6 +479,14 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
                 }
                 Target::Jobs(_) => String::new(),
             });
+            if !GROUP_REQUEUE_FORCE && plan.would_requarantine > 0 {
+                report.refused = true;
+                report.lines.push(format!(
+                    "{} left alone: no live worker handles {} (they would quarantine again)",
+                    plan.would_requarantine,
+                    plan.unhandled.iter().map(|w| w.wire_name.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
         }
         (op, _) => {
             return Err(Error::InvalidInput(format!("{} applies to single jobs, not to a group", op.verb())));

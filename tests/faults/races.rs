@@ -14,7 +14,7 @@ use backwave::{Clock, JobId, JobState, NewJob, RetryPolicy, Store, WorkerInfo};
 use super::support;
 
 /// `bw --db <db>`, stdin closed (so nothing can prompt), no pinned clock.
-fn bw(db: &Path) -> Command {
+pub(crate) fn bw(db: &Path) -> Command {
     let mut c = Command::new(support::bw());
     c.arg("--db").arg(db).env_remove("BW_NOW").env_remove("BW_DB").stdin(Stdio::null());
     c
@@ -272,7 +272,7 @@ fn generated_store(db: &Path, jobs: u64) {
 }
 
 /// Start `bw args…`, and SIGKILL it as soon as it reports its first committed batch.
-fn kill_after_first_batch(db: &Path, args: &[&str], progress: &str) {
+pub(crate) fn kill_after_first_batch(db: &Path, args: &[&str], progress: &str) {
     let mut child = bw(db).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
@@ -296,7 +296,7 @@ fn kill_after_first_batch(db: &Path, args: &[&str], progress: &str) {
 }
 
 /// Each job's log starts with its creation and ends where its row is.
-fn assert_log_matches_rows(db: &Path) {
+pub(crate) fn assert_log_matches_rows(db: &Path) {
     support::assert_intact(db);
     let conn = rusqlite::Connection::open(db).unwrap();
     let bad: Vec<(String, String, Option<String>)> = conn

@@ -4,6 +4,7 @@
 //!
 //! The list is [`list`], one job is [`show`]; the filter flags and the dispatch are here.
 
+mod edit;
 mod list;
 mod show;
 
@@ -21,6 +22,8 @@ pub enum Command {
     List(ListArgs),
     /// Every field of one job, its delay table and its whole history.
     Show(ShowArgs),
+    /// Replace the payload of a dead-lettered or quarantined job (needs operate).
+    Edit(edit::Args),
 }
 
 /// Which jobs: shared by `jobs list` and the bulk `requeue`.
@@ -138,6 +141,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     match cmd {
         Command::List(a) => list::list(a, ctx),
         Command::Show(a) => show::show(a, ctx),
+        Command::Edit(a) => edit::run(a, ctx),
     }
 }
 

@@ -1,0 +1,262 @@
+//! Pausing and resuming a queue or a wire name. A pause is a row in `pauses` that the claim
+//! reads in its own transaction (see `jobs.rs`), so every worker of every process honours it at
+//! its next poll without being told; running jobs finish and enqueues still land. Pauses and
+//! resumes need `operate` and are audited; this module never touches a job.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::model::{Millis, Permission};
+
+/// What a pause stops: every job of a queue, or every job with a wire name, in any queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseKind {
+    Queue,
+    WireName,
+}
+
+impl PauseKind {
+    /// The spelling in `pauses.kind` and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseKind::Queue => "queue",
+            PauseKind::WireName => "wire-name",
+        }
+    }
+
+    fn parse(s: &str) -> Option<PauseKind> {
+        match s {
+            "queue" => Some(PauseKind::Queue),
+            "wire-name" => Some(PauseKind::WireName),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for PauseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One pause in force.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Pause {
+    pub kind: PauseKind,
+    pub name: String,
+    pub paused_by: String,
+    pub paused_at: Millis,
+    /// When it lapses by itself; `None` until resumed.
+    pub until: Option<Millis>,
+}
+
+/// The result of a pause.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum PauseResult {
+    /// Now paused (it was not).
+    Paused,
+    /// It was paused already: its expiry is now the one given, and the new actor is recorded.
+    Extended { previous_until: Option<Millis> },
+}
+
+/// The result of a resume.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum ResumeResult {
+    Resumed,
+    /// No pause in force: nothing changed.
+    NotPaused,
+}
+
+/// What a pause would hold, counted when planned: for `bw pause --dry-run` and the dashboard's
+/// confirmation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PausePlan {
+    /// Scheduled jobs no worker would claim while the pause lasts (due now or later).
+    pub scheduled: u64,
+    /// Running jobs, which finish normally.
+    pub running: u64,
+}
+
+/// The pauses a claim honours at `now`, read once per claim transaction.
+#[derive(Debug, Default)]
+pub(crate) struct ActivePauses {
+    pub queues: HashSet<String>,
+    pub wire_names: Vec<String>,
+}
+
+/// Pauses in force at `now`. The table is a handful of rows, so this costs a claim next to
+/// nothing; with none in force the claim runs exactly as before.
+pub(crate) fn active(tx: &Connection, now: Millis) -> Result<ActivePauses> {
+    let mut out = ActivePauses::default();
+    let mut stmt = tx.prepare_cached("SELECT kind, name FROM pauses WHERE until IS NULL OR until > ?1")?;
+    let mut rows = stmt.query([now])?;
+    while let Some(r) = rows.next()? {
+        let name: String = r.get(1)?;
+        match PauseKind::parse(&r.get::<_, String>(0)?) {
+            Some(PauseKind::Queue) => {
+                out.queues.insert(name);
+            }
+            Some(PauseKind::WireName) => out.wire_names.push(name),
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+impl Store {
+    /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
+    /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
+    /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
+    /// expiry. Applies from every worker's next claim.
+    pub fn pause(
+        &self,
+        actor: &str,
+        kind: PauseKind,
+        name: &str,
+        until: Option<Millis>,
+        force: bool,
+    ) -> Result<PauseResult> {
+        check_name(kind, name)?;
+        let now = self.now();
+        if let Some(u) = until {
+            if u <= now {
+                return Err(Error::InvalidInput(format!(
+                    "a pause until {u} would end at once: it is not after now ({now}, epoch ms)"
+                )));
+            }
+        }
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            check_known(tx, kind, name, force)?;
+            let previous: Option<Option<Millis>> = tx
+                .prepare_cached(
+                    "SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)",
+                )?
+                .query_row(params![kind.as_str(), name, now], |r| r.get(0))
+                .optional()?;
+            tx.prepare_cached(
+                "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (kind, name) DO UPDATE SET paused_by = ?3, paused_at = ?4, until = ?5",
+            )?
+            .execute(params![kind.as_str(), name, actor, now, until])?;
+            let until_text = until.map_or_else(|| "until resumed".to_string(), |u| format!("until {u}"));
+            super::admin::audit(tx, now, actor, "pause", None, &format!("{kind} {name} {until_text}"))?;
+            Ok(match previous {
+                Some(previous_until) => PauseResult::Extended { previous_until },
+                None => PauseResult::Paused,
+            })
+        })
+    }
+
+    /// Count what pausing `kind` `name` would hold now, after the same checks as
+    /// [`Store::pause`]. Index-bound: a queue's counts come from `job_counts`; a wire name's from
+    /// one `jobs_claim_wire` range per queue and the (few) running jobs.
+    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
+        check_name(kind, name)?;
+        self.read(|c| {
+            check_known(c, kind, name, force)?;
+            let (scheduled, running): (i64, i64) = match kind {
+                PauseKind::Queue => c
+                    .prepare_cached(
+                        "SELECT coalesce(sum(n) FILTER (WHERE state = 'scheduled'), 0),
+                            coalesce(sum(n) FILTER (WHERE state = 'running'), 0)
+                     FROM job_counts WHERE queue = ?1",
+                    )?
+                    .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))?,
+                PauseKind::WireName => c
+                    .prepare_cached(
+                        "SELECT (SELECT coalesce(sum((SELECT count(*) FROM jobs INDEXED BY jobs_claim_wire
+                                                  WHERE state = 'scheduled' AND queue = q.queue AND wire_name = ?1)), 0)
+                             FROM (SELECT DISTINCT queue FROM job_counts) q),
+                            (SELECT count(*) FROM jobs WHERE state = 'running' AND wire_name = ?1)",
+                    )?
+                    .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))?,
+            };
+            Ok(PausePlan { scheduled: scheduled.max(0) as u64, running: running.max(0) as u64 })
+        })
+    }
+
+    /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
+    /// as not paused (its row is removed all the same).
+    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
+        let now = self.now();
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let was_active: Option<bool> = tx
+                .prepare_cached(
+                    "DELETE FROM pauses WHERE kind = ?1 AND name = ?2 RETURNING until IS NULL OR until > ?3",
+                )?
+                .query_row(params![kind.as_str(), name, now], |r| r.get(0))
+                .optional()?;
+            if was_active != Some(true) {
+                return Ok(ResumeResult::NotPaused);
+            }
+            super::admin::audit(tx, now, actor, "resume", None, &format!("{kind} {name}"))?;
+            Ok(ResumeResult::Resumed)
+        })
+    }
+
+    /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
+    /// store opened read-only has none.
+    pub fn pauses(&self) -> Result<Vec<Pause>> {
+        if self.version < 2 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT kind, name, paused_by, paused_at, until FROM pauses WHERE until IS NULL OR until > ?1
+             ORDER BY kind, name",
+        )?;
+        let rows =
+            stmt.query_map([self.now()], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (kind, name, paused_by, paused_at, until) = row?;
+            let Some(kind) = PauseKind::parse(&kind) else { continue };
+            out.push(Pause { kind, name, paused_by, paused_at, until });
+        }
+        Ok(out)
+    }
+}
+
+fn check_name(kind: PauseKind, name: &str) -> Result<()> {
+    if name.trim().is_empty() || name.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!("{name:?} is not a {kind} name")));
+    }
+    Ok(())
+}
+
+/// Refuse a name nothing mentions, unless forced: a typo would pause nothing and look done.
+fn check_known(c: &Connection, kind: PauseKind, name: &str, force: bool) -> Result<()> {
+    if force || is_known(c, kind, name)? {
+        return Ok(());
+    }
+    Err(Error::InvalidInput(format!(
+        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to pause it \
+         ahead of its first job)"
+    )))
+}
+
+/// Whether any job or any registered worker mentions the queue or wire name. Workers and the
+/// per-queue counts are small tables; a wire name with no worker falls back to the jobs table,
+/// which stops at the first match (a full scan only for a name that is nowhere, the typo case).
+fn is_known(tx: &Connection, kind: PauseKind, name: &str) -> Result<bool> {
+    let sql = match kind {
+        PauseKind::Queue => {
+            "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = ?1)
+                 OR EXISTS (SELECT 1 FROM workers, json_each(workers.queues) WHERE json_each.value = ?1)"
+        }
+        PauseKind::WireName => {
+            "SELECT EXISTS (SELECT 1 FROM workers, json_each(workers.wire_names) WHERE json_each.value = ?1)
+                 OR EXISTS (SELECT 1 FROM jobs WHERE wire_name = ?1)"
+        }
+    };
+    Ok(tx.prepare_cached(sql)?.query_row([name], |r| r.get(0))?)
+}

@@ -1,0 +1,453 @@
+//! The incident verbs through the real `bw` binary: pause / resume / pauses, run-now, bulk
+//! cancel, payload repair, each with its JSON, its refusals (one line quoting the bad input,
+//! nothing changed) and its permission; and the requeue that `bw requeue` and `bw top`'s action
+//! path must do identically on one fixture.
+
+use std::path::Path;
+use std::time::Duration;
+
+use backwave::store::{current_actor, ClaimRequest, Completion, Outcome, PauseKind};
+use backwave::tui::data::{Op, Target};
+use backwave::tui::{Request, Response};
+use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, RetryPolicy, Store, WorkerInfo};
+use predicates::prelude::*;
+
+use super::harness::*;
+
+/// A store made through the library, the test user as admin, nothing in it.
+fn admin_store() -> Fixture {
+    let f = Fixture::empty();
+    let store = Store::create(&f.db).unwrap();
+    store.bootstrap_admin(&current_actor()).unwrap();
+    f
+}
+
+fn claim_all(store: &Store, queue: &str, n: usize) -> Vec<backwave::Job> {
+    let policy = RetryPolicy::new(1, Duration::ZERO).unwrap();
+    let queues = [queue.to_string()];
+    store
+        .claim(&ClaimRequest {
+            worker_id: "w-test",
+            group: "test",
+            queues: &queues,
+            limit: n,
+            lease: Duration::from_secs(60),
+            policy: &policy,
+        })
+        .unwrap()
+}
+
+/// `n` Quarantined jobs of `wire_name` in queue "default", as the engine quarantines them.
+fn quarantine(store: &Store, wire_name: &str, reason: QuarantineReason, n: usize) -> Vec<JobId> {
+    let jobs: Vec<NewJob> = (0..n).map(|_| NewJob::new(wire_name, "default", vec![0xff])).collect();
+    store.enqueue_many(&jobs).unwrap();
+    let claimed = claim_all(store, "default", n);
+    let done: Vec<Completion> = claimed
+        .iter()
+        .map(|j| Completion {
+            job_id: j.id,
+            worker_id: "w-test".into(),
+            attempt: j.attempt,
+            outcome: Outcome::Quarantined { reason, cause: format!("{reason} for {wire_name}") },
+        })
+        .collect();
+    store.complete_many(&done).unwrap();
+    claimed.into_iter().map(|j| j.id).collect()
+}
+
+fn live_worker(store: &Store, wire_names: &[&str]) {
+    store
+        .register_worker(&WorkerInfo {
+            id: "host/1/payments#0001".into(),
+            group: "payments".into(),
+            host: "host".into(),
+            pid: 1,
+            wire_names: wire_names.iter().map(|s| s.to_string()).collect(),
+            queues: vec!["default".into(), "critical".into()],
+            started_at: T_MS - 60_000,
+            last_heartbeat_at: T_MS,
+            stale_after_ms: 30_000,
+        })
+        .unwrap();
+}
+
+/// Every row of jobs, transitions, pauses and audit, in a stable order, as text.
+fn dump(db: &Path) -> String {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut out = String::new();
+    for sql in [
+        "SELECT * FROM jobs ORDER BY id",
+        "SELECT * FROM transitions ORDER BY seq",
+        "SELECT * FROM pauses ORDER BY kind, name",
+        "SELECT * FROM audit ORDER BY seq",
+    ] {
+        out.push_str(sql);
+        out.push('\n');
+        let mut stmt = conn.prepare(sql).unwrap();
+        let n = stmt.column_count();
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>())
+            })
+            .unwrap();
+        for row in rows {
+            out.push_str(&row.unwrap().join("|"));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn one_line_error(stderr: &[u8], quoted: &str) {
+    let err = text(stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("bw: error: ") && err.contains(quoted), "{err} should quote {quoted}");
+}
+
+// ---- one requeue, two front ends -------------------------------------------------------------
+
+/// #13: `bw top`'s group requeue called requeue_matching, which also requeued jobs no live worker
+/// handles, while `bw requeue --state …` skipped them. Both now go through one plan and one call
+/// with force=false; the stores they leave must be identical, row for row.
+#[test]
+fn the_cli_and_the_dashboard_requeue_a_group_into_identical_stores() {
+    let template = admin_store();
+    {
+        let store = template.store();
+        live_worker(&store, &["charge-card", "resize"]);
+        dead_letter(&store, "charge-card", 4);
+        quarantine(&store, "legacy-export", QuarantineReason::NoHandler, 3);
+        quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 2);
+    }
+    let fingerprint = template.store().cause_groups(10).unwrap()[0].fingerprint.clone();
+    let cli = Fixture::empty();
+    let top = Fixture::empty();
+    std::fs::copy(&template.db, &cli.db).unwrap();
+    std::fs::copy(&template.db, &top.db).unwrap();
+    assert_eq!(dump(&cli.db), dump(&top.db));
+
+    // 1. A dead-letter group whose wire name a live worker handles: requeued by both.
+    cli.bw().args(["requeue", "--state", "dead-lettered", "--wire-name", "charge-card", "--yes"]).assert().success();
+    let target = Target::CauseGroup { wire_name: "charge-card".into(), fingerprint };
+    let done = dashboard_run(&top.db, Op::Requeue, target);
+    assert_eq!(done.title, "Requeued 4 jobs");
+
+    // 2. A quarantine group nobody handles: both leave it alone (the dashboard requeued it).
+    cli.bw()
+        .args(["requeue", "--state", "quarantined", "--wire-name", "legacy-export", "--yes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("would quarantine again"));
+    let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
+    let done = dashboard_run(&top.db, Op::Requeue, target);
+    assert_eq!(done.title, "Requeued 0 jobs");
+    assert!(done.refused && done.lines.iter().any(|l| l.contains("no live worker handles legacy-export")), "{done:?}");
+
+    let (a, b) = (dump(&cli.db), dump(&top.db));
+    assert_eq!(a, b, "the CLI and the dashboard left different stores");
+    let store = cli.store();
+    assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 4);
+    assert_eq!(store.counts().unwrap().total(JobState::Quarantined), 5);
+}
+
+/// The dashboard's preview and `bw requeue --dry-run` count from the same plan.
+#[test]
+fn the_dashboard_preview_and_the_cli_dry_run_agree_on_the_undecodable_count() {
+    let f = admin_store();
+    let store = f.store();
+    live_worker(&store, &["resize"]);
+    let ids = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 2);
+    quarantine(&store, "legacy-export", QuarantineReason::NoHandler, 1);
+    let out = f.bw().args(["--format", "json", "requeue", "--state", "quarantined", "--dry-run"]).assert().success();
+    let plan = json(&out.get_output().stdout);
+    assert_eq!((plan["matching"].as_u64(), plan["undecodable"].as_u64()), (Some(3), Some(2)));
+    assert_eq!(plan["would_requarantine"], 1);
+    let target = Target::QuarantineGroup { wire_name: "resize".into(), reason: QuarantineReason::UndecodablePayload };
+    let Response::Preview(p) =
+        backwave::tui::serve(&store, &current_actor(), &Request::Preview { op: Op::Requeue, target })
+    else {
+        panic!("no preview")
+    };
+    assert_eq!((p.affected, p.undecodable, p.would_requarantine), (2, 2, 0));
+    let Response::Preview(p) = backwave::tui::serve(
+        &store,
+        &current_actor(),
+        &Request::Preview { op: Op::Requeue, target: Target::Jobs(ids) },
+    ) else {
+        panic!("no preview")
+    };
+    assert_eq!((p.affected, p.undecodable, p.would_requarantine), (2, 2, 0));
+}
+
+fn dashboard_run(db: &Path, op: Op, target: Target) -> backwave::tui::data::Report {
+    let store = Store::open(db).unwrap().with_clock(Clock::manual(T_MS));
+    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target }) {
+        Response::Done(report) => report,
+        other => panic!("expected a report, got {other:?}"),
+    }
+}
+
+// ---- pause / resume / pauses --------------------------------------------------------------------
+
+#[test]
+fn pause_resume_and_pauses_speak_json_and_show_in_stats_and_workers() {
+    let f = admin_store();
+    let store = f.store();
+    store.enqueue(&NewJob::new("charge-card", "critical", vec![])).unwrap();
+    live_worker(&store, &["charge-card"]);
+    let out = f.bw().args(["--format", "json", "pause", "wire-name", "charge-card", "--for", "30m"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["result"], "Paused");
+    assert_eq!(v["kind"], "wire-name");
+    assert_eq!(v["until"], "2026-11-30T12:30:00.000Z");
+    f.bw()
+        .args(["pause", "queue", "critical"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Paused queue 'critical'"));
+
+    let out = f.bw().args(["--format", "json", "pauses"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    let pauses = v["pauses"].as_array().unwrap();
+    assert_eq!(pauses.len(), 2);
+    assert_eq!(pauses[0]["kind"], "queue");
+    assert_eq!(pauses[0]["paused_by"], current_actor());
+    assert_eq!(pauses[0]["paused_at"], "2026-11-30T12:00:00.000Z");
+    assert_eq!(pauses[0]["until"], serde_json::Value::Null);
+    assert_eq!(pauses[1]["name"], "charge-card");
+    let table = text(&f.bw().arg("pauses").assert().success().get_output().stdout);
+    assert!(table.contains("charge-card") && table.contains("in 30m") && table.contains("until resumed"), "{table}");
+
+    let stats = json(&f.bw().args(["--format", "json", "stats"]).assert().success().get_output().stdout);
+    assert_eq!(stats["pauses"].as_array().unwrap().len(), 2);
+    let workers = text(&f.bw().arg("workers").assert().success().get_output().stdout);
+    assert!(workers.contains("Paused (not claimed by any worker):") && workers.contains("critical"), "{workers}");
+
+    let out = f.bw().args(["--format", "json", "resume", "queue", "critical"]).assert().success();
+    assert_eq!(json(&out.get_output().stdout)["result"], "Resumed");
+    f.bw()
+        .args(["resume", "queue", "critical"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("queue 'critical' was not paused"));
+    let audit = text(&f.bw().arg("audit").assert().success().get_output().stdout);
+    assert!(audit.contains("pause") && audit.contains("resume"), "{audit}");
+}
+
+#[test]
+fn pausing_an_unknown_queue_is_a_one_line_error_quoting_it_and_changes_nothing() {
+    let f = admin_store();
+    f.store().enqueue(&NewJob::new("charge-card", "critical", vec![])).unwrap();
+    let before = dump(&f.db);
+    let out = f.bw().args(["pause", "queue", "critcal"]).assert().code(2);
+    one_line_error(&out.get_output().stderr, "'critcal'");
+    assert!(text(&out.get_output().stderr).contains("--force"));
+    f.bw().args(["pause", "queue", "critcal", "--dry-run"]).assert().code(2);
+    assert_eq!(dump(&f.db), before);
+    let out = f.bw().args(["--format", "json", "pause", "queue", "critical", "--dry-run"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (v["result"].as_str(), v["scheduled"].as_u64(), v["running"].as_u64()),
+        (Some("WouldPause"), Some(1), Some(0))
+    );
+    let table = text(&f.bw().args(["pause", "queue", "critical", "--dry-run"]).assert().success().get_output().stdout);
+    assert!(table.contains("Would pause queue 'critical'") && table.contains("1 scheduled would wait"), "{table}");
+    assert_eq!(dump(&f.db), before, "a dry run changed the store");
+    f.bw().args(["pause", "queue", "bulk-import", "--force"]).assert().success();
+}
+
+#[test]
+fn pausing_needs_operate() {
+    let f = Fixture::empty();
+    let store = Store::create(&f.db).unwrap();
+    store.bootstrap_admin("someone-else").unwrap();
+    store.enqueue(&NewJob::new("w", "critical", vec![])).unwrap();
+    drop(store);
+    let out = f.bw().args(["pause", "queue", "critical"]).assert().code(1);
+    one_line_error(&out.get_output().stderr, "operate");
+    assert!(f.store().pauses().unwrap().is_empty());
+}
+
+// ---- run-now ------------------------------------------------------------------------------------
+
+#[test]
+fn run_now_makes_scheduled_jobs_due_and_refuses_a_running_one_without_changing_it() {
+    let f = admin_store();
+    let store = f.store();
+    let later = store.enqueue(&NewJob::new("w", "q", vec![]).due_at(T_MS + 3_600_000)).unwrap();
+    store.enqueue(&NewJob::new("w", "running", vec![])).unwrap();
+    let running = claim_all(&store, "running", 1).remove(0).id;
+    let before = dump(&f.db);
+
+    let out = f.bw().args(["--format", "json", "run-now", &running.to_string()]).assert().code(1);
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["results"][0]["result"], "NotScheduled");
+    assert_eq!(v["results"][0]["state"], "running");
+    let err = text(&out.get_output().stderr);
+    assert_eq!(err, "bw: 1 of 1 id was not made due\n");
+    assert_eq!(dump(&f.db), before, "a refused run-now changed the store");
+
+    let out = f
+        .bw()
+        .args(["--format", "json", "run-now", &later.to_string(), &running.to_string(), "--dry-run"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (&v["results"][0]["result"], &v["results"][1]["result"]),
+        (&"WouldRunNow".into(), &"NotScheduled".into())
+    );
+    let out = f
+        .bw()
+        .args(["--format", "json", "cancel", &later.to_string(), &running.to_string(), "--dry-run"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (&v["results"][0]["result"], &v["results"][1]["result"]),
+        (&"WouldCancel".into(), &"WouldRequestCancel".into())
+    );
+    assert_eq!(dump(&f.db), before, "a dry run changed the store");
+
+    let out = f.bw().args(["--format", "json", "run-now", &later.to_string(), "ffffffff"]).assert().code(1);
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["results"][0]["result"], "Due");
+    assert_eq!(v["results"][1]["result"], "NotFound");
+    let job = f.store().job(later).unwrap().unwrap();
+    assert_eq!((job.due_at, job.attempt), (T_MS, 0));
+}
+
+#[test]
+fn bulk_run_now_prints_its_exact_plan_and_asks_for_confirmation() {
+    let f = admin_store();
+    let store = f.store();
+    let jobs: Vec<NewJob> = (0..5).map(|i| NewJob::new("w", "q", vec![]).due_at(T_MS + 1_000 * (i - 1))).collect();
+    store.enqueue_many(&jobs).unwrap();
+    let out = f.bw().args(["--format", "json", "run-now", "--queue", "q", "--dry-run"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(
+        (v["dry_run"].as_bool(), v["matching"].as_u64(), v["would_run_now"].as_u64()),
+        (Some(true), Some(5), Some(3))
+    );
+    f.bw().args(["run-now", "--queue", "q"]).assert().code(2).stderr(predicate::str::contains("pass --yes"));
+    f.bw().args(["run-now", "--state", "running"]).assert().code(2).stderr(predicate::str::contains("'running'"));
+    let out = f.bw().args(["--format", "json", "run-now", "--queue", "q", "--yes"]).assert().success();
+    assert_eq!(json(&out.get_output().stdout)["made_due"], 3);
+    assert_eq!(f.store().plan_run_now(&Default::default()).unwrap().would_run_now, 0);
+}
+
+// ---- bulk cancel --------------------------------------------------------------------------------
+
+#[test]
+fn bulk_cancel_dry_run_gives_the_exact_plan_then_cancels_with_yes() {
+    let f = admin_store();
+    let store = f.store();
+    let jobs: Vec<NewJob> = (0..6).map(|_| NewJob::new("charge-card", "q", vec![])).collect();
+    store.enqueue_many(&jobs).unwrap();
+    store.enqueue(&NewJob::new("other", "q", vec![])).unwrap();
+    claim_all(&store, "q", 2);
+    let before = dump(&f.db);
+    let out = f
+        .bw()
+        .args(["--format", "json", "cancel", "--state", "scheduled,running", "--wire-name", "charge-card", "--dry-run"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["matching"], 6);
+    assert_eq!(v["would_cancel"], 4);
+    assert_eq!(v["would_ask_to_stop"], 2);
+    let table = text(
+        &f.bw()
+            .args(["cancel", "--state", "scheduled", "--wire-name", "charge-card", "--dry-run"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    );
+    assert!(table.contains("4 scheduled would end Cancelled at once"), "{table}");
+    f.bw().args(["cancel", "--state", "succeeded"]).assert().code(2).stderr(predicate::str::contains("'succeeded'"));
+    f.bw().args(["cancel", "--state", "scheduled", "--wire-name", "charge-card"]).assert().code(2);
+    assert_eq!(dump(&f.db), before, "a dry run or a refusal changed the store");
+    let out = f
+        .bw()
+        .args(["--format", "json", "cancel", "--state", "scheduled,running", "--wire-name", "charge-card", "--yes"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!((v["cancelled"].as_u64(), v["asked_to_stop"].as_u64()), (Some(4), Some(2)));
+    assert_eq!(f.store().counts().unwrap().total(JobState::Scheduled), 1, "the other wire name is untouched");
+}
+
+// ---- payload repair -----------------------------------------------------------------------------
+
+#[test]
+fn jobs_edit_repairs_a_quarantined_payload_and_requeues_it() {
+    let f = admin_store();
+    let store = f.store();
+    live_worker(&store, &["resize"]);
+    let id = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 1)[0];
+    let file = f.db.with_file_name("payload.json");
+    std::fs::write(&file, br#"{"width": 640}"#).unwrap();
+    let out = f
+        .bw()
+        .args([
+            "--format",
+            "json",
+            "jobs",
+            "edit",
+            &id.to_string(),
+            "--payload",
+            &format!("@{}", file.display()),
+            "--requeue",
+        ])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["result"], "EditedAndRequeued");
+    assert_eq!(v["state"], "scheduled");
+    assert_eq!((v["old_bytes"].as_u64(), v["new_bytes"].as_u64()), (Some(1), Some(14)));
+    let job = f.store().job(id).unwrap().unwrap();
+    assert_eq!((job.state, job.payload.as_slice()), (JobState::Scheduled, br#"{"width": 640}"#.as_slice()));
+    let audit = json(&f.bw().args(["--format", "json", "audit"]).assert().success().get_output().stdout);
+    assert!(audit.to_string().contains("old_payload_hex"), "{audit}");
+}
+
+#[test]
+fn jobs_edit_refuses_malformed_json_and_a_succeeded_job_in_one_line_changing_nothing() {
+    let f = admin_store();
+    let store = f.store();
+    let q = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 1)[0];
+    store.enqueue(&NewJob::new("w", "ok", vec![])).unwrap();
+    let done = claim_all(&store, "ok", 1).remove(0);
+    store
+        .complete(&Completion { job_id: done.id, worker_id: "w-test".into(), attempt: 1, outcome: Outcome::Succeeded })
+        .unwrap();
+    let before = dump(&f.db);
+    let out = f.bw().args(["jobs", "edit", &q.to_string(), "--payload", "{width: 640"]).assert().code(2);
+    one_line_error(&out.get_output().stderr, "'{width: 640'");
+    let out = f.bw().args(["jobs", "edit", &done.id.to_string(), "--payload", "{}"]).assert().code(1);
+    one_line_error(&out.get_output().stderr, &done.id.to_string());
+    assert!(
+        text(&out.get_output().stderr).to_lowercase().contains("is succeeded"),
+        "{}",
+        text(&out.get_output().stderr)
+    );
+    f.bw().args(["jobs", "edit", &q.to_string(), "--payload", "@/nonexistent/payload.json"]).assert().code(2);
+    assert_eq!(dump(&f.db), before);
+}
+
+#[test]
+fn bw_help_lists_the_incident_verbs() {
+    let f = Fixture::empty();
+    let help = text(&f.bw().arg("--help").assert().success().get_output().stdout);
+    for verb in ["run-now", "pause", "resume", "pauses", "cancel"] {
+        assert!(help.lines().any(|l| l.trim_start().starts_with(verb)), "{verb} missing from:\n{help}");
+    }
+    let jobs = text(&f.bw().args(["jobs", "--help"]).assert().success().get_output().stdout);
+    assert!(jobs.contains("edit"), "{jobs}");
+}
+
+#[test]
+fn the_pause_kind_names_are_the_store_spelling() {
+    assert_eq!(PauseKind::WireName.as_str(), "wire-name");
+}
