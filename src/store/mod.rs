@@ -8,6 +8,7 @@
 mod admin;
 mod dashboard;
 mod engine_support;
+mod health;
 mod jobs;
 mod operator;
 mod preview;
@@ -24,6 +25,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use health::{
+    Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth, DUE_SQL,
+};
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 pub use operator::{BulkProgress, CancelResult, RequeueResult};
 pub use preview::{RequeuePlan, WireNameCount};
