@@ -148,10 +148,11 @@ impl Serialize for Report<'_> {
 
 /// A check's value or threshold as a person reads it: `4m12s`, `45 jobs`.
 fn amount(check: &Check, v: f64) -> String {
-    if check.unit == "seconds" {
-        compact_duration(Duration::from_millis((v * 1000.0) as u64))
-    } else {
-        format!("{} {}", v as u64, check.unit)
+    match check.unit {
+        "seconds" if v == 0.0 => "0s".into(),
+        "seconds" => compact_duration(Duration::from_millis((v * 1000.0) as u64)),
+        unit if v == 1.0 => format!("1 {}", unit.strip_suffix('s').unwrap_or(unit)),
+        unit => format!("{} {unit}", v as u64),
     }
 }
 

@@ -426,7 +426,7 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
         CheckName::Latency => {
             let limit = t.max_latency.as_millis() as u64;
             let mut late: Vec<&QueueHealth> = watched().filter(|q| q.oldest_due_age_ms > limit).collect();
-            late.sort_by(|a, b| b.oldest_due_age_ms.cmp(&a.oldest_due_age_ms));
+            late.sort_by_key(|q| std::cmp::Reverse(q.oldest_due_age_ms));
             let worst = watched().map(|q| q.oldest_due_age_ms).max().unwrap_or(0);
             let message = if late.is_empty() {
                 match watched().max_by_key(|q| q.oldest_due_age_ms) {
@@ -447,7 +447,7 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
         CheckName::UnworkedQueue => {
             let grace = t.unworked_after.as_millis() as u64;
             let mut unworked: Vec<&QueueHealth> = watched().filter(|q| q.live_workers == 0).collect();
-            unworked.sort_by(|a, b| b.oldest_due_age_ms.cmp(&a.oldest_due_age_ms));
+            unworked.sort_by_key(|q| std::cmp::Reverse(q.oldest_due_age_ms));
             let worst = unworked.first().map_or(0, |q| q.oldest_due_age_ms);
             let over: Vec<String> = unworked
                 .iter()
@@ -474,12 +474,12 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     .map(|c| format!("{}: {}", quote(&c.wire_name), quote(&c.fingerprint)))
                     .collect::<Vec<_>>();
                 format!(
-                    "{n} jobs dead-lettered in the last {window} (more than {}); latest causes: {}",
+                    "dead-lettered in the last {window}: {n} (more than {}); latest causes: {}",
                     t.max_dead,
                     list(top)
                 )
             } else {
-                format!("{n} jobs dead-lettered in the last {window}")
+                format!("dead-lettered in the last {window}: {n}")
             };
             (n as f64, t.max_dead as f64, message)
         }
@@ -489,11 +489,11 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 let named = h
                     .new_causes
                     .iter()
-                    .map(|c| format!("{}: {} ({} jobs)", quote(&c.wire_name), quote(&c.example), c.count))
+                    .map(|c| format!("{}: {} (jobs: {})", quote(&c.wire_name), quote(&c.example), c.count))
                     .collect();
                 format!("new failure cause(s) first seen in the last {window}: {}", list(named))
             } else if n > 0 {
-                format!("{n} new failure cause(s) in the last {window}, within the threshold")
+                format!("new failure causes in the last {window}: {n}, within the threshold")
             } else {
                 format!("no failure cause first seen in the last {window}")
             };
@@ -509,7 +509,7 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
             }
             let n = names.len() as u64;
             let message = if n > 0 {
-                let named = names.iter().map(|(w, c)| format!("{} ({c} jobs)", quote(w))).collect();
+                let named = names.iter().map(|(w, c)| format!("{} (jobs: {c})", quote(w))).collect();
                 format!("quarantined in the last {window} with no live handler: {}", list(named))
             } else {
                 format!("no wire name quarantined in the last {window} lacks a live handler")
@@ -525,7 +525,7 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     list(stale.iter().map(|id| quote(id)).collect())
                 )
             } else {
-                format!("{} live worker(s); none stopped heartbeating in the last {window}", h.workers.live)
+                format!("live workers: {}; none stopped heartbeating in the last {window}", h.workers.live)
             };
             (n as f64, t.max_stale as f64, message)
         }

@@ -140,7 +140,7 @@ fn a_recently_quarantined_wire_name_without_a_live_handler_warns_until_one_appea
     let h = fx.health();
     let unhandled = h.check(CheckName::UnhandledQuarantine);
     assert_eq!((unhandled.status, unhandled.value), (Status::Warning, 1.0));
-    assert!(unhandled.message.contains("'legacy-report' (2 jobs)"), "{}", unhandled.message);
+    assert!(unhandled.message.contains("'legacy-report' (jobs: 2)"), "{}", unhandled.message);
     fx.worker("w1", &["default"], &["legacy-report"], NOW);
     assert_eq!(status(&fx, CheckName::UnhandledQuarantine), Status::Ok);
 }
