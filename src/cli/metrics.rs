@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::check::ThresholdArgs;
+use super::output::sanitize;
 use super::{eprint_quiet, CliError, Ctx};
 use crate::store::{CheckName, Health, Status, TransitionCounter};
 use crate::{JobState, Store};
@@ -71,6 +72,11 @@ fn serve(store: &Store, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError
     let mut transitions = TransitionCounter::default();
     store.count_transitions(&mut transitions)?;
     eprint_quiet(format_args!("bw metrics: serving http://{bound}/metrics (SIGTERM or Ctrl-C stops)\n"));
+    if !bound.ip().is_loopback() {
+        eprint_quiet(format_args!(
+            "bw metrics: warning: {bound} is reachable from other hosts, and the metrics name wire names and failure causes\n"
+        ));
+    }
     while !stop.load(Ordering::SeqCst) {
         // A short wait, so a signal is noticed within 200 ms even with no scraper.
         let Some(request) = server.recv_timeout(Duration::from_millis(200))? else { continue };
@@ -105,21 +111,23 @@ fn text(status: u16, body: String) -> tiny_http::Response<std::io::Cursor<Vec<u8
     tiny_http::Response::from_string(body).with_status_code(status).with_header(header)
 }
 
-/// A label value in the text format: backslash, double quote and line feed escaped. Database
-/// text is otherwise passed through (the format is UTF-8), cut to 200 characters.
+/// A label value in the text format. Database text is first made inert as everywhere else in
+/// `bw` (control, bidi and zero-width characters become visible escapes such as `\e`, so a
+/// `curl` of the endpoint or a one-shot print at a terminal cannot drive it), cut to 200
+/// characters, then backslash and double quote are escaped as the format requires.
 pub fn escape_label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for (i, c) in value.chars().enumerate() {
-        if i == 200 {
-            out.push('…');
-            break;
-        }
+    const MAX: usize = 200;
+    let cut: String = value.chars().take(MAX).collect();
+    let mut out = String::with_capacity(cut.len() + 8);
+    for c in sanitize(&cut).chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
             c => out.push(c),
         }
+    }
+    if value.chars().nth(MAX).is_some() {
+        out.push('…');
     }
     out
 }
@@ -275,9 +283,12 @@ mod tests {
     use super::escape_label;
 
     #[test]
-    fn label_values_escape_backslash_quote_and_newline() {
+    fn label_values_escape_backslash_and_quote_and_print_control_characters_inert() {
         assert_eq!(escape_label(r#"a\b"c"#), r#"a\\b\"c"#);
-        assert_eq!(escape_label("line\nnext"), "line\\nnext");
+        // A newline or an escape sequence becomes visible text, its backslash escaped in turn.
+        assert_eq!(escape_label("line\nnext"), r"line\\nnext");
+        assert_eq!(escape_label("\u{1b}]0;pwned\u{7}"), r"\\e]0;pwned\\x07");
         assert_eq!(escape_label(&"x".repeat(300)).chars().count(), 201);
+        assert_eq!(escape_label(&"x".repeat(200)).chars().count(), 200);
     }
 }

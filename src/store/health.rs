@@ -22,6 +22,11 @@ use crate::model::{JobState, Millis};
 pub const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim \
                            WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2";
 
+/// Jobs Dead-Lettered at or after `?1`: a range of `jobs_finished (state, finished_at)`, which
+/// `finished_at IS NOT NULL` (implied by the state) makes usable, covering.
+pub const DEAD_SINCE_SQL: &str = "SELECT count(*) FROM jobs WHERE state = 'dead-lettered' \
+                                  AND finished_at IS NOT NULL AND finished_at >= ?1";
+
 /// Where each check draws its line. `Default` is what `bw check` uses without flags.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Thresholds {
@@ -363,12 +368,7 @@ fn latency(conn: &Connection, counts: &StateCounts, queue: &str, now: Millis) ->
 }
 
 fn dead_since(conn: &Connection, since: Millis) -> Result<u64> {
-    // `finished_at IS NOT NULL` lets jobs_finished (state, finished_at) answer it as a range.
-    let n: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM jobs WHERE state = 'dead-lettered' AND finished_at IS NOT NULL AND finished_at >= ?1",
-        )?
-        .query_row([since], |r| r.get(0))?;
+    let n: i64 = conn.prepare_cached(DEAD_SINCE_SQL)?.query_row([since], |r| r.get(0))?;
     Ok(n as u64)
 }
 

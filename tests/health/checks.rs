@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use backwave::store::{CheckName, Status, Thresholds, TransitionCounter, DUE_SQL};
+use backwave::store::{CheckName, Status, Thresholds, TransitionCounter, DEAD_SINCE_SQL, DUE_SQL};
 use backwave::JobState;
 
 use crate::fixture::*;
@@ -161,19 +161,29 @@ fn workers_that_stopped_heartbeating_in_the_window_warn_and_older_ones_do_not() 
     assert_eq!(h.workers.recently_stale, ["node-7/4242/bulk#ab12"]);
 }
 
+fn plan(fx: &Fx, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+    fx.store
+        .connection()
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap()
+        .query_map(params, |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 #[test]
 fn the_due_count_reads_a_range_of_the_claim_index_not_the_table() {
     let fx = Fx::new();
-    let plan: Vec<String> = fx
-        .store
-        .connection()
-        .prepare(&format!("EXPLAIN QUERY PLAN {DUE_SQL}"))
-        .unwrap()
-        .query_map(rusqlite::params!["q", NOW], |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = plan(&fx, DUE_SQL, rusqlite::params!["q", NOW]);
     assert_eq!(plan, ["SEARCH jobs USING COVERING INDEX jobs_claim (queue=? AND due_at<?)"], "no scan");
+}
+
+#[test]
+fn the_recent_dead_letter_count_reads_a_range_of_the_finished_index_not_the_table() {
+    let fx = Fx::new();
+    let plan = plan(&fx, DEAD_SINCE_SQL, [NOW - HOUR]);
+    assert_eq!(plan, ["SEARCH jobs USING COVERING INDEX jobs_finished (state=? AND finished_at>?)"], "no scan");
 }
 
 #[test]

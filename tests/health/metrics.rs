@@ -41,21 +41,28 @@ fn bw_metrics_prints_the_same_facts_as_check_and_escapes_database_text() {
     fx.worker("w2", &["high"], &["send-email"], NOW - HOUR);
     fx.scheduled("high", NOW - 2 * MINUTE);
     fx.scheduled("high", NOW + HOUR);
-    let hostile = "evil\"wire\\name\nnext, with=signs}";
+    let hostile = "evil\"wire\\name\nnext, with=signs} \u{1b}]0;pwned\u{7}\u{202e}";
     fx.dead(hostile, "it said \"no\" \\ twice", NOW - 5 * MINUTE);
     fx.dead("charge-card", "gateway timeout", NOW - 2 * HOUR);
     fx.quarantined("legacy-report", NOW - MINUTE);
     let out = fx.bw().arg("metrics").assert().success().get_output().stdout.clone();
-    let e = parse(&String::from_utf8(out).unwrap());
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        !text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "database text reached the exposition raw"
+    );
+    let e = parse(&text);
 
     assert_eq!(value(&e, "backwave_jobs", &[("queue", "high"), ("state", "scheduled")]), Some(2.0));
     assert_eq!(value(&e, "backwave_jobs", &[("queue", "default"), ("state", "dead-lettered")]), Some(2.0));
     assert_eq!(value(&e, "backwave_queue_due_jobs", &[("queue", "high")]), Some(1.0));
     assert_eq!(value(&e, "backwave_queue_oldest_due_age_seconds", &[("queue", "high")]), Some(120.0));
     assert_eq!(value(&e, "backwave_queue_live_workers", &[("queue", "high")]), Some(1.0));
-    // The hostile wire name and cause come back exactly, escapes undone by the parser.
+    // Quotes, backslashes and '=' ',' '}' come back exactly through the parser; the newline,
+    // the terminal escape and the bidi override come back as the visible escapes `bw` prints.
+    let shown = r#"evil"wire\name\nnext, with=signs} \e]0;pwned\x07\u{202e}"#;
     let fp = backwave::cause_fingerprint("it said \"no\" \\ twice");
-    assert_eq!(value(&e, "backwave_dead_lettered_jobs", &[("wire_name", hostile), ("cause", &fp)]), Some(1.0));
+    assert_eq!(value(&e, "backwave_dead_lettered_jobs", &[("wire_name", shown), ("cause", &fp)]), Some(1.0));
     assert_eq!(value(&e, "backwave_dead_lettered_recent_jobs", &[]), Some(1.0));
     assert_eq!(value(&e, "backwave_new_causes", &[]), Some(1.0));
     assert_eq!(
