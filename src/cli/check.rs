@@ -36,15 +36,17 @@ pub fn exit_status(status: Status) -> u8 {
 
 /// Check the store's health: exit 0 OK, 1 warning, 2 critical, 3 store unavailable
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Checks (critical / warning when over the threshold):
+#[command(after_help = "Checks (severity when over the threshold):
   latency               critical  a queue's oldest due job waited longer than --max-latency
-  unworked-queue        critical  no live worker serves a queue whose jobs are due longer than --unworked-after
+  unworked-queue        critical  no live worker for a queue with jobs due > --unworked-after
   dead-lettered         critical  more than --max-dead jobs Dead-Lettered in the last --window
   new-cause             warning   a dead-letter cause first seen in the last --window (named)
-  unhandled-quarantine  warning   a wire name Quarantined in the last --window that no live worker handles
-  stale-workers         warning   workers that stopped heartbeating in the last --window")]
+  unhandled-quarantine  warning   a wire name Quarantined in --window, no live worker handles it
+  stale-workers         warning   workers that stopped heartbeating in the last --window
+
+Exit: 0 OK, 1 warning, 2 critical (or a usage error), 3 store unavailable (Nagios UNKNOWN).")]
 pub struct Args {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Thresholds")]
     pub thresholds: ThresholdArgs,
 }
 

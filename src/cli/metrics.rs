@@ -26,7 +26,7 @@ const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Serve the metrics over HTTP at http://ADDR/metrics until SIGTERM or Ctrl-C, instead of
-    /// printing them once. Loopback unless you name another address.
+    /// printing them once. Without ADDR: 127.0.0.1:9464 (loopback only).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_LISTEN)]
     pub listen: Option<SocketAddr>,
     /// Label at most this many dead-letter cause groups and quarantine groups each, the largest;
@@ -34,7 +34,8 @@ pub struct Args {
     /// the time-series database.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
-    #[command(flatten)]
+    /// The thresholds behind backwave_check_status, as for `bw check`.
+    #[command(flatten, next_help_heading = "Thresholds (as bw check)")]
     pub thresholds: ThresholdArgs,
 }
 
