@@ -111,3 +111,34 @@ fn bw_stats_shows_queue_latency_in_its_table_and_json() {
     assert_eq!(v["latency"]["low"]["due_now"], 0);
     assert_eq!(v["latency"]["low"]["oldest_due_at"], Value::Null);
 }
+
+#[test]
+fn hostile_text_in_the_store_reaches_neither_check_nor_metrics_output_raw() {
+    let fx = Fx::new();
+    fx.store.connection().execute_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+    let raw = |c: char| (c.is_control() && c != '\n') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    for args in [&["check"][..], &["--format", "json", "check"], &["metrics"]] {
+        let out = fx.bw().args(args).output().unwrap();
+        assert!(matches!(out.status.code(), Some(0..=2)), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("legacy-report"), "{args:?} did not read the fixture:\n{text}");
+        assert!(!text.chars().any(raw), "{args:?} printed database text raw:\n{text}");
+    }
+}
+
+#[test]
+fn bw_metrics_listen_on_an_address_in_use_exits_2_naming_it() {
+    let fx = Fx::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    fx.bw()
+        .args(["metrics", "--listen", &addr])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("cannot listen on '{addr}'")));
+    fx.bw()
+        .args(["metrics", "--listen", "localhost:http"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("'localhost:http'"));
+}
