@@ -28,7 +28,7 @@ pub const DEAD_SINCE_SQL: &str = "SELECT count(*) FROM jobs WHERE state = 'dead-
                                   AND finished_at IS NOT NULL AND finished_at >= ?1";
 
 /// Where each check draws its line. `Default` is what `bw check` uses without flags.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// `latency` is critical when a queue's oldest due job has waited longer than this.
     pub max_latency: Duration,

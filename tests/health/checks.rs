@@ -22,6 +22,11 @@ fn a_store_with_nothing_wrong_passes_every_check() {
     assert_eq!(h.status, Status::Ok, "{:#?}", h.checks);
     assert_eq!(h.checks.len(), CheckName::ALL.len());
     assert!(h.checks.iter().all(|c| c.status == Status::Ok));
+    // The whole read serializes, for an application exposing it its own way.
+    let v = serde_json::to_value(&h).unwrap();
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["counts"]["by_queue"]["high"]["scheduled"], 2);
+    assert_eq!(v["queues"][1]["queue"], "high", "queues by name: default (the dead letter), high");
 }
 
 #[test]
