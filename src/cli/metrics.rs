@@ -29,11 +29,11 @@ pub struct Args {
     /// printing them once. Without ADDR: 127.0.0.1:9464 (loopback only).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_LISTEN)]
     pub listen: Option<SocketAddr>,
-    /// Label at most this many dead-letter cause groups and quarantine groups each, the largest;
-    /// the rest are summed under wire_name="(other)", so a flood of distinct causes cannot flood
-    /// the time-series database.
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    pub top: usize,
+    /// Label at most this many dead-letter cause groups and quarantine groups each, the largest
+    /// (0 to 100); the rest are summed under wire_name="(other)", so a flood of distinct causes
+    /// cannot flood the time-series database.
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub top: u8,
     /// The thresholds behind backwave_check_status, as for `bw check`.
     #[command(flatten, next_help_heading = "Thresholds (as bw check)")]
     pub thresholds: ThresholdArgs,
@@ -49,7 +49,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     match a.listen {
         None => {
-            let text = render(&store.health(&a.thresholds.thresholds())?, None, a.top, None);
+            let text = render(&store.health(&a.thresholds.thresholds())?, None, a.top.into(), None);
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())?;
             out.flush()?;
@@ -89,7 +89,7 @@ fn serve(store: &Store, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError
                 let started = Instant::now();
                 let read = store.count_transitions(&mut transitions).and_then(|()| store.health(&thresholds));
                 match read {
-                    Ok(h) => text(200, render(&h, Some(&transitions), a.top, Some(started.elapsed()))),
+                    Ok(h) => text(200, render(&h, Some(&transitions), a.top.into(), Some(started.elapsed()))),
                     Err(e) => {
                         // Prometheus records the failed scrape as up == 0; the reason goes to the log.
                         eprint_quiet(format_args!("bw metrics: scrape failed: {e}\n"));
@@ -197,25 +197,21 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
         "gauge",
         "Dead-Lettered jobs by wire name and cause fingerprint: the largest groups, the rest under (other).",
     );
-    let mut other = 0u64;
-    for (i, c) in h.causes.iter().enumerate() {
-        if i < top {
-            e.sample(
-                "backwave_dead_lettered_jobs",
-                &[("wire_name", &c.wire_name), ("cause", &c.fingerprint)],
-                c.count as f64,
-            );
-        } else {
-            other += c.count;
-        }
+    let mut shown = 0u64;
+    for c in h.causes.iter().take(top) {
+        let labels = [("wire_name", c.wire_name.as_str()), ("cause", c.fingerprint.as_str())];
+        e.sample("backwave_dead_lettered_jobs", &labels, c.count as f64);
+        shown += c.count;
     }
-    if h.causes.len() > top {
+    if h.cause_groups_total > top.min(h.causes.len()) as u64 {
+        // Everything not labelled: the exact total (trigger-kept) less the groups shown.
+        let other = h.counts.total(JobState::DeadLettered).saturating_sub(shown);
         e.sample("backwave_dead_lettered_jobs", &[("wire_name", OTHER), ("cause", OTHER)], other as f64);
     }
     e.family("backwave_dead_lettered_recent_jobs", "gauge", "Jobs Dead-Lettered within the check window.");
     e.sample("backwave_dead_lettered_recent_jobs", &[], h.dead_lettered_in_window as f64);
     e.family("backwave_new_causes", "gauge", "Dead-letter cause groups first seen within the check window.");
-    e.sample("backwave_new_causes", &[], h.new_causes.len() as f64);
+    e.sample("backwave_new_causes", &[], h.new_causes_total as f64);
 
     e.family(
         "backwave_quarantined_jobs",

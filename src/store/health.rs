@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::query::{CauseGroup, QuarantineGroup, StateCounts};
@@ -26,6 +26,10 @@ pub const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY job
 /// `finished_at IS NOT NULL` (implied by the state) makes usable, covering.
 pub const DEAD_SINCE_SQL: &str = "SELECT count(*) FROM jobs WHERE state = 'dead-lettered' \
                                   AND finished_at IS NOT NULL AND finished_at >= ?1";
+
+/// How many cause groups a health read carries with their examples, largest first (and as many
+/// of the new ones): more than any screen or label set shows.
+pub const CAUSE_GROUPS: usize = 100;
 
 /// Where each check draws its line. `Default` is what `bw check` uses without flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,10 +216,16 @@ pub struct Health {
     pub queues: Vec<QueueHealth>,
     /// Jobs Dead-Lettered at or after `window_start`.
     pub dead_lettered_in_window: u64,
-    /// Every dead-letter cause group (wire name and fingerprint), largest first.
+    /// The largest dead-letter cause groups (wire name and fingerprint), largest first: at most
+    /// [`CAUSE_GROUPS`], so a flood of distinct causes costs neither memory nor example lookups.
     pub causes: Vec<CauseGroup>,
-    /// The groups first seen at or after `window_start`: new failures, largest first.
+    /// How many cause groups there are in all.
+    pub cause_groups_total: u64,
+    /// The groups first seen at or after `window_start` (new failures), largest first: at most
+    /// [`CAUSE_GROUPS`] of them.
     pub new_causes: Vec<CauseGroup>,
+    /// How many groups were first seen at or after `window_start`.
+    pub new_causes_total: u64,
     /// Quarantined jobs by wire name and reason, with their live handlers.
     pub quarantines: Vec<QuarantineGroup>,
     pub workers: WorkerHealth,
@@ -253,7 +263,7 @@ impl Store {
         self.read(|conn| {
             let counts = self.counts()?;
             let workers = self.workers()?;
-            let causes = self.cause_groups(usize::MAX)?;
+            let groups = cause_groups(conn)?;
             let quarantines = self.quarantine_groups()?;
             let dead_lettered_in_window = dead_since(conn, window_start)?;
             let log_seq = log_seq(conn)?;
@@ -291,7 +301,11 @@ impl Store {
                     excluded: thresholds.exclude_queues.contains(queue),
                 });
             }
-            let new_causes: Vec<CauseGroup> = causes.iter().filter(|c| c.first_seen >= window_start).cloned().collect();
+            let cause_groups_total = groups.len() as u64;
+            let new: Vec<&Group> = groups.iter().filter(|g| g.first_seen >= window_start).collect();
+            let new_causes_total = new.len() as u64;
+            let causes = with_examples(conn, groups.iter().take(CAUSE_GROUPS))?;
+            let new_causes = with_examples(conn, new.into_iter().take(CAUSE_GROUPS))?;
 
             let mut health = Health {
                 at: now,
@@ -302,7 +316,9 @@ impl Store {
                 queues,
                 dead_lettered_in_window,
                 causes,
+                cause_groups_total,
                 new_causes,
+                new_causes_total,
                 quarantines,
                 workers: worker_health,
                 log_seq,
@@ -367,6 +383,59 @@ fn latency(conn: &Connection, counts: &StateCounts, queue: &str, now: Millis) ->
     })
 }
 
+/// A dead-letter cause group before its example is looked up.
+struct Group {
+    wire_name: String,
+    fingerprint: Option<String>,
+    count: u64,
+    first_seen: Millis,
+    last_seen: Millis,
+}
+
+/// Every cause group, largest first: one pass over the covering `jobs_dead_causes` index, no
+/// example (a correlated example per group read thousands of rows when causes were many).
+fn cause_groups(conn: &Connection) -> Result<Vec<Group>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT wire_name, cause_fingerprint, count(*) AS n, min(finished_at), max(finished_at) AS last_seen
+         FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
+         ORDER BY n DESC, last_seen DESC",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Group {
+            wire_name: r.get(0)?,
+            fingerprint: r.get(1)?,
+            count: r.get::<_, i64>(2)? as u64,
+            first_seen: r.get(3)?,
+            last_seen: r.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The groups as [`CauseGroup`]s, each with its latest real cause: one indexed lookup a group.
+fn with_examples<'a>(conn: &Connection, groups: impl Iterator<Item = &'a Group>) -> Result<Vec<CauseGroup>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT terminal_cause FROM jobs WHERE state = 'dead-lettered' AND wire_name = ?1 AND cause_fingerprint IS ?2
+         ORDER BY finished_at DESC LIMIT 1",
+    )?;
+    let mut out = Vec::new();
+    for g in groups {
+        let example: Option<String> =
+            stmt.query_row(params![g.wire_name, g.fingerprint], |r| r.get(0)).optional()?.flatten();
+        let example = example.unwrap_or_default();
+        out.push(CauseGroup {
+            wire_name: g.wire_name.clone(),
+            // As `bw stats` shows it: a job written without a fingerprint groups by its cause.
+            fingerprint: g.fingerprint.clone().unwrap_or_else(|| example.clone()),
+            example,
+            count: g.count,
+            first_seen: g.first_seen,
+            last_seen: g.last_seen,
+        });
+    }
+    Ok(out)
+}
+
 fn dead_since(conn: &Connection, since: Millis) -> Result<u64> {
     let n: i64 = conn.prepare_cached(DEAD_SINCE_SQL)?.query_row([since], |r| r.get(0))?;
     Ok(n as u64)
@@ -412,14 +481,19 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
         }
     };
     let window = ago(t.window.as_millis() as u64);
-    let list = |items: Vec<String>| -> String {
+    // The first five of `total` things named, then how many more.
+    let list_of = |items: Vec<String>, total: usize| -> String {
         const SHOWN: usize = 5;
-        let more = items.len().saturating_sub(SHOWN);
+        let more = total.saturating_sub(SHOWN.min(items.len()));
         let mut text = items.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
         if more > 0 {
             text.push_str(&format!(" and {more} more"));
         }
         text
+    };
+    let list = |items: Vec<String>| {
+        let total = items.len();
+        list_of(items, total)
     };
     let watched = || h.queues.iter().filter(|q| !q.excluded && q.due_now > 0);
     let (value, threshold, message) = match name {
@@ -484,14 +558,14 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
             (n as f64, t.max_dead as f64, message)
         }
         CheckName::NewCause => {
-            let n = h.new_causes.len() as u64;
+            let n = h.new_causes_total;
             let message = if n > t.max_new_causes {
                 let named = h
                     .new_causes
                     .iter()
                     .map(|c| format!("{}: {} (jobs: {})", quote(&c.wire_name), quote(&c.example), c.count))
                     .collect();
-                format!("new failure cause(s) first seen in the last {window}: {}", list(named))
+                format!("new failure cause(s) first seen in the last {window}: {}", list_of(named, n as usize))
             } else if n > 0 {
                 format!("new failure causes in the last {window}: {n}, within the threshold")
             } else {

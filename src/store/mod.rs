@@ -27,7 +27,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use admin::{current_actor, AuditEntry, SettingKey};
 pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
-    DEAD_SINCE_SQL, DUE_SQL,
+    CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL,
 };
 pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_SQL, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 pub use operator::{BulkProgress, CancelResult, RequeueResult};

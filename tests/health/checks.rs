@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use backwave::store::{CheckName, Status, Thresholds, TransitionCounter, DEAD_SINCE_SQL, DUE_SQL};
+use backwave::store::{CheckName, Status, Thresholds, TransitionCounter, CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL};
 use backwave::JobState;
 
 use crate::fixture::*;
@@ -134,6 +134,23 @@ fn a_cause_first_seen_yesterday_is_not_new_and_one_first_seen_5_minutes_ago_is()
     // And a threshold of one new cause tolerates it.
     let t = Thresholds { max_new_causes: 1, ..Thresholds::default() };
     assert_eq!(fx.store.health(&t).unwrap().check(CheckName::NewCause).status, Status::Ok);
+}
+
+#[test]
+fn a_flood_of_distinct_new_causes_is_counted_whole_and_carried_bounded() {
+    let fx = Fx::new();
+    for i in 0..150 {
+        // Letters, not digits: each is its own fingerprint.
+        let word: String = format!("{i:03}").chars().map(|d| (b'a' + d.to_digit(10).unwrap() as u8) as char).collect();
+        fx.dead("import", &format!("unknown column {word}"), NOW - MINUTE);
+    }
+    let h = fx.health();
+    assert_eq!((h.cause_groups_total, h.new_causes_total), (150, 150));
+    assert_eq!((h.causes.len(), h.new_causes.len()), (CAUSE_GROUPS, CAUSE_GROUPS));
+    assert!(h.new_causes.iter().all(|c| c.example.starts_with("unknown column ")));
+    let new = h.check(CheckName::NewCause);
+    assert_eq!(new.value, 150.0);
+    assert!(new.message.ends_with(" and 145 more"), "{}", new.message);
 }
 
 #[test]
