@@ -329,8 +329,9 @@ impl Store {
         })
     }
 
-    /// Queue latency for every queue with Scheduled jobs, by name: `bw stats` and `bw top`.
-    /// One range of the claim index per queue ([`DUE_SQL`]).
+    /// Queue latency for every queue that has jobs, by name: `bw stats` and `bw top`. One range
+    /// of the claim index per queue with Scheduled jobs ([`DUE_SQL`]); its cost is the number of
+    /// jobs due now, never the backlog due later nor the finished jobs.
     pub fn queue_latency(&self) -> Result<Vec<QueueLatency>> {
         let now = self.now();
         self.read(|conn| {
