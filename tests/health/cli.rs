@@ -39,6 +39,8 @@ fn bw_check_exits_1_on_a_warning_and_2_on_a_critical() {
         .code(2)
         .stdout(predicate::str::starts_with("BACKWAVE CRITICAL: latency, new-cause\n"));
     fx.bw().args(["check", "--max-latency", "30m", "--max-new-causes", "1"]).assert().code(0);
+    // A queue left out on purpose is not judged for latency.
+    fx.bw().args(["check", "--exclude-queue", "default", "--max-new-causes", "1"]).assert().code(0);
 }
 
 #[test]
