@@ -16,6 +16,7 @@ pub mod progress;
 mod access;
 mod backoff;
 mod cancel;
+mod check;
 mod completions;
 mod config;
 mod demo;
@@ -24,6 +25,7 @@ mod generate;
 mod init;
 mod jobs;
 mod log;
+mod metrics;
 mod pause;
 mod purge;
 mod requeue;
@@ -69,6 +71,8 @@ pub enum Command {
     Log(log::Command),
     Stats(stats::Args),
     Workers(workers::Args),
+    Check(check::Args),
+    Metrics(metrics::Args),
     Enqueue(enqueue::Args),
     Purge(purge::Args),
     Backoff(backoff::Args),
@@ -101,6 +105,8 @@ pub fn main() -> ExitCode {
         Command::Log(c) => log::run(&c, &ctx),
         Command::Stats(a) => stats::run(&a, &ctx),
         Command::Workers(a) => workers::run(&a, &ctx),
+        Command::Check(a) => check::run(&a, &ctx),
+        Command::Metrics(a) => metrics::run(&a, &ctx),
         Command::Enqueue(a) => enqueue::run(&a, &ctx),
         Command::Purge(a) => purge::run(&a, &ctx),
         Command::Backoff(a) => backoff::run(&a, &ctx),

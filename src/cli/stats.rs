@@ -1,15 +1,19 @@
 //! bw stats: the shape of the store at a glance: counts by state and queue (from the
 //! trigger-kept counts table, never a scan), the top dead-letter causes grouped by fingerprint,
-//! and quarantines grouped by wire name and reason with whether a live worker handles them now.
+//! and quarantines grouped by wire name and reason with whether a live worker handles them now;
+//! and queue latency: how many Scheduled jobs are due now and how long the oldest has waited
+//! (from the claim index, [`Store::queue_latency`](crate::Store::queue_latency)).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::output::{relative, rfc3339, sanitize, thousands, width, Cell, Render, Style, Table, Term};
+use super::output::{
+    compact_duration, relative, rfc3339, sanitize, thousands, width, Cell, Render, Style, Table, Term,
+};
 use super::{CliError, Ctx};
-use crate::store::{CauseGroup, QuarantineGroup, StateCounts};
+use crate::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
 use crate::JobState;
 
 /// Counts by state and queue, top dead-letter causes, quarantines.
@@ -25,6 +29,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let printer = ctx.printer()?;
     let view = Stats {
         counts: store.counts()?,
+        latency: store.queue_latency()?,
         causes: store.cause_groups(a.top)?,
         quarantines: store.quarantine_groups()?,
         pauses: super::pause::PausesView(store.pauses()?),
@@ -35,6 +40,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 struct Stats {
     counts: StateCounts,
+    latency: Vec<QueueLatency>,
     causes: Vec<CauseGroup>,
     quarantines: Vec<QuarantineGroup>,
     pauses: super::pause::PausesView,
@@ -62,11 +68,19 @@ impl Serialize for Stats {
             live_handlers: u64,
         }
         #[derive(Serialize)]
+        struct Latency {
+            due_now: u64,
+            oldest_due_at: Option<String>,
+            oldest_due_age_seconds: f64,
+        }
+        #[derive(Serialize)]
         struct Doc<'a> {
             /// state -> count over all queues, every state present.
             totals: std::collections::BTreeMap<&'static str, u64>,
             /// queue -> state -> count (non-zero only).
             by_queue: std::collections::BTreeMap<&'a str, std::collections::BTreeMap<&'static str, u64>>,
+            /// queue -> Scheduled jobs due now and the oldest one's wait (queues with Scheduled jobs).
+            latency: std::collections::BTreeMap<&'a str, Latency>,
             dead_letter_causes: Vec<Cause<'a>>,
             quarantines: Vec<Quarantine<'a>>,
             /// Queues and wire names no worker claims now (`bw pauses`).
@@ -79,6 +93,18 @@ impl Serialize for Stats {
                 .by_queue
                 .iter()
                 .map(|(q, m)| (q.as_str(), m.iter().map(|(s, n)| (s.as_str(), *n)).collect()))
+                .collect(),
+            latency: self
+                .latency
+                .iter()
+                .map(|l| {
+                    let latency = Latency {
+                        due_now: l.due_now,
+                        oldest_due_at: l.oldest_due_at.map(rfc3339),
+                        oldest_due_age_seconds: l.oldest_due_age_ms as f64 / 1000.0,
+                    };
+                    (l.queue.as_str(), latency)
+                })
                 .collect(),
             dead_letter_causes: self
                 .causes
@@ -150,6 +176,25 @@ impl Render for Stats {
             let short = ["Sched", "Run", "OK", "Dead", "Quar", "Canc"];
             let titles: &[&str] = if fits(&counts(&long, &plain)?) { &long } else { &short };
             out.write_all(&counts(titles, term)?)?;
+        }
+
+        if !self.latency.is_empty() {
+            writeln!(out)?;
+            let due: Vec<&QueueLatency> = self.latency.iter().filter(|l| l.due_now > 0).collect();
+            if due.is_empty() {
+                writeln!(out, "No job is due now: every Scheduled job waits for a later time.")?;
+            } else {
+                writeln!(out, "Due now, waiting for a worker (queue latency):")?;
+                let mut t = Table::new(&["QUEUE", "DUE NOW", "OLDEST WAITED"]).max_width(0, 24);
+                for l in due {
+                    t.row(vec![
+                        sanitize(&l.queue).into_owned().into(),
+                        thousands(l.due_now).into(),
+                        compact_duration(std::time::Duration::from_millis(l.oldest_due_age_ms)).into(),
+                    ]);
+                }
+                t.write(out, term)?;
+            }
         }
 
         writeln!(out)?;

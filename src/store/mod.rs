@@ -9,6 +9,7 @@ mod admin;
 mod dashboard;
 mod engine_support;
 mod groups;
+mod health;
 mod incident;
 mod jobs;
 mod load;
@@ -31,6 +32,10 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
 pub use groups::{CauseGroup, QuarantineGroup};
+pub use health::{
+    Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
+    CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL,
+};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,

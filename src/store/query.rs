@@ -183,7 +183,7 @@ pub struct JobPage {
 }
 
 /// Counts of jobs by queue and state, kept exact by the schema's triggers.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct StateCounts {
     pub by_queue: BTreeMap<String, BTreeMap<JobState, u64>>,
 }

@@ -1,0 +1,13 @@
+//! Health checks and metrics (issue #11): `Store::health` and its six checks crossing each
+//! threshold both ways, `bw check`'s exit statuses and JSON, `bw stats`' queue latency, and
+//! `bw metrics` read back by a real Prometheus text parser, printed and served over loopback.
+//! Stores are written row by row through the schema contract with the clock pinned.
+
+#[path = "health/checks.rs"]
+mod checks;
+#[path = "health/cli.rs"]
+mod cli;
+#[path = "health/fixture.rs"]
+mod fixture;
+#[path = "health/metrics.rs"]
+mod metrics;
