@@ -9,11 +9,10 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::jobs::FilterArgs;
+use super::bulk::{finish, ids_or_filters, not_found, per_id, resolve_all, IdResults, PlanView, Selection};
 use super::json::IdResult;
 use super::output::{thousands, Render, Term};
 use super::progress::Progress;
-use super::requeue::{finish, not_found, resolve_all, IdResults};
 use super::{eprint_quiet, exit, CliError, Ctx};
 use crate::store::{CancelDone, CancelPlan, CancelResult};
 use crate::JobState;
@@ -21,41 +20,23 @@ use crate::JobState;
 /// Cancel jobs by id, or every Scheduled/Running match of `--state` and filters (needs operate).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Job ids or unique id prefixes. Leave out to cancel by filter.
-    #[arg(value_name = "ID")]
-    pub ids: Vec<String>,
     #[command(flatten)]
-    pub filter: FilterArgs,
-    /// Count what would happen, change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Do not ask for confirmation (needed when stdin is not a terminal).
-    #[arg(long, short = 'y')]
-    pub yes: bool,
+    pub select: Selection,
 }
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    if !a.ids.is_empty() && !a.filter.is_empty() {
-        return Err(CliError::Usage(
-            "give job ids or filters (--state …), not both: filters select the jobs themselves".into(),
-        ));
-    }
-    if a.ids.is_empty() {
+    ids_or_filters(&a.select, "--state …")?;
+    if a.select.ids.is_empty() {
         return bulk(a, ctx);
     }
     let store = ctx.open()?;
-    let resolved = resolve_all(&store, &a.ids)?;
+    let resolved = resolve_all(&store, &a.select.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
-    let outcomes = if a.dry_run { store.check_cancel(&found)? } else { store.cancel(&ctx.actor, &found)? };
-    let mut outcome = outcomes.into_iter();
-    let mut results = Vec::new();
-    for (text, id) in &resolved {
-        let Some(id) = id else {
-            results.push(not_found(text));
-            continue;
-        };
+    let outcomes = if a.select.dry_run { store.check_cancel(&found)? } else { store.cancel(&ctx.actor, &found)? };
+    let dry_run = a.select.dry_run;
+    let results = per_id(&resolved, outcomes, |text, id, outcome| {
         let id = id.to_string();
-        results.push(match (outcome.next().expect("one outcome per found id"), a.dry_run) {
+        match (outcome, dry_run) {
             (CancelResult::Cancelled, false) => {
                 IdResult { id, result: "Cancelled", state: Some(JobState::Cancelled.as_str()), warning: None }
             }
@@ -72,9 +53,9 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
                 IdResult { id, result: "NotCancellable", state: Some(state.as_str()), warning: None }
             }
             (CancelResult::NotFound, _) => not_found(text),
-        });
-    }
-    if a.dry_run {
+        }
+    });
+    if a.select.dry_run {
         ctx.printer()?.print(&IdResults { results, verb: "cancelled" })?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -82,12 +63,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 }
 
 fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    if a.filter.states.is_empty() {
+    if a.select.filter.states.is_empty() {
         return Err(CliError::Usage(
             "give job ids, or --state scheduled|running (with any list filters) to cancel in bulk".into(),
         ));
     }
-    if let Some(bad) = a.filter.states.iter().find(|s| s.is_terminal()) {
+    if let Some(bad) = a.select.filter.states.iter().find(|s| s.is_terminal()) {
         return Err(CliError::Usage(format!(
             "--state '{}' cannot be cancelled: only scheduled and running jobs can",
             bad.as_str()
@@ -95,12 +76,12 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let store = ctx.open()?;
     let printer = ctx.printer()?;
-    let filter = a.filter.to_filter(store.now());
+    let filter = a.select.filter.to_filter(store.now());
     let plan = store.plan_cancel(&filter)?;
-    let what = a.filter.describe("jobs");
+    let what = a.select.filter.describe("jobs");
     let todo = plan.would_cancel + plan.would_ask_to_stop;
-    if a.dry_run || todo == 0 {
-        printer.print(&PlanView { plan, what, dry_run: a.dry_run })?;
+    if a.select.dry_run || todo == 0 {
+        printer.print(&PlanView { plan, what, dry_run: a.select.dry_run, extra: () })?;
         return Ok(ExitCode::SUCCESS);
     }
     let question = format!(
@@ -109,7 +90,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         thousands(plan.would_cancel),
         thousands(plan.would_ask_to_stop)
     );
-    if !ctx.confirm_or_refuse(a.yes, &question, "cancel in bulk")? {
+    if !ctx.confirm_or_refuse(a.select.yes, &question, "cancel in bulk")? {
         eprint_quiet(format_args!("bw: nothing cancelled\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
@@ -120,32 +101,10 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-struct PlanView {
-    plan: CancelPlan,
-    what: String,
-    dry_run: bool,
-}
-
-impl Serialize for PlanView {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Doc<'a> {
-            dry_run: bool,
-            #[serde(flatten)]
-            plan: &'a CancelPlan,
-        }
-        Doc { dry_run: self.dry_run, plan: &self.plan }.serialize(s)
-    }
-}
-
-impl Render for PlanView {
+impl Render for PlanView<CancelPlan> {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
         let p = &self.plan;
-        if p.matching == 0 {
-            return writeln!(out, "No {} to cancel.", self.what);
-        }
-        writeln!(out, "{} {} match.", thousands(p.matching), self.what)?;
-        let w = thousands(p.matching).len();
+        let Some(w) = self.opening(out, p.matching, "cancel")? else { return Ok(()) };
         writeln!(out, "  {:>w$} scheduled would end Cancelled at once", thousands(p.would_cancel))?;
         writeln!(
             out,
@@ -155,10 +114,7 @@ impl Render for PlanView {
         if p.already_asked > 0 {
             writeln!(out, "  {:>w$} running were asked to stop already: left as they are", thousands(p.already_asked))?;
         }
-        if self.dry_run && p.would_cancel + p.would_ask_to_stop > 0 {
-            writeln!(out, "Run again without --dry-run to cancel them (you will be asked to confirm, or pass --yes).")?;
-        }
-        Ok(())
+        self.closing(out, p.would_cancel + p.would_ask_to_stop > 0, "cancel them")
     }
 }
 

@@ -15,6 +15,7 @@ pub mod progress;
 
 mod access;
 mod backoff;
+mod bulk;
 mod cancel;
 mod check;
 mod completions;
