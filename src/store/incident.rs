@@ -137,38 +137,27 @@ impl Store {
     /// Make every matching Scheduled job that is due later due now, in batches of
     /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
     /// the run starts (jobs enqueued during it are left alone). Returns how many changed.
-    pub fn run_now_matching(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        mut progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
+    pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
         let scope = self.run_now_scope(filter);
         let started = self.now();
         self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
         let total = self.read(|c| count_where(c, &scope, "created_at <= ? AND due_at > ?", &[started, started]))?;
-        let mut done = 0;
-        loop {
-            let n = self.write(|tx| {
-                super::admin::require(tx, actor, Permission::Operate)?;
-                let ids = ids_where(tx, &scope, "created_at <= ? AND due_at > ?", &[started, started])?;
+        self.in_batches(
+            actor,
+            total,
+            |tx, _| {
                 // Every job of the run gets the run's start as its due time, so a batch never
                 // finds the jobs of an earlier one again.
                 let mut n = 0;
-                for id in ids {
+                for id in ids_where(tx, &scope, "created_at <= ? AND due_at > ?", &[started, started])? {
                     if matches!(run_now_one(tx, started, actor, id)?, RunNowResult::Due { .. }) {
                         n += 1;
                     }
                 }
                 Ok(n)
-            })?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-            progress(BulkProgress { done, total });
-        }
-        Ok(done)
+            },
+            progress,
+        )
     }
 
     /// The set a bulk cancel covers: Scheduled and Running jobs only (both when the filter
@@ -211,7 +200,7 @@ impl Store {
         &self,
         actor: &str,
         filter: &JobFilter,
-        mut progress: impl FnMut(BulkProgress),
+        progress: impl FnMut(BulkProgress),
     ) -> Result<CancelDone> {
         let scope = self.cancel_scope(filter);
         let started = self.now();
@@ -219,27 +208,23 @@ impl Store {
         let pending = "created_at <= ? AND (state = 'scheduled' OR cancel_requested_by IS NULL)";
         let total = self.read(|c| count_where(c, &scope, pending, &[started]))?;
         let mut done = CancelDone::default();
-        loop {
-            let now = self.now();
-            let batch = self.write(|tx| {
-                super::admin::require(tx, actor, Permission::Operate)?;
-                let mut batch = CancelDone::default();
+        self.in_batches(
+            actor,
+            total,
+            |tx, now| {
+                let mut n = 0;
                 for id in ids_where(tx, &scope, pending, &[started])? {
                     match cancel_one(tx, now, actor, id)? {
-                        CancelResult::Cancelled => batch.cancelled += 1,
-                        CancelResult::CancelRequested => batch.asked_to_stop += 1,
-                        CancelResult::NotCancellable { .. } | CancelResult::NotFound => {}
+                        CancelResult::Cancelled => done.cancelled += 1,
+                        CancelResult::CancelRequested => done.asked_to_stop += 1,
+                        CancelResult::NotCancellable { .. } | CancelResult::NotFound => continue,
                     }
+                    n += 1;
                 }
-                Ok(batch)
-            })?;
-            if batch.cancelled + batch.asked_to_stop == 0 {
-                break;
-            }
-            done.cancelled += batch.cancelled;
-            done.asked_to_stop += batch.asked_to_stop;
-            progress(BulkProgress { done: done.cancelled + done.asked_to_stop, total });
-        }
+                Ok(n)
+            },
+            progress,
+        )?;
         Ok(done)
     }
 

@@ -68,12 +68,7 @@ impl Store {
     /// Requeue every Dead-Lettered or Quarantined job that matches `filter` and had finished
     /// when the run started (so a job that fails again during the run is not requeued twice),
     /// in batches of [`BULK_BATCH`]. Returns how many were requeued.
-    pub fn requeue_matching(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        mut progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
+    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
         let started = self.now();
         let mut filter = filter.clone();
         filter.states.retain(|s| s.is_requeueable());
@@ -83,21 +78,41 @@ impl Store {
         filter.finished_before =
             Some(filter.finished_before.map_or(started.saturating_add(1), |b| b.min(started.saturating_add(1))));
         let total = self.count_jobs(&filter)?;
+        self.in_batches(
+            actor,
+            total,
+            |tx, now| {
+                let ids = super::query::matching_ids(tx, &filter, BULK_BATCH)?;
+                requeue_batch(tx, now, actor, &ids)
+            },
+            progress,
+        )
+    }
+
+    /// Run a bulk operator action as short transactions until a batch changes nothing. Each
+    /// batch checks `operate` again and commits whole, so a run killed part-way leaves every job
+    /// either changed with its log entry or untouched, and running it again finishes the rest.
+    /// `batch` gets the transaction and its time and returns how many jobs it changed.
+    pub(crate) fn in_batches(
+        &self,
+        actor: &str,
+        total: u64,
+        mut batch: impl FnMut(&Connection, Millis) -> Result<u64>,
+        mut progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
         let mut done = 0u64;
         loop {
             let now = self.now();
             let n = self.write(|tx| {
                 super::admin::require(tx, actor, Permission::Operate)?;
-                let ids = super::query::matching_ids(tx, &filter, BULK_BATCH)?;
-                requeue_batch(tx, now, actor, &ids)
+                batch(tx, now)
             })?;
             if n == 0 {
-                break;
+                return Ok(done);
             }
             done += n;
             progress(BulkProgress { done, total });
         }
-        Ok(done)
     }
 
     /// Cancel jobs by id. Needs `operate`.
