@@ -233,13 +233,14 @@ impl Render for Report<'_> {
             writeln!(out, "Paused (not claimed by any worker; not judged by latency or unworked-queue):")?;
             for p in &h.pauses {
                 let until = p.until.map_or_else(|| "until resumed".to_string(), |u| format!("until {}", rfc3339(u)));
+                let age = Duration::from_millis(h.at.saturating_sub(p.paused_at).max(0) as u64);
+                let age = if age < Duration::from_secs(1) { "under 1s".to_string() } else { compact_duration(age) };
                 writeln!(
                     out,
-                    "  {} {}: paused by {} {until} (for {}), {} due held",
+                    "  {} {}: paused by {} {until} (for {age}), {} due held",
                     p.kind,
                     sanitize(&p.name),
                     sanitize(&p.paused_by),
-                    compact_duration(Duration::from_millis(h.at.saturating_sub(p.paused_at).max(0) as u64)),
                     held(h, p),
                 )?;
             }

@@ -204,7 +204,12 @@ impl Render for Stats {
                     let mut row: Vec<Cell> = vec![
                         sanitize(&l.queue).into_owned().into(),
                         thousands(l.due_now).into(),
-                        compact_duration(std::time::Duration::from_millis(l.oldest_due_age_ms)).into(),
+                        // A paused queue's row has nothing claimable to have waited.
+                        if l.due_now == 0 {
+                            Cell::styled("-", Style::Dim)
+                        } else {
+                            compact_duration(std::time::Duration::from_millis(l.oldest_due_age_ms)).into()
+                        },
                     ];
                     if paused {
                         row.push(thousands(l.held_by_pause).into());
