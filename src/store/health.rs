@@ -250,8 +250,9 @@ pub struct Health {
     pub queues: Vec<QueueHealth>,
     /// The pauses in force at `at`, queues first, then by name.
     pub pauses: Vec<Pause>,
-    /// Due jobs held back by each wire-name pause in force, over every queue, in `pauses`'
-    /// order (a queue pause's are in its [`QueueHealth::held_by_pause`]).
+    /// Due jobs held back by each wire-name pause in force, by wire name, summed over the queues
+    /// not paused themselves (a paused queue's due jobs are all in its
+    /// [`QueueHealth::held_by_pause`], whatever their wire name).
     pub held_by_wire_name: BTreeMap<String, u64>,
     /// Jobs Dead-Lettered at or after `window_start`.
     pub dead_lettered_in_window: u64,
