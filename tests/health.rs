@@ -1,6 +1,7 @@
-//! Health checks and metrics (issue #11): `Store::health` and its six checks crossing each
+//! Health checks and metrics (issue #11): `Store::health` and its seven checks crossing each
 //! threshold both ways, `bw check`'s exit statuses and JSON, `bw stats`' queue latency, and
-//! `bw metrics` read back by a real Prometheus text parser, printed and served over loopback.
+//! `bw metrics` read back by a real Prometheus text parser, printed and served over loopback;
+//! and how each treats pauses (issue #10): reported and held apart, not judged as latency.
 //! Stores are written row by row through the schema contract with the clock pinned.
 
 #[path = "health/checks.rs"]
@@ -11,3 +12,5 @@ mod cli;
 mod fixture;
 #[path = "health/metrics.rs"]
 mod metrics;
+#[path = "health/pauses.rs"]
+mod pauses;

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{parse_duration, CliError, Ctx};
-use crate::store::{Check, Health, Status, Thresholds};
+use crate::store::{Check, Health, Pause, PauseKind, Status, Thresholds};
 
 /// Exit statuses of `bw check`, the Nagios plugin convention (`3`, UNKNOWN, is also bw's "store
 /// unavailable", so a monitor reads a missing or locked store as unknown, not as healthy).
@@ -43,6 +43,10 @@ pub fn exit_status(status: Status) -> u8 {
   new-cause             warning   a dead-letter cause first seen in the last --window (named)
   unhandled-quarantine  warning   a wire name Quarantined in --window, no live worker handles it
   stale-workers         warning   workers that stopped heartbeating in the last --window
+  forgotten-pause       warning   a queue or wire name paused for longer than --max-pause
+
+A paused queue is reported, not judged by latency or unworked-queue; the due jobs of a paused
+wire name are counted as held, apart from its queue's latency.
 
 Exit: 0 OK, 1 warning, 2 critical (or a usage error), 3 store unavailable (Nagios UNKNOWN).")]
 pub struct Args {
@@ -74,6 +78,9 @@ pub struct ThresholdArgs {
     /// Warning when more workers than this stopped heartbeating in the window.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub max_stale: u64,
+    /// Warning when a queue or wire name has been paused for longer than this.
+    #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "DUR")]
+    pub max_pause: Duration,
     /// Leave a queue out of the latency checks (repeatable): one unserved on purpose.
     #[arg(long = "exclude-queue", value_name = "QUEUE")]
     pub exclude_queues: Vec<String>,
@@ -89,6 +96,7 @@ impl ThresholdArgs {
             max_unhandled: self.max_unhandled,
             unworked_after: self.unworked_after,
             max_stale: self.max_stale,
+            max_pause: self.max_pause,
             exclude_queues: self.exclude_queues.iter().cloned().collect::<BTreeSet<_>>(),
         }
     }
@@ -104,7 +112,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 struct Report<'a>(&'a Health);
 
-impl Serialize for Report<'_> {
+impl<'r> Serialize for Report<'r> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Queue<'a> {
@@ -112,8 +120,20 @@ impl Serialize for Report<'_> {
             due_now: u64,
             oldest_due_at: Option<String>,
             oldest_due_age_seconds: f64,
+            held_by_pause: u64,
+            paused: Option<PauseJson<'a>>,
             live_workers: u64,
             excluded: bool,
+        }
+        #[derive(Serialize)]
+        struct PauseJson<'a> {
+            kind: &'static str,
+            name: &'a str,
+            paused_by: &'a str,
+            paused_at: String,
+            until: Option<String>,
+            /// Due jobs it holds back now.
+            held: u64,
         }
         #[derive(Serialize)]
         struct Doc<'a> {
@@ -123,8 +143,17 @@ impl Serialize for Report<'_> {
             window_start: String,
             checks: &'a [Check],
             queues: Vec<Queue<'a>>,
+            pauses: Vec<PauseJson<'a>>,
         }
-        let h = self.0;
+        let h: &'r Health = self.0;
+        let pause = |p: &'r Pause| PauseJson {
+            kind: p.kind.as_str(),
+            name: &p.name,
+            paused_by: &p.paused_by,
+            paused_at: rfc3339(p.paused_at),
+            until: p.until.map(rfc3339),
+            held: held(h, p),
+        };
         Doc {
             status: h.status,
             exit_code: exit_status(h.status),
@@ -139,12 +168,23 @@ impl Serialize for Report<'_> {
                     due_now: q.due_now,
                     oldest_due_at: q.oldest_due_at.map(rfc3339),
                     oldest_due_age_seconds: q.oldest_due_age_ms as f64 / 1000.0,
+                    held_by_pause: q.held_by_pause,
+                    paused: q.paused.as_ref().map(pause),
                     live_workers: q.live_workers,
                     excluded: q.excluded,
                 })
                 .collect(),
+            pauses: h.pauses.iter().map(pause).collect(),
         }
         .serialize(s)
+    }
+}
+
+/// The due jobs a pause in force holds back now.
+fn held(h: &Health, p: &Pause) -> u64 {
+    match p.kind {
+        PauseKind::Queue => h.queues.iter().find(|q| q.queue == p.name).map_or(0, |q| q.held_by_pause),
+        PauseKind::WireName => h.held_by_wire_name.get(&p.name).copied().unwrap_or(0),
     }
 }
 
@@ -186,6 +226,25 @@ impl Render for Report<'_> {
                 sanitize(&c.message).into_owned().into(),
             ]);
         }
-        t.write(out, term)
+        t.write(out, term)?;
+        if !h.pauses.is_empty() {
+            // Paused on purpose, so not judged; said here so that a quiet queue is never a mystery.
+            writeln!(out)?;
+            writeln!(out, "Paused (not claimed by any worker; not judged by latency or unworked-queue):")?;
+            for p in &h.pauses {
+                let until = p.until.map_or_else(|| "until resumed".to_string(), |u| format!("until {}", rfc3339(u)));
+                let age = Duration::from_millis(h.at.saturating_sub(p.paused_at).max(0) as u64);
+                let age = if age < Duration::from_secs(1) { "under 1s".to_string() } else { compact_duration(age) };
+                writeln!(
+                    out,
+                    "  {} {}: paused by {} {until} (for {age}), {} due held",
+                    p.kind,
+                    sanitize(&p.name),
+                    sanitize(&p.paused_by),
+                    held(h, p),
+                )?;
+            }
+        }
+        Ok(())
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::check::ThresholdArgs;
 use super::output::sanitize;
 use super::{eprint_quiet, CliError, Ctx};
-use crate::store::{CheckName, Health, Status, TransitionCounter};
+use crate::store::{CheckName, Health, PauseKind, Status, TransitionCounter};
 use crate::{JobState, Store};
 
 /// The address `--listen` without a value serves on: loopback, Prometheus' exporter port range.
@@ -29,9 +29,9 @@ pub struct Args {
     /// printing them once. Without ADDR: 127.0.0.1:9464 (loopback only).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_LISTEN)]
     pub listen: Option<SocketAddr>,
-    /// Label at most this many dead-letter cause groups and quarantine groups each, the largest
-    /// (0 to 100); the rest are summed under wire_name="(other)", so a flood of distinct causes
-    /// cannot flood the time-series database.
+    /// Label at most this many dead-letter cause groups, quarantine groups and pauses (of each
+    /// kind) each, the largest (0 to 100); the rest are summed under "(other)", so a flood of
+    /// distinct causes cannot flood the time-series database.
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=100))]
     pub top: u8,
     /// The thresholds behind backwave_check_status, as for `bw check`.
@@ -175,14 +175,26 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
         }
     }
 
-    e.family("backwave_queue_due_jobs", "gauge", "Scheduled jobs due now, waiting for a worker, by queue.");
+    e.family(
+        "backwave_queue_due_jobs",
+        "gauge",
+        "Scheduled jobs due now and claimable, waiting for a worker, by queue (a pause's are held, not due).",
+    );
     for q in &h.queues {
         e.sample("backwave_queue_due_jobs", &[("queue", &q.queue)], q.due_now as f64);
     }
     e.family(
+        "backwave_queue_held_jobs",
+        "gauge",
+        "Scheduled jobs due now that a pause holds back (of a paused queue or wire name), by queue.",
+    );
+    for q in &h.queues {
+        e.sample("backwave_queue_held_jobs", &[("queue", &q.queue)], q.held_by_pause as f64);
+    }
+    e.family(
         "backwave_queue_oldest_due_age_seconds",
         "gauge",
-        "How long the oldest due Scheduled job of the queue has waited (0 when none is due).",
+        "How long the oldest due, claimable Scheduled job of the queue has waited (0 when none is due).",
     );
     for q in &h.queues {
         e.sample("backwave_queue_oldest_due_age_seconds", &[("queue", &q.queue)], q.oldest_due_age_ms as f64 / 1000.0);
@@ -232,6 +244,21 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
     }
     if h.quarantines.len() > top {
         e.sample("backwave_quarantined_jobs", &[("wire_name", OTHER), ("reason", OTHER)], other as f64);
+    }
+
+    e.family(
+        "backwave_paused",
+        "gauge",
+        "1 per queue or wire name paused now; past --top per kind, the rest counted under name=\"(other)\".",
+    );
+    for kind in [PauseKind::Queue, PauseKind::WireName] {
+        let of_kind: Vec<_> = h.pauses.iter().filter(|p| p.kind == kind).collect();
+        for p in of_kind.iter().take(top) {
+            e.sample("backwave_paused", &[("kind", kind.as_str()), ("name", &p.name)], 1.0);
+        }
+        if of_kind.len() > top {
+            e.sample("backwave_paused", &[("kind", kind.as_str()), ("name", OTHER)], (of_kind.len() - top) as f64);
+        }
     }
 
     e.family("backwave_workers", "gauge", "Registered workers, live (heartbeating) or stale.");

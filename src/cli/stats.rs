@@ -72,6 +72,10 @@ impl Serialize for Stats {
             due_now: u64,
             oldest_due_at: Option<String>,
             oldest_due_age_seconds: f64,
+            /// Due jobs a pause holds back (not in due_now).
+            held_by_pause: u64,
+            /// The queue itself is paused.
+            paused: bool,
         }
         #[derive(Serialize)]
         struct Doc<'a> {
@@ -102,6 +106,8 @@ impl Serialize for Stats {
                         due_now: l.due_now,
                         oldest_due_at: l.oldest_due_at.map(rfc3339),
                         oldest_due_age_seconds: l.oldest_due_age_ms as f64 / 1000.0,
+                        held_by_pause: l.held_by_pause,
+                        paused: l.paused.is_some(),
                     };
                     (l.queue.as_str(), latency)
                 })
@@ -180,18 +186,36 @@ impl Render for Stats {
 
         if !self.latency.is_empty() {
             writeln!(out)?;
-            let due: Vec<&QueueLatency> = self.latency.iter().filter(|l| l.due_now > 0).collect();
+            let due: Vec<&QueueLatency> =
+                self.latency.iter().filter(|l| l.due_now > 0 || l.held_by_pause > 0 || l.paused.is_some()).collect();
+            // The pause columns only while something is paused: the table is as before otherwise.
+            let paused = !self.pauses.0.is_empty();
             if due.is_empty() {
                 writeln!(out, "No job is due now: every Scheduled job waits for a later time.")?;
             } else {
                 writeln!(out, "Due now, waiting for a worker (queue latency):")?;
-                let mut t = Table::new(&["QUEUE", "DUE NOW", "OLDEST WAITED"]).max_width(0, 24);
+                let headers: &[&str] = if paused {
+                    &["QUEUE", "DUE NOW", "OLDEST WAITED", "HELD BY PAUSE", ""]
+                } else {
+                    &["QUEUE", "DUE NOW", "OLDEST WAITED"]
+                };
+                let mut t = Table::new(headers).max_width(0, 24);
                 for l in due {
-                    t.row(vec![
+                    let mut row: Vec<Cell> = vec![
                         sanitize(&l.queue).into_owned().into(),
                         thousands(l.due_now).into(),
-                        compact_duration(std::time::Duration::from_millis(l.oldest_due_age_ms)).into(),
-                    ]);
+                        // A paused queue's row has nothing claimable to have waited.
+                        if l.due_now == 0 {
+                            Cell::styled("-", Style::Dim)
+                        } else {
+                            compact_duration(std::time::Duration::from_millis(l.oldest_due_age_ms)).into()
+                        },
+                    ];
+                    if paused {
+                        row.push(thousands(l.held_by_pause).into());
+                        row.push(if l.paused.is_some() { Cell::styled("PAUSED", Style::Yellow) } else { "".into() });
+                    }
+                    t.row(row);
                 }
                 t.write(out, term)?;
             }

@@ -1,5 +1,6 @@
 //! The store's health in one read: queue latency (jobs due now and the age of the oldest due one,
-//! per queue), recent dead letters and new failure causes, quarantines nobody handles, workers,
+//! per queue, over what workers may claim: a pause's jobs are counted apart as held), the pauses
+//! in force, recent dead letters and new failure causes, quarantines nobody handles, workers,
 //! and the checks `bw check` exits on, `bw metrics` exports and `bw top` shows. Read-only, one
 //! snapshot, every figure answered from an index or the trigger-kept counts: never a table scan.
 
@@ -10,6 +11,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::groups::{CauseGroup, QuarantineGroup};
+use super::jobs::CLAIM_NEXT_WIRE_NAME_SQL;
+use super::pause::{Pause, PauseKind};
 use super::query::StateCounts;
 use super::Store;
 use crate::error::Result;
@@ -22,6 +25,14 @@ use crate::model::{JobState, Millis};
 /// Scheduled row. `?1` is the queue, `?2` now.
 pub const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim \
                            WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2";
+
+/// Due Scheduled jobs of one wire name `?2` in queue `?1` at `?3`: how many, and the earliest
+/// `due_at`. A range of `jobs_claim_wire (queue, wire_name, due_at) WHERE state = 'scheduled'`,
+/// covering: what a paused wire name holds back in a queue costs one probe, and the oldest due
+/// job among the names not paused one probe per name waiting in the queue, never a walk over
+/// the paused backlog.
+pub const DUE_WIRE_NAME_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim_wire \
+                                     WHERE state = 'scheduled' AND queue = ?1 AND wire_name = ?2 AND due_at <= ?3";
 
 /// Jobs Dead-Lettered at or after `?1`: a range of `jobs_finished (state, finished_at)`, which
 /// `finished_at IS NOT NULL` (implied by the state) makes usable, covering.
@@ -52,8 +63,11 @@ pub struct Thresholds {
     pub unworked_after: Duration,
     /// `stale-workers` warns when more workers than this stopped heartbeating in the window.
     pub max_stale: u64,
-    /// Queues the latency checks leave out (known to be unserved on purpose). Paused queues will
-    /// join this set when pauses exist.
+    /// `forgotten-pause` warns when a pause has been in force longer than this: a pause nobody
+    /// lifted stops work silently.
+    pub max_pause: Duration,
+    /// Queues the latency checks leave out (known to be unserved on purpose). Paused queues are
+    /// left out without being named here (they are reported as paused instead).
     pub exclude_queues: BTreeSet<String>,
 }
 
@@ -67,6 +81,7 @@ impl Default for Thresholds {
             max_unhandled: 0,
             unworked_after: Duration::from_secs(60),
             max_stale: 0,
+            max_pause: Duration::from_secs(60 * 60),
             exclude_queues: BTreeSet::new(),
         }
     }
@@ -107,16 +122,19 @@ pub enum CheckName {
     UnhandledQuarantine,
     /// Workers that stopped heartbeating in the window (warning).
     StaleWorkers,
+    /// A pause in force for longer than `max_pause` (warning).
+    ForgottenPause,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 6] = [
+    pub const ALL: [CheckName; 7] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
         CheckName::DeadLettered,
         CheckName::NewCause,
         CheckName::UnhandledQuarantine,
         CheckName::StaleWorkers,
+        CheckName::ForgottenPause,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -127,6 +145,7 @@ impl CheckName {
             CheckName::NewCause => "new-cause",
             CheckName::UnhandledQuarantine => "unhandled-quarantine",
             CheckName::StaleWorkers => "stale-workers",
+            CheckName::ForgottenPause => "forgotten-pause",
         }
     }
 
@@ -134,14 +153,17 @@ impl CheckName {
     pub fn severity(self) -> Status {
         match self {
             CheckName::Latency | CheckName::UnworkedQueue | CheckName::DeadLettered => Status::Critical,
-            CheckName::NewCause | CheckName::UnhandledQuarantine | CheckName::StaleWorkers => Status::Warning,
+            CheckName::NewCause
+            | CheckName::UnhandledQuarantine
+            | CheckName::StaleWorkers
+            | CheckName::ForgottenPause => Status::Warning,
         }
     }
 
     /// The unit of `value` and `threshold`.
     pub fn unit(self) -> &'static str {
         match self {
-            CheckName::Latency | CheckName::UnworkedQueue => "seconds",
+            CheckName::Latency | CheckName::UnworkedQueue | CheckName::ForgottenPause => "seconds",
             CheckName::DeadLettered => "jobs",
             CheckName::NewCause => "causes",
             CheckName::UnhandledQuarantine => "wire names",
@@ -162,28 +184,39 @@ pub struct Check {
     pub message: String,
 }
 
-/// How long work waits in one queue: the Scheduled jobs due now and the oldest of them.
+/// How long work waits in one queue: the Scheduled jobs due now that a worker may claim, the
+/// oldest of them, and the due jobs a pause holds back.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QueueLatency {
     pub queue: String,
-    /// Scheduled jobs whose `due_at` has come: waiting for a worker now.
+    /// Scheduled jobs whose `due_at` has come and that no pause holds: waiting for a worker now.
     pub due_now: u64,
     /// The earliest `due_at` among them.
     pub oldest_due_at: Option<Millis>,
     /// How long that job has waited, in milliseconds (0 when nothing is due).
     pub oldest_due_age_ms: u64,
+    /// Due jobs no worker claims because of a pause in force: every due job of a paused queue,
+    /// or those of a paused wire name. Not in `due_now`.
+    pub held_by_pause: u64,
+    /// The pause of the queue itself, when one is in force.
+    pub paused: Option<Pause>,
 }
 
 /// One queue's latency and who serves it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QueueHealth {
     pub queue: String,
-    /// Scheduled jobs whose `due_at` has come: waiting for a worker now.
+    /// Scheduled jobs whose `due_at` has come and that no pause holds: waiting for a worker now.
     pub due_now: u64,
     /// The earliest `due_at` among them.
     pub oldest_due_at: Option<Millis>,
     /// How long that job has waited, in milliseconds (0 when nothing is due).
     pub oldest_due_age_ms: u64,
+    /// Due jobs a pause in force holds back (the queue's or a wire name's); not in `due_now`.
+    pub held_by_pause: u64,
+    /// The queue's own pause: a paused queue is reported, not judged by `latency` or
+    /// `unworked-queue` (it is paused on purpose; `forgotten-pause` watches how long).
+    pub paused: Option<Pause>,
     /// Live workers whose groups claim from this queue.
     pub live_workers: u64,
     /// Left out of the latency checks (`Thresholds::exclude_queues`).
@@ -215,6 +248,12 @@ pub struct Health {
     pub counts: StateCounts,
     /// Every queue that has jobs or a registered worker, by name.
     pub queues: Vec<QueueHealth>,
+    /// The pauses in force at `at`, queues first, then by name.
+    pub pauses: Vec<Pause>,
+    /// Due jobs held back by each wire-name pause in force, by wire name, summed over the queues
+    /// not paused themselves (a paused queue's due jobs are all in its
+    /// [`QueueHealth::held_by_pause`], whatever their wire name).
+    pub held_by_wire_name: BTreeMap<String, u64>,
     /// Jobs Dead-Lettered at or after `window_start`.
     pub dead_lettered_in_window: u64,
     /// The largest dead-letter cause groups (wire name and fingerprint), largest first: at most
@@ -253,15 +292,17 @@ pub struct TransitionCounter {
 }
 
 impl Store {
-    /// The store's health against `thresholds`, read in one snapshot. Read-only. Fast at
-    /// millions of jobs: counts come from the trigger-kept table, latency from the claim index,
-    /// causes and quarantines from their covering indexes, recent dead letters from
-    /// `jobs_finished`.
+    /// The store's health against `thresholds`, read in one snapshot (pauses included). Read-only.
+    /// Fast at millions of jobs: counts come from the trigger-kept table, latency from the claim
+    /// indexes (`jobs_claim`, and `jobs_claim_wire` for a paused wire name), causes and
+    /// quarantines from their covering indexes, recent dead letters from `jobs_finished`.
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
         let now = self.now();
         let window_ms = i64::try_from(thresholds.window.as_millis()).unwrap_or(i64::MAX);
         let window_start = now.saturating_sub(window_ms);
         self.read(|conn| {
+            let pauses = self.pauses()?;
+            let in_force = InForce::new(&pauses);
             let counts = self.counts()?;
             let workers = self.workers()?;
             let groups = cause_groups(conn)?;
@@ -291,13 +332,17 @@ impl Store {
                 .chain(workers.iter().flat_map(|w| w.queues.iter().map(String::as_str)))
                 .collect();
             let mut queues = Vec::with_capacity(names.len());
+            let mut held_by_wire_name: BTreeMap<String, u64> =
+                in_force.wire_names.iter().map(|n| (n.to_string(), 0)).collect();
             for queue in names {
-                let l = latency(conn, &counts, queue, now)?;
+                let l = latency(conn, &counts, queue, now, &in_force, &mut held_by_wire_name)?;
                 queues.push(QueueHealth {
                     queue: l.queue,
                     due_now: l.due_now,
                     oldest_due_at: l.oldest_due_at,
                     oldest_due_age_ms: l.oldest_due_age_ms,
+                    held_by_pause: l.held_by_pause,
+                    paused: l.paused,
                     live_workers: serving.get(queue).copied().unwrap_or(0),
                     excluded: thresholds.exclude_queues.contains(queue),
                 });
@@ -315,6 +360,8 @@ impl Store {
                 checks: Vec::new(),
                 counts,
                 queues,
+                pauses,
+                held_by_wire_name,
                 dead_lettered_in_window,
                 causes,
                 cause_groups_total,
@@ -332,12 +379,17 @@ impl Store {
 
     /// Queue latency for every queue that has jobs, by name: `bw stats` and `bw top`. One range
     /// of the claim index per queue with Scheduled jobs ([`DUE_SQL`]); its cost is the number of
-    /// jobs due now, never the backlog due later nor the finished jobs.
+    /// jobs due now, never the backlog due later nor the finished jobs. With a wire name paused,
+    /// one more probe per paused name ([`DUE_WIRE_NAME_SQL`]), and, when the oldest due job is
+    /// a paused one, one per wire name waiting in the queue. Pauses read in the same snapshot.
     pub fn queue_latency(&self) -> Result<Vec<QueueLatency>> {
         let now = self.now();
         self.read(|conn| {
+            let pauses = self.pauses()?;
+            let in_force = InForce::new(&pauses);
             let counts = self.counts()?;
-            counts.by_queue.keys().map(|q| latency(conn, &counts, q, now)).collect()
+            let mut held = BTreeMap::new();
+            counts.by_queue.keys().map(|q| latency(conn, &counts, q, now, &in_force, &mut held)).collect()
         })
     }
 
@@ -367,22 +419,102 @@ impl Store {
     }
 }
 
-fn latency(conn: &Connection, counts: &StateCounts, queue: &str, now: Millis) -> Result<QueueLatency> {
+/// The pauses in force, as the latency reads need them.
+struct InForce<'a> {
+    queues: BTreeMap<&'a str, &'a Pause>,
+    wire_names: BTreeSet<&'a str>,
+}
+
+impl<'a> InForce<'a> {
+    fn new(pauses: &'a [Pause]) -> Self {
+        let mut out = InForce { queues: BTreeMap::new(), wire_names: BTreeSet::new() };
+        for p in pauses {
+            match p.kind {
+                PauseKind::Queue => {
+                    out.queues.insert(&p.name, p);
+                }
+                PauseKind::WireName => {
+                    out.wire_names.insert(&p.name);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One queue's latency over what workers may claim, and what pauses hold back (added to
+/// `held_by_wire_name` per paused wire name).
+fn latency(
+    conn: &Connection,
+    counts: &StateCounts,
+    queue: &str,
+    now: Millis,
+    pauses: &InForce,
+    held_by_wire_name: &mut BTreeMap<String, u64>,
+) -> Result<QueueLatency> {
+    let paused = pauses.queues.get(queue).map(|p| (*p).clone());
     // A queue without Scheduled jobs (the counts say so exactly) needs no look at the index.
     let scheduled = counts.by_queue.get(queue).and_then(|m| m.get(&JobState::Scheduled)).copied().unwrap_or(0);
-    let (due_now, oldest_due_at) = if scheduled == 0 {
+    let (mut due_now, mut oldest_due_at) = if scheduled == 0 {
         (0, None)
     } else {
         let (n, oldest): (i64, Option<Millis>) =
             conn.prepare_cached(DUE_SQL)?.query_row(params![queue, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        (n as u64, oldest)
+        (n.max(0) as u64, oldest)
     };
+    let mut held_by_pause = 0;
+    if due_now > 0 && paused.is_some() {
+        // Every due job of a paused queue is held: nothing in it is claimable.
+        (held_by_pause, due_now, oldest_due_at) = (due_now, 0, None);
+    } else if due_now > 0 && !pauses.wire_names.is_empty() {
+        let mut oldest_is_held = false;
+        let mut due_of = conn.prepare_cached(DUE_WIRE_NAME_SQL)?;
+        for name in &pauses.wire_names {
+            let (n, first): (i64, Option<Millis>) =
+                due_of.query_row(params![queue, name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let n = n.max(0) as u64;
+            if n > 0 {
+                held_by_pause += n;
+                *held_by_wire_name.entry(name.to_string()).or_default() += n;
+                oldest_is_held |= first.is_some() && first <= oldest_due_at;
+            }
+        }
+        due_now = due_now.saturating_sub(held_by_pause);
+        if due_now == 0 {
+            oldest_due_at = None;
+        } else if oldest_is_held {
+            oldest_due_at = oldest_unpaused(conn, queue, now, &pauses.wire_names)?;
+        }
+    }
     Ok(QueueLatency {
         queue: queue.to_string(),
         due_now,
         oldest_due_at,
         oldest_due_age_ms: oldest_due_at.map_or(0, |t| now.saturating_sub(t).max(0) as u64),
+        held_by_pause,
+        paused,
     })
+}
+
+/// The earliest `due_at` among the due jobs of `queue` whose wire name is not paused: the wire
+/// names waiting in the queue visited one index probe each on `jobs_claim_wire` (as the claim
+/// steps around a paused name), so the cost is the number of names, never the paused backlog.
+fn oldest_unpaused(conn: &Connection, queue: &str, now: Millis, paused: &BTreeSet<&str>) -> Result<Option<Millis>> {
+    let mut next_name = conn.prepare_cached(CLAIM_NEXT_WIRE_NAME_SQL)?;
+    let mut due_of = conn.prepare_cached(DUE_WIRE_NAME_SQL)?;
+    let mut oldest: Option<Millis> = None;
+    let mut after = String::new();
+    while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
+        if !paused.contains(name.as_str()) {
+            let first: Option<Millis> = due_of.query_row(params![queue, name, now], |r| r.get(1))?;
+            oldest = match (oldest, first) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        after = name;
+    }
+    Ok(oldest)
 }
 
 /// A dead-letter cause group before its example is looked up.
@@ -471,6 +603,18 @@ fn quote(text: &str) -> String {
     out
 }
 
+/// `paused by alice until 2026-11-30T14:30:00Z` (or `until resumed`), the actor quoted.
+fn paused_by(p: &Pause) -> String {
+    let until = match p.until {
+        Some(u) => {
+            let at = std::time::UNIX_EPOCH + Duration::from_millis(u.max(0) as u64);
+            format!("until {}", humantime::format_rfc3339_seconds(at))
+        }
+        None => "until resumed".into(),
+    };
+    format!("paused by {} {until}", quote(&p.paused_by))
+}
+
 fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
     let verdict = |over: bool| if over { name.severity() } else { Status::Ok };
     let secs = |ms: u64| ms as f64 / 1000.0;
@@ -497,7 +641,22 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
         let total = items.len();
         list_of(items, total)
     };
-    let watched = || h.queues.iter().filter(|q| !q.excluded && q.due_now > 0);
+    // A paused queue is not judged: it is paused on purpose (and `forgotten-pause` watches it).
+    let watched = || h.queues.iter().filter(|q| !q.excluded && q.paused.is_none() && q.due_now > 0);
+    // The paused queues, named after a latency verdict so that a quiet queue is never a mystery.
+    let paused_queues = || -> String {
+        let named: Vec<String> = h
+            .queues
+            .iter()
+            .filter_map(|q| q.paused.as_ref().map(|p| (q, p)))
+            .map(|(q, p)| format!("{} {}, {} due", quote(&q.queue), paused_by(p), q.held_by_pause))
+            .collect();
+        if named.is_empty() {
+            String::new()
+        } else {
+            format!("; not judged, paused: {}", list(named))
+        }
+    };
     let (value, threshold, message) = match name {
         CheckName::Latency => {
             let limit = t.max_latency.as_millis() as u64;
@@ -518,7 +677,7 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     .collect();
                 format!("oldest due job waited longer than {}: {}", ago(limit), list(named))
             };
-            (secs(worst), secs(limit), message)
+            (secs(worst), secs(limit), message + &paused_queues())
         }
         CheckName::UnworkedQueue => {
             let grace = t.unworked_after.as_millis() as u64;
@@ -604,6 +763,40 @@ fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 format!("live workers: {}; none stopped heartbeating in the last {window}", h.workers.live)
             };
             (n as f64, t.max_stale as f64, message)
+        }
+        CheckName::ForgottenPause => {
+            let limit = t.max_pause.as_millis() as u64;
+            let age = |p: &Pause| h.at.saturating_sub(p.paused_at).max(0) as u64;
+            let mut long: Vec<&Pause> = h.pauses.iter().filter(|p| age(p) > limit).collect();
+            long.sort_by_key(|p| std::cmp::Reverse(age(p)));
+            let worst = h.pauses.iter().map(age).max().unwrap_or(0);
+            let held = |p: &Pause| -> u64 {
+                match p.kind {
+                    PauseKind::Queue => h.queues.iter().find(|q| q.queue == p.name).map_or(0, |q| q.held_by_pause),
+                    PauseKind::WireName => h.held_by_wire_name.get(&p.name).copied().unwrap_or(0),
+                }
+            };
+            let message = if !long.is_empty() {
+                let named = long
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{} {} {} for {}, {} due held",
+                            p.kind,
+                            quote(&p.name),
+                            paused_by(p),
+                            ago(age(p)),
+                            held(p)
+                        )
+                    })
+                    .collect();
+                format!("paused longer than {}: {}", ago(limit), list(named))
+            } else if h.pauses.is_empty() {
+                "nothing is paused".into()
+            } else {
+                format!("{} pause(s) in force, the longest for {}", h.pauses.len(), counted(worst))
+            };
+            (secs(worst), secs(limit), message)
         }
     };
     Check { name, status: verdict(value > threshold), value, threshold, unit: name.unit(), message }

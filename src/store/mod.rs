@@ -36,7 +36,7 @@ pub use admin::{current_actor, AuditEntry, SettingKey};
 pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
-    CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL,
+    CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL,
 };
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{

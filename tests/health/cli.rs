@@ -15,7 +15,7 @@ fn bw_check_exits_0_on_a_store_with_nothing_wrong() {
     let fx = Fx::new();
     fx.worker("w1", &["high"], &["send-email"], NOW);
     fx.scheduled("high", NOW - 10 * SECOND);
-    fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 6 checks pass\n"));
+    fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 7 checks pass\n"));
 }
 
 #[test]
@@ -56,7 +56,15 @@ fn bw_check_json_has_one_entry_per_check_with_name_status_value_threshold_and_me
     let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["latency", "unworked-queue", "dead-lettered", "new-cause", "unhandled-quarantine", "stale-workers"]
+        [
+            "latency",
+            "unworked-queue",
+            "dead-lettered",
+            "new-cause",
+            "unhandled-quarantine",
+            "stale-workers",
+            "forgotten-pause"
+        ]
     );
     for c in checks {
         let mut keys: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();

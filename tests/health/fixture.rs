@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use assert_cmd::Command;
-use backwave::store::{Health, Thresholds};
+use backwave::store::{Health, PauseKind, ResumeResult, Thresholds};
 use backwave::{cause_fingerprint, Clock, Store, WorkerInfo};
 use tempfile::TempDir;
 
@@ -16,6 +16,8 @@ pub const NOW_TEXT: &str = "2026-11-30T12:00:00Z";
 pub const SECOND: i64 = 1_000;
 pub const MINUTE: i64 = 60 * SECOND;
 pub const HOUR: i64 = 60 * MINUTE;
+/// Who pauses in these tests.
+pub const ADMIN: &str = "alice";
 
 pub struct Fx {
     _dir: TempDir,
@@ -38,18 +40,33 @@ impl Fx {
         format!("00000000-0000-7000-8000-{n:012x}")
     }
 
-    /// A Scheduled job of `queue` due at `due_at`.
+    /// A Scheduled `send-email` job of `queue` due at `due_at`.
     pub fn scheduled(&self, queue: &str, due_at: i64) -> String {
+        self.scheduled_as(queue, "send-email", due_at)
+    }
+
+    /// A Scheduled job of `queue` with `wire_name`, due at `due_at`.
+    pub fn scheduled_as(&self, queue: &str, wire_name: &str, due_at: i64) -> String {
         let id = self.id();
         self.store
             .connection()
             .execute(
                 "INSERT INTO jobs (id, wire_name, queue, state, due_at, created_at, updated_at)
-                 VALUES (?1, 'send-email', ?2, 'scheduled', ?3, ?3, ?3)",
-                rusqlite::params![id, queue, due_at],
+                 VALUES (?1, ?2, ?3, 'scheduled', ?4, ?4, ?4)",
+                rusqlite::params![id, wire_name, queue, due_at],
             )
             .unwrap();
         id
+    }
+
+    /// Pause a queue or wire name as `alice` (an admin), now, until `until` or resumed.
+    pub fn pause(&self, kind: PauseKind, name: &str, until: Option<i64>) {
+        self.store.bootstrap_admin(ADMIN).unwrap();
+        self.store.pause(ADMIN, kind, name, until, true).unwrap();
+    }
+
+    pub fn resume(&self, kind: PauseKind, name: &str) {
+        assert_eq!(self.store.resume(ADMIN, kind, name).unwrap(), ResumeResult::Resumed);
     }
 
     /// A Dead-Lettered job of `wire_name` that ended with `cause` at `finished_at`.
