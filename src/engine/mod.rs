@@ -69,8 +69,10 @@
 //! ends Succeeded. Its own timeouts, and a cancellation nobody asked for, are plain failures
 //! that retry.
 
+mod dispatcher;
 mod group;
 mod handler;
+mod pool;
 mod registry;
 mod runtime;
 
