@@ -222,15 +222,16 @@ impl Dispatcher {
         self.finish();
     }
 
-    /// How many jobs to claim now, if any: up to one per handler thread plus the claim-ahead.
-    /// With a handler thread possibly idle, any room is worth a claim; past that, the buffer is
-    /// topped up only once half the claim-ahead has drained, so claims stay wide.
+    /// How many jobs to claim now, if any: up to one per handler thread plus the claim-ahead,
+    /// at most the policy's widest round. With a handler thread possibly idle, any room is worth
+    /// a claim; past that, the buffer is topped up only once half the claim-ahead has drained,
+    /// so claims stay wide.
     fn claim_room(&self) -> Option<usize> {
         let ahead = self.pace.ahead();
         let held = self.inflight.len();
         let room = (self.cfg.concurrency + ahead).saturating_sub(held);
         let worth = held < self.cfg.concurrency || room >= ahead.div_ceil(2);
-        (room > 0 && worth).then_some(room)
+        (room > 0 && worth).then_some(room.min(self.planner.widest_round()))
     }
 
     /// Wait up to `wait` for the first finished job, then gather the others finishing right
