@@ -3,6 +3,7 @@
 //! Each test follows one item of seed 000 (and issue 3's "Done when").
 
 mod engine {
+    pub mod claim_ahead;
     pub mod durations;
     pub mod self_cancel;
     pub mod stale_runs;

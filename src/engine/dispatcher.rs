@@ -46,6 +46,10 @@ const AHEAD_HORIZON: Duration = Duration::from_millis(50);
 const MAX_AHEAD: usize = 1024;
 /// How often the pace is re-measured.
 const PACE_WINDOW: Duration = Duration::from_millis(50);
+/// A job claimed ahead that has waited this long means the handlers stalled after it was
+/// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
+/// handed back so that another worker can run them now.
+const BUFFER_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// One claim of this dispatcher not yet reported, by the token of its claim: waiting in the
 /// ready buffer or running. Not keyed by job: this same worker may claim a job again (its lease
@@ -85,9 +89,9 @@ impl Pace {
         }
     }
 
-    /// Jobs to hold claimed beyond one per handler thread.
+    /// Jobs to hold claimed beyond one per handler thread (none below one job per horizon).
     fn ahead(&self) -> usize {
-        ((self.rate * AHEAD_HORIZON.as_secs_f64()).ceil() as usize).min(MAX_AHEAD)
+        ((self.rate * AHEAD_HORIZON.as_secs_f64()) as usize).min(MAX_AHEAD)
     }
 }
 
@@ -116,7 +120,8 @@ pub(super) struct Dispatcher {
     next_run: u64,
     /// Outcomes not yet recorded (the store was busy, or they arrived since the last flush).
     pending: Vec<Completion>,
-    /// Unstarted jobs taken back at shutdown and not yet handed back to the store.
+    /// Unstarted jobs taken back (at shutdown, or held too long behind stalled handlers) and
+    /// not yet handed back to the store.
     handing_back: Vec<(JobId, u32)>,
     ready: Arc<ReadyBuffer>,
     done_rx: Receiver<Done>,
@@ -184,6 +189,7 @@ impl Dispatcher {
             }
             if now >= next_heartbeat {
                 self.heartbeat();
+                self.give_back_surplus(now);
                 next_heartbeat = later(now, heartbeat_every);
             }
             if now >= next_worker_heartbeat {
@@ -361,7 +367,7 @@ impl Dispatcher {
                 self.next_run += 1;
                 self.inflight.insert(run, Inflight { job_id: job.id, attempt: job.attempt, cancel, current: true });
                 let rank = self.rank(&job.queue);
-                works.push(Work { job, ctx, run, rank });
+                works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
             }
             self.ready.push(works);
         }
@@ -434,19 +440,36 @@ impl Dispatcher {
     }
 
     /// At shutdown: take every job no handler has started out of the ready buffer and give it
-    /// back to the store unconsumed (see [`Store::hand_back`]), then let idle handler threads
-    /// end. A job never started should not be charged an attempt, nor wait for its lease to
-    /// lapse before another worker may run it. If the store cannot be reached before the grace
-    /// period ends, their leases lapse instead (counted as abandoned; that costs an attempt).
+    /// back to the store unconsumed, then let idle handler threads end. A job never started
+    /// should not be charged an attempt, nor wait for its lease to lapse before another worker
+    /// may run it. If the store cannot be reached before the grace period ends, their leases
+    /// lapse instead (counted as abandoned; that costs an attempt, as a crash would).
     fn hand_back_unstarted(&mut self) {
-        for w in self.ready.take_all() {
+        let all = self.ready.take_all();
+        self.ready.close();
+        self.give_back(all);
+    }
+
+    /// Hand back the jobs claimed ahead that the handlers' pace no longer justifies, once one
+    /// has waited [`BUFFER_MAX_WAIT`]: held behind stalled handlers they would wait for no
+    /// reason while other workers are free.
+    fn give_back_surplus(&mut self, now: Instant) {
+        let keep = self.pace.ahead();
+        let surplus = self.ready.take_surplus(keep, now.checked_sub(BUFFER_MAX_WAIT).unwrap_or(now));
+        self.give_back(surplus);
+    }
+
+    /// Return unstarted jobs to the store as Scheduled, their attempt not consumed (see
+    /// [`Store::hand_back`]). On a store error they stay listed (their leases heartbeated) and
+    /// the next call tries again.
+    fn give_back(&mut self, works: Vec<Work>) {
+        for w in works {
             if let Some(f) = self.inflight.remove(&w.run) {
                 if f.current {
                     self.handing_back.push((f.job_id, f.attempt));
                 }
             }
         }
-        self.ready.close();
         if self.handing_back.is_empty() {
             return;
         }

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, MutexGuard, Once};
+use std::time::Instant;
 
 use super::handler::{CancelReason, HandlerError, JobContext};
 use super::registry::Registry;
@@ -24,6 +25,7 @@ pub(super) struct Work {
     /// Its queue's place in a strict policy (0 first); 0 for every job under a weighted one.
     /// Lower ranks start first, claim order within a rank.
     pub rank: usize,
+    pub claimed_at: Instant,
 }
 
 /// What a handler thread tells the dispatcher.
@@ -60,12 +62,20 @@ impl ReadyBuffer {
     /// Add claimed jobs, each after every waiting job of its rank or a better one.
     pub fn push(&self, works: impl IntoIterator<Item = Work>) {
         let mut s = self.lock();
+        let before = s.jobs.len();
         for w in works {
             let at = s.jobs.partition_point(|o| o.rank <= w.rank);
             s.jobs.insert(at, w);
         }
+        let added = s.jobs.len() - before;
         drop(s);
-        self.available.notify_all();
+        // One job wakes one idle thread; a batch wakes them all (waking a thread for each job
+        // of a wide batch would only have most of them find it empty).
+        match added {
+            0 => {}
+            1 => self.available.notify_one(),
+            _ => self.available.notify_all(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -82,6 +92,16 @@ impl ReadyBuffer {
     /// Take back every job no handler has started.
     pub fn take_all(&self) -> Vec<Work> {
         self.lock().jobs.drain(..).collect()
+    }
+
+    /// Take back the jobs beyond the first `keep` in line, if any waiting job was claimed
+    /// before `stale`: the handlers have stalled since those were claimed ahead.
+    pub fn take_surplus(&self, keep: usize, stale: Instant) -> Vec<Work> {
+        let mut s = self.lock();
+        if s.jobs.len() <= keep || !s.jobs.iter().any(|w| w.claimed_at < stale) {
+            return Vec::new();
+        }
+        s.jobs.split_off(keep).into()
     }
 
     /// No more jobs: handler threads end once idle.

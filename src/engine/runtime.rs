@@ -197,8 +197,8 @@ pub struct GroupStats {
     pub fenced_out: u64,
     /// Lapsed leases of any worker that this group reaped.
     pub reaped: u64,
-    /// Claimed jobs no handler had started when the group stopped, given back to the store
-    /// as Scheduled without consuming an attempt.
+    /// Jobs claimed ahead that no handler started, given back to the store as Scheduled
+    /// without consuming an attempt: at shutdown, or held too long behind stalled handlers.
     pub handed_back: u64,
     /// Running handlers when the group stopped, left to lapse.
     pub abandoned: u64,
@@ -325,6 +325,9 @@ impl EngineHandle {
 
     fn stop_all(&mut self, grace: Duration) -> ShutdownReport {
         let deadline = later(Instant::now(), grace);
+        // Hand-backs before the stop (of jobs held behind stalled handlers) are not this report's.
+        let handed_back_before: Vec<u64> =
+            self.groups.iter().map(|g| g.stats.handed_back.load(Ordering::Relaxed)).collect();
         for g in &self.groups {
             *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
             g.stop.requested.store(true, Ordering::SeqCst);
@@ -333,10 +336,10 @@ impl EngineHandle {
             let _ = w.send(Done::Wake);
         }
         let mut report = ShutdownReport::default();
-        for g in &mut self.groups {
+        for (g, before) in self.groups.iter_mut().zip(handed_back_before) {
             if let Some(t) = g.thread.take() {
                 let _ = t.join();
-                report.handed_back += g.stats.handed_back.load(Ordering::Relaxed);
+                report.handed_back += g.stats.handed_back.load(Ordering::Relaxed) - before;
                 report.abandoned += g.stats.abandoned.load(Ordering::Relaxed);
             }
         }

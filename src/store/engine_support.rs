@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::model::{JobId, JobState};
 
 /// The reason logged when a worker hands back a job it claimed but never started.
-pub const HANDED_BACK: &str = "handed back unstarted at shutdown: the claim is undone and costs no attempt";
+pub const HANDED_BACK: &str = "handed back unstarted: the claim is undone and costs no attempt";
 
 impl Store {
     /// Whether any Running job's lease has lapsed, by the `jobs_lease` index and without the
@@ -22,8 +22,9 @@ impl Store {
         Ok(self.conn.prepare_cached(sql)?.query_row([self.now()], |r| r.get(0))?)
     }
 
-    /// Undo the claims of jobs a worker holds but never started (its shutdown, with jobs still
-    /// in its ready buffer), in one transaction, each behind the fence. A job goes back to
+    /// Undo the claims of jobs a worker holds but never started (claimed ahead into its ready
+    /// buffer, then its shutdown, or its handlers stalled), in one transaction, each behind the
+    /// fence. A job goes back to
     /// Scheduled with its attempt counter lowered again, so the claim consumed no budget
     /// (attempts count executions, and this one never ran) and its `due_at` keeps its place in
     /// line; the log says so (`Running -> Scheduled` at the attempt it is back at, reason
