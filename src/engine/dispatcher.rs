@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::group::{DispatchPolicy, Planner, WorkerGroup};
 use super::handler::{CancelReason, CancelSignal, JobContext};
+use super::pace::Pace;
 use super::pool::{Done, ReadyBuffer, Work};
 use super::runtime::{later, Counters, StopFlag};
 use crate::error::Result;
@@ -37,15 +38,6 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// transaction for all of them is far cheaper than one each.
 const COLLECT_LINGER: Duration = Duration::from_micros(200);
 const COLLECT_MAX: Duration = Duration::from_millis(2);
-/// Claim-ahead: the group holds, beyond one job per handler thread, what its handlers finish in
-/// this long at the pace they have kept lately (long enough to cover a claim and a completion
-/// transaction, during which the handlers would otherwise run dry), never more than
-/// `MAX_AHEAD`. Slow handlers get next to nothing ahead, so jobs are not held from other
-/// workers that could start them sooner; quick ones get batches as wide as the store likes.
-const AHEAD_HORIZON: Duration = Duration::from_millis(50);
-const MAX_AHEAD: usize = 1024;
-/// How often the pace is re-measured.
-const PACE_WINDOW: Duration = Duration::from_millis(50);
 /// A job claimed ahead that has waited this long means the handlers stalled after it was
 /// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
 /// handed back so that another worker can run them now.
@@ -62,37 +54,6 @@ struct Inflight {
     attempt: u32,
     cancel: CancelSignal,
     current: bool,
-}
-
-/// The pace at which this group's handlers finish jobs (jobs/s): rises at once, decays by half
-/// per window, so a burst is met within one window and an idle group soon claims no further
-/// ahead than its threads.
-struct Pace {
-    since: Instant,
-    finished: u64,
-    rate: f64,
-}
-
-impl Pace {
-    fn new(now: Instant) -> Self {
-        Pace { since: now, finished: 0, rate: 0.0 }
-    }
-
-    fn record(&mut self, finished: usize, now: Instant) {
-        self.finished += finished as u64;
-        let elapsed = now.saturating_duration_since(self.since);
-        if elapsed >= PACE_WINDOW {
-            let rate = self.finished as f64 / elapsed.as_secs_f64();
-            self.rate = if rate >= self.rate { rate } else { (self.rate + rate) / 2.0 };
-            self.since = now;
-            self.finished = 0;
-        }
-    }
-
-    /// Jobs to hold claimed beyond one per handler thread (none below one job per horizon).
-    fn ahead(&self) -> usize {
-        ((self.rate * AHEAD_HORIZON.as_secs_f64()) as usize).min(MAX_AHEAD)
-    }
 }
 
 /// What the dispatcher is built from.

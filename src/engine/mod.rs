@@ -72,6 +72,7 @@
 mod dispatcher;
 mod group;
 mod handler;
+mod pace;
 mod pool;
 mod registry;
 mod runtime;

@@ -1,0 +1,100 @@
+//! How far a worker group claims ahead of its handler threads: from the pace at which its
+//! handlers have been finishing jobs. Pure arithmetic over the instants it is given; the
+//! dispatcher feeds it and asks it, nothing else.
+
+use std::time::{Duration, Instant};
+
+/// The group holds, beyond one job per handler thread, what its handlers finish in this long at
+/// their recent pace: long enough to cover a claim and a completion transaction, during which
+/// the handlers would otherwise run dry. Slow handlers get nothing ahead, so jobs are not held
+/// from other workers that could start them sooner; quick ones get batches as wide as the store
+/// likes (a claim transaction of a thousand jobs costs little more than one of a hundred).
+const AHEAD_HORIZON: Duration = Duration::from_millis(50);
+/// Never more than this many ahead, however quick the handlers.
+pub(super) const MAX_AHEAD: usize = 1024;
+/// How often the pace is re-measured.
+const PACE_WINDOW: Duration = Duration::from_millis(50);
+
+/// The pace at which a group's handlers finish jobs (jobs/s): it rises at once and decays by
+/// half per window, so a burst is met within one window and an idle group soon claims no
+/// further ahead than its threads.
+#[derive(Debug)]
+pub(super) struct Pace {
+    since: Instant,
+    finished: u64,
+    rate: f64,
+}
+
+impl Pace {
+    pub fn new(now: Instant) -> Self {
+        Pace { since: now, finished: 0, rate: 0.0 }
+    }
+
+    /// `finished` more jobs have finished, as of `now`.
+    pub fn record(&mut self, finished: usize, now: Instant) {
+        self.finished += finished as u64;
+        let elapsed = now.saturating_duration_since(self.since);
+        if elapsed >= PACE_WINDOW {
+            let rate = self.finished as f64 / elapsed.as_secs_f64();
+            self.rate = if rate >= self.rate { rate } else { (self.rate + rate) / 2.0 };
+            self.since = now;
+            self.finished = 0;
+        }
+    }
+
+    /// Jobs to hold claimed beyond one per handler thread (none below one job per horizon).
+    pub fn ahead(&self) -> usize {
+        ((self.rate * AHEAD_HORIZON.as_secs_f64()) as usize).min(MAX_AHEAD)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WINDOW: Duration = PACE_WINDOW;
+
+    #[test]
+    fn quick_handlers_get_their_horizon_ahead_at_once_and_never_more_than_the_cap() {
+        let t0 = Instant::now();
+        let mut pace = Pace::new(t0);
+        assert_eq!(pace.ahead(), 0, "nothing measured yet: no claim-ahead");
+        // 500 jobs in one 50 ms window: 10,000 jobs/s, so 500 in the next 50 ms.
+        pace.record(500, t0 + WINDOW);
+        assert_eq!(pace.ahead(), 500);
+        pace.record(1_000_000, t0 + 2 * WINDOW);
+        assert_eq!(pace.ahead(), MAX_AHEAD);
+    }
+
+    #[test]
+    fn a_stalled_or_slow_group_decays_to_nothing_ahead() {
+        let t0 = Instant::now();
+        let mut pace = Pace::new(t0);
+        pace.record(800, t0 + WINDOW);
+        assert_eq!(pace.ahead(), 800);
+        pace.record(0, t0 + 2 * WINDOW);
+        assert_eq!(pace.ahead(), 400, "halved by a window without completions");
+        let mut t = t0 + 2 * WINDOW;
+        for _ in 0..10 {
+            t += WINDOW;
+            pace.record(0, t);
+        }
+        assert_eq!(pace.ahead(), 0);
+        // Four threads running 100 ms jobs: 40 jobs/s, 2 in a horizon.
+        for _ in 0..40 {
+            t += WINDOW;
+            pace.record(2, t);
+        }
+        assert_eq!(pace.ahead(), 2);
+    }
+
+    #[test]
+    fn completions_inside_a_window_wait_for_its_end() {
+        let t0 = Instant::now();
+        let mut pace = Pace::new(t0);
+        pace.record(300, t0 + WINDOW / 2);
+        assert_eq!(pace.ahead(), 0);
+        pace.record(200, t0 + WINDOW);
+        assert_eq!(pace.ahead(), 500);
+    }
+}
