@@ -37,7 +37,7 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// it has, and how long it gathers at most: quick handlers finish microseconds apart, and one
 /// transaction for all of them is far cheaper than one each.
 const COLLECT_LINGER: Duration = Duration::from_micros(200);
-const COLLECT_MAX: Duration = Duration::from_millis(2);
+const COLLECT_MAX: Duration = Duration::from_millis(5);
 /// A job claimed ahead that has waited this long means the handlers stalled after it was
 /// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
 /// handed back so that another worker can run them now.
