@@ -4,7 +4,7 @@
 //! leases, runs the retention sweep, keeps the worker's registry row alive, and at shutdown hands
 //! back the jobs no handler started. It never runs handler code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -309,6 +309,7 @@ impl Dispatcher {
             })?;
             total += jobs.len();
             Counters::add(&self.stats.claimed, jobs.len() as u64);
+            self.supersede(&jobs.iter().map(|j| j.id).collect());
             let mut works = Vec::with_capacity(jobs.len());
             for job in jobs {
                 let cancel = CancelSignal::new();
@@ -323,7 +324,6 @@ impl Dispatcher {
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
                 };
-                self.supersede(job.id);
                 let run = self.next_run;
                 self.next_run += 1;
                 self.inflight.insert(run, Inflight { job_id: job.id, attempt: job.attempt, cancel, current: true });
@@ -335,12 +335,17 @@ impl Dispatcher {
         Ok(total)
     }
 
-    /// The store let us claim `job` again, so any earlier run of it here has lost its lease:
-    /// one still waiting never starts, a running one is told and made stale, and an outcome of
-    /// it not yet written is dropped.
-    fn supersede(&mut self, job: JobId) {
-        let earlier: Vec<u64> =
-            self.inflight.iter().filter(|(_, f)| f.job_id == job && f.current).map(|(run, _)| *run).collect();
+    /// The store let us claim these jobs, so any earlier run of one of them here has lost its
+    /// lease: one still waiting never starts, a running one is told and made stale, and an
+    /// outcome of it not yet written is dropped. One pass per claim, not per job: the group may
+    /// hold a thousand claims.
+    fn supersede(&mut self, claimed: &HashSet<JobId>) {
+        let earlier: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, f)| f.current && claimed.contains(&f.job_id))
+            .map(|(run, _)| *run)
+            .collect();
         for run in earlier {
             if self.ready.take(run).is_some() {
                 self.inflight.remove(&run);
@@ -351,7 +356,7 @@ impl Dispatcher {
             }
         }
         let before = self.pending.len();
-        self.pending.retain(|c| c.job_id != job);
+        self.pending.retain(|c| !claimed.contains(&c.job_id));
         Counters::add(&self.stats.fenced_out, (before - self.pending.len()) as u64);
     }
 
