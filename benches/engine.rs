@@ -2,13 +2,13 @@
 //!
 //! `cargo bench --bench engine` enqueues 100,000 no-op jobs and drains them with 1, 2 and 4
 //! workers (each its own engine, store connection and worker group, as separate processes
-//! would be), once with the settings a user gets (`WorkerGroup::default()`: 4 handler threads,
-//! 250 ms poll) and once tuned (32 handler threads, 5 ms poll); measures the same claim + fenced
-//! complete + transition rows in plain SQL at 1, 10, 32, 256 and 1024 jobs per transaction (best
-//! of 2 each; the engine's claims reach about 1,000); drains due jobs with and without a
-//! 100,000-job backlog of future-due retries in the same queue (best of 3 each); and times
-//! enqueue-to-start of single jobs into an idle default group. `BW_BENCH_JOBS=20000` shrinks
-//! the run.
+//! would be), with the settings a user gets (`WorkerGroup::default()`: 4 handler threads, 250 ms
+//! poll) and tuned (32 handler threads, 5 ms poll), alternating, best of 2 each; measures the
+//! same claim + fenced complete + transition rows in plain SQL at 1, 10, 32, 256 and 1024 jobs
+//! per transaction (best of 2 each; the engine's claims reach about 1,000); drains due jobs with
+//! and without a 100,000-job backlog of future-due retries in the same queue (best of 3 each);
+//! and times enqueue-to-start of single jobs into an idle default group. `BW_BENCH_JOBS=20000`
+//! shrinks the run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -260,23 +260,30 @@ fn main() {
         row(format!("raw SQL ceiling, {per_tx} job(s)/tx"), format!("{rate:.0}"), String::new());
     }
 
-    // Default and tuned side by side at each worker count, so a burst on the machine hits both.
+    // Default and tuned side by side at each worker count, alternating, the best of two each
+    // like the ceilings: a neighbour's burst on a shared machine should not decide the ratio.
     let mut best = [0.0f64; 2];
     let mut single = [0.0f64; 2];
     for workers in [1, 2, 4] {
-        for (i, settings) in [Settings::Default, Settings::Tuned].into_iter().enumerate() {
-            let (path, store) = fresh_store(dir.path(), &format!("drain-{workers}-{i}.db"));
-            let enq = enqueue(&store, n, 0);
-            if workers == 1 && settings == Settings::Default {
-                row("enqueue, batches of 1000".into(), format!("{enq:.0}"), String::new());
+        let mut rates = [0.0f64; 2];
+        for run in 0..2 {
+            for (i, settings) in [Settings::Default, Settings::Tuned].into_iter().enumerate() {
+                let (path, store) = fresh_store(dir.path(), &format!("drain-{workers}-{i}-{run}.db"));
+                let enq = enqueue(&store, n, 0);
+                if workers == 1 && run == 0 && settings == Settings::Default {
+                    row("enqueue, batches of 1000".into(), format!("{enq:.0}"), String::new());
+                }
+                rates[i] = rates[i].max(drain(&path, &store, n, workers, settings));
             }
-            let rate = drain(&path, &store, n, workers, settings);
+        }
+        for (i, settings) in [Settings::Default, Settings::Tuned].into_iter().enumerate() {
+            let rate = rates[i];
             best[i] = best[i].max(rate);
             if workers == 1 {
                 single[i] = rate;
             }
             row(
-                format!("drain, {workers} worker(s), {}", settings.label()),
+                format!("drain, {workers} worker(s), {} (best of 2)", settings.label()),
                 format!("{rate:.0}"),
                 format!("{:.0}% of the best raw ceiling", 100.0 * rate / best_ceiling),
             );

@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 const AHEAD_HORIZON: Duration = Duration::from_millis(50);
 /// Never more than this many ahead, however quick the handlers.
 pub(super) const MAX_AHEAD: usize = 1024;
-/// How often the pace is re-measured.
+/// How often the pace is re-measured (and decays when slower).
 const PACE_WINDOW: Duration = Duration::from_millis(50);
+/// A window this far along already raises the pace when it is faster, so that a group coming
+/// out of idle into a backlog reaches full width within a few milliseconds, not windows.
+const EARLY_RISE: Duration = Duration::from_millis(5);
 
-/// The pace at which a group's handlers finish jobs (jobs/s): it rises at once and decays by
-/// half per window, so a burst is met within one window and an idle group soon claims no
-/// further ahead than its threads.
+/// The pace at which a group's handlers finish jobs (jobs/s): it rises at once (within a few
+/// milliseconds) and decays by half per window, so a burst is met at once and an idle or
+/// stalled group soon claims no further ahead than its threads.
 #[derive(Debug)]
 pub(super) struct Pace {
     since: Instant,
@@ -39,6 +42,8 @@ impl Pace {
             self.rate = if rate >= self.rate { rate } else { (self.rate + rate) / 2.0 };
             self.since = now;
             self.finished = 0;
+        } else if elapsed >= EARLY_RISE {
+            self.rate = self.rate.max(self.finished as f64 / elapsed.as_secs_f64());
         }
     }
 
@@ -89,12 +94,18 @@ mod tests {
     }
 
     #[test]
-    fn completions_inside_a_window_wait_for_its_end() {
+    fn a_faster_pace_counts_early_in_a_window_and_a_slower_one_only_at_its_end() {
         let t0 = Instant::now();
         let mut pace = Pace::new(t0);
-        pace.record(300, t0 + WINDOW / 2);
-        assert_eq!(pace.ahead(), 0);
-        pace.record(200, t0 + WINDOW);
+        pace.record(10, t0 + EARLY_RISE / 2);
+        assert_eq!(pace.ahead(), 0, "too early in the window to tell");
+        // 100 jobs in 10 ms: 10,000 jobs/s already.
+        pace.record(90, t0 + 2 * EARLY_RISE);
         assert_eq!(pace.ahead(), 500);
+        pace.record(0, t0 + WINDOW - EARLY_RISE);
+        assert_eq!(pace.ahead(), 500, "a slowdown waits for the window's end");
+        // 100 in the whole window: 2,000 jobs/s, so halfway down from 10,000: 6,000.
+        pace.record(0, t0 + WINDOW);
+        assert_eq!(pace.ahead(), 300);
     }
 }
