@@ -323,10 +323,10 @@ fn main() {
     );
 
     println!();
-    println!("| measurement                                                 |     jobs/s | note");
-    println!("|-------------------------------------------------------------|-----------:|------");
+    println!("| measurement                                                  |     jobs/s | note");
+    println!("|--------------------------------------------------------------|-----------:|------");
     for (what, value, note) in &rows {
-        println!("| {what:<59} | {value:>10} | {note}");
+        println!("| {what:<60} | {value:>10} | {note}");
     }
     println!();
     println!(
