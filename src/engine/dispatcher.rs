@@ -3,6 +3,10 @@
 //! batches behind the fence, heartbeats every lease it holds (buffered or running), reaps lapsed
 //! leases, runs the retention sweep, keeps the worker's registry row alive, and at shutdown hands
 //! back the jobs no handler started. It never runs handler code.
+//!
+//! Over 500 lines on purpose: every step shares the one loop's state (what is claimed, waiting,
+//! running, finished but unwritten, being handed back), and splitting it would pass that state
+//! around; what stands alone is out already (`pool.rs`, `pace.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
