@@ -19,8 +19,9 @@ const PACE_WINDOW: Duration = Duration::from_millis(50);
 const EARLY_RISE: Duration = Duration::from_millis(5);
 
 /// The pace at which a group's handlers finish jobs (jobs/s): it rises at once (within a few
-/// milliseconds) and decays by half per window, so a burst is met at once and an idle or
-/// stalled group soon claims no further ahead than its threads.
+/// milliseconds), decays by half per slower window, and drops to nothing after a window in
+/// which no job finished (every handler busy with a slow job, or idle): a burst is met at once,
+/// and a stalled group stops claiming ahead of its threads within one window.
 #[derive(Debug)]
 pub(super) struct Pace {
     since: Instant,
@@ -39,7 +40,11 @@ impl Pace {
         let elapsed = now.saturating_duration_since(self.since);
         if elapsed >= PACE_WINDOW {
             let rate = self.finished as f64 / elapsed.as_secs_f64();
-            self.rate = if rate >= self.rate { rate } else { (self.rate + rate) / 2.0 };
+            self.rate = match self.finished {
+                0 => 0.0,
+                _ if rate >= self.rate => rate,
+                _ => (self.rate + rate) / 2.0,
+            };
             self.since = now;
             self.finished = 0;
         } else if elapsed >= EARLY_RISE {
@@ -72,19 +77,16 @@ mod tests {
     }
 
     #[test]
-    fn a_stalled_or_slow_group_decays_to_nothing_ahead() {
+    fn a_slower_group_decays_and_a_stalled_one_claims_nothing_ahead_after_one_window() {
         let t0 = Instant::now();
         let mut pace = Pace::new(t0);
         pace.record(800, t0 + WINDOW);
         assert_eq!(pace.ahead(), 800);
-        pace.record(0, t0 + 2 * WINDOW);
-        assert_eq!(pace.ahead(), 400, "halved by a window without completions");
-        let mut t = t0 + 2 * WINDOW;
-        for _ in 0..10 {
-            t += WINDOW;
-            pace.record(0, t);
-        }
-        assert_eq!(pace.ahead(), 0);
+        pace.record(400, t0 + 2 * WINDOW);
+        assert_eq!(pace.ahead(), 600, "halfway down to a window of 400");
+        pace.record(0, t0 + 3 * WINDOW);
+        assert_eq!(pace.ahead(), 0, "a window in which nothing finished");
+        let mut t = t0 + 3 * WINDOW;
         // Four threads running 100 ms jobs: 40 jobs/s, 2 in a horizon.
         for _ in 0..40 {
             t += WINDOW;
