@@ -74,3 +74,15 @@ impl From<rusqlite::Error> for Error {
         Error::Sqlite(e)
     }
 }
+
+/// The message of a caught panic (`panic!("...")` carries a `&str` or a `String`): a handler's
+/// for its failure detail, a backoff function's for the policy error that refuses it.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panicked with a non-string payload".to_string()
+    }
+}

@@ -246,11 +246,7 @@ impl RetryPolicy {
             // stops the group for good: evaluate it once here and refuse a curve that panics.
             for n in 1..max_attempts {
                 if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(n))) {
-                    let why = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a non-string panic".into());
+                    let why = crate::error::panic_message(&*panic);
                     return Err(Error::InvalidPolicy(format!(
                         "the backoff function panicked for failed attempt {n} of {max_attempts}: {why}"
                     )));

@@ -3,6 +3,7 @@
 //! Each test follows one item of seed 000 (and issue 3's "Done when").
 
 mod engine {
+    pub mod claim_ahead;
     pub mod durations;
     pub mod pause;
     pub mod self_cancel;
@@ -528,13 +529,18 @@ fn failure_detail_is_not_captured_when_the_host_or_the_store_switches_it_off() {
 #[test]
 fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_lapse() {
     let t = test_store();
+    let started = Arc::new(AtomicU32::new(0));
     let mut registry = Registry::new();
     registry
-        .handle::<u64>("work", |ms, ctx| {
-            // Ignores cancellation on purpose, like a handler stuck in a blocking call.
-            std::thread::sleep(Duration::from_millis(ms));
-            let _ = ctx;
-            Ok(())
+        .handle::<u64>("work", {
+            let started = Arc::clone(&started);
+            move |ms, ctx| {
+                started.fetch_add(1, Ordering::SeqCst);
+                // Ignores cancellation on purpose, like a handler stuck in a blocking call.
+                std::thread::sleep(Duration::from_millis(ms));
+                let _ = ctx;
+                Ok(())
+            }
         })
         .queue("q");
     let quick = registry.enqueue(&t.store, "work", &200u64).unwrap();
@@ -543,9 +549,9 @@ fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_
     engine.add_worker_group(WorkerGroup { concurrency: 2, ..group("g", strict("q"), 3) });
     let running = engine.start().unwrap();
     let worker = running.worker_ids()[0].1.clone();
-    wait_for("both jobs to run", Duration::from_secs(10), || {
-        [quick, stuck].iter().all(|id| job(&t.store, *id).state == JobState::Running).then_some(())
-    });
+    // Both handlers started, not just both jobs claimed: a claimed job no handler has started
+    // yet would be handed back at the shutdown, not left running.
+    wait_for("both handlers to start", Duration::from_secs(10), || (started.load(Ordering::SeqCst) == 2).then_some(()));
     let report = running.shutdown(Duration::from_millis(1500));
 
     assert_eq!(report.abandoned, 1);

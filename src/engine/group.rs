@@ -148,6 +148,18 @@ impl Planner {
         Planner { policy, current: vec![0; n] }
     }
 
+    /// The most jobs one round of claims should take. Strict: no limit. Weighted: four turns
+    /// of the weights: each round's claims commit queue by queue (all of one queue's share,
+    /// then the next's), so a wide round would serve the queues in long runs, and any window of
+    /// claims shorter than a round would stray from the weights; four turns keep every window
+    /// within a few jobs of them.
+    pub(crate) fn widest_round(&self) -> usize {
+        match &self.policy {
+            DispatchPolicy::Strict(_) => usize::MAX,
+            DispatchPolicy::Weighted(qs) => 4 * qs.iter().map(|(_, w)| *w as usize).sum::<usize>(),
+        }
+    }
+
     /// Claims to make for `slots` free slots: each is (queues in try order, limit).
     pub(crate) fn plan(&mut self, slots: usize) -> Vec<(Vec<String>, usize)> {
         match &self.policy {

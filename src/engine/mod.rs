@@ -69,8 +69,11 @@
 //! ends Succeeded. Its own timeouts, and a cancellation nobody asked for, are plain failures
 //! that retry.
 
+mod dispatcher;
 mod group;
 mod handler;
+mod pace;
+mod pool;
 mod registry;
 mod runtime;
 

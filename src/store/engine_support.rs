@@ -1,8 +1,16 @@
-//! Store reads the engine needs and nothing else does (owned by the engine). Reads only: every
-//! state change still goes through the fenced operations in `jobs.rs`.
+//! Store operations only the engine needs (owned by the engine): a lock-free check for lapsed
+//! leases, and handing back claimed jobs that never started. Every state change still goes
+//! through the fence: nothing here touches a job that is not Running under the caller's lease.
 
+use rusqlite::params;
+
+use super::jobs::{complete_one, detail_enabled, log, Completion, Entry, Fenced, Outcome};
 use super::Store;
 use crate::error::Result;
+use crate::model::{JobId, JobState};
+
+/// The reason logged when a worker hands back a job it claimed but never started.
+pub const HANDED_BACK: &str = "handed back unstarted: the claim is undone and costs no attempt";
 
 impl Store {
     /// Whether any Running job's lease has lapsed, by the `jobs_lease` index and without the
@@ -12,5 +20,50 @@ impl Store {
         let sql = "SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_lease
                    WHERE state = 'running' AND lease_expires_at < ?1)";
         Ok(self.conn.prepare_cached(sql)?.query_row([self.now()], |r| r.get(0))?)
+    }
+
+    /// Undo the claims of jobs a worker holds but never started (claimed ahead into its ready
+    /// buffer, then its shutdown, or its handlers stalled), in one transaction, each behind the
+    /// fence. A job goes back to
+    /// Scheduled with its attempt counter lowered again, so the claim consumed no budget
+    /// (attempts count executions, and this one never ran) and its `due_at` keeps its place in
+    /// line; the log says so (`Running -> Scheduled` at the attempt it is back at, reason
+    /// [`HANDED_BACK`]). A job an operator asked to cancel meanwhile ends Cancelled instead, as
+    /// its handler would have. Per job: `Accepted(Scheduled)`, `Accepted(Cancelled)`, or
+    /// `Rejected` when the lease is no longer the worker's (nothing changed).
+    pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        self.write(|tx| {
+            let mut undo = tx.prepare_cached(
+                "UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = ?4
+                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3
+                       AND attempt > 0 AND cancel_requested_by IS NULL",
+            )?;
+            let capture = detail_enabled(tx)?;
+            jobs.iter()
+                .map(|&(id, attempt)| {
+                    if undo.execute(params![id.to_string(), worker_id, attempt, now])? == 1 {
+                        let mut e = Entry::new(id, now, Some(JobState::Running), JobState::Scheduled, attempt - 1);
+                        e.worker_id = Some(worker_id);
+                        e.reason = Some(HANDED_BACK);
+                        log(tx, &e)?;
+                        return Ok(Fenced::Accepted(JobState::Scheduled));
+                    }
+                    // Not handed back: either the lease is gone (the fence rejects the outcome
+                    // too) or an operator asked to cancel it, which a Cancelled outcome honours.
+                    let cancelled = Completion {
+                        job_id: id,
+                        worker_id: worker_id.to_string(),
+                        attempt,
+                        outcome: Outcome::Cancelled,
+                    };
+                    complete_one(tx, now, capture, &cancelled)
+                })
+                .collect()
+        })
     }
 }

@@ -405,7 +405,7 @@ impl RunningAttempt {
     }
 }
 
-fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
+pub(super) fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
     let id = c.job_id.to_string();
     let worker = Some(c.worker_id.as_str());
     // The common case is one fenced UPDATE: no row read at all.

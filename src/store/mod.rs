@@ -33,6 +33,7 @@ use rusqlite::{Connection, OpenFlags};
 use file::{check_file, create_private_file, is_writable, open_error, open_read_only, InUse};
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use engine_support::HANDED_BACK;
 pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,

@@ -1,6 +1,8 @@
 //! Durations an application passes in, at their extremes: `Duration::MAX` reads as "never" or
 //! "as long as it takes", and must mean that rather than panic on an `Instant` overflow.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup};
@@ -17,19 +19,23 @@ fn group_q(name: &str) -> WorkerGroup {
 fn shutdown_with_an_unbounded_grace_period_waits_for_the_handler_instead_of_panicking() {
     let t = test_store();
     let mut registry = Registry::new();
+    let started = Arc::new(AtomicBool::new(false));
     registry
-        .handle::<u64>("slow", |ms, _| {
-            std::thread::sleep(Duration::from_millis(ms));
-            Ok(())
+        .handle::<u64>("slow", {
+            let started = Arc::clone(&started);
+            move |ms, _| {
+                started.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            }
         })
         .queue("q");
     let id = registry.enqueue(&t.store, "slow", &300u64).unwrap();
     let mut engine = Engine::new(&t.path, registry);
     engine.add_worker_group(group_q("g"));
     let running = engine.start().unwrap();
-    wait_for("the job to run", Duration::from_secs(10), || {
-        (job(&t.store, id).state == JobState::Running).then_some(())
-    });
+    // Started, not just claimed: a claimed job no handler has started is handed back at shutdown.
+    wait_for("the handler to start", Duration::from_secs(10), || started.load(Ordering::SeqCst).then_some(()));
     let report = running.shutdown(Duration::MAX);
     assert_eq!(report.abandoned, 0);
     assert_eq!(job(&t.store, id).state, JobState::Succeeded);

@@ -243,11 +243,13 @@ fn crash_soak_every_job_ends_once_with_a_consistent_log() {
     let report = verify(&db, &faulted);
     eprintln!(
         "crash soak: {enqueued} jobs, {kills} SIGKILLs, {stalls} SIGSTOPs in {:.1}s of faults, drained in {:.1}s more; \
-         {} attempts, {} lapsed leases reaped, {requeued} dead letters requeued by bw, {} succeeded, {} dead-lettered",
+         {} attempts, {} lapsed leases reaped, {} claims handed back unstarted, {requeued} dead letters requeued by bw, \
+         {} succeeded, {} dead-lettered",
         fault_phase.as_secs_f64(),
         drain_started.elapsed().as_secs_f64(),
         report.attempts,
         report.lapsed,
+        report.handed_back,
         report.succeeded,
         report.dead_lettered,
     );
@@ -265,6 +267,8 @@ struct Report {
     dead_lettered: u64,
     /// Operator requeues in the log.
     requeues: u64,
+    /// Claims handed back unstarted (jobs claimed ahead behind handlers busy with slow jobs).
+    handed_back: u64,
 }
 
 struct Row {
@@ -332,8 +336,11 @@ fn verify(db: &Path, faulted: &[String]) -> Report {
         let succeeded = log.iter().filter(|r| r.to == "succeeded").count();
         assert!(succeeded <= 1, "job {id} reached Succeeded {succeeded} times");
         let since_requeue = log.iter().rposition(|r| r.actor.is_some() && r.to == "scheduled").map_or(0, |p| p + 1);
-        let runs = log[since_requeue..].iter().filter(|r| r.to == "running").count() as u32;
-        assert_eq!(runs, attempt, "job {id}: attempt {attempt} but {runs} claims in its log");
+        // A claim a worker handed back unstarted is undone: it ran nothing and counts no attempt.
+        let handed_back = |r: &&Row| r.reason.as_deref() == Some(backwave::store::HANDED_BACK);
+        let claims = log[since_requeue..].iter().filter(|r| r.to == "running").count() as u32;
+        let runs = claims - log[since_requeue..].iter().filter(handed_back).count() as u32;
+        assert_eq!(runs, attempt, "job {id}: attempt {attempt} but {runs} claims run in its log");
         assert!(attempt <= MAX_ATTEMPTS, "job {id} ran {attempt} times, over its budget of {MAX_ATTEMPTS}");
 
         // Each attempt has exactly one outcome, recorded for the worker that held its lease:
@@ -352,7 +359,14 @@ fn verify(db: &Path, faulted: &[String]) -> Report {
                 report.attempts += 1;
             } else if r.from.as_deref() == Some("running") {
                 let (a, w) = open.take().unwrap_or_else(|| panic!("job {id}: an outcome without a claim"));
-                assert_eq!(r.attempt, a, "job {id}: outcome for attempt {} closes attempt {a}", r.attempt);
+                // A hand-back goes back to the attempt before the claim it undoes.
+                let back_to = if handed_back(&r) { a - 1 } else { a };
+                if handed_back(&r) {
+                    // Counted as an attempt at its claim, which this undoes.
+                    report.handed_back += 1;
+                    report.attempts -= 1;
+                }
+                assert_eq!(r.attempt, back_to, "job {id}: {:?} at attempt {} closes attempt {a}", r.reason, r.attempt);
                 assert_eq!(r.worker, w, "job {id}: attempt {a} of worker {w:?} closed by {:?}", r.worker);
                 if r.reason.as_deref() == Some(backwave::store::LEASE_EXPIRED) {
                     report.lapsed += 1;

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use backwave::store::{
-    CancelResult, ClaimRequest, Completion, Fenced, JobFilter, LeaseStatus, Outcome, RequeueResult, LEASE_EXPIRED,
+    CancelResult, ClaimRequest, Completion, Fenced, JobFilter, LeaseStatus, Outcome, RequeueResult, HANDED_BACK,
+    LEASE_EXPIRED,
 };
 use backwave::{
     Backoff, Clock, DetailStatus, Error, FailureDetail, JobId, JobState, Millis, NewJob, QuarantineReason, RetryPolicy,
@@ -84,6 +85,12 @@ enum Op {
         skew: i8,
         act: Act,
     },
+    /// A worker hands back a claim it never started (claimed ahead, then its shutdown).
+    HandBack {
+        worker: Option<usize>,
+        pick: usize,
+        skew: i8,
+    },
     Advance {
         ms: u32,
     },
@@ -127,7 +134,8 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0..WORKERS.len(), prop_oneof![Just(vec![0, 1]), Just(vec![1, 0]), Just(vec![0]), Just(vec![1])], 1..4usize, lease.clone())
             .prop_map(|(worker, queues, limit, lease_ms)| Op::Claim { worker, queues, limit, lease_ms }),
         2 => (worker.clone(), any::<usize>(), skew.clone(), lease).prop_map(|(worker, pick, skew, lease_ms)| Op::Heartbeat { worker, pick, skew, lease_ms }),
-        6 => (worker, any::<usize>(), skew, act).prop_map(|(worker, pick, skew, act)| Op::Complete { worker, pick, skew, act }),
+        6 => (worker.clone(), any::<usize>(), skew.clone(), act).prop_map(|(worker, pick, skew, act)| Op::Complete { worker, pick, skew, act }),
+        2 => (worker, any::<usize>(), skew).prop_map(|(worker, pick, skew)| Op::HandBack { worker, pick, skew }),
         3 => prop_oneof![0..2_000u32, 2_000..70_000u32].prop_map(|ms| Op::Advance { ms }),
         2 => Just(Op::Reap),
         2 => (any::<usize>(), prop_oneof![5 => Just(true), 1 => Just(false)]).prop_map(|(pick, permitted)| Op::Requeue { pick, permitted }),
@@ -476,6 +484,36 @@ impl Harness {
                 }
                 assert_eq!(fenced, Fenced::Accepted(j.state));
             }
+            Op::HandBack { worker, pick, skew } => {
+                let Some(i) = self.pick(*pick) else { return };
+                let j = &self.jobs[i];
+                let w = worker.map(|w| WORKERS[w].to_string()).or_else(|| j.owner.clone()).unwrap_or("w2".into());
+                let attempt = (j.attempt as i64 + *skew as i64).max(0) as u32;
+                let fenced = self.store.hand_back(&w, &[(j.id, attempt)]).unwrap();
+                let passes = !j.deleted
+                    && j.state == JobState::Running
+                    && j.owner.as_deref() == Some(&w)
+                    && j.attempt == attempt;
+                if !passes {
+                    assert_eq!(fenced, vec![Fenced::Rejected], "a hand-back without the lease passed the fence");
+                    return;
+                }
+                let j = &mut self.jobs[i];
+                match j.cancel_by.clone() {
+                    // An operator asked it to stop: it ends Cancelled, as its handler would have.
+                    Some(actor) => j.cancel_now(now, Some(w), &actor),
+                    // The claim is undone: due as before, the attempt not consumed.
+                    None => {
+                        j.owner = None;
+                        j.lease_until = None;
+                        j.attempt -= 1;
+                        let e = j.entry(now, JobState::Scheduled);
+                        e.worker = Some(w);
+                        e.reason = Some(HANDED_BACK.to_string());
+                    }
+                }
+                assert_eq!(fenced, vec![Fenced::Accepted(j.state)]);
+            }
             Op::Advance { ms } => self.clock.advance(Duration::from_millis(*ms as u64)),
             Op::Reap => {
                 let reaped = self.store.reap_expired(10_000).unwrap();
@@ -687,6 +725,10 @@ fn replay(log: &[backwave::Transition], state: JobState, attempt: u32) {
         let ok = match (t.from, t.to) {
             (None, Scheduled) => t.attempt == 0,
             (Some(Scheduled), Running) => t.attempt == cur.unwrap().1 + 1 && t.worker_id.is_some(),
+            // A claim handed back unstarted is undone: back to the attempt before it.
+            (Some(Running), Scheduled) if t.reason.as_deref() == Some(HANDED_BACK) => {
+                t.attempt + 1 == cur.unwrap().1 && t.worker_id.is_some()
+            }
             (Some(Running), Scheduled | Succeeded | DeadLettered | Quarantined) => t.attempt == cur.unwrap().1,
             (Some(Running | Scheduled), Cancelled) => t.attempt == cur.unwrap().1 && t.actor.is_some(),
             (Some(DeadLettered | Quarantined), Scheduled) => t.attempt == 0 && t.actor.is_some(),

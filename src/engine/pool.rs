@@ -1,0 +1,215 @@
+//! The handler pool of one worker group: a bounded ready buffer of claimed jobs, the handler
+//! threads that take jobs from it and run them, and the panic hook that keeps a handler's panic
+//! quiet and its backtrace for the failure detail. Nothing here touches the store: outcomes go
+//! back to the dispatcher, which records them.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::Sender;
+use std::sync::{Condvar, Mutex, MutexGuard, Once};
+use std::time::Instant;
+
+use super::handler::{CancelReason, HandlerError, JobContext};
+use super::registry::Registry;
+use crate::error::panic_message;
+use crate::model::{Job, QuarantineReason};
+use crate::store::{Outcome, UNREQUESTED_CANCEL};
+
+/// A claimed, not yet finished job for a handler thread.
+pub(super) struct Work {
+    pub job: Job,
+    pub ctx: JobContext,
+    /// The dispatcher's token for this claim: its outcome comes back under it.
+    pub run: u64,
+    /// Its queue's place in a strict policy (0 first); 0 for every job under a weighted one.
+    /// Lower ranks start first, claim order within a rank.
+    pub rank: usize,
+    pub claimed_at: Instant,
+}
+
+/// What a handler thread tells the dispatcher.
+pub(super) enum Done {
+    Finished {
+        run: u64,
+        outcome: Outcome,
+    },
+    /// Nothing to record; the dispatcher should look at its stop flag.
+    Wake,
+}
+
+/// Claimed jobs waiting for a free handler thread. The dispatcher fills it (claiming ahead of
+/// the handlers, so that they never wait for a store transaction) and can take a job back out
+/// as long as no handler has started it: whatever it takes back is certain never to have run.
+#[derive(Default)]
+pub(super) struct ReadyBuffer {
+    state: Mutex<ReadyState>,
+    available: Condvar,
+}
+
+#[derive(Default)]
+struct ReadyState {
+    jobs: VecDeque<Work>,
+    /// No more jobs will come: idle handler threads end.
+    closed: bool,
+}
+
+impl ReadyBuffer {
+    fn lock(&self) -> MutexGuard<'_, ReadyState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Add claimed jobs, each after every waiting job of its rank or a better one.
+    pub fn push(&self, works: impl IntoIterator<Item = Work>) {
+        let mut s = self.lock();
+        let before = s.jobs.len();
+        for w in works {
+            let at = s.jobs.partition_point(|o| o.rank <= w.rank);
+            s.jobs.insert(at, w);
+        }
+        let added = s.jobs.len() - before;
+        drop(s);
+        // One job wakes one idle thread; a batch wakes them all (waking a thread for each job
+        // of a wide batch would only have most of them find it empty).
+        match added {
+            0 => {}
+            1 => self.available.notify_one(),
+            _ => self.available.notify_all(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().jobs.len()
+    }
+
+    /// Take back one job no handler has started, by its claim token.
+    pub fn take(&self, run: u64) -> Option<Work> {
+        let mut s = self.lock();
+        let at = s.jobs.iter().position(|w| w.run == run)?;
+        s.jobs.remove(at)
+    }
+
+    /// Take back every job no handler has started.
+    pub fn take_all(&self) -> Vec<Work> {
+        self.lock().jobs.drain(..).collect()
+    }
+
+    /// Take back the jobs beyond the first `keep` in line, if any waiting job was claimed
+    /// before `stale`: the handlers have stalled since those were claimed ahead.
+    pub fn take_surplus(&self, keep: usize, stale: Instant) -> Vec<Work> {
+        let mut s = self.lock();
+        if s.jobs.len() <= keep || !s.jobs.iter().any(|w| w.claimed_at < stale) {
+            return Vec::new();
+        }
+        s.jobs.split_off(keep).into()
+    }
+
+    /// No more jobs: handler threads end once idle.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.available.notify_all();
+    }
+
+    /// The next job to run, waiting for one; `None` once closed.
+    fn next(&self) -> Option<Work> {
+        let mut s = self.lock();
+        loop {
+            if s.closed {
+                return None;
+            }
+            if let Some(w) = s.jobs.pop_front() {
+                return Some(w);
+            }
+            s = self.available.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// One handler thread: take a job, run it, report its outcome; until the buffer closes or the
+/// dispatcher is gone.
+pub(super) fn handler_loop(ready: &ReadyBuffer, done: &Sender<Done>, registry: &Registry, capture: bool) {
+    while let Some(work) = ready.next() {
+        let run = work.run;
+        let outcome = run_one(work, registry, capture);
+        if done.send(Done::Finished { run, outcome }).is_err() {
+            // The dispatcher is gone (shutdown past its grace): nothing is reported.
+            return;
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs a handler, so the panic hook can keep quiet and keep a
+    /// backtrace for the failure detail instead of printing to a terminal that may be a TUI.
+    static IN_HANDLER: Cell<Option<bool>> = const { Cell::new(None) };
+    static PANIC_TRACE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Install (once per process) the hook that keeps handler panics off the terminal; panics
+/// anywhere else go to the hook that was there before.
+pub(super) fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| match IN_HANDLER.with(Cell::get) {
+            Some(capture) => {
+                if capture {
+                    let at = info.location().map(|l| format!("panicked at {l}\n")).unwrap_or_default();
+                    let trace = format!("{at}{}", std::backtrace::Backtrace::force_capture());
+                    PANIC_TRACE.with(|t| *t.borrow_mut() = Some(trace));
+                }
+            }
+            None => previous(info),
+        }));
+    });
+}
+
+/// Route, decode and run one job. Quarantine happens here, before any handler code runs.
+fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
+    let Work { job, ctx, .. } = work;
+    // An operator's cancel that reached the job while it waited: it never starts.
+    if ctx.cancel.reason() == Some(CancelReason::Operator) {
+        return Outcome::Cancelled;
+    }
+    let Some(entry) = registry.entry(&job.wire_name) else {
+        return Outcome::Quarantined {
+            reason: QuarantineReason::NoHandler,
+            cause: format!("no handler is registered for wire name '{}'", job.wire_name),
+        };
+    };
+    let ready = match entry.route.decode(&job.payload) {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome::Quarantined {
+                reason: QuarantineReason::UndecodablePayload,
+                cause: format!(
+                    "the payload of '{}' does not decode as {}: {e}",
+                    job.wire_name,
+                    entry.route.type_name()
+                ),
+            }
+        }
+    };
+    IN_HANDLER.with(|h| h.set(Some(capture)));
+    let result = catch_unwind(AssertUnwindSafe(|| ready(&ctx)));
+    IN_HANDLER.with(|h| h.set(None));
+    let error = match result {
+        Ok(Ok(())) => return Outcome::Succeeded,
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let message = panic_message(&*panic);
+            let trace = PANIC_TRACE.with(|t| t.borrow_mut().take());
+            HandlerError::panic(message, trace)
+        }
+    };
+    // A handler that stopped on an operator's cancel says so: the store ends the job Cancelled.
+    // One that stopped on a cancellation nobody requested (its own deadline) failed a plain
+    // attempt, and its entry keeps the detail like any failure's (an Outcome::Cancelled
+    // would be logged as detail "not captured", as if the switch were off). Any other error
+    // after an operator's request also ends Cancelled in the store, its message kept.
+    if error.is_cancelled() && ctx.cancel.reason() == Some(CancelReason::Operator) {
+        return Outcome::Cancelled;
+    }
+    let message = if error.is_cancelled() { UNREQUESTED_CANCEL.to_string() } else { error.message().to_string() };
+    Outcome::Failed { message, detail: capture.then(|| error.into_detail()) }
+}
