@@ -6,6 +6,9 @@
 //!
 //! The library never knows a terminal exists: the CLI and the dashboard call the same functions.
 
+// Safe bindings (nix) cover the user name, access(2) and the host name: no unsafe code here.
+#![forbid(unsafe_code)]
+
 pub mod engine;
 pub mod error;
 pub mod model;
