@@ -16,7 +16,7 @@ use super::{CliError, Ctx};
 use crate::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
 use crate::JobState;
 
-/// Counts by state and queue, top dead-letter causes, quarantines.
+/// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many dead-letter cause groups to show.
