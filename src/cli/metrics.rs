@@ -159,25 +159,36 @@ impl Exposition {
     }
 }
 
-/// The per-queue gauges, in the order they are exported: name, help, value. One table so that
-/// a gauge added for a queue is one row, its family and samples written as every other's.
-const QUEUE_GAUGES: [(&str, &str, fn(&QueueHealth) -> f64); 4] = [
-    (
-        "backwave_queue_due_jobs",
-        "Scheduled jobs due now and claimable, waiting for a worker, by queue (a pause's are held, not due).",
-        |q| q.due_now as f64,
-    ),
-    (
-        "backwave_queue_held_jobs",
-        "Scheduled jobs due now that a pause holds back (of a paused queue or wire name), by queue.",
-        |q| q.held_by_pause as f64,
-    ),
-    (
-        "backwave_queue_oldest_due_age_seconds",
-        "How long the oldest due, claimable Scheduled job of the queue has waited (0 when none is due).",
-        |q| q.oldest_due_age_ms as f64 / 1000.0,
-    ),
-    ("backwave_queue_live_workers", "Live workers whose groups claim from the queue.", |q| q.live_workers as f64),
+/// A gauge exported once per queue.
+struct QueueGauge {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&QueueHealth) -> f64,
+}
+
+/// The per-queue gauges, in the order they are exported. One table so that a gauge added for a
+/// queue is one row, its family and samples written as every other's.
+const QUEUE_GAUGES: [QueueGauge; 4] = [
+    QueueGauge {
+        name: "backwave_queue_due_jobs",
+        help: "Scheduled jobs due now and claimable, waiting for a worker, by queue (a pause's are held, not due).",
+        value: |q| q.due_now as f64,
+    },
+    QueueGauge {
+        name: "backwave_queue_held_jobs",
+        help: "Scheduled jobs due now that a pause holds back (of a paused queue or wire name), by queue.",
+        value: |q| q.held_by_pause as f64,
+    },
+    QueueGauge {
+        name: "backwave_queue_oldest_due_age_seconds",
+        help: "How long the oldest due, claimable Scheduled job of the queue has waited (0 when none is due).",
+        value: |q| q.oldest_due_age_ms as f64 / 1000.0,
+    },
+    QueueGauge {
+        name: "backwave_queue_live_workers",
+        help: "Live workers whose groups claim from the queue.",
+        value: |q| q.live_workers as f64,
+    },
 ];
 
 /// The exposition of one health read. `transitions` is the listener's counter (absent from a
@@ -196,10 +207,10 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
         }
     }
 
-    for (name, help, value) in QUEUE_GAUGES {
-        e.family(name, "gauge", help);
+    for g in &QUEUE_GAUGES {
+        e.family(g.name, "gauge", g.help);
         for q in &h.queues {
-            e.sample(name, &[("queue", &q.queue)], value(q));
+            e.sample(g.name, &[("queue", &q.queue)], (g.value)(q));
         }
     }
 
