@@ -41,7 +41,7 @@ pub const CAUSE_GROUPS: usize = 100;
 /// One queue's latency and who serves it: a [`QueueLatency`] (its fields mean what they mean
 /// there) and the two facts only a health read knows. Flat rather than holding a `QueueLatency`,
 /// because `bw check`, `bw top`, the benches and the tests read `q.due_now` and friends; the
-/// one place that builds it, [`QueueHealth::served`], destructures the latency field by field,
+/// one place that builds it, `QueueHealth::served`, destructures the latency field by field,
 /// so a field added to one and not the other fails to compile instead of going missing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QueueHealth {
