@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::check::ThresholdArgs;
 use super::output::sanitize;
 use super::{eprint_quiet, CliError, Ctx};
-use crate::store::{CheckName, Health, PauseKind, Status, TransitionCounter};
+use crate::store::{CheckName, Health, PauseKind, QueueHealth, Status, TransitionCounter};
 use crate::{JobState, Store};
 
 /// The address `--listen` without a value serves on: loopback, Prometheus' exporter port range.
@@ -159,6 +159,38 @@ impl Exposition {
     }
 }
 
+/// A gauge exported once per queue.
+struct QueueGauge {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&QueueHealth) -> f64,
+}
+
+/// The per-queue gauges, in the order they are exported. One table so that a gauge added for a
+/// queue is one row, its family and samples written as every other's.
+const QUEUE_GAUGES: [QueueGauge; 4] = [
+    QueueGauge {
+        name: "backwave_queue_due_jobs",
+        help: "Scheduled jobs due now and claimable, waiting for a worker, by queue (a pause's are held, not due).",
+        value: |q| q.due_now as f64,
+    },
+    QueueGauge {
+        name: "backwave_queue_held_jobs",
+        help: "Scheduled jobs due now that a pause holds back (of a paused queue or wire name), by queue.",
+        value: |q| q.held_by_pause as f64,
+    },
+    QueueGauge {
+        name: "backwave_queue_oldest_due_age_seconds",
+        help: "How long the oldest due, claimable Scheduled job of the queue has waited (0 when none is due).",
+        value: |q| q.oldest_due_age_ms as f64 / 1000.0,
+    },
+    QueueGauge {
+        name: "backwave_queue_live_workers",
+        help: "Live workers whose groups claim from the queue.",
+        value: |q| q.live_workers as f64,
+    },
+];
+
 /// The exposition of one health read. `transitions` is the listener's counter (absent from a
 /// one-shot print, which has no earlier read to count from).
 pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, took: Option<Duration>) -> String {
@@ -175,33 +207,11 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
         }
     }
 
-    e.family(
-        "backwave_queue_due_jobs",
-        "gauge",
-        "Scheduled jobs due now and claimable, waiting for a worker, by queue (a pause's are held, not due).",
-    );
-    for q in &h.queues {
-        e.sample("backwave_queue_due_jobs", &[("queue", &q.queue)], q.due_now as f64);
-    }
-    e.family(
-        "backwave_queue_held_jobs",
-        "gauge",
-        "Scheduled jobs due now that a pause holds back (of a paused queue or wire name), by queue.",
-    );
-    for q in &h.queues {
-        e.sample("backwave_queue_held_jobs", &[("queue", &q.queue)], q.held_by_pause as f64);
-    }
-    e.family(
-        "backwave_queue_oldest_due_age_seconds",
-        "gauge",
-        "How long the oldest due, claimable Scheduled job of the queue has waited (0 when none is due).",
-    );
-    for q in &h.queues {
-        e.sample("backwave_queue_oldest_due_age_seconds", &[("queue", &q.queue)], q.oldest_due_age_ms as f64 / 1000.0);
-    }
-    e.family("backwave_queue_live_workers", "gauge", "Live workers whose groups claim from the queue.");
-    for q in &h.queues {
-        e.sample("backwave_queue_live_workers", &[("queue", &q.queue)], q.live_workers as f64);
+    for g in &QUEUE_GAUGES {
+        e.family(g.name, "gauge", g.help);
+        for q in &h.queues {
+            e.sample(g.name, &[("queue", &q.queue)], (g.value)(q));
+        }
     }
 
     e.family(

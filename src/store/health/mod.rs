@@ -1,0 +1,216 @@
+//! The store's health in one read: queue latency (jobs due now and the age of the oldest due one,
+//! per queue, over what workers may claim: a pause's jobs are counted apart as held), the pauses
+//! in force, recent dead letters and new failure causes, quarantines nobody handles, workers,
+//! and the checks `bw check` exits on, `bw metrics` exports and `bw top` shows. Read-only, one
+//! snapshot, every figure answered from an index or the trigger-kept counts: never a table scan.
+//!
+//! This file owns the report's types and [`Store::health`], which gathers it; the reads live
+//! one group per file (`latency.rs`, `causes.rs`, `transitions.rs`) and the verdicts in
+//! `checks.rs`.
+
+mod causes;
+mod checks;
+mod latency;
+mod transitions;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::groups::{CauseGroup, QuarantineGroup};
+use super::pause::{Pause, PauseKind};
+use super::query::StateCounts;
+use super::Store;
+use crate::error::Result;
+use crate::model::Millis;
+
+pub use causes::DEAD_SINCE_SQL;
+pub use checks::{Check, CheckName, Status, Thresholds};
+pub use latency::{QueueLatency, DUE_SQL, DUE_WIRE_NAME_SQL};
+pub use transitions::TransitionCounter;
+
+use causes::{cause_groups, dead_since, with_examples, Group};
+use checks::judge;
+use latency::{latency, InForce};
+use transitions::log_seq;
+
+/// How many cause groups a health read carries with their examples, largest first (and as many
+/// of the new ones): more than any screen or label set shows.
+pub const CAUSE_GROUPS: usize = 100;
+
+/// One queue's latency and who serves it: a [`QueueLatency`] (its fields mean what they mean
+/// there) and the two facts only a health read knows. Flat rather than holding a `QueueLatency`,
+/// because `bw check`, `bw top`, the benches and the tests read `q.due_now` and friends; the
+/// one place that builds it, `QueueHealth::served`, destructures the latency field by field,
+/// so a field added to one and not the other fails to compile instead of going missing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueHealth {
+    pub queue: String,
+    /// Due jobs waiting for a worker now ([`QueueLatency::due_now`]).
+    pub due_now: u64,
+    pub oldest_due_at: Option<Millis>,
+    pub oldest_due_age_ms: u64,
+    /// Due jobs a pause in force holds back ([`QueueLatency::held_by_pause`]).
+    pub held_by_pause: u64,
+    /// The queue's own pause: a paused queue is reported, not judged by `latency` or
+    /// `unworked-queue` (it is paused on purpose; `forgotten-pause` watches how long).
+    pub paused: Option<Pause>,
+    /// Live workers whose groups claim from this queue.
+    pub live_workers: u64,
+    /// Left out of the latency checks (`Thresholds::exclude_queues`).
+    pub excluded: bool,
+}
+
+impl QueueHealth {
+    /// `latency` with who serves the queue and whether the checks leave it out.
+    fn served(latency: QueueLatency, live_workers: u64, excluded: bool) -> Self {
+        let QueueLatency { queue, due_now, oldest_due_at, oldest_due_age_ms, held_by_pause, paused } = latency;
+        QueueHealth { queue, due_now, oldest_due_at, oldest_due_age_ms, held_by_pause, paused, live_workers, excluded }
+    }
+}
+
+/// Workers in the registry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerHealth {
+    pub live: u64,
+    pub stale: u64,
+    /// Ids of the workers whose last heartbeat fell inside the window and are stale now: they
+    /// stopped recently (killed, hung, host lost). Older stale rows are history.
+    pub recently_stale: Vec<String>,
+}
+
+/// Everything [`Store::health`] reads, and the verdicts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Health {
+    /// The instant it was read at.
+    pub at: Millis,
+    /// `at` minus the window: "recent" means at or after this.
+    pub window_start: Millis,
+    /// The worst check.
+    pub status: Status,
+    /// One per [`CheckName`], in that order.
+    pub checks: Vec<Check>,
+    /// Jobs by queue and state.
+    pub counts: StateCounts,
+    /// Every queue that has jobs or a registered worker, by name.
+    pub queues: Vec<QueueHealth>,
+    /// The pauses in force at `at`, queues first, then by name.
+    pub pauses: Vec<Pause>,
+    /// Due jobs held back by each wire-name pause in force, by wire name, summed over the queues
+    /// not paused themselves (a paused queue's due jobs are all in its
+    /// [`QueueHealth::held_by_pause`], whatever their wire name).
+    pub held_by_wire_name: BTreeMap<String, u64>,
+    /// Jobs Dead-Lettered at or after `window_start`.
+    pub dead_lettered_in_window: u64,
+    /// The largest dead-letter cause groups (wire name and fingerprint), largest first: at most
+    /// [`CAUSE_GROUPS`], so a flood of distinct causes costs neither memory nor example lookups.
+    pub causes: Vec<CauseGroup>,
+    /// How many cause groups there are in all.
+    pub cause_groups_total: u64,
+    /// The groups first seen at or after `window_start` (new failures), largest first: at most
+    /// [`CAUSE_GROUPS`] of them.
+    pub new_causes: Vec<CauseGroup>,
+    /// How many groups were first seen at or after `window_start`.
+    pub new_causes_total: u64,
+    /// Quarantined jobs by wire name and reason, with their live handlers.
+    pub quarantines: Vec<QuarantineGroup>,
+    pub workers: WorkerHealth,
+    /// The transition log's sequence: every transition ever appended (it never goes back, even
+    /// when the retention sweep deletes old entries). A Prometheus counter.
+    pub log_seq: i64,
+}
+
+impl Health {
+    pub fn check(&self, name: CheckName) -> &Check {
+        // Every Health holds one check per name, in CheckName::ALL order.
+        &self.checks[CheckName::ALL.iter().position(|n| *n == name).unwrap_or(0)]
+    }
+
+    /// The due jobs the pause `p` holds back now: all of its queue's, or its wire name's summed
+    /// over the queues not paused themselves ([`Health::held_by_wire_name`]).
+    pub fn held_by(&self, p: &Pause) -> u64 {
+        match p.kind {
+            PauseKind::Queue => self.queues.iter().find(|q| q.queue == p.name).map_or(0, |q| q.held_by_pause),
+            PauseKind::WireName => self.held_by_wire_name.get(&p.name).copied().unwrap_or(0),
+        }
+    }
+}
+
+impl Store {
+    /// The store's health against `thresholds`, read in one snapshot (pauses included). Read-only.
+    /// Fast at millions of jobs: counts come from the trigger-kept table, latency from the claim
+    /// indexes (`jobs_claim`, and `jobs_claim_wire` for a paused wire name), causes and
+    /// quarantines from their covering indexes, recent dead letters from `jobs_finished`.
+    pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
+        let now = self.now();
+        let window_ms = i64::try_from(thresholds.window.as_millis()).unwrap_or(i64::MAX);
+        let window_start = now.saturating_sub(window_ms);
+        self.read(|conn| {
+            let pauses = self.pauses()?;
+            let in_force = InForce::new(&pauses);
+            let counts = self.counts()?;
+            let workers = self.workers()?;
+            let groups = cause_groups(conn)?;
+            let quarantines = self.quarantine_groups()?;
+            let dead_lettered_in_window = dead_since(conn, window_start)?;
+            let log_seq = log_seq(conn)?;
+
+            let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
+            let mut worker_health = WorkerHealth::default();
+            for w in &workers {
+                if w.is_live(now) {
+                    worker_health.live += 1;
+                    for q in &w.queues {
+                        *serving.entry(q.as_str()).or_default() += 1;
+                    }
+                } else {
+                    worker_health.stale += 1;
+                    if w.last_heartbeat_at >= window_start {
+                        worker_health.recently_stale.push(w.id.clone());
+                    }
+                }
+            }
+            let names: BTreeSet<&str> = counts
+                .by_queue
+                .keys()
+                .map(String::as_str)
+                .chain(workers.iter().flat_map(|w| w.queues.iter().map(String::as_str)))
+                .collect();
+            let mut queues = Vec::with_capacity(names.len());
+            let mut held_by_wire_name: BTreeMap<String, u64> =
+                in_force.wire_names.iter().map(|n| (n.to_string(), 0)).collect();
+            for queue in names {
+                let latency = latency(conn, &counts, queue, now, &in_force, &mut held_by_wire_name)?;
+                let live_workers = serving.get(queue).copied().unwrap_or(0);
+                queues.push(QueueHealth::served(latency, live_workers, thresholds.exclude_queues.contains(queue)));
+            }
+            let cause_groups_total = groups.len() as u64;
+            let new: Vec<&Group> = groups.iter().filter(|g| g.first_seen >= window_start).collect();
+            let new_causes_total = new.len() as u64;
+            let causes = with_examples(conn, groups.iter().take(CAUSE_GROUPS))?;
+            let new_causes = with_examples(conn, new.into_iter().take(CAUSE_GROUPS))?;
+
+            let mut health = Health {
+                at: now,
+                window_start,
+                status: Status::Ok,
+                checks: Vec::new(),
+                counts,
+                queues,
+                pauses,
+                held_by_wire_name,
+                dead_lettered_in_window,
+                causes,
+                cause_groups_total,
+                new_causes,
+                new_causes_total,
+                quarantines,
+                workers: worker_health,
+                log_seq,
+            };
+            health.checks = CheckName::ALL.iter().map(|n| judge(*n, &health, thresholds)).collect();
+            health.status = health.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
+            Ok(health)
+        })
+    }
+}
