@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{parse_duration, CliError, Ctx};
-use crate::store::{Check, Health, Pause, PauseKind, Status, Thresholds};
+use crate::store::{Check, Health, Pause, Status, Thresholds};
 
 /// Exit statuses of `bw check`, the Nagios plugin convention (`3`, UNKNOWN, is also bw's "store
 /// unavailable", so a monitor reads a missing or locked store as unknown, not as healthy).
@@ -152,7 +152,7 @@ impl<'r> Serialize for Report<'r> {
             paused_by: &p.paused_by,
             paused_at: rfc3339(p.paused_at),
             until: p.until.map(rfc3339),
-            held: held(h, p),
+            held: h.held_by(p),
         };
         Doc {
             status: h.status,
@@ -181,13 +181,6 @@ impl<'r> Serialize for Report<'r> {
 }
 
 /// The due jobs a pause in force holds back now.
-fn held(h: &Health, p: &Pause) -> u64 {
-    match p.kind {
-        PauseKind::Queue => h.queues.iter().find(|q| q.queue == p.name).map_or(0, |q| q.held_by_pause),
-        PauseKind::WireName => h.held_by_wire_name.get(&p.name).copied().unwrap_or(0),
-    }
-}
-
 /// A check's value or threshold as a person reads it: `4m12s`, `45 jobs`.
 fn amount(check: &Check, v: f64) -> String {
     match check.unit {
@@ -241,7 +234,7 @@ impl Render for Report<'_> {
                     p.kind,
                     sanitize(&p.name),
                     sanitize(&p.paused_by),
-                    held(h, p),
+                    h.held_by(p),
                 )?;
             }
         }
