@@ -334,7 +334,7 @@ fn paused_and_read_only_stay_visible_at_80_columns_with_a_long_store_path() {
     f.refresh(&mut app);
     keys(&mut app, &f, "p");
     let title = render(&app).lines().next().unwrap().to_string();
-    assert!(title.contains("PAUSED (p)") && title.contains("READ-ONLY"), "{title}");
+    assert!(title.contains("FROZEN (p)") && title.contains("READ-ONLY"), "{title}");
 }
 
 #[test]
@@ -583,7 +583,7 @@ fn pause_stops_refreshing_until_resumed() {
     keys(&mut app, &f, "p");
     app.update(Action::Tick(f.clock.now() + 60_000));
     assert!(app.take_requests().is_empty());
-    assert!(render(&app).contains("PAUSED"));
+    assert!(render(&app).contains("FROZEN"));
     keys(&mut app, &f, "p");
     app.update(Action::Tick(f.clock.now() + 61_000));
     assert_eq!(app.take_requests().len(), 1);

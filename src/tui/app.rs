@@ -14,7 +14,8 @@ use super::data::{
     Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES, GROUPS_EVERY_MS,
 };
 use super::filter::Filter;
-use crate::{FailureDetail, Job, JobId, Millis, Transition};
+use crate::store::PauseKind;
+use crate::{FailureDetail, Job, JobId, Millis, Permission, Transition};
 
 /// What the user can ask for. Every key maps to one of these; so do the clock and the store.
 #[derive(Clone, Debug)]
@@ -40,6 +41,12 @@ pub enum Action {
     Requeue,
     Cancel,
     Reveal,
+    /// `P`: pause or resume the selected queue (Queues view) or the job's wire name.
+    PauseResume,
+    /// `n`: make the open, marked or selected Scheduled jobs due now.
+    RunNow,
+    /// `E`: edit the payload of the open or selected Dead-Lettered or Quarantined job.
+    EditPayload,
     TogglePause,
     Help,
     StartFilter,
@@ -48,6 +55,16 @@ pub enum Action {
     FilterSubmit,
     FilterCancel,
     Confirm,
+    /// `f` in a group requeue's confirmation: include the jobs no live worker handles.
+    ConfirmForced,
+    /// `y` / `r` after a payload edit: save it, and with `requeue` requeue the job too.
+    SaveEdit {
+        requeue: bool,
+    },
+    /// `e` after a bad payload edit: back into the editor with the text as it was left.
+    ReopenEditor,
+    /// The editor closed (sent by the terminal loop): the file's bytes, or why there are none.
+    Edited(Result<Vec<u8>, String>),
     Decline,
     /// Time passes (the event loop's tick, or a test's).
     Tick(Millis),
@@ -74,6 +91,32 @@ pub enum Mode {
     },
     Results(Report),
     Help,
+    /// `$EDITOR` is open on a job's payload (the terminal loop runs it); `original` is the
+    /// payload as stored.
+    Editing {
+        id: JobId,
+        original: Vec<u8>,
+    },
+    /// The edited payload is valid JSON: save it (y), save and requeue (r), or discard (n).
+    SaveEdit {
+        id: JobId,
+        original: Vec<u8>,
+        payload: Vec<u8>,
+    },
+    /// The edited payload is not JSON: `error` says why, in one line; re-open (e) or discard.
+    EditInvalid {
+        id: JobId,
+        original: Vec<u8>,
+        payload: Vec<u8>,
+        error: String,
+    },
+}
+
+/// A payload for the terminal loop to open in `$EDITOR` (see [`App::take_editor`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EditorRequest {
+    pub id: JobId,
+    pub payload: Vec<u8>,
 }
 
 /// Per-view list position, grouping and filter.
@@ -170,6 +213,8 @@ pub struct App {
     pub dirty: bool,
     pending_g: Option<Millis>,
     outbox: Vec<Request>,
+    /// A payload waiting to be opened in the editor by the terminal loop.
+    editor: Option<EditorRequest>,
     /// When the groups on screen were read (None: read them at the next refresh).
     groups_read_at: Option<Millis>,
     /// Per-queue terminal counts at an earlier refresh, for throughput.
@@ -209,6 +254,7 @@ impl App {
             dirty: true,
             pending_g: None,
             outbox: Vec::new(),
+            editor: None,
             groups_read_at: None,
             throughput_base: None,
             throughput: BTreeMap::new(),
@@ -218,6 +264,12 @@ impl App {
     /// A lone `g` is waiting to become `gg` or "group".
     pub fn pending_g(&self) -> bool {
         self.pending_g.is_some()
+    }
+
+    /// The payload to open in `$EDITOR`, if `E` asked for one. The terminal loop takes it, runs
+    /// the editor with the terminal restored, and answers with [`Action::Edited`].
+    pub fn take_editor(&mut self) -> Option<EditorRequest> {
+        self.editor.take()
     }
 
     /// Requests for the store that actions produced, oldest first.
@@ -339,12 +391,15 @@ impl App {
     pub fn update(&mut self, action: Action) {
         // A lone `g` followed by anything but `g` meant "group" in the views that group.
         if let Some(_at) = self.pending_g {
-            if !matches!(action, Action::G | Action::Tick(_) | Action::Store(_) | Action::Resize(..)) {
+            if !matches!(
+                action,
+                Action::G | Action::Tick(_) | Action::Store(_) | Action::Resize(..) | Action::Edited(_)
+            ) {
                 self.pending_g = None;
                 self.toggle_group_if_groupable();
             }
         }
-        if matches!(action, Action::Tick(_) | Action::Store(_) | Action::Resize(..)) {
+        if matches!(action, Action::Tick(_) | Action::Store(_) | Action::Resize(..) | Action::Edited(_)) {
         } else {
             // A key clears the previous notice; errors stay until the next key too.
             self.error = None;
@@ -362,6 +417,7 @@ impl App {
                 }
             }
             Action::Store(r) => self.on_response(r),
+            Action::Edited(result) => self.edited(result),
             Action::Quit => self.quit = true,
             other => self.on_key_action(other),
         }
@@ -382,11 +438,41 @@ impl App {
                             d.reveal = Reveal::Asked;
                         }
                     }
-                    self.outbox.push(Request::Run { op: p.op, target: p.target });
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, force: p.force });
+                }
+                // Offered only where it changes something: a group requeue that would leave
+                // jobs alone because no live worker handles them.
+                Action::ConfirmForced
+                    if p.op == Op::Requeue && p.would_requarantine > 0 && p.target.group_filter().is_some() =>
+                {
+                    self.mode = Mode::Running { op: p.op };
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, force: true });
                 }
                 Action::Decline | Action::Back => {
                     self.mode = Mode::Normal;
                     self.notice = Some(format!("{} declined: nothing changed", p.op.name()));
+                }
+                _ => {}
+            },
+            Mode::Editing { .. } => {}
+            Mode::SaveEdit { id, payload, .. } => match action {
+                Action::SaveEdit { requeue } => {
+                    self.mode = Mode::Running { op: Op::EditPayload };
+                    let target = Target::Payload { id, payload, requeue };
+                    self.outbox.push(Request::Run { op: Op::EditPayload, target, force: false });
+                }
+                Action::ReopenEditor => self.open_editor(id, payload),
+                Action::Decline | Action::Back => {
+                    self.mode = Mode::Normal;
+                    self.notice = Some("payload edit discarded: nothing changed".into());
+                }
+                _ => {}
+            },
+            Mode::EditInvalid { id, payload, .. } => match action {
+                Action::ReopenEditor => self.open_editor(id, payload),
+                Action::Decline | Action::Back => {
+                    self.mode = Mode::Normal;
+                    self.notice = Some("payload edit discarded: nothing changed".into());
                 }
                 _ => {}
             },
@@ -471,6 +557,9 @@ impl App {
             Action::Requeue => self.ask(Op::Requeue),
             Action::Cancel => self.ask(Op::Cancel),
             Action::Reveal => self.ask(Op::Reveal),
+            Action::PauseResume => self.ask_pause(),
+            Action::RunNow => self.ask(Op::RunNow),
+            Action::EditPayload => self.edit_payload(),
             Action::TogglePause => {
                 self.paused = !self.paused;
                 if !self.paused {
@@ -629,7 +718,7 @@ impl App {
                 Target::QuarantineGroup { wire_name, reason } => {
                     s.quarantine_groups.iter().position(|g| &g.wire_name == wire_name && g.reason == *reason)
                 }
-                Target::Jobs(_) => None,
+                _ => None,
             }?;
             Some(i as u64)
         });
@@ -746,7 +835,7 @@ impl App {
                         f.reason = Some(reason);
                         text
                     }
-                    Target::Jobs(_) => return,
+                    _ => return,
                 };
                 let vs = self.vs_mut();
                 vs.grouped = false;
@@ -794,14 +883,10 @@ impl App {
 
     fn ask(&mut self, op: Op) {
         if self.cfg.read_only {
-            self.error = Some(format!(
-                "{} is disabled: bw top was started with --read-only",
-                match op {
-                    Op::Requeue => "r (requeue)",
-                    Op::Cancel => "x (cancel)",
-                    Op::Reveal => "e (reveal failure detail)",
-                }
-            ));
+            self.error = Some(format!("{} is disabled: bw top was started with --read-only", op_key(op)));
+            return;
+        }
+        if op == Op::RunNow && !self.may_operate(op) {
             return;
         }
         let target = match op {
@@ -824,7 +909,8 @@ impl App {
             _ if self.query().grouped && self.detail.is_none() => match self.group_target() {
                 Some(t) if op == Op::Requeue => t,
                 Some(_) => {
-                    self.error = Some("x cancels jobs, not groups: open the group (Enter) and mark jobs".into());
+                    self.error =
+                        Some(format!("{} acts on jobs, not groups: open the group (Enter) and mark jobs", op_key(op)));
                     return;
                 }
                 None => {
@@ -842,6 +928,139 @@ impl App {
         };
         self.mode = Mode::Preparing { op };
         self.outbox.push(Request::Preview { op, target });
+    }
+
+    /// Whether the actor holds `operate`, as the last refresh read it; if not, say so and ask
+    /// nothing (the store refuses it anyway: this only spares a dialog that cannot succeed).
+    fn may_operate(&mut self, op: Op) -> bool {
+        match &self.snapshot {
+            Some(s) if !s.permissions.contains(&Permission::Operate) => {
+                self.error = Some(format!(
+                    "{} needs the operate permission, which {} does not hold (bw grant {} operate)",
+                    op_key(op),
+                    self.cfg.actor,
+                    self.cfg.actor
+                ));
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The job `P` and `E` act on: the open one, else the selected one.
+    fn focused_job(&self) -> Option<Job> {
+        if let Some(d) = &self.detail {
+            let s = self.snapshot.as_ref()?;
+            return s.detail.as_ref().filter(|(j, _)| j.id == d.id).map(|(j, _)| j.clone());
+        }
+        self.selected_job().cloned()
+    }
+
+    /// `P`: in the Queues view the selected queue, elsewhere the open or selected job's wire
+    /// name; paused now (as the last refresh read it) means resume, else pause.
+    fn ask_pause(&mut self) {
+        let op = Op::Pause;
+        if self.cfg.read_only {
+            self.error = Some(format!("{} is disabled: bw top was started with --read-only", op_key(op)));
+            return;
+        }
+        if !self.may_operate(op) {
+            return;
+        }
+        let Some(s) = &self.snapshot else { return };
+        let (kind, name) = if self.view == View::Queues && self.detail.is_none() {
+            match s.counts.by_queue.keys().nth(self.vs().selected as usize) {
+                Some(q) => (PauseKind::Queue, q.clone()),
+                None => {
+                    self.error = Some("no queue selected".into());
+                    return;
+                }
+            }
+        } else {
+            match self.focused_job() {
+                Some(j) => (PauseKind::WireName, j.wire_name),
+                None => {
+                    self.error = Some("select a queue (Queues view) or a job: P pauses its wire name".into());
+                    return;
+                }
+            }
+        };
+        let paused = self.paused_until(kind, &name).is_some();
+        let op = if paused { Op::Resume } else { Op::Pause };
+        self.mode = Mode::Preparing { op };
+        self.outbox.push(Request::Preview { op, target: Target::Paused { kind, name } });
+    }
+
+    /// `Some(until)` when `kind` `name` is paused now (`until` is `None` until resumed).
+    pub fn paused_until(&self, kind: PauseKind, name: &str) -> Option<Option<Millis>> {
+        let s = self.snapshot.as_ref()?;
+        s.pauses
+            .iter()
+            .find(|p| p.kind == kind && p.name == name && p.until.is_none_or(|u| u > self.now))
+            .map(|p| p.until)
+    }
+
+    /// `E`: open the payload of a Dead-Lettered or Quarantined job in the editor.
+    fn edit_payload(&mut self) {
+        let op = Op::EditPayload;
+        if self.cfg.read_only {
+            self.error = Some(format!("{} is disabled: bw top was started with --read-only", op_key(op)));
+            return;
+        }
+        if !self.may_operate(op) {
+            return;
+        }
+        let Some(job) = self.focused_job() else {
+            self.error = Some("select a Dead-Lettered or Quarantined job first: E edits its payload".into());
+            return;
+        };
+        if !job.state.is_requeueable() {
+            self.error = Some(format!(
+                "E edits the payload of a Dead-Lettered or Quarantined job; {} is {}",
+                job.id.short(),
+                job.state
+            ));
+            return;
+        }
+        self.open_editor(job.id, job.payload);
+    }
+
+    fn open_editor(&mut self, id: JobId, payload: Vec<u8>) {
+        let original = match &self.mode {
+            Mode::SaveEdit { original, .. } | Mode::EditInvalid { original, .. } => original.clone(),
+            _ => payload.clone(),
+        };
+        self.mode = Mode::Editing { id, original };
+        self.editor = Some(EditorRequest { id, payload });
+    }
+
+    /// The editor closed. Valid JSON asks to save; anything else says why in one line and
+    /// offers the editor again. The store checks the JSON again when saving.
+    fn edited(&mut self, result: Result<Vec<u8>, String>) {
+        let Mode::Editing { id, original } = self.mode.clone() else { return };
+        let payload = match result {
+            Ok(p) => p,
+            Err(e) => {
+                self.mode = Mode::Normal;
+                self.error = Some(e);
+                return;
+            }
+        };
+        if payload == original {
+            self.mode = Mode::Normal;
+            self.notice = Some("payload unchanged: nothing to save".into());
+            return;
+        }
+        match serde_json::from_slice::<serde_json::Value>(&payload) {
+            Ok(_) => self.mode = Mode::SaveEdit { id, original, payload },
+            Err(e) => {
+                let text = String::from_utf8_lossy(&payload);
+                let shown: String = text.trim().chars().take(40).collect();
+                let more = if text.trim().chars().count() > 40 { "…" } else { "" };
+                let error = format!("'{shown}{more}' is not valid JSON: {e}");
+                self.mode = Mode::EditInvalid { id, original, payload, error };
+            }
+        }
     }
 
     fn apply_filter(&mut self, input: String) {
@@ -868,5 +1087,17 @@ impl App {
                 self.mode = Mode::Filter { input };
             }
         }
+    }
+}
+
+/// The key of an operator action and its name, for messages ("x (cancel) is disabled").
+fn op_key(op: Op) -> &'static str {
+    match op {
+        Op::Requeue => "r (requeue)",
+        Op::Cancel => "x (cancel)",
+        Op::Reveal => "e (reveal failure detail)",
+        Op::Pause | Op::Resume => "P (pause / resume)",
+        Op::RunNow => "n (run now)",
+        Op::EditPayload => "E (edit payload)",
     }
 }

@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, QuarantineGroup, RequeueCheck, StateCounts};
+use crate::store::{
+    CancelResult, CauseGroup, JobFilter, JobPage, LogFilter, Pause, PauseKind, PauseResult, QuarantineGroup,
+    QueueLatency, RequeueCheck, ResumeResult, RunNowResult, StateCounts,
+};
 use crate::{Error, FailureDetail, Job, JobId, JobState, Millis, Permission, QuarantineReason, Store, Transition};
 
 /// The six views, in tab order.
@@ -111,8 +114,12 @@ pub struct Snapshot {
     /// `Query::chart_seq`, and the sequence number counted up to.
     pub chart: BTreeMap<i64, (u64, u64)>,
     pub chart_seq: i64,
-    /// For the Queues view: per queue, the earliest due_at of its Scheduled jobs.
-    pub oldest_due: BTreeMap<String, Millis>,
+    /// Per queue: Scheduled jobs due now and how long the oldest of them has waited
+    /// ([`Store::queue_latency`], the figures `bw stats` prints). Read every refresh: the header
+    /// shows the worst.
+    pub latency: Vec<QueueLatency>,
+    /// Queues and wire names paused now ([`Store::pauses`]), for the header and the Queues view.
+    pub pauses: Vec<Pause>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }
@@ -126,13 +133,18 @@ pub enum Target {
     CauseGroup { wire_name: String, fingerprint: String },
     /// A Quarantined group.
     QuarantineGroup { wire_name: String, reason: QuarantineReason },
+    /// A queue or a wire name, to pause or resume.
+    Paused { kind: PauseKind, name: String },
+    /// A payload repair of one Dead-Lettered or Quarantined job: the new payload (valid JSON,
+    /// checked again by the store), and whether to requeue it in the same transaction.
+    Payload { id: JobId, payload: Vec<u8>, requeue: bool },
 }
 
 impl Target {
     /// The bulk filter of a group target.
     pub fn group_filter(&self) -> Option<JobFilter> {
         match self {
-            Target::Jobs(_) => None,
+            Target::Jobs(_) | Target::Paused { .. } | Target::Payload { .. } => None,
             Target::CauseGroup { wire_name, fingerprint } => Some(JobFilter {
                 states: vec![JobState::DeadLettered],
                 wire_name: Some(wire_name.clone()),
@@ -155,6 +167,10 @@ pub enum Op {
     Requeue,
     Cancel,
     Reveal,
+    Pause,
+    Resume,
+    RunNow,
+    EditPayload,
 }
 
 impl Op {
@@ -163,6 +179,10 @@ impl Op {
             Op::Requeue => "Requeue",
             Op::Cancel => "Cancel",
             Op::Reveal => "Reveal failure detail of",
+            Op::Pause => "Pause",
+            Op::Resume => "Resume",
+            Op::RunNow => "Run now",
+            Op::EditPayload => "Save the payload of",
         }
     }
 
@@ -172,6 +192,10 @@ impl Op {
             Op::Requeue => "Requeue",
             Op::Cancel => "Cancel",
             Op::Reveal => "Reveal",
+            Op::Pause => "Pause",
+            Op::Resume => "Resume",
+            Op::RunNow => "Run now",
+            Op::EditPayload => "Payload edit",
         }
     }
 }
@@ -196,6 +220,14 @@ pub struct Preview {
     pub undecodable: u64,
     /// A one-line description of the jobs (ids, or the group).
     pub what: String,
+    /// Running jobs among the affected: a cancel asks them to stop (the rest end Cancelled at
+    /// once); a pause lets them finish.
+    pub running: u64,
+    /// Run now only: affected jobs already due, which stay as they are.
+    pub already_due: u64,
+    /// Requeue of a group only: also requeue the jobs no live worker handles. Never the
+    /// default; the dialog's `f` turns it on, as `--force` does for `bw requeue`.
+    pub force: bool,
 }
 
 /// What an action did, job by job.
@@ -211,8 +243,16 @@ pub struct Report {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     Refresh(Box<Query>),
-    Preview { op: Op, target: Target },
-    Run { op: Op, target: Target },
+    Preview {
+        op: Op,
+        target: Target,
+    },
+    /// Do it; `force` as the confirmation left it (see [`Preview::force`]).
+    Run {
+        op: Op,
+        target: Target,
+        force: bool,
+    },
 }
 
 /// Answers from the background thread.
@@ -250,13 +290,13 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
             Ok(p) => Response::Preview(p),
             Err(e) => Response::PreviewFailed(e.to_string()),
         },
-        Request::Run { op: Op::Reveal, target: Target::Jobs(ids) } if ids.len() == 1 => {
+        Request::Run { op: Op::Reveal, target: Target::Jobs(ids), .. } if ids.len() == 1 => {
             match store.reveal_failure_detail(actor, ids[0]) {
                 Ok(details) => Response::Revealed { job: ids[0], details },
                 Err(e) => Response::RevealFailed { job: ids[0], error: e.to_string() },
             }
         }
-        Request::Run { op, target } => match run(store, actor, *op, target) {
+        Request::Run { op, target, force } => match run(store, actor, *op, target, *force) {
             Ok(r) => Response::Done(r),
             Err(e) => Response::Done(Report {
                 title: format!("{} refused", op.verb()),
@@ -281,9 +321,10 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     match (q.view, q.grouped && q.read_groups) {
         (View::DeadLettered, true) => s.cause_groups = store.cause_groups(GROUP_LIMIT)?,
         (View::Quarantined, true) => s.quarantine_groups = store.quarantine_groups()?,
-        (View::Queues, _) => s.oldest_due = store.oldest_due_per_queue()?,
         _ => {}
     }
+    s.latency = store.queue_latency()?;
+    s.pauses = store.pauses()?;
     if let (Some(filter), false) = (&q.filter, q.grouped) {
         s.page = Some(store.list_jobs(filter, q.limit.max(1), q.offset)?);
     }
@@ -354,6 +395,9 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
         unhandled: Vec::new(),
         undecodable: 0,
         what: String::new(),
+        running: 0,
+        already_due: 0,
+        force: false,
     };
     let mut unhandled = std::collections::BTreeSet::new();
     match target {
@@ -362,43 +406,82 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
                 [one] => format!("job {one}"),
                 many => format!("{} marked jobs", many.len()),
             };
-            if op == Op::Requeue {
+            let gone = |id: &JobId| format!("{} is gone", id.short());
+            match op {
                 // The by-id plan `bw requeue ID --dry-run` prints.
-                for (id, check) in ids.iter().zip(store.check_requeue(ids)?) {
-                    match check {
-                        RequeueCheck::NotFound => p.skipped.push(format!("{} is gone", id.short())),
-                        RequeueCheck::NotRequeueable { state } => p.skipped.push(format!("{} is {state}", id.short())),
-                        RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
-                            p.affected += 1;
-                            if requarantine {
-                                p.would_requarantine += 1;
-                                unhandled.insert(wire_name);
-                            } else if undecodable {
-                                p.undecodable += 1;
+                Op::Requeue => {
+                    for (id, check) in ids.iter().zip(store.check_requeue(ids)?) {
+                        match check {
+                            RequeueCheck::NotFound => p.skipped.push(gone(id)),
+                            RequeueCheck::NotRequeueable { state } => {
+                                p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
+                                p.affected += 1;
+                                if requarantine {
+                                    p.would_requarantine += 1;
+                                    unhandled.insert(wire_name);
+                                } else if undecodable {
+                                    p.undecodable += 1;
+                                }
                             }
                         }
                     }
                 }
-            } else {
-                for id in ids {
-                    let Some(job) = store.job(*id)? else {
-                        p.skipped.push(format!("{} is gone", id.short()));
-                        continue;
-                    };
-                    if op == Op::Cancel && job.state.is_terminal() {
-                        p.skipped.push(format!("{} is {}", id.short(), job.state));
-                        continue;
+                // The by-id plan of `bw cancel ID --dry-run`.
+                Op::Cancel => {
+                    for (id, check) in ids.iter().zip(store.check_cancel(ids)?) {
+                        match check {
+                            CancelResult::Cancelled => p.affected += 1,
+                            CancelResult::CancelRequested => {
+                                p.affected += 1;
+                                p.running += 1;
+                            }
+                            CancelResult::NotCancellable { state } => {
+                                p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            CancelResult::NotFound => p.skipped.push(gone(id)),
+                        }
                     }
-                    p.affected += 1;
                 }
+                // The by-id plan of `bw run-now ID --dry-run`.
+                Op::RunNow => {
+                    let now = store.now();
+                    for (id, check) in ids.iter().zip(store.check_run_now(ids)?) {
+                        match check {
+                            RunNowResult::Due { was_due_at } => {
+                                p.affected += 1;
+                                if was_due_at <= now {
+                                    p.already_due += 1;
+                                }
+                            }
+                            RunNowResult::NotScheduled { state } => {
+                                p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            RunNowResult::NotFound => p.skipped.push(gone(id)),
+                        }
+                    }
+                }
+                Op::Reveal => {
+                    for id in ids {
+                        match store.job(*id)? {
+                            Some(_) => p.affected += 1,
+                            None => p.skipped.push(gone(id)),
+                        }
+                    }
+                }
+                Op::Pause | Op::Resume | Op::EditPayload => return Err(not_for(op, "jobs by id")),
             }
         }
         Target::CauseGroup { wire_name, .. } | Target::QuarantineGroup { wire_name, .. } => {
+            if op != Op::Requeue {
+                return Err(not_for(op, "a group"));
+            }
             let filter = target.group_filter().unwrap_or_default();
             p.what = match target {
                 Target::CauseGroup { fingerprint, .. } => format!("{wire_name} · {fingerprint}"),
                 Target::QuarantineGroup { reason, .. } => format!("{wire_name} · {reason}"),
-                Target::Jobs(_) => unreachable!("matched above"),
+                _ => unreachable!("matched above"),
             };
             // The same plan `bw requeue --dry-run` prints.
             let plan = store.plan_requeue(&filter)?;
@@ -407,17 +490,30 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
             p.undecodable = plan.undecodable;
             unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
         }
+        Target::Paused { kind, name } => {
+            p.what = format!("{kind} {name}");
+            // The plan `bw pause --dry-run` prints. A resume counts the same jobs (they become
+            // claimable again); it is not refused as an unknown name, since it is paused.
+            let plan = match op {
+                Op::Pause => store.plan_pause(*kind, name, false)?,
+                Op::Resume => store.plan_pause(*kind, name, true)?,
+                _ => return Err(not_for(op, "a queue or wire name")),
+            };
+            p.affected = plan.scheduled;
+            p.running = plan.running;
+        }
+        Target::Payload { .. } => return Err(not_for(op, "a payload")),
     }
     p.unhandled = unhandled.into_iter().collect();
     Ok(p)
 }
 
-/// Whether a group requeue also requeues jobs no live worker handles. `bw requeue` leaves them
-/// alone unless `--force`; the dashboard does the same until its dialog offers the choice.
-const GROUP_REQUEUE_FORCE: bool = false;
+fn not_for(op: Op, what: &str) -> Error {
+    Error::InvalidInput(format!("{} does not apply to {what}", op.name()))
+}
 
-fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Report> {
-    use crate::store::{CancelResult, RequeueResult};
+fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bool) -> crate::Result<Report> {
+    use crate::store::RequeueResult;
     let mut report = Report { title: String::new(), lines: Vec::new(), refused: false };
     match (op, target) {
         (Op::Requeue, Target::Jobs(ids)) => {
@@ -442,9 +538,9 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
         }
         (Op::Cancel, Target::Jobs(ids)) => {
             let results = store.cancel(actor, ids)?;
-            let done =
-                results.iter().filter(|r| matches!(r, CancelResult::Cancelled | CancelResult::CancelRequested)).count();
-            report.title = format!("Cancelled {done} of {}", ids.len());
+            let ended = results.iter().filter(|r| matches!(r, CancelResult::Cancelled)).count();
+            let asked = results.iter().filter(|r| matches!(r, CancelResult::CancelRequested)).count();
+            report.title = format!("Cancelled {} of {}", ended + asked, ids.len());
             for (id, r) in ids.iter().zip(results) {
                 report.lines.push(match r {
                     CancelResult::Cancelled => format!("{}  cancelled", id.short()),
@@ -462,12 +558,72 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
                 });
             }
         }
-        (Op::Requeue, group) => {
+        (Op::RunNow, Target::Jobs(ids)) => {
+            let results = store.run_now(actor, ids)?;
+            let now = store.now();
+            let done = results.iter().filter(|r| matches!(r, RunNowResult::Due { .. })).count();
+            report.title = format!("Due now: {done} of {}", ids.len());
+            for (id, r) in ids.iter().zip(results) {
+                report.lines.push(match r {
+                    RunNowResult::Due { was_due_at } if was_due_at <= now => {
+                        format!("{}  due now (it already was)", id.short())
+                    }
+                    RunNowResult::Due { .. } => {
+                        format!("{}  due now: the next free worker runs it, attempt and budget unchanged", id.short())
+                    }
+                    RunNowResult::NotScheduled { state } => {
+                        report.refused = true;
+                        format!("{}  not made due: it is {state}", id.short())
+                    }
+                    RunNowResult::NotFound => {
+                        report.refused = true;
+                        format!("{}  not found", id.short())
+                    }
+                });
+            }
+        }
+        (Op::Pause, Target::Paused { kind, name }) => {
+            let result = store.pause(actor, *kind, name, None, false)?;
+            report.title = format!("Paused {kind} {name}");
+            report.lines.push(match result {
+                PauseResult::Paused => {
+                    format!("no worker claims from {kind} {name} until resumed; running jobs finish")
+                }
+                PauseResult::Extended { .. } => format!("{kind} {name} was paused already: now until resumed"),
+            });
+        }
+        (Op::Resume, Target::Paused { kind, name }) => match store.resume(actor, *kind, name)? {
+            ResumeResult::Resumed => {
+                report.title = format!("Resumed {kind} {name}");
+                report.lines.push(format!("workers claim from {kind} {name} again at their next poll"));
+            }
+            ResumeResult::NotPaused => {
+                report.title = format!("{kind} {name} was not paused");
+                report.lines.push("nothing changed (its pause had ended or someone resumed it)".into());
+                report.refused = true;
+            }
+        },
+        (Op::EditPayload, Target::Payload { id, payload, requeue }) => {
+            let done = store.edit_payload(actor, *id, payload, *requeue)?;
+            report.title = format!("Payload of {} saved", id.short());
+            report.lines.push(format!(
+                "{}  payload replaced ({} bytes, was {}); the old one is kept in the audit log",
+                id.short(),
+                done.new_bytes,
+                done.old_bytes
+            ));
+            report.lines.push(if done.requeued {
+                format!("{}  requeued (was {}): Scheduled now, attempt budget reset", id.short(), done.from)
+            } else {
+                format!("{}  left {} (r requeues it)", id.short(), done.from)
+            });
+        }
+        (Op::Requeue, group @ (Target::CauseGroup { .. } | Target::QuarantineGroup { .. })) => {
             let filter = group.group_filter().unwrap_or_default();
             // The same plan and the same call as `bw requeue --state …`: jobs no live worker
-            // handles are left alone unless forced.
+            // handles are left alone unless forced (the dialog's `f`, like `--force`).
             let plan = store.plan_requeue(&filter)?;
-            let done = store.requeue_planned(actor, &filter, GROUP_REQUEUE_FORCE, |_| {})?;
+            let done = store.requeue_planned(actor, &filter, force, |_| {})?;
             let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
             report.title = format!("Requeued {done} {jobs}");
             report.lines.push(match group {
@@ -477,9 +633,9 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
                 Target::QuarantineGroup { wire_name, reason } => {
                     format!("{done} Quarantined {wire_name} {jobs} ({reason}) {are} Scheduled now")
                 }
-                Target::Jobs(_) => String::new(),
+                _ => String::new(),
             });
-            if !GROUP_REQUEUE_FORCE && plan.would_requarantine > 0 {
+            if !force && plan.would_requarantine > 0 {
                 report.refused = true;
                 report.lines.push(format!(
                     "{} left alone: no live worker handles {} (they would quarantine again)",
@@ -488,9 +644,10 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Rep
                 ));
             }
         }
-        (op, _) => {
-            return Err(Error::InvalidInput(format!("{} applies to single jobs, not to a group", op.verb())));
-        }
+        (op, Target::Jobs(_)) => return Err(not_for(op, "jobs by id")),
+        (op, Target::CauseGroup { .. } | Target::QuarantineGroup { .. }) => return Err(not_for(op, "a group")),
+        (op, Target::Paused { .. }) => return Err(not_for(op, "a queue or wire name")),
+        (op, Target::Payload { .. }) => return Err(not_for(op, "a payload")),
     }
     Ok(report)
 }

@@ -181,7 +181,7 @@ fn the_dashboard_preview_and_the_cli_dry_run_agree_on_the_undecodable_count() {
 
 fn dashboard_run(db: &Path, op: Op, target: Target) -> backwave::tui::data::Report {
     let store = Store::open(db).unwrap().with_clock(Clock::manual(T_MS));
-    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target }) {
+    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, force: false }) {
         Response::Done(report) => report,
         other => panic!("expected a report, got {other:?}"),
     }
