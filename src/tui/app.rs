@@ -615,7 +615,8 @@ impl App {
             }
             Response::Preview(p) => {
                 if matches!(self.mode, Mode::Preparing { .. }) {
-                    if p.affected == 0 {
+                    // A pause holding no job yet is still a pause: it holds the next ones.
+                    if p.affected == 0 && !matches!(p.op, Op::Pause | Op::Resume) {
                         self.mode = Mode::Normal;
                         self.error = Some(format!(
                             "nothing to {}: {}",

@@ -205,7 +205,7 @@ impl App {
                 }
                 let numbers = JobState::ALL
                     .iter()
-                    .map(|st| format!("{:>8}", thousands(m.get(st).copied().unwrap_or(0))))
+                    .map(|st| format!("{:>7}", thousands(m.get(st).copied().unwrap_or(0))))
                     .collect::<Vec<_>>()
                     .join("");
                 // Store::queue_latency, the figures `bw stats` and `bw check` read.
@@ -216,17 +216,9 @@ impl App {
                     _ => "—".to_string(),
                 };
                 let paused = self.paused_until(PauseKind::Queue, queue);
+                // Its expiry is in the header: the row only has room for the mark.
                 let waited = match paused {
-                    Some(until) => Line::from(vec![
-                        Span::styled(
-                            match until {
-                                Some(u) => format!("PAUSED→{} ", hh_mm(u)),
-                                None => "PAUSED ".to_string(),
-                            },
-                            t.error(),
-                        ),
-                        Span::raw(waited),
-                    ]),
+                    Some(_) => Line::from(vec![Span::styled("PAUSED ", t.error()), Span::raw(waited)]),
                     None => Line::from(waited),
                 };
                 let rate = self.throughput.get(queue).map(|r| format!("{r:.1}/min")).unwrap_or_else(|| "—".into());
@@ -250,7 +242,7 @@ impl App {
                     " QUEUE",
                     "    TOTAL",
                     "BY STATE",
-                    if numbers_shown { "   SCHED     RUN      OK    DEAD   QUAR.    CANC" } else { "" },
+                    if numbers_shown { "  SCHED    RUN     OK   DEAD  QUAR.   CANC" } else { "" },
                     "DONE/MIN",
                     "DUE NOW",
                     "OLDEST WAITED",
@@ -259,7 +251,7 @@ impl App {
                     len(12),
                     len(9),
                     len(BAR as u16),
-                    len(if numbers_shown { 48 } else { 0 }),
+                    len(if numbers_shown { 42 } else { 0 }),
                     len(8),
                     len(7),
                     Constraint::Fill(1),
