@@ -6,7 +6,6 @@
 //! transition entries, so a crash leaves each job either changed with its log or untouched.
 
 mod admin;
-mod dashboard;
 mod engine_support;
 mod groups;
 mod health;
