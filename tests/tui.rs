@@ -651,6 +651,31 @@ fn cancel_of_marked_jobs_counts_what_ends_at_once_and_what_is_asked_to_stop() {
     assert_eq!(f.store.counts().unwrap().total(JobState::Cancelled), 1);
 }
 
+/// `X`: the filtered Scheduled list cancelled in bulk, through the plan and the call of
+/// `bw cancel --state scheduled --wire-name …`.
+#[test]
+fn x_upper_cancels_the_filtered_scheduled_list_after_its_exact_plan() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "4/wire:charge-card");
+    code(&mut app, &f, KeyCode::Enter);
+    keys(&mut app, &f, "X");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?} {:?}", app.mode, app.error) };
+    assert_eq!((p.op, p.affected, p.running), (Op::Cancel, 1, 0));
+    let s = screen(&f, &app);
+    assert!(s.contains("every Scheduled job matching wire:charge-card"), "{s}");
+    assert!(s.contains("1 Scheduled will end Cancelled at once"), "{s}");
+    insta::assert_snapshot!("confirm_cancel_matching", s);
+    keys(&mut app, &f, "y");
+    assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Cancelled 1"), "{:?}", app.mode);
+    let counts = f.store.counts().unwrap();
+    assert_eq!((counts.total(JobState::Cancelled), counts.total(JobState::Scheduled)), (1, 1), "resize-image stays");
+    // Not on a terminal list.
+    keys(&mut app, &f, "q1X");
+    assert!(app.error.as_deref().unwrap_or("").contains("Scheduled or Running list"), "{:?}", app.error);
+}
+
 /// `E`, the editor's answer fed back as the terminal loop would: a bad edit says why in one
 /// line and saves nothing; e re-opens the editor on the text as it was left; r saves and
 /// requeues in one call.

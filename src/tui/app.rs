@@ -43,6 +43,8 @@ pub enum Action {
     Reveal,
     /// `P`: pause or resume the selected queue (Queues view) or the job's wire name.
     PauseResume,
+    /// `X`: cancel every job of the Scheduled or Running list (its filter applied).
+    CancelMatching,
     /// `n`: make the open, marked or selected Scheduled jobs due now.
     RunNow,
     /// `E`: edit the payload of the open or selected Dead-Lettered or Quarantined job.
@@ -559,6 +561,7 @@ impl App {
             Action::Reveal => self.ask(Op::Reveal),
             Action::PauseResume => self.ask_pause(),
             Action::RunNow => self.ask(Op::RunNow),
+            Action::CancelMatching => self.ask_cancel_matching(),
             Action::EditPayload => self.edit_payload(),
             Action::TogglePause => {
                 self.paused = !self.paused;
@@ -990,6 +993,28 @@ impl App {
         let op = if paused { Op::Resume } else { Op::Pause };
         self.mode = Mode::Preparing { op };
         self.outbox.push(Request::Preview { op, target: Target::Paused { kind, name } });
+    }
+
+    /// `X`: the Scheduled or Running list, as filtered, cancelled in bulk after its exact plan.
+    fn ask_cancel_matching(&mut self) {
+        let op = Op::Cancel;
+        if self.cfg.read_only {
+            self.error = Some("X (cancel the list) is disabled: bw top was started with --read-only".into());
+            return;
+        }
+        let q = self.query();
+        let (Some(filter), true, None) = (q.filter, self.view.state().is_some_and(|s| !s.is_terminal()), &self.detail)
+        else {
+            self.error = Some("X cancels the Scheduled or Running list (filter it first with /)".into());
+            return;
+        };
+        let state = filter.states.first().map(|s| s.to_string()).unwrap_or_default();
+        let described = match self.vs().filter_text.as_str() {
+            "" => format!("every {state} job"),
+            text => format!("every {state} job matching {text}"),
+        };
+        self.mode = Mode::Preparing { op };
+        self.outbox.push(Request::Preview { op, target: Target::Matching { filter, described } });
     }
 
     /// `Some(until)` when `kind` `name` is paused now (`until` is `None` until resumed).

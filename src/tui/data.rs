@@ -133,6 +133,9 @@ pub enum Target {
     CauseGroup { wire_name: String, fingerprint: String },
     /// A Quarantined group.
     QuarantineGroup { wire_name: String, reason: QuarantineReason },
+    /// Every job a list's filter matches (`X`: bulk cancel of the Scheduled or Running list);
+    /// `described` is the filter as the operator typed it.
+    Matching { filter: JobFilter, described: String },
     /// A queue or a wire name, to pause or resume.
     Paused { kind: PauseKind, name: String },
     /// A payload repair of one Dead-Lettered or Quarantined job: the new payload (valid JSON,
@@ -145,6 +148,7 @@ impl Target {
     pub fn group_filter(&self) -> Option<JobFilter> {
         match self {
             Target::Jobs(_) | Target::Paused { .. } | Target::Payload { .. } => None,
+            Target::Matching { filter, .. } => Some(filter.clone()),
             Target::CauseGroup { wire_name, fingerprint } => Some(JobFilter {
                 states: vec![JobState::DeadLettered],
                 wire_name: Some(wire_name.clone()),
@@ -490,6 +494,19 @@ fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
             p.undecodable = plan.undecodable;
             unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
         }
+        Target::Matching { filter, described } => {
+            if op != Op::Cancel {
+                return Err(not_for(op, "a filtered list"));
+            }
+            p.what = described.clone();
+            // The plan `bw cancel --state … --dry-run` prints.
+            let plan = store.plan_cancel(filter)?;
+            p.affected = plan.would_cancel + plan.would_ask_to_stop;
+            p.running = plan.would_ask_to_stop;
+            if plan.already_asked > 0 {
+                p.skipped.push(format!("{} Running already asked to stop", plan.already_asked));
+            }
+        }
         Target::Paused { kind, name } => {
             p.what = format!("{kind} {name}");
             // The plan `bw pause --dry-run` prints. A resume counts the same jobs (they become
@@ -644,6 +661,17 @@ fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bool) -> crat
                 ));
             }
         }
+        (Op::Cancel, Target::Matching { filter, .. }) => {
+            // The same call as `bw cancel --state … --yes`: batches, each job whole.
+            let done = store.cancel_matching(actor, filter, |_| {})?;
+            report.title = format!("Cancelled {}", done.cancelled + done.asked_to_stop);
+            report.lines.push(format!("{} Scheduled ended Cancelled", done.cancelled));
+            report.lines.push(format!(
+                "{} Running asked to stop: they end Cancelled when their handler stops",
+                done.asked_to_stop
+            ));
+        }
+        (op, Target::Matching { .. }) => return Err(not_for(op, "a filtered list")),
         (op, Target::Jobs(_)) => return Err(not_for(op, "jobs by id")),
         (op, Target::CauseGroup { .. } | Target::QuarantineGroup { .. }) => return Err(not_for(op, "a group")),
         (op, Target::Paused { .. }) => return Err(not_for(op, "a queue or wire name")),

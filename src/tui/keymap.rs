@@ -124,7 +124,7 @@ pub struct Binding {
 const NEVER: u8 = u8::MAX;
 
 /// Every key of the dashboard, in the order the help overlay lists them.
-pub const BINDINGS: [Binding; 19] = [
+pub const BINDINGS: [Binding; 20] = [
     Binding {
         keys: "Tab Shift-Tab, l h",
         does: "next / previous view",
@@ -256,6 +256,16 @@ pub const BINDINGS: [Binding; 19] = [
                 (!p.read_only && (p.detail || terminal_list)).then_some("reveal")
             },
             rank: (9, 4),
+        }],
+    },
+    Binding {
+        keys: "X",
+        does: "cancel every job of the Scheduled or Running list, as filtered",
+        acts: &[(key('X'), Action::CancelMatching)],
+        hints: &[Hint {
+            key: "X",
+            word: |p| (!p.read_only && !p.detail && p.running_or_scheduled()).then_some("cancel all"),
+            rank: (15, NEVER),
         }],
     },
     Binding {

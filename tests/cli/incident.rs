@@ -277,6 +277,22 @@ fn the_cli_and_the_dashboard_edit_a_payload_into_identical_stores() {
     assert_eq!((job.state, job.payload.as_slice()), (JobState::Scheduled, again.as_bytes()));
 }
 
+#[test]
+fn the_cli_and_the_dashboard_cancel_a_filtered_set_into_identical_stores() {
+    let (cli, top, _) = twins();
+    let args = ["cancel", "--state", "scheduled,running", "--wire-name", "charge-card", "--yes"];
+    cli.bw().args(args).assert().success();
+    let filter = backwave::store::JobFilter {
+        states: vec![JobState::Scheduled, JobState::Running],
+        wire_name: Some("charge-card".into()),
+        ..Default::default()
+    };
+    let target = Target::Matching { filter, described: "wire:charge-card".into() };
+    let done = dashboard_run(&top.db, Op::Cancel, target);
+    assert_eq!(done.title, "Cancelled 3");
+    assert_same_stores(&cli, &top, "bulk cancel");
+}
+
 /// The dialog's `f` is `--force`: both requeue the jobs no live worker handles.
 #[test]
 fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
