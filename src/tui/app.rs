@@ -1014,7 +1014,7 @@ impl App {
             text => format!("every {state} job matching {text}"),
         };
         self.mode = Mode::Preparing { op };
-        self.outbox.push(Request::Preview { op, target: Target::Matching { filter, described } });
+        self.outbox.push(Request::Preview { op, target: Target::Matching { filter: Box::new(filter), described } });
     }
 
     /// `Some(until)` when `kind` `name` is paused now (`until` is `None` until resumed).

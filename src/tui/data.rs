@@ -135,7 +135,7 @@ pub enum Target {
     QuarantineGroup { wire_name: String, reason: QuarantineReason },
     /// Every job a list's filter matches (`X`: bulk cancel of the Scheduled or Running list);
     /// `described` is the filter as the operator typed it.
-    Matching { filter: JobFilter, described: String },
+    Matching { filter: Box<JobFilter>, described: String },
     /// A queue or a wire name, to pause or resume.
     Paused { kind: PauseKind, name: String },
     /// A payload repair of one Dead-Lettered or Quarantined job: the new payload (valid JSON,
@@ -148,7 +148,7 @@ impl Target {
     pub fn group_filter(&self) -> Option<JobFilter> {
         match self {
             Target::Jobs(_) | Target::Paused { .. } | Target::Payload { .. } => None,
-            Target::Matching { filter, .. } => Some(filter.clone()),
+            Target::Matching { filter, .. } => Some((**filter).clone()),
             Target::CauseGroup { wire_name, fingerprint } => Some(JobFilter {
                 states: vec![JobState::DeadLettered],
                 wire_name: Some(wire_name.clone()),

@@ -287,7 +287,7 @@ fn the_cli_and_the_dashboard_cancel_a_filtered_set_into_identical_stores() {
         wire_name: Some("charge-card".into()),
         ..Default::default()
     };
-    let target = Target::Matching { filter, described: "wire:charge-card".into() };
+    let target = Target::Matching { filter: Box::new(filter), described: "wire:charge-card".into() };
     let done = dashboard_run(&top.db, Op::Cancel, target);
     assert_eq!(done.title, "Cancelled 3");
     assert_same_stores(&cli, &top, "bulk cancel");
