@@ -65,6 +65,9 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     execute!(io::stdout(), cursor::Hide)?;
     term.clear()?;
 
+    // Whether the input thread reads keys: off while the editor has the terminal.
+    let input = Arc::new(AtomicU8::new(INPUT_ON));
+    let signal_input = Arc::clone(&input);
     let signals_tx = wake_tx.clone();
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
@@ -73,13 +76,18 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     ])?;
     let signal_handle = signals.handle();
     std::thread::Builder::new().name("bw-top-signals".into()).spawn(move || {
-        if signals.forever().next().is_some() {
+        for signal in signals.forever() {
+            // Ctrl-C in the editor reaches every process of the terminal's foreground group, us
+            // included: it is the editor's key then, not a request to quit the dashboard.
+            if signal == signal_hook::consts::SIGINT && signal_input.load(Ordering::Acquire) != INPUT_ON {
+                continue;
+            }
             let _ = signals_tx.send(Wake::Signal);
+            return;
         }
     })?;
 
     let input_tx = wake_tx.clone();
-    let input = Arc::new(AtomicU8::new(INPUT_ON));
     let input_state = Arc::clone(&input);
     std::thread::Builder::new().name("bw-top-input".into()).spawn(move || loop {
         // While the editor runs the terminal is its: this thread reads nothing (a keystroke
@@ -220,8 +228,12 @@ fn edit_in_editor(edit: &EditorRequest) -> Result<Vec<u8>, String> {
         return Err(format!("cannot write the payload to {}: {e}", path.display()));
     }
     let editor = editor_command();
-    let status =
-        std::process::Command::new("sh").arg("-c").arg(format!("{editor} \"$1\"")).arg("bw-editor").arg(&path).status();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {editor} \"$1\""))
+        .arg("bw-editor")
+        .arg(&path)
+        .status();
     let result = match status {
         Ok(s) if s.success() => std::fs::read(&path)
             .map_err(|e| format!("cannot read the edited payload back from {}: {e}", path.display())),

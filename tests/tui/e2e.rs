@@ -131,3 +131,28 @@ fn e2e_e_opens_the_editor_on_the_payload_and_saves_what_it_wrote() {
     let entry = audit.iter().find(|a| a.action == "edit-payload").expect("audited");
     assert_eq!((entry.actor.as_str(), entry.job_id), (me.as_str(), Some(changed[0].id)));
 }
+
+/// Ctrl-C in the editor sends SIGINT to the whole foreground group, the dashboard included:
+/// it quit the dashboard as soon as the editor closed. It is the editor's key while it runs.
+#[test]
+fn e2e_ctrl_c_inside_the_editor_does_not_quit_the_dashboard() {
+    let f = Fixture::with_jobs();
+    let me = current_actor();
+    if me != "root" {
+        f.store.grant("root", &me, Permission::Operate).unwrap();
+    }
+    // The editor interrupts its own process group (as Ctrl-C would), survives it, and saves.
+    let editor = r#"sh -c 'trap "" INT; kill -INT 0; sleep 0.2; echo "[1]" > "$1"' --"#;
+    let term = Term::new(120, 32).env("BW_NOW", T0.to_string()).env("VISUAL", editor);
+    let mut t = bw_top(&f, term, &[]);
+    t.wait_for("1 Dead-Lettered 4", WAIT);
+    t.send("E");
+    t.wait_for("Save the new payload of", WAIT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(t.screen().contains("[r] save and requeue"), "still running:\n{}", t.screen());
+    t.send("n");
+    t.wait_for("payload edit discarded: nothing changed", WAIT);
+    t.send(keys::CTRL_C);
+    assert_eq!(t.wait_exit(WAIT), 0);
+    assert_terminal_restored(&t, "Ctrl-C after the editor");
+}
