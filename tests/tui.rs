@@ -676,6 +676,30 @@ fn x_upper_cancels_the_filtered_scheduled_list_after_its_exact_plan() {
     assert!(app.error.as_deref().unwrap_or("").contains("Scheduled or Running list"), "{:?}", app.error);
 }
 
+#[test]
+fn the_new_dialogs_keep_their_answers_on_screen_at_80x24() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(80, 24);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "2r");
+    let s = render(&app);
+    assert!(s.contains("[f] include them anyway") && s.contains("[n] no"), "{s}");
+    assert!(s.contains("are left alone"), "{s}");
+    insta::assert_snapshot!("confirm_requeue_force_80x24", screen(&f, &app));
+    keys(&mut app, &f, "n5P");
+    let s = render(&app);
+    assert!(s.contains("Pause queue bulk?") && s.contains("[y] yes"), "{s}");
+    keys(&mut app, &f, "n2");
+    f.press(&mut app, [Action::ToggleGroup]);
+    keys(&mut app, &f, "E");
+    app.take_editor().unwrap();
+    app.update(Action::Edited(Ok(
+        b"{\"card_token\":\"tok_1\",\"amount\":100,\"currency\":\"EUR\",\"note\":\"long\"}".to_vec()
+    )));
+    let s = render(&app);
+    assert!(s.contains("[r] save and requeue") && s.contains("[n] discard") && s.contains("now  {"), "{s}");
+}
+
 /// `E`, the editor's answer fed back as the terminal loop would: a bad edit says why in one
 /// line and saves nothing; e re-opens the editor on the text as it was left; r saves and
 /// requeues in one call.
