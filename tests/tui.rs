@@ -334,7 +334,7 @@ fn paused_and_read_only_stay_visible_at_80_columns_with_a_long_store_path() {
     f.refresh(&mut app);
     keys(&mut app, &f, "p");
     let title = render(&app).lines().next().unwrap().to_string();
-    assert!(title.contains("PAUSED (p)") && title.contains("READ-ONLY"), "{title}");
+    assert!(title.contains("FROZEN (p)") && title.contains("READ-ONLY"), "{title}");
 }
 
 #[test]
@@ -508,6 +508,265 @@ fn group_requeue_counts_exactly_and_says_how_many_would_requarantine() {
     assert_eq!(f.store.counts().unwrap().total(JobState::Quarantined), 2);
 }
 
+/// #13 / #10: the group requeue skips jobs no live worker handles unless forced, like the
+/// CLI; the dialog says so in words and offers forcing as its own key, never the default.
+#[test]
+fn a_group_requeue_leaves_unhandled_jobs_alone_unless_f_includes_them() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    // Every charge-card job has a live worker: nothing to force, so f is not offered and does
+    // nothing.
+    f.press(&mut app, [Action::ToggleGroup]);
+    keys(&mut app, &f, "r");
+    assert!(!render(&app).contains("[f]"), "{}", render(&app));
+    keys(&mut app, &f, "f");
+    assert!(matches!(&app.mode, Mode::Confirm(p) if !p.force), "{:?}", app.mode);
+    keys(&mut app, &f, "n");
+    // invoice.render has no worker: y would requeue none of the two, f includes them.
+    keys(&mut app, &f, "2r");
+    let screen = render(&app);
+    assert!(screen.contains("Requeue 0 of 2 jobs?"), "{screen}");
+    assert!(screen.contains("0 will be Scheduled now with a fresh attempt budget;"), "{screen}");
+    assert!(screen.contains("2 have no live worker (invoice.render) and are left alone"), "{screen}");
+    assert!(screen.contains("[f] include them anyway"), "{screen}");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert!(!p.force, "force is never the default");
+    keys(&mut app, &f, "f");
+    let Mode::Results(r) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!(r.title, "Requeued 2 jobs");
+    assert!(!r.refused, "{r:?}");
+    let counts = f.store.counts().unwrap();
+    assert_eq!((counts.total(JobState::Quarantined), counts.total(JobState::Scheduled)), (0, 4));
+}
+
+#[test]
+fn p_in_the_queues_view_pauses_the_selected_queue_after_showing_the_plan_and_resumes_it() {
+    use backwave::store::PauseKind;
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "5P");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!(p.op, Op::Pause);
+    assert_eq!(p.target, Target::Paused { kind: PauseKind::Queue, name: "bulk".into() });
+    assert_eq!((p.affected, p.running), (1, 1), "bulk holds one Scheduled and one Running job");
+    insta::assert_snapshot!("confirm_pause_queue", screen(&f, &app));
+    keys(&mut app, &f, "y");
+    assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Paused queue bulk" && !r.refused), "{:?}", app.mode);
+    let pauses = f.store.pauses().unwrap();
+    assert_eq!((pauses.len(), pauses[0].kind, pauses[0].paused_by.as_str()), (1, PauseKind::Queue, ACTOR));
+    keys(&mut app, &f, "q");
+    f.refresh(&mut app);
+    let s = screen(&f, &app);
+    assert!(s.lines().next().unwrap().contains("PAUSED: queue bulk"), "{s}");
+    assert!(s.lines().any(|l| l.starts_with("▶bulk") && l.contains("PAUSED")), "{s}");
+    assert!(!s.lines().any(|l| l.contains("critical") && l.contains("PAUSED")), "{s}");
+    insta::assert_snapshot!("view_queues_paused", s);
+    // Paused now, so the same key resumes.
+    keys(&mut app, &f, "P");
+    assert!(matches!(&app.mode, Mode::Confirm(p) if p.op == Op::Resume && p.affected == 1), "{:?}", app.mode);
+    keys(&mut app, &f, "y");
+    assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Resumed queue bulk"), "{:?}", app.mode);
+    assert!(f.store.pauses().unwrap().is_empty());
+    keys(&mut app, &f, "q");
+    f.refresh(&mut app);
+    assert!(!render(&app).contains("PAUSED"));
+}
+
+#[test]
+fn p_on_a_job_pauses_its_wire_name_and_the_header_shows_each_pause_with_its_expiry() {
+    use backwave::store::PauseKind;
+    let f = Fixture::with_jobs();
+    f.store.pause(ACTOR, PauseKind::Queue, "critical", Some(T0 + 30 * 60_000), false).unwrap();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    let wire = app.selected_job().unwrap().wire_name.clone();
+    keys(&mut app, &f, "P");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?} {:?}", app.mode, app.error) };
+    assert_eq!(p.target, Target::Paused { kind: PauseKind::WireName, name: wire.clone() });
+    keys(&mut app, &f, "y");
+    keys(&mut app, &f, "q");
+    f.refresh(&mut app);
+    let title = render(&app).lines().next().unwrap().to_string();
+    assert!(title.contains(&format!("PAUSED: queue critical until 12:30Z, wire-name {wire}")), "{title}");
+    assert!(f.store.pauses().unwrap().iter().any(|p| p.kind == PauseKind::WireName && p.name == wire));
+}
+
+#[test]
+fn pause_run_now_and_edit_are_refused_before_any_dialog_without_operate() {
+    let f = Fixture::with_jobs();
+    f.store.revoke("root", ACTOR, Permission::Operate).unwrap();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    for (view, key) in [("5", "P"), ("1", "E"), ("4", "n")] {
+        keys(&mut app, &f, view);
+        keys(&mut app, &f, key);
+        assert_eq!(app.mode, Mode::Normal, "{key}");
+        let e = app.error.clone().unwrap_or_default();
+        assert!(e.contains("needs the operate permission") && e.contains("alice"), "{key}: {e}");
+        assert!(app.take_requests().is_empty() && app.take_editor().is_none());
+    }
+    assert!(f.store.pauses().unwrap().is_empty());
+}
+
+#[test]
+fn run_now_previews_then_makes_marked_scheduled_jobs_due_and_reports_each() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    // On a Dead-Lettered job there is nothing to run now: requeue is the verb for those.
+    keys(&mut app, &f, "n");
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app.error.as_deref().unwrap_or("").contains("is Dead-Lettered"), "{:?}", app.error);
+    keys(&mut app, &f, "4  n");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!((p.op, p.affected, p.already_due), (Op::RunNow, 2, 1));
+    let s = render(&app);
+    assert!(s.contains("1 will be due now") && s.contains("1 already due: left as they are"), "{s}");
+    keys(&mut app, &f, "y");
+    let Mode::Results(r) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!(r.title, "Due now: 2 of 2");
+    assert!(r.lines.iter().any(|l| l.ends_with("attempt and budget unchanged")), "{:?}", r.lines);
+    assert!(r.lines.iter().any(|l| l.ends_with("(it already was)")), "{:?}", r.lines);
+    let later = f.store.job(f.ids[12]).unwrap().unwrap();
+    assert_eq!((later.state, later.due_at, later.attempt), (JobState::Scheduled, f.clock.now(), 0));
+}
+
+#[test]
+fn cancel_of_marked_jobs_counts_what_ends_at_once_and_what_is_asked_to_stop() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "4 3 x");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!((p.op, p.affected, p.running), (Op::Cancel, 2, 1));
+    let s = render(&app);
+    assert!(s.contains("1 Scheduled will end Cancelled at once"), "{s}");
+    assert!(s.contains("1 Running will be asked to stop"), "{s}");
+    keys(&mut app, &f, "y");
+    let Mode::Results(r) = &app.mode else { panic!("{:?}", app.mode) };
+    assert_eq!(r.title, "Cancelled 2 of 2");
+    assert!(r.lines.iter().any(|l| l.ends_with("cancelled")) && r.lines.iter().any(|l| l.contains("asked to stop")));
+    assert_eq!(f.store.counts().unwrap().total(JobState::Cancelled), 1);
+}
+
+/// `X`: the filtered Scheduled list cancelled in bulk, through the plan and the call of
+/// `bw cancel --state scheduled --wire-name …`.
+#[test]
+fn x_upper_cancels_the_filtered_scheduled_list_after_its_exact_plan() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "4/wire:charge-card");
+    code(&mut app, &f, KeyCode::Enter);
+    keys(&mut app, &f, "X");
+    let Mode::Confirm(p) = &app.mode else { panic!("{:?} {:?}", app.mode, app.error) };
+    assert_eq!((p.op, p.affected, p.running), (Op::Cancel, 1, 0));
+    let s = screen(&f, &app);
+    assert!(s.contains("every Scheduled job matching wire:charge-card"), "{s}");
+    assert!(s.contains("1 Scheduled will end Cancelled at once"), "{s}");
+    insta::assert_snapshot!("confirm_cancel_matching", s);
+    keys(&mut app, &f, "y");
+    assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Cancelled 1"), "{:?}", app.mode);
+    let counts = f.store.counts().unwrap();
+    assert_eq!((counts.total(JobState::Cancelled), counts.total(JobState::Scheduled)), (1, 1), "resize-image stays");
+    // Not on a terminal list.
+    keys(&mut app, &f, "q1X");
+    assert!(app.error.as_deref().unwrap_or("").contains("Scheduled or Running list"), "{:?}", app.error);
+}
+
+#[test]
+fn the_new_dialogs_keep_their_answers_on_screen_at_80x24() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(80, 24);
+    f.refresh(&mut app);
+    keys(&mut app, &f, "2r");
+    let s = render(&app);
+    assert!(s.contains("[f] include them anyway") && s.contains("[n] no"), "{s}");
+    assert!(s.contains("are left alone"), "{s}");
+    insta::assert_snapshot!("confirm_requeue_force_80x24", screen(&f, &app));
+    keys(&mut app, &f, "n5P");
+    let s = render(&app);
+    assert!(s.contains("Pause queue bulk?") && s.contains("[y] yes"), "{s}");
+    keys(&mut app, &f, "n2");
+    f.press(&mut app, [Action::ToggleGroup]);
+    keys(&mut app, &f, "E");
+    app.take_editor().unwrap();
+    app.update(Action::Edited(Ok(
+        b"{\"card_token\":\"tok_1\",\"amount\":100,\"currency\":\"EUR\",\"note\":\"long\"}".to_vec()
+    )));
+    let s = render(&app);
+    assert!(s.contains("[r] save and requeue") && s.contains("[n] discard") && s.contains("now  {"), "{s}");
+}
+
+/// `E`, the editor's answer fed back as the terminal loop would: a bad edit says why in one
+/// line and saves nothing; e re-opens the editor on the text as it was left; r saves and
+/// requeues in one call.
+#[test]
+fn e_edits_a_quarantined_payload_refuses_bad_json_reopens_and_saves_with_requeue() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    // Scheduled jobs are not edited.
+    keys(&mut app, &f, "4E");
+    assert!(app.error.as_deref().unwrap_or("").contains("Dead-Lettered or Quarantined"), "{:?}", app.error);
+    assert!(app.take_editor().is_none());
+    keys(&mut app, &f, "2");
+    f.press(&mut app, [Action::ToggleGroup]);
+    let job = app.selected_job().unwrap().clone();
+    keys(&mut app, &f, "E");
+    let edit = app.take_editor().expect("the editor is asked for");
+    assert_eq!((edit.id, edit.payload.as_slice()), (job.id, b"{}".as_slice()));
+    assert!(matches!(app.mode, Mode::Editing { .. }));
+    assert!(keymap::action_for(&app.mode, key('y')).is_none(), "keys belong to the editor");
+    app.update(Action::Edited(Ok(b"{\"amount\":\n".to_vec())));
+    let Mode::EditInvalid { error, .. } = &app.mode else { panic!("{:?}", app.mode) };
+    assert!(error.starts_with("'{\"amount\":' is not valid JSON: EOF"), "{error}");
+    insta::assert_snapshot!("edit_invalid", screen(&f, &app));
+    keys(&mut app, &f, "e");
+    assert_eq!(app.take_editor().unwrap().payload, b"{\"amount\":\n", "re-opened on the text as left");
+    app.update(Action::Edited(Ok(b"{\"amount\":5}\n".to_vec())));
+    assert!(matches!(app.mode, Mode::SaveEdit { .. }), "{:?}", app.mode);
+    insta::assert_snapshot!("edit_save", screen(&f, &app));
+    assert_eq!(f.store.job(job.id).unwrap().unwrap().payload, b"{}", "nothing saved before the answer");
+    keys(&mut app, &f, "r");
+    let Mode::Results(r) = &app.mode else { panic!("{:?}", app.mode) };
+    assert!(!r.refused && r.lines[1].contains("requeued (was Quarantined)"), "{r:?}");
+    let saved = f.store.job(job.id).unwrap().unwrap();
+    assert_eq!((saved.payload.as_slice(), saved.state), (b"{\"amount\":5}\n".as_slice(), JobState::Scheduled));
+    // The other one: edited, then discarded; and an editor that fails changes nothing either.
+    keys(&mut app, &f, "q");
+    f.refresh(&mut app);
+    let other = app.selected_job().unwrap().id;
+    keys(&mut app, &f, "E");
+    app.take_editor().unwrap();
+    app.update(Action::Edited(Ok(b"[1]".to_vec())));
+    keys(&mut app, &f, "n");
+    assert_eq!(app.notice.as_deref(), Some("payload edit discarded: nothing changed"));
+    keys(&mut app, &f, "E");
+    app.update(Action::Edited(Err("the editor 'false' exited with exit status: 1: nothing changed".into())));
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app.error.as_deref().unwrap().contains("exited with"));
+    assert_eq!(f.store.job(other).unwrap().unwrap().payload, b"{}");
+}
+
+#[test]
+fn the_queues_view_and_header_show_latency_from_queue_latency() {
+    let f = Fixture::with_jobs();
+    let mut app = f.app(80, 24);
+    f.refresh(&mut app);
+    let latency = f.store.queue_latency().unwrap();
+    let bulk = latency.iter().find(|l| l.queue == "bulk").unwrap();
+    assert_eq!(bulk.due_now, 1);
+    keys(&mut app, &f, "5");
+    let s = render(&app);
+    assert!(s.lines().next().unwrap().contains("oldest due 45m31s in bulk"), "{s}");
+    assert!(s.contains("DUE NOW") && s.contains("OLDEST WAITED"), "{s}");
+    let row = s.lines().find(|l| l.starts_with("▶bulk")).unwrap();
+    assert!(row.ends_with("1 45m31s"), "{row}");
+}
+
 #[test]
 fn reveal_needs_the_permission_and_is_audited() {
     let f = Fixture::with_jobs();
@@ -583,7 +842,7 @@ fn pause_stops_refreshing_until_resumed() {
     keys(&mut app, &f, "p");
     app.update(Action::Tick(f.clock.now() + 60_000));
     assert!(app.take_requests().is_empty());
-    assert!(render(&app).contains("PAUSED"));
+    assert!(render(&app).contains("FROZEN"));
     keys(&mut app, &f, "p");
     app.update(Action::Tick(f.clock.now() + 61_000));
     assert_eq!(app.take_requests().len(), 1);

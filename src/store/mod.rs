@@ -7,7 +7,6 @@
 //! IMMEDIATE` transaction that appends its transition entries, so a crash leaves each job either changed with its log or untouched.
 
 mod admin;
-mod dashboard;
 mod engine_support;
 mod file;
 mod groups;

@@ -3,9 +3,11 @@
 //! an outbox for the background thread; drawing (see `view`) only reads. No terminal here, no
 //! store: tests drive an `App` with actions and feed it responses.
 //!
-//! Why one file of some 870 lines: it is one state machine. Every mode, every transition and
+//! Why one file of some 960 lines: it is one state machine. Every mode, every transition and
 //! the one `update` that performs them read together, as the tests exercise them; split by
-//! size, a reader would chase one key's effect across files.
+//! size, a reader would chase one key's effect across files. Only the incident actions' helpers
+//! (pause target, bulk cancel, the editor round trip, the `operate` check) live in
+//! `app/incident.rs`, called from here.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -14,7 +16,10 @@ use super::data::{
     Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES, GROUPS_EVERY_MS,
 };
 use super::filter::Filter;
+mod incident;
+
 use crate::{FailureDetail, Job, JobId, Millis, Transition};
+use incident::op_key;
 
 /// What the user can ask for. Every key maps to one of these; so do the clock and the store.
 #[derive(Clone, Debug)]
@@ -40,6 +45,14 @@ pub enum Action {
     Requeue,
     Cancel,
     Reveal,
+    /// `P`: pause or resume the selected queue (Queues view) or the job's wire name.
+    PauseResume,
+    /// `X`: cancel every job of the Scheduled or Running list (its filter applied).
+    CancelMatching,
+    /// `n`: make the open, marked or selected Scheduled jobs due now.
+    RunNow,
+    /// `E`: edit the payload of the open or selected Dead-Lettered or Quarantined job.
+    EditPayload,
     TogglePause,
     Help,
     StartFilter,
@@ -48,6 +61,16 @@ pub enum Action {
     FilterSubmit,
     FilterCancel,
     Confirm,
+    /// `f` in a group requeue's confirmation: include the jobs no live worker handles.
+    ConfirmForced,
+    /// `y` / `r` after a payload edit: save it, and with `requeue` requeue the job too.
+    SaveEdit {
+        requeue: bool,
+    },
+    /// `e` after a bad payload edit: back into the editor with the text as it was left.
+    ReopenEditor,
+    /// The editor closed (sent by the terminal loop): the file's bytes, or why there are none.
+    Edited(Result<Vec<u8>, String>),
     Decline,
     /// Time passes (the event loop's tick, or a test's).
     Tick(Millis),
@@ -74,6 +97,32 @@ pub enum Mode {
     },
     Results(Report),
     Help,
+    /// `$EDITOR` is open on a job's payload (the terminal loop runs it); `original` is the
+    /// payload as stored.
+    Editing {
+        id: JobId,
+        original: Vec<u8>,
+    },
+    /// The edited payload is valid JSON: save it (y), save and requeue (r), or discard (n).
+    SaveEdit {
+        id: JobId,
+        original: Vec<u8>,
+        payload: Vec<u8>,
+    },
+    /// The edited payload is not JSON: `error` says why, in one line; re-open (e) or discard.
+    EditInvalid {
+        id: JobId,
+        original: Vec<u8>,
+        payload: Vec<u8>,
+        error: String,
+    },
+}
+
+/// A payload for the terminal loop to open in `$EDITOR` (see [`App::take_editor`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EditorRequest {
+    pub id: JobId,
+    pub payload: Vec<u8>,
 }
 
 /// Per-view list position, grouping and filter.
@@ -170,6 +219,8 @@ pub struct App {
     pub dirty: bool,
     pending_g: Option<Millis>,
     outbox: Vec<Request>,
+    /// A payload waiting to be opened in the editor by the terminal loop.
+    editor: Option<EditorRequest>,
     /// When the groups on screen were read (None: read them at the next refresh).
     groups_read_at: Option<Millis>,
     /// Per-queue terminal counts at an earlier refresh, for throughput.
@@ -209,6 +260,7 @@ impl App {
             dirty: true,
             pending_g: None,
             outbox: Vec::new(),
+            editor: None,
             groups_read_at: None,
             throughput_base: None,
             throughput: BTreeMap::new(),
@@ -218,6 +270,12 @@ impl App {
     /// A lone `g` is waiting to become `gg` or "group".
     pub fn pending_g(&self) -> bool {
         self.pending_g.is_some()
+    }
+
+    /// The payload to open in `$EDITOR`, if `E` asked for one. The terminal loop takes it, runs
+    /// the editor with the terminal restored, and answers with [`Action::Edited`].
+    pub fn take_editor(&mut self) -> Option<EditorRequest> {
+        self.editor.take()
     }
 
     /// Requests for the store that actions produced, oldest first.
@@ -339,12 +397,15 @@ impl App {
     pub fn update(&mut self, action: Action) {
         // A lone `g` followed by anything but `g` meant "group" in the views that group.
         if let Some(_at) = self.pending_g {
-            if !matches!(action, Action::G | Action::Tick(_) | Action::Store(_) | Action::Resize(..)) {
+            if !matches!(
+                action,
+                Action::G | Action::Tick(_) | Action::Store(_) | Action::Resize(..) | Action::Edited(_)
+            ) {
                 self.pending_g = None;
                 self.toggle_group_if_groupable();
             }
         }
-        if matches!(action, Action::Tick(_) | Action::Store(_) | Action::Resize(..)) {
+        if matches!(action, Action::Tick(_) | Action::Store(_) | Action::Resize(..) | Action::Edited(_)) {
         } else {
             // A key clears the previous notice; errors stay until the next key too.
             self.error = None;
@@ -362,6 +423,7 @@ impl App {
                 }
             }
             Action::Store(r) => self.on_response(r),
+            Action::Edited(result) => self.edited(result),
             Action::Quit => self.quit = true,
             other => self.on_key_action(other),
         }
@@ -382,11 +444,41 @@ impl App {
                             d.reveal = Reveal::Asked;
                         }
                     }
-                    self.outbox.push(Request::Run { op: p.op, target: p.target });
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, force: p.force });
+                }
+                // Offered only where it changes something: a group requeue that would leave
+                // jobs alone because no live worker handles them.
+                Action::ConfirmForced
+                    if p.op == Op::Requeue && p.would_requarantine > 0 && p.target.group_filter().is_some() =>
+                {
+                    self.mode = Mode::Running { op: p.op };
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, force: true });
                 }
                 Action::Decline | Action::Back => {
                     self.mode = Mode::Normal;
                     self.notice = Some(format!("{} declined: nothing changed", p.op.name()));
+                }
+                _ => {}
+            },
+            Mode::Editing { .. } => {}
+            Mode::SaveEdit { id, payload, .. } => match action {
+                Action::SaveEdit { requeue } => {
+                    self.mode = Mode::Running { op: Op::EditPayload };
+                    let target = Target::Payload { id, payload, requeue };
+                    self.outbox.push(Request::Run { op: Op::EditPayload, target, force: false });
+                }
+                Action::ReopenEditor => self.open_editor(id, payload),
+                Action::Decline | Action::Back => {
+                    self.mode = Mode::Normal;
+                    self.notice = Some("payload edit discarded: nothing changed".into());
+                }
+                _ => {}
+            },
+            Mode::EditInvalid { id, payload, .. } => match action {
+                Action::ReopenEditor => self.open_editor(id, payload),
+                Action::Decline | Action::Back => {
+                    self.mode = Mode::Normal;
+                    self.notice = Some("payload edit discarded: nothing changed".into());
                 }
                 _ => {}
             },
@@ -471,6 +563,10 @@ impl App {
             Action::Requeue => self.ask(Op::Requeue),
             Action::Cancel => self.ask(Op::Cancel),
             Action::Reveal => self.ask(Op::Reveal),
+            Action::PauseResume => self.ask_pause(),
+            Action::RunNow => self.ask(Op::RunNow),
+            Action::CancelMatching => self.ask_cancel_matching(),
+            Action::EditPayload => self.edit_payload(),
             Action::TogglePause => {
                 self.paused = !self.paused;
                 if !self.paused {
@@ -526,7 +622,8 @@ impl App {
             }
             Response::Preview(p) => {
                 if matches!(self.mode, Mode::Preparing { .. }) {
-                    if p.affected == 0 {
+                    // A pause holding no job yet is still a pause: it holds the next ones.
+                    if p.affected == 0 && !matches!(p.op, Op::Pause | Op::Resume) {
                         self.mode = Mode::Normal;
                         self.error = Some(format!(
                             "nothing to {}: {}",
@@ -629,7 +726,7 @@ impl App {
                 Target::QuarantineGroup { wire_name, reason } => {
                     s.quarantine_groups.iter().position(|g| &g.wire_name == wire_name && g.reason == *reason)
                 }
-                Target::Jobs(_) => None,
+                _ => None,
             }?;
             Some(i as u64)
         });
@@ -746,7 +843,7 @@ impl App {
                         f.reason = Some(reason);
                         text
                     }
-                    Target::Jobs(_) => return,
+                    _ => return,
                 };
                 let vs = self.vs_mut();
                 vs.grouped = false;
@@ -794,14 +891,10 @@ impl App {
 
     fn ask(&mut self, op: Op) {
         if self.cfg.read_only {
-            self.error = Some(format!(
-                "{} is disabled: bw top was started with --read-only",
-                match op {
-                    Op::Requeue => "r (requeue)",
-                    Op::Cancel => "x (cancel)",
-                    Op::Reveal => "e (reveal failure detail)",
-                }
-            ));
+            self.error = Some(format!("{} is disabled: bw top was started with --read-only", op_key(op)));
+            return;
+        }
+        if op == Op::RunNow && !self.may_operate(op) {
             return;
         }
         let target = match op {
@@ -824,7 +917,8 @@ impl App {
             _ if self.query().grouped && self.detail.is_none() => match self.group_target() {
                 Some(t) if op == Op::Requeue => t,
                 Some(_) => {
-                    self.error = Some("x cancels jobs, not groups: open the group (Enter) and mark jobs".into());
+                    self.error =
+                        Some(format!("{} acts on jobs, not groups: open the group (Enter) and mark jobs", op_key(op)));
                     return;
                 }
                 None => {

@@ -1,5 +1,6 @@
 //! The dashboard's database side: what one refresh asks for ([`Query`]), what it brings back
-//! ([`Snapshot`]), and the operator actions, all through the same library calls as the CLI.
+//! ([`Snapshot`]), and the requests for the operator actions (see `actions`), all through the
+//! same library calls as the CLI.
 //! [`serve`] is the only function that touches the store; the terminal loop runs it on a
 //! background thread with its own [`Store`], tests call it directly. Nothing here draws.
 
@@ -7,8 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, QuarantineGroup, RequeueCheck, StateCounts};
-use crate::{Error, FailureDetail, Job, JobId, JobState, Millis, Permission, QuarantineReason, Store, Transition};
+use super::actions::{preview, run};
+pub use super::actions::{Op, Preview, Report, Target};
+use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, StateCounts};
+use crate::{Error, FailureDetail, Job, JobId, JobState, Millis, Permission, Store, Transition};
 
 /// The six views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,108 +114,30 @@ pub struct Snapshot {
     /// `Query::chart_seq`, and the sequence number counted up to.
     pub chart: BTreeMap<i64, (u64, u64)>,
     pub chart_seq: i64,
-    /// For the Queues view: per queue, the earliest due_at of its Scheduled jobs.
-    pub oldest_due: BTreeMap<String, Millis>,
+    /// Per queue: Scheduled jobs due now and how long the oldest of them has waited
+    /// ([`Store::queue_latency`], the figures `bw stats` prints). Read every refresh: the header
+    /// shows the worst.
+    pub latency: Vec<QueueLatency>,
+    /// Queues and wire names paused now ([`Store::pauses`]), for the header and the Queues view.
+    pub pauses: Vec<Pause>,
     /// Wall time the queries took.
     pub query_time: Duration,
-}
-
-/// Which jobs an action covers.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Target {
-    /// Jobs by id (the selected one, or the marked ones).
-    Jobs(Vec<JobId>),
-    /// A Dead-Lettered cause group.
-    CauseGroup { wire_name: String, fingerprint: String },
-    /// A Quarantined group.
-    QuarantineGroup { wire_name: String, reason: QuarantineReason },
-}
-
-impl Target {
-    /// The bulk filter of a group target.
-    pub fn group_filter(&self) -> Option<JobFilter> {
-        match self {
-            Target::Jobs(_) => None,
-            Target::CauseGroup { wire_name, fingerprint } => Some(JobFilter {
-                states: vec![JobState::DeadLettered],
-                wire_name: Some(wire_name.clone()),
-                fingerprint: Some(fingerprint.clone()),
-                ..Default::default()
-            }),
-            Target::QuarantineGroup { wire_name, reason } => Some(JobFilter {
-                states: vec![JobState::Quarantined],
-                wire_name: Some(wire_name.clone()),
-                quarantine_reason: Some(*reason),
-                ..Default::default()
-            }),
-        }
-    }
-}
-
-/// An operator action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Requeue,
-    Cancel,
-    Reveal,
-}
-
-impl Op {
-    pub fn verb(self) -> &'static str {
-        match self {
-            Op::Requeue => "Requeue",
-            Op::Cancel => "Cancel",
-            Op::Reveal => "Reveal failure detail of",
-        }
-    }
-
-    /// The action on its own, for messages that name no jobs ("Reveal declined").
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Requeue => "Requeue",
-            Op::Cancel => "Cancel",
-            Op::Reveal => "Reveal",
-        }
-    }
-}
-
-/// What an action would do, counted in the store just before asking for confirmation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Preview {
-    pub op: Op,
-    pub target: Target,
-    /// Jobs the action would change.
-    pub affected: u64,
-    /// Jobs it would leave alone, with why (wrong state, gone).
-    pub skipped: Vec<String>,
-    /// Requeue only: how many would be quarantined again because no live worker handles
-    /// their wire name now.
-    pub would_requarantine: u64,
-    /// Wire names without a live worker among the affected jobs.
-    pub unhandled: Vec<String>,
-    /// Requeue only: affected jobs quarantined because their payload did not decode. A live
-    /// worker for their wire name is no sign they will run: they quarantine again unless the
-    /// handler now accepts the payload.
-    pub undecodable: u64,
-    /// A one-line description of the jobs (ids, or the group).
-    pub what: String,
-}
-
-/// What an action did, job by job.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Report {
-    pub title: String,
-    pub lines: Vec<String>,
-    /// Something was refused (permission, wrong state): shown in red.
-    pub refused: bool,
 }
 
 /// Work for the background thread.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     Refresh(Box<Query>),
-    Preview { op: Op, target: Target },
-    Run { op: Op, target: Target },
+    Preview {
+        op: Op,
+        target: Target,
+    },
+    /// Do it; `force` as the confirmation left it (see [`Preview::force`]).
+    Run {
+        op: Op,
+        target: Target,
+        force: bool,
+    },
 }
 
 /// Answers from the background thread.
@@ -250,13 +175,13 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
             Ok(p) => Response::Preview(p),
             Err(e) => Response::PreviewFailed(e.to_string()),
         },
-        Request::Run { op: Op::Reveal, target: Target::Jobs(ids) } if ids.len() == 1 => {
+        Request::Run { op: Op::Reveal, target: Target::Jobs(ids), .. } if ids.len() == 1 => {
             match store.reveal_failure_detail(actor, ids[0]) {
                 Ok(details) => Response::Revealed { job: ids[0], details },
                 Err(e) => Response::RevealFailed { job: ids[0], error: e.to_string() },
             }
         }
-        Request::Run { op, target } => match run(store, actor, *op, target) {
+        Request::Run { op, target, force } => match run(store, actor, *op, target, *force) {
             Ok(r) => Response::Done(r),
             Err(e) => Response::Done(Report {
                 title: format!("{} refused", op.verb()),
@@ -281,9 +206,10 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     match (q.view, q.grouped && q.read_groups) {
         (View::DeadLettered, true) => s.cause_groups = store.cause_groups(GROUP_LIMIT)?,
         (View::Quarantined, true) => s.quarantine_groups = store.quarantine_groups()?,
-        (View::Queues, _) => s.oldest_due = store.oldest_due_per_queue()?,
         _ => {}
     }
+    s.latency = store.queue_latency()?;
+    s.pauses = store.pauses()?;
     if let (Some(filter), false) = (&q.filter, q.grouped) {
         s.page = Some(store.list_jobs(filter, q.limit.max(1), q.offset)?);
     }
@@ -342,157 +268,6 @@ pub fn classify(t: &Transition) -> Option<bool> {
         | (Some(JobState::Running), JobState::Quarantined) => Some(false),
         _ => None,
     }
-}
-
-fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
-    let mut p = Preview {
-        op,
-        target: target.clone(),
-        affected: 0,
-        skipped: Vec::new(),
-        would_requarantine: 0,
-        unhandled: Vec::new(),
-        undecodable: 0,
-        what: String::new(),
-    };
-    let mut unhandled = std::collections::BTreeSet::new();
-    match target {
-        Target::Jobs(ids) => {
-            p.what = match ids.as_slice() {
-                [one] => format!("job {one}"),
-                many => format!("{} marked jobs", many.len()),
-            };
-            if op == Op::Requeue {
-                // The by-id plan `bw requeue ID --dry-run` prints.
-                for (id, check) in ids.iter().zip(store.check_requeue(ids)?) {
-                    match check {
-                        RequeueCheck::NotFound => p.skipped.push(format!("{} is gone", id.short())),
-                        RequeueCheck::NotRequeueable { state } => p.skipped.push(format!("{} is {state}", id.short())),
-                        RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
-                            p.affected += 1;
-                            if requarantine {
-                                p.would_requarantine += 1;
-                                unhandled.insert(wire_name);
-                            } else if undecodable {
-                                p.undecodable += 1;
-                            }
-                        }
-                    }
-                }
-            } else {
-                for id in ids {
-                    let Some(job) = store.job(*id)? else {
-                        p.skipped.push(format!("{} is gone", id.short()));
-                        continue;
-                    };
-                    if op == Op::Cancel && job.state.is_terminal() {
-                        p.skipped.push(format!("{} is {}", id.short(), job.state));
-                        continue;
-                    }
-                    p.affected += 1;
-                }
-            }
-        }
-        Target::CauseGroup { wire_name, .. } | Target::QuarantineGroup { wire_name, .. } => {
-            let filter = target.group_filter().unwrap_or_default();
-            p.what = match target {
-                Target::CauseGroup { fingerprint, .. } => format!("{wire_name} · {fingerprint}"),
-                Target::QuarantineGroup { reason, .. } => format!("{wire_name} · {reason}"),
-                Target::Jobs(_) => unreachable!("matched above"),
-            };
-            // The same plan `bw requeue --dry-run` prints.
-            let plan = store.plan_requeue(&filter)?;
-            p.affected = plan.matching;
-            p.would_requarantine = plan.would_requarantine;
-            p.undecodable = plan.undecodable;
-            unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
-        }
-    }
-    p.unhandled = unhandled.into_iter().collect();
-    Ok(p)
-}
-
-/// Whether a group requeue also requeues jobs no live worker handles. `bw requeue` leaves them
-/// alone unless `--force`; the dashboard does the same until its dialog offers the choice.
-const GROUP_REQUEUE_FORCE: bool = false;
-
-fn run(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Report> {
-    use crate::store::{CancelResult, RequeueResult};
-    let mut report = Report { title: String::new(), lines: Vec::new(), refused: false };
-    match (op, target) {
-        (Op::Requeue, Target::Jobs(ids)) => {
-            let results = store.requeue(actor, ids)?;
-            let done = results.iter().filter(|r| matches!(r, RequeueResult::Requeued { .. })).count();
-            report.title = format!("Requeued {done} of {}", ids.len());
-            for (id, r) in ids.iter().zip(results) {
-                report.lines.push(match r {
-                    RequeueResult::Requeued { from } => {
-                        format!("{}  requeued (was {from}): Scheduled now, attempt budget reset", id.short())
-                    }
-                    RequeueResult::NotRequeueable { state } => {
-                        report.refused = true;
-                        format!("{}  not requeued: it is {state}", id.short())
-                    }
-                    RequeueResult::NotFound => {
-                        report.refused = true;
-                        format!("{}  not found", id.short())
-                    }
-                });
-            }
-        }
-        (Op::Cancel, Target::Jobs(ids)) => {
-            let results = store.cancel(actor, ids)?;
-            let done =
-                results.iter().filter(|r| matches!(r, CancelResult::Cancelled | CancelResult::CancelRequested)).count();
-            report.title = format!("Cancelled {done} of {}", ids.len());
-            for (id, r) in ids.iter().zip(results) {
-                report.lines.push(match r {
-                    CancelResult::Cancelled => format!("{}  cancelled", id.short()),
-                    CancelResult::CancelRequested => {
-                        format!("{}  asked to stop: it ends Cancelled when its handler stops", id.short())
-                    }
-                    CancelResult::NotCancellable { state } => {
-                        report.refused = true;
-                        format!("{}  not cancelled: it is already {state}", id.short())
-                    }
-                    CancelResult::NotFound => {
-                        report.refused = true;
-                        format!("{}  not found", id.short())
-                    }
-                });
-            }
-        }
-        (Op::Requeue, group) => {
-            let filter = group.group_filter().unwrap_or_default();
-            // The same plan and the same call as `bw requeue --state …`: jobs no live worker
-            // handles are left alone unless forced.
-            let plan = store.plan_requeue(&filter)?;
-            let done = store.requeue_planned(actor, &filter, GROUP_REQUEUE_FORCE, |_| {})?;
-            let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
-            report.title = format!("Requeued {done} {jobs}");
-            report.lines.push(match group {
-                Target::CauseGroup { wire_name, fingerprint } => {
-                    format!("{done} Dead-Lettered {wire_name} {jobs} with cause '{fingerprint}' {are} Scheduled now")
-                }
-                Target::QuarantineGroup { wire_name, reason } => {
-                    format!("{done} Quarantined {wire_name} {jobs} ({reason}) {are} Scheduled now")
-                }
-                Target::Jobs(_) => String::new(),
-            });
-            if !GROUP_REQUEUE_FORCE && plan.would_requarantine > 0 {
-                report.refused = true;
-                report.lines.push(format!(
-                    "{} left alone: no live worker handles {} (they would quarantine again)",
-                    plan.would_requarantine,
-                    plan.unhandled.iter().map(|w| w.wire_name.as_str()).collect::<Vec<_>>().join(", ")
-                ));
-            }
-        }
-        (op, _) => {
-            return Err(Error::InvalidInput(format!("{} applies to single jobs, not to a group", op.verb())));
-        }
-    }
-    Ok(report)
 }
 
 /// The background thread: owns its own store, answers requests in order until the app hangs

@@ -28,9 +28,24 @@ pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
         },
         Mode::Confirm(_) => match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => Some(Action::Confirm),
+            KeyCode::Char('f') => Some(Action::ConfirmForced),
             KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => Some(Action::Decline),
             _ => None,
         },
+        Mode::SaveEdit { .. } => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => Some(Action::SaveEdit { requeue: false }),
+            KeyCode::Char('r') => Some(Action::SaveEdit { requeue: true }),
+            KeyCode::Char('e') => Some(Action::ReopenEditor),
+            KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => Some(Action::Decline),
+            _ => None,
+        },
+        Mode::EditInvalid { .. } => match key.code {
+            KeyCode::Char('e') | KeyCode::Enter => Some(Action::ReopenEditor),
+            KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => Some(Action::Decline),
+            _ => None,
+        },
+        // The editor has the terminal.
+        Mode::Editing { .. } => None,
         Mode::Help | Mode::Results(_) => Some(Action::Back),
         Mode::Preparing { .. } | Mode::Running { .. } => match key.code {
             KeyCode::Esc | KeyCode::Char('q') => Some(Action::Back),
@@ -109,7 +124,7 @@ pub struct Binding {
 const NEVER: u8 = u8::MAX;
 
 /// Every key of the dashboard, in the order the help overlay lists them.
-pub const BINDINGS: [Binding; 16] = [
+pub const BINDINGS: [Binding; 20] = [
     Binding {
         keys: "Tab Shift-Tab, l h",
         does: "next / previous view",
@@ -244,10 +259,50 @@ pub const BINDINGS: [Binding; 16] = [
         }],
     },
     Binding {
+        keys: "X",
+        does: "cancel every job of the Scheduled or Running list, as filtered",
+        acts: &[(key('X'), Action::CancelMatching)],
+        hints: &[Hint {
+            key: "X",
+            word: |p| (!p.read_only && !p.detail && p.running_or_scheduled()).then_some("cancel all"),
+            rank: (15, NEVER),
+        }],
+    },
+    Binding {
+        keys: "n",
+        does: "run now: make the open, marked or selected Scheduled jobs due now",
+        acts: &[(key('n'), Action::RunNow)],
+        hints: &[Hint {
+            key: "n",
+            word: |p| (!p.read_only && (p.detail || p.view == View::Scheduled)).then_some("run now"),
+            rank: (12, 7),
+        }],
+    },
+    Binding {
+        keys: "P",
+        does: "pause / resume the selected queue, or the job's wire name (operate)",
+        acts: &[(key('P'), Action::PauseResume)],
+        hints: &[Hint {
+            key: "P",
+            word: |p| (!p.read_only && (p.detail || p.view == View::Queues || p.job_list())).then_some("pause/resume"),
+            rank: (13, 8),
+        }],
+    },
+    Binding {
+        keys: "E",
+        does: "edit the payload in $EDITOR (Dead-Lettered, Quarantined; operate)",
+        acts: &[(key('E'), Action::EditPayload)],
+        hints: &[Hint {
+            key: "E",
+            word: |p| (!p.read_only && (p.detail || (p.job_list() && p.dead_or_quarantined()))).then_some("edit"),
+            rank: (14, 9),
+        }],
+    },
+    Binding {
         keys: "p",
-        does: "pause / resume refreshing",
+        does: "freeze / unfreeze the screen (stop refreshing)",
         acts: &[(key('p'), Action::TogglePause)],
-        hints: &[Hint { key: "p", word: |p| (!p.detail).then_some("pause"), rank: (10, NEVER) }],
+        hints: &[Hint { key: "p", word: |p| (!p.detail).then_some("freeze"), rank: (10, NEVER) }],
     },
     Binding {
         keys: "?",

@@ -2,6 +2,7 @@
 //! State changes only in `App::update`; drawing (`view`) only reads; all database work goes
 //! through `data::serve`, on a background thread, with the same library calls as the CLI.
 
+pub mod actions;
 pub mod app;
 pub mod data;
 pub mod filter;

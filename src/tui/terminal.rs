@@ -3,13 +3,14 @@
 //! store answers and ticks into actions. Keys never wait for the store: it answers on a channel.
 
 use std::io::{self, Write};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use crossterm::event::{self, Event};
 use crossterm::{cursor, execute};
 
-use super::app::{Action, App};
+use super::app::{Action, App, EditorRequest};
 use super::data::{self, Request, Response};
 use super::keymap;
 use crate::{Clock, Store};
@@ -64,6 +65,9 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     execute!(io::stdout(), cursor::Hide)?;
     term.clear()?;
 
+    // Whether the input thread reads keys: off while the editor has the terminal.
+    let input = Arc::new(AtomicU8::new(INPUT_ON));
+    let signal_input = Arc::clone(&input);
     let signals_tx = wake_tx.clone();
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
@@ -72,17 +76,35 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     ])?;
     let signal_handle = signals.handle();
     std::thread::Builder::new().name("bw-top-signals".into()).spawn(move || {
-        if signals.forever().next().is_some() {
+        for signal in signals.forever() {
+            // Ctrl-C in the editor reaches every process of the terminal's foreground group, us
+            // included: it is the editor's key then, not a request to quit the dashboard.
+            if signal == signal_hook::consts::SIGINT && signal_input.load(Ordering::Acquire) != INPUT_ON {
+                continue;
+            }
             let _ = signals_tx.send(Wake::Signal);
+            return;
         }
     })?;
 
     let input_tx = wake_tx.clone();
+    let input_state = Arc::clone(&input);
     std::thread::Builder::new().name("bw-top-input".into()).spawn(move || loop {
-        let wake = match event::read() {
-            Ok(Event::Key(k)) => Wake::Key(k),
-            Ok(Event::Resize(w, h)) => Wake::Resize(w, h),
-            Ok(_) => continue,
+        // While the editor runs the terminal is its: this thread reads nothing (a keystroke
+        // read here would be lost to the editor).
+        if input_state.load(Ordering::Acquire) != INPUT_ON {
+            input_state.store(INPUT_OFF, Ordering::Release);
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let wake = match event::poll(INPUT_POLL) {
+            Ok(false) => continue,
+            Ok(true) => match event::read() {
+                Ok(Event::Key(k)) => Wake::Key(k),
+                Ok(Event::Resize(w, h)) => Wake::Resize(w, h),
+                Ok(_) => continue,
+                Err(_) => Wake::InputGone,
+            },
             Err(_) => Wake::InputGone,
         };
         let gone = matches!(wake, Wake::InputGone);
@@ -110,6 +132,16 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
         app.update(Action::Tick(now()));
         for r in app.take_requests() {
             let _ = req_tx.send(r);
+        }
+        if let Some(edit) = app.take_editor() {
+            let result = suspended(&input, || edit_in_editor(&edit));
+            // Back on the alternate screen in raw mode, whatever the editor did to the terminal.
+            term = ratatui::try_init()?;
+            execute!(io::stdout(), cursor::Hide)?;
+            term.clear()?;
+            app.update(Action::Edited(result));
+            redraw = true;
+            continue;
         }
         if redraw {
             term.draw(|f| f.render_widget(&app, f.area()))?;
@@ -146,4 +178,68 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     // The store thread finishes its current statement; we do not wait for a slow one.
     drop(worker);
     Ok(())
+}
+
+/// The input thread reads keys.
+const INPUT_ON: u8 = 0;
+/// Asked to stop reading.
+const INPUT_ASKED: u8 = 1;
+/// Not reading: the terminal belongs to someone else.
+const INPUT_OFF: u8 = 2;
+/// How long the input thread waits for a key before it looks at its switch again.
+const INPUT_POLL: Duration = Duration::from_millis(50);
+
+/// Run `f` with the dashboard off the terminal: the input thread stopped reading, raw mode and
+/// the alternate screen left, the cursor shown. The caller re-enters the dashboard afterwards.
+fn suspended<T>(input: &AtomicU8, f: impl FnOnce() -> T) -> T {
+    input.store(INPUT_ASKED, Ordering::Release);
+    let asked = std::time::Instant::now();
+    while input.load(Ordering::Acquire) != INPUT_OFF && asked.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    restore();
+    let out = f();
+    input.store(INPUT_ON, Ordering::Release);
+    out
+}
+
+/// The editor as the operator set it: `$VISUAL`, then `$EDITOR`, then `vi`.
+fn editor_command() -> String {
+    ["VISUAL", "EDITOR"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "vi".to_string())
+}
+
+/// Write the payload to a private temporary file, open it in the editor (run by `sh`, so an
+/// `EDITOR` with arguments such as `code -w` works), and read it back. The file is removed
+/// whatever happens. An editor that fails or exits non-zero gives an error, not a payload.
+fn edit_in_editor(edit: &EditorRequest) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = std::env::temp_dir().join(format!("bw-payload-{}-{}.json", std::process::id(), edit.id.short()));
+    let write = || -> io::Result<()> {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+        file.write_all(&edit.payload)?;
+        file.sync_all()
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&path);
+        return Err(format!("cannot write the payload to {}: {e}", path.display()));
+    }
+    let editor = editor_command();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {editor} \"$1\""))
+        .arg("bw-editor")
+        .arg(&path)
+        .status();
+    let result = match status {
+        Ok(s) if s.success() => std::fs::read(&path)
+            .map_err(|e| format!("cannot read the edited payload back from {}: {e}", path.display())),
+        Ok(s) => Err(format!("the editor '{editor}' exited with {s}: nothing changed")),
+        Err(e) => Err(format!("cannot run the editor '{editor}': {e}")),
+    };
+    let _ = std::fs::remove_file(&path);
+    result
 }

@@ -179,9 +179,145 @@ fn the_dashboard_preview_and_the_cli_dry_run_agree_on_the_undecodable_count() {
     assert_eq!((p.affected, p.undecodable, p.would_requarantine), (2, 2, 0));
 }
 
+// ---- every incident action, two front ends -----------------------------------------------------
+
+/// Two copies of one store, for `bw` and for the dashboard's action path: a live worker for
+/// charge-card on "critical" and "default", two charge-card jobs Scheduled for later in
+/// "critical", one Running in "default", one Quarantined `resize` job whose payload did not
+/// decode, two Quarantined `legacy-export` jobs nobody handles. Returns (cli, top, ids: [later, later, running, quarantined]).
+fn twins() -> (Fixture, Fixture, Vec<JobId>) {
+    let template = admin_store();
+    let ids = {
+        let store = template.store();
+        live_worker(&store, &["charge-card"]);
+        let later = |n: i64| store.enqueue(&NewJob::new("charge-card", "critical", "{}").due_at(T_MS + n)).unwrap();
+        let (a, b) = (later(3_600_000), later(7_200_000));
+        store.enqueue(&NewJob::new("charge-card", "default", "{}")).unwrap();
+        let running = claim_all(&store, "default", 1).remove(0).id;
+        let quarantined = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 1).remove(0);
+        quarantine(&store, "legacy-export", QuarantineReason::NoHandler, 2);
+        vec![a, b, running, quarantined]
+    };
+    let cli = Fixture::empty();
+    let top = Fixture::empty();
+    std::fs::copy(&template.db, &cli.db).unwrap();
+    std::fs::copy(&template.db, &top.db).unwrap();
+    (cli, top, ids)
+}
+
+fn assert_same_stores(cli: &Fixture, top: &Fixture, what: &str) {
+    let (a, b) = (dump(&cli.db), dump(&top.db));
+    assert_eq!(a, b, "{what}: the CLI and the dashboard left different stores");
+}
+
+#[test]
+fn the_cli_and_the_dashboard_pause_and_resume_into_identical_stores() {
+    let (cli, top, _) = twins();
+    let before = dump(&cli.db);
+    cli.bw().args(["pause", "queue", "critical"]).assert().success();
+    cli.bw().args(["pause", "wire-name", "charge-card"]).assert().success();
+    let queue = Target::Paused { kind: PauseKind::Queue, name: "critical".into() };
+    let wire = Target::Paused { kind: PauseKind::WireName, name: "charge-card".into() };
+    assert_eq!(dashboard_run(&top.db, Op::Pause, queue.clone()).title, "Paused queue critical");
+    assert_eq!(dashboard_run(&top.db, Op::Pause, wire.clone()).title, "Paused wire-name charge-card");
+    assert_same_stores(&cli, &top, "pause");
+    assert_ne!(dump(&cli.db), before, "the pauses are in the store");
+
+    cli.bw().args(["resume", "queue", "critical"]).assert().success();
+    assert_eq!(dashboard_run(&top.db, Op::Resume, queue).title, "Resumed queue critical");
+    assert_same_stores(&cli, &top, "resume");
+    assert_eq!(cli.store().pauses().unwrap().len(), 1, "the wire name stays paused");
+    cli.bw().args(["resume", "wire-name", "charge-card"]).assert().success();
+    dashboard_run(&top.db, Op::Resume, wire);
+    assert_same_stores(&cli, &top, "resume wire-name");
+}
+
+#[test]
+fn the_cli_and_the_dashboard_run_now_into_identical_stores() {
+    let (cli, top, ids) = twins();
+    let (later, running) = (ids[0], ids[2]);
+    // One due, one refused (Running): exit 1 from the CLI, a refused line from the dashboard.
+    cli.bw().args(["run-now", &later.to_string(), &running.to_string()]).assert().code(1);
+    let done = dashboard_run(&top.db, Op::RunNow, Target::Jobs(vec![later, running]));
+    assert_eq!(done.title, "Due now: 1 of 2");
+    assert!(done.refused && done.lines[1].contains("not made due: it is Running"), "{done:?}");
+    assert_same_stores(&cli, &top, "run-now");
+    assert_eq!(cli.store().job(later).unwrap().unwrap().due_at, T_MS);
+}
+
+#[test]
+fn the_cli_and_the_dashboard_cancel_marked_jobs_into_identical_stores() {
+    let (cli, top, ids) = twins();
+    let marked = vec![ids[0], ids[1], ids[2]];
+    cli.bw().arg("cancel").args(marked.iter().map(|id| id.to_string())).assert().success();
+    let done = dashboard_run(&top.db, Op::Cancel, Target::Jobs(marked));
+    assert_eq!(done.title, "Cancelled 3 of 3");
+    assert_same_stores(&cli, &top, "cancel");
+    let counts = cli.store().counts().unwrap();
+    assert_eq!((counts.total(JobState::Cancelled), counts.total(JobState::Running)), (2, 1), "one asked to stop");
+}
+
+#[test]
+fn the_cli_and_the_dashboard_edit_a_payload_into_identical_stores() {
+    let (cli, top, ids) = twins();
+    let q = ids[3];
+    let payload = "{\"width\":640}";
+    cli.bw().args(["jobs", "edit", &q.to_string(), "--payload", payload]).assert().success();
+    let target = Target::Payload { id: q, payload: payload.as_bytes().to_vec(), requeue: false };
+    assert!(!dashboard_run(&top.db, Op::EditPayload, target).refused);
+    assert_same_stores(&cli, &top, "jobs edit");
+    // And with the requeue in the same transaction.
+    let again = "{\"width\":320}";
+    cli.bw().args(["jobs", "edit", &q.to_string(), "--payload", again, "--requeue"]).assert().success();
+    let target = Target::Payload { id: q, payload: again.as_bytes().to_vec(), requeue: true };
+    let done = dashboard_run(&top.db, Op::EditPayload, target);
+    assert!(done.lines[1].contains("requeued (was Quarantined)"), "{done:?}");
+    assert_same_stores(&cli, &top, "jobs edit --requeue");
+    let job = cli.store().job(q).unwrap().unwrap();
+    assert_eq!((job.state, job.payload.as_slice()), (JobState::Scheduled, again.as_bytes()));
+}
+
+#[test]
+fn the_cli_and_the_dashboard_cancel_a_filtered_set_into_identical_stores() {
+    let (cli, top, _) = twins();
+    let args = ["cancel", "--state", "scheduled,running", "--wire-name", "charge-card", "--yes"];
+    cli.bw().args(args).assert().success();
+    let filter = backwave::store::JobFilter {
+        states: vec![JobState::Scheduled, JobState::Running],
+        wire_name: Some("charge-card".into()),
+        ..Default::default()
+    };
+    let target = Target::Matching { filter: Box::new(filter), described: "wire:charge-card".into() };
+    let done = dashboard_run(&top.db, Op::Cancel, target);
+    assert_eq!(done.title, "Cancelled 3");
+    assert_same_stores(&cli, &top, "bulk cancel");
+}
+
+/// The dialog's `f` is `--force`: both requeue the jobs no live worker handles.
+#[test]
+fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
+    let (cli, top, _) = twins();
+    cli.bw()
+        .args(["requeue", "--state", "quarantined", "--wire-name", "legacy-export", "--force", "--yes"])
+        .assert()
+        .success();
+    let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
+    let store = Store::open(&top.db).unwrap().with_clock(Clock::manual(T_MS));
+    let Response::Done(done) =
+        backwave::tui::serve(&store, &current_actor(), &Request::Run { op: Op::Requeue, target, force: true })
+    else {
+        panic!("no report")
+    };
+    assert_eq!(done.title, "Requeued 2 jobs");
+    assert!(!done.refused, "{done:?}");
+    assert_same_stores(&cli, &top, "requeue --force");
+    let c = top.store().counts().unwrap();
+    assert_eq!((c.total(JobState::Scheduled), c.total(JobState::Quarantined)), (4, 1));
+}
+
 fn dashboard_run(db: &Path, op: Op, target: Target) -> backwave::tui::data::Report {
     let store = Store::open(db).unwrap().with_clock(Clock::manual(T_MS));
-    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target }) {
+    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, force: false }) {
         Response::Done(report) => report,
         other => panic!("expected a report, got {other:?}"),
     }

@@ -2,7 +2,7 @@
 //! log. Each reads the latest snapshot the data thread sent, and nothing else.
 
 use super::*;
-use crate::store::{CauseGroup, QuarantineGroup};
+use crate::store::{CauseGroup, PauseKind, QuarantineGroup};
 use crate::tui::data::Snapshot;
 
 impl App {
@@ -205,13 +205,21 @@ impl App {
                 }
                 let numbers = JobState::ALL
                     .iter()
-                    .map(|st| format!("{:>8}", thousands(m.get(st).copied().unwrap_or(0))))
+                    .map(|st| format!("{:>7}", thousands(m.get(st).copied().unwrap_or(0))))
                     .collect::<Vec<_>>()
                     .join("");
-                let oldest = match s.oldest_due.get(queue) {
-                    Some(due) if *due <= now => format!("waiting {}", relative(now, *due).trim_end_matches(" ago")),
-                    Some(due) => relative(now, *due),
-                    None => "—".to_string(),
+                // Store::queue_latency, the figures `bw stats` and `bw check` read.
+                let latency = s.latency.iter().find(|l| &l.queue == queue);
+                let due_now = latency.map_or(0, |l| l.due_now);
+                let waited = match latency.and_then(|l| l.oldest_due_at) {
+                    Some(due) if due_now > 0 => compact_duration(ms(now - due)),
+                    _ => "—".to_string(),
+                };
+                let paused = self.paused_until(PauseKind::Queue, queue);
+                // Its expiry is in the header: the row only has room for the mark.
+                let waited = match paused {
+                    Some(_) => Line::from(vec![Span::styled("PAUSED ", t.error()), Span::raw(waited)]),
+                    None => Line::from(waited),
                 };
                 let rate = self.throughput.get(queue).map(|r| format!("{r:.1}/min")).unwrap_or_else(|| "—".into());
                 Row::new(vec![
@@ -220,7 +228,8 @@ impl App {
                     Cell::from(Line::from(bar_spans)),
                     Cell::from(if numbers_shown { numbers } else { String::new() }),
                     Cell::from(rate),
-                    Cell::from(oldest),
+                    Cell::from(format!("{:>7}", thousands(due_now))),
+                    Cell::from(waited),
                 ])
             })
             .collect();
@@ -233,16 +242,18 @@ impl App {
                     " QUEUE",
                     "    TOTAL",
                     "BY STATE",
-                    if numbers_shown { "   SCHED     RUN      OK    DEAD   QUAR.    CANC" } else { "" },
+                    if numbers_shown { "  SCHED    RUN     OK   DEAD  QUAR.   CANC" } else { "" },
                     "DONE/MIN",
-                    "OLDEST DUE",
+                    "DUE NOW",
+                    "OLDEST WAITED",
                 ],
                 &[
                     len(12),
                     len(9),
                     len(BAR as u16),
-                    len(if numbers_shown { 48 } else { 0 }),
-                    len(9),
+                    len(if numbers_shown { 42 } else { 0 }),
+                    len(8),
+                    len(7),
                     Constraint::Fill(1),
                 ],
             ),

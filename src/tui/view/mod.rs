@@ -9,7 +9,7 @@ mod detail;
 mod lists;
 mod popups;
 
-use popups::{confirm, help, popup};
+use popups::{confirm, help, payload_edit, popup};
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -133,6 +133,9 @@ impl Widget for &App {
         match &self.mode {
             Mode::Help => help(&theme, area, buf),
             Mode::Confirm(p) => confirm(&theme, p, area, buf),
+            Mode::Editing { .. } | Mode::SaveEdit { .. } | Mode::EditInvalid { .. } => {
+                payload_edit(&theme, &self.mode, area, buf)
+            }
             Mode::Preparing { op } => {
                 popup(&theme, area, buf, op.verb(), vec![Line::from("counting what this would change…")], None)
             }
@@ -181,10 +184,37 @@ impl App {
         // them off, and a paused dashboard's stale numbers looked live.
         let mut spans = vec![Span::styled(" BackWave ", t.heading())];
         if self.paused {
-            spans.push(Span::styled("─ PAUSED (p) ", t.error()));
+            spans.push(Span::styled("─ FROZEN (p) ", t.error()));
         }
         if self.cfg.read_only {
             spans.push(Span::styled("─ READ-ONLY ", t.heading()));
+        }
+        // What stops work, then how late it is: an incident's two first questions.
+        if let Some(s) = &self.snapshot {
+            let paused: Vec<String> = s
+                .pauses
+                .iter()
+                .filter(|p| p.until.is_none_or(|u| u > self.now))
+                .map(|p| match p.until {
+                    Some(u) => format!("{} {} until {}", p.kind, clean(&p.name, 24), hh_mm(u)),
+                    None => format!("{} {}", p.kind, clean(&p.name, 24)),
+                })
+                .collect();
+            if !paused.is_empty() {
+                spans.push(Span::styled(format!("─ PAUSED: {} ", paused.join(", ")), t.error()));
+            }
+            let worst = s
+                .latency
+                .iter()
+                .filter(|l| l.due_now > 0)
+                .filter_map(|l| Some((l.oldest_due_at?, &l.queue)))
+                .min_by_key(|(due, _)| *due);
+            if let Some((due, queue)) = worst {
+                spans.push(Span::styled(
+                    format!("─ oldest due {} in {} ", compact_duration(ms(self.now - due)), clean(queue, 20)),
+                    t.fg(Color::Yellow),
+                ));
+            }
         }
         spans.extend([
             Span::raw("─ "),
@@ -378,6 +408,12 @@ impl App {
             .alignment(ratatui::layout::Alignment::Right)
             .render(Rect { x: area.x + left_width as u16, width: area.width - left_width as u16, ..area }, buf);
     }
+}
+
+/// `HH:MM` (UTC) of an instant, for pause expiries in the header.
+fn hh_mm(at: Millis) -> String {
+    let full = rfc3339(at);
+    full.get(11..16).map_or(full.clone(), |t| format!("{t}Z"))
 }
 
 fn ms(v: Millis) -> std::time::Duration {

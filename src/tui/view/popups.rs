@@ -36,9 +36,44 @@ pub(super) fn popup(t: &Theme, area: Rect, buf: &mut Buffer, title: &str, mut li
 
 pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf: &mut Buffer) {
     let jobs = |n: u64| if n == 1 { "1 job".to_string() } else { format!("{} jobs", thousands(n)) };
-    let title = format!("{} {}?", p.op.verb(), jobs(p.affected));
+    let group = p.target.group_filter().is_some();
+    // A group requeue leaves the jobs no live worker handles alone unless forced (`f`), like
+    // `bw requeue --state …` without `--force`: the dialog counts both parts.
+    let left_alone = if p.op == Op::Requeue && group { p.would_requarantine } else { 0 };
+    let title = match p.op {
+        Op::Pause | Op::Resume => format!("{} {}?", p.op.verb(), clean(&p.what, 50)),
+        _ if left_alone > 0 => {
+            format!("{} {} of {}?", p.op.verb(), thousands(p.affected - left_alone), jobs(p.affected))
+        }
+        _ => format!("{} {}?", p.op.verb(), jobs(p.affected)),
+    };
     let mut lines = vec![Line::from(clean(&p.what, 70))];
+    let mut force_offered = false;
     match p.op {
+        Op::Requeue if left_alone > 0 => {
+            let unhandled = p.unhandled.iter().map(|w| clean(w, 30)).collect::<Vec<_>>().join(", ");
+            lines.push(Line::from(format!(
+                "{} will be Scheduled now with a fresh attempt budget;",
+                thousands(p.affected - left_alone)
+            )));
+            lines.push(Line::styled(
+                format!(
+                    "{} have no live worker ({unhandled}) and are left alone: they would quarantine again",
+                    thousands(left_alone)
+                ),
+                t.error(),
+            ));
+            if p.undecodable > 0 {
+                lines.push(Line::styled(
+                    format!(
+                        "{}: payload did not decode; they quarantine again unless the handler now accepts them",
+                        thousands(p.undecodable)
+                    ),
+                    t.error(),
+                ));
+            }
+            force_offered = true;
+        }
         Op::Requeue => {
             lines.push(Line::from(format!("{} will be Scheduled now with a fresh attempt budget", jobs(p.affected))));
             if p.undecodable > 0 {
@@ -68,11 +103,41 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
             }
         }
         Op::Cancel => {
-            lines.push(Line::from(format!("{} will be cancelled (a Running job is asked to stop)", jobs(p.affected))))
+            let at_once = p.affected - p.running;
+            lines.push(Line::from(format!("{} Scheduled will end Cancelled at once", thousands(at_once))));
+            lines.push(Line::from(format!(
+                "{} Running will be asked to stop (Cancelled when the handler stops)",
+                thousands(p.running)
+            )));
+        }
+        Op::RunNow => {
+            let later = p.affected - p.already_due;
+            lines.push(Line::from(format!(
+                "{} will be due now: the next free worker runs them, attempt and budget unchanged",
+                thousands(later)
+            )));
+            if p.already_due > 0 {
+                lines
+                    .push(Line::styled(format!("{} already due: left as they are", thousands(p.already_due)), t.dim()));
+            }
+        }
+        Op::Pause => {
+            lines.push(Line::from(format!(
+                "{} Scheduled will wait: no worker of any process claims them until resumed",
+                thousands(p.affected)
+            )));
+            lines.push(Line::from(format!("{} Running finish normally; new jobs still enqueue", thousands(p.running))));
+        }
+        Op::Resume => {
+            lines.push(Line::from(format!(
+                "{} Scheduled become claimable again at the workers' next poll",
+                thousands(p.affected)
+            )));
         }
         Op::Reveal => {
             lines.push(Line::from("the failure detail will be shown, and the reveal recorded in the audit log"))
         }
+        Op::EditPayload => {}
     }
     for s in p.skipped.iter().take(5) {
         lines.push(Line::styled(format!("skipped: {}", clean(s, 60)), t.dim()));
@@ -81,13 +146,58 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
         lines.push(Line::styled(format!("… and {} more skipped", p.skipped.len() - 5), t.dim()));
     }
     lines.push(Line::from(""));
-    lines.push(Line::from(vec![
-        Span::styled("[y]", t.heading()),
-        Span::raw(" yes    "),
-        Span::styled("[n]", t.heading()),
-        Span::raw(" no"),
-    ]));
+    let mut answer = vec![Span::styled("[y]", t.heading()), Span::raw(" yes    ")];
+    if force_offered {
+        answer.extend([Span::styled("[f]", t.heading()), Span::raw(" include them anyway    ")]);
+    }
+    answer.extend([Span::styled("[n]", t.heading()), Span::raw(" no")]);
+    lines.push(Line::from(answer));
     popup(t, area, buf, &title, lines, None);
+}
+
+/// After `E`: the edited payload, and what to do with it; or why it cannot be saved.
+pub(super) fn payload_edit(t: &Theme, mode: &Mode, area: Rect, buf: &mut Buffer) {
+    let shown =
+        |bytes: &[u8]| clean(&String::from_utf8_lossy(bytes).split_whitespace().collect::<Vec<_>>().join(" "), 66);
+    let key = |k: &'static str, what: &'static str| [Span::styled(k, t.heading()), Span::raw(what)];
+    match mode {
+        Mode::Editing { id, .. } => popup(
+            t,
+            area,
+            buf,
+            &format!("Editing the payload of {}", id.short()),
+            vec![Line::from("the editor is open; save and quit it to come back")],
+            None,
+        ),
+        Mode::SaveEdit { id, original, payload } => {
+            let mut answer = Vec::new();
+            answer.extend(key("[y]", " save    "));
+            answer.extend(key("[r]", " save and requeue    "));
+            answer.extend(key("[e]", " edit again    "));
+            answer.extend(key("[n]", " discard"));
+            let lines = vec![
+                Line::from(vec![Span::styled("was  ", t.dim()), Span::raw(shown(original))]),
+                Line::from(vec![Span::styled("now  ", t.heading()), Span::raw(shown(payload))]),
+                Line::styled("valid JSON; the old payload is kept in the audit log", t.dim()),
+                Line::from(""),
+                Line::from(answer),
+            ];
+            popup(t, area, buf, &format!("Save the new payload of {}?", id.short()), lines, None);
+        }
+        Mode::EditInvalid { id, error, .. } => {
+            let mut answer = Vec::new();
+            answer.extend(key("[e]", " edit again    "));
+            answer.extend(key("[n]", " discard"));
+            let lines = vec![
+                Line::styled(clean(error, 200), t.error()),
+                Line::from("nothing was saved"),
+                Line::from(""),
+                Line::from(answer),
+            ];
+            popup(t, area, buf, &format!("The payload of {} is not valid JSON", id.short()), lines, Some(t.error()));
+        }
+        _ => {}
+    }
 }
 
 pub(super) fn help(t: &Theme, area: Rect, buf: &mut Buffer) {
@@ -96,6 +206,6 @@ pub(super) fn help(t: &Theme, area: Rect, buf: &mut Buffer) {
         .map(|(k, what)| Line::from(vec![Span::styled(format!("{k:<20}"), t.heading()), Span::raw(*what)]))
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::styled("--read-only disables r, x and e. Any key closes this help.", t.dim()));
+    lines.push(Line::styled("--read-only disables r, x, e, n, P and E. Any key closes this help.", t.dim()));
     popup(t, area, buf, "keys", lines, None);
 }

@@ -1,0 +1,418 @@
+//! The operator actions of the dashboard: what an action covers ([`Target`]), which one it is
+//! ([`Op`]), what it would do ([`Preview`], counted by the same store plan `bw … --dry-run`
+//! prints) and what it did ([`Report`], per id like `bw`). Each preview and each run is one
+//! library call, the one the CLI makes: no decision is made here that `bw` makes elsewhere.
+//! Only [`super::data::serve`] calls in.
+
+use crate::store::{CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, ResumeResult, RunNowResult};
+use crate::{Error, JobId, JobState, QuarantineReason, Store};
+
+/// Which jobs an action covers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// Jobs by id (the selected one, or the marked ones).
+    Jobs(Vec<JobId>),
+    /// A Dead-Lettered cause group.
+    CauseGroup { wire_name: String, fingerprint: String },
+    /// A Quarantined group.
+    QuarantineGroup { wire_name: String, reason: QuarantineReason },
+    /// Every job a list's filter matches (`X`: bulk cancel of the Scheduled or Running list);
+    /// `described` is the filter as the operator typed it.
+    Matching { filter: Box<JobFilter>, described: String },
+    /// A queue or a wire name, to pause or resume.
+    Paused { kind: PauseKind, name: String },
+    /// A payload repair of one Dead-Lettered or Quarantined job: the new payload (valid JSON,
+    /// checked again by the store), and whether to requeue it in the same transaction.
+    Payload { id: JobId, payload: Vec<u8>, requeue: bool },
+}
+
+impl Target {
+    /// The bulk filter of a group target.
+    pub fn group_filter(&self) -> Option<JobFilter> {
+        match self {
+            Target::Jobs(_) | Target::Paused { .. } | Target::Payload { .. } => None,
+            Target::Matching { filter, .. } => Some((**filter).clone()),
+            Target::CauseGroup { wire_name, fingerprint } => Some(JobFilter {
+                states: vec![JobState::DeadLettered],
+                wire_name: Some(wire_name.clone()),
+                fingerprint: Some(fingerprint.clone()),
+                ..Default::default()
+            }),
+            Target::QuarantineGroup { wire_name, reason } => Some(JobFilter {
+                states: vec![JobState::Quarantined],
+                wire_name: Some(wire_name.clone()),
+                quarantine_reason: Some(*reason),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+/// An operator action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Requeue,
+    Cancel,
+    Reveal,
+    Pause,
+    Resume,
+    RunNow,
+    EditPayload,
+}
+
+impl Op {
+    pub fn verb(self) -> &'static str {
+        match self {
+            Op::Requeue => "Requeue",
+            Op::Cancel => "Cancel",
+            Op::Reveal => "Reveal failure detail of",
+            Op::Pause => "Pause",
+            Op::Resume => "Resume",
+            Op::RunNow => "Run now",
+            Op::EditPayload => "Save the payload of",
+        }
+    }
+
+    /// The action on its own, for messages that name no jobs ("Reveal declined").
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Requeue => "Requeue",
+            Op::Cancel => "Cancel",
+            Op::Reveal => "Reveal",
+            Op::Pause => "Pause",
+            Op::Resume => "Resume",
+            Op::RunNow => "Run now",
+            Op::EditPayload => "Payload edit",
+        }
+    }
+}
+
+/// What an action would do, counted in the store just before asking for confirmation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preview {
+    pub op: Op,
+    pub target: Target,
+    /// Jobs the action would change.
+    pub affected: u64,
+    /// Jobs it would leave alone, with why (wrong state, gone).
+    pub skipped: Vec<String>,
+    /// Requeue only: how many would be quarantined again because no live worker handles
+    /// their wire name now.
+    pub would_requarantine: u64,
+    /// Wire names without a live worker among the affected jobs.
+    pub unhandled: Vec<String>,
+    /// Requeue only: affected jobs quarantined because their payload did not decode. A live
+    /// worker for their wire name is no sign they will run: they quarantine again unless the
+    /// handler now accepts the payload.
+    pub undecodable: u64,
+    /// A one-line description of the jobs (ids, or the group).
+    pub what: String,
+    /// Running jobs among the affected: a cancel asks them to stop (the rest end Cancelled at
+    /// once); a pause lets them finish.
+    pub running: u64,
+    /// Run now only: affected jobs already due, which stay as they are.
+    pub already_due: u64,
+    /// Requeue of a group only: also requeue the jobs no live worker handles. Never the
+    /// default; the dialog's `f` turns it on, as `--force` does for `bw requeue`.
+    pub force: bool,
+}
+
+/// What an action did, job by job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub title: String,
+    pub lines: Vec<String>,
+    /// Something was refused (permission, wrong state): shown in red.
+    pub refused: bool,
+}
+
+pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
+    let mut p = Preview {
+        op,
+        target: target.clone(),
+        affected: 0,
+        skipped: Vec::new(),
+        would_requarantine: 0,
+        unhandled: Vec::new(),
+        undecodable: 0,
+        what: String::new(),
+        running: 0,
+        already_due: 0,
+        force: false,
+    };
+    let mut unhandled = std::collections::BTreeSet::new();
+    match target {
+        Target::Jobs(ids) => {
+            p.what = match ids.as_slice() {
+                [one] => format!("job {one}"),
+                many => format!("{} marked jobs", many.len()),
+            };
+            let gone = |id: &JobId| format!("{} is gone", id.short());
+            match op {
+                // The by-id plan `bw requeue ID --dry-run` prints.
+                Op::Requeue => {
+                    for (id, check) in ids.iter().zip(store.check_requeue(ids)?) {
+                        match check {
+                            RequeueCheck::NotFound => p.skipped.push(gone(id)),
+                            RequeueCheck::NotRequeueable { state } => {
+                                p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
+                                p.affected += 1;
+                                if requarantine {
+                                    p.would_requarantine += 1;
+                                    unhandled.insert(wire_name);
+                                } else if undecodable {
+                                    p.undecodable += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                // The by-id plan of `bw cancel ID --dry-run`.
+                Op::Cancel => {
+                    for (id, check) in ids.iter().zip(store.check_cancel(ids)?) {
+                        match check {
+                            CancelResult::Cancelled => p.affected += 1,
+                            CancelResult::CancelRequested => {
+                                p.affected += 1;
+                                p.running += 1;
+                            }
+                            CancelResult::NotCancellable { state } => {
+                                p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            CancelResult::NotFound => p.skipped.push(gone(id)),
+                        }
+                    }
+                }
+                // The by-id plan of `bw run-now ID --dry-run`.
+                Op::RunNow => {
+                    let now = store.now();
+                    for (id, check) in ids.iter().zip(store.check_run_now(ids)?) {
+                        match check {
+                            RunNowResult::Due { was_due_at } => {
+                                p.affected += 1;
+                                if was_due_at <= now {
+                                    p.already_due += 1;
+                                }
+                            }
+                            RunNowResult::NotScheduled { state } => {
+                                p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            RunNowResult::NotFound => p.skipped.push(gone(id)),
+                        }
+                    }
+                }
+                Op::Reveal => {
+                    for id in ids {
+                        match store.job(*id)? {
+                            Some(_) => p.affected += 1,
+                            None => p.skipped.push(gone(id)),
+                        }
+                    }
+                }
+                Op::Pause | Op::Resume | Op::EditPayload => return Err(not_for(op, "jobs by id")),
+            }
+        }
+        Target::CauseGroup { wire_name, .. } | Target::QuarantineGroup { wire_name, .. } => {
+            if op != Op::Requeue {
+                return Err(not_for(op, "a group"));
+            }
+            let filter = target.group_filter().unwrap_or_default();
+            p.what = match target {
+                Target::CauseGroup { fingerprint, .. } => format!("{wire_name} · {fingerprint}"),
+                Target::QuarantineGroup { reason, .. } => format!("{wire_name} · {reason}"),
+                _ => unreachable!("matched above"),
+            };
+            // The same plan `bw requeue --dry-run` prints.
+            let plan = store.plan_requeue(&filter)?;
+            p.affected = plan.matching;
+            p.would_requarantine = plan.would_requarantine;
+            p.undecodable = plan.undecodable;
+            unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
+        }
+        Target::Matching { filter, described } => {
+            if op != Op::Cancel {
+                return Err(not_for(op, "a filtered list"));
+            }
+            p.what = described.clone();
+            // The plan `bw cancel --state … --dry-run` prints.
+            let plan = store.plan_cancel(filter)?;
+            p.affected = plan.would_cancel + plan.would_ask_to_stop;
+            p.running = plan.would_ask_to_stop;
+            if plan.already_asked > 0 {
+                p.skipped.push(format!("{} Running already asked to stop", plan.already_asked));
+            }
+        }
+        Target::Paused { kind, name } => {
+            p.what = format!("{kind} {name}");
+            // The plan `bw pause --dry-run` prints. A resume counts the same jobs (they become
+            // claimable again); it is not refused as an unknown name, since it is paused.
+            let plan = match op {
+                Op::Pause => store.plan_pause(*kind, name, false)?,
+                Op::Resume => store.plan_pause(*kind, name, true)?,
+                _ => return Err(not_for(op, "a queue or wire name")),
+            };
+            p.affected = plan.scheduled;
+            p.running = plan.running;
+        }
+        Target::Payload { .. } => return Err(not_for(op, "a payload")),
+    }
+    p.unhandled = unhandled.into_iter().collect();
+    Ok(p)
+}
+
+fn not_for(op: Op, what: &str) -> Error {
+    Error::InvalidInput(format!("{} does not apply to {what}", op.name()))
+}
+
+pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bool) -> crate::Result<Report> {
+    use crate::store::RequeueResult;
+    let mut report = Report { title: String::new(), lines: Vec::new(), refused: false };
+    match (op, target) {
+        (Op::Requeue, Target::Jobs(ids)) => {
+            let results = store.requeue(actor, ids)?;
+            let done = results.iter().filter(|r| matches!(r, RequeueResult::Requeued { .. })).count();
+            report.title = format!("Requeued {done} of {}", ids.len());
+            for (id, r) in ids.iter().zip(results) {
+                report.lines.push(match r {
+                    RequeueResult::Requeued { from } => {
+                        format!("{}  requeued (was {from}): Scheduled now, attempt budget reset", id.short())
+                    }
+                    RequeueResult::NotRequeueable { state } => {
+                        report.refused = true;
+                        format!("{}  not requeued: it is {state}", id.short())
+                    }
+                    RequeueResult::NotFound => {
+                        report.refused = true;
+                        format!("{}  not found", id.short())
+                    }
+                });
+            }
+        }
+        (Op::Cancel, Target::Jobs(ids)) => {
+            let results = store.cancel(actor, ids)?;
+            let ended = results.iter().filter(|r| matches!(r, CancelResult::Cancelled)).count();
+            let asked = results.iter().filter(|r| matches!(r, CancelResult::CancelRequested)).count();
+            report.title = format!("Cancelled {} of {}", ended + asked, ids.len());
+            for (id, r) in ids.iter().zip(results) {
+                report.lines.push(match r {
+                    CancelResult::Cancelled => format!("{}  cancelled", id.short()),
+                    CancelResult::CancelRequested => {
+                        format!("{}  asked to stop: it ends Cancelled when its handler stops", id.short())
+                    }
+                    CancelResult::NotCancellable { state } => {
+                        report.refused = true;
+                        format!("{}  not cancelled: it is already {state}", id.short())
+                    }
+                    CancelResult::NotFound => {
+                        report.refused = true;
+                        format!("{}  not found", id.short())
+                    }
+                });
+            }
+        }
+        (Op::RunNow, Target::Jobs(ids)) => {
+            let results = store.run_now(actor, ids)?;
+            let now = store.now();
+            let done = results.iter().filter(|r| matches!(r, RunNowResult::Due { .. })).count();
+            report.title = format!("Due now: {done} of {}", ids.len());
+            for (id, r) in ids.iter().zip(results) {
+                report.lines.push(match r {
+                    RunNowResult::Due { was_due_at } if was_due_at <= now => {
+                        format!("{}  due now (it already was)", id.short())
+                    }
+                    RunNowResult::Due { .. } => {
+                        format!("{}  due now: the next free worker runs it, attempt and budget unchanged", id.short())
+                    }
+                    RunNowResult::NotScheduled { state } => {
+                        report.refused = true;
+                        format!("{}  not made due: it is {state}", id.short())
+                    }
+                    RunNowResult::NotFound => {
+                        report.refused = true;
+                        format!("{}  not found", id.short())
+                    }
+                });
+            }
+        }
+        (Op::Pause, Target::Paused { kind, name }) => {
+            let result = store.pause(actor, *kind, name, None, false)?;
+            report.title = format!("Paused {kind} {name}");
+            report.lines.push(match result {
+                PauseResult::Paused => {
+                    format!("no worker claims from {kind} {name} until resumed; running jobs finish")
+                }
+                PauseResult::Extended { .. } => format!("{kind} {name} was paused already: now until resumed"),
+            });
+        }
+        (Op::Resume, Target::Paused { kind, name }) => match store.resume(actor, *kind, name)? {
+            ResumeResult::Resumed => {
+                report.title = format!("Resumed {kind} {name}");
+                report.lines.push(format!("workers claim from {kind} {name} again at their next poll"));
+            }
+            ResumeResult::NotPaused => {
+                report.title = format!("{kind} {name} was not paused");
+                report.lines.push("nothing changed (its pause had ended or someone resumed it)".into());
+                report.refused = true;
+            }
+        },
+        (Op::EditPayload, Target::Payload { id, payload, requeue }) => {
+            let done = store.edit_payload(actor, *id, payload, *requeue)?;
+            report.title = format!("Payload of {} saved", id.short());
+            report.lines.push(format!(
+                "{}  payload replaced ({} bytes, was {}); the old one is kept in the audit log",
+                id.short(),
+                done.new_bytes,
+                done.old_bytes
+            ));
+            report.lines.push(if done.requeued {
+                format!("{}  requeued (was {}): Scheduled now, attempt budget reset", id.short(), done.from)
+            } else {
+                format!("{}  left {} (r requeues it)", id.short(), done.from)
+            });
+        }
+        (Op::Requeue, group @ (Target::CauseGroup { .. } | Target::QuarantineGroup { .. })) => {
+            let filter = group.group_filter().unwrap_or_default();
+            // The same plan and the same call as `bw requeue --state …`: jobs no live worker
+            // handles are left alone unless forced (the dialog's `f`, like `--force`).
+            let plan = store.plan_requeue(&filter)?;
+            let done = store.requeue_planned(actor, &filter, force, |_| {})?;
+            let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
+            report.title = format!("Requeued {done} {jobs}");
+            report.lines.push(match group {
+                Target::CauseGroup { wire_name, fingerprint } => {
+                    format!("{done} Dead-Lettered {wire_name} {jobs} with cause '{fingerprint}' {are} Scheduled now")
+                }
+                Target::QuarantineGroup { wire_name, reason } => {
+                    format!("{done} Quarantined {wire_name} {jobs} ({reason}) {are} Scheduled now")
+                }
+                _ => String::new(),
+            });
+            if !force && plan.would_requarantine > 0 {
+                report.refused = true;
+                report.lines.push(format!(
+                    "{} left alone: no live worker handles {} (they would quarantine again)",
+                    plan.would_requarantine,
+                    plan.unhandled.iter().map(|w| w.wire_name.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        (Op::Cancel, Target::Matching { filter, .. }) => {
+            // The same call as `bw cancel --state … --yes`: batches, each job whole.
+            let done = store.cancel_matching(actor, filter, |_| {})?;
+            report.title = format!("Cancelled {}", done.cancelled + done.asked_to_stop);
+            report.lines.push(format!("{} Scheduled ended Cancelled", done.cancelled));
+            report.lines.push(format!(
+                "{} Running asked to stop: they end Cancelled when their handler stops",
+                done.asked_to_stop
+            ));
+        }
+        (op, Target::Matching { .. }) => return Err(not_for(op, "a filtered list")),
+        (op, Target::Jobs(_)) => return Err(not_for(op, "jobs by id")),
+        (op, Target::CauseGroup { .. } | Target::QuarantineGroup { .. }) => return Err(not_for(op, "a group")),
+        (op, Target::Paused { .. }) => return Err(not_for(op, "a queue or wire name")),
+        (op, Target::Payload { .. }) => return Err(not_for(op, "a payload")),
+    }
+    Ok(report)
+}
