@@ -1077,3 +1077,23 @@ fn bad_invocations_fail_before_the_screen_changes() {
         .code(2)
         .stderr(predicates::str::contains("bw top needs a terminal"));
 }
+
+#[test]
+fn a_job_handed_back_unstarted_is_not_counted_as_a_failed_attempt_in_the_chart() {
+    use backwave::tui::data::classify;
+    use backwave::{DetailStatus, JobId, Transition};
+    let entry = |reason: &str| Transition {
+        seq: 1,
+        job_id: JobId::new(),
+        at: 0,
+        from: Some(JobState::Running),
+        to: JobState::Scheduled,
+        attempt: 0,
+        worker_id: Some("host/1/g#0001".into()),
+        actor: None,
+        reason: Some(reason.into()),
+        detail: DetailStatus::None,
+    };
+    assert_eq!(classify(&entry(backwave::store::HANDED_BACK)), None, "a hand-back ran nothing");
+    assert_eq!(classify(&entry("gateway timeout (attempt 1)")), Some(false), "a retry is a failed attempt");
+}

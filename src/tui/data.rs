@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::actions::{preview, run};
 pub use super::actions::{Op, Preview, Report, Target};
-use crate::store::{CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, StateCounts};
+use crate::store::{
+    CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, StateCounts, HANDED_BACK,
+};
 use crate::{Error, FailureDetail, Job, JobId, JobState, Millis, Permission, Store, Transition};
 
 /// The six views, in tab order.
@@ -263,6 +265,8 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
 pub fn classify(t: &Transition) -> Option<bool> {
     match (t.from, t.to) {
         (_, JobState::Succeeded) => Some(true),
+        // An engine handing back a job it claimed ahead and never started: no attempt ran.
+        (Some(JobState::Running), JobState::Scheduled) if t.reason.as_deref() == Some(HANDED_BACK) => None,
         (Some(JobState::Running), JobState::Scheduled)
         | (Some(JobState::Running), JobState::DeadLettered)
         | (Some(JobState::Running), JobState::Quarantined) => Some(false),

@@ -215,11 +215,14 @@ impl App {
                     Some(due) if due_now > 0 => compact_duration(ms(now - due)),
                     _ => "—".to_string(),
                 };
-                let paused = self.paused_until(PauseKind::Queue, queue);
+                // Due jobs a pause holds are not waiting for a worker: they are counted apart, so
+                // a paused queue reads "PAUSED 312 held" instead of a latency nobody can fix.
+                let held = latency.map_or(0, |l| l.held_by_pause);
+                let held = if held > 0 { format!(" {} held", thousands(held)) } else { String::new() };
                 // Its expiry is in the header: the row only has room for the mark.
-                let waited = match paused {
-                    Some(_) => Line::from(vec![Span::styled("PAUSED ", t.error()), Span::raw(waited)]),
-                    None => Line::from(waited),
+                let waited = match self.paused_until(PauseKind::Queue, queue) {
+                    Some(_) => Line::from(vec![Span::styled("PAUSED", t.error()), Span::raw(held)]),
+                    None => Line::from(format!("{waited}{held}")),
                 };
                 let rate = self.throughput.get(queue).map(|r| format!("{r:.1}/min")).unwrap_or_else(|| "—".into());
                 Row::new(vec![
