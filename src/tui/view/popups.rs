@@ -48,6 +48,17 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
         _ => format!("{} {}?", p.op.verb(), jobs(p.affected)),
     };
     let mut lines = vec![Line::from(clean(&p.what, 70))];
+    // A live worker is no reason to expect success for these: their payloads did not decode into
+    // its type, and "0 would re-quarantine" once sent them all back to quarantine.
+    let undecodable = (p.undecodable > 0).then(|| {
+        Line::styled(
+            format!(
+                "{}: payload did not decode; they quarantine again unless the handler now accepts them",
+                thousands(p.undecodable)
+            ),
+            t.error(),
+        )
+    });
     let mut force_offered = false;
     match p.op {
         Op::Requeue if left_alone > 0 => {
@@ -63,30 +74,12 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
                 ),
                 t.error(),
             ));
-            if p.undecodable > 0 {
-                lines.push(Line::styled(
-                    format!(
-                        "{}: payload did not decode; they quarantine again unless the handler now accepts them",
-                        thousands(p.undecodable)
-                    ),
-                    t.error(),
-                ));
-            }
+            lines.extend(undecodable);
             force_offered = true;
         }
         Op::Requeue => {
             lines.push(Line::from(format!("{} will be Scheduled now with a fresh attempt budget", jobs(p.affected))));
-            if p.undecodable > 0 {
-                // A live worker is no reason to expect success here: the payloads did not decode
-                // into its type, and "0 would re-quarantine" sent them all back to quarantine.
-                lines.push(Line::styled(
-                    format!(
-                        "{}: payload did not decode; they quarantine again unless the handler now accepts them",
-                        thousands(p.undecodable)
-                    ),
-                    t.error(),
-                ));
-            }
+            lines.extend(undecodable);
             if p.would_requarantine == 0 {
                 if p.undecodable == 0 {
                     lines.push(Line::from("0 would re-quarantine (every wire name has a live worker)"));
