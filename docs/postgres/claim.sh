@@ -10,7 +10,7 @@ T=${1:-8}; N=${2:-600000}
 export PGUSER=postgres PGDATABASE=postgres
 psql -q -v ON_ERROR_STOP=1 -f schema.sql >/dev/null
 printf '%-4s %-6s %-8s %10s %10s %10s\n' log batch clients jobs/s claims/s rows/claim
-for log in 0 1; do
+for log in ${LOGS:-0 1}; do
   for batch in 1 10 64; do
     for c in 1 2 4; do
       psql -q -v ON_ERROR_STOP=1 -v n="$N" -f fill.sql >/dev/null
