@@ -87,6 +87,10 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
         }
     })?;
 
+    // crossterm starts listening for SIGWINCH when its event source is first used. Use it here,
+    // before the first frame, not on the input thread's first poll: a window resized between the
+    // first frame and that poll (a busy machine) was never redrawn at its new size.
+    event::poll(Duration::ZERO)?;
     let input_tx = wake_tx.clone();
     let input_state = Arc::clone(&input);
     std::thread::Builder::new().name("bw-top-input".into()).spawn(move || loop {
