@@ -69,7 +69,7 @@ impl Render for Changed {
 
 pub fn grant(a: &GrantArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
-    store.grant(&ctx.actor, &a.actor, a.permission)?;
+    store.grant(ctx.actor(), &a.actor, a.permission)?;
     let permissions = store.permissions(&a.actor)?.iter().map(|p| p.as_str()).collect();
     let view = Changed {
         action: "grant",
@@ -84,7 +84,7 @@ pub fn grant(a: &GrantArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 pub fn revoke(a: &RevokeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
-    let changed = store.revoke(&ctx.actor, &a.actor, a.permission)?;
+    let changed = store.revoke(ctx.actor(), &a.actor, a.permission)?;
     let permissions = store.permissions(&a.actor)?.iter().map(|p| p.as_str()).collect();
     let view =
         Changed { action: "revoke", actor: a.actor.clone(), permission: a.permission.as_str(), changed, permissions };

@@ -32,7 +32,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let resolved = resolve_all(&store, &a.select.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
-    let outcomes = if a.select.dry_run { store.check_cancel(&found)? } else { store.cancel(&ctx.actor, &found)? };
+    let outcomes = if a.select.dry_run { store.check_cancel(&found)? } else { store.cancel(ctx.actor(), &found)? };
     let dry_run = a.select.dry_run;
     let results = per_id(&resolved, outcomes, |text, id, outcome| {
         let id = id.to_string();
@@ -95,7 +95,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(exit::REFUSED));
     }
     let mut progress = Progress::new("cancelled");
-    let done = store.cancel_matching(&ctx.actor, &filter, |p| progress.update(p.done, p.total))?;
+    let done = store.cancel_matching(ctx.actor(), &filter, |p| progress.update(p.done, p.total))?;
     drop(progress);
     printer.print(&Done { done, what })?;
     Ok(ExitCode::SUCCESS)

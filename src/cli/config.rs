@@ -58,7 +58,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
         Command::Set { key, value } => {
             let k = SettingKey::parse(key)?;
-            store.set_setting(&ctx.actor, k, value)?;
+            store.set_setting(ctx.actor(), k, value)?;
             Settings { settings: vec![Setting { key: k.as_str(), value: store.setting(k)? }], bare: false }
         }
         Command::List => Settings {

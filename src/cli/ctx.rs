@@ -38,8 +38,9 @@ pub enum Format {
 /// What every subcommand gets: the global flags and the operator's identity.
 pub struct Ctx {
     pub global: GlobalOpts,
-    /// The OS user running `bw` (from the uid).
-    pub actor: String,
+    /// The OS user running `bw` (from the uid), looked up when a command first needs it: a
+    /// name lookup reads the system's user database, which a read-only command can skip.
+    actor: std::cell::OnceCell<String>,
     pub color: bool,
 }
 
@@ -48,7 +49,12 @@ impl Ctx {
         let color = !global.no_color
             && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
             && std::io::IsTerminal::is_terminal(&std::io::stdout());
-        Ctx { actor: crate::store::current_actor(), color, global }
+        Ctx { actor: std::cell::OnceCell::new(), color, global }
+    }
+
+    /// The operator: the OS user running `bw`.
+    pub fn actor(&self) -> &str {
+        self.actor.get_or_init(crate::store::current_actor)
     }
 
     /// Open the existing store (never creates one).

@@ -62,7 +62,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprintln!("bw demo: left {} as it is; look at it with `bw --db {} top`", sanitize(&shown), shell_quote(&shown));
         return Ok(ExitCode::SUCCESS);
     }
-    let opts = DemoOptions { db: path.clone(), rate: args.rate, actor: ctx.actor.clone(), seed: args.seed };
+    let opts = DemoOptions { db: path.clone(), rate: args.rate, actor: ctx.actor().to_string(), seed: args.seed };
     let demo = Demo::start(&opts)?;
     let tui = !args.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (report, ran_for, top_result) = if tui {
@@ -170,7 +170,7 @@ fn prepare_store(path: &Path, reset: bool, ctx: &Ctx) -> Result<bool, CliError> 
     let store = Store::create(path)?;
     store.mark_demo()?;
     // So that `bw requeue` and `bw cancel` work on the demo store for whoever ran it.
-    store.bootstrap_admin(&ctx.actor)?;
+    store.bootstrap_admin(ctx.actor())?;
     Ok(true)
 }
 

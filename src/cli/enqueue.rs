@@ -46,8 +46,8 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return Err(CliError::Usage(format!("--payload is not valid JSON ({e}): '{}'", a.payload)));
     }
     let store = ctx.open()?;
-    if !store.permissions(&ctx.actor)?.contains(&Permission::Operate) {
-        return Err(Error::PermissionDenied { actor: ctx.actor.clone(), permission: Permission::Operate }.into());
+    if !store.permissions(ctx.actor())?.contains(&Permission::Operate) {
+        return Err(Error::PermissionDenied { actor: ctx.actor().to_string(), permission: Permission::Operate }.into());
     }
     let mut job = NewJob::new(a.wire_name.clone(), a.queue.clone(), a.payload.as_bytes().to_vec());
     for (k, v) in &a.labels {

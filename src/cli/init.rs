@@ -32,7 +32,7 @@ pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let existed = path.exists();
     let store = Store::create(path)?.with_clock(ctx.clock()?);
     store.set_busy_timeout(ctx.global.busy_timeout)?;
-    let made_admin = store.bootstrap_admin(&ctx.actor)?;
+    let made_admin = store.bootstrap_admin(ctx.actor())?;
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
     if mode & 0o007 != 0 {
         eprint_quiet(format_args!(
@@ -46,7 +46,7 @@ pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         created: !existed,
         schema_version: SCHEMA_VERSION,
         mode: format!("{mode:o}"),
-        admin: ctx.actor.clone(),
+        admin: ctx.actor().to_string(),
         made_admin,
     };
     ctx.printer()?.print(&view)?;

@@ -54,7 +54,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let printer = ctx.printer()?;
     let job = a.job.as_deref().map(|t| store.resolve_id(t)).transpose()?;
     let filter = LogFilter { job, to_states: a.states.clone() };
-    let mut reveal = Revealer::new(&store, &ctx.actor, a.detail)?;
+    let mut reveal = Revealer::new(&store, ctx.actor(), a.detail)?;
     // Read the high-water mark before the tail: whatever commits in between is either in the
     // tail or after the mark, never lost.
     let mark = store.last_seq()?;

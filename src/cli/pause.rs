@@ -76,7 +76,7 @@ pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let result = if a.dry_run {
         "WouldPause"
     } else {
-        match store.pause(&ctx.actor, kind, &a.name, until, a.force)? {
+        match store.pause(ctx.actor(), kind, &a.name, until, a.force)? {
             PauseResult::Paused => "Paused",
             PauseResult::Extended { .. } => "Extended",
         }
@@ -87,7 +87,7 @@ pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
         result,
         until: until.map(rfc3339),
         plan: Some(plan),
-        by: ctx.actor.clone(),
+        by: ctx.actor().to_string(),
     };
     ctx.printer()?.print(&view)?;
     Ok(ExitCode::SUCCESS)
@@ -96,7 +96,7 @@ pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
 pub fn resume(a: &ResumeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let kind = PauseKind::from(a.kind);
-    let result = store.resume(&ctx.actor, kind, &a.name)?;
+    let result = store.resume(ctx.actor(), kind, &a.name)?;
     let view = PauseView {
         kind,
         name: a.name.clone(),
@@ -106,7 +106,7 @@ pub fn resume(a: &ResumeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
         },
         until: None,
         plan: None,
-        by: ctx.actor.clone(),
+        by: ctx.actor().to_string(),
     };
     ctx.printer()?.print(&view)?;
     if result == ResumeResult::NotPaused {

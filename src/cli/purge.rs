@@ -70,7 +70,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(exit::REFUSED));
     }
     let mut progress = Progress::new("deleted");
-    view.jobs = store.purge(&ctx.actor, cutoff, |p| progress.update(p.done, p.total))?;
+    view.jobs = store.purge(ctx.actor(), cutoff, |p| progress.update(p.done, p.total))?;
     drop(progress);
     ctx.printer()?.print(&view)?;
     Ok(ExitCode::SUCCESS)

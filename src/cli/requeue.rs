@@ -53,7 +53,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         printer.print(&IdResults { results, verb: "requeued" })?;
         return Ok(ExitCode::SUCCESS);
     }
-    let outcomes = store.requeue(&ctx.actor, &found)?;
+    let outcomes = store.requeue(ctx.actor(), &found)?;
     let results = per_id(&resolved, outcomes.iter().zip(&checks), |text, id, (r, check)| match r {
         RequeueResult::Requeued { .. } => IdResult {
             id: id.to_string(),
@@ -126,7 +126,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(exit::REFUSED));
     }
     let mut progress = Progress::new("requeued");
-    let requeued = store.requeue_planned(&ctx.actor, &filter, a.force, |p| progress.update(p.done, p.total))?;
+    let requeued = store.requeue_planned(ctx.actor(), &filter, a.force, |p| progress.update(p.done, p.total))?;
     drop(progress);
     let skipped = if a.force { 0 } else { plan.would_requarantine };
     let view = BulkDone { requeued, skipped_requarantine: skipped, unhandled: unhandled_names(&plan), what };

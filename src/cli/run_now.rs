@@ -39,7 +39,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let resolved = resolve_all(&store, &a.select.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
-    let outcomes = if a.select.dry_run { store.check_run_now(&found)? } else { store.run_now(&ctx.actor, &found)? };
+    let outcomes = if a.select.dry_run { store.check_run_now(&found)? } else { store.run_now(ctx.actor(), &found)? };
     let dry_run = a.select.dry_run;
     let results = per_id(&resolved, outcomes, |text, id, outcome| {
         let id = id.to_string();
@@ -92,7 +92,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(exit::REFUSED));
     }
     let mut progress = Progress::new("made due");
-    let made_due = store.run_now_matching(&ctx.actor, &filter, |p| progress.update(p.done, p.total))?;
+    let made_due = store.run_now_matching(ctx.actor(), &filter, |p| progress.update(p.done, p.total))?;
     drop(progress);
     printer.print(&Done { made_due, what })?;
     Ok(ExitCode::SUCCESS)

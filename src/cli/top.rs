@@ -35,7 +35,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let cfg = Config {
         store: ctx.global.db.display().to_string(),
-        actor: ctx.actor.clone(),
+        actor: ctx.actor().to_string(),
         interval: args.interval,
         read_only: args.read_only,
         color: ctx.color,

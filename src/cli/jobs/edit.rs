@@ -29,7 +29,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let payload = read_payload(&a.payload)?;
     let store = ctx.open()?;
     let id = store.resolve_id(&a.id)?;
-    let edit = store.edit_payload(&ctx.actor, id, &payload, a.requeue)?;
+    let edit = store.edit_payload(ctx.actor(), id, &payload, a.requeue)?;
     let state = if edit.requeued { JobState::Scheduled } else { edit.from };
     let warning = (edit.requeued
         && store.live_handler_count(&store.job(id)?.map(|j| j.wire_name).unwrap_or_default())? == 0)

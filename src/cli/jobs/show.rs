@@ -29,7 +29,7 @@ pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     // Reveal first, show the job whatever the answer: a refused reveal still prints everything
     // else, and the refusal becomes the exit status.
     let (revealed, refusal) = if a.detail && history.iter().any(|t| matches!(t.detail, DetailStatus::Hidden { .. })) {
-        match store.reveal_failure_detail(&ctx.actor, id) {
+        match store.reveal_failure_detail(ctx.actor(), id) {
             Ok(d) => (d.into_iter().collect::<HashMap<_, _>>(), None),
             Err(e @ (Error::PermissionDenied { .. } | Error::FailureDetailOff)) => (HashMap::new(), Some(e)),
             Err(e) => return Err(e.into()),
