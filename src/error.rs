@@ -12,6 +12,10 @@ pub enum Error {
     #[error("no BackWave store at '{}': create one with `bw init --db {}`", path.display(), path.display())]
     StoreMissing { path: PathBuf },
 
+    /// A `postgres://` target given to a build without a PostgreSQL backend; nothing was opened.
+    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (PostgreSQL is planned: docs/postgres.md, issue 12); pass a file path to --db")]
+    PostgresNotBuilt { target: String },
+
     #[error("'{}' is not a BackWave store: {why}", path.display())]
     NotAStore { path: PathBuf, why: String },
 

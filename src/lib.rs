@@ -24,7 +24,7 @@ pub use model::{
     Transition, WorkerInfo,
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
-pub use store::{Clock, Store};
+pub use store::{Clock, Store, StoreTarget};
 
 #[cfg(feature = "cli")]
 pub mod cli;

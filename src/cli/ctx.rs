@@ -3,21 +3,20 @@
 //! prompt. A subcommand never reads these from the environment itself.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::exit::CliError;
 use super::output;
 use crate::text::{parse_duration, parse_instant};
-use crate::{Clock, Store};
+use crate::{Clock, Store, StoreTarget};
 use clap::ValueEnum;
 
 /// Flags every subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalOpts {
-    /// The job store (an SQLite file).
-    #[arg(long, global = true, env = "BW_DB", default_value = "./backwave.db", value_name = "PATH")]
-    pub db: PathBuf,
+    /// The job store: an SQLite file (a PostgreSQL URL is refused until issue 12 lands).
+    #[arg(long, global = true, env = "BW_DB", default_value = "./backwave.db", value_name = "PATH|URL", value_parser = parse_target, hide_env_values = true)]
+    pub db: StoreTarget,
     /// `table` for people, `json` for scripts (one JSON document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -123,4 +122,11 @@ impl Ctx {
 /// into exit 101 and could stop a bulk requeue part-way.
 pub(crate) fn eprint_quiet(args: std::fmt::Arguments) {
     let _ = std::io::stderr().write_fmt(args);
+}
+
+/// `--db` / `BW_DB`: a path or a URL. Never an error here: clap's own message would quote the
+/// value with its password, so a malformed URL is reported (redacted, exit 2) when the command
+/// opens its store. `hide_env_values` keeps a `BW_DB` password out of `--help` too.
+fn parse_target(s: &str) -> Result<StoreTarget, std::convert::Infallible> {
+    Ok(StoreTarget::from(s))
 }

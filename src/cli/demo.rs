@@ -56,7 +56,7 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = demo_path(&ctx.global.db);
+    let path = demo_path(ctx.global.db.file()?);
     let shown = path.display().to_string();
     if !prepare_store(&path, args.reset, ctx)? {
         eprintln!("bw demo: left {} as it is; look at it with `bw --db {} top`", sanitize(&shown), shell_quote(&shown));

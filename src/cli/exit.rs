@@ -45,7 +45,11 @@ pub fn exit_code(e: &CliError) -> u8 {
             | Error::ReadOnly { .. }
             | Error::Pragma { .. }
             | Error::Sqlite(_) => STORE,
-            Error::InvalidPolicy(_) | Error::InvalidInput(_) | Error::AmbiguousId { .. } | Error::Encode(_) => USAGE,
+            Error::PostgresNotBuilt { .. }
+            | Error::InvalidPolicy(_)
+            | Error::InvalidInput(_)
+            | Error::AmbiguousId { .. }
+            | Error::Encode(_) => USAGE,
             Error::JobNotFound(_)
             | Error::WrongState { .. }
             | Error::PermissionDenied { .. }

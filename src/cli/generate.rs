@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = &ctx.global.db;
+    let path = ctx.global.db.file()?;
     if path.exists() {
         if !args.force {
             return Err(CliError::Usage(format!(
@@ -35,7 +35,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             )));
         }
         for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut p = path.clone().into_os_string();
+            let mut p = path.to_path_buf().into_os_string();
             p.push(suffix);
             match std::fs::remove_file(&p) {
                 Ok(()) => {}

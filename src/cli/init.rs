@@ -28,7 +28,7 @@ struct Init {
 }
 
 pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = &ctx.global.db;
+    let path = ctx.global.db.file()?;
     let existed = path.exists();
     let store = Store::create(path)?.with_clock(ctx.clock()?);
     store.set_busy_timeout(ctx.global.busy_timeout)?;

@@ -34,7 +34,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return Err(CliError::Usage("bw top needs a terminal; for scripts use `bw stats` or `bw jobs list`".into()));
     }
     let cfg = Config {
-        store: ctx.global.db.display().to_string(),
+        store: ctx.global.db.to_string(),
         actor: ctx.actor().to_string(),
         interval: args.interval,
         read_only: args.read_only,

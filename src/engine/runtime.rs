@@ -4,7 +4,7 @@
 //! store, so a slow or stuck handler can delay nothing but its own job.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::registry::Registry;
 use crate::error::{panic_message, Error, Result};
 use crate::model::{JobId, WorkerInfo};
-use crate::store::{Clock, Store};
+use crate::store::{Clock, Store, StoreTarget};
 
 /// The embedded engine: a store, a registry of handlers, and worker groups.
 ///
@@ -39,7 +39,7 @@ use crate::store::{Clock, Store};
 /// # Ok(()) }
 /// ```
 pub struct Engine {
-    db: PathBuf,
+    db: StoreTarget,
     registry: Arc<Registry>,
     groups: Vec<WorkerGroup>,
     clock: Clock,
@@ -55,9 +55,11 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// An engine over the store at `db` (created on start if missing).
-    pub fn new(db: impl AsRef<Path>, registry: Registry) -> Self {
+    /// A path or a store URL: a PostgreSQL URL makes `start` fail with
+    /// [`crate::Error::PostgresNotBuilt`] in this build.
+    pub fn new(db: impl Into<StoreTarget>, registry: Registry) -> Self {
         Engine {
-            db: db.as_ref().to_path_buf(),
+            db: db.into(),
             registry: Arc::new(registry),
             groups: Vec::new(),
             clock: Clock::System,

@@ -21,6 +21,7 @@ mod pause;
 mod preview;
 mod query;
 mod row;
+mod target;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -49,6 +50,7 @@ pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
+pub use target::{PostgresUrl, StoreTarget};
 
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -127,8 +129,10 @@ impl Store {
     /// write is opened read-only: reads work, writes fail with [`Error::ReadOnly`]. A
     /// version-1 store opened for writing is migrated to [`SCHEMA_VERSION`] in one transaction
     /// (additive: every row stays as it was); opened read-only, it is read as it is.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
-        let path = path.as_ref().to_path_buf();
+    ///
+    /// A PostgreSQL URL is refused with [`Error::PostgresNotBuilt`] before anything is touched.
+    pub fn open(target: impl Into<StoreTarget>) -> Result<Store> {
+        let path = target.into().file()?.to_path_buf();
         let in_use = check_file(&path)?;
         let writable = is_writable(&path);
         let conn = if writable {
@@ -149,8 +153,9 @@ impl Store {
 
     /// Create a store at `path`, or open and migrate the one there (`bw init`, and the
     /// engine's create-if-missing). A new file is readable by its owner and group only.
-    pub fn create(path: impl AsRef<Path>) -> Result<Store> {
-        let path = path.as_ref().to_path_buf();
+    /// A PostgreSQL URL is refused with [`Error::PostgresNotBuilt`] before anything is touched.
+    pub fn create(target: impl Into<StoreTarget>) -> Result<Store> {
+        let path = target.into().file()?.to_path_buf();
         let in_use = match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 create_private_file(&path)?;

@@ -1,0 +1,231 @@
+//! Where a store lives: an SQLite file, or a PostgreSQL server named by a `postgres://` or
+//! `postgresql://` URL (issue #12). This module owns telling the two apart, checking a URL's
+//! shape, and showing a target in messages with its password replaced by `***`: nothing else
+//! prints a target's raw text. This build has no PostgreSQL backend: opening or creating a URL
+//! target is [`Error::PostgresNotBuilt`], and nothing touches the filesystem for it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// The store a command or an engine works on: `--db`, `BW_DB`, or what a program passes to
+/// `Store::open`, `Store::create` or `Engine::new`.
+///
+/// A string is a URL when it starts with `postgres://` or `postgresql://` (scheme in any case),
+/// and a path otherwise: a file literally named `postgres://x` is `./postgres://x`. A `Path` or
+/// `PathBuf` is always a path.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreTarget {
+    File(PathBuf),
+    Postgres(PostgresUrl),
+}
+
+/// A PostgreSQL connection URL. Its `Display` and `Debug` redact the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresUrl {
+    raw: String,
+    /// Why the URL does not parse (already redacted), when it was converted infallibly (`From`)
+    /// rather than parsed: opening it reports this instead of a connection attempt.
+    problem: Option<String>,
+}
+
+const SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+impl StoreTarget {
+    /// The file of an SQLite target; a URL target is [`Error::PostgresNotBuilt`] (or the reason
+    /// its URL does not parse).
+    pub fn file(&self) -> Result<&Path> {
+        match self {
+            StoreTarget::File(path) => Ok(path),
+            StoreTarget::Postgres(url) => Err(url.unsupported()),
+        }
+    }
+
+    fn classify(s: &str) -> Option<usize> {
+        SCHEMES
+            .iter()
+            .find(|scheme| s.len() >= scheme.len() && s[..scheme.len()].eq_ignore_ascii_case(scheme))
+            .map(|s| s.len())
+    }
+}
+
+impl PostgresUrl {
+    fn unsupported(&self) -> Error {
+        match &self.problem {
+            Some(why) => Error::InvalidInput(why.clone()),
+            None => Error::PostgresNotBuilt { target: self.to_string() },
+        }
+    }
+
+    /// Check the shape `scheme://[user[:password]@][host][:port][/dbname][?key=value&…]`.
+    fn check(raw: &str, scheme_len: usize) -> Result<(), String> {
+        let shown = redact(raw);
+        let bad = |why: &str| Err(format!("'{shown}' is not a PostgreSQL URL: {why}"));
+        if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad("it contains spaces or control characters (percent-encode them)");
+        }
+        if let Some(i) = raw.find('%') {
+            let ok = raw[i..]
+                .split('%')
+                .skip(1)
+                .all(|s| s.len() >= 2 && s.as_bytes()[..2].iter().all(u8::is_ascii_hexdigit));
+            if !ok {
+                return bad("a '%' is not followed by two hex digits");
+            }
+        }
+        let rest = &raw[scheme_len..];
+        let (before_query, _) = rest.split_once('?').unwrap_or((rest, ""));
+        let host_part = match before_query.rfind('@') {
+            Some(at) => &before_query[at + 1..],
+            None => before_query,
+        };
+        let authority = host_part.split('/').next().unwrap_or("");
+        // Several hosts are comma-separated, each with an optional port; IPv6 in brackets.
+        for host in authority.split(',') {
+            let port = if let Some(v6) = host.strip_prefix('[') {
+                match v6.split_once(']') {
+                    Some((_, after)) => after.strip_prefix(':'),
+                    None => return bad("an IPv6 host is missing its ']'"),
+                }
+            } else {
+                host.split_once(':').map(|(_, p)| p)
+            };
+            if let Some(port) = port {
+                if port.parse::<u16>().map_or(true, |p| p == 0) {
+                    return bad(&format!("the port '{port}' is not a number from 1 to 65535"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `raw` with the password of its user info and any `password=` parameter replaced by `***`.
+fn redact(raw: &str) -> String {
+    let Some(scheme_len) = StoreTarget::classify(raw) else { return raw.to_string() };
+    let (head, rest) = raw.split_at(scheme_len);
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let mut out = head.to_string();
+    // The user info ends at the last '@' before the query: a password may hold an unencoded
+    // '@' or '/', and over-redacting beats printing part of a password.
+    match before_query.rfind('@') {
+        Some(at) => {
+            let userinfo = &before_query[..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => out.push_str(&format!("{user}:***")),
+                None => out.push_str(userinfo),
+            }
+            out.push_str(&before_query[at..]);
+        }
+        None => out.push_str(before_query),
+    }
+    if let Some(query) = query {
+        out.push('?');
+        let params: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+impl FromStr for StoreTarget {
+    type Err = Error;
+
+    /// A URL that does not parse is [`Error::InvalidInput`], one line quoting it with its
+    /// password redacted.
+    fn from_str(s: &str) -> Result<Self> {
+        match StoreTarget::classify(s) {
+            Some(scheme_len) => {
+                PostgresUrl::check(s, scheme_len).map_err(Error::InvalidInput)?;
+                Ok(StoreTarget::Postgres(PostgresUrl { raw: s.to_string(), problem: None }))
+            }
+            None => Ok(StoreTarget::File(PathBuf::from(s))),
+        }
+    }
+}
+
+impl fmt::Display for StoreTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreTarget::File(path) => write!(f, "{}", path.display()),
+            StoreTarget::Postgres(url) => url.fmt(f),
+        }
+    }
+}
+
+impl fmt::Debug for StoreTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreTarget::File(path) => f.debug_tuple("File").field(path).finish(),
+            StoreTarget::Postgres(url) => f.debug_tuple("Postgres").field(url).finish(),
+        }
+    }
+}
+
+impl fmt::Display for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact(&self.raw))
+    }
+}
+
+impl fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", redact(&self.raw))
+    }
+}
+
+/// Strings follow the URL-or-path rule; a URL that does not parse still converts, and opening it
+/// reports why (with its password redacted).
+impl From<&str> for StoreTarget {
+    fn from(s: &str) -> Self {
+        s.parse().unwrap_or_else(|e: Error| {
+            StoreTarget::Postgres(PostgresUrl { raw: s.to_string(), problem: Some(e.to_string()) })
+        })
+    }
+}
+
+impl From<String> for StoreTarget {
+    fn from(s: String) -> Self {
+        StoreTarget::from(s.as_str())
+    }
+}
+
+impl From<&String> for StoreTarget {
+    fn from(s: &String) -> Self {
+        StoreTarget::from(s.as_str())
+    }
+}
+
+impl From<&Path> for StoreTarget {
+    fn from(p: &Path) -> Self {
+        StoreTarget::File(p.to_path_buf())
+    }
+}
+
+impl From<PathBuf> for StoreTarget {
+    fn from(p: PathBuf) -> Self {
+        StoreTarget::File(p)
+    }
+}
+
+impl From<&PathBuf> for StoreTarget {
+    fn from(p: &PathBuf) -> Self {
+        StoreTarget::File(p.clone())
+    }
+}
+
+impl From<&StoreTarget> for StoreTarget {
+    fn from(t: &StoreTarget) -> Self {
+        t.clone()
+    }
+}
