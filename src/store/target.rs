@@ -229,3 +229,79 @@ impl From<&StoreTarget> for StoreTarget {
         t.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_urls_only_with_a_postgres_scheme_in_any_case() {
+        let table: &[(&str, Option<&str>)] = &[
+            // (input, Some(shown) for a URL, None for a path)
+            ("postgres://u:secret@host/db", Some("postgres://u:***@host/db")),
+            ("postgresql://u:secret@host:5432/db", Some("postgresql://u:***@host:5432/db")),
+            ("POSTGRES://u:secret@host/db", Some("POSTGRES://u:***@host/db")),
+            ("PostgreSQL://host/db", Some("PostgreSQL://host/db")),
+            ("postgres://u@host/db", Some("postgres://u@host/db")),
+            ("postgresql:///db?host=/run/postgresql", Some("postgresql:///db?host=/run/postgresql")),
+            ("postgres://h/db?user=u&password=secret&sslmode=require", Some("postgres://h/db?user=u&password=***&sslmode=require")),
+            ("postgres://u:p@ss/w@rd@[::1]:5433,h2:5434/db", Some("postgres://u:***@[::1]:5433,h2:5434/db")),
+            ("./postgres://x", None),
+            ("postgres:/x", None),
+            ("postgres", None),
+            ("backwave.db", None),
+            ("../stores/backwave.db", None),
+            ("/var/lib/backwave/postgresql://x", None),
+            ("mysql://u:secret@h/db", None),
+        ];
+        for (input, shown) in table {
+            let target: StoreTarget = input.parse().unwrap_or_else(|e| panic!("{input}: {e}"));
+            match (shown, &target) {
+                (Some(shown), StoreTarget::Postgres(_)) => {
+                    assert_eq!(target.to_string(), *shown, "{input}");
+                    assert!(!format!("{target:?}").contains("secret"), "{input}: {target:?}");
+                    assert!(matches!(target.file(), Err(Error::PostgresNotBuilt { .. })), "{input}");
+                }
+                (None, StoreTarget::File(path)) => {
+                    assert_eq!(path, Path::new(input));
+                    assert_eq!(target.file().unwrap(), Path::new(input));
+                    assert_eq!(target.to_string(), *input);
+                }
+                _ => panic!("{input} parsed as {target:?}"),
+            }
+            assert_eq!(StoreTarget::from(*input), target, "From<&str> and FromStr agree on {input}");
+        }
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_is_one_line_quoting_it_with_the_password_redacted() {
+        let table = [
+            ("postgres://u:secret@h:99x/db", "'postgres://u:***@h:99x/db' is not a PostgreSQL URL: the port '99x'"),
+            ("postgres://u:secret@h:0/db", "the port '0' is not a number"),
+            ("postgres://u:secret@h:70000/db", "the port '70000' is not a number"),
+            ("postgres://u:secret@[::1/db", "'postgres://u:***@[::1/db' is not a PostgreSQL URL: an IPv6 host"),
+            ("postgres://u:sec ret@h/db", "'postgres://u:***@h/db' is not a PostgreSQL URL: it contains spaces"),
+            ("postgres://u:secret@h/db%zz", "a '%' is not followed by two hex digits"),
+            ("postgres://h/db?password=secret&x=%4", "'postgres://h/db?password=***&x=%4'"),
+            ("POSTGRESQL://u:secret@h:x/db", "'POSTGRESQL://u:***@h:x/db'"),
+        ];
+        for (input, wanted) in table {
+            let e = input.parse::<StoreTarget>().expect_err(input);
+            let msg = e.to_string();
+            assert!(matches!(e, Error::InvalidInput(_)), "{input}: {e:?}");
+            assert!(msg.contains(wanted), "{input}: {msg}");
+            assert!(!msg.contains("secret") && !msg.contains('\n'), "{input}: {msg}");
+            // Converted infallibly, the same message comes back when the target is opened.
+            let from = StoreTarget::from(input);
+            assert!(!format!("{from} {from:?}").contains("secret"), "{input}");
+            assert_eq!(from.file().unwrap_err().to_string(), msg, "{input}");
+        }
+    }
+
+    #[test]
+    fn paths_always_convert_to_files_even_when_they_look_like_urls() {
+        let p = Path::new("postgres://u:secret@h/db");
+        assert_eq!(StoreTarget::from(p), StoreTarget::File(p.to_path_buf()));
+        assert_eq!(StoreTarget::from(p.to_path_buf()), StoreTarget::File(p.to_path_buf()));
+    }
+}
