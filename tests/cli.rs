@@ -11,6 +11,8 @@ mod harness;
 mod incident;
 #[path = "common/pty.rs"]
 mod pty;
+#[path = "cli/target.rs"]
+mod target;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
