@@ -13,7 +13,7 @@ pub enum Error {
     StoreMissing { path: PathBuf },
 
     /// A `postgres://` target given to a build without a PostgreSQL backend; nothing was opened.
-    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (PostgreSQL is planned: docs/postgres.md, issue 12); pass a file path to --db")]
+    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (PostgreSQL is planned: docs/postgres.md, issue 12); give --db or BW_DB a file path")]
     PostgresNotBuilt { target: String },
 
     #[error("'{}' is not a BackWave store: {why}", path.display())]

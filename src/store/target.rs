@@ -244,7 +244,10 @@ mod tests {
             ("PostgreSQL://host/db", Some("PostgreSQL://host/db")),
             ("postgres://u@host/db", Some("postgres://u@host/db")),
             ("postgresql:///db?host=/run/postgresql", Some("postgresql:///db?host=/run/postgresql")),
-            ("postgres://h/db?user=u&password=secret&sslmode=require", Some("postgres://h/db?user=u&password=***&sslmode=require")),
+            (
+                "postgres://h/db?user=u&password=secret&sslmode=require",
+                Some("postgres://h/db?user=u&password=***&sslmode=require"),
+            ),
             ("postgres://u:p@ss/w@rd@[::1]:5433,h2:5434/db", Some("postgres://u:***@[::1]:5433,h2:5434/db")),
             ("./postgres://x", None),
             ("postgres:/x", None),
