@@ -4,7 +4,6 @@
 //! store, so a slow or stuck handler can delay nothing but its own job.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};

@@ -307,4 +307,21 @@ mod tests {
         assert_eq!(StoreTarget::from(p), StoreTarget::File(p.to_path_buf()));
         assert_eq!(StoreTarget::from(p.to_path_buf()), StoreTarget::File(p.to_path_buf()));
     }
+
+    #[test]
+    fn opening_creating_or_starting_an_engine_on_a_url_is_refused_before_anything_is_touched() {
+        let url = "postgresql://u:secret@h/db";
+        let refused = |e: Error| {
+            assert!(matches!(&e, Error::PostgresNotBuilt { target } if target == "postgresql://u:***@h/db"), "{e:?}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        };
+        refused(crate::Store::open(url).unwrap_err());
+        refused(crate::Store::create(url).unwrap_err());
+        refused(crate::Store::create(url.to_string()).unwrap_err());
+        let mut engine = crate::Engine::new(url, crate::Registry::new());
+        engine.add_worker_group(crate::WorkerGroup::new("g"));
+        refused(engine.start().unwrap_err());
+        // A relative URL-shaped path would have made a folder `postgresql:` here.
+        assert!(!Path::new("postgresql:").exists());
+    }
 }
