@@ -160,9 +160,15 @@ impl Pty {
     }
 
     /// The program (and the screen) take a new size, as when a person resizes the window.
+    /// Resize the window as a terminal does: the screen first, then the program is told
+    /// (SIGWINCH). The screen's lock is held across both, so every byte the program writes for
+    /// its new size is read at the new size; resizing the pty first let a fast redraw be parsed
+    /// at the old size and then never repainted (a flaky `e2e_resize_…`).
     pub fn resize(&mut self, cols: u16, rows: u16) {
+        let mut shared = self.shared.lock().unwrap();
+        shared.parser.set_size(rows, cols);
         self.master.resize(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("resize the pty");
-        self.shared.lock().unwrap().parser.set_size(rows, cols);
+        drop(shared);
     }
 
     pub fn pid(&self) -> i32 {
