@@ -7,6 +7,7 @@
 //! IMMEDIATE` transaction that appends its transition entries, so a crash leaves each job either changed with its log or untouched.
 
 mod admin;
+mod driver_error;
 mod engine_support;
 mod file;
 mod groups;
