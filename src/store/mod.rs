@@ -21,6 +21,7 @@ mod operator;
 mod pause;
 mod preview;
 mod query;
+mod raw;
 mod row;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
+#[doc(hidden)]
+pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -212,11 +215,6 @@ impl Store {
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
-    }
-
-    /// The raw connection, for the benchmarks and for tests that inspect the file.
-    pub fn connection(&self) -> &Connection {
-        &self.conn
     }
 
     /// `PRAGMA integrity_check` and `foreign_key_check`: the problems found, none when clean.
