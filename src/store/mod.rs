@@ -5,6 +5,8 @@
 //! and owns the transaction helper; the file checks before SQLite reads anything are `file.rs`,
 //! and the operations live one group per file. Every state change is one short `BEGIN
 //! IMMEDIATE` transaction that appends its transition entries, so a crash leaves each job either changed with its log or untouched.
+//! The driver stays in here: `driver_error.rs` maps its errors onto `Error`, and `raw.rs` holds
+//! the hidden hooks through which tests and benches run SQL text and get plain values back.
 
 mod admin;
 mod driver_error;

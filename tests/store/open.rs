@@ -238,3 +238,22 @@ fn two_processes_creating_the_same_new_store_both_succeed() {
         assert!(store.check_integrity().unwrap().is_empty());
     }
 }
+
+/// The driver's error type stays inside `store/`: any other failure is `Error::Database` with
+/// the driver's own message (what `bw` prints, exit 3), and a write lock held past the busy
+/// timeout is still `Error::Busy`, not a generic database error.
+#[test]
+fn driver_errors_keep_their_message_as_error_database_and_a_held_lock_is_still_busy() {
+    let fx = Fixture::new();
+    let err = fx.store.raw_execute("INSERT INTO nope VALUES (1)", &[]).unwrap_err();
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+    assert_eq!(err.to_string(), "no such table: nope");
+
+    let holder = RawConnection::open(fx.path()).unwrap();
+    holder.batch("BEGIN IMMEDIATE").unwrap();
+    fx.store.set_busy_timeout(std::time::Duration::from_millis(50)).unwrap();
+    let err = fx.store.enqueue(&NewJob::new("w", "q", vec![])).unwrap_err();
+    assert!(matches!(err, Error::Busy), "{err:?}");
+    holder.batch("ROLLBACK").unwrap();
+    fx.store.enqueue(&NewJob::new("w", "q", vec![])).unwrap();
+}
