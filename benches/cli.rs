@@ -29,16 +29,16 @@ fn main() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_bw"));
     let (big, _) = common::large_store(bin.to_str().unwrap());
     let store = Store::open(&big).expect("open the bench store");
-    let total_jobs: i64 = store.connection().query_row("SELECT count(*) FROM jobs", [], |r| r.get(0)).unwrap();
-    let total_log: i64 = store.connection().query_row("SELECT max(seq) FROM transitions", [], |r| r.get(0)).unwrap();
-    let dead_id: String = store
-        .connection()
-        .query_row(
+    let total_jobs = store.raw_scalar("SELECT count(*) FROM jobs", &[]).unwrap().as_i64();
+    let total_log = store.raw_scalar("SELECT max(seq) FROM transitions", &[]).unwrap().as_i64();
+    let dead_id = store
+        .raw_scalar(
             "SELECT id FROM jobs WHERE state = 'dead-lettered' ORDER BY finished_at DESC LIMIT 1 OFFSET 1000",
-            [],
-            |r| r.get(0),
+            &[],
         )
-        .unwrap();
+        .unwrap()
+        .as_str()
+        .to_string();
     let db = big.to_str().unwrap();
 
     println!("bw vs the sqlite3 shell, whole processes (start-up included), median of {RUNS} interleaved runs");
@@ -117,11 +117,11 @@ fn main() {
     // audit entry, in one transaction.
     let me = backwave::store::current_actor();
     store.bootstrap_admin(&me).unwrap();
-    let (queue, scheduled_id): (String, String) = store
-        .connection()
-        .query_row("SELECT queue, id FROM jobs WHERE state = 'scheduled' ORDER BY due_at DESC LIMIT 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+    let (queue, scheduled_id) = store
+        .raw_query("SELECT queue, id FROM jobs WHERE state = 'scheduled' ORDER BY due_at DESC LIMIT 1", &[])
+        .unwrap()
+        .first()
+        .map(|r| (r[0].as_str().to_string(), r[1].as_str().to_string()))
         .expect("the bench store has scheduled jobs");
     let writes: Vec<(&str, Vec<String>, String)> = vec![
         (
@@ -342,7 +342,7 @@ fn build_dead_lettered(path: &Path, n: usize) {
         store.complete_many(&done).unwrap();
         left -= k;
     }
-    store.connection().execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+    store.raw_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
     drop(store);
     std::fs::rename(&tmp, path).unwrap();
 }

@@ -156,8 +156,19 @@ fn idle_latency(dir: &Path) -> (Duration, Duration) {
 /// The raw ceiling: what the engine does per job, in plain SQL on one connection, `per_tx`
 /// jobs per transaction: claim (select due, set running with lease and delay table, log),
 /// then the fenced completion (read the attempt, check the fence, set succeeded, log).
+///
+/// This is a benchmark of SQLite itself, so it is the one place outside `store/` that names
+/// rusqlite: it opens its own connection to the store's file with the pragmas `Store` sets
+/// (WAL is a property of the file; synchronous, foreign keys, busy timeout and the statement
+/// cache are per connection) and runs exactly the engine's claim SQL on it.
 fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
-    let conn = store.connection();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {}",
+        backwave::store::BUSY_TIMEOUT.as_millis()
+    ))
+    .unwrap();
+    conn.set_prepared_statement_cache_capacity(128);
     let worker = "0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10";
     let start = Instant::now();
     let mut done = 0;

@@ -30,7 +30,7 @@ fn main() {
     let (big, _) = common::large_store(bin.to_str().unwrap());
     let db = big.to_str().unwrap();
     let store = Store::open(&big).expect("open the bench store");
-    let total: i64 = store.connection().query_row("SELECT sum(n) FROM job_counts", [], |r| r.get(0)).unwrap();
+    let total = store.raw_scalar("SELECT sum(n) FROM job_counts", &[]).unwrap().as_i64();
     println!("bw check / bw metrics on {} jobs ({})", thousands(total as u64), big.display());
     println!();
     println!("{:<44}  {:>9}  {:>9}  {:<6}", "WHAT (target)", "median", "max", "TARGET");
@@ -121,7 +121,7 @@ struct BenchPauses<'a>(&'a Store);
 
 impl Drop for BenchPauses<'_> {
     fn drop(&mut self) {
-        let removed = self.0.connection().execute("DELETE FROM pauses WHERE paused_by = 'bench'", []);
+        let removed = self.0.raw_execute("DELETE FROM pauses WHERE paused_by = 'bench'", &[]);
         if let Err(e) = removed {
             eprintln!("could not remove the bench's pauses (bw resume them): {e}");
         }
@@ -138,22 +138,21 @@ fn paused(store: &Store, bin: &PathBuf, db: &str) {
     let h = store.health(&Thresholds::default()).unwrap();
     let Some(busiest) = h.queues.iter().max_by_key(|q| q.due_now) else { return };
     let Some(other) = h.queues.iter().find(|q| q.queue != busiest.queue) else { return };
-    let wire_name: String = store
-        .connection()
-        .query_row(
+    let wire_name = store
+        .raw_scalar(
             "SELECT wire_name FROM jobs INDEXED BY jobs_claim WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2
              ORDER BY due_at LIMIT 1",
-            rusqlite::params![busiest.queue, h.at],
-            |r| r.get(0),
+            &[(&busiest.queue).into(), h.at.into()],
         )
-        .unwrap();
+        .unwrap()
+        .as_str()
+        .to_string();
     let _guard = BenchPauses(store);
     store
-        .connection()
-        .execute(
+        .raw_execute(
             "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES ('wire-name', ?1, 'bench', ?3, NULL),
                     ('queue', ?2, 'bench', ?3, NULL)",
-            rusqlite::params![wire_name, other.queue, h.at],
+            &[(&wire_name).into(), (&other.queue).into(), h.at.into()],
         )
         .unwrap();
     let p = store.health(&Thresholds::default()).unwrap();

@@ -38,6 +38,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let ledger = PathBuf::from(arg);
             registry
                 .handle::<ChargeCard>("charge-card", move |job, ctx| {
+                    // The application's own ledger database, not the store: which driver an
+                    // application uses for its side effects is its own choice.
                     let db = rusqlite::Connection::open(&ledger)?;
                     db.busy_timeout(Duration::from_secs(5))?;
                     let key = format!("charge:{}", ctx.job_id());

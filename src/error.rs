@@ -61,22 +61,11 @@ pub enum Error {
     #[error("could not encode the payload: {0}")]
     Encode(#[source] serde_json::Error),
 
+    /// Any other failure of the database driver, with the driver's own message. The driver's type
+    /// stays inside `store/` (its conversion lives there, beside the busy and read-only mapping),
+    /// so a second backend can come without changing this enum's callers.
     #[error(transparent)]
-    Sqlite(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        if let rusqlite::Error::SqliteFailure(f, msg) = &e {
-            match f.code {
-                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => return Error::Busy,
-                ErrorCode::ReadOnly => return Error::ReadOnly { why: msg.clone().unwrap_or_else(|| f.to_string()) },
-                _ => {}
-            }
-        }
-        Error::Sqlite(e)
-    }
+    Database(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The message of a caught panic (`panic!("...")` carries a `&str` or a `String`): a handler's

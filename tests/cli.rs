@@ -60,8 +60,8 @@ fn a_file_that_is_not_a_store_exits_3() {
 #[test]
 fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
     let f = Fixture::hostile_admin();
-    let holder = rusqlite::Connection::open(&f.db).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let holder = backwave::store::RawConnection::open(&f.db).unwrap();
+    holder.batch("BEGIN IMMEDIATE").unwrap();
     let started = Instant::now();
     f.bw()
         .args(["--busy-timeout", "200ms", "requeue", "a0000003"])
@@ -71,7 +71,7 @@ fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
     assert!(started.elapsed() < Duration::from_secs(10));
     // Reading still works under WAL while the writer holds its lock.
     f.bw().args(["--busy-timeout", "200ms", "jobs", "list"]).assert().success();
-    holder.execute_batch("ROLLBACK").unwrap();
+    holder.batch("ROLLBACK").unwrap();
     f.bw().args(["--busy-timeout", "200ms", "--format", "json", "requeue", "a0000003"]).assert().success();
 }
 
@@ -445,12 +445,10 @@ fn concurrent_bulk_requeues_requeue_each_job_exactly_once() {
     assert_eq!(n(&a) + n(&b), 3_000, "a={} b={}", n(&a), n(&b));
     let store = f.store();
     let per_job: Vec<i64> = store
-        .connection()
-        .prepare("SELECT count(*) FROM transitions WHERE from_state = 'dead-lettered' AND to_state = 'scheduled' GROUP BY job_id")
+        .raw_query("SELECT count(*) FROM transitions WHERE from_state = 'dead-lettered' AND to_state = 'scheduled' GROUP BY job_id", &[])
         .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(|r| r.unwrap())
+        .iter()
+        .map(|r| r[0].as_i64())
         .collect();
     assert_eq!(per_job.len(), 3_000);
     assert!(per_job.iter().all(|&c| c == 1));

@@ -21,7 +21,7 @@ const HOSTILE_SQL: &str = include_str!("../fixtures/hostile.sql");
 fn hostile_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().join("hostile.db")).unwrap();
-    store.connection().execute_batch(HOSTILE_SQL).unwrap();
+    store.raw_batch(HOSTILE_SQL).unwrap();
     (dir, store)
 }
 
@@ -44,26 +44,21 @@ fn hostile_fixture_loads_with_every_state_and_a_clean_store() {
     }
 
     // The triggers' job_counts equal a real count.
-    let conn = store.connection();
-    let real: BTreeMap<(String, String), i64> = conn
-        .prepare("SELECT queue, state, count(*) FROM jobs GROUP BY 1, 2")
-        .unwrap()
-        .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let kept: BTreeMap<(String, String), i64> = conn
-        .prepare("SELECT queue, state, n FROM job_counts WHERE n > 0")
-        .unwrap()
-        .query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let conn = &store;
+    let counts = |sql: &str| -> BTreeMap<(String, String), i64> {
+        conn.raw_query(sql, &[])
+            .unwrap()
+            .into_iter()
+            .map(|r| ((r[0].as_str().to_string(), r[1].as_str().to_string()), r[2].as_i64()))
+            .collect()
+    };
+    let real = counts("SELECT queue, state, count(*) FROM jobs GROUP BY 1, 2");
+    let kept = counts("SELECT queue, state, n FROM job_counts WHERE n > 0");
     assert_eq!(kept, real);
 
     // Both quarantine reasons, operator requeues and cancels with their actor, captured and
     // not-captured failure detail, a payload that is not UTF-8.
-    let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    let one = |sql: &str| conn.raw_scalar(sql, &[]).unwrap().as_i64();
     assert_eq!(one("SELECT count(DISTINCT quarantine_reason) FROM jobs"), 2);
     assert!(one("SELECT count(*) FROM transitions WHERE to_state = 'scheduled' AND actor IS NOT NULL") >= 3);
     assert!(one("SELECT count(*) FROM transitions WHERE to_state = 'cancelled' AND actor IS NOT NULL") >= 2);
@@ -71,13 +66,8 @@ fn hostile_fixture_loads_with_every_state_and_a_clean_store() {
     assert!(one("SELECT count(*) FROM transitions WHERE detail_status = 'captured'") >= 10);
     assert!(one("SELECT count(*) FROM jobs WHERE length(terminal_cause) > 4096") >= 1);
     assert!(one("SELECT count(*) FROM jobs WHERE terminal_cause = ''") >= 1);
-    let payloads: Vec<Vec<u8>> = conn
-        .prepare("SELECT payload FROM jobs")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let payloads: Vec<Vec<u8>> =
+        conn.raw_query("SELECT payload FROM jobs", &[]).unwrap().iter().map(|r| r[0].as_bytes().to_vec()).collect();
     assert!(payloads.iter().any(|p| std::str::from_utf8(p).is_err()), "a payload that is not UTF-8");
     assert!(payloads.iter().any(|p| p.contains(&0x1b)), "a payload with an escape sequence");
 }
@@ -105,26 +95,22 @@ fn hostile_fixture_loads_with_the_sqlite3_shell_as_documented() {
 #[test]
 fn hostile_fixture_is_consistent_with_what_the_library_writes() {
     let (_dir, store) = hostile_store();
-    let conn = store.connection();
+    let conn = &store;
     // Each terminal job's fingerprint is the library's, so cause groups here are real groups.
     let causes: Vec<(String, String, String)> = conn
-        .prepare("SELECT id, terminal_cause, cause_fingerprint FROM jobs WHERE terminal_cause IS NOT NULL")
+        .raw_query("SELECT id, terminal_cause, cause_fingerprint FROM jobs WHERE terminal_cause IS NOT NULL", &[])
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .into_iter()
+        .map(|r| (r[0].as_str().to_string(), r[1].as_str().to_string(), r[2].as_str().to_string()))
+        .collect();
     for (id, cause, fingerprint) in &causes {
         assert_eq!(fingerprint, &cause_fingerprint(cause), "fingerprint of job {id}");
     }
     // The log follows time, and each job's last entry lands where the job is.
-    let out_of_order: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM transitions a JOIN transitions b ON b.seq = a.seq + 1 WHERE b.at < a.at",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let out_of_order = conn
+        .raw_scalar("SELECT count(*) FROM transitions a JOIN transitions b ON b.seq = a.seq + 1 WHERE b.at < a.at", &[])
+        .unwrap()
+        .as_i64();
     assert_eq!(out_of_order, 0);
     for job in store.list_jobs(&Default::default(), 100, 0).unwrap().jobs {
         let history = store.history(job.id).unwrap();
@@ -147,8 +133,8 @@ fn bw() -> assert_cmd::Command {
     cmd
 }
 
-fn query_i64(conn: &rusqlite::Connection, sql: &str) -> i64 {
-    conn.query_row(sql, [], |r| r.get(0)).unwrap_or_else(|e| panic!("{sql}: {e}"))
+fn query_i64(store: &Store, sql: &str) -> i64 {
+    store.raw_scalar(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}")).as_i64()
 }
 
 #[test]
@@ -161,7 +147,7 @@ fn generate_20000_jobs_makes_a_consistent_store_that_follows_the_schema() {
 
     let store = Store::open(&db).unwrap();
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new(), "integrity and foreign keys");
-    let conn = store.connection();
+    let conn = &store;
     assert_eq!(query_i64(conn, "SELECT count(*) FROM jobs"), 20_000);
     let per_job = query_i64(conn, "SELECT count(*) FROM transitions") as f64 / 20_000.0;
     assert!((4.0..6.0).contains(&per_job), "about five log entries per job, got {per_job}");
@@ -222,30 +208,30 @@ fn generate_20000_jobs_makes_a_consistent_store_that_follows_the_schema() {
     assert!(query_i64(conn, "SELECT count(*) FROM transitions WHERE detail_status = 'captured'") > 0);
     assert!(query_i64(conn, "SELECT count(*) FROM transitions WHERE detail_status = 'not-captured'") > 0);
     assert!(query_i64(conn, "SELECT count(*) FROM workers") >= 2);
-    for (id, cause, fingerprint) in conn
-        .prepare("SELECT id, terminal_cause, cause_fingerprint FROM jobs WHERE terminal_cause IS NOT NULL LIMIT 500")
+    for row in conn
+        .raw_query(
+            "SELECT id, terminal_cause, cause_fingerprint FROM jobs WHERE terminal_cause IS NOT NULL LIMIT 500",
+            &[],
+        )
         .unwrap()
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
     {
-        assert_eq!(fingerprint, cause_fingerprint(&cause), "fingerprint of {id}");
+        let (id, cause, fingerprint) = (row[0].as_str(), row[1].as_str(), row[2].as_str());
+        assert_eq!(fingerprint, cause_fingerprint(cause), "fingerprint of {id}");
     }
 
     // The file follows schema.sql exactly: the same tables, indexes and triggers, the same SQL,
     // and it is handed over in WAL mode.
-    let schema_of = |conn: &rusqlite::Connection| -> Vec<(String, String, Option<String>)> {
-        conn.prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
+    let schema_of = |store: &Store| -> Vec<(String, String, Option<String>)> {
+        store
+            .raw_query("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name", &[])
             .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .map(Result::unwrap)
+            .into_iter()
+            .map(|r| (r[0].as_str().to_string(), r[1].as_str().to_string(), r[2].as_opt_str().map(str::to_string)))
             .collect()
     };
     let fresh = Store::create(dir.path().join("fresh.db")).unwrap();
-    assert_eq!(schema_of(conn), schema_of(fresh.connection()));
-    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
-    assert_eq!(mode, "wal");
+    assert_eq!(schema_of(conn), schema_of(&fresh));
+    assert_eq!(conn.pragma("journal_mode").unwrap().as_str(), "wal");
 }
 
 #[test]
@@ -255,13 +241,9 @@ fn generate_is_deterministic_for_a_seed_and_an_instant() {
         let db = dir.path().join(name);
         bw().arg("--db").arg(&db).args(["generate", "--jobs", "3000", "--seed", seed]).assert().success();
         let store = Store::open(&db).unwrap();
-        let conn = store.connection();
-        let jobs: String = conn
-            .query_row("SELECT group_concat(id || state || attempt || due_at || coalesce(terminal_cause, ''), '|') FROM (SELECT * FROM jobs ORDER BY id)", [], |r| r.get(0))
-            .unwrap();
-        let log: String = conn
-            .query_row("SELECT group_concat(seq || job_id || at || to_state || coalesce(reason, '') || coalesce(failure_detail, ''), '|') FROM transitions", [], |r| r.get(0))
-            .unwrap();
+        let text = |sql: &str| store.raw_scalar(sql, &[]).unwrap().as_str().to_string();
+        let jobs = text("SELECT group_concat(id || state || attempt || due_at || coalesce(terminal_cause, ''), '|') FROM (SELECT * FROM jobs ORDER BY id)");
+        let log = text("SELECT group_concat(seq || job_id || at || to_state || coalesce(reason, '') || coalesce(failure_detail, ''), '|') FROM transitions");
         (jobs, log)
     };
     let a = dump("a.db", "7");
@@ -282,7 +264,7 @@ fn generate_refuses_an_existing_file_unless_forced() {
     assert_eq!(std::fs::read(&db).unwrap(), b"not yours");
 
     bw().arg("--db").arg(&db).args(["generate", "--jobs", "10", "--force"]).assert().success();
-    assert_eq!(query_i64(Store::open(&db).unwrap().connection(), "SELECT count(*) FROM jobs"), 10);
+    assert_eq!(query_i64(&Store::open(&db).unwrap(), "SELECT count(*) FROM jobs"), 10);
 }
 
 // ---------------------------------------------------------------------------------------------

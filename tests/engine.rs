@@ -121,8 +121,9 @@ fn charge_card_rerun_after_a_stalled_worker_charges_once_and_the_late_success_is
     let t = test_store();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
-    let db = rusqlite::Connection::open(&ledger).unwrap();
-    db.execute_batch(
+    // The application's own ledger database, beside the store (the example's handler writes it).
+    let db = backwave::store::RawConnection::open(&ledger).unwrap();
+    db.batch(
         "PRAGMA journal_mode = WAL;
          CREATE TABLE gateway (card_token TEXT, amount INTEGER, key TEXT);
          CREATE TABLE ledger (key TEXT PRIMARY KEY);",
@@ -144,7 +145,7 @@ fn charge_card_rerun_after_a_stalled_worker_charges_once_and_the_late_success_is
     // The first worker's receipt takes 3 s in all; wait for its late report to be fenced out.
     std::thread::sleep(Duration::from_millis(3200));
 
-    let count = |sql: &str| db.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    let count = |sql: &str| db.query(sql, &[]).unwrap()[0][0].as_i64();
     assert_eq!(count("SELECT count(*) FROM gateway"), 1, "the card was charged twice");
     assert_eq!(count("SELECT count(*) FROM ledger"), 1);
     let log = t.store.history(id).unwrap();

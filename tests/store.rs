@@ -111,21 +111,16 @@ pub fn policy(max_attempts: u32, wait: Duration) -> RetryPolicy {
 
 /// `job_counts` (kept by triggers) against counting every row.
 pub fn assert_counts_exact(store: &Store) {
-    let conn = store.connection();
-    let mut real: Vec<(String, String, i64)> = conn
-        .prepare("SELECT queue, state, count(*) FROM jobs GROUP BY queue, state ORDER BY queue, state")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let kept: Vec<(String, String, i64)> = conn
-        .prepare("SELECT queue, state, n FROM job_counts WHERE n != 0 ORDER BY queue, state")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows = |sql: &str| -> Vec<(String, String, i64)> {
+        store
+            .raw_query(sql, &[])
+            .unwrap()
+            .into_iter()
+            .map(|r| (r[0].as_str().to_string(), r[1].as_str().to_string(), r[2].as_i64()))
+            .collect()
+    };
+    let mut real = rows("SELECT queue, state, count(*) FROM jobs GROUP BY queue, state ORDER BY queue, state");
+    let kept = rows("SELECT queue, state, n FROM job_counts WHERE n != 0 ORDER BY queue, state");
     real.sort();
     assert_eq!(kept, real, "job_counts drifted from the jobs table");
     // And the library's view of them.

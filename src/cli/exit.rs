@@ -44,7 +44,7 @@ pub fn exit_code(e: &CliError) -> u8 {
             | Error::Busy
             | Error::ReadOnly { .. }
             | Error::Pragma { .. }
-            | Error::Sqlite(_) => STORE,
+            | Error::Database(_) => STORE,
             Error::PostgresNotBuilt { .. }
             | Error::InvalidPolicy(_)
             | Error::InvalidInput(_)

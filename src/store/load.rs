@@ -127,7 +127,7 @@ impl Store {
             )));
         }
         let store = Store::create(path)?;
-        let conn = store.connection();
+        let conn = &store.conn;
         // One writer, a new file: a rollback journal writes each page once where WAL would write
         // it twice (log, then checkpoint); the store goes back to WAL before it is handed over.
         conn.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))?;

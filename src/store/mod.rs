@@ -5,8 +5,11 @@
 //! and owns the transaction helper; the file checks before SQLite reads anything are `file.rs`,
 //! and the operations live one group per file. Every state change is one short `BEGIN
 //! IMMEDIATE` transaction that appends its transition entries, so a crash leaves each job either changed with its log or untouched.
+//! The driver stays in here: `driver_error.rs` maps its errors onto `Error`, and `raw.rs` holds
+//! the hidden hooks through which tests and benches run SQL text and get plain values back.
 
 mod admin;
+mod driver_error;
 mod engine_support;
 mod file;
 mod groups;
@@ -20,6 +23,7 @@ mod operator;
 mod pause;
 mod preview;
 mod query;
+mod raw;
 mod row;
 mod target;
 
@@ -50,6 +54,8 @@ pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
+#[doc(hidden)]
+pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use target::{PostgresUrl, StoreTarget};
 
 use crate::error::{Error, Result};
@@ -216,11 +222,6 @@ impl Store {
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
-    }
-
-    /// The raw connection, for the benchmarks and for tests that inspect the file.
-    pub fn connection(&self) -> &Connection {
-        &self.conn
     }
 
     /// `PRAGMA integrity_check` and `foreign_key_check`: the problems found, none when clean.

@@ -31,7 +31,7 @@ impl Fixture {
     pub fn hostile() -> Self {
         let f = Fixture::empty();
         let store = Store::create(&f.db).unwrap();
-        store.connection().execute_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+        store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
         f
     }
 

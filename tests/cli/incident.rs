@@ -73,7 +73,7 @@ fn live_worker(store: &Store, wire_names: &[&str]) {
 
 /// Every row of jobs, transitions, pauses and audit, in a stable order, as text.
 fn dump(db: &Path) -> String {
-    let conn = rusqlite::Connection::open(db).unwrap();
+    let conn = backwave::store::RawConnection::open(db).unwrap();
     let mut out = String::new();
     for sql in [
         "SELECT * FROM jobs ORDER BY id",
@@ -83,15 +83,8 @@ fn dump(db: &Path) -> String {
     ] {
         out.push_str(sql);
         out.push('\n');
-        let mut stmt = conn.prepare(sql).unwrap();
-        let n = stmt.column_count();
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>())
-            })
-            .unwrap();
-        for row in rows {
-            out.push_str(&row.unwrap().join("|"));
+        for row in conn.query(sql, &[]).unwrap() {
+            out.push_str(&row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"));
             out.push('\n');
         }
     }

@@ -79,7 +79,7 @@ fn run(dir: &Path, shown: &Shown) -> (i32, String) {
 fn every_command_shown_in_the_readme_runs() {
     let dir = tempfile::tempdir().unwrap();
     let store = backwave::Store::create(dir.path().join("backwave.db")).unwrap();
-    store.connection().execute_batch(super::HOSTILE_SQL).unwrap();
+    store.raw_batch(super::HOSTILE_SQL).unwrap();
     drop(store);
     std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.sql"), dir.path().join("schema.sql")).unwrap();
 

@@ -66,16 +66,15 @@ pub fn wait_terminal(store: &Store, id: JobId) -> Job {
 /// The queue of every claim, in commit order.
 pub fn claim_order(store: &Store) -> Vec<String> {
     store
-        .connection()
-        .prepare(
+        .raw_query(
             "SELECT j.queue FROM transitions t JOIN jobs j ON j.id = t.job_id
              WHERE t.to_state = 'running' ORDER BY t.seq",
+            &[],
         )
         .unwrap()
-        .query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+        .into_iter()
+        .map(|r| r[0].as_str().to_string())
+        .collect()
 }
 
 /// The `engine_worker` example. `cargo test` builds examples; a filtered run

@@ -82,8 +82,8 @@ fn future_schema_version_is_refused_and_left_alone() {
     let db = dir.path().join("future.db");
     filled_store(&db, 10);
     {
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute_batch("PRAGMA user_version = 99").unwrap();
+        let conn = backwave::store::RawConnection::open(&db).unwrap();
+        conn.batch("PRAGMA user_version = 99").unwrap();
     }
     let before = std::fs::read(&db).unwrap();
     for e in [open_err(&db), Store::create(&db).expect_err("create migrated a future store")] {

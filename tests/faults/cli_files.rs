@@ -48,7 +48,7 @@ fn bw_refuses_broken_store_files_with_exit_3_and_leaves_them_unchanged() {
     let mut future = {
         let p = dir.path().join("future-src.db");
         filled_store(&p, 5);
-        rusqlite::Connection::open(&p).unwrap().execute_batch("PRAGMA user_version = 7").unwrap();
+        backwave::store::RawConnection::open(&p).unwrap().batch("PRAGMA user_version = 7").unwrap();
         std::fs::read(&p).unwrap()
     };
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
@@ -268,8 +268,7 @@ fn retention_longer_than_i64_millis_never_sweeps_everything() {
     // Another program may still write it: the sweep must not read it as "delete everything".
     Store::open(&db)
         .unwrap()
-        .connection()
-        .execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('retention', '300000000y')", [])
+        .raw_execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('retention', '300000000y')", &[])
         .unwrap();
     let mut engine = Engine::new(&db, Registry::new());
     engine.add_worker_group(WorkerGroup::new("sweeper")).sweep_interval(std::time::Duration::from_millis(20));

@@ -29,9 +29,7 @@ fn bulk_cancel_killed_part_way_leaves_each_job_whole_and_a_rerun_finishes() {
     assert_log_matches_rows(&db);
     let counts = store.counts().unwrap();
     assert_eq!((counts.total(JobState::Cancelled), counts.total(JobState::Scheduled)), (12_000, 1));
-    let entries: i64 = store
-        .connection()
-        .query_row("SELECT count(*) FROM transitions WHERE to_state = 'cancelled'", [], |r| r.get(0))
-        .unwrap();
+    let entries =
+        store.raw_scalar("SELECT count(*) FROM transitions WHERE to_state = 'cancelled'", &[]).unwrap().as_i64();
     assert_eq!(entries, 12_000, "each job cancelled exactly once over the two runs");
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use backwave::store::{current_actor, ClaimRequest, Completion, Outcome};
+use backwave::store::{current_actor, ClaimRequest, Completion, Outcome, RawConnection};
 use backwave::{Clock, JobId, JobState, NewJob, RetryPolicy, Store, WorkerInfo};
 
 use super::support;
@@ -86,14 +86,16 @@ fn dead_lettered_store(db: &Path, n: usize, ago: Duration) -> Vec<JobId> {
 
 /// Operator requeues per job: log entries back to Scheduled that name an actor.
 fn requeues_per_job(db: &Path) -> HashMap<String, u32> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn
-        .prepare(
+    RawConnection::open(db)
+        .unwrap()
+        .query(
             "SELECT job_id, count(*) FROM transitions WHERE to_state = 'scheduled' AND actor IS NOT NULL GROUP BY job_id",
+            &[],
         )
-        .unwrap();
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?))).unwrap();
-    rows.map(Result::unwrap).collect()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_str().to_string(), u32::try_from(r[1].as_i64()).unwrap()))
+        .collect()
 }
 
 fn run_requeue_racers(racers: usize) {
@@ -260,12 +262,10 @@ fn generated_store(db: &Path, jobs: u64) {
     let store = Store::open(db).unwrap();
     store.bootstrap_admin(&current_actor()).unwrap();
     let mut names: Vec<String> = store
-        .connection()
-        .prepare("SELECT DISTINCT wire_name FROM jobs")
+        .raw_query("SELECT DISTINCT wire_name FROM jobs", &[])
         .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
+        .map(|r| r[0].as_str().to_string())
         .collect();
     names.sort();
     register_live_worker(&store, names);
@@ -298,20 +298,20 @@ pub(crate) fn kill_after_first_batch(db: &Path, args: &[&str], progress: &str) {
 /// Each job's log starts with its creation and ends where its row is.
 pub(crate) fn assert_log_matches_rows(db: &Path) {
     support::assert_intact(db);
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let bad: Vec<(String, String, Option<String>)> = conn
-        .prepare(
+    let bad: Vec<(String, String, Option<String>)> = RawConnection::open(db)
+        .unwrap()
+        .query(
             "SELECT j.id, j.state, (SELECT t.to_state || '/' || t.attempt FROM transitions t WHERE t.job_id = j.id
                                     ORDER BY t.seq DESC LIMIT 1)
              FROM jobs j
              WHERE coalesce((SELECT t.to_state || '/' || t.attempt FROM transitions t WHERE t.job_id = j.id
                              ORDER BY t.seq DESC LIMIT 1), '') != j.state || '/' || j.attempt
                 OR NOT EXISTS (SELECT 1 FROM transitions t WHERE t.job_id = j.id AND t.from_state IS NULL)",
+            &[],
         )
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
+        .map(|r| (r[0].as_str().to_string(), r[1].as_str().to_string(), r[2].as_opt_str().map(str::to_string)))
         .collect();
     assert!(bad.is_empty(), "{} jobs whose log disagrees with the row, e.g. {:?}", bad.len(), &bad[..bad.len().min(3)]);
 }
@@ -322,10 +322,12 @@ fn bulk_requeue_killed_part_way_leaves_each_job_whole_and_a_rerun_finishes() {
     let db = dir.path().join("big.db");
     generated_store(&db, 40_000);
     let store = Store::open(&db).unwrap();
-    let dead: Vec<JobId> = {
-        let mut s = store.connection().prepare("SELECT id FROM jobs WHERE state = 'dead-lettered'").unwrap();
-        s.query_map([], |r| r.get::<_, String>(0)).unwrap().map(|id| id.unwrap().parse().unwrap()).collect()
-    };
+    let dead: Vec<JobId> = store
+        .raw_query("SELECT id FROM jobs WHERE state = 'dead-lettered'", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_str().parse().unwrap())
+        .collect();
     assert!(dead.len() > 2_000, "the generated store has only {} dead-lettered jobs", dead.len());
     let before = requeues_per_job(&db);
 
@@ -378,14 +380,13 @@ fn purge_killed_part_way_leaves_each_job_whole_and_a_rerun_finishes() {
     assert!(out.status.success(), "the rerun failed: {}", String::from_utf8_lossy(&out.stderr));
     assert_log_matches_rows(&db);
     assert_eq!(store.count_purgeable(i64::MAX).unwrap(), 0, "the rerun left terminal jobs");
-    let orphans: i64 = store
-        .connection()
-        .query_row(
+    let orphans = store
+        .raw_scalar(
             "SELECT count(*) FROM transitions t WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.job_id)",
-            [],
-            |r| r.get(0),
+            &[],
         )
-        .unwrap();
+        .unwrap()
+        .as_i64();
     assert_eq!(orphans, 0, "purged jobs left log entries behind");
     eprintln!(
         "interrupted purge: {} of {terminal_before} deleted before the kill",
@@ -399,11 +400,11 @@ fn hold_write_lock(db: &Path) -> (std::sync::mpsc::Sender<()>, std::thread::Join
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let db = db.to_path_buf();
     let holder = std::thread::spawn(move || {
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let conn = RawConnection::open(&db).unwrap();
+        conn.batch("BEGIN IMMEDIATE").unwrap();
         locked_tx.send(()).unwrap();
         let _ = release_rx.recv();
-        conn.execute_batch("ROLLBACK").unwrap();
+        conn.batch("ROLLBACK").unwrap();
     });
     locked_rx.recv().unwrap();
     (release_tx, holder)

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use backwave::store::{RawConnection, RawValue};
 use backwave::{NewJob, Store};
 
 use super::support;
@@ -271,6 +272,9 @@ struct Report {
     handed_back: u64,
 }
 
+/// A job row as `verify` reads it: id, state, attempt, payload, terminal cause.
+type JobRow = (String, String, u32, Vec<u8>, Option<String>);
+
 struct Row {
     from: Option<String>,
     to: String,
@@ -284,45 +288,36 @@ struct Row {
 /// job's log is one consistent story that ends where its row is.
 fn verify(db: &Path, faulted: &[String]) -> Report {
     support::assert_intact(db);
-    let conn = rusqlite::Connection::open(db).unwrap();
+    let conn = RawConnection::open(db).unwrap();
     let mut report = Report::default();
     let mut logs: HashMap<String, Vec<Row>> = HashMap::new();
-    let mut stmt = conn
-        .prepare("SELECT job_id, from_state, to_state, attempt, worker_id, actor, reason FROM transitions ORDER BY seq")
+    let text = |v: &RawValue| v.as_opt_str().map(str::to_string);
+    let u32_of = |v: &RawValue| u32::try_from(v.as_i64()).unwrap();
+    let rows = conn
+        .query(
+            "SELECT job_id, from_state, to_state, attempt, worker_id, actor, reason FROM transitions ORDER BY seq",
+            &[],
+        )
         .unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                Row {
-                    from: r.get(1)?,
-                    to: r.get(2)?,
-                    attempt: r.get(3)?,
-                    worker: r.get(4)?,
-                    actor: r.get(5)?,
-                    reason: r.get(6)?,
-                },
-            ))
-        })
-        .unwrap();
-    for row in rows {
-        let (id, row) = row.unwrap();
-        logs.entry(id).or_default().push(row);
+    for r in rows {
+        let row = Row {
+            from: text(&r[1]),
+            to: r[2].as_str().to_string(),
+            attempt: u32_of(&r[3]),
+            worker: text(&r[4]),
+            actor: text(&r[5]),
+            reason: text(&r[6]),
+        };
+        logs.entry(r[0].as_str().to_string()).or_default().push(row);
     }
-    let mut jobs = conn.prepare("SELECT id, state, attempt, payload, terminal_cause FROM jobs").unwrap();
-    let jobs = jobs
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, u32>(2)?,
-                r.get::<_, Vec<u8>>(3)?,
-                r.get::<_, Option<String>>(4)?,
-            ))
-        })
+    let jobs: Vec<JobRow> = conn
+        .query("SELECT id, state, attempt, payload, terminal_cause FROM jobs", &[])
         .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
+        .iter()
+        .map(|r| {
+            (r[0].as_str().to_string(), r[1].as_str().to_string(), u32_of(&r[2]), r[3].as_bytes().to_vec(), text(&r[4]))
+        })
+        .collect();
     for (id, state, attempt, payload, cause) in jobs {
         report.jobs += 1;
         let log = logs.get(&id).unwrap_or_else(|| panic!("job {id} has no log"));
@@ -397,14 +392,15 @@ fn verify(db: &Path, faulted: &[String]) -> Report {
         }
     }
     // The counts dashboards read agree with the rows.
-    let mut bad = conn
-        .prepare(
+    let counts = conn
+        .query(
             "SELECT c.queue, c.state, c.n, (SELECT count(*) FROM jobs j WHERE j.queue = c.queue AND j.state = c.state)
              FROM job_counts c",
+            &[],
         )
         .unwrap();
-    for row in bad.query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))).unwrap() {
-        let (state, counted, actual) = row.unwrap();
+    for row in counts {
+        let (state, counted, actual) = (row[1].as_str(), row[2].as_i64(), row[3].as_i64());
         assert_eq!(counted, actual, "job_counts says {counted} {state}, the rows say {actual}");
     }
     report

@@ -34,7 +34,7 @@ pub fn assert_inert(bytes: &[u8], what: &str) {
 fn hostile_store(dir: &Path) -> std::path::PathBuf {
     let db = dir.join("hostile.db");
     let store = Store::create(&db).unwrap();
-    store.connection().execute_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+    store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
     store.bootstrap_admin(&current_actor()).unwrap();
     assert!(store.permissions(&current_actor()).unwrap().contains(&Permission::ViewFailureDetail));
     db

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use backwave::store::{CheckName, Status, Thresholds, TransitionCounter, CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL};
+use backwave::store::{
+    CheckName, RawValue, Status, Thresholds, TransitionCounter, CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL,
+};
 use backwave::JobState;
 
 use crate::fixture::*;
@@ -183,28 +185,21 @@ fn workers_that_stopped_heartbeating_in_the_window_warn_and_older_ones_do_not() 
     assert_eq!(h.workers.recently_stale, ["node-7/4242/bulk#ab12"]);
 }
 
-fn plan(fx: &Fx, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
-    fx.store
-        .connection()
-        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-        .unwrap()
-        .query_map(params, |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+fn plan(fx: &Fx, sql: &str, params: &[RawValue]) -> Vec<String> {
+    fx.store.explain(sql, params).unwrap()
 }
 
 #[test]
 fn the_due_count_reads_a_range_of_the_claim_index_not_the_table() {
     let fx = Fx::new();
-    let plan = plan(&fx, DUE_SQL, rusqlite::params!["q", NOW]);
+    let plan = plan(&fx, DUE_SQL, &["q".into(), NOW.into()]);
     assert_eq!(plan, ["SEARCH jobs USING COVERING INDEX jobs_claim (queue=? AND due_at<?)"], "no scan");
 }
 
 #[test]
 fn the_recent_dead_letter_count_reads_a_range_of_the_finished_index_not_the_table() {
     let fx = Fx::new();
-    let plan = plan(&fx, DEAD_SINCE_SQL, [NOW - HOUR]);
+    let plan = plan(&fx, DEAD_SINCE_SQL, &[(NOW - HOUR).into()]);
     assert_eq!(plan, ["SEARCH jobs USING COVERING INDEX jobs_finished (state=? AND finished_at>?)"], "no scan");
 }
 
@@ -214,10 +209,9 @@ fn transitions_are_counted_from_the_log_after_the_first_read_only() {
     let job = fx.scheduled("high", NOW);
     let log = |to: &str| {
         fx.store
-            .connection()
-            .execute(
+            .raw_execute(
                 "INSERT INTO transitions (job_id, at, to_state, attempt) VALUES (?1, ?2, ?3, 1)",
-                rusqlite::params![job, NOW, to],
+                &[(&job).into(), NOW.into(), to.into()],
             )
             .unwrap();
     };

@@ -125,7 +125,7 @@ fn bw_stats_shows_queue_latency_in_its_table_and_json() {
 #[test]
 fn hostile_text_in_the_store_reaches_neither_check_nor_metrics_output_raw() {
     let fx = Fx::new();
-    fx.store.connection().execute_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+    fx.store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
     let raw = |c: char| (c.is_control() && c != '\n') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     for args in [&["check"][..], &["--format", "json", "check"], &["metrics"]] {
         let out = fx.bw().args(args).output().unwrap();

@@ -49,11 +49,10 @@ impl Fx {
     pub fn scheduled_as(&self, queue: &str, wire_name: &str, due_at: i64) -> String {
         let id = self.id();
         self.store
-            .connection()
-            .execute(
+            .raw_execute(
                 "INSERT INTO jobs (id, wire_name, queue, state, due_at, created_at, updated_at)
                  VALUES (?1, ?2, ?3, 'scheduled', ?4, ?4, ?4)",
-                rusqlite::params![id, wire_name, queue, due_at],
+                &[(&id).into(), wire_name.into(), queue.into(), due_at.into()],
             )
             .unwrap();
         id
@@ -72,12 +71,17 @@ impl Fx {
     /// A Dead-Lettered job of `wire_name` that ended with `cause` at `finished_at`.
     pub fn dead(&self, wire_name: &str, cause: &str, finished_at: i64) {
         self.store
-            .connection()
-            .execute(
+            .raw_execute(
                 "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, terminal_cause,
                                    cause_fingerprint, created_at, updated_at, finished_at)
                  VALUES (?1, ?2, 'default', 'dead-lettered', 3, 3, ?3, ?4, ?5, ?3, ?3, ?3)",
-                rusqlite::params![self.id(), wire_name, finished_at, cause, cause_fingerprint(cause)],
+                &[
+                    self.id().into(),
+                    wire_name.into(),
+                    finished_at.into(),
+                    cause.into(),
+                    cause_fingerprint(cause).into(),
+                ],
             )
             .unwrap();
     }
@@ -86,12 +90,17 @@ impl Fx {
     pub fn quarantined(&self, wire_name: &str, finished_at: i64) {
         let cause = format!("no handler is registered for wire name '{wire_name}'");
         self.store
-            .connection()
-            .execute(
+            .raw_execute(
                 "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, terminal_cause, cause_fingerprint,
                                    quarantine_reason, created_at, updated_at, finished_at)
                  VALUES (?1, ?2, 'default', 'quarantined', 1, ?3, ?4, ?5, 'no-handler', ?3, ?3, ?3)",
-                rusqlite::params![self.id(), wire_name, finished_at, cause, cause_fingerprint(&cause)],
+                &[
+                    self.id().into(),
+                    wire_name.into(),
+                    finished_at.into(),
+                    (&cause).into(),
+                    cause_fingerprint(&cause).into(),
+                ],
             )
             .unwrap();
     }

@@ -144,10 +144,9 @@ fn bw_metrics_listen_serves_scrapes_over_loopback_and_sigterm_ends_it_with_statu
 
     // A transition appended between scrapes is counted by the next one.
     fx.store
-        .connection()
-        .execute(
+        .raw_execute(
             "INSERT INTO transitions (job_id, at, to_state, attempt) VALUES (?1, ?2, 'running', 1)",
-            rusqlite::params![job, NOW],
+            &[(&job).into(), NOW.into()],
         )
         .unwrap();
     let e = scrape();

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use backwave::store::{CheckName, PauseKind, Status, Thresholds, CLAIM_NEXT_WIRE_NAME_SQL, DUE_WIRE_NAME_SQL};
+use backwave::store::{
+    CheckName, PauseKind, RawValue, Status, Thresholds, CLAIM_NEXT_WIRE_NAME_SQL, DUE_WIRE_NAME_SQL,
+};
 use openmetrics_parser::{PrometheusType, PrometheusValue};
 use predicates::prelude::*;
 use serde_json::Value;
@@ -133,27 +135,20 @@ fn a_pause_in_force_longer_than_max_pause_warns_as_forgotten() {
     assert_eq!((check.status, check.message.as_str()), (Status::Ok, "nothing is paused"));
 }
 
-fn plan(fx: &Fx, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
-    fx.store
-        .connection()
-        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-        .unwrap()
-        .query_map(params, |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+fn plan(fx: &Fx, sql: &str, params: &[RawValue]) -> Vec<String> {
+    fx.store.explain(sql, params).unwrap()
 }
 
 #[test]
 fn what_a_paused_wire_name_holds_is_read_from_ranges_of_the_wire_name_claim_index_not_the_table() {
     let fx = Fx::new();
     assert_eq!(
-        plan(&fx, DUE_WIRE_NAME_SQL, rusqlite::params!["q", "charge-card", NOW]),
+        plan(&fx, DUE_WIRE_NAME_SQL, &["q".into(), "charge-card".into(), NOW.into()]),
         ["SEARCH jobs USING COVERING INDEX jobs_claim_wire (queue=? AND wire_name=? AND due_at<?)"],
         "one range per paused name and queue"
     );
     assert_eq!(
-        plan(&fx, CLAIM_NEXT_WIRE_NAME_SQL, rusqlite::params!["q", ""]),
+        plan(&fx, CLAIM_NEXT_WIRE_NAME_SQL, &["q".into(), "".into()]),
         ["SEARCH jobs USING COVERING INDEX jobs_claim_wire (queue=? AND wire_name>?)"],
         "one probe per wire name waiting in the queue"
     );

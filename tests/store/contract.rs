@@ -124,15 +124,15 @@ fn a_store_built_by_the_sqlite3_shell_is_read_and_run_by_the_library() {
 fn the_schema_refuses_rows_that_break_the_contract() {
     // What the CHECKs guard is what the library relies on when it reads another program's rows.
     let fx = Fixture::new();
-    let conn = fx.store.connection();
+    let conn = &fx.store;
     let insert = |cols: &str, vals: &str| {
-        conn.execute(&format!("INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at{cols}) VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b99', 'w', 'q', 0, 0, 0{vals})"), [])
+        conn.raw_execute(&format!("INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at{cols}) VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b99', 'w', 'q', 0, 0, 0{vals})"), &[])
     };
     assert!(insert(", state", ", 'dead'").is_err(), "an unknown state");
     assert!(insert(", labels", ", '[1,2]'").is_err(), "labels that are not an object");
     assert!(insert(", state", ", 'running'").is_err(), "running without a lease");
     assert!(insert(", state", ", 'succeeded'").is_err(), "terminal without a finish time");
-    assert!(conn.execute("INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at) VALUES ('0192F3A1-7C2E-7B1D-9F0A-2F1E5D8C4B99', 'w', 'q', 0, 0, 0)", []).is_err(), "upper-case ids");
+    assert!(conn.raw_execute("INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at) VALUES ('0192F3A1-7C2E-7B1D-9F0A-2F1E5D8C4B99', 'w', 'q', 0, 0, 0)", &[]).is_err(), "upper-case ids");
     assert!(insert("", "").is_ok());
 }
 
@@ -142,8 +142,7 @@ fn a_job_claimed_by_another_program_without_a_delay_table_retries_on_the_default
     // would make a failing job spin; the default policy's 2 s is what the schema promises.
     let fx = Fixture::new();
     fx.store
-        .connection()
-        .execute_batch(
+        .raw_batch(
             "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, lease_owner, lease_expires_at,
                                created_at, updated_at)
              VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 'running', 1, 0, 'other-worker',
@@ -163,13 +162,12 @@ fn jobs_written_without_a_jitter_seed_still_get_their_own_jitter() {
     let fx = Fixture::new();
     for tail in ["10", "11"] {
         fx.store
-            .connection()
-            .execute(
+            .raw_execute(
                 &format!(
                     "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
                      VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b{tail}', 'w', 'q', 0, 0, 0)"
                 ),
-                [],
+                &[],
             )
             .unwrap();
     }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use backwave::store::RawValue;
 use backwave::{JobState, RetryPolicy};
 
 use super::{Fixture, T0, WORKER};
@@ -11,8 +12,7 @@ use super::{Fixture, T0, WORKER};
 fn a_worker_row_with_an_extreme_heartbeat_time_does_not_panic_the_liveness_check() {
     let fx = Fixture::new();
     fx.store
-        .connection()
-        .execute_batch(
+        .raw_batch(
             "INSERT INTO workers (id, worker_group, host, pid, wire_names, started_at, last_heartbeat_at)
              VALUES ('far-past', 'g', 'h', 1, '[\"send-email\"]', 0, -9223372036854775808);
              INSERT INTO workers (id, worker_group, host, pid, wire_names, started_at, last_heartbeat_at)
@@ -31,11 +31,10 @@ fn a_job_whose_attempt_counter_cannot_rise_neither_panics_the_claim_nor_blocks_i
     let fx = Fixture::new();
     // Due first, and at the top of what an attempt (u32) can count: a claim cannot raise it.
     fx.store
-        .connection()
-        .execute(
+        .raw_execute(
             "INSERT INTO jobs (id, wire_name, queue, attempt, due_at, created_at, updated_at)
              VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 4294967295, 0, 0, 0)",
-            [],
+            &[],
         )
         .unwrap();
     let ordinary = fx.enqueue("w", "q");
@@ -51,20 +50,19 @@ fn a_log_entry_with_a_negative_sequence_number_does_not_panic_the_search_by_time
     let fx = Fixture::new();
     let id = fx.enqueue("w", "q");
     fx.store
-        .connection()
-        .execute(
+        .raw_execute(
             "INSERT INTO transitions (seq, job_id, at, from_state, to_state, attempt)
              VALUES (-9223372036854775808, ?1, 0, NULL, 'scheduled', 0)",
-            [id.to_string()],
+            &[id.to_string().into()],
         )
         .unwrap();
     let last = fx.store.last_seq().unwrap();
     // The answer is where entries at or after the time start: the first entry from it on.
     let first_from = |seq: i64| -> Option<i64> {
-        fx.store
-            .connection()
-            .query_row("SELECT min(seq) FROM transitions WHERE seq >= ?1", [seq], |r| r.get(0))
-            .unwrap()
+        match fx.store.raw_scalar("SELECT min(seq) FROM transitions WHERE seq >= ?1", &[seq.into()]).unwrap() {
+            RawValue::Null => None,
+            v => Some(v.as_i64()),
+        }
     };
     assert_eq!(first_from(fx.store.seq_at(T0).unwrap()), Some(last), "the enqueue entry is the first at T0");
     assert_eq!(fx.store.seq_at(0).unwrap(), i64::MIN);
@@ -77,23 +75,21 @@ fn a_budget_beyond_what_u32_counts_neither_blocks_the_reaper_nor_hides_the_job()
     // reads it for every lapsed lease, oldest first; it must not fail every other reap too.
     let fx = Fixture::new();
     fx.store
-        .connection()
-        .execute(
+        .raw_execute(
             "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, lease_owner,
                                lease_expires_at, created_at, updated_at)
              VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 'running', 1, 10000000000, 0,
                      'other-program', 1, 0, 0)",
-            [],
+            &[],
         )
         .unwrap();
     fx.store
-        .connection()
-        .execute(
+        .raw_execute(
             "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, lease_owner,
                                lease_expires_at, created_at, updated_at)
              VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b11', 'w', 'q', 'running', 1, 'unlimited', 0,
                      'other-program', 2, 0, 0)",
-            [],
+            &[],
         )
         .unwrap();
     let ordinary = fx.enqueue("w", "q2");
@@ -138,8 +134,7 @@ fn a_row_the_library_cannot_read_is_passed_over_by_claim_and_reap_instead_of_sto
     // of its queue, or every reap in the store, for as long as it stayed there.
     let fx = Fixture::new();
     fx.store
-        .connection()
-        .execute_batch(
+        .raw_batch(
             "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
              VALUES ('01234567-89ab-cdef-0123-4567-9abcdef', 'w', 'q', 0, 0, 0);
              INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, lease_owner, lease_expires_at,

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use rusqlite::StatementStatus;
-
 use backwave::store::{
     JobFilter, PauseKind, PauseResult, ResumeResult, RunNowResult, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_WIRE_NAME_SQL,
     SCHEMA_VERSION,
@@ -17,18 +15,10 @@ use super::{failed, policy, Fixture, ADMIN, T0, WORKER};
 const STRANGER: &str = "mallory";
 
 fn table_dump(store: &Store) -> String {
-    let conn = store.connection();
     let mut out = String::new();
     for sql in ["SELECT * FROM jobs ORDER BY id", "SELECT * FROM transitions ORDER BY seq", "SELECT * FROM pauses"] {
-        let mut stmt = conn.prepare(sql).unwrap();
-        let n = stmt.column_count();
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((0..n).map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap())).collect::<Vec<_>>())
-            })
-            .unwrap();
-        for row in rows {
-            out.push_str(&row.unwrap().join("|"));
+        for row in store.raw_query(sql, &[]).unwrap() {
+            out.push_str(&row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"));
             out.push('\n');
         }
     }
@@ -128,32 +118,32 @@ fn a_wire_name_pause_does_not_make_every_claim_walk_the_paused_backlog() {
     assert!(claimed.iter().all(|j| j.wire_name == "send-email"), "only the unpaused wire name");
 
     // The walk the claim made, step by step, on the same statements.
-    let conn = fx.store.connection();
-    let mut next = conn.prepare(CLAIM_NEXT_WIRE_NAME_SQL).unwrap();
-    let mut due = conn.prepare(CLAIM_WIRE_NAME_SQL).unwrap();
-    let mut names = Vec::new();
-    let mut after = String::new();
-    loop {
-        let mut rows = next.query(rusqlite::params!["critical", after]).unwrap();
-        let Some(row) = rows.next().unwrap() else { break };
-        let name: String = row.get(0).unwrap();
-        drop(rows);
-        if name != "charge-card" {
-            let mut rows = due.query(rusqlite::params!["critical", name, T0]).unwrap();
-            let mut n = 0;
-            while n < 3 && rows.next().unwrap().is_some() {
-                n += 1;
+    const NEXT: usize = 0;
+    const DUE: usize = 1;
+    let (names, stats) = fx
+        .store
+        .raw_statements(&[CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_WIRE_NAME_SQL], |s| {
+            let mut names = Vec::new();
+            let mut after = String::new();
+            loop {
+                let rows = s.query(NEXT, &["critical".into(), (&after).into()], 1).unwrap();
+                let Some(row) = rows.first() else { break };
+                let name = row[0].as_str().to_string();
+                if name != "charge-card" {
+                    s.query(DUE, &["critical".into(), (&name).into(), T0.into()], 3).unwrap();
+                }
+                names.push(name.clone());
+                after = name;
             }
-        }
-        names.push(name.clone());
-        after = name;
-    }
+            names
+        })
+        .unwrap();
     assert_eq!(names, ["charge-card", "send-email"]);
-    for stmt in [&next, &due] {
-        assert_eq!(stmt.get_status(StatementStatus::FullscanStep), 0);
-        assert_eq!(stmt.get_status(StatementStatus::Sort), 0);
+    for stat in &stats {
+        assert_eq!(stat.fullscan_steps, 0);
+        assert_eq!(stat.sorts, 0);
     }
-    let steps = next.get_status(StatementStatus::VmStep) + due.get_status(StatementStatus::VmStep);
+    let steps = stats[NEXT].vm_steps + stats[DUE].vm_steps;
     assert!(steps < 400, "a claim around 20,000 paused jobs ran {steps} VM steps: it walks the paused backlog");
 }
 
@@ -352,9 +342,9 @@ fn a_payload_edit_of_a_succeeded_job_or_with_malformed_json_is_refused_and_chang
 
 fn v1_store(dir: &tempfile::TempDir) -> std::path::PathBuf {
     let path = dir.path().join("v1.db");
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch(include_str!("../../fixtures/store-v1.sql")).unwrap();
-    conn.execute_batch("PRAGMA journal_mode = WAL").unwrap();
+    let conn = backwave::store::RawConnection::open(&path).unwrap();
+    conn.batch(include_str!("../../fixtures/store-v1.sql")).unwrap();
+    conn.batch("PRAGMA journal_mode = WAL").unwrap();
     drop(conn);
     path
 }
@@ -365,37 +355,22 @@ const V1_T: i64 = 1_796_040_000_000;
 fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job() {
     let dir = tempfile::tempdir().unwrap();
     let path = v1_store(&dir);
-    let jobs_before: Vec<String> = {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        let mut stmt = conn.prepare("SELECT * FROM jobs ORDER BY id").unwrap();
-        let n = stmt.column_count();
-        stmt.query_map([], |r| {
-            Ok((0..n)
-                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
-                .collect::<Vec<_>>()
-                .join("|"))
-        })
+    let jobs_before: Vec<String> = backwave::store::RawConnection::open(&path)
         .unwrap()
-        .collect::<Result<_, _>>()
+        .query("SELECT * FROM jobs ORDER BY id", &[])
         .unwrap()
-    };
+        .iter()
+        .map(|row| row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
+        .collect();
     let store = Store::open(&path).unwrap().with_clock(Clock::manual(V1_T));
     assert_eq!(store.schema_version(), SCHEMA_VERSION);
-    let version: i64 = store.connection().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 2);
-    let jobs_after: Vec<String> = {
-        let mut stmt = store.connection().prepare("SELECT * FROM jobs ORDER BY id").unwrap();
-        let n = stmt.column_count();
-        stmt.query_map([], |r| {
-            Ok((0..n)
-                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
-                .collect::<Vec<_>>()
-                .join("|"))
-        })
+    assert_eq!(store.pragma("user_version").unwrap().as_i64(), 2);
+    let jobs_after: Vec<String> = store
+        .raw_query("SELECT * FROM jobs ORDER BY id", &[])
         .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
-    };
+        .iter()
+        .map(|row| row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
+        .collect();
     assert_eq!(jobs_after, jobs_before, "the migration is additive");
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
     super::assert_counts_exact(&store);

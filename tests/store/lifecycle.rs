@@ -411,10 +411,7 @@ fn counts_stay_exact_through_a_mixed_scenario() {
     fx.store.sweep(fx.clock.now() + 1, 3).unwrap();
     assert_eq!(
         fx.store.counts().unwrap().total(JobState::Running) as usize,
-        fx.store
-            .connection()
-            .query_row("SELECT count(*) FROM jobs WHERE state = 'running'", [], |r| r.get::<_, i64>(0))
-            .unwrap() as usize
+        fx.store.raw_scalar("SELECT count(*) FROM jobs WHERE state = 'running'", &[]).unwrap().as_i64() as usize
     );
     fx.assert_sound();
 }

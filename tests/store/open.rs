@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use backwave::store::{JobFilter, SCHEMA_VERSION};
+use backwave::store::{JobFilter, RawConnection, RawValue, SCHEMA_VERSION};
 use backwave::{Error, JobState, NewJob, Store};
 
 use super::{Fixture, ADMIN};
@@ -101,8 +101,8 @@ fn a_database_from_a_newer_backwave_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = made_store(dir.path());
     {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        let conn = RawConnection::open(&path).unwrap();
+        conn.batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1)).unwrap();
     }
     let err = refused(&path);
     match &err {
@@ -119,11 +119,9 @@ fn another_programs_sqlite_database_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.db");
     {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'x');",
-        )
-        .unwrap();
+        let conn = RawConnection::open(&path).unwrap();
+        conn.batch("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'x');")
+            .unwrap();
     }
     let err = refused(&path);
     assert!(matches!(err, Error::NotAStore { .. }), "{err:?}");
@@ -135,13 +133,12 @@ fn pragmas_are_in_force_after_open() {
     let fx = Fixture::new();
     let reopened = Store::open(fx.path()).unwrap();
     for store in [&fx.store, &reopened] {
-        let conn = store.connection();
-        let text = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0)).unwrap();
-        assert_eq!(text("PRAGMA journal_mode"), rusqlite::types::Value::Text("wal".into()));
-        assert_eq!(text("PRAGMA synchronous"), rusqlite::types::Value::Integer(1), "NORMAL");
-        assert_eq!(text("PRAGMA foreign_keys"), rusqlite::types::Value::Integer(1));
-        assert_eq!(text("PRAGMA busy_timeout"), rusqlite::types::Value::Integer(5000));
-        assert_eq!(text("PRAGMA user_version"), rusqlite::types::Value::Integer(SCHEMA_VERSION));
+        let pragma = |name: &str| store.pragma(name).unwrap();
+        assert_eq!(pragma("journal_mode"), RawValue::Text("wal".into()));
+        assert_eq!(pragma("synchronous"), RawValue::Integer(1), "NORMAL");
+        assert_eq!(pragma("foreign_keys"), RawValue::Integer(1));
+        assert_eq!(pragma("busy_timeout"), RawValue::Integer(5000));
+        assert_eq!(pragma("user_version"), RawValue::Integer(SCHEMA_VERSION));
     }
     // `create` on an existing store opens it and changes nothing.
     let id = fx.enqueue("w", "q");
@@ -240,4 +237,23 @@ fn two_processes_creating_the_same_new_store_both_succeed() {
         assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 4);
         assert!(store.check_integrity().unwrap().is_empty());
     }
+}
+
+/// The driver's error type stays inside `store/`: any other failure is `Error::Database` with
+/// the driver's own message (what `bw` prints, exit 3), and a write lock held past the busy
+/// timeout is still `Error::Busy`, not a generic database error.
+#[test]
+fn driver_errors_keep_their_message_as_error_database_and_a_held_lock_is_still_busy() {
+    let fx = Fixture::new();
+    let err = fx.store.raw_execute("INSERT INTO nope VALUES (1)", &[]).unwrap_err();
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+    assert_eq!(err.to_string(), "no such table: nope");
+
+    let holder = RawConnection::open(fx.path()).unwrap();
+    holder.batch("BEGIN IMMEDIATE").unwrap();
+    fx.store.set_busy_timeout(std::time::Duration::from_millis(50)).unwrap();
+    let err = fx.store.enqueue(&NewJob::new("w", "q", vec![])).unwrap_err();
+    assert!(matches!(err, Error::Busy), "{err:?}");
+    holder.batch("ROLLBACK").unwrap();
+    fx.store.enqueue(&NewJob::new("w", "q", vec![])).unwrap();
 }

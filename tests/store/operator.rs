@@ -109,11 +109,11 @@ fn retention_sweep_deletes_old_terminal_jobs_with_their_log() {
         assert_eq!(fx.store.history(*id).unwrap().is_empty(), gone, "the log goes with its job");
     }
     assert_eq!(fx.job(recent).state, JobState::Succeeded, "younger than the cutoff: kept");
-    let orphans: i64 = fx
+    let orphans = fx
         .store
-        .connection()
-        .query_row("SELECT count(*) FROM transitions WHERE job_id NOT IN (SELECT id FROM jobs)", [], |r| r.get(0))
-        .unwrap();
+        .raw_scalar("SELECT count(*) FROM transitions WHERE job_id NOT IN (SELECT id FROM jobs)", &[])
+        .unwrap()
+        .as_i64();
     assert_eq!(orphans, 0);
     // The retention is a setting; a shorter one sweeps the recent job too.
     fx.store.set_setting(ADMIN, SettingKey::Retention, "1d").unwrap();
@@ -147,10 +147,9 @@ fn ids_resolve_from_unique_prefixes() {
     ];
     for id in ids {
         fx.store
-            .connection()
-            .execute(
+            .raw_execute(
                 "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at) VALUES (?1, 'w', 'q', 0, 0, 0)",
-                [id],
+                &[id.into()],
             )
             .unwrap();
     }
@@ -193,11 +192,14 @@ fn with_failure_detail_switched_off_entries_say_not_captured_and_the_cause_is_st
     assert_eq!(last.detail, DetailStatus::NotCaptured);
     assert_eq!(last.reason.as_deref(), Some("card declined"));
     assert_eq!(fx.job(id).terminal_cause.as_deref(), Some("card declined"));
-    let stored: Option<String> = fx
+    let stored = fx
         .store
-        .connection()
-        .query_row("SELECT failure_detail FROM transitions WHERE seq = ?1", [last.seq], |r| r.get(0))
-        .unwrap();
+        .raw_query("SELECT failure_detail FROM transitions WHERE seq = ?1", &[last.seq.into()])
+        .unwrap()
+        .remove(0)
+        .remove(0)
+        .as_opt_str()
+        .map(str::to_string);
     assert_eq!(stored, None, "nothing of the detail reaches the database");
     assert!(matches!(fx.store.reveal_failure_detail(ADMIN, id), Err(Error::FailureDetailOff)));
 }

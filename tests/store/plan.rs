@@ -1,8 +1,6 @@
 //! The claim query stays fast on a big backlog: it runs on the `(queue, due_at)` partial index
 //! over scheduled jobs and stops at the first job due in the future, however many wait behind it.
 
-use rusqlite::StatementStatus;
-
 use backwave::store::CLAIM_SQL;
 use backwave::NewJob;
 
@@ -11,14 +9,7 @@ use super::{Fixture, T0};
 #[test]
 fn the_claim_query_uses_the_jobs_claim_index_without_sorting() {
     let fx = Fixture::new();
-    let conn = fx.store.connection();
-    let plan: Vec<String> = conn
-        .prepare(&format!("EXPLAIN QUERY PLAN {CLAIM_SQL}"))
-        .unwrap()
-        .query_map(rusqlite::params!["q", T0], |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = fx.store.explain(CLAIM_SQL, &["q".into(), T0.into()]).unwrap();
     assert_eq!(plan, ["SEARCH jobs USING INDEX jobs_claim (queue=? AND due_at<?)"], "no scan, no temp b-tree");
 }
 
@@ -32,19 +23,15 @@ fn a_claim_stops_at_the_first_future_job_instead_of_walking_the_backlog() {
     jobs.extend((0..3000).map(|_| NewJob::new("w", "other", vec![])));
     fx.store.enqueue_many(&jobs).unwrap();
 
-    let conn = fx.store.connection();
-    let mut stmt = conn.prepare(CLAIM_SQL).unwrap();
-    let due: Vec<String> = stmt
-        .query_map(rusqlite::params!["q", T0], |r| r.get::<_, String>(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let (rows, stats) =
+        fx.store.raw_statements(&[CLAIM_SQL], |s| s.query(0, &["q".into(), T0.into()], usize::MAX)).unwrap();
+    let due: Vec<String> = rows.unwrap().iter().map(|r| r[0].as_str().to_string()).collect();
     assert_eq!(due.len(), 3, "only the due jobs");
     // The VM ran a few dozen steps per row returned, not one per job in the backlog.
-    let steps = stmt.get_status(StatementStatus::VmStep);
-    assert_eq!(stmt.get_status(StatementStatus::FullscanStep), 0);
-    assert_eq!(stmt.get_status(StatementStatus::Sort), 0);
-    assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
+    let steps = stats[0].vm_steps;
+    assert_eq!(stats[0].fullscan_steps, 0);
+    assert_eq!(stats[0].sorts, 0);
+    assert_eq!(stats[0].reprepares, 0);
     assert!(steps < 300, "the claim query walked {steps} VM steps for 3 rows: it is scanning the backlog");
 
     // And through the library: a claim takes the due jobs in due order and nothing else.
@@ -59,11 +46,13 @@ fn a_claim_stops_at_the_first_future_job_instead_of_walking_the_backlog() {
 fn regression_the_claim_statement_is_not_reprepared_on_every_call() {
     let fx = Fixture::new();
     fx.store.enqueue_many(&[NewJob::new("w", "q", vec![]), NewJob::new("w", "other", vec![])]).unwrap();
-    let conn = fx.store.connection();
-    let mut stmt = conn.prepare(CLAIM_SQL).unwrap();
-    for (queue, at) in [("q", T0), ("other", T0 + 1), ("q", T0 + 2), ("none", T0 + 3)] {
-        let mut rows = stmt.query(rusqlite::params![queue, at]).unwrap();
-        while rows.next().unwrap().is_some() {}
-    }
-    assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
+    let ((), stats) = fx
+        .store
+        .raw_statements(&[CLAIM_SQL], |s| {
+            for (queue, at) in [("q", T0), ("other", T0 + 1), ("q", T0 + 2), ("none", T0 + 3)] {
+                s.query(0, &[queue.into(), at.into()], usize::MAX).unwrap();
+            }
+        })
+        .unwrap();
+    assert_eq!(stats[0].reprepares, 0);
 }

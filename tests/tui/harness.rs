@@ -38,8 +38,8 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let clock = Clock::manual(T0);
         let store = Store::create(dir.path().join("hostile.db")).unwrap().with_clock(clock.clone());
-        store.connection().execute_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
-        store.connection().execute("INSERT INTO grants VALUES (?1, 'admin', 'test', 0)", [ACTOR]).unwrap();
+        store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+        store.raw_execute("INSERT INTO grants VALUES (?1, 'admin', 'test', 0)", &[ACTOR.into()]).unwrap();
         Fixture { _dir: dir, store, clock, ids: Vec::new() }
     }
 

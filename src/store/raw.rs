@@ -1,0 +1,223 @@
+//! Test and benchmark hooks that run SQL text on the store's own connection and hand back plain
+//! Rust values, so nothing outside `store/` names a driver type. Tests use them to write rows the
+//! library never would (hostile fixtures, broken invariants) and to read facts the public API
+//! does not expose (a plan, a pragma, a statement's step counters). Hidden from the docs: they
+//! bypass every check the library makes, and their SQL is SQLite's.
+
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+use rusqlite::{StatementStatus, ToSql};
+
+use super::Store;
+use crate::error::Result;
+
+/// One value of a row or a parameter. The variants and their `Debug` spelling are SQLite's
+/// storage classes, so a row printed with `{:?}` reads as it always has.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawValue {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl RawValue {
+    /// The integer, or a panic naming what the value was (these are test hooks).
+    pub fn as_i64(&self) -> i64 {
+        match self {
+            RawValue::Integer(i) => *i,
+            other => panic!("expected an integer, got {other:?}"),
+        }
+    }
+
+    /// The text, or a panic naming what the value was.
+    pub fn as_str(&self) -> &str {
+        match self {
+            RawValue::Text(s) => s,
+            other => panic!("expected text, got {other:?}"),
+        }
+    }
+
+    /// The bytes of a blob or of a text, or a panic naming what the value was.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            RawValue::Blob(b) => b,
+            RawValue::Text(s) => s.as_bytes(),
+            other => panic!("expected a blob, got {other:?}"),
+        }
+    }
+
+    /// The text, `None` for NULL, or a panic naming what the value was.
+    pub fn as_opt_str(&self) -> Option<&str> {
+        match self {
+            RawValue::Null => None,
+            other => Some(other.as_str()),
+        }
+    }
+}
+
+impl From<i64> for RawValue {
+    fn from(v: i64) -> Self {
+        RawValue::Integer(v)
+    }
+}
+impl From<&str> for RawValue {
+    fn from(v: &str) -> Self {
+        RawValue::Text(v.to_string())
+    }
+}
+impl From<String> for RawValue {
+    fn from(v: String) -> Self {
+        RawValue::Text(v)
+    }
+}
+impl From<&String> for RawValue {
+    fn from(v: &String) -> Self {
+        RawValue::Text(v.clone())
+    }
+}
+impl<T: Into<RawValue>> From<Option<T>> for RawValue {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(RawValue::Null, Into::into)
+    }
+}
+
+impl ToSql for RawValue {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self {
+            RawValue::Null => ValueRef::Null,
+            RawValue::Integer(i) => ValueRef::Integer(*i),
+            RawValue::Real(f) => ValueRef::Real(*f),
+            RawValue::Text(s) => ValueRef::Text(s.as_bytes()),
+            RawValue::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+impl From<Value> for RawValue {
+    fn from(v: Value) -> Self {
+        match v {
+            Value::Null => RawValue::Null,
+            Value::Integer(i) => RawValue::Integer(i),
+            Value::Real(f) => RawValue::Real(f),
+            Value::Text(s) => RawValue::Text(s),
+            Value::Blob(b) => RawValue::Blob(b),
+        }
+    }
+}
+
+/// A statement's counters after it ran: SQLite's `sqlite3_stmt_status`.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatementStats {
+    pub vm_steps: i32,
+    pub fullscan_steps: i32,
+    pub sorts: i32,
+    pub reprepares: i32,
+}
+
+/// Prepared statements handed to the closure of [`Store::raw_statements`].
+#[doc(hidden)]
+pub struct RawStatements<'c> {
+    stmts: Vec<rusqlite::Statement<'c>>,
+}
+
+impl RawStatements<'_> {
+    /// Run statement `i` with `params` and read at most `max_rows` rows of it.
+    pub fn query(&mut self, i: usize, params: &[RawValue], max_rows: usize) -> Result<Vec<Vec<RawValue>>> {
+        let stmt = &mut self.stmts[i];
+        let n = stmt.column_count();
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+        let mut out = Vec::new();
+        while out.len() < max_rows {
+            let Some(row) = rows.next()? else { break };
+            out.push((0..n).map(|c| row.get::<_, Value>(c).map(RawValue::from)).collect::<Result<_, _>>()?);
+        }
+        Ok(out)
+    }
+}
+
+#[doc(hidden)]
+impl Store {
+    /// Run one statement of SQL text with `params` outside any library check: the rows changed.
+    pub fn raw_execute(&self, sql: &str, params: &[RawValue]) -> Result<usize> {
+        Ok(self.conn.execute(sql, rusqlite::params_from_iter(params))?)
+    }
+
+    /// Run several `;`-separated statements of SQL text, without parameters.
+    pub fn raw_batch(&self, sql: &str) -> Result<()> {
+        Ok(self.conn.execute_batch(sql)?)
+    }
+
+    /// Every row of one query of SQL text, each a `Vec` of its columns in order.
+    pub fn raw_query(&self, sql: &str, params: &[RawValue]) -> Result<Vec<Vec<RawValue>>> {
+        let (rows, _) = self.raw_statements(&[sql], |s| s.query(0, params, usize::MAX))?;
+        rows
+    }
+
+    /// The first column of the first row of one query (NULL when it returns no row).
+    pub fn raw_scalar(&self, sql: &str, params: &[RawValue]) -> Result<RawValue> {
+        let mut rows = self.raw_statements(&[sql], |s| s.query(0, params, 1))?.0?;
+        Ok(rows.pop().and_then(|r| r.into_iter().next()).unwrap_or(RawValue::Null))
+    }
+
+    /// The value of `PRAGMA name` as the store's connection sees it.
+    pub fn pragma(&self, name: &str) -> Result<RawValue> {
+        self.raw_scalar(&format!("PRAGMA {name}"), &[])
+    }
+
+    /// The detail column of `EXPLAIN QUERY PLAN sql`, one line per step.
+    pub fn explain(&self, sql: &str, params: &[RawValue]) -> Result<Vec<String>> {
+        let rows = self.raw_query(&format!("EXPLAIN QUERY PLAN {sql}"), params)?;
+        Ok(rows.into_iter().map(|r| r[3].as_str().to_string()).collect())
+    }
+
+    /// Prepare each of `sqls` once, let `f` run them as often as it likes, and return what it
+    /// returned with each statement's counters afterwards (in the order of `sqls`).
+    pub fn raw_statements<T>(
+        &self,
+        sqls: &[&str],
+        f: impl FnOnce(&mut RawStatements<'_>) -> T,
+    ) -> Result<(T, Vec<StatementStats>)> {
+        let stmts = sqls.iter().map(|sql| self.conn.prepare(sql)).collect::<Result<Vec<_>, _>>()?;
+        let mut raw = RawStatements { stmts };
+        let value = f(&mut raw);
+        let stats = raw
+            .stmts
+            .iter()
+            .map(|s| StatementStats {
+                vm_steps: s.get_status(StatementStatus::VmStep),
+                fullscan_steps: s.get_status(StatementStatus::FullscanStep),
+                sorts: s.get_status(StatementStatus::Sort),
+                reprepares: s.get_status(StatementStatus::RePrepare),
+            })
+            .collect();
+        Ok((value, stats))
+    }
+}
+
+/// A plain SQLite connection to a file, opened without any of `Store`'s checks, pragmas or
+/// migration: for tests that stand in for another program (craft a legacy or foreign file,
+/// hold the write lock as another writer would, read a store "not through the code under
+/// test").
+#[doc(hidden)]
+pub struct RawConnection(rusqlite::Connection);
+
+impl RawConnection {
+    /// Open (or create) the file at `path`.
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<RawConnection> {
+        Ok(RawConnection(rusqlite::Connection::open(path)?))
+    }
+
+    /// Run several `;`-separated statements, without parameters.
+    pub fn batch(&self, sql: &str) -> Result<()> {
+        Ok(self.0.execute_batch(sql)?)
+    }
+
+    /// Every row of one query, each a `Vec` of its columns in order.
+    pub fn query(&self, sql: &str, params: &[RawValue]) -> Result<Vec<Vec<RawValue>>> {
+        let mut raw = RawStatements { stmts: vec![self.0.prepare(sql)?] };
+        raw.query(0, params, usize::MAX)
+    }
+}
