@@ -86,30 +86,7 @@ fn main() {
         ),
     ];
     for (name, bw_args, sql) in &cases {
-        // Interleaved, so that load from other processes falls on both sides alike.
-        let (bw, sq) = interleaved(
-            || run(Command::new(&bin).env("COLUMNS", "120").args(["--db", db]).args(bw_args)),
-            || run(Command::new("sqlite3").arg(db).arg(sql)),
-        );
-        let ratio = bw.wall.as_secs_f64() / sq.wall.as_secs_f64();
-        let cpu_ratio = bw.cpu.as_secs_f64() / sq.cpu.as_secs_f64();
-        println!(
-            "{:<36}  {:>9}  {:>9}  {:>5.2}x  {:>8}  {:>8}  {:>5.2}x  {:<6}",
-            name,
-            ms(bw.wall),
-            ms(sq.wall),
-            ratio,
-            ms(bw.cpu),
-            ms(sq.cpu),
-            cpu_ratio,
-            if ratio <= 1.3 {
-                "ok"
-            } else if cpu_ratio <= 1.3 {
-                "cpu ok"
-            } else {
-                "MISSED"
-            }
-        );
+        compare(&bin, db, name, bw_args, sql);
     }
 
     // Incident writes on one job / one name, against the hand-written statement an operator
@@ -140,29 +117,7 @@ fn main() {
     ];
     if store.permissions(&me).unwrap().contains(&backwave::Permission::Operate) {
         for (name, bw_args, sql) in &writes {
-            let (bw, sq) = interleaved(
-                || run(Command::new(&bin).env("COLUMNS", "120").args(["--db", db]).args(bw_args)),
-                || run(Command::new("sqlite3").arg(db).arg(sql)),
-            );
-            let ratio = bw.wall.as_secs_f64() / sq.wall.as_secs_f64();
-            let cpu_ratio = bw.cpu.as_secs_f64() / sq.cpu.as_secs_f64();
-            println!(
-                "{:<36}  {:>9}  {:>9}  {:>5.2}x  {:>8}  {:>8}  {:>5.2}x  {:<6}",
-                name,
-                ms(bw.wall),
-                ms(sq.wall),
-                ratio,
-                ms(bw.cpu),
-                ms(sq.cpu),
-                cpu_ratio,
-                if ratio <= 1.3 {
-                    "ok"
-                } else if cpu_ratio <= 1.3 {
-                    "cpu ok"
-                } else {
-                    "MISSED"
-                }
-            );
+            compare(&bin, db, name, bw_args, sql);
         }
         // Leave the shared store as it was found: nothing paused.
         run(Command::new(&bin).args(["--db", db, "resume", "queue", &queue]));
@@ -356,4 +311,33 @@ fn copy_store(from: &Path, to: &Path) {
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// One row of the bw-vs-sqlite3 table: `bw_args` against the shell running `sql`, interleaved so
+/// that load from other processes falls on both sides alike, with the 1.3x verdict.
+fn compare(bin: &std::path::Path, db: &str, name: &str, bw_args: &[String], sql: &str) {
+    let (bw, sq) = interleaved(
+        || run(Command::new(bin).env("COLUMNS", "120").args(["--db", db]).args(bw_args)),
+        || run(Command::new("sqlite3").arg(db).arg(sql)),
+    );
+    let ratio = bw.wall.as_secs_f64() / sq.wall.as_secs_f64();
+    let cpu_ratio = bw.cpu.as_secs_f64() / sq.cpu.as_secs_f64();
+    let verdict = if ratio <= 1.3 {
+        "ok"
+    } else if cpu_ratio <= 1.3 {
+        "cpu ok"
+    } else {
+        "MISSED"
+    };
+    println!(
+        "{:<36}  {:>9}  {:>9}  {:>5.2}x  {:>8}  {:>8}  {:>5.2}x  {:<6}",
+        name,
+        ms(bw.wall),
+        ms(sq.wall),
+        ratio,
+        ms(bw.cpu),
+        ms(sq.cpu),
+        cpu_ratio,
+        verdict
+    );
 }
