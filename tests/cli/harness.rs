@@ -87,36 +87,43 @@ pub fn bw_at(db: &Path) -> Command {
     c
 }
 
+/// Claim up to `n` due jobs of `queue` as worker `w-test` under a one-attempt policy.
+pub fn claim_all(store: &Store, queue: &str, n: usize) -> Vec<backwave::Job> {
+    let policy = RetryPolicy::new(1, Duration::ZERO).unwrap();
+    let queues = [queue.to_string()];
+    store
+        .claim(&ClaimRequest {
+            worker_id: "w-test",
+            group: "test",
+            queues: &queues,
+            limit: n,
+            lease: Duration::from_secs(60),
+            policy: &policy,
+        })
+        .unwrap()
+}
+
+/// Enqueue `jobs` into queue "default", claim them and record `outcome` for each, the way the
+/// engine ends them. Returns their ids.
+pub fn end_as(store: &Store, jobs: &[NewJob], outcome: impl Fn(&backwave::Job) -> Outcome) -> Vec<backwave::JobId> {
+    store.enqueue_many(jobs).unwrap();
+    let claimed = claim_all(store, "default", jobs.len());
+    let done: Vec<Completion> = claimed
+        .iter()
+        .map(|j| Completion { job_id: j.id, worker_id: "w-test".into(), attempt: j.attempt, outcome: outcome(j) })
+        .collect();
+    store.complete_many(&done).unwrap();
+    claimed.into_iter().map(|j| j.id).collect()
+}
+
 /// `n` Dead-Lettered jobs of `wire_name`, made the way the engine makes them: enqueue, claim
 /// under a one-attempt policy, fail.
 pub fn dead_letter(store: &Store, wire_name: &str, n: usize) {
-    let policy = RetryPolicy::new(1, Duration::ZERO).unwrap();
-    let queues = vec!["default".to_string()];
     let mut left = n;
     while left > 0 {
         let k = left.min(500);
         let jobs: Vec<NewJob> = (0..k).map(|i| NewJob::new(wire_name, "default", format!("{{\"n\":{i}}}"))).collect();
-        store.enqueue_many(&jobs).unwrap();
-        let claimed = store
-            .claim(&ClaimRequest {
-                worker_id: "w-test",
-                group: "test",
-                queues: &queues,
-                limit: k,
-                lease: Duration::from_secs(60),
-                policy: &policy,
-            })
-            .unwrap();
-        let done: Vec<Completion> = claimed
-            .iter()
-            .map(|j| Completion {
-                job_id: j.id,
-                worker_id: "w-test".into(),
-                attempt: j.attempt,
-                outcome: Outcome::Failed { message: format!("gateway timeout (job {})", j.id), detail: None },
-            })
-            .collect();
-        store.complete_many(&done).unwrap();
+        end_as(store, &jobs, |j| Outcome::Failed { message: format!("gateway timeout (job {})", j.id), detail: None });
         left -= k;
     }
 }

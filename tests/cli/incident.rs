@@ -4,12 +4,11 @@
 //! path must do identically on one fixture.
 
 use std::path::Path;
-use std::time::Duration;
 
-use backwave::store::{current_actor, ClaimRequest, Completion, Outcome, PauseKind};
+use backwave::store::{current_actor, Completion, Outcome, PauseKind};
 use backwave::tui::data::{Op, Target};
 use backwave::tui::{Request, Response};
-use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, RetryPolicy, Store, WorkerInfo};
+use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, Store, WorkerInfo};
 use predicates::prelude::*;
 
 use super::harness::*;
@@ -22,37 +21,10 @@ fn admin_store() -> Fixture {
     f
 }
 
-fn claim_all(store: &Store, queue: &str, n: usize) -> Vec<backwave::Job> {
-    let policy = RetryPolicy::new(1, Duration::ZERO).unwrap();
-    let queues = [queue.to_string()];
-    store
-        .claim(&ClaimRequest {
-            worker_id: "w-test",
-            group: "test",
-            queues: &queues,
-            limit: n,
-            lease: Duration::from_secs(60),
-            policy: &policy,
-        })
-        .unwrap()
-}
-
 /// `n` Quarantined jobs of `wire_name` in queue "default", as the engine quarantines them.
 fn quarantine(store: &Store, wire_name: &str, reason: QuarantineReason, n: usize) -> Vec<JobId> {
     let jobs: Vec<NewJob> = (0..n).map(|_| NewJob::new(wire_name, "default", vec![0xff])).collect();
-    store.enqueue_many(&jobs).unwrap();
-    let claimed = claim_all(store, "default", n);
-    let done: Vec<Completion> = claimed
-        .iter()
-        .map(|j| Completion {
-            job_id: j.id,
-            worker_id: "w-test".into(),
-            attempt: j.attempt,
-            outcome: Outcome::Quarantined { reason, cause: format!("{reason} for {wire_name}") },
-        })
-        .collect();
-    store.complete_many(&done).unwrap();
-    claimed.into_iter().map(|j| j.id).collect()
+    end_as(store, &jobs, |_| Outcome::Quarantined { reason, cause: format!("{reason} for {wire_name}") })
 }
 
 fn live_worker(store: &Store, wire_names: &[&str]) {
