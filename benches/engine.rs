@@ -162,7 +162,7 @@ fn idle_latency(dir: &Path) -> (Duration, Duration) {
 /// (WAL is a property of the file; synchronous, foreign keys, busy timeout and the statement
 /// cache are per connection) and runs exactly the engine's claim SQL on it.
 fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
-    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let conn = rusqlite::Connection::open(store.target().to_string()).unwrap();
     conn.execute_batch(&format!(
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {}",
         backwave::store::BUSY_TIMEOUT.as_millis()

@@ -59,7 +59,7 @@ impl Fixture {
     }
 
     pub fn path(&self) -> PathBuf {
-        self.store.path().to_path_buf()
+        self.dir.path().join("backwave.db")
     }
 
     pub fn enqueue(&self, wire_name: &str, queue: &str) -> JobId {

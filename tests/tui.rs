@@ -1065,14 +1065,14 @@ fn bad_invocations_fail_before_the_screen_changes() {
     assert!(!missing.exists(), "a missing store is never created");
     assert_cmd::Command::cargo_bin("bw")
         .unwrap()
-        .args(["--db", f.store.path().to_str().unwrap(), "top", "--interval", "10ms"])
+        .args(["--db", &f.store.target().to_string(), "top", "--interval", "10ms"])
         .assert()
         .code(2)
         .stderr(predicates::str::contains("--interval 10ms is too short"));
     // Not a terminal (a pipe): a one-line pointer to the scriptable commands.
     assert_cmd::Command::cargo_bin("bw")
         .unwrap()
-        .args(["--db", f.store.path().to_str().unwrap(), "top"])
+        .args(["--db", &f.store.target().to_string(), "top"])
         .assert()
         .code(2)
         .stderr(predicates::str::contains("bw top needs a terminal"));

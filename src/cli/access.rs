@@ -91,16 +91,11 @@ pub fn revoke(a: &RevokeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     ctx.printer()?.print(&view)?;
     // Revoking the last admin left nobody able to grant or change settings, and said nothing
     // about how to get an admin back.
-    if changed && a.permission == Permission::Admin {
-        let any_admin: bool = store.read(|c| {
-            Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM grants WHERE permission = 'admin')", [], |r| r.get(0))?)
-        })?;
-        if !any_admin {
-            eprint_quiet(format_args!(
-                "bw: warning: this store has no admin now: nobody can grant, revoke or change settings until \
-                 someone who can write the file runs `bw init` on it (that makes them admin)\n"
-            ));
-        }
+    if changed && a.permission == Permission::Admin && !store.has_admin()? {
+        eprint_quiet(format_args!(
+            "bw: warning: this store has no admin now: nobody can grant, revoke or change settings until \
+             someone who can write the store runs `bw init` on it (that makes them admin)\n"
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

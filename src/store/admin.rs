@@ -5,7 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::row::parse_id;
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{FailureDetail, JobId, Millis, Permission, WorkerInfo};
 
@@ -67,13 +67,11 @@ pub struct AuditEntry {
     pub detail: Option<String>,
 }
 
-impl Store {
-    /// The permissions `actor` holds; `admin` brings the other two with it.
+impl SqliteStore {
     pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>> {
         permissions_of(&self.conn, actor)
     }
 
-    /// Give `who` a permission. Needs `admin`; audited.
     pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
         let now = self.now();
         self.write(|tx| {
@@ -87,7 +85,6 @@ impl Store {
         })
     }
 
-    /// Take a permission away. Needs `admin`; audited. Returns whether `who` had it.
     pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool> {
         let now = self.now();
         self.write(|tx| {
@@ -101,7 +98,12 @@ impl Store {
         })
     }
 
-    /// Make `actor` admin if the store has no admin yet (`bw init`). Returns whether it did.
+    pub fn has_admin(&self) -> Result<bool> {
+        self.read(|c| {
+            Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM grants WHERE permission = 'admin')", [], |r| r.get(0))?)
+        })
+    }
+
     pub fn bootstrap_admin(&self, actor: &str) -> Result<bool> {
         let now = self.now();
         self.write(|tx| {
@@ -119,7 +121,6 @@ impl Store {
         })
     }
 
-    /// A setting's value, or its default.
     pub fn setting(&self, key: SettingKey) -> Result<String> {
         let v: Option<String> = self
             .conn
@@ -128,7 +129,6 @@ impl Store {
         Ok(v.unwrap_or_else(|| key.default_value().to_string()))
     }
 
-    /// Change a setting. Needs `admin`; audited.
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
         let value = key.validate(value)?;
         let now = self.now();
@@ -142,19 +142,16 @@ impl Store {
         })
     }
 
-    /// How long terminal jobs are kept before the retention sweep deletes them (default 14 days).
     pub fn retention(&self) -> Result<std::time::Duration> {
         let text = self.setting(SettingKey::Retention)?;
         humantime::parse_duration(text.trim())
             .map_err(|e| Error::InvalidInput(format!("the store's retention setting '{text}' is not a duration ({e})")))
     }
 
-    /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool> {
         super::jobs::detail_enabled(&self.conn)
     }
 
-    /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
     pub fn mark_demo(&self) -> Result<()> {
         self.write(|tx| {
             tx.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('store_kind', 'demo')", [])?;
@@ -168,13 +165,6 @@ impl Store {
         Ok(v.as_deref() == Some("demo"))
     }
 
-    /// The failure detail of every failed attempt of a job, by log sequence number. Needs
-    /// `view-failure-detail`; every reveal is written to the audit table, in the same
-    /// transaction that reads the detail.
-    ///
-    /// While the store's switch is off nothing is revealed to anyone, not even detail captured
-    /// before it was turned off (issue 4): the answer is [`Error::FailureDetailOff`], so nobody
-    /// mistakes "off" for "no failure".
     pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
         let now = self.now();
         self.write(|tx| {
@@ -205,7 +195,6 @@ impl Store {
         })
     }
 
-    /// The audit trail since `since`, oldest first.
     pub fn audit_entries(&self, since: Millis, limit: usize) -> Result<Vec<AuditEntry>> {
         let mut rows: Vec<AuditEntry> = self
             .conn
@@ -230,7 +219,6 @@ impl Store {
         Ok(rows)
     }
 
-    /// Register (or re-register) a worker in the live registry.
     pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
         self.write(|tx| {
             tx.execute(
@@ -253,8 +241,6 @@ impl Store {
         })
     }
 
-    /// Say a worker is alive. Returns false if its row is gone (it is then re-registered by
-    /// the caller).
     pub fn worker_heartbeat(&self, id: &str) -> Result<bool> {
         let now = self.now();
         self.write(
@@ -262,7 +248,6 @@ impl Store {
         )
     }
 
-    /// Remove a worker on clean shutdown.
     pub fn unregister_worker(&self, id: &str) -> Result<()> {
         self.write(|tx| {
             tx.execute("DELETE FROM workers WHERE id = ?1", [id])?;
@@ -270,7 +255,6 @@ impl Store {
         })
     }
 
-    /// Every registered worker, live or stale, most recent heartbeat first.
     pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
         Ok(self
             .conn

@@ -5,32 +5,20 @@
 use rusqlite::params;
 
 use super::jobs::{complete_one, detail_enabled, log, Completion, Entry, Fenced, Outcome};
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{JobId, JobState};
 
 /// The reason logged when a worker hands back a job it claimed but never started.
 pub const HANDED_BACK: &str = "handed back unstarted: the claim is undone and costs no attempt";
 
-impl Store {
-    /// Whether any Running job's lease has lapsed, by the `jobs_lease` index and without the
-    /// write lock, so that idle workers polling many times a second do not queue behind each
-    /// other just to find nothing to reap.
+impl SqliteStore {
     pub fn has_lapsed_leases(&self) -> Result<bool> {
         let sql = "SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_lease
                    WHERE state = 'running' AND lease_expires_at < ?1)";
         Ok(self.conn.prepare_cached(sql)?.query_row([self.now()], |r| r.get(0))?)
     }
 
-    /// Undo the claims of jobs a worker holds but never started (claimed ahead into its ready
-    /// buffer, then its shutdown, or its handlers stalled), in one transaction, each behind the
-    /// fence. A job goes back to
-    /// Scheduled with its attempt counter lowered again, so the claim consumed no budget
-    /// (attempts count executions, and this one never ran) and its `due_at` keeps its place in
-    /// line; the log says so (`Running -> Scheduled` at the attempt it is back at, reason
-    /// [`HANDED_BACK`]). A job an operator asked to cancel meanwhile ends Cancelled instead, as
-    /// its handler would have. Per job: `Accepted(Scheduled)`, `Accepted(Cancelled)`, or
-    /// `Rejected` when the lease is no longer the worker's (nothing changed).
     pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>> {
         if jobs.is_empty() {
             return Ok(Vec::new());

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{Millis, QuarantineReason};
 
@@ -35,9 +35,7 @@ pub struct QuarantineGroup {
     pub live_handlers: u64,
 }
 
-impl Store {
-    /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
-    /// fingerprint, the largest groups first.
+impl SqliteStore {
     pub fn cause_groups(&self, limit: usize) -> Result<Vec<CauseGroup>> {
         Ok(self
             .conn
@@ -68,8 +66,6 @@ impl Store {
             .collect::<Result<_, _>>()?)
     }
 
-    /// Quarantined jobs grouped by wire name and reason, each marked with how many live
-    /// workers handle that wire name now.
     pub fn quarantine_groups(&self) -> Result<Vec<QuarantineGroup>> {
         let handlers = self.live_handlers()?;
         let rows: Vec<(String, String, u64, Millis, Millis, Option<String>)> = self
@@ -102,7 +98,6 @@ impl Store {
             .collect())
     }
 
-    /// For each wire name, how many live workers handle it now.
     pub fn live_handlers(&self) -> Result<HashMap<String, u64>> {
         let now = self.now();
         let mut out: HashMap<String, u64> = HashMap::new();

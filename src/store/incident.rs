@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::operator::{cancel_one, requeue_one, BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
 
@@ -74,10 +74,7 @@ pub struct PayloadEdit {
     pub requeued: bool,
 }
 
-impl Store {
-    /// Make Scheduled jobs due now, by id, without touching attempt or budget. Needs `operate`;
-    /// each change is audited (`run-now`, with the due time it replaced): a new due time is not
-    /// a state change, so it has no transition entry.
+impl SqliteStore {
     pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
         let now = self.now();
         self.write(|tx| {
@@ -86,8 +83,6 @@ impl Store {
         })
     }
 
-    /// What [`Store::run_now`] would answer for each of `ids` now, changing nothing: the by-id
-    /// plan for `--dry-run` and the dashboard's confirmation.
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
         self.read(|c| {
             ids.iter()
@@ -102,7 +97,6 @@ impl Store {
         })
     }
 
-    /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
         self.read(|c| {
             ids.iter()
@@ -118,14 +112,8 @@ impl Store {
         })
     }
 
-    /// The set a bulk run-now covers: Scheduled jobs only, whatever states the filter names.
-    pub fn run_now_scope(&self, filter: &JobFilter) -> JobFilter {
-        JobFilter { states: vec![JobState::Scheduled], finished_before: None, ..filter.clone() }
-    }
-
-    /// Count, exactly, what a bulk run-now of `filter` would do now.
     pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan> {
-        let scope = self.run_now_scope(filter);
+        let scope = run_now_scope(filter);
         let now = self.now();
         self.read(|c| {
             let matching = count_where(c, &scope, "created_at <= ?", &[now])?;
@@ -134,11 +122,8 @@ impl Store {
         })
     }
 
-    /// Make every matching Scheduled job that is due later due now, in batches of
-    /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
-    /// the run starts (jobs enqueued during it are left alone). Returns how many changed.
     pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let scope = self.run_now_scope(filter);
+        let scope = run_now_scope(filter);
         let started = self.now();
         self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
         let total = self.read(|c| count_where(c, &scope, "created_at <= ? AND due_at > ?", &[started, started]))?;
@@ -160,20 +145,8 @@ impl Store {
         )
     }
 
-    /// The set a bulk cancel covers: Scheduled and Running jobs only (both when the filter
-    /// names neither).
-    pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
-        let mut f = JobFilter { finished_before: None, ..filter.clone() };
-        f.states.retain(|s| matches!(s, JobState::Scheduled | JobState::Running));
-        if f.states.is_empty() {
-            f.states = vec![JobState::Scheduled, JobState::Running];
-        }
-        f
-    }
-
-    /// Count, exactly, what a bulk cancel of `filter` would do now.
     pub fn plan_cancel(&self, filter: &JobFilter) -> Result<CancelPlan> {
-        let scope = self.cancel_scope(filter);
+        let scope = cancel_scope(filter);
         let now = self.now();
         self.read(|c| {
             let matching = count_where(c, &scope, "created_at <= ?", &[now])?;
@@ -193,16 +166,13 @@ impl Store {
         })
     }
 
-    /// Cancel every matching Scheduled job and ask every matching Running one to stop, in
-    /// batches of [`BULK_BATCH`] (each job exactly as [`Store::cancel`] does it, logged with
-    /// the actor). The set is fixed when the run starts. Needs `operate`.
     pub fn cancel_matching(
         &self,
         actor: &str,
         filter: &JobFilter,
         progress: impl FnMut(BulkProgress),
     ) -> Result<CancelDone> {
-        let scope = self.cancel_scope(filter);
+        let scope = cancel_scope(filter);
         let started = self.now();
         self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
         let pending = "created_at <= ? AND (state = 'scheduled' OR cancel_requested_by IS NULL)";
@@ -228,10 +198,6 @@ impl Store {
         Ok(done)
     }
 
-    /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
-    /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
-    /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
-    /// is refused with [`Error::WrongState`] and nothing changes.
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
         if let Err(e) = serde_json::from_slice::<serde_json::Value>(payload) {
             let text = String::from_utf8_lossy(payload);
@@ -286,6 +252,22 @@ fn run_now_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<R
 }
 
 /// `count(*)` of the filter's jobs that also meet `extra` (its `?`s bound to `extra_args`).
+/// The scheduled jobs `filter` matches: what run-now acts on.
+pub(crate) fn run_now_scope(filter: &JobFilter) -> JobFilter {
+    JobFilter { states: vec![JobState::Scheduled], finished_before: None, ..filter.clone() }
+}
+
+/// The scheduled and running jobs `filter` matches (both when it names neither): what a bulk
+/// cancel acts on.
+pub(crate) fn cancel_scope(filter: &JobFilter) -> JobFilter {
+    let mut f = JobFilter { finished_before: None, ..filter.clone() };
+    f.states.retain(|s| matches!(s, JobState::Scheduled | JobState::Running));
+    if f.states.is_empty() {
+        f.states = vec![JobState::Scheduled, JobState::Running];
+    }
+    f
+}
+
 fn count_where(c: &Connection, filter: &JobFilter, extra: &str, extra_args: &[Millis]) -> Result<u64> {
     let (clause, mut args) = filter.where_clause();
     args.extend(extra_args.iter().map(|v| Value::Integer(*v)));

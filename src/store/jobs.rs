@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::row::{job_columns, job_from_row, parse_budget, parse_id};
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason};
 use crate::retry::{duration_ms, BackoffFn, RetryPolicy};
@@ -78,13 +78,11 @@ pub enum LeaseStatus {
     Lost,
 }
 
-impl Store {
-    /// Enqueue one job; returns its id.
+impl SqliteStore {
     pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
         Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
     }
 
-    /// Enqueue several jobs in one transaction.
     pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
         for job in jobs {
             validate_name("wire name", &job.wire_name)?;
@@ -118,8 +116,6 @@ impl Store {
         })
     }
 
-    /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each
-    /// claim raises the attempt and writes the group's retry budget and delay table into the job.
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
         let now = self.now();
         let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
@@ -189,8 +185,6 @@ impl Store {
         })
     }
 
-    /// Renew the leases a worker holds, in one transaction. A lease that is no longer ours is
-    /// reported `Lost`; a held one tells whether an operator asked the job to stop.
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
         let until = self.now().saturating_add(lease.as_millis().min(i64::MAX as u128) as Millis);
         self.write(|tx| {
@@ -212,12 +206,10 @@ impl Store {
         })
     }
 
-    /// Record one outcome behind the fence.
     pub fn complete(&self, completion: &Completion) -> Result<Fenced> {
         Ok(self.complete_many(std::slice::from_ref(completion))?[0])
     }
 
-    /// Record several outcomes in one transaction, each behind the fence.
     pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>> {
         if completions.is_empty() {
             return Ok(Vec::new());
@@ -229,10 +221,6 @@ impl Store {
         })
     }
 
-    /// Turn up to `limit` lapsed leases into failed attempts: retried at the job's own delay
-    /// table, Dead-Lettered with cause `lease expired` when the budget is spent, or Cancelled
-    /// when an operator had asked. Returns how many were reaped. Any process may call it: it
-    /// needs nothing from the worker that held the lease.
     pub fn reap_expired(&self, limit: usize) -> Result<usize> {
         let now = self.now();
         self.write(|tx| {

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use rusqlite::{params, Connection, Statement};
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, JobState, Millis};
 
@@ -110,7 +110,7 @@ impl Loader<'_> {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Create a store at `path`, which must not exist, and fill it through `fill` in one
     /// transaction: on any error nothing is committed. `expected_jobs` sizes the page cache.
     /// The file left behind follows `schema.sql` exactly (WAL, every index, trigger and the
@@ -119,14 +119,14 @@ impl Store {
         path: &Path,
         expected_jobs: u64,
         fill: impl FnOnce(&mut Loader<'_>) -> Result<R>,
-    ) -> Result<(Store, R)> {
+    ) -> Result<(SqliteStore, R)> {
         if path.exists() {
             return Err(Error::InvalidInput(format!(
                 "'{}' already exists: generate refuses to touch it",
                 path.display()
             )));
         }
-        let store = Store::create(path)?;
+        let store = SqliteStore::create(path)?;
         let conn = &store.conn;
         // One writer, a new file: a rollback journal writes each page once where WAL would write
         // it twice (log, then checkpoint); the store goes back to WAL before it is handed over.

@@ -6,7 +6,7 @@ use rusqlite::types::Value;
 use rusqlite::{params_from_iter, OptionalExtension};
 
 use super::row::{transition_from_row, TRANSITION_COLUMNS};
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{JobId, JobState, Millis, Transition};
 
@@ -34,8 +34,7 @@ impl LogFilter {
     }
 }
 
-impl Store {
-    /// The last `n` log entries matching `filter`, oldest first.
+impl SqliteStore {
     pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>> {
         let (clause, mut args) = filter.where_clause();
         args.push(Value::Integer(n as i64));
@@ -50,9 +49,6 @@ impl Store {
         Ok(rows)
     }
 
-    /// Up to `limit` entries after sequence number `seq`, oldest first. Sequence numbers are
-    /// assigned in commit order (SQLite has one writer at a time), so polling with the last seq
-    /// seen never misses or repeats an entry.
     pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>> {
         let (clause, mut args) = filter.where_clause();
         args.insert(0, Value::Integer(seq));
@@ -66,13 +62,10 @@ impl Store {
             .collect::<Result<_, _>>()?)
     }
 
-    /// The highest sequence number in the log (0 when empty).
     pub fn last_seq(&self) -> Result<i64> {
         Ok(self.conn.query_row("SELECT coalesce(max(seq), 0) FROM transitions", [], |r| r.get(0))?)
     }
 
-    /// The first sequence number whose entry is at or after `at`, found by binary search over
-    /// the log's primary key (entries are appended in time order), so no index on time is needed.
     pub fn seq_at(&self, at: Millis) -> Result<i64> {
         let (mut lo, mut hi): (i64, i64) = self.conn.query_row(
             // Two subqueries, not min and max in one SELECT: SQLite answers a lone min() or

@@ -4,7 +4,7 @@
 //! file stays the only place the schema is written. Steps are additive: an older `bw` refuses
 //! the migrated store by its version rather than misreading it.
 
-use super::{Store, SCHEMA_SQL, SCHEMA_VERSION};
+use super::{SqliteStore, SCHEMA_SQL, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 
 /// The statements of `schema.sql` between `-- migration N begin` and `-- migration N end`.
@@ -22,7 +22,7 @@ fn step_sql(to: i64) -> &'static str {
 }
 
 /// Bring the store up to [`SCHEMA_VERSION`]; returns the version it is at afterwards.
-pub(super) fn migrate(store: &Store) -> Result<i64> {
+pub(super) fn migrate(store: &SqliteStore) -> Result<i64> {
     loop {
         let version = store.write(|tx| {
             let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;

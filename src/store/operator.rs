@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::jobs::{log, Entry};
 use super::query::JobFilter;
 use super::row::parse_state;
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
 
@@ -55,8 +55,7 @@ pub struct BulkProgress {
 /// Rows a bulk batch touches: about 10-20 ms of write lock on a small machine.
 pub const BULK_BATCH: usize = 500;
 
-impl Store {
-    /// Requeue jobs by id: only Dead-Lettered or Quarantined jobs change. Needs `operate`.
+impl SqliteStore {
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
         let now = self.now();
         self.write(|tx| {
@@ -65,9 +64,6 @@ impl Store {
         })
     }
 
-    /// Requeue every Dead-Lettered or Quarantined job that matches `filter` and had finished
-    /// when the run started (so a job that fails again during the run is not requeued twice),
-    /// in batches of [`BULK_BATCH`]. Returns how many were requeued.
     pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
         let started = self.now();
         let mut filter = filter.clone();
@@ -115,7 +111,6 @@ impl Store {
         }
     }
 
-    /// Cancel jobs by id. Needs `operate`.
     pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
         let now = self.now();
         self.write(|tx| {
@@ -124,21 +119,15 @@ impl Store {
         })
     }
 
-    /// The retention sweep: delete up to `limit` terminal jobs that finished before `cutoff`,
-    /// with their log. Returns how many were deleted. The engine runs it unattended.
     pub fn sweep(&self, cutoff: Millis, limit: usize) -> Result<u64> {
         self.write(|tx| sweep_batch(tx, cutoff, limit))
     }
 
-    /// The unattended retention sweep at the store's own `retention` setting: up to `limit`
-    /// terminal jobs that finished longer ago than that, deleted with their log.
     pub fn sweep_expired(&self, limit: usize) -> Result<u64> {
         let keep = self.retention()?.as_millis().min(i64::MAX as u128) as Millis;
         self.sweep(self.now().saturating_sub(keep), limit)
     }
 
-    /// `bw purge`: the retention sweep on demand, in batches, each audited in its own
-    /// transaction. Needs `operate`.
     pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
         self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
         let total = self.count_purgeable(cutoff)?;
@@ -170,7 +159,6 @@ impl Store {
         Ok(done)
     }
 
-    /// How many terminal jobs finished before `cutoff`.
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
         Ok(self.conn.query_row(
             "SELECT count(*) FROM jobs WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled')

@@ -9,7 +9,7 @@ use std::fmt;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
 
@@ -111,11 +111,7 @@ pub(crate) fn active(tx: &Connection, now: Millis) -> Result<ActivePauses> {
     Ok(out)
 }
 
-impl Store {
-    /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
-    /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
-    /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
-    /// expiry. Applies from every worker's next claim.
+impl SqliteStore {
     pub fn pause(
         &self,
         actor: &str,
@@ -156,9 +152,6 @@ impl Store {
         })
     }
 
-    /// Count what pausing `kind` `name` would hold now, after the same checks as
-    /// [`Store::pause`]. Index-bound: a queue's counts come from `job_counts`; a wire name's from
-    /// one `jobs_claim_wire` range per queue and the (few) running jobs.
     pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         check_name(kind, name)?;
         self.read(|c| {
@@ -184,8 +177,6 @@ impl Store {
         })
     }
 
-    /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
-    /// as not paused (its row is removed all the same).
     pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
         let now = self.now();
         self.write(|tx| {
@@ -204,8 +195,6 @@ impl Store {
         })
     }
 
-    /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
-    /// store opened read-only has none.
     pub fn pauses(&self) -> Result<Vec<Pause>> {
         if self.version < 2 {
             return Ok(Vec::new());

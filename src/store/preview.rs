@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::operator::BulkProgress;
 use super::query::JobFilter;
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{JobId, JobState, QuarantineReason};
 
@@ -58,23 +58,9 @@ pub struct WireNameCount {
     pub live_handlers: u64,
 }
 
-impl Store {
-    /// The set a bulk requeue covers: only Dead-Lettered and Quarantined jobs (both when the
-    /// filter names neither), finished by now. The same normalisation `requeue_matching` applies.
-    pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {
-        let mut f = filter.clone();
-        f.states.retain(|s| s.is_requeueable());
-        if f.states.is_empty() {
-            f.states = vec![JobState::DeadLettered, JobState::Quarantined];
-        }
-        let started = self.now().saturating_add(1);
-        f.finished_before = Some(f.finished_before.map_or(started, |b| b.min(started)));
-        f
-    }
-
-    /// Count, exactly, what a bulk requeue of `filter` would do now.
+impl SqliteStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
-        let scope = self.requeue_scope(filter);
+        let scope = requeue_scope(filter, self.now());
         let handlers = self.live_handlers()?;
         self.read(|_| {
             let matching = self.count_jobs(&scope)?;
@@ -114,8 +100,6 @@ impl Store {
         })
     }
 
-    /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
-    /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
         let handlers = self.live_handlers()?;
         self.read(|_| {
@@ -140,9 +124,6 @@ impl Store {
         })
     }
 
-    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
-    /// whose wire name a live worker handles now. Batched and resumable like
-    /// [`Store::requeue_matching`]. Returns how many were requeued.
     pub fn requeue_planned(
         &self,
         actor: &str,
@@ -170,7 +151,6 @@ impl Store {
         Ok(done_before)
     }
 
-    /// How many live workers handle `wire_name` now.
     pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
         Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
     }
@@ -195,4 +175,17 @@ impl Store {
         }
         Ok(names.into_iter().collect())
     }
+}
+
+/// The requeueable jobs `filter` matches (dead-lettered and quarantined when it names neither),
+/// finished before `now`: what a bulk requeue acts on.
+pub(crate) fn requeue_scope(filter: &JobFilter, now: crate::model::Millis) -> JobFilter {
+    let mut f = filter.clone();
+    f.states.retain(|s| s.is_requeueable());
+    if f.states.is_empty() {
+        f.states = vec![JobState::DeadLettered, JobState::Quarantined];
+    }
+    let started = now.saturating_add(1);
+    f.finished_before = Some(f.finished_before.map_or(started, |b| b.min(started)));
+    f
 }

@@ -10,7 +10,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::row::{job_from_row, parse_id, transition_from_row, JOB_COLUMNS, TRANSITION_COLUMNS};
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, Millis, QuarantineReason, Transition};
 
@@ -198,8 +198,7 @@ impl StateCounts {
     }
 }
 
-impl Store {
-    /// One job by id.
+impl SqliteStore {
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
         Ok(self
             .conn
@@ -208,13 +207,6 @@ impl Store {
             .optional()?)
     }
 
-    /// Resolve a full id, any unique prefix of one (`0192f3a1`, with or without hyphens), or
-    /// the short id tables show ([`JobId::short`]: the last hex digits of the id, up to 12).
-    ///
-    /// Ids are time-ordered, so a prefix names the minute a job was made and a short prefix is
-    /// shared by every job of that minute; the tail is random and tells them apart. A prefix is
-    /// found through the primary-key index; a tail needs a scan of that index (about 0.1 s per
-    /// million jobs), which is why it is only tried for inputs of 12 hex digits or fewer.
     pub fn resolve_id(&self, text: &str) -> Result<JobId> {
         let prefix = normalize_prefix(text)?;
         let upper = format!("{prefix}\u{10FFFF}");
@@ -251,7 +243,6 @@ impl Store {
         }
     }
 
-    /// Every transition of one job, oldest first.
     pub fn history(&self, id: JobId) -> Result<Vec<Transition>> {
         Ok(self
             .conn
@@ -260,12 +251,10 @@ impl Store {
             .collect::<Result<_, _>>()?)
     }
 
-    /// One page of jobs matching `filter`, skipping `offset` rows. Ordered by [`JobFilter::order`].
     pub fn list_jobs(&self, filter: &JobFilter, limit: usize, offset: u64) -> Result<JobPage> {
         self.page(filter, limit, Some(offset), None)
     }
 
-    /// The page after `cursor`.
     pub fn list_jobs_after(&self, filter: &JobFilter, limit: usize, cursor: &Cursor) -> Result<JobPage> {
         self.page(filter, limit, None, Some(cursor))
     }
@@ -303,12 +292,10 @@ impl Store {
         })
     }
 
-    /// How many jobs match `filter`.
     pub fn count_jobs(&self, filter: &JobFilter) -> Result<u64> {
         count_with(&self.conn, filter)
     }
 
-    /// Counts of jobs by queue and state, from the trigger-kept table: O(queues), not O(jobs).
     pub fn counts(&self) -> Result<StateCounts> {
         let mut counts = StateCounts::default();
         let mut stmt = self.conn.prepare_cached("SELECT queue, state, n FROM job_counts WHERE n != 0")?;

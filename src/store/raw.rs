@@ -7,7 +7,7 @@
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{StatementStatus, ToSql};
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 
 /// One value of a row or a parameter. The variants and their `Debug` spelling are SQLite's
@@ -139,35 +139,29 @@ impl RawStatements<'_> {
 }
 
 #[doc(hidden)]
-impl Store {
-    /// Run one statement of SQL text with `params` outside any library check: the rows changed.
+impl SqliteStore {
     pub fn raw_execute(&self, sql: &str, params: &[RawValue]) -> Result<usize> {
         Ok(self.conn.execute(sql, rusqlite::params_from_iter(params))?)
     }
 
-    /// Run several `;`-separated statements of SQL text, without parameters.
     pub fn raw_batch(&self, sql: &str) -> Result<()> {
         Ok(self.conn.execute_batch(sql)?)
     }
 
-    /// Every row of one query of SQL text, each a `Vec` of its columns in order.
     pub fn raw_query(&self, sql: &str, params: &[RawValue]) -> Result<Vec<Vec<RawValue>>> {
         let (rows, _) = self.raw_statements(&[sql], |s| s.query(0, params, usize::MAX))?;
         rows
     }
 
-    /// The first column of the first row of one query (NULL when it returns no row).
     pub fn raw_scalar(&self, sql: &str, params: &[RawValue]) -> Result<RawValue> {
         let mut rows = self.raw_statements(&[sql], |s| s.query(0, params, 1))?.0?;
         Ok(rows.pop().and_then(|r| r.into_iter().next()).unwrap_or(RawValue::Null))
     }
 
-    /// The value of `PRAGMA name` as the store's connection sees it.
     pub fn pragma(&self, name: &str) -> Result<RawValue> {
         self.raw_scalar(&format!("PRAGMA {name}"), &[])
     }
 
-    /// The detail column of `EXPLAIN QUERY PLAN sql`, one line per step.
     pub fn explain(&self, sql: &str, params: &[RawValue]) -> Result<Vec<String>> {
         let rows = self.raw_query(&format!("EXPLAIN QUERY PLAN {sql}"), params)?;
         Ok(rows.into_iter().map(|r| r[3].as_str().to_string()).collect())

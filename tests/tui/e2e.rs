@@ -13,8 +13,7 @@ use super::pty::{keys, Pty, Term};
 const WAIT: Duration = Duration::from_secs(10);
 
 fn bw_top(f: &Fixture, term: Term, args: &[&str]) -> Pty {
-    let db = f.store.path().to_path_buf();
-    let mut argv = vec!["--db".to_string(), db.display().to_string(), "top".to_string()];
+    let mut argv = vec!["--db".to_string(), f.store.target().to_string(), "top".to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
     term.spawn(env!("CARGO_BIN_EXE_bw"), &argv)
 }

@@ -14,7 +14,7 @@ use crate::model::{JobState, Millis};
 use crate::store::jobs::CLAIM_NEXT_WIRE_NAME_SQL;
 use crate::store::pause::{Pause, PauseKind};
 use crate::store::query::StateCounts;
-use crate::store::Store;
+use crate::store::SqliteStore;
 
 /// Due Scheduled jobs of one queue: how many, and the earliest `due_at` among them. A range of
 /// the claim index (`jobs_claim (queue, due_at) WHERE state = 'scheduled'`), covering, so the
@@ -50,12 +50,7 @@ pub struct QueueLatency {
     pub paused: Option<Pause>,
 }
 
-impl Store {
-    /// Queue latency for every queue that has jobs, by name: `bw stats` and `bw top`. One range
-    /// of the claim index per queue with Scheduled jobs ([`DUE_SQL`]); its cost is the number of
-    /// jobs due now, never the backlog due later nor the finished jobs. With a wire name paused,
-    /// one more probe per paused name ([`DUE_WIRE_NAME_SQL`]), and, when the oldest due job is
-    /// a paused one, one per wire name waiting in the queue. Pauses read in the same snapshot.
+impl SqliteStore {
     pub fn queue_latency(&self) -> Result<Vec<QueueLatency>> {
         let now = self.now();
         self.read(|conn| {

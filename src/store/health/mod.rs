@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::groups::{CauseGroup, QuarantineGroup};
 use super::pause::{Pause, PauseKind};
 use super::query::StateCounts;
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::Millis;
 
@@ -136,11 +136,7 @@ impl Health {
     }
 }
 
-impl Store {
-    /// The store's health against `thresholds`, read in one snapshot (pauses included). Read-only.
-    /// Fast at millions of jobs: counts come from the trigger-kept table, latency from the claim
-    /// indexes (`jobs_claim`, and `jobs_claim_wire` for a paused wire name), causes and
-    /// quarantines from their covering indexes, recent dead letters from `jobs_finished`.
+impl SqliteStore {
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
         let now = self.now();
         let window_ms = i64::try_from(thresholds.window.as_millis()).unwrap_or(i64::MAX);

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection};
 
 use crate::error::Result;
 use crate::model::JobState;
-use crate::store::Store;
+use crate::store::SqliteStore;
 /// Transitions by the state they moved a job into, counted from the log as it grows. A
 /// reader keeps one and passes it to [`Store::count_transitions`] each time; each call reads
 /// only the entries appended since the last, by sequence (the log's primary key).
@@ -19,10 +19,7 @@ pub struct TransitionCounter {
     pub by_state: BTreeMap<JobState, u64>,
 }
 
-impl Store {
-    /// Add the transitions appended since `counter` last looked. The first call only sets the
-    /// baseline (the log's current end), so a counter counts from when its reader started and
-    /// a scrape never walks the whole log.
+impl SqliteStore {
     pub fn count_transitions(&self, counter: &mut TransitionCounter) -> Result<()> {
         self.read(|conn| {
             let end = log_seq(conn)?;

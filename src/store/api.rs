@@ -1,0 +1,303 @@
+//! Every operation of the store, listed once with its documentation: each forwards to the
+//! backend the store was opened on. A backend that lacks one of them, or gives it another
+//! signature, does not compile.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::*;
+use crate::error::Result;
+use crate::model::{FailureDetail, Job, JobId, Millis, NewJob, Permission, Transition, WorkerInfo};
+
+macro_rules! forward {
+    ($( $(#[$attr:meta])* pub fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+        impl Store {
+            $(
+                $(#[$attr])*
+                pub fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match &self.backend {
+                        Backend::Sqlite(s) => s.$name($($arg),*),
+                        #[cfg(feature = "postgres")]
+                        Backend::Postgres(p) => p.$name($($arg),*),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+forward! {
+    // sqlite.rs / postgres/mod.rs
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()>;
+    pub fn now(&self) -> Millis;
+    pub fn is_read_only(&self) -> bool;
+    /// The schema version of the store (a read-only open of an older store stays at its version).
+    pub fn schema_version(&self) -> i64;
+    /// The store's own consistency checks: the problems found, none when clean. SQLite runs
+    /// `PRAGMA integrity_check` and `foreign_key_check`; both backends check that `job_counts`
+    /// equals a count of the jobs.
+    pub fn check_integrity(&self) -> Result<Vec<String>>;
+
+    // admin.rs
+    /// The permissions `actor` holds; `admin` brings the other two with it.
+    pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>>;
+    /// Give `who` a permission. Needs `admin`; audited.
+    pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()>;
+    /// Take a permission away. Needs `admin`; audited. Returns whether `who` had it.
+    pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool>;
+    /// Whether anybody holds `admin` in this store.
+    pub fn has_admin(&self) -> Result<bool>;
+    /// Make `actor` admin if the store has no admin yet (`bw init`). Returns whether it did.
+    pub fn bootstrap_admin(&self, actor: &str) -> Result<bool>;
+    /// A setting's value, or its default.
+    pub fn setting(&self, key: SettingKey) -> Result<String>;
+    /// Change a setting. Needs `admin`; audited.
+    pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()>;
+    /// How long terminal jobs are kept before the retention sweep deletes them (default 14 days).
+    pub fn retention(&self) -> Result<std::time::Duration>;
+    /// Whether failure detail is captured in this store at all.
+    pub fn failure_detail_enabled(&self) -> Result<bool>;
+    /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
+    pub fn mark_demo(&self) -> Result<()>;
+    pub fn is_demo(&self) -> Result<bool>;
+    /// The failure detail of every failed attempt of a job, by log sequence number. Needs
+    /// `view-failure-detail`; every reveal is written to the audit table, in the same
+    /// transaction that reads the detail.
+    ///
+    /// While the store's switch is off nothing is revealed to anyone, not even detail captured
+    /// before it was turned off (issue 4): the answer is [`Error::FailureDetailOff`], so nobody
+    /// mistakes "off" for "no failure".
+    pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>>;
+    /// The audit trail since `since`, oldest first.
+    pub fn audit_entries(&self, since: Millis, limit: usize) -> Result<Vec<AuditEntry>>;
+    /// Register (or re-register) a worker in the live registry.
+    pub fn register_worker(&self, w: &WorkerInfo) -> Result<()>;
+    /// Say a worker is alive. Returns false if its row is gone (it is then re-registered by
+    /// the caller).
+    pub fn worker_heartbeat(&self, id: &str) -> Result<bool>;
+    /// Remove a worker on clean shutdown.
+    pub fn unregister_worker(&self, id: &str) -> Result<()>;
+    /// Every registered worker, live or stale, most recent heartbeat first.
+    pub fn workers(&self) -> Result<Vec<WorkerInfo>>;
+
+    // engine_support.rs
+    /// Whether any Running job's lease has lapsed, by the `jobs_lease` index and without the
+    /// write lock, so that idle workers polling many times a second do not queue behind each
+    /// other just to find nothing to reap.
+    pub fn has_lapsed_leases(&self) -> Result<bool>;
+    /// Undo the claims of jobs a worker holds but never started (claimed ahead into its ready
+    /// buffer, then its shutdown, or its handlers stalled), in one transaction, each behind the
+    /// fence. A job goes back to
+    /// Scheduled with its attempt counter lowered again, so the claim consumed no budget
+    /// (attempts count executions, and this one never ran) and its `due_at` keeps its place in
+    /// line; the log says so (`Running -> Scheduled` at the attempt it is back at, reason
+    /// [`HANDED_BACK`]). A job an operator asked to cancel meanwhile ends Cancelled instead, as
+    /// its handler would have. Per job: `Accepted(Scheduled)`, `Accepted(Cancelled)`, or
+    /// `Rejected` when the lease is no longer the worker's (nothing changed).
+    pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>>;
+
+    // groups.rs
+    /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
+    /// fingerprint, the largest groups first.
+    pub fn cause_groups(&self, limit: usize) -> Result<Vec<CauseGroup>>;
+    /// Quarantined jobs grouped by wire name and reason, each marked with how many live
+    /// workers handle that wire name now.
+    pub fn quarantine_groups(&self) -> Result<Vec<QuarantineGroup>>;
+    /// For each wire name, how many live workers handle it now.
+    pub fn live_handlers(&self) -> Result<HashMap<String, u64>>;
+
+    // health/latency.rs
+    /// Queue latency for every queue that has jobs, by name: `bw stats` and `bw top`. One range
+    /// of the claim index per queue with Scheduled jobs ([`DUE_SQL`]); its cost is the number of
+    /// jobs due now, never the backlog due later nor the finished jobs. With a wire name paused,
+    /// one more probe per paused name ([`DUE_WIRE_NAME_SQL`]), and, when the oldest due job is
+    /// a paused one, one per wire name waiting in the queue. Pauses read in the same snapshot.
+    pub fn queue_latency(&self) -> Result<Vec<QueueLatency>>;
+
+    // health/mod.rs
+    /// The store's health against `thresholds`, read in one snapshot (pauses included). Read-only.
+    /// Fast at millions of jobs: counts come from the trigger-kept table, latency from the claim
+    /// indexes (`jobs_claim`, and `jobs_claim_wire` for a paused wire name), causes and
+    /// quarantines from their covering indexes, recent dead letters from `jobs_finished`.
+    pub fn health(&self, thresholds: &Thresholds) -> Result<Health>;
+
+    // health/transitions.rs
+    /// Add the transitions appended since `counter` last looked. The first call only sets the
+    /// baseline (the log's current end), so a counter counts from when its reader started and
+    /// a scrape never walks the whole log.
+    pub fn count_transitions(&self, counter: &mut TransitionCounter) -> Result<()>;
+
+    // incident.rs
+    /// Make Scheduled jobs due now, by id, without touching attempt or budget. Needs `operate`;
+    /// each change is audited (`run-now`, with the due time it replaced): a new due time is not
+    /// a state change, so it has no transition entry.
+    pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
+    /// What [`Store::run_now`] would answer for each of `ids` now, changing nothing: the by-id
+    /// plan for `--dry-run` and the dashboard's confirmation.
+    pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
+    /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
+    pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>>;
+    /// Count, exactly, what a bulk run-now of `filter` would do now.
+    pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan>;
+    /// Make every matching Scheduled job that is due later due now, in batches of
+    /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
+    /// the run starts (jobs enqueued during it are left alone). Returns how many changed.
+    pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64>;
+    /// Count, exactly, what a bulk cancel of `filter` would do now.
+    pub fn plan_cancel(&self, filter: &JobFilter) -> Result<CancelPlan>;
+    /// Cancel every matching Scheduled job and ask every matching Running one to stop, in
+    /// batches of [`BULK_BATCH`] (each job exactly as [`Store::cancel`] does it, logged with
+    /// the actor). The set is fixed when the run starts. Needs `operate`.
+    pub fn cancel_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<CancelDone>;
+    /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
+    /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
+    /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
+    /// is refused with [`Error::WrongState`] and nothing changes.
+    pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
+
+    // jobs.rs
+    /// Enqueue one job; returns its id.
+    pub fn enqueue(&self, job: &NewJob) -> Result<JobId>;
+    /// Enqueue several jobs in one transaction.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>>;
+    /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each
+    /// claim raises the attempt and writes the group's retry budget and delay table into the job.
+    pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>>;
+    /// Renew the leases a worker holds, in one transaction. A lease that is no longer ours is
+    /// reported `Lost`; a held one tells whether an operator asked the job to stop.
+    pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>>;
+    /// Record one outcome behind the fence.
+    pub fn complete(&self, completion: &Completion) -> Result<Fenced>;
+    /// Record several outcomes in one transaction, each behind the fence.
+    pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>>;
+    /// Turn up to `limit` lapsed leases into failed attempts: retried at the job's own delay
+    /// table, Dead-Lettered with cause `lease expired` when the budget is spent, or Cancelled
+    /// when an operator had asked. Returns how many were reaped. Any process may call it: it
+    /// needs nothing from the worker that held the lease.
+    pub fn reap_expired(&self, limit: usize) -> Result<usize>;
+
+    // log.rs
+    /// The last `n` log entries matching `filter`, oldest first.
+    pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>>;
+    /// Up to `limit` entries after sequence number `seq`, oldest first. Sequence numbers are
+    /// assigned in commit order (SQLite has one writer at a time), so polling with the last seq
+    /// seen never misses or repeats an entry.
+    pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>>;
+    /// The highest sequence number in the log (0 when empty).
+    pub fn last_seq(&self) -> Result<i64>;
+    /// The first sequence number whose entry is at or after `at`, found by binary search over
+    /// the log's primary key (entries are appended in time order), so no index on time is needed.
+    pub fn seq_at(&self, at: Millis) -> Result<i64>;
+
+    // operator.rs
+    /// Requeue jobs by id: only Dead-Lettered or Quarantined jobs change. Needs `operate`.
+    pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>>;
+    /// Requeue every Dead-Lettered or Quarantined job that matches `filter` and had finished
+    /// when the run started (so a job that fails again during the run is not requeued twice),
+    /// in batches of [`BULK_BATCH`]. Returns how many were requeued.
+    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64>;
+    /// Cancel jobs by id. Needs `operate`.
+    pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>>;
+    /// The retention sweep: delete up to `limit` terminal jobs that finished before `cutoff`,
+    /// with their log. Returns how many were deleted. The engine runs it unattended.
+    pub fn sweep(&self, cutoff: Millis, limit: usize) -> Result<u64>;
+    /// The unattended retention sweep at the store's own `retention` setting: up to `limit`
+    /// terminal jobs that finished longer ago than that, deleted with their log.
+    pub fn sweep_expired(&self, limit: usize) -> Result<u64>;
+    /// `bw purge`: the retention sweep on demand, in batches, each audited in its own
+    /// transaction. Needs `operate`.
+    pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64>;
+    /// How many terminal jobs finished before `cutoff`.
+    pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64>;
+
+    // pause.rs
+    /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
+    /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
+    /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
+    /// expiry. Applies from every worker's next claim.
+    pub fn pause(&self, actor: &str, kind: PauseKind, name: &str, until: Option<Millis>, force: bool) -> Result<PauseResult>;
+    /// Count what pausing `kind` `name` would hold now, after the same checks as
+    /// [`Store::pause`]. Index-bound: a queue's counts come from `job_counts`; a wire name's from
+    /// one `jobs_claim_wire` range per queue and the (few) running jobs.
+    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan>;
+    /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
+    /// as not paused (its row is removed all the same).
+    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult>;
+    /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
+    /// store opened read-only has none.
+    pub fn pauses(&self) -> Result<Vec<Pause>>;
+
+    // preview.rs
+    /// Count, exactly, what a bulk requeue of `filter` would do now.
+    pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan>;
+    /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
+    /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
+    pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>>;
+    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
+    /// whose wire name a live worker handles now. Batched and resumable like
+    /// [`Store::requeue_matching`]. Returns how many were requeued.
+    pub fn requeue_planned(&self, actor: &str, filter: &JobFilter, force: bool, progress: impl FnMut(BulkProgress)) -> Result<u64>;
+    /// How many live workers handle `wire_name` now.
+    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64>;
+
+    // query.rs
+    /// One job by id.
+    pub fn job(&self, id: JobId) -> Result<Option<Job>>;
+    /// Resolve a full id, any unique prefix of one (`0192f3a1`, with or without hyphens), or
+    /// the short id tables show ([`JobId::short`]: the last hex digits of the id, up to 12).
+    ///
+    /// Ids are time-ordered, so a prefix names the minute a job was made and a short prefix is
+    /// shared by every job of that minute; the tail is random and tells them apart. A prefix is
+    /// found through the primary-key index; a tail needs a scan of that index (about 0.1 s per
+    /// million jobs), which is why it is only tried for inputs of 12 hex digits or fewer.
+    pub fn resolve_id(&self, text: &str) -> Result<JobId>;
+    /// Every transition of one job, oldest first.
+    pub fn history(&self, id: JobId) -> Result<Vec<Transition>>;
+    /// One page of jobs matching `filter`, skipping `offset` rows. Ordered by [`JobFilter::order`].
+    pub fn list_jobs(&self, filter: &JobFilter, limit: usize, offset: u64) -> Result<JobPage>;
+    /// The page after `cursor`.
+    pub fn list_jobs_after(&self, filter: &JobFilter, limit: usize, cursor: &Cursor) -> Result<JobPage>;
+    /// How many jobs match `filter`.
+    pub fn count_jobs(&self, filter: &JobFilter) -> Result<u64>;
+    /// Counts of jobs by queue and state, from the trigger-kept table: O(queues), not O(jobs).
+    pub fn counts(&self) -> Result<StateCounts>;
+
+    // raw.rs: hidden hooks for the tests and benches
+    #[doc(hidden)]
+    /// Run one statement of SQL text with `params` outside any library check: the rows changed.
+    pub fn raw_execute(&self, sql: &str, params: &[RawValue]) -> Result<usize>;
+    #[doc(hidden)]
+    /// Run several `;`-separated statements of SQL text, without parameters.
+    pub fn raw_batch(&self, sql: &str) -> Result<()>;
+    #[doc(hidden)]
+    /// Every row of one query of SQL text, each a `Vec` of its columns in order.
+    pub fn raw_query(&self, sql: &str, params: &[RawValue]) -> Result<Vec<Vec<RawValue>>>;
+    #[doc(hidden)]
+    /// The first column of the first row of one query (NULL when it returns no row).
+    pub fn raw_scalar(&self, sql: &str, params: &[RawValue]) -> Result<RawValue>;
+    #[doc(hidden)]
+    /// The value of `PRAGMA name` as the store's connection sees it.
+    pub fn pragma(&self, name: &str) -> Result<RawValue>;
+    #[doc(hidden)]
+    /// The detail column of `EXPLAIN QUERY PLAN sql`, one line per step.
+    pub fn explain(&self, sql: &str, params: &[RawValue]) -> Result<Vec<String>>;
+}
+
+impl Store {
+    /// The jobs [`Store::requeue_matching`] would act on for `filter`: the requeueable states it
+    /// names (dead-lettered and quarantined when it names none), finished before now.
+    pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {
+        preview::requeue_scope(filter, self.now())
+    }
+
+    /// The jobs [`Store::run_now_matching`] would act on: the scheduled ones `filter` matches.
+    pub fn run_now_scope(&self, filter: &JobFilter) -> JobFilter {
+        incident::run_now_scope(filter)
+    }
+
+    /// The jobs [`Store::cancel_matching`] would act on: the scheduled and running ones `filter`
+    /// matches (both when it names neither).
+    pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
+        incident::cancel_scope(filter)
+    }
+}
