@@ -16,6 +16,10 @@ pub enum Error {
     #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (PostgreSQL is planned: docs/postgres.md, issue 12); give --db or BW_DB a file path")]
     PostgresNotBuilt { target: String },
 
+    /// The PostgreSQL server named by a URL could not be reached or refused the login.
+    #[error("cannot connect to the store at '{target}': {why}")]
+    Unreachable { target: String, why: String },
+
     #[error("'{}' is not a BackWave store: {why}", path.display())]
     NotAStore { path: PathBuf, why: String },
 

@@ -42,6 +42,7 @@ pub fn exit_code(e: &CliError) -> u8 {
             | Error::SchemaTooNew { .. }
             | Error::Corrupt { .. }
             | Error::Busy
+            | Error::Unreachable { .. }
             | Error::ReadOnly { .. }
             | Error::Pragma { .. }
             | Error::Database(_) => STORE,

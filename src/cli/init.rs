@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::output::{sanitize, Render, Term};
 use super::{eprint_quiet, CliError, Ctx};
-use crate::store::SCHEMA_VERSION;
+use crate::store::{StoreTarget, SCHEMA_VERSION};
 use crate::Store;
 
 /// Create or migrate a store; its creator becomes admin.
@@ -21,14 +21,18 @@ struct Init {
     path: String,
     created: bool,
     schema_version: i64,
-    /// The file's permission bits, octal (`640`).
-    mode: String,
+    /// The file's permission bits, octal (`640`); none on a database server, whose grants
+    /// decide who may read and write.
+    mode: Option<String>,
     admin: String,
     made_admin: bool,
 }
 
 pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = ctx.global.db.file()?;
+    let path = match &ctx.global.db {
+        StoreTarget::File(path) => path,
+        StoreTarget::Postgres(_) => return init_server(ctx),
+    };
     let existed = path.exists();
     let store = Store::create(path)?.with_clock(ctx.clock()?);
     store.set_busy_timeout(ctx.global.busy_timeout)?;
@@ -45,7 +49,32 @@ pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         path: path.display().to_string(),
         created: !existed,
         schema_version: SCHEMA_VERSION,
-        mode: format!("{mode:o}"),
+        mode: Some(format!("{mode:o}")),
+        admin: ctx.actor().to_string(),
+        made_admin,
+    };
+    ctx.printer()?.print(&view)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bw init` on a PostgreSQL URL: create the schema in the URL's database (or open the store
+/// there), and make the user admin when nobody is.
+fn init_server(ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let store = Store::open(&ctx.global.db);
+    let created = store.is_err();
+    let store = match store {
+        Ok(store) => store,
+        Err(crate::Error::NotAStore { .. }) => Store::create(&ctx.global.db)?,
+        Err(e) => return Err(e.into()),
+    }
+    .with_clock(ctx.clock()?);
+    store.set_busy_timeout(ctx.global.busy_timeout)?;
+    let made_admin = store.bootstrap_admin(ctx.actor())?;
+    let view = Init {
+        path: ctx.global.db.to_string(),
+        created,
+        schema_version: SCHEMA_VERSION,
+        mode: None,
         admin: ctx.actor().to_string(),
         made_admin,
     };
@@ -56,10 +85,11 @@ pub fn run(_args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 impl Render for Init {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
         let path = sanitize(&self.path);
+        let mode = self.mode.as_ref().map_or(String::new(), |m| format!(", mode {m}"));
         if self.created {
-            writeln!(out, "Created store {path} (schema version {}, mode {}).", self.schema_version, self.mode)?;
+            writeln!(out, "Created store {path} (schema version {}{mode}).", self.schema_version)?;
         } else {
-            writeln!(out, "Store {path} is ready (schema version {}, mode {}).", self.schema_version, self.mode)?;
+            writeln!(out, "Store {path} is ready (schema version {}{mode}).", self.schema_version)?;
         }
         if self.made_admin {
             writeln!(out, "{} is admin: grant others with `bw grant USER operate`.", sanitize(&self.admin))?;

@@ -115,7 +115,12 @@ fn bytes(v: ValueRef<'_>) -> Vec<u8> {
 }
 
 pub(crate) fn parse_labels(text: &str) -> BTreeMap<String, String> {
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
+    labels_from_json(serde_json::from_str::<serde_json::Value>(text).unwrap_or_default())
+}
+
+/// Labels from a JSON object; any value that is not a string is kept as its JSON text.
+pub(crate) fn labels_from_json(value: serde_json::Value) -> BTreeMap<String, String> {
+    let serde_json::Value::Object(map) = value else {
         return BTreeMap::new();
     };
     map.into_iter()

@@ -52,6 +52,15 @@ impl StoreTarget {
 }
 
 impl PostgresUrl {
+    /// The URL as given, password included: only for the driver, never for a message. A URL
+    /// that does not parse is the one-line reason, quoted with its password redacted.
+    pub(crate) fn secret(&self) -> Result<&str> {
+        match &self.problem {
+            Some(why) => Err(Error::InvalidInput(why.clone())),
+            None => Ok(&self.raw),
+        }
+    }
+
     fn unsupported(&self) -> Error {
         match &self.problem {
             Some(why) => Error::InvalidInput(why.clone()),

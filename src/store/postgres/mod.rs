@@ -1,17 +1,59 @@
 //! The PostgreSQL backend: one database that workers on several hosts share.
+//!
+//! This file owns the connection (settings set and read back, a broken connection replaced on
+//! the next call), creating and checking the schema (`schema-postgres.sql`, under an advisory
+//! lock), and the transaction helpers every operation goes through: [`PgStore::write`] (READ
+//! COMMITTED, retried whole on a serialization failure or deadlock) and [`PgStore::read`] (one
+//! REPEATABLE READ snapshot). Where SQLite's one writer made every decision alone, here each
+//! operation locks exactly the rows it decides on (`FOR UPDATE`, `SKIP LOCKED` for claims and
+//! reaps), so that two hosts never act twice on one job. Times come from the database clock
+//! ([`Tx::now`]) unless a test pinned a manual clock. The operation groups live one per file,
+//! named as their SQLite counterparts in `store/`.
 
+mod admin;
+mod health;
+mod jobs;
+mod log;
+mod operator;
+mod query;
+mod raw;
+mod row;
+
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::str::FromStr;
 use std::time::Duration;
 
-use super::*;
+use postgres::types::ToSql;
+use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
+
+use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
-use crate::model::{FailureDetail, Job, JobId, Millis, NewJob, Permission, Transition, WorkerInfo};
+use crate::model::Millis;
+
+/// The PostgreSQL contract, embedded verbatim.
+pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../schema-postgres.sql");
+
+/// How often a transaction that lost a serialization race or a deadlock is run again.
+const RETRIES: usize = 8;
+/// Statements kept prepared per connection; past this the cache starts over (filters built from
+/// a dashboard session's input are the only unbounded source).
+const STATEMENT_CACHE: usize = 256;
 
 pub(crate) struct PgStore {
     url: PostgresUrl,
+    config: Config,
+    /// `None` after the connection broke: the next call connects again.
+    conn: RefCell<Option<Conn>>,
     clock: Clock,
     read_only: bool,
     version: i64,
+    lock_timeout: std::cell::Cell<Duration>,
+}
+
+struct Conn {
+    client: Client,
+    statements: HashMap<String, Statement>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -20,13 +62,225 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-impl PgStore {
-    pub(crate) fn open(url: &PostgresUrl) -> Result<PgStore> {
-        Err(Error::PostgresNotBuilt { target: url.to_string() })
+/// One transaction, with the connection's statement cache and the store's clock.
+pub(crate) struct Tx<'a> {
+    tx: postgres::Transaction<'a>,
+    statements: &'a mut HashMap<String, Statement>,
+    clock: &'a Clock,
+    now: Option<Millis>,
+}
+
+impl Tx<'_> {
+    /// The transaction's time: the manual clock of a test, else the database's clock (the same
+    /// for every call within one transaction), so that no host's clock decides a lease.
+    pub(crate) fn now(&mut self) -> Result<Millis> {
+        if let Some(now) = self.now {
+            return Ok(now);
+        }
+        let now = match self.clock {
+            Clock::Manual(_) => self.clock.now(),
+            Clock::System => self.query_one("SELECT bw_now_ms()", &[])?.get(0),
+        };
+        self.now = Some(now);
+        Ok(now)
     }
 
+    fn statement(&mut self, sql: &str) -> Result<Statement> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        if self.statements.len() >= STATEMENT_CACHE {
+            self.statements.clear();
+        }
+        let s = self.tx.prepare(sql)?;
+        self.statements.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    pub(crate) fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.query(&s, params)?)
+    }
+
+    pub(crate) fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.query_one(&s, params)?)
+    }
+
+    pub(crate) fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.query_opt(&s, params)?)
+    }
+
+    pub(crate) fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.execute(&s, params)?)
+    }
+
+    /// Several statements of SQL text, without parameters.
+    pub(crate) fn batch(&mut self, sql: &str) -> Result<()> {
+        Ok(self.tx.batch_execute(sql)?)
+    }
+
+    /// Whether this transaction got the advisory lock `key` (released at its end): the way one
+    /// host at a time runs a sweep or the counts fold, with nothing left behind if it dies.
+    pub(crate) fn try_lock(&mut self, key: &str) -> Result<bool> {
+        Ok(self.query_one("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || $1))", &[&key])?.get(0))
+    }
+}
+
+impl PgStore {
+    /// Open an existing store: connect, read the schema version, refuse what is not a store.
+    pub(crate) fn open(url: &PostgresUrl) -> Result<PgStore> {
+        let mut store = Self::connect(url)?;
+        store.version = match store.read_version()? {
+            0 => {
+                return Err(Error::NotAStore {
+                    path: url.to_string().into(),
+                    why: "the database has no BackWave schema (create a store with `bw init`)".into(),
+                })
+            }
+            v => v,
+        };
+        Ok(store)
+    }
+
+    /// Create the schema in an empty database (or schema of the search path), or open the
+    /// store there. Two processes creating one store at once apply it once: the version is
+    /// read again under an advisory lock before anything is written.
     pub(crate) fn create(url: &PostgresUrl) -> Result<PgStore> {
-        Self::open(url)
+        let mut store = Self::connect(url)?;
+        if store.read_version()? == 0 {
+            if store.read_only {
+                return Err(Error::ReadOnly { why: format!("'{url}' cannot be written by this role") });
+            }
+            store.write(|tx| {
+                tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schema'))", &[])?;
+                if empty_or_version(tx, url)? == 0 {
+                    tx.batch(SCHEMA_POSTGRES_SQL)?;
+                }
+                Ok(())
+            })?;
+        }
+        store.version = store.read_version()?;
+        Ok(store)
+    }
+
+    fn connect(url: &PostgresUrl) -> Result<PgStore> {
+        let raw = url.secret()?;
+        let mut config = Config::from_str(raw)
+            .map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
+        if config.get_application_name().is_none() {
+            config.application_name("backwave");
+        }
+        config.connect_timeout(Duration::from_secs(10));
+        let store = PgStore {
+            url: url.clone(),
+            config,
+            conn: RefCell::new(None),
+            clock: Clock::System,
+            read_only: false,
+            version: 0,
+            lock_timeout: std::cell::Cell::new(BUSY_TIMEOUT),
+        };
+        store.ensure_connected()?;
+        let read_only: bool = store.with_client(|c| {
+            Ok(c.query_one(
+                "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'
+                        OR (to_regclass('jobs') IS NOT NULL AND NOT has_table_privilege('jobs', 'UPDATE'))",
+                &[],
+            )?
+            .get(0))
+        })?;
+        Ok(PgStore { read_only, ..store })
+    }
+
+    /// The connection, opened (and its session settings applied and read back) if it is not.
+    fn ensure_connected(&self) -> Result<()> {
+        let mut slot = self.conn.borrow_mut();
+        if slot.is_some() {
+            return Ok(());
+        }
+        let mut client = self.config.connect(NoTls).map_err(|e| Error::Unreachable {
+            target: self.url.to_string(),
+            why: connect_error(&e),
+        })?;
+        let lock_ms = self.lock_timeout.get().as_millis();
+        // A crashed or stopped `bw` must not pin row locks or the log's horizon: the server ends
+        // a session idle inside a transaction after a minute.
+        client.batch_execute(&format!(
+            "SET lock_timeout = '{lock_ms}ms'; SET idle_in_transaction_session_timeout = '60s';
+             SET client_min_messages = warning"
+        ))?;
+        let got: String = client.query_one("SHOW lock_timeout", &[])?.get(0);
+        let expected = format_pg_ms(lock_ms);
+        if got != expected {
+            return Err(Error::Pragma { name: "lock_timeout", wanted: expected, actual: got });
+        }
+        *slot = Some(Conn { client, statements: HashMap::new() });
+        Ok(())
+    }
+
+    /// Run `f` on the client outside a transaction (session settings, the schema check).
+    fn with_client<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        self.ensure_connected()?;
+        let mut slot = self.conn.borrow_mut();
+        let conn = slot.as_mut().expect("connected above");
+        let out = f(&mut conn.client);
+        if out.as_ref().is_err_and(is_broken) || conn.client.is_closed() {
+            *slot = None;
+        }
+        out
+    }
+
+    /// The schema version, 0 for an empty database; refuses a database that holds other
+    /// tables, or a version this build does not know.
+    fn read_version(&self) -> Result<i64> {
+        self.read(|tx| empty_or_version(tx, &self.url))
+    }
+
+    /// Run `f` in one READ COMMITTED transaction, committing everything or nothing. `f` locks
+    /// the rows it decides on. A serialization failure or deadlock runs it again from the start
+    /// (so `f` may run more than once: it must not have effects outside the transaction).
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
+        }
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.transaction(IsolationLevel::ReadCommitted, false, &mut f) {
+                Err(e) if tries < RETRIES && is_retryable(&e) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Run `f` in one read-only REPEATABLE READ transaction: several queries, one snapshot.
+    pub(crate) fn read<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        self.transaction(IsolationLevel::RepeatableRead, true, &mut f)
+    }
+
+    fn transaction<T>(
+        &self,
+        level: IsolationLevel,
+        read_only: bool,
+        f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.ensure_connected()?;
+        let mut slot = self.conn.borrow_mut();
+        let Conn { client, statements } = slot.as_mut().expect("connected above");
+        let out = (|| {
+            let tx = client.build_transaction().isolation_level(level).read_only(read_only).start()?;
+            let mut tx = Tx { tx, statements, clock: &self.clock, now: None };
+            let value = f(&mut tx)?;
+            tx.tx.commit()?;
+            Ok(value)
+        })();
+        if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
+            *slot = None;
+        }
+        out
     }
 
     pub(crate) fn url(&self) -> &PostgresUrl {
@@ -54,396 +308,137 @@ impl PgStore {
         self.version
     }
 
-    fn not_yet(&self, what: &str) -> Error {
-        Error::InvalidInput(format!("{what} is not yet implemented on PostgreSQL"))
+    /// How long a statement waits for another transaction's row lock: `lock_timeout`, set on
+    /// this session now and on every reconnect.
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()> {
+        self.lock_timeout.set(timeout);
+        let ms = timeout.as_millis();
+        self.with_client(|c| Ok(c.batch_execute(&format!("SET lock_timeout = '{ms}ms'"))?))
+    }
+
+    /// BackWave's own invariants (the server keeps its storage and foreign keys): the counts
+    /// equal a count of the jobs, and the schema's version row is there.
+    pub fn check_integrity(&self) -> Result<Vec<String>> {
+        self.read(|tx| {
+            let mut problems = Vec::new();
+            for r in tx.query(
+                "WITH counted AS (SELECT queue, state, count(*) AS n FROM jobs GROUP BY queue, state),
+                      kept AS (SELECT queue, state, sum(n) AS n FROM (
+                                   SELECT queue, state, n FROM job_counts
+                                   UNION ALL SELECT queue, state, d FROM job_count_deltas) c
+                               GROUP BY queue, state)
+                 SELECT coalesce(c.queue, k.queue), coalesce(c.state, k.state),
+                        coalesce(c.n, 0)::bigint, coalesce(k.n, 0)::bigint
+                 FROM counted c FULL JOIN kept k ON c.queue = k.queue AND c.state = k.state
+                 WHERE coalesce(c.n, 0) <> coalesce(k.n, 0)
+                 ORDER BY 1, 2",
+                &[],
+            )? {
+                let (queue, state, jobs, kept): (String, String, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3));
+                problems.push(format!("job_counts says {kept} {state} job(s) in queue {queue}, but there are {jobs}"));
+            }
+            let rows: i64 = tx.query_one("SELECT count(*) FROM backwave_schema", &[])?.get(0);
+            if rows != 1 {
+                problems.push(format!("backwave_schema has {rows} rows instead of one"));
+            }
+            Ok(problems)
+        })
     }
 }
 
-impl PgStore {
-    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()> {
-        let _ = (timeout,);
-        Err(self.not_yet("set_busy_timeout"))
-    }
-
-    pub fn check_integrity(&self) -> Result<Vec<String>> {
-        let _ = ();
-        Err(self.not_yet("check_integrity"))
-    }
-
-    pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>> {
-        let _ = (actor,);
-        Err(self.not_yet("permissions"))
-    }
-
-    pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
-        let _ = (actor, who, permission);
-        Err(self.not_yet("grant"))
-    }
-
-    pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool> {
-        let _ = (actor, who, permission);
-        Err(self.not_yet("revoke"))
-    }
-
-    pub fn has_admin(&self) -> Result<bool> {
-        Err(self.not_yet("has_admin"))
-    }
-
-    pub fn bootstrap_admin(&self, actor: &str) -> Result<bool> {
-        let _ = (actor,);
-        Err(self.not_yet("bootstrap_admin"))
-    }
-
-    pub fn setting(&self, key: SettingKey) -> Result<String> {
-        let _ = (key,);
-        Err(self.not_yet("setting"))
-    }
-
-    pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
-        let _ = (actor, key, value);
-        Err(self.not_yet("set_setting"))
-    }
-
-    pub fn retention(&self) -> Result<std::time::Duration> {
-        let _ = ();
-        Err(self.not_yet("retention"))
-    }
-
-    pub fn failure_detail_enabled(&self) -> Result<bool> {
-        let _ = ();
-        Err(self.not_yet("failure_detail_enabled"))
-    }
-
-    pub fn mark_demo(&self) -> Result<()> {
-        let _ = ();
-        Err(self.not_yet("mark_demo"))
-    }
-
-    pub fn is_demo(&self) -> Result<bool> {
-        let _ = ();
-        Err(self.not_yet("is_demo"))
-    }
-
-    pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
-        let _ = (actor, job);
-        Err(self.not_yet("reveal_failure_detail"))
-    }
-
-    pub fn audit_entries(&self, since: Millis, limit: usize) -> Result<Vec<AuditEntry>> {
-        let _ = (since, limit);
-        Err(self.not_yet("audit_entries"))
-    }
-
-    pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
-        let _ = (w,);
-        Err(self.not_yet("register_worker"))
-    }
-
-    pub fn worker_heartbeat(&self, id: &str) -> Result<bool> {
-        let _ = (id,);
-        Err(self.not_yet("worker_heartbeat"))
-    }
-
-    pub fn unregister_worker(&self, id: &str) -> Result<()> {
-        let _ = (id,);
-        Err(self.not_yet("unregister_worker"))
-    }
-
-    pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        let _ = ();
-        Err(self.not_yet("workers"))
-    }
-
-    pub fn has_lapsed_leases(&self) -> Result<bool> {
-        let _ = ();
-        Err(self.not_yet("has_lapsed_leases"))
-    }
-
-    pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>> {
-        let _ = (worker_id, jobs);
-        Err(self.not_yet("hand_back"))
-    }
-
-    pub fn cause_groups(&self, limit: usize) -> Result<Vec<CauseGroup>> {
-        let _ = (limit,);
-        Err(self.not_yet("cause_groups"))
-    }
-
-    pub fn quarantine_groups(&self) -> Result<Vec<QuarantineGroup>> {
-        let _ = ();
-        Err(self.not_yet("quarantine_groups"))
-    }
-
-    pub fn live_handlers(&self) -> Result<HashMap<String, u64>> {
-        let _ = ();
-        Err(self.not_yet("live_handlers"))
-    }
-
-    pub fn queue_latency(&self) -> Result<Vec<QueueLatency>> {
-        let _ = ();
-        Err(self.not_yet("queue_latency"))
-    }
-
-    pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
-        let _ = (thresholds,);
-        Err(self.not_yet("health"))
-    }
-
-    pub fn count_transitions(&self, counter: &mut TransitionCounter) -> Result<()> {
-        let _ = (counter,);
-        Err(self.not_yet("count_transitions"))
-    }
-
-    pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        let _ = (actor, ids);
-        Err(self.not_yet("run_now"))
-    }
-
-    pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        let _ = (ids,);
-        Err(self.not_yet("check_run_now"))
-    }
-
-    pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
-        let _ = (ids,);
-        Err(self.not_yet("check_cancel"))
-    }
-
-    pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan> {
-        let _ = (filter,);
-        Err(self.not_yet("plan_run_now"))
-    }
-
-    pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let _ = (actor, filter, progress);
-        Err(self.not_yet("run_now_matching"))
-    }
-
-    pub fn plan_cancel(&self, filter: &JobFilter) -> Result<CancelPlan> {
-        let _ = (filter,);
-        Err(self.not_yet("plan_cancel"))
-    }
-
-    pub fn cancel_matching(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        progress: impl FnMut(BulkProgress),
-    ) -> Result<CancelDone> {
-        let _ = (actor, filter, progress);
-        Err(self.not_yet("cancel_matching"))
-    }
-
-    pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
-        let _ = (actor, id, payload, requeue);
-        Err(self.not_yet("edit_payload"))
-    }
-
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
-        let _ = (job,);
-        Err(self.not_yet("enqueue"))
-    }
-
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
-        let _ = (jobs,);
-        Err(self.not_yet("enqueue_many"))
-    }
-
-    pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
-        let _ = (req,);
-        Err(self.not_yet("claim"))
-    }
-
-    pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
-        let _ = (worker_id, jobs, lease);
-        Err(self.not_yet("heartbeat"))
-    }
-
-    pub fn complete(&self, completion: &Completion) -> Result<Fenced> {
-        let _ = (completion,);
-        Err(self.not_yet("complete"))
-    }
-
-    pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>> {
-        let _ = (completions,);
-        Err(self.not_yet("complete_many"))
-    }
-
-    pub fn reap_expired(&self, limit: usize) -> Result<usize> {
-        let _ = (limit,);
-        Err(self.not_yet("reap_expired"))
-    }
-
-    pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>> {
-        let _ = (filter, n);
-        Err(self.not_yet("log_tail"))
-    }
-
-    pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>> {
-        let _ = (filter, seq, limit);
-        Err(self.not_yet("log_after"))
-    }
-
-    pub fn last_seq(&self) -> Result<i64> {
-        let _ = ();
-        Err(self.not_yet("last_seq"))
-    }
-
-    pub fn seq_at(&self, at: Millis) -> Result<i64> {
-        let _ = (at,);
-        Err(self.not_yet("seq_at"))
-    }
-
-    pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
-        let _ = (actor, ids);
-        Err(self.not_yet("requeue"))
-    }
-
-    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let _ = (actor, filter, progress);
-        Err(self.not_yet("requeue_matching"))
-    }
-
-    pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
-        let _ = (actor, ids);
-        Err(self.not_yet("cancel"))
-    }
-
-    pub fn sweep(&self, cutoff: Millis, limit: usize) -> Result<u64> {
-        let _ = (cutoff, limit);
-        Err(self.not_yet("sweep"))
-    }
-
-    pub fn sweep_expired(&self, limit: usize) -> Result<u64> {
-        let _ = (limit,);
-        Err(self.not_yet("sweep_expired"))
-    }
-
-    pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let _ = (actor, cutoff, progress);
-        Err(self.not_yet("purge"))
-    }
-
-    pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
-        let _ = (cutoff,);
-        Err(self.not_yet("count_purgeable"))
-    }
-
-    pub fn pause(
-        &self,
-        actor: &str,
-        kind: PauseKind,
-        name: &str,
-        until: Option<Millis>,
-        force: bool,
-    ) -> Result<PauseResult> {
-        let _ = (actor, kind, name, until, force);
-        Err(self.not_yet("pause"))
-    }
-
-    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
-        let _ = (kind, name, force);
-        Err(self.not_yet("plan_pause"))
-    }
-
-    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
-        let _ = (actor, kind, name);
-        Err(self.not_yet("resume"))
-    }
-
-    pub fn pauses(&self) -> Result<Vec<Pause>> {
-        let _ = ();
-        Err(self.not_yet("pauses"))
-    }
-
-    pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
-        let _ = (filter,);
-        Err(self.not_yet("plan_requeue"))
-    }
-
-    pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
-        let _ = (ids,);
-        Err(self.not_yet("check_requeue"))
-    }
-
-    pub fn requeue_planned(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        force: bool,
-        progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        let _ = (actor, filter, force, progress);
-        Err(self.not_yet("requeue_planned"))
-    }
-
-    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
-        let _ = (wire_name,);
-        Err(self.not_yet("live_handler_count"))
-    }
-
-    pub fn job(&self, id: JobId) -> Result<Option<Job>> {
-        let _ = (id,);
-        Err(self.not_yet("job"))
-    }
-
-    pub fn resolve_id(&self, text: &str) -> Result<JobId> {
-        let _ = (text,);
-        Err(self.not_yet("resolve_id"))
-    }
-
-    pub fn history(&self, id: JobId) -> Result<Vec<Transition>> {
-        let _ = (id,);
-        Err(self.not_yet("history"))
-    }
-
-    pub fn list_jobs(&self, filter: &JobFilter, limit: usize, offset: u64) -> Result<JobPage> {
-        let _ = (filter, limit, offset);
-        Err(self.not_yet("list_jobs"))
-    }
-
-    pub fn list_jobs_after(&self, filter: &JobFilter, limit: usize, cursor: &Cursor) -> Result<JobPage> {
-        let _ = (filter, limit, cursor);
-        Err(self.not_yet("list_jobs_after"))
-    }
-
-    pub fn count_jobs(&self, filter: &JobFilter) -> Result<u64> {
-        let _ = (filter,);
-        Err(self.not_yet("count_jobs"))
-    }
-
-    pub fn counts(&self) -> Result<StateCounts> {
-        let _ = ();
-        Err(self.not_yet("counts"))
-    }
-
-    pub fn raw_execute(&self, sql: &str, params: &[RawValue]) -> Result<usize> {
-        let _ = (sql, params);
-        Err(self.not_yet("raw_execute"))
-    }
-
-    pub fn raw_batch(&self, sql: &str) -> Result<()> {
-        let _ = (sql,);
-        Err(self.not_yet("raw_batch"))
-    }
-
-    pub fn raw_query(&self, sql: &str, params: &[RawValue]) -> Result<Vec<Vec<RawValue>>> {
-        let _ = (sql, params);
-        Err(self.not_yet("raw_query"))
-    }
-
-    pub fn raw_scalar(&self, sql: &str, params: &[RawValue]) -> Result<RawValue> {
-        let _ = (sql, params);
-        Err(self.not_yet("raw_scalar"))
-    }
-
-    pub fn pragma(&self, name: &str) -> Result<RawValue> {
-        let _ = (name,);
-        Err(self.not_yet("pragma"))
-    }
-
-    pub fn explain(&self, sql: &str, params: &[RawValue]) -> Result<Vec<String>> {
-        let _ = (sql, params);
-        Err(self.not_yet("explain"))
-    }
+/// 0 when the schema of the search path is empty, else the store's version; refuses anything
+/// else there, and versions this build does not know.
+fn empty_or_version(tx: &mut Tx<'_>, url: &PostgresUrl) -> Result<i64> {
+    let not_a_store = |why: String| Error::NotAStore { path: url.to_string().into(), why };
+    let r = tx.query_one(
+        "SELECT to_regclass('backwave_schema') IS NOT NULL,
+                (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')),
+                current_schema()",
+        &[],
+    )?;
+    let (has_version, tables, schema): (bool, i64, Option<String>) = (r.get(0), r.get(1), r.get(2));
+    let Some(schema) = schema else {
+        return Err(not_a_store("its search_path names no schema that exists".into()));
+    };
+    if !has_version {
+        if tables > 0 {
+            return Err(not_a_store(format!(
+                "schema '{schema}' holds {tables} other table(s) and no BackWave schema"
+            )));
+        }
+        return Ok(0);
+    }
+    let version: i64 = tx
+        .query_opt("SELECT version FROM backwave_schema", &[])?
+        .map(|r| r.get(0))
+        .ok_or_else(|| not_a_store("its backwave_schema table is empty".into()))?;
+    if version > SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew { path: url.to_string().into(), found: version, supported: SCHEMA_VERSION });
+    }
+    Ok(version)
+}
+
+/// How PostgreSQL shows a `lock_timeout` of `ms` milliseconds.
+fn format_pg_ms(ms: u128) -> String {
+    match ms {
+        0 => "0".into(),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}min", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// Why a connection failed, in one line: the server's message (a failed login, a database that
+/// does not exist), else the client's (no server at that socket or address).
+fn connect_error(e: &postgres::Error) -> String {
+    let why = match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    };
+    why.lines().next().unwrap_or_default().to_string()
+}
+
+/// The driver's error behind one of ours, if any.
+fn driver_error(e: &Error) -> Option<&postgres::Error> {
+    match e {
+        Error::Database(b) => b.downcast_ref::<postgres::Error>(),
+        _ => None,
+    }
+}
+
+/// A serialization failure or deadlock: the transaction lost a race and may simply run again.
+fn is_retryable(e: &Error) -> bool {
+    use postgres::error::SqlState;
+    driver_error(e).and_then(|e| e.code()).is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+}
+
+/// The connection is gone (server restart, network, `pg_terminate_backend`).
+fn is_broken(e: &Error) -> bool {
+    matches!(e, Error::Unreachable { .. })
+        || driver_error(e).is_some_and(|e| {
+            e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_timeouts_are_spelled_as_postgres_shows_them() {
+        assert_eq!(format_pg_ms(5000), "5s");
+        assert_eq!(format_pg_ms(1500), "1500ms");
+        assert_eq!(format_pg_ms(120_000), "2min");
+        assert_eq!(format_pg_ms(0), "0");
+    }
+}
+
+/// An operation the PostgreSQL backend does not do yet: an error, never a wrong answer.
+fn not_yet(what: &str) -> Error {
+    Error::InvalidInput(format!("{what} is not yet implemented on PostgreSQL"))
 }

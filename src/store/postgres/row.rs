@@ -1,0 +1,80 @@
+//! Reading PostgreSQL rows into model values: the same columns, in the same order, as the
+//! SQLite readers in `store/row.rs`, with PostgreSQL's types (uuid ids, jsonb labels and delay
+//! tables, bigint numbers).
+
+use postgres::Row;
+
+use crate::error::{Error, Result};
+use crate::model::{DetailStatus, Job, JobId, JobState, QuarantineReason, Transition};
+use crate::store::row::labels_from_json;
+
+/// The columns [`job`] reads, in order (the same list as SQLite's).
+pub(crate) const JOB_COLUMNS: &str = crate::store::row::JOB_COLUMNS;
+
+pub(crate) fn job(r: &Row) -> Result<Job> {
+    Ok(Job {
+        id: JobId(r.try_get(0)?),
+        wire_name: r.try_get(1)?,
+        queue: r.try_get(2)?,
+        labels: labels_from_json(r.try_get(3)?),
+        payload: r.try_get(4)?,
+        state: state(r, 5)?,
+        attempt: count(r.try_get(6)?),
+        max_attempts: r.try_get::<_, Option<i64>>(7)?.map(count),
+        due_at: r.try_get(8)?,
+        lease_owner: r.try_get(9)?,
+        lease_expires_at: r.try_get(10)?,
+        worker_group: r.try_get(11)?,
+        delay_table: r.try_get::<_, Option<serde_json::Value>>(12)?.and_then(|t| serde_json::from_value(t).ok()),
+        cancel_requested_by: r.try_get(13)?,
+        terminal_cause: r.try_get(14)?,
+        cause_fingerprint: r.try_get(15)?,
+        quarantine_reason: r.try_get::<_, Option<String>>(16)?.and_then(|q| q.parse::<QuarantineReason>().ok()),
+        created_at: r.try_get(17)?,
+        updated_at: r.try_get(18)?,
+        finished_at: r.try_get(19)?,
+    })
+}
+
+/// The columns [`transition`] reads, in order. As on SQLite, the failure detail itself is not
+/// read: only its type and size. The writing transaction's id comes last, as a bigint.
+pub(crate) const TRANSITION_COLUMNS: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
+     reason, detail_status, failure_detail ->> 'type', octet_length(failure_detail::text), xid::text::bigint";
+
+pub(crate) fn transition(r: &Row) -> Result<Transition> {
+    let status: Option<String> = r.try_get(9)?;
+    let detail = match status.as_deref() {
+        Some("captured") => DetailStatus::Hidden {
+            kind: r.try_get::<_, Option<String>>(10)?.unwrap_or_default(),
+            bytes: r.try_get::<_, Option<i32>>(11)?.unwrap_or(0) as usize,
+        },
+        Some(_) => DetailStatus::NotCaptured,
+        None => DetailStatus::None,
+    };
+    Ok(Transition {
+        seq: r.try_get(0)?,
+        job_id: JobId(r.try_get(1)?),
+        at: r.try_get(2)?,
+        from: match r.try_get::<_, Option<String>>(3)? {
+            Some(_) => Some(state(r, 3)?),
+            None => None,
+        },
+        to: state(r, 4)?,
+        attempt: count(r.try_get(5)?),
+        worker_id: r.try_get(6)?,
+        actor: r.try_get(7)?,
+        reason: r.try_get(8)?,
+        detail,
+    })
+}
+
+pub(crate) fn state(r: &Row, i: usize) -> Result<JobState> {
+    let s: String = r.try_get(i)?;
+    s.parse::<JobState>().map_err(|e| Error::InvalidInput(format!("a job has the unknown state '{s}': {e}")))
+}
+
+/// A bigint count as the model's `u32`, clamped: another program's "unlimited" budget reads as
+/// the most a `u32` counts rather than failing every read of the row.
+pub(crate) fn count(n: i64) -> u32 {
+    n.clamp(0, u32::MAX as i64) as u32
+}
