@@ -62,5 +62,4 @@ impl PgStore {
     pub fn audit_entries(&self, _since: Millis, _limit: usize) -> Result<Vec<AuditEntry>> {
         Err(super::not_yet("audit_entries"))
     }
-
 }

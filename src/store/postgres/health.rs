@@ -30,5 +30,4 @@ impl PgStore {
     pub fn health(&self, _thresholds: &Thresholds) -> Result<Health> {
         Err(super::not_yet("health"))
     }
-
 }

@@ -62,5 +62,4 @@ impl PgStore {
     pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
         Err(super::not_yet("workers"))
     }
-
 }

@@ -30,5 +30,4 @@ impl PgStore {
     pub fn count_transitions(&self, _counter: &mut TransitionCounter) -> Result<()> {
         Err(super::not_yet("count_transitions"))
     }
-
 }

@@ -11,6 +11,7 @@
 //! named as their SQLite counterparts in `store/`.
 
 mod admin;
+mod filter;
 mod health;
 mod jobs;
 mod log;
@@ -168,8 +169,8 @@ impl PgStore {
 
     fn connect(url: &PostgresUrl) -> Result<PgStore> {
         let raw = url.secret()?;
-        let mut config = Config::from_str(raw)
-            .map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
+        let mut config =
+            Config::from_str(raw).map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
         if config.get_application_name().is_none() {
             config.application_name("backwave");
         }
@@ -201,10 +202,10 @@ impl PgStore {
         if slot.is_some() {
             return Ok(());
         }
-        let mut client = self.config.connect(NoTls).map_err(|e| Error::Unreachable {
-            target: self.url.to_string(),
-            why: connect_error(&e),
-        })?;
+        let mut client = self
+            .config
+            .connect(NoTls)
+            .map_err(|e| Error::Unreachable { target: self.url.to_string(), why: connect_error(&e) })?;
         let lock_ms = self.lock_timeout.get().as_millis();
         // A crashed or stopped `bw` must not pin row locks or the log's horizon: the server ends
         // a session idle inside a transaction after a minute.
@@ -363,9 +364,7 @@ fn empty_or_version(tx: &mut Tx<'_>, url: &PostgresUrl) -> Result<i64> {
     };
     if !has_version {
         if tables > 0 {
-            return Err(not_a_store(format!(
-                "schema '{schema}' holds {tables} other table(s) and no BackWave schema"
-            )));
+            return Err(not_a_store(format!("schema '{schema}' holds {tables} other table(s) and no BackWave schema")));
         }
         return Ok(0);
     }
@@ -414,7 +413,9 @@ fn driver_error(e: &Error) -> Option<&postgres::Error> {
 /// A serialization failure or deadlock: the transaction lost a race and may simply run again.
 fn is_retryable(e: &Error) -> bool {
     use postgres::error::SqlState;
-    driver_error(e).and_then(|e| e.code()).is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+    driver_error(e)
+        .and_then(|e| e.code())
+        .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
 /// The connection is gone (server restart, network, `pg_terminate_backend`).

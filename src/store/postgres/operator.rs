@@ -15,7 +15,12 @@ impl PgStore {
         Err(super::not_yet("requeue"))
     }
 
-    pub fn requeue_matching(&self, _actor: &str, _filter: &JobFilter, _progress: impl FnMut(BulkProgress)) -> Result<u64> {
+    pub fn requeue_matching(
+        &self,
+        _actor: &str,
+        _filter: &JobFilter,
+        _progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
         Err(super::not_yet("requeue_matching"))
     }
 
@@ -47,7 +52,13 @@ impl PgStore {
         Err(super::not_yet("check_requeue"))
     }
 
-    pub fn requeue_planned(&self, _actor: &str, _filter: &JobFilter, _force: bool, _progress: impl FnMut(BulkProgress)) -> Result<u64> {
+    pub fn requeue_planned(
+        &self,
+        _actor: &str,
+        _filter: &JobFilter,
+        _force: bool,
+        _progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
         Err(super::not_yet("requeue_planned"))
     }
 
@@ -71,7 +82,12 @@ impl PgStore {
         Err(super::not_yet("plan_run_now"))
     }
 
-    pub fn run_now_matching(&self, _actor: &str, _filter: &JobFilter, _progress: impl FnMut(BulkProgress)) -> Result<u64> {
+    pub fn run_now_matching(
+        &self,
+        _actor: &str,
+        _filter: &JobFilter,
+        _progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
         Err(super::not_yet("run_now_matching"))
     }
 
@@ -79,7 +95,12 @@ impl PgStore {
         Err(super::not_yet("plan_cancel"))
     }
 
-    pub fn cancel_matching(&self, _actor: &str, _filter: &JobFilter, _progress: impl FnMut(BulkProgress)) -> Result<CancelDone> {
+    pub fn cancel_matching(
+        &self,
+        _actor: &str,
+        _filter: &JobFilter,
+        _progress: impl FnMut(BulkProgress),
+    ) -> Result<CancelDone> {
         Err(super::not_yet("cancel_matching"))
     }
 
@@ -87,7 +108,14 @@ impl PgStore {
         Err(super::not_yet("edit_payload"))
     }
 
-    pub fn pause(&self, _actor: &str, _kind: PauseKind, _name: &str, _until: Option<Millis>, _force: bool) -> Result<PauseResult> {
+    pub fn pause(
+        &self,
+        _actor: &str,
+        _kind: PauseKind,
+        _name: &str,
+        _until: Option<Millis>,
+        _force: bool,
+    ) -> Result<PauseResult> {
         Err(super::not_yet("pause"))
     }
 
@@ -102,5 +130,4 @@ impl PgStore {
     pub fn pauses(&self) -> Result<Vec<Pause>> {
         Err(super::not_yet("pauses"))
     }
-
 }

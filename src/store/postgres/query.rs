@@ -38,5 +38,4 @@ impl PgStore {
     pub fn counts(&self) -> Result<StateCounts> {
         Err(super::not_yet("counts"))
     }
-
 }
