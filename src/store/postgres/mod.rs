@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::error::{Error, Result};
-use crate::model::{FailureDetail, Job, JobId, Millis, NewJob, Permission, Transition, WorkerInfo};
+use crate::model::{FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo};
 
 pub(crate) struct PgStore {
     url: PostgresUrl,
@@ -279,19 +279,19 @@ impl PgStore {
         Err(self.not_yet("log_tail"))
     }
 
-    pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>> {
-        let _ = (filter, seq, limit);
+    pub fn log_after(&self, filter: &LogFilter, after: LogCursor, limit: usize) -> Result<Vec<Transition>> {
+        let _ = (filter, after, limit);
         Err(self.not_yet("log_after"))
     }
 
-    pub fn last_seq(&self) -> Result<i64> {
+    pub fn log_end(&self) -> Result<LogCursor> {
         let _ = ();
-        Err(self.not_yet("last_seq"))
+        Err(self.not_yet("log_end"))
     }
 
-    pub fn seq_at(&self, at: Millis) -> Result<i64> {
+    pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor> {
         let _ = (at,);
-        Err(self.not_yet("seq_at"))
+        Err(self.not_yet("log_cursor_at"))
     }
 
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
