@@ -225,8 +225,8 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
         }
     }
     // The log tail: only entries newer than the last one held, unless the app is so far
-    // behind that a fresh tail is cheaper than catching up.
-    // Behind is judged on seq alone: it counts entries closely enough on either backend.
+    // behind that a fresh tail is cheaper than catching up (judged on seq alone: the
+    // difference counts the entries in between closely enough on either backend).
     let end = store.log_end()?;
     match q.log_cursor {
         Some(held) if end.seq.saturating_sub(held.seq) <= LOG_BATCH as i64 => {
