@@ -276,10 +276,30 @@ impl Job {
     }
 }
 
+/// A reader's position in the transition log: entries are delivered in `(xid, seq)` order, and
+/// a reader continues strictly after the last cursor it saw.
+///
+/// On SQLite `xid` is always 0: one writer at a time assigns `seq` in commit order, so `seq`
+/// alone is the order. On PostgreSQL `seq` comes from a sequence, which is not commit order (a
+/// transaction can take a later `seq` and commit first); `xid` is the writing transaction's id,
+/// and entries are delivered in `(xid, seq)` order only once every transaction below them has
+/// ended, so an entry not yet visible always sorts after every cursor already handed out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LogCursor {
+    /// The id of the transaction that appended the entry (0 on SQLite). Compared first.
+    pub xid: i64,
+    /// The entry's sequence number ([`Transition::seq`]).
+    pub seq: i64,
+}
+
 /// One entry of the transition log.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Transition {
+    /// Unique per entry and printed as the entry's number; its order is commit order on
+    /// SQLite only (see [`LogCursor`]).
     pub seq: i64,
+    /// The id of the transaction that appended the entry: 0 on SQLite (see [`LogCursor`]).
+    pub xid: i64,
     pub job_id: JobId,
     pub at: Millis,
     pub from: Option<JobState>,
@@ -289,6 +309,13 @@ pub struct Transition {
     pub actor: Option<String>,
     pub reason: Option<String>,
     pub detail: DetailStatus,
+}
+
+impl Transition {
+    /// The entry's position in the log: a reader that saw it continues after it.
+    pub fn cursor(&self) -> LogCursor {
+        LogCursor { xid: self.xid, seq: self.seq }
+    }
 }
 
 /// What a log entry holds of failure detail, without its text unless it was revealed.

@@ -524,7 +524,7 @@ fn log_tail_shows_the_last_entries_oldest_first() {
     assert_eq!(e.len(), 3);
     let seqs: Vec<i64> = e.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(seqs[2], f.store().last_seq().unwrap());
+    assert_eq!(seqs[2], f.store().log_end().unwrap().seq);
     // One job's eleven entries, its failure detail hidden ("[detail hidden: panic, 449 B]").
     let job = f.run_env(&[("COLUMNS", "400")], &["log", "tail", "--job", "a0000004"]);
     assert_eq!(job.stdout.lines().count(), 11, "{job}");

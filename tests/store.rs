@@ -12,6 +12,8 @@ mod hostile;
 mod incident;
 #[path = "store/lifecycle.rs"]
 mod lifecycle;
+#[path = "store/log.rs"]
+mod log;
 #[path = "store/open.rs"]
 mod open;
 #[path = "store/operator.rs"]

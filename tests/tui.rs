@@ -281,6 +281,27 @@ fn the_chart_says_it_is_still_counting_until_it_has_caught_up_with_the_hour() {
 }
 
 #[test]
+fn a_log_entry_at_the_lowest_sequence_number_is_charted_instead_of_overflowing_the_start() {
+    // The chart started one before the first entry of the hour, by subtraction: another
+    // program's entry at seq i64::MIN overflowed it (a panic in debug builds).
+    let mut f = Fixture::empty();
+    let id = f.enqueue(backwave::NewJob::new("send-email", "high", "{}"));
+    f.store
+        .raw_execute(
+            "INSERT INTO transitions (seq, job_id, at, from_state, to_state, attempt)
+             VALUES (-9223372036854775808, ?1, ?2, 'running', 'succeeded', 1)",
+            &[id.to_string().into(), f.clock.now().into()],
+        )
+        .unwrap();
+    let mut app = f.app(120, 32);
+    f.refresh(&mut app);
+    let (ok, failed) = app.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+    assert_eq!((ok, failed), (1, 0), "the entry is in the hour's count");
+    assert_eq!(app.chart_cursor.map(|c| c.seq), Some(1), "counted up to the enqueue entry");
+    assert_eq!(app.log.iter().map(|t| t.seq).collect::<Vec<_>>(), [i64::MIN, 1]);
+}
+
+#[test]
 fn q_from_a_queues_scheduled_jobs_goes_back_to_queues_instead_of_quitting() {
     // Enter on a queue opened its scheduled jobs, and the next q quit the dashboard.
     let f = Fixture::with_jobs();
@@ -871,14 +892,16 @@ fn the_log_view_reads_only_new_entries() {
     let mut app = f.app(120, 32);
     keys(&mut app, &f, "6");
     let held = app.log.len();
-    let seq = app.log_seq;
+    let seen = app.log_cursor.expect("the Log view holds entries");
     assert!(held > 20);
     f.store.enqueue(&backwave::NewJob::new("late", "low", "{}")).unwrap();
     f.refresh(&mut app);
     let Some(q) = app.snapshot.as_ref().unwrap().query.clone() else { panic!() };
-    assert_eq!(q.log_seq, seq, "the refresh asked only for entries after the last seen");
+    assert_eq!(q.log_cursor, Some(seen), "the refresh asked only for entries after the last seen");
     assert_eq!(app.log.len(), held + 1);
-    assert_eq!(app.log.back().unwrap().seq, seq + 1);
+    let newest = app.log.back().unwrap();
+    assert_eq!(newest.seq, seen.seq + 1);
+    assert_eq!(app.log_cursor, Some(newest.cursor()), "the next refresh asks after the new entry");
     // The chart counted the same hour once, not twice.
     let (ok, _failed) = app.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
     assert_eq!(ok, 4);
@@ -1084,6 +1107,7 @@ fn a_job_handed_back_unstarted_is_not_counted_as_a_failed_attempt_in_the_chart()
     use backwave::{DetailStatus, JobId, Transition};
     let entry = |reason: &str| Transition {
         seq: 1,
+        xid: 0,
         job_id: JobId::new(),
         at: 0,
         from: Some(JobState::Running),

@@ -1,6 +1,9 @@
 //! bw log tail: the last N transition log entries, oldest first, then with `--follow` each new
-//! one as it commits. Following polls by sequence number (`log_after`), which SQLite assigns in
-//! commit order, so no entry is missed or printed twice; Ctrl-C ends it with status 0.
+//! one as it commits. Following polls by log cursor (`log_after`), the pair (xid, seq), not by
+//! seq alone: PostgreSQL hands out seq before commit, so a later seq can commit first, and a
+//! seq cursor would skip the earlier one; (xid, seq) delivered below the oldest running
+//! transaction cannot (on SQLite xid is 0). No entry is missed or printed twice; Ctrl-C ends it
+//! with status 0.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -57,9 +60,9 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let mut reveal = Revealer::new(&store, ctx.actor(), a.detail)?;
     // Read the high-water mark before the tail: whatever commits in between is either in the
     // tail or after the mark, never lost.
-    let mark = store.last_seq()?;
+    let mark = store.log_end()?;
     let entries = store.log_tail(&filter, a.n)?;
-    let mut last = entries.last().map_or(mark, |e| e.seq.max(mark));
+    let mut last = entries.last().map_or(mark, |e| e.cursor().max(mark));
     let view = LogView { entries: reveal.fill(entries)? };
     if !a.follow {
         printer.print(&view)?;
@@ -90,7 +93,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
         loop {
             let batch = store.log_after(&filter, last, BATCH)?;
             let Some(tail) = batch.last() else { break };
-            last = tail.seq;
+            last = tail.cursor();
             let full = batch.len() == BATCH;
             emit(&mut out, &reveal.fill(batch)?)?;
             if !full || stop.load(Ordering::Relaxed) {

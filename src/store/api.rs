@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::error::Result;
-use crate::model::{FailureDetail, Job, JobId, Millis, NewJob, Permission, Transition, WorkerInfo};
+use crate::model::{FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo};
 
 macro_rules! forward {
     ($( $(#[$attr:meta])* pub fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
@@ -177,17 +177,21 @@ forward! {
     pub fn reap_expired(&self, limit: usize) -> Result<usize>;
 
     // log.rs
-    /// The last `n` log entries matching `filter`, oldest first.
+    /// The last `n` log entries matching `filter`, oldest first, in cursor order; only entries a
+    /// reader may have seen ([`Store::log_end`]), so following on from the newest of them with
+    /// [`Store::log_after`] misses nothing.
     pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>>;
-    /// Up to `limit` entries after sequence number `seq`, oldest first. Sequence numbers are
-    /// assigned in commit order (SQLite has one writer at a time), so polling with the last seq
-    /// seen never misses or repeats an entry.
-    pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>>;
-    /// The highest sequence number in the log (0 when empty).
-    pub fn last_seq(&self) -> Result<i64>;
-    /// The first sequence number whose entry is at or after `at`, found by binary search over
-    /// the log's primary key (entries are appended in time order), so no index on time is needed.
-    pub fn seq_at(&self, at: Millis) -> Result<i64>;
+    /// Up to `limit` entries strictly after `after`, in cursor order (see [`LogCursor`]): polling
+    /// with the cursor of the last entry seen never misses or repeats an entry. On PostgreSQL an
+    /// entry is delivered only once every transaction that could sort before it has ended.
+    pub fn log_after(&self, filter: &LogFilter, after: LogCursor, limit: usize) -> Result<Vec<Transition>>;
+    /// The cursor of the newest entry a reader may have seen: past it, everything is new.
+    /// (0, 0) on an empty log.
+    pub fn log_end(&self) -> Result<LogCursor>;
+    /// The cursor just before the first entry at or after `at`, where a count of the entries
+    /// since `at` starts. SQLite finds it by binary search over the log's primary key (entries
+    /// are appended in time order), so no index on time is needed.
+    pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor>;
 
     // operator.rs
     /// Requeue jobs by id: only Dead-Lettered or Quarantined jobs change. Needs `operate`.

@@ -1,14 +1,38 @@
-//! Reading the transition log: the last entries, the entries after a sequence number (what
-//! `bw log tail --follow` and the dashboard's Log view poll), and the sequence number at an
-//! instant. Every read walks the log's own index backwards or forwards from a point.
+//! Reading the transition log: the last entries, the entries after a cursor (what `bw log tail
+//! --follow` and the dashboard's Log view poll), the cursor of the newest entry, and the cursor
+//! at an instant. Every read walks the log's own index backwards or forwards from a point. On
+//! SQLite every entry's xid is 0, so a cursor is a position in `seq` (see [`LogCursor`]).
+
+use std::cmp::Ordering;
 
 use rusqlite::types::Value;
-use rusqlite::{params_from_iter, OptionalExtension};
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::row::{transition_from_row, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
-use crate::model::{JobId, JobState, Millis, Transition};
+use crate::model::{JobId, JobState, LogCursor, Millis, Transition};
+
+/// A cursor before every SQLite entry, whatever its seq: another program may have written
+/// `i64::MIN`, which no `(0, seq)` precedes.
+const BEFORE_EVERY_ENTRY: LogCursor = LogCursor { xid: -1, seq: 0 };
+
+/// The least seq an SQLite entry strictly after `after` can have (every entry's xid is 0), or
+/// `None` when none can be: so reads stay a range of the log's primary key.
+pub(super) fn first_seq_after(after: LogCursor) -> Option<i64> {
+    match after.xid.cmp(&0) {
+        Ordering::Less => Some(i64::MIN),
+        Ordering::Equal => after.seq.checked_add(1),
+        Ordering::Greater => None,
+    }
+}
+
+/// The cursor of the newest entry: on SQLite every committed entry is visible to a reader, so
+/// past it everything is new. (0, 0) on an empty log.
+pub(super) fn log_end(conn: &Connection) -> Result<LogCursor> {
+    let seq = conn.prepare_cached("SELECT coalesce(max(seq), 0) FROM transitions")?.query_row([], |r| r.get(0))?;
+    Ok(LogCursor { xid: 0, seq })
+}
 
 /// Which log entries a tail shows.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -49,24 +73,25 @@ impl SqliteStore {
         Ok(rows)
     }
 
-    pub fn log_after(&self, filter: &LogFilter, seq: i64, limit: usize) -> Result<Vec<Transition>> {
+    pub fn log_after(&self, filter: &LogFilter, after: LogCursor, limit: usize) -> Result<Vec<Transition>> {
+        let Some(from) = first_seq_after(after) else { return Ok(Vec::new()) };
         let (clause, mut args) = filter.where_clause();
-        args.insert(0, Value::Integer(seq));
+        args.insert(0, Value::Integer(from));
         args.push(Value::Integer(limit as i64));
         Ok(self
             .conn
             .prepare_cached(&format!(
-                "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE seq > ? AND {clause} ORDER BY seq LIMIT ?"
+                "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE seq >= ? AND {clause} ORDER BY seq LIMIT ?"
             ))?
             .query_map(params_from_iter(args), transition_from_row)?
             .collect::<Result<_, _>>()?)
     }
 
-    pub fn last_seq(&self) -> Result<i64> {
-        Ok(self.conn.query_row("SELECT coalesce(max(seq), 0) FROM transitions", [], |r| r.get(0))?)
+    pub fn log_end(&self) -> Result<LogCursor> {
+        log_end(&self.conn)
     }
 
-    pub fn seq_at(&self, at: Millis) -> Result<i64> {
+    pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor> {
         let (mut lo, mut hi): (i64, i64) = self.conn.query_row(
             // Two subqueries, not min and max in one SELECT: SQLite answers a lone min() or
             // max() from the key's ends, but both together scan the whole log (1 s at 4.6M).
@@ -86,6 +111,8 @@ impl SqliteStore {
                 None => hi = mid,
             }
         }
-        Ok(lo)
+        // `lo` is the first seq whose entry is at or after `at` (one past the newest when none
+        // is): the cursor just before it.
+        Ok(lo.checked_sub(1).map_or(BEFORE_EVERY_ENTRY, |seq| LogCursor { xid: 0, seq }))
     }
 }

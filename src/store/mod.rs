@@ -122,7 +122,7 @@ pub struct Store {
 enum Backend {
     Sqlite(SqliteStore),
     #[cfg(feature = "postgres")]
-    Postgres(PgStore),
+    Postgres(Box<PgStore>),
 }
 
 impl std::fmt::Debug for Store {
@@ -147,7 +147,7 @@ impl Store {
         let backend = match target.into() {
             StoreTarget::File(path) => Backend::Sqlite(SqliteStore::open(&path)?),
             #[cfg(feature = "postgres")]
-            StoreTarget::Postgres(url) => Backend::Postgres(PgStore::open(&url)?),
+            StoreTarget::Postgres(url) => Backend::Postgres(Box::new(PgStore::open(&url)?)),
             #[cfg(not(feature = "postgres"))]
             target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
         };
@@ -161,7 +161,7 @@ impl Store {
         let backend = match target.into() {
             StoreTarget::File(path) => Backend::Sqlite(SqliteStore::create(&path)?),
             #[cfg(feature = "postgres")]
-            StoreTarget::Postgres(url) => Backend::Postgres(PgStore::create(&url)?),
+            StoreTarget::Postgres(url) => Backend::Postgres(Box::new(PgStore::create(&url)?)),
             #[cfg(not(feature = "postgres"))]
             target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
         };
@@ -185,7 +185,7 @@ impl Store {
         let backend = match self.backend {
             Backend::Sqlite(s) => Backend::Sqlite(s.with_clock(clock)),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => Backend::Postgres(p.with_clock(clock)),
+            Backend::Postgres(p) => Backend::Postgres(Box::new(p.with_clock(clock))),
         };
         Store { backend }
     }

@@ -64,6 +64,8 @@ pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
     };
     Ok(Transition {
         seq: r.get(0)?,
+        // One writer at a time: SQLite's seq is commit order on its own (see LogCursor).
+        xid: 0,
         job_id: parse_id(r, 1)?,
         at: r.get(2)?,
         from: match r.get::<_, Option<String>>(3)? {

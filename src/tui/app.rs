@@ -18,7 +18,7 @@ use super::data::{
 use super::filter::Filter;
 mod incident;
 
-use crate::{FailureDetail, Job, JobId, Millis, Transition};
+use crate::{FailureDetail, Job, JobId, LogCursor, Millis, Transition};
 use incident::op_key;
 
 /// What the user can ask for. Every key maps to one of these; so do the clock and the store.
@@ -200,10 +200,12 @@ pub struct App {
     pub marks: BTreeMap<JobId, ()>,
     pub snapshot: Option<Snapshot>,
     pub log: VecDeque<Transition>,
-    pub log_seq: i64,
+    /// The cursor of the newest entry in `log` (`None`: none yet).
+    pub log_cursor: Option<LogCursor>,
     /// Succeeded and failed transitions per minute, the last hour.
     pub chart: BTreeMap<i64, (u64, u64)>,
-    pub chart_seq: i64,
+    /// The cursor of the last entry counted into `chart` (`None`: none yet).
+    pub chart_cursor: Option<LogCursor>,
     pub db: DbStatus,
     /// The last error or notice, shown in the footer until the next key.
     pub error: Option<String>,
@@ -245,9 +247,9 @@ impl App {
             marks: BTreeMap::new(),
             snapshot: None,
             log: VecDeque::new(),
-            log_seq: 0,
+            log_cursor: None,
             chart: BTreeMap::new(),
-            chart_seq: 0,
+            chart_cursor: None,
             db: DbStatus::Connecting,
             error: None,
             notice: None,
@@ -313,8 +315,8 @@ impl App {
             offset: vs.offset,
             limit: self.page_rows(),
             detail: self.detail.as_ref().map(|d| d.id),
-            log_seq: self.log_seq,
-            chart_seq: self.chart_seq,
+            log_cursor: self.log_cursor,
+            chart_cursor: self.chart_cursor,
             actor: self.cfg.actor.clone(),
         }
     }
@@ -683,7 +685,7 @@ impl App {
             self.log.clear();
         }
         if let Some(last) = s.log.last() {
-            self.log_seq = last.seq;
+            self.log_cursor = Some(last.cursor());
         }
         self.log.extend(s.log.iter().cloned());
         while self.log.len() > LOG_KEEP {
@@ -694,7 +696,7 @@ impl App {
             e.0 += ok;
             e.1 += failed;
         }
-        self.chart_seq = self.chart_seq.max(s.chart_seq);
+        self.chart_cursor = self.chart_cursor.max(s.chart_cursor);
         let oldest = s.at.div_euclid(60_000) - CHART_MINUTES + 1;
         self.chart.retain(|m, _| *m >= oldest);
         self.update_throughput(&s);

@@ -13,7 +13,7 @@ pub use super::actions::{Op, Preview, Report, Target};
 use crate::store::{
     CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, StateCounts, HANDED_BACK,
 };
-use crate::{Error, FailureDetail, Job, JobId, JobState, Millis, Permission, Store, Transition};
+use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition};
 
 /// The six views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -73,10 +73,10 @@ pub struct Query {
     pub limit: usize,
     /// The job open in the detail pane.
     pub detail: Option<JobId>,
-    /// The last log sequence number the app holds (0: none yet).
-    pub log_seq: i64,
-    /// The last log sequence number counted into the chart (0: start an hour back).
-    pub chart_seq: i64,
+    /// The cursor of the newest log entry the app holds (`None`: none yet).
+    pub log_cursor: Option<LogCursor>,
+    /// The cursor of the last log entry counted into the chart (`None`: start an hour back).
+    pub chart_cursor: Option<LogCursor>,
     /// The actor, for the permissions shown in the header.
     pub actor: String,
 }
@@ -108,14 +108,14 @@ pub struct Snapshot {
     /// Live workers per wire name now.
     pub live_handlers: HashMap<String, u64>,
     pub detail: Option<(Job, Vec<Transition>)>,
-    /// New log entries after `Query::log_seq`, oldest first. When the app was too far behind,
+    /// New log entries after `Query::log_cursor`, oldest first. When the app was too far behind,
     /// `log_reset` says these replace what it holds.
     pub log: Vec<Transition>,
     pub log_reset: bool,
     /// Succeeded and failed transitions per minute (minute = at / 60000) found after
-    /// `Query::chart_seq`, and the sequence number counted up to.
+    /// `Query::chart_cursor`, and the cursor counted up to (`None`: the chart was not read).
     pub chart: BTreeMap<i64, (u64, u64)>,
-    pub chart_seq: i64,
+    pub chart_cursor: Option<LogCursor>,
     /// Per queue: Scheduled jobs due now and how long the oldest of them has waited
     /// ([`Store::queue_latency`], the figures `bw stats` prints). Read every refresh: the header
     /// shows the worst.
@@ -225,22 +225,29 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
         }
     }
     // The log tail: only entries newer than the last one held, unless the app is so far
-    // behind that a fresh tail is cheaper than catching up.
-    let last = store.last_seq()?;
-    if q.log_seq == 0 || last - q.log_seq > LOG_BATCH as i64 {
-        s.log = store.log_tail(&LogFilter::default(), LOG_BATCH)?;
-        s.log_reset = true;
-    } else {
-        s.log = store.log_after(&LogFilter::default(), q.log_seq, LOG_BATCH)?;
+    // behind that a fresh tail is cheaper than catching up (judged on seq alone: the
+    // difference counts the entries in between closely enough on either backend).
+    let end = store.log_end()?;
+    match q.log_cursor {
+        Some(held) if end.seq.saturating_sub(held.seq) <= LOG_BATCH as i64 => {
+            s.log = store.log_after(&LogFilter::default(), held, LOG_BATCH)?;
+        }
+        _ => {
+            s.log = store.log_tail(&LogFilter::default(), LOG_BATCH)?;
+            s.log_reset = true;
+        }
     }
     // The chart: count from an hour back (binary search on the first refresh), then only what
     // is new, a batch per refresh.
-    let from = if q.chart_seq == 0 { store.seq_at(now - CHART_MINUTES * 60_000)? - 1 } else { q.chart_seq };
-    s.chart_seq = from;
-    let batch = if !s.log_reset && q.chart_seq != 0 && q.chart_seq == q.log_seq {
+    let from = match q.chart_cursor {
+        Some(counted) => counted,
+        None => store.log_cursor_at(now - CHART_MINUTES * 60_000)?,
+    };
+    s.chart_cursor = Some(from);
+    let batch = if !s.log_reset && q.chart_cursor.is_some() && q.chart_cursor == q.log_cursor {
         // The chart is caught up with the tail: the entries just read are the chart's too.
         s.log.clone()
-    } else if from < last {
+    } else if from < end {
         store.log_after(&LogFilter::default(), from, LOG_BATCH)?
     } else {
         Vec::new()
@@ -253,7 +260,7 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
             Some(false) => entry.1 += 1,
             None => {}
         }
-        s.chart_seq = t.seq;
+        s.chart_cursor = Some(t.cursor());
     }
     s.chart.retain(|_, v| *v != (0, 0));
     s.query_time = started.elapsed();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use backwave::store::{
     CheckName, RawValue, Status, Thresholds, TransitionCounter, CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL,
 };
-use backwave::JobState;
+use backwave::{JobState, LogCursor};
 
 use crate::fixture::*;
 
@@ -220,7 +220,7 @@ fn transitions_are_counted_from_the_log_after_the_first_read_only() {
     let mut counter = TransitionCounter::default();
     fx.store.count_transitions(&mut counter).unwrap();
     assert!(counter.by_state.is_empty(), "the first read is the baseline");
-    assert_eq!(counter.last_seq, Some(2));
+    assert_eq!(counter.last, Some(LogCursor { xid: 0, seq: 2 }));
     log("scheduled");
     log("running");
     log("dead-lettered");
@@ -228,5 +228,8 @@ fn transitions_are_counted_from_the_log_after_the_first_read_only() {
     assert_eq!(counter.by_state.get(&JobState::Running), Some(&1));
     assert_eq!(counter.by_state.get(&JobState::DeadLettered), Some(&1));
     assert_eq!(counter.by_state.values().sum::<u64>(), 3);
+    assert_eq!(counter.last, Some(LogCursor { xid: 0, seq: 5 }), "the next count starts after the fifth");
+    fx.store.count_transitions(&mut counter).unwrap();
+    assert_eq!(counter.by_state.values().sum::<u64>(), 3, "nothing new: nothing counted twice");
     assert_eq!(fx.health().log_seq, 5);
 }

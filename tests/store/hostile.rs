@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use backwave::store::RawValue;
+use backwave::store::LogFilter;
 use backwave::{JobState, RetryPolicy};
 
 use super::{Fixture, T0, WORKER};
@@ -56,17 +56,16 @@ fn a_log_entry_with_a_negative_sequence_number_does_not_panic_the_search_by_time
             &[id.to_string().into()],
         )
         .unwrap();
-    let last = fx.store.last_seq().unwrap();
-    // The answer is where entries at or after the time start: the first entry from it on.
-    let first_from = |seq: i64| -> Option<i64> {
-        match fx.store.raw_scalar("SELECT min(seq) FROM transitions WHERE seq >= ?1", &[seq.into()]).unwrap() {
-            RawValue::Null => None,
-            v => Some(v.as_i64()),
-        }
+    let end = fx.store.log_end().unwrap();
+    // The answer is where a reader of the entries at or after the time starts.
+    let seqs_from = |at| -> Vec<i64> {
+        let cursor = fx.store.log_cursor_at(at).unwrap();
+        fx.store.log_after(&LogFilter::default(), cursor, 10).unwrap().iter().map(|t| t.seq).collect()
     };
-    assert_eq!(first_from(fx.store.seq_at(T0).unwrap()), Some(last), "the enqueue entry is the first at T0");
-    assert_eq!(fx.store.seq_at(0).unwrap(), i64::MIN);
-    assert_eq!(first_from(fx.store.seq_at(T0 + 1).unwrap()), None);
+    assert_eq!(seqs_from(T0), [end.seq], "the enqueue entry is the first at T0");
+    assert_eq!(seqs_from(0), [i64::MIN, end.seq], "no cursor (0, seq) is before i64::MIN: it is read too");
+    assert_eq!(seqs_from(T0 + 1), Vec::<i64>::new());
+    assert_eq!(fx.store.log_cursor_at(T0 + 1).unwrap(), end, "after every entry: the end");
 }
 
 #[test]

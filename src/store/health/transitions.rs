@@ -1,5 +1,5 @@
 //! The transition log's sequence and the counter of transitions by state that `bw metrics
-//! --listen` exports: each count reads only the entries appended since the last, by sequence.
+//! --listen` exports: each count reads only the entries appended since the last, by cursor.
 //! Read-only.
 
 use std::collections::BTreeMap;
@@ -7,37 +7,42 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection};
 
 use crate::error::Result;
-use crate::model::JobState;
+use crate::model::{JobState, LogCursor};
+use crate::store::log::{first_seq_after, log_end};
 use crate::store::SqliteStore;
 /// Transitions by the state they moved a job into, counted from the log as it grows. A
 /// reader keeps one and passes it to [`Store::count_transitions`] each time; each call reads
-/// only the entries appended since the last, by sequence (the log's primary key).
+/// only the entries after the last one counted, up to the log's end ([`Store::log_end`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TransitionCounter {
-    /// The last sequence counted; `None` until the first call, which sets the baseline.
-    pub last_seq: Option<i64>,
+    /// The cursor counted up to; `None` until the first call, which sets the baseline.
+    pub last: Option<LogCursor>,
     pub by_state: BTreeMap<JobState, u64>,
 }
 
 impl SqliteStore {
     pub fn count_transitions(&self, counter: &mut TransitionCounter) -> Result<()> {
         self.read(|conn| {
-            let end = log_seq(conn)?;
-            let Some(last) = counter.last_seq else {
-                counter.last_seq = Some(end);
+            let end = log_end(conn)?;
+            let Some(last) = counter.last else {
+                counter.last = Some(end);
                 return Ok(());
             };
-            let mut stmt = conn.prepare_cached(
-                "SELECT to_state, count(*) FROM transitions WHERE seq > ?1 AND seq <= ?2 GROUP BY to_state",
-            )?;
-            let rows = stmt.query_map(params![last, end], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            for row in rows {
-                let (state, n) = row?;
-                if let Ok(state) = state.parse::<JobState>() {
-                    *counter.by_state.entry(state).or_default() += n as u64;
+            if let Some(from) = first_seq_after(last) {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT to_state, count(*) FROM transitions WHERE seq >= ?1 AND seq <= ?2 GROUP BY to_state",
+                )?;
+                let rows =
+                    stmt.query_map(params![from, end.seq], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+                for row in rows {
+                    let (state, n) = row?;
+                    if let Ok(state) = state.parse::<JobState>() {
+                        *counter.by_state.entry(state).or_default() += n as u64;
+                    }
                 }
             }
-            counter.last_seq = Some(end.max(last));
+            // Never back: the retention sweep may have emptied the log since the last count.
+            counter.last = Some(end.max(last));
             Ok(())
         })
     }

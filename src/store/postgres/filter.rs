@@ -1,4 +1,5 @@
 //! [`JobFilter`] as a PostgreSQL `WHERE` clause: the same matches as SQLite's
+#![allow(dead_code)] // TEMPORARY: until the operations that use it land (issue 12)
 //! (`JobFilter::where_clause` in `store/query.rs`), with numbered parameters.
 
 use postgres::types::ToSql;
@@ -22,7 +23,7 @@ impl Where {
 pub(crate) fn where_clause(f: &JobFilter, first: usize) -> Where {
     let mut sql = vec!["true".to_string()];
     let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
-    let mut next = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
+    let next = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
         params.push(value);
         format!("${}", first + params.len() - 1)
     };

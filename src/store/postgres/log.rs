@@ -15,16 +15,16 @@ impl PgStore {
         Err(super::not_yet("log_tail"))
     }
 
-    pub fn log_after(&self, _filter: &LogFilter, _seq: i64, _limit: usize) -> Result<Vec<Transition>> {
+    pub fn log_after(&self, _filter: &LogFilter, _after: LogCursor, _limit: usize) -> Result<Vec<Transition>> {
         Err(super::not_yet("log_after"))
     }
 
-    pub fn last_seq(&self) -> Result<i64> {
-        Err(super::not_yet("last_seq"))
+    pub fn log_end(&self) -> Result<LogCursor> {
+        Err(super::not_yet("log_end"))
     }
 
-    pub fn seq_at(&self, _at: Millis) -> Result<i64> {
-        Err(super::not_yet("seq_at"))
+    pub fn log_cursor_at(&self, _at: Millis) -> Result<LogCursor> {
+        Err(super::not_yet("log_cursor_at"))
     }
 
     pub fn count_transitions(&self, _counter: &mut TransitionCounter) -> Result<()> {

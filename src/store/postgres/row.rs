@@ -1,4 +1,5 @@
 //! Reading PostgreSQL rows into model values: the same columns, in the same order, as the
+#![allow(dead_code)] // TEMPORARY: until the operations that use it land (issue 12)
 //! SQLite readers in `store/row.rs`, with PostgreSQL's types (uuid ids, jsonb labels and delay
 //! tables, bigint numbers).
 
@@ -65,6 +66,7 @@ pub(crate) fn transition(r: &Row) -> Result<Transition> {
         actor: r.try_get(7)?,
         reason: r.try_get(8)?,
         detail,
+        xid: r.try_get(12)?,
     })
 }
 

@@ -25,7 +25,7 @@ impl App {
         let (ok_total, failed_total): (u64, u64) = self.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
         // On a busy store the chart counts the hour back a batch per refresh: until it has
         // caught up with the log, its totals are a partial count, not the last hour's.
-        let span_label = if self.chart_seq < self.log_seq {
+        let span_label = if self.chart_cursor < self.log_cursor {
             "so far, counting…".to_string()
         } else if per_cell == 1 {
             "last hour".to_string()
