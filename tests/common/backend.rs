@@ -1,0 +1,363 @@
+//! Which backend a test runs on, and the PostgreSQL server the `::postgres` arms share (issue #12,
+//! docs/postgres.md §4.12). `both_backends!` turns one test body into `name::sqlite` and
+//! `name::postgres`; every fixture asks [`TestDb::new`] for its store instead of naming a file, so
+//! a body runs unchanged on either. This module owns the test server's whole life: it never
+//! touches a server it did not start except to create and drop its own `bw_…` schemas.
+//!
+//! The server: `BW_TEST_PG=<url>` when set (`.ci/run` starts one for the whole run). Otherwise
+//! the first PostgreSQL test of a binary starts a throwaway cluster (`initdb` + `pg_ctl` on a
+//! unix socket in `/tmp/bwpg…`, no TCP, `fsync=off`), as the `postgres` user when the tests run
+//! as root (initdb refuses root). It is stopped by a reaper: a small `sh` started beside it that
+//! blocks reading a pipe whose only writer is this test process, held open in a static. The
+//! kernel closes that pipe however the process ends (a normal exit, a failed test's `exit(101)`,
+//! Ctrl-C, SIGKILL), and the reaper then stops the cluster and removes its folder. Neither a
+//! `Drop` of a static (never run) nor `atexit` (skipped by signals) covers all of those. The
+//! reaper has its own process group, so the Ctrl-C that killed the tests does not kill it too.
+//! Neither a URL nor binaries: every `::postgres` test fails with [`NO_SERVER`], never skips.
+//!
+//! Per test: a fresh schema `bw_<random>_<test name>` and a URL whose `options=-csearch_path=…`
+//! puts every connection in it, so tests run in parallel and worker or `bw` child processes
+//! share the test's store through `--db` / `BW_DB`. The schema is dropped with the [`TestDb`];
+//! when the test failed it is kept, and its URL printed, for a look with `psql`.
+#![allow(dead_code)] // each binary uses the part it needs
+
+use std::cell::Cell;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+
+use backwave::StoreTarget;
+
+/// What a PostgreSQL test says when there is no server to run on (one line, the fix in it).
+pub const NO_SERVER: &str = "no PostgreSQL for the tests: set BW_TEST_PG=postgres://… or install postgresql \
+     (Debian: apt-get install postgresql); run only SQLite with `cargo test sqlite`";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+thread_local! {
+    static CURRENT: Cell<Backend> = const { Cell::new(Backend::Sqlite) };
+}
+
+/// The backend this thread's test runs on: SQLite unless a `both_backends!` arm said otherwise.
+pub fn current() -> Backend {
+    CURRENT.with(Cell::get)
+}
+
+/// Puts this thread on a backend until dropped. libtest runs every test on a thread of its own,
+/// except with `--test-threads=1`, where they share one: the guard keeps one test's backend from
+/// leaking into the next.
+#[must_use]
+pub struct BackendGuard(Backend);
+
+pub fn use_backend(backend: Backend) -> BackendGuard {
+    BackendGuard(CURRENT.with(|c| c.replace(backend)))
+}
+
+impl Drop for BackendGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// `both_backends! { #[attrs] fn name() { body } … }` is `mod name { fn sqlite() fn postgres() }`,
+/// each a `#[test]` running `body` with [`current`] set; attributes (`#[should_panic]`,
+/// `#[ignore]`, doc comments) go to both arms.
+macro_rules! both_backends {
+    ($($(#[$attr:meta])* fn $name:ident() $(-> $ret:ty)? $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$attr])*
+            #[test]
+            fn sqlite() $(-> $ret)? {
+                let _backend = $crate::backend::use_backend($crate::backend::Backend::Sqlite);
+                $body
+            }
+
+            $(#[$attr])*
+            #[test]
+            fn postgres() $(-> $ret)? {
+                let _backend = $crate::backend::use_backend($crate::backend::Backend::Postgres);
+                $body
+            }
+        }
+    )*};
+}
+pub(crate) use both_backends;
+
+/// A test's store: `<dir>/backwave.db` on SQLite, a fresh schema on PostgreSQL. Pass it (or
+/// [`TestDb::target`]) wherever a store target goes, and [`TestDb::arg`] to `--db` / `BW_DB`.
+pub struct TestDb {
+    target: StoreTarget,
+    /// The target as `--db` takes it: unlike `StoreTarget`'s `Display`, not redacted.
+    arg: String,
+    schema: Option<Schema>,
+}
+
+impl TestDb {
+    /// A store target on [`current`]'s backend; nothing is created yet on SQLite, an empty
+    /// schema on PostgreSQL.
+    pub fn new(dir: &Path) -> TestDb {
+        match current() {
+            Backend::Sqlite => Self::sqlite(dir.join("backwave.db")),
+            Backend::Postgres => Self::postgres(),
+        }
+    }
+
+    /// An SQLite file, whatever the thread's backend (tests about files).
+    pub fn sqlite(path: PathBuf) -> TestDb {
+        let arg = path.to_str().expect("test paths are UTF-8").to_string();
+        TestDb { target: StoreTarget::File(path), arg, schema: None }
+    }
+
+    /// A fresh schema on the test server, whatever the thread's backend.
+    pub fn postgres() -> TestDb {
+        let schema = Schema::create(server());
+        let arg = schema.url.clone();
+        TestDb { target: StoreTarget::from(arg.as_str()), arg, schema: Some(schema) }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.schema {
+            None => Backend::Sqlite,
+            Some(_) => Backend::Postgres,
+        }
+    }
+
+    pub fn target(&self) -> StoreTarget {
+        self.target.clone()
+    }
+
+    /// What `--db` and `BW_DB` take for this store.
+    pub fn arg(&self) -> &str {
+        &self.arg
+    }
+
+    /// The SQLite file; panics on PostgreSQL (a test about files that ran on the wrong backend).
+    pub fn file(&self) -> &Path {
+        self.target.file().expect("an SQLite-only test asked for the file of a PostgreSQL store")
+    }
+
+    /// The PostgreSQL schema's name (`None` on SQLite).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_ref().map(|s| s.name.as_str())
+    }
+}
+
+impl From<&TestDb> for StoreTarget {
+    fn from(db: &TestDb) -> StoreTarget {
+        db.target()
+    }
+}
+
+impl AsRef<OsStr> for TestDb {
+    fn as_ref(&self) -> &OsStr {
+        OsStr::new(&self.arg)
+    }
+}
+
+impl std::fmt::Debug for TestDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TestDb({})", self.target)
+    }
+}
+
+/// One test's schema on the test server, dropped with it (kept when the test failed).
+struct Schema {
+    name: String,
+    /// The server's URL with the schema as `search_path`.
+    url: String,
+    server: &'static Server,
+}
+
+impl Schema {
+    fn create(server: &'static Server) -> Schema {
+        let name = schema_name(std::thread::current().name().unwrap_or("test"));
+        let mut admin = server.connect();
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .unwrap_or_else(|e| panic!("creating schema {name} on {}: {e}", server.shown()));
+        let sep = if server.url.contains('?') { '&' } else { '?' };
+        let url = format!("{}{sep}options=-csearch_path%3D{name}", server.url);
+        Schema { name, url, server }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept the failed test's schema {} for a look: psql '{}'", self.name, self.url);
+            return;
+        }
+        // A connection of the test still open (a worker thread winding down) would make DROP
+        // wait for its locks: bounded, and a schema left behind is only litter in a test server.
+        let dropped = postgres::Client::connect(&self.server.url, postgres::NoTls)
+            .and_then(|mut c| c.batch_execute(&format!("SET lock_timeout = '10s'; DROP SCHEMA {} CASCADE", self.name)));
+        if let Err(e) = dropped {
+            eprintln!("could not drop the test schema {} on {}: {e}", self.name, self.server.shown());
+        }
+    }
+}
+
+/// `bw_<10 random hex>_<the test's name>`, a lower-case identifier within PostgreSQL's 63 bytes.
+/// The name (the end of the test path, `module__test__postgres`) says whose a kept schema is.
+fn schema_name(test: &str) -> String {
+    let random = uuid::Uuid::now_v7().simple().to_string();
+    let mut name = format!("bw_{}_", &random[random.len() - 10..]);
+    let test: String =
+        test.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    let room = 63 - name.len();
+    name.push_str(&test[test.len().saturating_sub(room)..]);
+    name
+}
+
+/// The test server: a URL of a database in which the tests may create schemas.
+struct Server {
+    url: String,
+    /// Held, never written: its closing when this process ends tells the reaper to stop the
+    /// cluster (`None` for a server given by `BW_TEST_PG`, which outlives the tests).
+    _reaper: Option<ChildStdin>,
+}
+
+impl Server {
+    fn connect(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot connect to the test server {}: {e}", self.shown()))
+    }
+
+    /// The URL with any password redacted.
+    fn shown(&self) -> String {
+        StoreTarget::from(self.url.as_str()).to_string()
+    }
+}
+
+static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+
+/// The test server, started on first use; a test fails here with one line when there is none.
+fn server() -> &'static Server {
+    match SERVER.get_or_init(find_or_start) {
+        Ok(server) => server,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+fn find_or_start() -> Result<Server, String> {
+    if let Some(url) = std::env::var_os("BW_TEST_PG") {
+        let url = url.into_string().map_err(|u| format!("BW_TEST_PG is not UTF-8: {u:?}"))?;
+        if url.trim().is_empty() {
+            return Err(format!("BW_TEST_PG is empty; {NO_SERVER}"));
+        }
+        if url.contains("options=") {
+            return Err(format!(
+                "BW_TEST_PG={} sets `options`: the tests set options=-csearch_path themselves; drop it",
+                StoreTarget::from(url.as_str())
+            ));
+        }
+        return Ok(Server { url, _reaper: None });
+    }
+    let bin = postgres_bindir().ok_or_else(|| NO_SERVER.to_string())?;
+    start_cluster(&bin)
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else `pg_config --bindir`.
+fn postgres_bindir() -> Option<PathBuf> {
+    let newest = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version: Vec<u32> =
+                e.file_name().to_str()?.split('.').map(str::parse).collect::<Result<_, _>>().ok()?;
+            Some((version, e.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.join("initdb").is_file())
+        .max()
+        .map(|(_, bin)| bin);
+    newest.or_else(|| {
+        let out = Command::new("pg_config").arg("--bindir").stderr(Stdio::null()).output().ok()?;
+        let bin = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+        (out.status.success() && bin.join("initdb").is_file() && bin.join("pg_ctl").is_file()).then_some(bin)
+    })
+}
+
+/// `initdb` + `pg_ctl start` of a cluster in a new `/tmp/bwpg…` folder, its reaper first.
+fn start_cluster(bin: &Path) -> Result<Server, String> {
+    // /tmp, not $TMPDIR: the `postgres` user must reach the folder, and a socket path must fit
+    // in 107 bytes.
+    let dir = tempfile::Builder::new()
+        .prefix("bwpg")
+        .tempdir_in("/tmp")
+        .map_err(|e| format!("making a folder for the test cluster in /tmp: {e}"))?
+        .keep();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let as_postgres = unsafe { libc::geteuid() } == 0;
+    if as_postgres {
+        let user = nix::unistd::User::from_name("postgres").ok().flatten().ok_or_else(|| {
+            format!("the tests run as root and initdb refuses root, but there is no `postgres` user; {NO_SERVER}")
+        })?;
+        std::os::unix::fs::chown(&dir, Some(user.uid.as_raw()), Some(user.gid.as_raw()))
+            .map_err(|e| format!("chown postgres {}: {e}", dir.display()))?;
+    }
+    let tool = |name: &str| {
+        let mut cmd = if as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin.join(name));
+            c
+        } else {
+            Command::new(bin.join(name))
+        };
+        cmd.stdin(Stdio::null());
+        cmd
+    };
+    let data = dir.join("data");
+
+    // The reaper, before anything it would have to clean up exists.
+    let mut stop = tool("pg_ctl");
+    stop.arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]);
+    let mut reaper = Command::new("sh");
+    reaper
+        .args(["-c", r#"dir=$1; shift; read -r _; "$@" >/dev/null 2>&1; rm -rf "$dir""#, "bw-test-pg-reaper"])
+        .arg(&dir)
+        .arg(stop.get_program())
+        .args(stop.get_args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut reaper, 0);
+    let reaper = reaper.spawn().map_err(|e| format!("starting the test cluster's reaper (sh): {e}"))?.stdin;
+
+    let run = |mut cmd: Command, what: &str| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        // The folder goes with the reaper when this returns: quote the last words of each.
+        let last = |text: &str| text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+        let stderr = last(&String::from_utf8_lossy(&out.stderr));
+        Err(format!("{what} failed ({}): {stderr} {}", out.status, last(&log)))
+    };
+    let mut initdb = tool("initdb");
+    initdb.arg("-D").arg(&data).args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-locale", "--no-sync"]);
+    run(initdb, "initdb of the test cluster")?;
+    let mut start = tool("pg_ctl");
+    start.arg("-D").arg(&data).arg("-l").arg(dir.join("log")).args([
+        "-w",
+        "-o",
+        &format!("-k {} -h '' -c fsync=off -c max_connections=300", dir.display()),
+        "start",
+    ]);
+    run(start, "starting the test cluster (pg_ctl start)")?;
+
+    let server =
+        Server { url: format!("postgresql:///postgres?host={}&user=postgres", dir.display()), _reaper: reaper };
+    postgres::Client::connect(&server.url, postgres::NoTls)
+        .map_err(|e| format!("the test cluster in {} started but refuses connections: {e}", dir.display()))?;
+    Ok(server)
+}
