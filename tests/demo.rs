@@ -1,6 +1,8 @@
 //! The fixtures, the large-store generator and `bw demo`, met the way a user meets them: the
 //! fixture loaded through the library, `bw generate` and `bw demo` run as the real binary.
 
+#[path = "common/backend.rs"]
+mod backend;
 #[path = "common/programs.rs"]
 mod programs;
 #[path = "common/pty.rs"]

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 
+use backwave::store::{RawConnection, RawValue};
 use backwave::StoreTarget;
 
 /// What a PostgreSQL test says when there is no server to run on (one line, the fix in it).
@@ -148,6 +149,143 @@ impl TestDb {
     pub fn schema(&self) -> Option<&str> {
         self.schema.as_ref().map(|s| s.name.as_str())
     }
+}
+
+/// Every row of `sql` read with the database's own client, not through the store under test:
+/// `RawConnection` (plain rusqlite) on SQLite, a `postgres::Client` on PostgreSQL. Columns come
+/// back as SQLite would type them: ids and JSON as text, booleans as 0/1.
+pub fn plain_query(db: &TestDb, sql: &str) -> Vec<Vec<RawValue>> {
+    if db.schema.is_none() {
+        let conn = RawConnection::open(db.file()).unwrap_or_else(|e| panic!("open {}: {e}", db.arg));
+        return conn.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    use postgres::types::Type;
+    let mut client =
+        postgres::Client::connect(&db.arg, postgres::NoTls).unwrap_or_else(|e| panic!("connect {}: {e}", db.target));
+    let rows = client.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    rows.iter()
+        .map(|row| {
+            (0..row.len())
+                .map(|i| {
+                    let ty = row.columns()[i].type_().clone();
+                    let get = |v: Option<RawValue>| v.unwrap_or(RawValue::Null);
+                    match ty {
+                        Type::INT2 => get(row.get::<_, Option<i16>>(i).map(|v| RawValue::Integer(v.into()))),
+                        Type::INT4 => get(row.get::<_, Option<i32>>(i).map(|v| RawValue::Integer(v.into()))),
+                        Type::INT8 => get(row.get::<_, Option<i64>>(i).map(RawValue::Integer)),
+                        Type::BOOL => get(row.get::<_, Option<bool>>(i).map(|v| RawValue::Integer(v.into()))),
+                        Type::FLOAT4 => get(row.get::<_, Option<f32>>(i).map(|v| RawValue::Real(v.into()))),
+                        Type::FLOAT8 => get(row.get::<_, Option<f64>>(i).map(RawValue::Real)),
+                        Type::BYTEA => get(row.get::<_, Option<Vec<u8>>>(i).map(RawValue::Blob)),
+                        Type::UUID => get(row.get::<_, Option<uuid::Uuid>>(i).map(|v| RawValue::Text(v.to_string()))),
+                        Type::JSON | Type::JSONB => {
+                            get(row.get::<_, Option<serde_json::Value>>(i).map(|v| RawValue::Text(v.to_string())))
+                        }
+                        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => {
+                            get(row.get::<_, Option<String>>(i).map(RawValue::Text))
+                        }
+                        other => panic!("{sql}: column {i} is of type {other}, which plain_query does not read"),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Load an SQLite fixture (`fixtures/hostile.sql`: SQLite's SQL, written against `schema.sql`)
+/// into the new store `db`. On PostgreSQL the fixture is built in a scratch SQLite store and its
+/// rows copied across, table by table and column by column (the two schemas share table and
+/// column names), each value cast from text by the column's own type; `job_counts` is left to
+/// the store to keep, rows the new store already holds (default settings) are kept, and
+/// generated sequences (the log's `seq`) are moved past the copied values.
+pub fn load_sqlite_fixture(db: &TestDb, sql: &str) {
+    let Some(schema) = &db.schema else {
+        return backwave::Store::open(db).unwrap().raw_batch(sql).unwrap();
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("fixture.db");
+    backwave::Store::create(&file).unwrap().raw_batch(sql).unwrap();
+    let source = RawConnection::open(&file).unwrap();
+    let tables = source
+        .query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'job_counts'
+             ORDER BY name != 'jobs', name",
+            &[],
+        )
+        .unwrap();
+    let mut pg = postgres::Client::connect(&db.arg, postgres::NoTls).unwrap();
+    let mut tx = pg.transaction().unwrap();
+    for table in tables.iter().map(|r| r[0].as_str().to_string()) {
+        let rows = source.query(&format!("SELECT * FROM {table}"), &[]).unwrap();
+        if rows.is_empty() {
+            continue;
+        }
+        let columns: Vec<String> = source
+            .query(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r[0].as_str().to_string())
+            .collect();
+        let types: std::collections::HashMap<String, String> = tx
+            .query(
+                "SELECT column_name, format_type(a.atttypid, a.atttypmod)
+                 FROM information_schema.columns c
+                 JOIN pg_attribute a ON a.attrelid = format('%I.%I', c.table_schema, c.table_name)::regclass
+                                    AND a.attname = c.column_name
+                 WHERE c.table_schema = $1 AND c.table_name = $2",
+                &[&schema.name, &table],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        for row in &rows {
+            let mut params: Vec<Box<dyn postgres::types::ToSql + Sync>> = Vec::new();
+            let mut values = Vec::new();
+            for (column, value) in columns.iter().zip(row) {
+                let ty = types
+                    .get(column)
+                    .unwrap_or_else(|| panic!("the fixture's {table}.{column} has no column in the PostgreSQL schema"));
+                let n = params.len() + 1;
+                let (param, expr): (Box<dyn postgres::types::ToSql + Sync>, String) = match value {
+                    RawValue::Null => (Box::new(None::<String>), format!("${n}::text::{ty}")),
+                    RawValue::Integer(i) => (Box::new(i.to_string()), format!("${n}::text::{ty}")),
+                    RawValue::Real(f) => (Box::new(f.to_string()), format!("${n}::text::{ty}")),
+                    RawValue::Blob(b) if ty == "bytea" => (Box::new(b.clone()), format!("${n}::bytea")),
+                    RawValue::Blob(b) => (Box::new(String::from_utf8(b.clone()).unwrap()), format!("${n}::text::{ty}")),
+                    RawValue::Text(t) if ty == "bytea" => {
+                        (Box::new(t.clone()), format!("convert_to(${n}::text, 'UTF8')"))
+                    }
+                    RawValue::Text(t) => (Box::new(t.clone()), format!("${n}::text::{ty}")),
+                };
+                params.push(param);
+                values.push(expr);
+            }
+            let insert = format!(
+                "INSERT INTO {table} ({}) OVERRIDING SYSTEM VALUE VALUES ({}) ON CONFLICT DO NOTHING",
+                columns.join(", "),
+                values.join(", ")
+            );
+            let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
+            tx.execute(&insert, &refs).unwrap_or_else(|e| panic!("copying a fixture row into {table}: {e:?}"));
+        }
+    }
+    let generated = tx
+        .query(
+            "SELECT table_name::text, column_name::text FROM information_schema.columns
+             WHERE table_schema = $1 AND (is_identity = 'YES' OR column_default LIKE 'nextval(%')",
+            &[&schema.name],
+        )
+        .unwrap();
+    for row in generated {
+        let (table, column): (String, String) = (row.get(0), row.get(1));
+        tx.execute(
+            &format!("SELECT setval(pg_get_serial_sequence($1, $2), max({column})) FROM {table} HAVING count(*) > 0"),
+            &[&table, &column],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
 }
 
 impl From<&TestDb> for StoreTarget {
