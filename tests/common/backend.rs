@@ -31,8 +31,10 @@ use backwave::store::{RawConnection, RawValue};
 use backwave::StoreTarget;
 
 /// What a PostgreSQL test says when there is no server to run on (one line, the fix in it).
+/// The skip it suggests is the honest one: skipped tests are not counted as passed. (`cargo test
+/// sqlite` would also filter out every test that runs on SQLite only.)
 pub const NO_SERVER: &str = "no PostgreSQL for the tests: set BW_TEST_PG=postgres://… or install postgresql \
-     (Debian: apt-get install postgresql); run only SQLite with `cargo test sqlite`";
+     (Debian: apt-get install postgresql); run everything else with `cargo test -- --skip ::postgres`";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -320,7 +322,7 @@ impl Schema {
         let mut admin = server.connect();
         admin
             .batch_execute(&format!("CREATE SCHEMA {name}"))
-            .unwrap_or_else(|e| panic!("creating schema {name} on {}: {e}", server.shown()));
+            .unwrap_or_else(|e| panic!("creating schema {name} on {}: {}", server.shown(), why(&e)));
         let sep = if server.url.contains('?') { '&' } else { '?' };
         let url = format!("{}{sep}options=-csearch_path%3D{name}", server.url);
         Schema { name, url, server }
@@ -338,7 +340,7 @@ impl Drop for Schema {
         let dropped = postgres::Client::connect(&self.server.url, postgres::NoTls)
             .and_then(|mut c| c.batch_execute(&format!("SET lock_timeout = '10s'; DROP SCHEMA {} CASCADE", self.name)));
         if let Err(e) = dropped {
-            eprintln!("could not drop the test schema {} on {}: {e}", self.name, self.server.shown());
+            eprintln!("could not drop the test schema {} on {}: {}", self.name, self.server.shown(), why(&e));
         }
     }
 }
@@ -355,6 +357,21 @@ fn schema_name(test: &str) -> String {
     name
 }
 
+/// A driver error on one line with its causes (`postgres::Error`'s own text is often just
+/// "db error" or "error connecting to server").
+fn why(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    out
+}
+
 /// The test server: a URL of a database in which the tests may create schemas.
 struct Server {
     url: String,
@@ -366,7 +383,7 @@ struct Server {
 impl Server {
     fn connect(&self) -> postgres::Client {
         postgres::Client::connect(&self.url, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot connect to the test server {}: {e}", self.shown()))
+            .unwrap_or_else(|e| panic!("cannot connect to the test server {}: {}", self.shown(), why(&e)))
     }
 
     /// The URL with any password redacted.
@@ -496,6 +513,6 @@ fn start_cluster(bin: &Path) -> Result<Server, String> {
     let server =
         Server { url: format!("postgresql:///postgres?host={}&user=postgres", dir.display()), _reaper: reaper };
     postgres::Client::connect(&server.url, postgres::NoTls)
-        .map_err(|e| format!("the test cluster in {} started but refuses connections: {e}", dir.display()))?;
+        .map_err(|e| format!("the test cluster in {} started but refuses connections: {}", dir.display(), why(&e)))?;
     Ok(server)
 }
