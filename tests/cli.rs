@@ -5,6 +5,8 @@
 //! by matching its text; a test about one property (a width, an exit code under odd conditions,
 //! what the store holds afterwards) asserts that property. At a terminal, `bw` runs on a pty.
 
+#[path = "common/backend.rs"]
+mod backend;
 #[path = "cli/harness.rs"]
 mod harness;
 #[path = "cli/incident.rs"]
@@ -34,7 +36,7 @@ fn init_creates_a_private_store_and_makes_its_user_admin() {
     assert_eq!(v["created"], true);
     assert_eq!(v["made_admin"], true);
     assert_eq!(v["admin"], current_actor());
-    let mode = std::fs::metadata(&f.db).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(f.db.file()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
     let store = Store::open(&f.db).unwrap();
     assert!(store.permissions(&current_actor()).unwrap().contains(&Permission::Admin));
@@ -47,20 +49,20 @@ fn reading_a_missing_store_exits_3_and_creates_nothing() {
     let f = Fixture::empty();
     let runs = [f.run(&["jobs", "list"]), f.run(&["requeue", "a0000001"])];
     insta::assert_snapshot!(transcript(&runs));
-    assert!(!f.db.exists(), "a reading command created the store");
+    assert!(!f.db.file().exists(), "a reading command created the store");
 }
 
 #[test]
 fn a_file_that_is_not_a_store_exits_3() {
     let f = Fixture::empty();
-    std::fs::write(&f.db, "not a database at all, just text that is long enough to have a header").unwrap();
+    std::fs::write(f.db.file(), "not a database at all, just text that is long enough to have a header").unwrap();
     insta::assert_snapshot!(f.run(&["stats"]));
 }
 
 #[test]
 fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
     let f = Fixture::hostile_admin();
-    let holder = backwave::store::RawConnection::open(&f.db).unwrap();
+    let holder = backwave::store::RawConnection::open(f.db.file()).unwrap();
     holder.batch("BEGIN IMMEDIATE").unwrap();
     let started = Instant::now();
     f.bw()
@@ -556,7 +558,7 @@ fn log_follow_prints_every_new_entry_once_and_ctrl_c_ends_cleanly() {
     assert_eq!(serde_json::from_str::<serde_json::Value>(&first).unwrap()["seq"], 1);
     // A steady stream of writes, one commit each.
     let writer = {
-        let db = f.db.clone();
+        let db = f.db.target();
         std::thread::spawn(move || {
             let s = Store::open(&db).unwrap();
             for i in 0..200 {

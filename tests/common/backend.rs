@@ -70,6 +70,12 @@ impl Drop for BackendGuard {
 /// `both_backends! { #[attrs] fn name() { body } … }` is `mod name { fn sqlite() fn postgres() }`,
 /// each a `#[test]` running `body` with [`current`] set; attributes (`#[should_panic]`,
 /// `#[ignore]`, doc comments) go to both arms.
+///
+/// Both arms share one snapshot file: insta would name an automatic snapshot after the arm
+/// (`sqlite`) inside the module `name`, so a converted test names its snapshot as the file is
+/// named, `insta::assert_snapshot!("cli__name", …)`, and the arms turn insta's module prefix
+/// off ([`shared_snapshots`]).
+#[allow(unused_macros)]
 macro_rules! both_backends {
     ($($(#[$attr:meta])* fn $name:ident() $(-> $ret:ty)? $body:block)*) => {$(
         mod $name {
@@ -80,6 +86,7 @@ macro_rules! both_backends {
             #[test]
             fn sqlite() $(-> $ret)? {
                 let _backend = $crate::backend::use_backend($crate::backend::Backend::Sqlite);
+                let _snapshots = $crate::backend::shared_snapshots();
                 $body
             }
 
@@ -87,12 +94,22 @@ macro_rules! both_backends {
             #[test]
             fn postgres() $(-> $ret)? {
                 let _backend = $crate::backend::use_backend($crate::backend::Backend::Postgres);
+                let _snapshots = $crate::backend::shared_snapshots();
                 $body
             }
         }
     )*};
 }
+#[allow(unused_imports)]
 pub(crate) use both_backends;
+
+/// insta without its module prefix until dropped: a snapshot named `"cli__name"` in either arm
+/// of `both_backends!` is the one file `tests/snapshots/cli__name.snap`.
+pub fn shared_snapshots() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind_to_scope()
+}
 
 /// A test's store: `<dir>/backwave.db` on SQLite, a fresh schema on PostgreSQL. Pass it (or
 /// [`TestDb::target`]) wherever a store target goes, and [`TestDb::arg`] to `--db` / `BW_DB`.
@@ -107,8 +124,13 @@ impl TestDb {
     /// A store target on [`current`]'s backend; nothing is created yet on SQLite, an empty
     /// schema on PostgreSQL.
     pub fn new(dir: &Path) -> TestDb {
+        Self::named(dir, "backwave.db")
+    }
+
+    /// As [`TestDb::new`], the SQLite file named `file` (snapshots show its name).
+    pub fn named(dir: &Path, file: &str) -> TestDb {
         match current() {
-            Backend::Sqlite => Self::sqlite(dir.join("backwave.db")),
+            Backend::Sqlite => Self::sqlite(dir.join(file)),
             Backend::Postgres => Self::postgres(),
         }
     }
