@@ -416,6 +416,11 @@ impl Server {
 
 static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
 
+/// The URL of the test server (for the benches, which make their own schemas).
+pub fn server_url() -> &'static str {
+    &server().url
+}
+
 /// The test server, started on first use; a test fails here with one line when there is none.
 fn server() -> &'static Server {
     match SERVER.get_or_init(find_or_start) {

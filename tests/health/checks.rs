@@ -5,7 +5,7 @@ use std::time::Duration;
 use backwave::store::{
     CheckName, RawValue, Status, Thresholds, TransitionCounter, CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL,
 };
-use backwave::{JobState, LogCursor};
+use backwave::JobState;
 
 use crate::backend::both_backends;
 use crate::fixture::*;
