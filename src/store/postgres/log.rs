@@ -1,33 +1,194 @@
-//! log: not yet on PostgreSQL (stubs that answer an error).
+//! Reading the transition log on PostgreSQL: the last entries, the entries after a cursor, the
+//! cursor of the newest entry, the cursor at an instant, and the counter of transitions.
+//!
+//! A `seq` comes from a sequence before commit, so it is not commit order: an entry may become
+//! visible after entries with a higher `seq` were read. Readers therefore go in `(xid, seq)`
+//! order and deliver only entries whose transaction is below the horizon, the oldest
+//! transaction still running (`pg_snapshot_xmin`): every transaction that has not ended has an
+//! xid at or above it, or takes one later, above every xid handed out so far, so an entry not
+//! yet delivered always sorts after every cursor already handed out (docs/postgres.md §3c,
+//! §4.8). Each read is one read-only snapshot, which takes no xid and so never holds the horizon
+//! back itself. The cost: delivery waits for the oldest writing transaction of the whole
+//! cluster; it is late then, never lost.
 
-#![allow(unused_imports)]
+use std::collections::BTreeMap;
 
-use std::collections::HashMap;
-use std::time::Duration;
+use postgres::types::ToSql;
 
-use super::PgStore;
+use super::row::{self, TRANSITION_COLUMNS};
+use super::{PgStore, Tx};
 use crate::error::Result;
-use crate::model::*;
-use crate::store::*;
+use crate::model::{JobState, LogCursor, Millis, Transition};
+use crate::store::{LogFilter, TransitionCounter};
+
+/// Entries a reader may deliver: those of transactions below the snapshot's horizon. Stable
+/// within a statement, so the planner uses it as a bound of the `transitions_xid` index.
+const DELIVERABLE: &str = "xid < pg_snapshot_xmin(pg_current_snapshot())";
+
+/// Strictly after the cursor bound as `$1` (its xid, a bigint) and `$2` (its seq), as a range
+/// of the `transitions_xid (xid, seq)` index.
+const AFTER: &str = "(xid, seq) > (($1::bigint)::text::xid8, $2)";
+
+/// Cursor order, along the `transitions_xid` index. The table's name is spelt out: the readers
+/// select `xid::text::bigint`, an output column also named `xid`, and a bare `ORDER BY xid`
+/// sorts by that instead, which no index has (a scan of the whole log).
+const OLDEST_FIRST: &str = "transitions.xid, transitions.seq";
+const NEWEST_FIRST: &str = "transitions.xid DESC, transitions.seq DESC";
+
+/// A cursor's xid as a bound: real xids are at least 3, so every cursor whose xid is 0 or
+/// below (an empty log's end, a cursor made before any entry) precedes every entry alike, and
+/// an `xid8` has no negative values to compare with.
+fn xid_bound(c: LogCursor) -> i64 {
+    c.xid.max(0)
+}
+
+/// [`LogFilter`] as a `WHERE` clause, its parameters numbered from `first`.
+fn filter_clause(f: &LogFilter, first: usize) -> (String, Vec<Box<dyn ToSql + Sync>>) {
+    let mut sql = vec![DELIVERABLE.to_string()];
+    let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
+    if let Some(job) = f.job {
+        params.push(Box::new(job.0));
+        sql.push(format!("job_id = ${first}"));
+    }
+    if !f.to_states.is_empty() {
+        // Our own fixed spellings, as literals, like the jobs filter's states.
+        let names = f.to_states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ");
+        sql.push(format!("to_state IN ({names})"));
+    }
+    (sql.join(" AND "), params)
+}
+
+/// The cursor of the newest deliverable entry in this snapshot; (0, 0) when there is none.
+fn log_end(tx: &mut Tx<'_>) -> Result<LogCursor> {
+    let end = tx.query_opt(
+        &format!("SELECT xid::text::bigint, seq FROM transitions WHERE {DELIVERABLE} ORDER BY {NEWEST_FIRST} LIMIT 1"),
+        &[],
+    )?;
+    Ok(match end {
+        Some(r) => LogCursor { xid: r.try_get(0)?, seq: r.try_get(1)? },
+        None => LogCursor::default(),
+    })
+}
+
+/// The cursor just before `c`: strictly after it comes `c` itself.
+fn just_before(c: LogCursor) -> LogCursor {
+    match c.seq.checked_sub(1) {
+        Some(seq) => LogCursor { xid: c.xid, seq },
+        None => LogCursor { xid: c.xid - 1, seq: i64::MAX },
+    }
+}
+
+/// A row count as PostgreSQL's LIMIT takes it: `usize::MAX` means "all".
+fn limit(n: usize) -> i64 {
+    n.min(i64::MAX as usize) as i64
+}
 
 impl PgStore {
-    pub fn log_tail(&self, _filter: &LogFilter, _n: usize) -> Result<Vec<Transition>> {
-        Err(super::not_yet("log_tail"))
+    pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>> {
+        let (clause, params) = filter_clause(filter, 1);
+        let sql = format!(
+            "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE {clause} ORDER BY {NEWEST_FIRST} LIMIT ${}",
+            params.len() + 1
+        );
+        let n = limit(n);
+        let mut rows = self.read(|tx| {
+            let mut p: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
+            p.push(&n);
+            tx.query(&sql, &p)?.iter().map(row::transition).collect::<Result<Vec<_>>>()
+        })?;
+        rows.reverse();
+        Ok(rows)
     }
 
-    pub fn log_after(&self, _filter: &LogFilter, _after: LogCursor, _limit: usize) -> Result<Vec<Transition>> {
-        Err(super::not_yet("log_after"))
+    pub fn log_after(&self, filter: &LogFilter, after: LogCursor, limit: usize) -> Result<Vec<Transition>> {
+        let (clause, params) = filter_clause(filter, 3);
+        let sql = format!(
+            "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE {AFTER} AND {clause} ORDER BY {OLDEST_FIRST} LIMIT ${}",
+            params.len() + 3
+        );
+        let (xid, seq, n) = (xid_bound(after), after.seq, self::limit(limit));
+        self.read(|tx| {
+            let mut p: Vec<&(dyn ToSql + Sync)> = vec![&xid, &seq];
+            p.extend(params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
+            p.push(&n);
+            tx.query(&sql, &p)?.iter().map(row::transition).collect()
+        })
     }
 
     pub fn log_end(&self) -> Result<LogCursor> {
-        Err(super::not_yet("log_end"))
+        self.read(log_end)
     }
 
-    pub fn log_cursor_at(&self, _at: Millis) -> Result<LogCursor> {
-        Err(super::not_yet("log_cursor_at"))
+    /// The first entry at or after `at` by the `transitions_at` index, and the cursor just
+    /// before it; the log's end when no entry is that recent. Times are the writing
+    /// transactions' start (the database clock), and xids are taken at their first write, so
+    /// the two orders agree but for transactions running side by side: a count from here is
+    /// off by at most the entries of those.
+    pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor> {
+        self.read(|tx| {
+            let first = tx.query_opt(
+                "SELECT xid::text::bigint, seq FROM transitions WHERE at >= $1 ORDER BY at, transitions.xid, seq LIMIT 1",
+                &[&at],
+            )?;
+            match first {
+                Some(r) => Ok(just_before(LogCursor { xid: r.try_get(0)?, seq: r.try_get(1)? })),
+                None => log_end(tx),
+            }
+        })
     }
 
-    pub fn count_transitions(&self, _counter: &mut TransitionCounter) -> Result<()> {
-        Err(super::not_yet("count_transitions"))
+    pub fn count_transitions(&self, counter: &mut TransitionCounter) -> Result<()> {
+        let counted = self.read(|tx| {
+            let end = log_end(tx)?;
+            let Some(last) = counter.last else { return Ok((end, BTreeMap::new())) };
+            let mut by_state: BTreeMap<JobState, u64> = BTreeMap::new();
+            let (xid, seq) = (xid_bound(last), last.seq);
+            for r in tx.query(
+                &format!(
+                    "SELECT to_state, count(*) FROM transitions WHERE {AFTER} AND {DELIVERABLE} GROUP BY to_state"
+                ),
+                &[&xid, &seq],
+            )? {
+                let (state, n): (String, i64) = (r.try_get(0)?, r.try_get(1)?);
+                if let Ok(state) = state.parse::<JobState>() {
+                    *by_state.entry(state).or_default() += n as u64;
+                }
+            }
+            Ok((end, by_state))
+        })?;
+        let (end, by_state) = counted;
+        match counter.last {
+            // The first call only sets the baseline.
+            None => counter.last = Some(end),
+            Some(last) => {
+                for (state, n) in by_state {
+                    *counter.by_state.entry(state).or_default() += n;
+                }
+                // Never back: the retention sweep may have emptied the log since the last count.
+                counter.last = Some(end.max(last));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_just_before_an_entry_is_passed_by_it_alone() {
+        assert_eq!(just_before(LogCursor { xid: 7, seq: 5 }), LogCursor { xid: 7, seq: 4 });
+        let first = LogCursor { xid: 7, seq: i64::MIN };
+        let before = just_before(first);
+        assert!(before < first);
+        assert_eq!(before, LogCursor { xid: 6, seq: i64::MAX });
+    }
+
+    #[test]
+    fn cursors_before_every_entry_bind_as_xid_zero() {
+        assert_eq!(xid_bound(LogCursor { xid: -1, seq: 0 }), 0);
+        assert_eq!(xid_bound(LogCursor::default()), 0);
+        assert_eq!(xid_bound(LogCursor { xid: 724_640, seq: 9 }), 724_640);
     }
 }
