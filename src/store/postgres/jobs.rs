@@ -362,6 +362,18 @@ impl PgStore {
         })
     }
 
+    pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>> {
+        self.read(|tx| {
+            tx.query(
+                "SELECT id, attempt FROM jobs WHERE state = 'running' AND lease_owner = $1 ORDER BY id",
+                &[&worker_id],
+            )?
+            .iter()
+            .map(|r| Ok((JobId(r.try_get(0)?), count(r.try_get(1)?))))
+            .collect()
+        })
+    }
+
     pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
         let wire_names = serde_json::to_string(&w.wire_names).map_err(Error::Encode)?;
         let queues = serde_json::to_string(&w.queues).map_err(Error::Encode)?;
