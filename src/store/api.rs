@@ -95,6 +95,11 @@ forward! {
     /// its handler would have. Per job: `Accepted(Scheduled)`, `Accepted(Cancelled)`, or
     /// `Rejected` when the lease is no longer the worker's (nothing changed).
     pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>>;
+    /// The `(job, attempt)` of every Running job leased to `worker_id`. A worker whose claim
+    /// failed without an answer (a connection lost mid-commit) asks this to find jobs the store
+    /// gave it that it never heard of, and hands them back (no attempt spent) instead of letting
+    /// their leases lapse.
+    pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>>;
 
     // groups.rs
     /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
