@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::filter::where_clause;
 use super::operator::{
-    ask_to_stop_locked, audit, cancel_locked, decide_cancel, lock_batch, lock_ids, requeue_ids, require,
+    ask_to_stop_locked, audit, cancel_locked, decide_cancel, lock_ids, lock_matching, matching_ids, requeue_ids,
+    require,
 };
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
@@ -96,19 +97,20 @@ impl PgStore {
 
     pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
         let scope = run_now_scope(filter);
-        self.write(|tx| require(tx, actor, Permission::Operate))?;
-        let started = self.db_now()?;
-        // Every job of the run gets the run's start as its due time, so a batch never finds the
-        // jobs of an earlier one again. (`started` is our own integer, not input.)
-        let pending = format!("created_at <= {started} AND due_at > {started}");
-        let total = self.count_where(&scope, &pending)?;
+        let (started, ids) = self.write(|tx| {
+            require(tx, actor, Permission::Operate)?;
+            let started = tx.now()?;
+            Ok((started, matching_ids(tx, &scope, &run_now_pending(started))?))
+        })?;
+        // Every job of the run gets the run's start as its due time, as on SQLite.
+        let pending = run_now_pending(started);
         self.in_batches(
             actor,
-            total,
-            |tx, _| {
-                let Some(locked) = lock_batch(tx, &scope, &pending)? else { return Ok(None) };
-                let moved: Vec<(Uuid, Millis)> = locked.iter().map(|(id, job)| (*id, job.due_at)).collect();
-                Ok(Some((run_now_locked(tx, started, actor, &moved)?, ())))
+            &ids,
+            |tx, _, chunk| {
+                let moved: Vec<(Uuid, Millis)> =
+                    lock_matching(tx, &scope, &pending, chunk)?.iter().map(|(id, job)| (*id, job.due_at)).collect();
+                Ok((run_now_locked(tx, started, actor, &moved)?, ()))
             },
             |()| {},
             progress,
@@ -147,24 +149,24 @@ impl PgStore {
         progress: impl FnMut(BulkProgress),
     ) -> Result<CancelDone> {
         let scope = cancel_scope(filter);
-        self.write(|tx| require(tx, actor, Permission::Operate))?;
-        let started = self.db_now()?;
-        // `started` is our own integer, not input.
-        let pending = format!("created_at <= {started} AND (state = 'scheduled' OR cancel_requested_by IS NULL)");
-        let total = self.count_where(&scope, &pending)?;
+        let (started, ids) = self.write(|tx| {
+            require(tx, actor, Permission::Operate)?;
+            let started = tx.now()?;
+            Ok((started, matching_ids(tx, &scope, &cancel_pending(started))?))
+        })?;
+        let pending = cancel_pending(started);
         let mut done = CancelDone::default();
         self.in_batches(
             actor,
-            total,
-            |tx, now| {
-                let Some(mut locked) = lock_batch(tx, &scope, &pending)? else { return Ok(None) };
+            &ids,
+            |tx, now, chunk| {
                 let (mut cancel, mut ask) = (Vec::new(), Vec::new());
-                for (id, job) in &mut locked {
-                    decide_cancel(*id, job, &mut cancel, &mut ask);
+                for (id, mut job) in lock_matching(tx, &scope, &pending, chunk)? {
+                    decide_cancel(id, &mut job, &mut cancel, &mut ask);
                 }
                 let cancelled = cancel_locked(tx, now, actor, &cancel)?;
                 let asked_to_stop = ask_to_stop_locked(tx, now, actor, &ask)?;
-                Ok(Some((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop })))
+                Ok((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop }))
             },
             |batch| {
                 done.cancelled += batch.cancelled;
@@ -204,8 +206,21 @@ impl PgStore {
     }
 }
 
-/// Make the locked jobs `jobs` (id, the due time it had; each once) that are still Scheduled
-/// and due after `now` due at `now`, each audited with when it would have run. Returns how many.
+/// The Scheduled jobs a run-now started at `started` acts on: made before it and due after it.
+/// (`started` is our own integer, not input.)
+fn run_now_pending(started: Millis) -> String {
+    format!("created_at <= {started} AND due_at > {started}")
+}
+
+/// The jobs a bulk cancel started at `started` acts on: made before it, and Scheduled or not
+/// yet asked to stop. (`started` is our own integer, not input.)
+fn cancel_pending(started: Millis) -> String {
+    format!("created_at <= {started} AND (state = 'scheduled' OR cancel_requested_by IS NULL)")
+}
+
+/// Make the locked Scheduled jobs `jobs` (id, the due time it had, after `now`; each once) due
+/// at `now`, each audited with when it would have run. Returns how many. (By id alone: see
+/// `requeue_locked`.)
 fn run_now_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, jobs: &[(Uuid, Millis)]) -> Result<u64> {
     if jobs.is_empty() {
         return Ok(0);
@@ -215,7 +230,7 @@ fn run_now_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, jobs: &[(Uuid, Mill
     tx.execute(
         "WITH moved AS (
              UPDATE jobs SET due_at = $2, updated_at = $2
-             WHERE id = ANY($1) AND state = 'scheduled' AND due_at > $2
+             WHERE id = ANY($1)
              RETURNING id
          )
          INSERT INTO audit (at, actor, action, job_id, detail)
