@@ -199,12 +199,7 @@ impl SqliteStore {
     }
 
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
-        if let Err(e) = serde_json::from_slice::<serde_json::Value>(payload) {
-            let text = String::from_utf8_lossy(payload);
-            let shown: String = text.chars().take(60).collect();
-            let more = if text.chars().count() > 60 { "…" } else { "" };
-            return Err(Error::InvalidInput(format!("the new payload '{shown}{more}' is not valid JSON: {e}")));
-        }
+        check_new_payload(payload)?;
         let now = self.now();
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
@@ -213,19 +208,13 @@ impl SqliteStore {
                 .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, Vec<u8>>(1)?)))
                 .optional()?;
             let Some((state, old)) = found else { return Err(Error::JobNotFound(id.to_string())) };
-            if !state.is_requeueable() {
-                return Err(Error::WrongState { id: id.to_string(), state, wanted: "dead-lettered or quarantined" });
-            }
+            check_editable(id, state)?;
             tx.prepare_cached("UPDATE jobs SET payload = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
                 id.to_string(),
                 payload,
                 now
             ])?;
-            let old_payload = match std::str::from_utf8(&old) {
-                Ok(text) => serde_json::json!({ "old_payload": text, "new_bytes": payload.len() }),
-                Err(_) => serde_json::json!({ "old_payload_hex": hex(&old), "new_bytes": payload.len() }),
-            };
-            super::admin::audit(tx, now, actor, "edit-payload", Some(id), &old_payload.to_string())?;
+            super::admin::audit(tx, now, actor, "edit-payload", Some(id), &payload_edit_detail(&old, payload))?;
             let requeued = requeue && matches!(requeue_one(tx, now, actor, id)?, RequeueResult::Requeued { .. });
             Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued })
         })
@@ -246,7 +235,7 @@ fn run_now_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<R
     if due_at > now {
         tx.prepare_cached("UPDATE jobs SET due_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'scheduled'")?
             .execute(params![id.to_string(), now])?;
-        super::admin::audit(tx, now, actor, "run-now", Some(id), &format!("due_at was {due_at}"))?;
+        super::admin::audit(tx, now, actor, "run-now", Some(id), &run_now_detail(due_at))?;
     }
     Ok(RunNowResult::Due { was_due_at: due_at })
 }
@@ -282,6 +271,40 @@ fn ids_where(c: &Connection, filter: &JobFilter, extra: &str, extra_args: &[Mill
     Ok(c.prepare_cached(&format!("SELECT id FROM jobs WHERE {clause} AND {extra} LIMIT {BULK_BATCH}"))?
         .query_map(params_from_iter(args), |r| parse_id(r, 0))?
         .collect::<Result<_, _>>()?)
+}
+
+/// The audit detail of a run-now: when the job would have run.
+pub(crate) fn run_now_detail(was_due_at: Millis) -> String {
+    format!("due_at was {was_due_at}")
+}
+
+/// Refuse a new payload that is not JSON, quoting its start.
+pub(crate) fn check_new_payload(payload: &[u8]) -> Result<()> {
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(payload) {
+        let text = String::from_utf8_lossy(payload);
+        let shown: String = text.chars().take(60).collect();
+        let more = if text.chars().count() > 60 { "…" } else { "" };
+        return Err(Error::InvalidInput(format!("the new payload '{shown}{more}' is not valid JSON: {e}")));
+    }
+    Ok(())
+}
+
+/// Only a Dead-Lettered or Quarantined job's payload may be repaired.
+pub(crate) fn check_editable(id: JobId, state: JobState) -> Result<()> {
+    if !state.is_requeueable() {
+        return Err(Error::WrongState { id: id.to_string(), state, wanted: "dead-lettered or quarantined" });
+    }
+    Ok(())
+}
+
+/// The audit detail of a payload repair: the old payload (as text, or hex when it is not
+/// UTF-8), so that the edit can be undone, and the new payload's size.
+pub(crate) fn payload_edit_detail(old: &[u8], new: &[u8]) -> String {
+    let detail = match std::str::from_utf8(old) {
+        Ok(text) => serde_json::json!({ "old_payload": text, "new_bytes": new.len() }),
+        Err(_) => serde_json::json!({ "old_payload_hex": hex(old), "new_bytes": new.len() }),
+    };
+    detail.to_string()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -65,14 +65,7 @@ impl SqliteStore {
     }
 
     pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let started = self.now();
-        let mut filter = filter.clone();
-        filter.states.retain(|s| s.is_requeueable());
-        if filter.states.is_empty() {
-            filter.states = vec![JobState::DeadLettered, JobState::Quarantined];
-        }
-        filter.finished_before =
-            Some(filter.finished_before.map_or(started.saturating_add(1), |b| b.min(started.saturating_add(1))));
+        let filter = super::preview::requeue_scope(filter, self.now());
         let total = self.count_jobs(&filter)?;
         self.in_batches(
             actor,
@@ -140,7 +133,7 @@ impl SqliteStore {
                 super::admin::require(tx, actor, Permission::Operate)?;
                 let n = sweep_batch(tx, cutoff, BULK_BATCH)?;
                 if n > 0 {
-                    super::admin::audit(tx, now, actor, "purge", None, &format!("{n} jobs finished before {cutoff}"))?;
+                    super::admin::audit(tx, now, actor, "purge", None, &purge_detail(n, cutoff))?;
                 }
                 Ok(n)
             })?;
@@ -152,9 +145,7 @@ impl SqliteStore {
         }
         if done == 0 {
             let now = self.now();
-            self.write(|tx| {
-                super::admin::audit(tx, now, actor, "purge", None, &format!("0 jobs finished before {cutoff}"))
-            })?;
+            self.write(|tx| super::admin::audit(tx, now, actor, "purge", None, &purge_detail(0, cutoff)))?;
         }
         Ok(done)
     }
@@ -169,6 +160,19 @@ impl SqliteStore {
     }
 }
 
+/// The reason logged on every operator requeue.
+pub(crate) const REQUEUE_REASON: &str = "requeued by operator: attempt budget reset";
+
+/// The terminal cause of a job an operator cancelled.
+pub(crate) fn cancel_cause(actor: &str) -> String {
+    format!("cancelled by {actor}")
+}
+
+/// The audit detail of one purge batch (or of a purge that found nothing).
+pub(crate) fn purge_detail(n: u64, cutoff: Millis) -> String {
+    format!("{n} jobs finished before {cutoff}")
+}
+
 /// [`requeue_one`] for a whole batch in two set-based statements (log first, while the rows
 /// still hold their terminal state): the same rows and entries, at about half the CPU of a
 /// statement per job (100,000 jobs: 2.1 s of CPU one by one).
@@ -180,11 +184,11 @@ fn requeue_batch(tx: &Connection, now: Millis, actor: &str, ids: &[JobId]) -> Re
         .map_err(crate::error::Error::Encode)?;
     tx.prepare_cached(
         "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor, reason)
-         SELECT id, ?2, state, 'scheduled', 0, ?3, 'requeued by operator: attempt budget reset'
+         SELECT id, ?2, state, 'scheduled', 0, ?3, ?4
          FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('dead-lettered', 'quarantined')
          ORDER BY id",
     )?
-    .execute(params![list, now, actor])?;
+    .execute(params![list, now, actor, REQUEUE_REASON])?;
     let n = tx
         .prepare_cached(
             "UPDATE jobs SET state = 'scheduled', attempt = 0, due_at = ?2, finished_at = NULL, terminal_cause = NULL,
@@ -213,7 +217,7 @@ pub(super) fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) 
     .execute(params![id.to_string(), now])?;
     let mut e = Entry::new(id, now, Some(state), JobState::Scheduled, 0);
     e.actor = Some(actor);
-    e.reason = Some("requeued by operator: attempt budget reset");
+    e.reason = Some(REQUEUE_REASON);
     log(tx, &e)?;
     Ok(RequeueResult::Requeued { from: state })
 }
@@ -226,7 +230,7 @@ pub(super) fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -
     let Some((state, attempt, already_requested)) = found else { return Ok(CancelResult::NotFound) };
     match state {
         JobState::Scheduled => {
-            let cause = format!("cancelled by {actor}");
+            let cause = cancel_cause(actor);
             tx.prepare_cached(
                 "UPDATE jobs SET state = 'cancelled', terminal_cause = ?2, cause_fingerprint = ?3,
                         cancel_requested_by = ?4, finished_at = ?5, updated_at = ?5 WHERE id = ?1",

@@ -30,7 +30,7 @@ impl PauseKind {
         }
     }
 
-    fn parse(s: &str) -> Option<PauseKind> {
+    pub(crate) fn parse(s: &str) -> Option<PauseKind> {
         match s {
             "queue" => Some(PauseKind::Queue),
             "wire-name" => Some(PauseKind::WireName),
@@ -122,13 +122,7 @@ impl SqliteStore {
     ) -> Result<PauseResult> {
         check_name(kind, name)?;
         let now = self.now();
-        if let Some(u) = until {
-            if u <= now {
-                return Err(Error::InvalidInput(format!(
-                    "a pause until {u} would end at once: it is not after now ({now}, epoch ms)"
-                )));
-            }
-        }
+        check_until(until, now)?;
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
             check_known(tx, kind, name, force)?;
@@ -143,8 +137,7 @@ impl SqliteStore {
                  ON CONFLICT (kind, name) DO UPDATE SET paused_by = ?3, paused_at = ?4, until = ?5",
             )?
             .execute(params![kind.as_str(), name, actor, now, until])?;
-            let until_text = until.map_or_else(|| "until resumed".to_string(), |u| format!("until {u}"));
-            super::admin::audit(tx, now, actor, "pause", None, &format!("{kind} {name} {until_text}"))?;
+            super::admin::audit(tx, now, actor, "pause", None, &pause_detail(kind, name, until))?;
             Ok(match previous {
                 Some(previous_until) => PauseResult::Extended { previous_until },
                 None => PauseResult::Paused,
@@ -215,7 +208,23 @@ impl SqliteStore {
     }
 }
 
-fn check_name(kind: PauseKind, name: &str) -> Result<()> {
+/// A pause must end after `now`, or it would end at once.
+pub(crate) fn check_until(until: Option<Millis>, now: Millis) -> Result<()> {
+    match until {
+        Some(u) if u <= now => Err(Error::InvalidInput(format!(
+            "a pause until {u} would end at once: it is not after now ({now}, epoch ms)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The audit detail of a pause.
+pub(crate) fn pause_detail(kind: PauseKind, name: &str, until: Option<Millis>) -> String {
+    let until_text = until.map_or_else(|| "until resumed".to_string(), |u| format!("until {u}"));
+    format!("{kind} {name} {until_text}")
+}
+
+pub(crate) fn check_name(kind: PauseKind, name: &str) -> Result<()> {
     if name.trim().is_empty() || name.chars().any(char::is_control) {
         return Err(Error::InvalidInput(format!("{name:?} is not a {kind} name")));
     }
@@ -227,10 +236,15 @@ fn check_known(c: &Connection, kind: PauseKind, name: &str, force: bool) -> Resu
     if force || is_known(c, kind, name)? {
         return Ok(());
     }
-    Err(Error::InvalidInput(format!(
+    Err(unknown_name(kind, name))
+}
+
+/// The refusal of a name nothing mentions.
+pub(crate) fn unknown_name(kind: PauseKind, name: &str) -> Error {
+    Error::InvalidInput(format!(
         "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to pause it \
          ahead of its first job)"
-    )))
+    ))
 }
 
 /// Whether any job or any registered worker mentions the queue or wire name. Workers and the

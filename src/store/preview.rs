@@ -5,13 +5,15 @@
 //! them alone unless `force`: the CLI and the dashboard pass that choice explicitly, and no
 //! other bulk-requeue path exists. Read-only except that last call.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::operator::BulkProgress;
 use super::query::JobFilter;
 use super::SqliteStore;
 use crate::error::Result;
-use crate::model::{JobId, JobState, QuarantineReason};
+use crate::model::{Job, JobId, JobState, QuarantineReason};
 
 /// The exact effect of a bulk requeue at the moment it was planned.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -69,24 +71,10 @@ impl SqliteStore {
                 let mut f = scope.clone();
                 f.wire_name = Some(wire_name.clone());
                 let count = self.count_jobs(&f)?;
-                if count == 0 {
-                    continue;
-                }
-                let live = handlers.get(&wire_name).copied().unwrap_or(0);
-                let entry = WireNameCount { wire_name, count, live_handlers: live };
-                if live == 0 {
-                    plan.would_requarantine += count;
-                    plan.unhandled.push(entry);
-                } else {
-                    plan.would_requeue += count;
-                    plan.handled.push(entry);
-                }
+                plan.add(wire_name, count, &handlers);
             }
-            plan.unhandled.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
-            plan.handled.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
-            let undecodable_in_scope = scope.states.contains(&JobState::Quarantined)
-                && matches!(scope.quarantine_reason, None | Some(QuarantineReason::UndecodablePayload));
-            if undecodable_in_scope {
+            plan.sort();
+            if undecodable_in_scope(&scope) {
                 for w in &plan.handled {
                     plan.undecodable += self.count_jobs(&JobFilter {
                         states: vec![JobState::Quarantined],
@@ -102,26 +90,7 @@ impl SqliteStore {
 
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
         let handlers = self.live_handlers()?;
-        self.read(|_| {
-            ids.iter()
-                .map(|id| {
-                    Ok(match self.job(*id)? {
-                        None => RequeueCheck::NotFound,
-                        Some(j) if !j.state.is_requeueable() => RequeueCheck::NotRequeueable { state: j.state },
-                        Some(j) => {
-                            let requarantine = handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
-                            RequeueCheck::WouldRequeue {
-                                state: j.state,
-                                requarantine,
-                                undecodable: !requarantine
-                                    && j.quarantine_reason == Some(QuarantineReason::UndecodablePayload),
-                                wire_name: j.wire_name,
-                            }
-                        }
-                    })
-                })
-                .collect()
-        })
+        self.read(|_| ids.iter().map(|id| Ok(check_one(self.job(*id)?, &handlers))).collect())
     }
 
     pub fn requeue_planned(
@@ -129,26 +98,15 @@ impl SqliteStore {
         actor: &str,
         filter: &JobFilter,
         force: bool,
-        mut progress: impl FnMut(BulkProgress),
+        progress: impl FnMut(BulkProgress),
     ) -> Result<u64> {
-        if force {
-            return self.requeue_matching(actor, filter, progress);
-        }
-        let plan = self.plan_requeue(filter)?;
-        if plan.unhandled.is_empty() {
-            return self.requeue_matching(actor, filter, progress);
-        }
-        let total = plan.would_requeue;
-        let mut done_before = 0;
-        for w in &plan.handled {
-            let mut f = filter.clone();
-            f.wire_name = Some(w.wire_name.clone());
-            let n = self.requeue_matching(actor, &f, |p| {
-                progress(BulkProgress { done: done_before + p.done, total });
-            })?;
-            done_before += n;
-        }
-        Ok(done_before)
+        requeue_planned(
+            filter,
+            force,
+            progress,
+            |f| self.plan_requeue(f),
+            |f, progress: &mut dyn FnMut(BulkProgress)| self.requeue_matching(actor, f, progress),
+        )
     }
 
     pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
@@ -175,6 +133,85 @@ impl SqliteStore {
         }
         Ok(names.into_iter().collect())
     }
+}
+
+impl RequeuePlan {
+    /// Count `count` jobs of `wire_name` in: to be requeued if a live worker handles the wire
+    /// name now, else to be quarantined again. Returns whether one does.
+    pub(crate) fn add(&mut self, wire_name: String, count: u64, handlers: &HashMap<String, u64>) -> bool {
+        if count == 0 {
+            return false;
+        }
+        let live = handlers.get(&wire_name).copied().unwrap_or(0);
+        let entry = WireNameCount { wire_name, count, live_handlers: live };
+        if live == 0 {
+            self.would_requarantine += count;
+            self.unhandled.push(entry);
+            false
+        } else {
+            self.would_requeue += count;
+            self.handled.push(entry);
+            true
+        }
+    }
+
+    /// Largest groups first, then by wire name.
+    pub(crate) fn sort(&mut self) {
+        for list in [&mut self.unhandled, &mut self.handled] {
+            list.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
+        }
+    }
+}
+
+/// [`Store::requeue_planned`] on either backend, given its `plan` and `requeue` (its
+/// `plan_requeue` and `requeue_matching`): everything when forced or when every wire name has a
+/// live handler, else one run per handled wire name, with progress counted across the runs.
+pub(crate) fn requeue_planned(
+    filter: &JobFilter,
+    force: bool,
+    mut progress: impl FnMut(BulkProgress),
+    plan: impl FnOnce(&JobFilter) -> Result<RequeuePlan>,
+    mut requeue: impl FnMut(&JobFilter, &mut dyn FnMut(BulkProgress)) -> Result<u64>,
+) -> Result<u64> {
+    if force {
+        return requeue(filter, &mut progress);
+    }
+    let plan = plan(filter)?;
+    if plan.unhandled.is_empty() {
+        return requeue(filter, &mut progress);
+    }
+    let total = plan.would_requeue;
+    let mut done_before = 0;
+    for w in &plan.handled {
+        let mut f = filter.clone();
+        f.wire_name = Some(w.wire_name.clone());
+        let n = requeue(&f, &mut |p| progress(BulkProgress { done: done_before + p.done, total }))?;
+        done_before += n;
+    }
+    Ok(done_before)
+}
+
+/// What requeueing one job found by id would do, given the live handlers now.
+pub(crate) fn check_one(job: Option<Job>, handlers: &HashMap<String, u64>) -> RequeueCheck {
+    match job {
+        None => RequeueCheck::NotFound,
+        Some(j) if !j.state.is_requeueable() => RequeueCheck::NotRequeueable { state: j.state },
+        Some(j) => {
+            let requarantine = handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
+            RequeueCheck::WouldRequeue {
+                state: j.state,
+                requarantine,
+                undecodable: !requarantine && j.quarantine_reason == Some(QuarantineReason::UndecodablePayload),
+                wire_name: j.wire_name,
+            }
+        }
+    }
+}
+
+/// Whether the scope can hold Quarantined jobs whose payload did not decode.
+pub(crate) fn undecodable_in_scope(scope: &JobFilter) -> bool {
+    scope.states.contains(&JobState::Quarantined)
+        && matches!(scope.quarantine_reason, None | Some(QuarantineReason::UndecodablePayload))
 }
 
 /// The requeueable jobs `filter` matches (dead-lettered and quarantined when it names neither),

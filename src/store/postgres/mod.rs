@@ -13,9 +13,12 @@
 mod admin;
 mod filter;
 mod health;
+mod incident;
 mod jobs;
 mod log;
 mod operator;
+mod pause;
+mod preview;
 mod query;
 mod raw;
 mod row;

@@ -1,0 +1,153 @@
+//! Pausing and resuming a queue or a wire name on PostgreSQL: a row in `pauses` that every
+//! claim reads in its own transaction. Pauses and resumes of one name are decided one at a time
+//! (an advisory lock on the name), so that of two operators pausing it at once one pauses and
+//! the other extends, as with SQLite's one writer. This module never touches a job.
+
+use super::operator::{audit, require};
+use super::{PgStore, Tx};
+use crate::error::Result;
+use crate::model::{Millis, Permission};
+use crate::store::pause::{check_name, check_until, pause_detail, unknown_name};
+use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
+
+impl PgStore {
+    pub fn pause(
+        &self,
+        actor: &str,
+        kind: PauseKind,
+        name: &str,
+        until: Option<Millis>,
+        force: bool,
+    ) -> Result<PauseResult> {
+        check_name(kind, name)?;
+        self.write(|tx| {
+            let now = tx.now()?;
+            check_until(until, now)?;
+            require(tx, actor, Permission::Operate)?;
+            check_known(tx, kind, name, force)?;
+            lock_name(tx, kind, name)?;
+            let previous: Option<Option<Millis>> = tx
+                .query_opt(
+                    "SELECT until FROM pauses WHERE kind = $1 AND name = $2 AND (until IS NULL OR until > $3)",
+                    &[&kind.as_str(), &name, &now],
+                )?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            tx.execute(
+                "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (kind, name) DO UPDATE
+                 SET paused_by = excluded.paused_by, paused_at = excluded.paused_at, until = excluded.until",
+                &[&kind.as_str(), &name, &actor, &now, &until],
+            )?;
+            audit(tx, now, actor, "pause", None, &pause_detail(kind, name, until))?;
+            Ok(match previous {
+                Some(previous_until) => PauseResult::Extended { previous_until },
+                None => PauseResult::Paused,
+            })
+        })
+    }
+
+    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
+        check_name(kind, name)?;
+        self.read(|tx| {
+            check_known(tx, kind, name, force)?;
+            let r = match kind {
+                // The kept counts plus the deltas not yet folded in: exact in this snapshot.
+                PauseKind::Queue => tx.query_one(
+                    "SELECT coalesce(sum(n) FILTER (WHERE state = 'scheduled'), 0)::bigint,
+                            coalesce(sum(n) FILTER (WHERE state = 'running'), 0)::bigint
+                     FROM (SELECT state, n FROM job_counts WHERE queue = $1
+                           UNION ALL SELECT state, d FROM job_count_deltas WHERE queue = $1) c",
+                    &[&name],
+                )?,
+                // One range of `jobs_claim_wire` per queue, rather than a walk of every
+                // Scheduled job.
+                PauseKind::WireName => tx.query_one(
+                    "SELECT (SELECT coalesce(sum((SELECT count(*) FROM jobs WHERE state = 'scheduled'
+                                                  AND queue = q.queue AND wire_name = $1)), 0)::bigint
+                             FROM (SELECT queue FROM job_counts UNION SELECT queue FROM job_count_deltas) q),
+                            (SELECT count(*) FROM jobs WHERE state = 'running' AND wire_name = $1)",
+                    &[&name],
+                )?,
+            };
+            let (scheduled, running): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
+            Ok(PausePlan { scheduled: scheduled.max(0) as u64, running: running.max(0) as u64 })
+        })
+    }
+
+    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
+        self.write(|tx| {
+            require(tx, actor, Permission::Operate)?;
+            let now = tx.now()?;
+            lock_name(tx, kind, name)?;
+            let was_active: Option<bool> = tx
+                .query_opt(
+                    "DELETE FROM pauses WHERE kind = $1 AND name = $2 RETURNING until IS NULL OR until > $3",
+                    &[&kind.as_str(), &name, &now],
+                )?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            if was_active != Some(true) {
+                return Ok(ResumeResult::NotPaused);
+            }
+            audit(tx, now, actor, "resume", None, &format!("{kind} {name}"))?;
+            Ok(ResumeResult::Resumed)
+        })
+    }
+
+    pub fn pauses(&self) -> Result<Vec<Pause>> {
+        self.read(|tx| {
+            let now = tx.now()?;
+            let mut out = Vec::new();
+            for r in tx.query(
+                "SELECT kind, name, paused_by, paused_at, until FROM pauses WHERE until IS NULL OR until > $1
+                 ORDER BY kind, name",
+                &[&now],
+            )? {
+                let Some(kind) = PauseKind::parse(r.try_get(0)?) else { continue };
+                out.push(Pause {
+                    kind,
+                    name: r.try_get(1)?,
+                    paused_by: r.try_get(2)?,
+                    paused_at: r.try_get(3)?,
+                    until: r.try_get(4)?,
+                });
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// Wait for any other transaction pausing or resuming the same name, until this one ends.
+fn lock_name(tx: &mut Tx<'_>, kind: PauseKind, name: &str) -> Result<()> {
+    tx.query_one(
+        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':pause:' || $1 || ':' || $2))",
+        &[&kind.as_str(), &name],
+    )?;
+    Ok(())
+}
+
+/// Refuse a name nothing mentions, unless forced: a typo would pause nothing and look done.
+fn check_known(tx: &mut Tx<'_>, kind: PauseKind, name: &str, force: bool) -> Result<()> {
+    if force || is_known(tx, kind, name)? {
+        return Ok(());
+    }
+    Err(unknown_name(kind, name))
+}
+
+/// Whether any job or any registered worker mentions the queue or wire name (the same sources
+/// as SQLite; `?` asks whether a jsonb array holds the string).
+fn is_known(tx: &mut Tx<'_>, kind: PauseKind, name: &str) -> Result<bool> {
+    let sql = match kind {
+        PauseKind::Queue => {
+            "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = $1)
+                 OR EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = $1)
+                 OR EXISTS (SELECT 1 FROM workers WHERE queues ? $1)"
+        }
+        PauseKind::WireName => {
+            "SELECT EXISTS (SELECT 1 FROM workers WHERE wire_names ? $1)
+                 OR EXISTS (SELECT 1 FROM jobs WHERE wire_name = $1)"
+        }
+    };
+    Ok(tx.query_one(sql, &[&name])?.try_get(0)?)
+}

@@ -1,0 +1,78 @@
+//! What a requeue would do, before doing it, on PostgreSQL: the same plan as SQLite's
+//! (`store/preview.rs`, which holds the plan's arithmetic), counted in one snapshot with one
+//! grouped query. Read-only except [`PgStore::requeue_planned`].
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use super::filter::where_clause;
+use super::row::{job, JOB_COLUMNS};
+use super::PgStore;
+use crate::error::Result;
+use crate::model::{Job, JobId};
+use crate::store::preview::{check_one, requeue_planned, requeue_scope};
+use crate::store::{BulkProgress, JobFilter, RequeueCheck, RequeuePlan};
+
+impl PgStore {
+    pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
+        let handlers = self.live_handlers()?;
+        self.read(|tx| {
+            let scope = requeue_scope(filter, tx.now()?);
+            let w = where_clause(&scope, 1);
+            // Undecodable jobs counted within the scope: none when it leaves out Quarantined
+            // jobs or names the other reason, as SQLite's separate count gives.
+            let rows = tx.query(
+                &format!(
+                    "SELECT wire_name, count(*),
+                            count(*) FILTER (WHERE state = 'quarantined' AND quarantine_reason = 'undecodable-payload')
+                     FROM jobs WHERE {} GROUP BY wire_name",
+                    w.sql
+                ),
+                &w.params(&[]),
+            )?;
+            let mut plan = RequeuePlan::default();
+            for r in &rows {
+                let (wire_name, count, undecodable): (String, i64, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+                plan.matching += count as u64;
+                if plan.add(wire_name, count as u64, &handlers) {
+                    plan.undecodable += undecodable as u64;
+                }
+            }
+            plan.sort();
+            Ok(plan)
+        })
+    }
+
+    pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
+        let handlers = self.live_handlers()?;
+        let wanted: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let found: HashMap<Uuid, Job> = self.read(|tx| {
+            tx.query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)"), &[&wanted])?
+                .iter()
+                .map(|r| job(r).map(|j| (j.id.0, j)))
+                .collect()
+        })?;
+        Ok(ids.iter().map(|id| check_one(found.get(&id.0).cloned(), &handlers)).collect())
+    }
+
+    pub fn requeue_planned(
+        &self,
+        actor: &str,
+        filter: &JobFilter,
+        force: bool,
+        progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
+        requeue_planned(
+            filter,
+            force,
+            progress,
+            |f| self.plan_requeue(f),
+            |f, progress: &mut dyn FnMut(BulkProgress)| self.requeue_matching(actor, f, progress),
+        )
+    }
+
+    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
+        Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
+    }
+}
