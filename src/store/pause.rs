@@ -30,7 +30,7 @@ impl PauseKind {
         }
     }
 
-    fn parse(s: &str) -> Option<PauseKind> {
+    pub(crate) fn parse(s: &str) -> Option<PauseKind> {
         match s {
             "queue" => Some(PauseKind::Queue),
             "wire-name" => Some(PauseKind::WireName),
