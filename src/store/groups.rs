@@ -47,12 +47,12 @@ impl SqliteStore {
                      SELECT wire_name, cause_fingerprint AS fp, count(*) AS n, min(finished_at) AS first_seen,
                             max(finished_at) AS last_seen
                      FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
-                     ORDER BY n DESC, last_seen DESC LIMIT ?1)
+                     ORDER BY n DESC, last_seen DESC, wire_name, fp LIMIT ?1)
                  SELECT wire_name, coalesce(fp, ex, ''), n, first_seen, last_seen, ex
                  FROM (SELECT g.*, (SELECT terminal_cause FROM jobs j2 WHERE j2.state = 'dead-lettered'
                                       AND j2.wire_name = g.wire_name AND j2.cause_fingerprint IS g.fp
                                       ORDER BY finished_at DESC LIMIT 1) AS ex FROM g)
-                 ORDER BY n DESC, last_seen DESC",
+                 ORDER BY n DESC, last_seen DESC, wire_name, fp",
             )?
             .query_map([limit as i64], |r| {
                 Ok(CauseGroup {
@@ -92,7 +92,7 @@ pub(crate) fn quarantine_rows(conn: &Connection) -> Result<Vec<QuarantineRow>> {
                        AND j2.wire_name = j.wire_name AND j2.quarantine_reason = j.quarantine_reason
                      ORDER BY finished_at DESC LIMIT 1)
              FROM jobs j WHERE state = 'quarantined'
-             GROUP BY wire_name, quarantine_reason ORDER BY count(*) DESC",
+             GROUP BY wire_name, quarantine_reason ORDER BY count(*) DESC, wire_name, quarantine_reason",
         )?
         .query_map([], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)?.max(0) as u64, r.get(3)?, r.get(4)?, r.get(5)?))

@@ -28,7 +28,7 @@ pub(super) fn cause_groups(conn: &Connection) -> Result<Vec<Group>> {
     let mut stmt = conn.prepare_cached(
         "SELECT wire_name, cause_fingerprint, count(*) AS n, min(finished_at), max(finished_at) AS last_seen
          FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
-         ORDER BY n DESC, last_seen DESC",
+         ORDER BY n DESC, last_seen DESC, wire_name, cause_fingerprint",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(Group {

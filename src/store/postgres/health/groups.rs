@@ -22,7 +22,7 @@ const CAUSE_GROUPS_SQL: &str = "WITH g AS MATERIALIZED (
         SELECT wire_name, cause_fingerprint AS fp, count(*) AS n, min(finished_at) AS first_seen,
                max(finished_at) AS last_seen
         FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
-        ORDER BY n DESC, last_seen DESC LIMIT $1)
+        ORDER BY n DESC, last_seen DESC, wire_name COLLATE \"C\", cause_fingerprint COLLATE \"C\" NULLS FIRST LIMIT $1)
     SELECT g.wire_name, coalesce(g.fp, ex.cause, ''), g.n, g.first_seen, g.last_seen, ex.cause
     FROM g LEFT JOIN LATERAL (
         (SELECT terminal_cause AS cause FROM jobs j WHERE j.state = 'dead-lettered'
@@ -32,13 +32,13 @@ const CAUSE_GROUPS_SQL: &str = "WITH g AS MATERIALIZED (
            AND j.wire_name = g.wire_name AND j.cause_fingerprint IS NULL
          ORDER BY j.cause_fingerprint DESC, j.finished_at DESC LIMIT 1)
     ) ex ON true
-    ORDER BY g.n DESC, g.last_seen DESC";
+    ORDER BY g.n DESC, g.last_seen DESC, g.wire_name COLLATE \"C\", g.fp COLLATE \"C\" NULLS FIRST";
 
 /// Every dead-letter cause group, largest first, without examples: one pass over the covering
 /// `jobs_dead_causes` index.
 const ALL_CAUSE_GROUPS_SQL: &str = "SELECT wire_name, cause_fingerprint, count(*) AS n, min(finished_at), \
      max(finished_at) AS last_seen FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint \
-     ORDER BY n DESC, last_seen DESC";
+     ORDER BY n DESC, last_seen DESC, wire_name COLLATE \"C\", cause_fingerprint COLLATE \"C\" NULLS FIRST";
 
 /// The latest cause of the group `$1`, fingerprint `$2`: one probe of `jobs_dead_causes`.
 const EXAMPLE_SQL: &str = "SELECT terminal_cause FROM jobs WHERE state = 'dead-lettered' AND wire_name = $1 \
@@ -57,7 +57,8 @@ const QUARANTINE_SQL: &str = "SELECT wire_name, quarantine_reason, count(*), min
            AND j2.wire_name = j.wire_name AND j2.quarantine_reason = j.quarantine_reason
          ORDER BY j2.finished_at DESC LIMIT 1)
      FROM jobs j WHERE state = 'quarantined'
-     GROUP BY wire_name, quarantine_reason ORDER BY count(*) DESC";
+     GROUP BY wire_name, quarantine_reason
+     ORDER BY count(*) DESC, wire_name COLLATE \"C\", quarantine_reason COLLATE \"C\"";
 
 /// Jobs Dead-Lettered at or after `$1`: a range of `jobs_finished (state, finished_at)`.
 pub(super) const DEAD_SINCE_SQL: &str =
