@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{PgStore, Snapshot, Tx};
+use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::Millis;
 use crate::store::groups::{live_handlers_from, quarantine_groups_from, QuarantineRow};
@@ -87,7 +87,7 @@ impl PgStore {
     pub fn quarantine_groups(&self) -> Result<Vec<QuarantineGroup>> {
         self.read(|tx| {
             let now = tx.now()?;
-            let workers = Snapshot { tx, now }.workers()?;
+            let workers = super::workers(tx)?;
             Ok(quarantine_groups_from(quarantine_rows(tx)?, &live_handlers_from(&workers, now)))
         })
     }
@@ -95,7 +95,7 @@ impl PgStore {
     pub fn live_handlers(&self) -> Result<HashMap<String, u64>> {
         self.read(|tx| {
             let now = tx.now()?;
-            Ok(live_handlers_from(&Snapshot { tx, now }.workers()?, now))
+            Ok(live_handlers_from(&super::workers(tx)?, now))
         })
     }
 }

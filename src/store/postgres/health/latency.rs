@@ -32,10 +32,10 @@ impl PgStore {
     pub fn queue_latency(&self) -> Result<Vec<QueueLatency>> {
         self.read(|tx| {
             let now = tx.now()?;
-            let mut snapshot = Snapshot { tx, now };
-            let pauses = snapshot.pauses()?;
+            let pauses = super::pauses(tx, now)?;
             let in_force = InForce::new(&pauses);
-            let counts = snapshot.counts()?;
+            let counts = super::counts(tx)?;
+            let mut snapshot = Snapshot { tx, now };
             let mut held = BTreeMap::new();
             counts.by_queue.keys().map(|q| latency(&mut snapshot, &counts, q, now, &in_force, &mut held)).collect()
         })

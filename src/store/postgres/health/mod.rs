@@ -1,7 +1,8 @@
 //! The store's health on PostgreSQL: [`PgStore::health`] reads everything the report needs in one
 //! REPEATABLE READ snapshot and hands it to the shared `store::health::gather`, which puts the
 //! report together and judges it exactly as on SQLite. This file owns the snapshot's reads of
-//! the pauses, counts, workers and the log's sequence; the latency probes live in `latency.rs`,
+//! the pauses, counts, workers and the log's sequence (each a function of a transaction, so the
+//! operations `pauses`, `counts` and `workers` can be one of them in a read); the latency probes live in `latency.rs`,
 //! the dead-letter and quarantine groups in `groups.rs`. Every query is answered from an index
 //! or the trigger-kept counts (no hints needed: each one's `WHERE` implies its partial index's
 //! predicate), never a scan of the jobs.
@@ -53,68 +54,73 @@ const LOG_SEQ_SQL: &str = "SELECT greatest(
            FROM (SELECT pg_get_serial_sequence('transitions', 'seq')::regclass AS s) q),
         (SELECT max(seq) FROM transitions), 0)";
 
-impl Snapshot<'_, '_> {
-    pub(super) fn pauses(&mut self) -> Result<Vec<Pause>> {
-        let rows = self.tx.query(PAUSES_SQL, &[&self.now])?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            // A kind another program wrote that this build does not know holds nothing here.
-            let Some(kind) = PauseKind::parse(r.try_get(0)?) else { continue };
-            out.push(Pause {
-                kind,
-                name: r.try_get(1)?,
-                paused_by: r.try_get(2)?,
-                paused_at: r.try_get(3)?,
-                until: r.try_get(4)?,
-            });
-        }
-        Ok(out)
+/// The pauses in force at `now`, queues first, then by name, as of `tx`. Here rather than in
+/// `operator.rs` because a health read needs them inside its own snapshot; `PgStore::pauses`
+/// can be this in a read.
+pub(in crate::store::postgres) fn pauses(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<Pause>> {
+    let rows = tx.query(PAUSES_SQL, &[&now])?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        // A kind another program wrote that this build does not know holds nothing here.
+        let Some(kind) = PauseKind::parse(r.try_get(0)?) else { continue };
+        out.push(Pause {
+            kind,
+            name: r.try_get(1)?,
+            paused_by: r.try_get(2)?,
+            paused_at: r.try_get(3)?,
+            until: r.try_get(4)?,
+        });
     }
+    Ok(out)
+}
 
-    pub(super) fn counts(&mut self) -> Result<StateCounts> {
-        let mut counts = StateCounts::default();
-        for r in self.tx.query(COUNTS_SQL, &[])? {
-            let (queue, state, n): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-            if let Ok(state) = state.parse::<JobState>() {
-                counts.by_queue.entry(queue).or_default().insert(state, n.max(0) as u64);
-            }
+/// Jobs by queue and state as of `tx` (folded counts plus unfolded deltas). `PgStore::counts`
+/// can be this in a read.
+pub(in crate::store::postgres) fn counts(tx: &mut Tx<'_>) -> Result<StateCounts> {
+    let mut counts = StateCounts::default();
+    for r in tx.query(COUNTS_SQL, &[])? {
+        let (queue, state, n): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+        if let Ok(state) = state.parse::<JobState>() {
+            counts.by_queue.entry(queue).or_default().insert(state, n.max(0) as u64);
         }
-        Ok(counts)
     }
+    Ok(counts)
+}
 
-    pub(super) fn workers(&mut self) -> Result<Vec<WorkerInfo>> {
-        let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
-        self.tx
-            .query(WORKERS_SQL, &[])?
-            .iter()
-            .map(|r| {
-                Ok(WorkerInfo {
-                    id: r.try_get(0)?,
-                    group: r.try_get(1)?,
-                    host: r.try_get(2)?,
-                    pid: u32::try_from(r.try_get::<_, i64>(3)?.max(0)).unwrap_or(u32::MAX),
-                    wire_names: names(r.try_get(4)?),
-                    queues: names(r.try_get(5)?),
-                    started_at: r.try_get(6)?,
-                    last_heartbeat_at: r.try_get(7)?,
-                    stale_after_ms: r.try_get(8)?,
-                })
+/// Every registered worker as of `tx`, the most recent heartbeat first. `PgStore::workers` can be
+/// this in a read.
+pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerInfo>> {
+    let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
+    tx.query(WORKERS_SQL, &[])?
+        .iter()
+        .map(|r| {
+            Ok(WorkerInfo {
+                id: r.try_get(0)?,
+                group: r.try_get(1)?,
+                host: r.try_get(2)?,
+                // Another program may write any bigint; a pid is shown, never acted on.
+                pid: u32::try_from(r.try_get::<_, i64>(3)?.max(0)).unwrap_or(u32::MAX),
+                wire_names: names(r.try_get(4)?),
+                queues: names(r.try_get(5)?),
+                started_at: r.try_get(6)?,
+                last_heartbeat_at: r.try_get(7)?,
+                stale_after_ms: r.try_get(8)?,
             })
-            .collect()
-    }
+        })
+        .collect()
 }
 
 impl HealthRead for Snapshot<'_, '_> {
     fn pauses(&mut self) -> Result<Vec<Pause>> {
-        Snapshot::pauses(self)
+        pauses(self.tx, self.now)
     }
 
     fn counts(&mut self) -> Result<StateCounts> {
-        Snapshot::counts(self)
+        counts(self.tx)
     }
 
     fn workers(&mut self) -> Result<Vec<WorkerInfo>> {
-        Snapshot::workers(self)
+        workers(self.tx)
     }
 
     fn cause_groups(&mut self) -> Result<Vec<Group>> {
