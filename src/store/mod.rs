@@ -11,6 +11,7 @@
 
 mod admin;
 mod api;
+mod demo;
 mod driver_error;
 mod engine_support;
 mod file;
