@@ -64,7 +64,9 @@ pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use target::{PostgresUrl, StoreTarget};
 
-use crate::error::{Error, Result};
+#[cfg(feature = "postgres")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
