@@ -322,9 +322,14 @@ mod tests {
 
     #[test]
     fn opening_creating_or_starting_an_engine_on_a_url_is_refused_before_anything_is_touched() {
-        let url = "postgresql://u:secret@h/db";
+        // No server behind that socket folder: a build with PostgreSQL fails to connect at once.
+        let url = "postgresql://u:secret@/db?host=/nonexistent";
+        let shown = "postgresql://u:***@/db?host=/nonexistent";
         let refused = |e: Error| {
-            assert!(matches!(&e, Error::PostgresNotBuilt { target } if target == "postgresql://u:***@h/db"), "{e:?}");
+            #[cfg(not(feature = "postgres"))]
+            assert!(matches!(&e, Error::PostgresNotBuilt { target } if target == shown), "{e:?}");
+            #[cfg(feature = "postgres")]
+            assert!(matches!(&e, Error::Unreachable { target, .. } if target == shown), "{e:?}");
             assert!(!e.to_string().contains("secret"), "{e}");
         };
         refused(crate::Store::open(url).unwrap_err());

@@ -1,9 +1,10 @@
 //! Starting a demo store over on PostgreSQL (`bw demo --reset` on a URL): the same promise as
 //! `store/demo.rs`, for a database `bw` cannot delete. One transaction reads the demo mark and
-//! truncates every BackWave table but the schema version together; `TRUNCATE` takes each
-//! table's exclusive lock, so a worker still running on the store waits (up to the lock
-//! timeout, then `Error::Busy`) instead of writing into a half-emptied store. It fires no row
-//! triggers: the count deltas are emptied with the counts.
+//! truncates every BackWave table but the schema version together. `TRUNCATE` takes each
+//! table's exclusive lock: it waits for the transactions of workers still running on the store
+//! (up to the lock timeout, then `Error::Busy`, nothing emptied), and theirs wait for it, so
+//! nothing lands in a half-emptied store. It fires no row triggers: the count deltas are
+//! emptied with the counts, which stay exact (zero).
 
 use super::PgStore;
 use crate::error::Result;
