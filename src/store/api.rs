@@ -60,6 +60,13 @@ forward! {
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
     pub fn mark_demo(&self) -> Result<()>;
     pub fn is_demo(&self) -> Result<bool>;
+
+    // demo.rs
+    /// Start a demo store over (`bw demo --reset`): in one transaction, refuse with
+    /// [`Error::InvalidInput`] unless the store is marked as a demo store, then delete every row
+    /// of every table (the schema and its version stay) and mark it again. Grants go too:
+    /// bootstrap an admin afterwards.
+    pub fn reset_demo(&self) -> Result<()>;
     /// The failure detail of every failed attempt of a job, by log sequence number. Needs
     /// `view-failure-detail`; every reveal is written to the audit table, in the same
     /// transaction that reads the detail.

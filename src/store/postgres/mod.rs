@@ -11,6 +11,7 @@
 //! named as their SQLite counterparts in `store/`.
 
 mod admin;
+mod demo;
 mod filter;
 mod health;
 mod incident;
