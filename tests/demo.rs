@@ -374,9 +374,9 @@ both_backends! {
         assert!(explore.len() >= 6, "{stdout}");
         for line in explore {
             let line = line.trim().replace("ID", flaky["id"].as_str().unwrap());
-            let words: Vec<&str> = line.split_whitespace().collect();
+            let words = shell_words::split(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
             assert_eq!(words[0], "bw", "{line}");
-            if words.contains(&"top") {
+            if words.iter().any(|w| w == "top") {
                 continue;
             }
             let out = bw_live().args(&words[1..]).output().unwrap();
