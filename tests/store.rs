@@ -24,6 +24,8 @@ mod open;
 mod operator;
 #[path = "store/plan.rs"]
 mod plan;
+#[path = "store/postgres.rs"]
+mod postgres_only;
 #[path = "common/programs.rs"]
 mod programs;
 #[path = "store/retry.rs"]
