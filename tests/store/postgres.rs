@@ -145,7 +145,7 @@ fn a_log_followed_by_cursor_gets_every_entry_once_while_writers_commit_out_of_or
         });
         barrier.wait();
         // The writers end when the scope's first threads are joined; tell the reader after.
-        while plain_query(&db, "SELECT count(*) FROM transitions")[0][0].as_i64() < (writers * 40) as i64 {
+        while plain_query(db, "SELECT count(*) FROM transitions")[0][0].as_i64() < (writers * 40) as i64 {
             thread::sleep(Duration::from_millis(5));
         }
         // Every writer's transactions are committed once they are all counted; let the reader
