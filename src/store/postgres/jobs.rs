@@ -27,7 +27,7 @@ use crate::store::jobs::{
     LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 use crate::store::row::job_columns;
-use crate::store::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome};
+use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
 
 /// The part of a claim after `picked`: move the picked rows to running under the lease, log
 /// each, and return them oldest due first.
@@ -74,7 +74,11 @@ const CLAIM_SQL: &str = concat!(
 /// "loose index scan" on `jobs_claim_wire` visits each wire name waiting in the queue once, takes
 /// up to `$3` due jobs of each unpaused one, and keeps the `$3` due first (as SQLite's
 /// `claim_around_paused`). The rows taken from a wire name beyond the `$3` kept stay locked only
-/// until this transaction ends.
+/// until this transaction ends. The wire name is matched as a range and ordered on, not as `=`:
+/// with `=` the planner reads the lateral side from `jobs_claim` and filters by wire name (it
+/// prices a name as 1/n_distinct of the queue), which walks the whole paused backlog ahead of
+/// the name's first due job; as a range only `jobs_claim_wire` yields the order, in custom and
+/// generic plans alike (measured: 4,005 rows filtered per claim against 5 read).
 const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
     "WITH RECURSIVE names AS (
          (SELECT wire_name FROM jobs WHERE state = 'scheduled' AND queue = $1 ORDER BY wire_name LIMIT 1)
@@ -86,9 +90,9 @@ const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
      ), candidates AS (
          SELECT d.id, d.due_at FROM names CROSS JOIN LATERAL (
              SELECT id, due_at FROM jobs
-             WHERE state = 'scheduled' AND queue = $1 AND wire_name = names.wire_name AND due_at <= $2
-                   AND attempt < 4294967295
-             ORDER BY due_at LIMIT $3
+             WHERE state = 'scheduled' AND queue = $1 AND wire_name >= names.wire_name
+                   AND wire_name <= names.wire_name AND due_at <= $2 AND attempt < 4294967295
+             ORDER BY wire_name, due_at LIMIT $3
              FOR UPDATE SKIP LOCKED
          ) d
          WHERE names.wire_name IS NOT NULL AND names.wire_name <> ALL($4::text[])
@@ -98,9 +102,14 @@ const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
     claim_tail!()
 );
 
-/// Whether any of the paused wire names `$3` has a due job in queue `$1` at `$2`.
-const PAUSED_DUE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM jobs
-     WHERE state = 'scheduled' AND queue = $1 AND wire_name = ANY($3::text[]) AND due_at <= $2)";
+/// Whether any of the paused wire names `$3` has a due job in queue `$1` at `$2`: one probe of
+/// `jobs_claim_wire` per name (the name as a range, as in [`CLAIM_AROUND_PAUSED_SQL`]: with
+/// `= ANY($3)` the generic plan scans the table, measured 25 ms against 0.1 ms).
+const PAUSED_DUE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(name) CROSS JOIN LATERAL (
+         SELECT 1 FROM jobs
+         WHERE state = 'scheduled' AND queue = $1 AND wire_name >= p.name AND wire_name <= p.name AND due_at <= $2
+         ORDER BY wire_name, due_at LIMIT 1
+     ) due)";
 
 /// What the fence and a failed attempt need of a Running job (never the payload or labels), in
 /// the order [`attempt_from_row`] reads.
@@ -301,14 +310,20 @@ impl PgStore {
         })
     }
 
-    /// Whether any lease has lapsed: one read, no lock.
+    /// Whether any lease has lapsed: one statement, no lock. Idle workers ask this every poll,
+    /// so the database clock is read in the same statement (`coalesce`: a test's manual clock
+    /// is bound instead).
     pub fn has_lapsed_leases(&self) -> Result<bool> {
+        let pinned = match self.clock {
+            Clock::Manual(_) => Some(self.clock.now()),
+            Clock::System => None,
+        };
         self.read(|tx| {
-            let now = tx.now()?;
             Ok(tx
                 .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at < $1)",
-                    &[&now],
+                    "SELECT EXISTS (SELECT 1 FROM jobs
+                                    WHERE state = 'running' AND lease_expires_at < coalesce($1::bigint, bw_now_ms()))",
+                    &[&pinned],
                 )?
                 .try_get(0)?)
         })
@@ -323,7 +338,7 @@ impl PgStore {
         let (ids, attempts) = fence_arrays(jobs);
         self.write(|tx| {
             let now = tx.now()?;
-            let undone: HashSet<(uuid::Uuid, i64)> = tx
+            let mut undone: HashSet<(uuid::Uuid, i64)> = tx
                 .query(
                     "WITH undone AS (
                          UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
@@ -345,7 +360,8 @@ impl PgStore {
             let capture = detail_enabled(tx)?;
             jobs.iter()
                 .map(|&(id, attempt)| {
-                    if undone.contains(&(id.0, i64::from(attempt))) {
+                    // A job named twice is handed back once: the second meets a Scheduled job.
+                    if undone.remove(&(id.0, i64::from(attempt))) {
                         return Ok(Fenced::Accepted(JobState::Scheduled));
                     }
                     // Not handed back: either the lease is gone (the fence rejects the outcome
