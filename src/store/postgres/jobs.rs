@@ -343,13 +343,13 @@ impl PgStore {
                     "WITH undone AS (
                          UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
                                 lease_expires_at = NULL, updated_at = $4
-                         FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS h(hid, hattempt, n)
+                         FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
                          WHERE jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
                                AND jobs.attempt = h.hattempt AND jobs.attempt > 0 AND jobs.cancel_requested_by IS NULL
-                         RETURNING jobs.id, h.hattempt, h.n
+                         RETURNING jobs.id, h.hattempt
                      ), logged AS (
                          INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id, reason)
-                         SELECT id, $4, 'running', 'scheduled', hattempt - 1, $3, $5 FROM undone ORDER BY n
+                         SELECT id, $4, 'running', 'scheduled', hattempt - 1, $3, $5 FROM undone ORDER BY id
                      )
                      SELECT id, hattempt FROM undone",
                     &[&ids, &attempts, &worker_id, &now, &HANDED_BACK],
@@ -497,9 +497,13 @@ fn active_pauses(tx: &mut Tx<'_>, now: Millis) -> Result<(HashSet<String>, Vec<S
     Ok((queues, wire_names))
 }
 
-/// `(id, attempt)` pairs as the two arrays a fenced statement unnests.
+/// `(id, attempt)` pairs as the two arrays a fenced statement unnests, in id order: the order
+/// the rows are locked in, the same as an operator's bulk action (`ORDER BY id`), so the two
+/// do not deadlock.
 fn fence_arrays(jobs: &[(JobId, u32)]) -> (Vec<uuid::Uuid>, Vec<i64>) {
-    jobs.iter().map(|(id, attempt)| (id.0, i64::from(*attempt))).unzip()
+    let mut pairs: Vec<(uuid::Uuid, i64)> = jobs.iter().map(|(id, attempt)| (id.0, i64::from(*attempt))).collect();
+    pairs.sort_unstable();
+    pairs.into_iter().unzip()
 }
 
 /// A duration in milliseconds as a time offset, saturating.
@@ -530,6 +534,9 @@ fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Resu
     if successes.is_empty() {
         return Ok(HashSet::new());
     }
+    // Locked in id order, as in `fence_arrays`.
+    let mut successes = successes.to_vec();
+    successes.sort_unstable_by_key(|c| c.job_id.0);
     let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
     let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
     let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
@@ -537,13 +544,13 @@ fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Resu
         "WITH done AS (
              UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
                     finished_at = $4, updated_at = $4
-             FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS c(cid, cworker, cattempt, n)
+             FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
              WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
                    AND jobs.attempt = c.cattempt
-             RETURNING jobs.id, c.cworker, c.cattempt, c.n
+             RETURNING jobs.id, c.cworker, c.cattempt
          ), logged AS (
              INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-             SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY n
+             SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
          )
          SELECT id FROM done",
         &[&ids, &workers, &attempts, &now],
