@@ -166,10 +166,10 @@ impl PgStore {
         let max = i64::from(req.policy.max_attempts());
         // Without jitter every job gets the same table: computed (and encoded) once per batch.
         let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
+        let pinned = self.pinned_now();
         self.write(|tx| {
-            let now = tx.now()?;
+            let (now, paused_queues, paused_names) = time_and_pauses(tx, pinned)?;
             let lease_until = now.saturating_add(duration_ms(req.lease));
-            let (paused_queues, paused_names) = active_pauses(tx, now)?;
             let mut claimed: Vec<Job> = Vec::with_capacity(req.limit.min(1024));
             for queue in req.queues {
                 let want = req.limit.saturating_sub(claimed.len());
@@ -314,10 +314,7 @@ impl PgStore {
     /// so the database clock is read in the same statement (`coalesce`: a test's manual clock
     /// is bound instead).
     pub fn has_lapsed_leases(&self) -> Result<bool> {
-        let pinned = match self.clock {
-            Clock::Manual(_) => Some(self.clock.now()),
-            Clock::System => None,
-        };
+        let pinned = self.pinned_now();
         self.read(|tx| {
             Ok(tx
                 .query_one(
@@ -388,6 +385,16 @@ impl PgStore {
             .map(|r| Ok((JobId(r.try_get(0)?), count(r.try_get(1)?))))
             .collect()
         })
+    }
+
+    /// A test's manual clock, to be bound as `coalesce($n, bw_now_ms())` where a statement
+    /// reads the database clock itself (saving the round trip of [`Tx::now`]); `None` in
+    /// production.
+    fn pinned_now(&self) -> Option<Millis> {
+        match self.clock {
+            Clock::Manual(_) => Some(self.clock.now()),
+            Clock::System => None,
+        }
     }
 
     pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
@@ -480,21 +487,29 @@ pub(crate) fn fold_counts(tx: &mut Tx<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The queues and wire names paused at `now`, read once per claim transaction.
-fn active_pauses(tx: &mut Tx<'_>, now: Millis) -> Result<(HashSet<String>, Vec<String>)> {
+/// What a claim reads before it claims, in one round trip: the transaction's time (`pinned`, a
+/// test's manual clock, else the database clock) and the queues and wire names paused then.
+fn time_and_pauses(tx: &mut Tx<'_>, pinned: Option<Millis>) -> Result<(Millis, HashSet<String>, Vec<String>)> {
+    let rows = tx.query(
+        "SELECT t.now, p.kind, p.name FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
+         LEFT JOIN pauses p ON p.until IS NULL OR p.until > t.now",
+        &[&pinned],
+    )?;
+    let mut now = pinned.unwrap_or_default();
     let mut queues = HashSet::new();
     let mut wire_names = Vec::new();
-    for r in tx.query("SELECT kind, name FROM pauses WHERE until IS NULL OR until > $1", &[&now])? {
-        let (kind, name): (String, String) = (r.try_get(0)?, r.try_get(1)?);
-        match kind.as_str() {
-            "queue" => {
+    for r in &rows {
+        now = r.try_get(0)?;
+        let (kind, name): (Option<String>, Option<String>) = (r.try_get(1)?, r.try_get(2)?);
+        match (kind.as_deref(), name) {
+            (Some("queue"), Some(name)) => {
                 queues.insert(name);
             }
-            "wire-name" => wire_names.push(name),
+            (Some("wire-name"), Some(name)) => wire_names.push(name),
             _ => {}
         }
     }
-    Ok((queues, wire_names))
+    Ok((now, queues, wire_names))
 }
 
 /// `(id, attempt)` pairs as the two arrays a fenced statement unnests, in id order: the order
