@@ -1,7 +1,7 @@
 //! Store operations only the engine needs (owned by the engine): a lock-free check for lapsed
 //! leases, handing back claimed jobs that never started, and the leases a worker holds (to find
-//! the jobs of a claim whose answer it lost). Every state change still goes
-//! through the fence: nothing here touches a job that is not Running under the caller's lease.
+//! the jobs of a claim whose answer it lost). Every state change still goes through the fence:
+//! nothing here touches a job that is not Running under the caller's lease.
 
 use rusqlite::params;
 
