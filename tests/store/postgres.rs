@@ -246,3 +246,61 @@ fn eight_processes_creating_one_store_at_once_apply_the_schema_once_and_make_one
     assert_eq!(plain_query(&db, "SELECT count(*) FROM backwave_schema")[0][0].as_i64(), 1);
     assert_eq!(plain_query(&db, "SELECT count(*) FROM grants WHERE permission = 'admin'")[0][0].as_i64(), 1);
 }
+
+#[test]
+fn an_entry_committed_late_is_delivered_in_its_place_not_skipped() {
+    // docs/postgres.md §3c case 2, step by step: A takes its xid first and logs last; B takes a
+    // later xid, logs first and commits first. While A runs, B's entry is held back (no cursor
+    // passes A's place); once A commits both come, A's first. A reader by seq below the horizon
+    // would deliver A's entry (the higher seq) and then skip B's.
+    let db = pg_db();
+    let store = Store::create(&db).unwrap();
+    let connect = || postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let (mut a, mut b) = (connect(), connect());
+    let job = "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
+               VALUES ($1, 'log.check', 'default', 0, 0, 0)";
+    let entry = "INSERT INTO transitions (job_id, at, to_state, attempt) VALUES ($1, 0, 'scheduled', 0) RETURNING seq";
+    let (ja, jb) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let mut ta = a.transaction().unwrap();
+    ta.execute(job, &[&ja]).unwrap();
+    let mut tb = b.transaction().unwrap();
+    tb.execute(job, &[&jb]).unwrap();
+    let seq_b: i64 = tb.query_one(entry, &[&jb]).unwrap().get(0);
+    tb.commit().unwrap();
+    let seq_a: i64 = ta.query_one(entry, &[&ja]).unwrap().get(0);
+    assert!(seq_a > seq_b);
+
+    let all = LogFilter::default();
+    assert_eq!(store.log_after(&all, LogCursor::default(), 10).unwrap(), vec![]);
+    assert_eq!(store.log_tail(&all, 10).unwrap(), vec![]);
+    assert_eq!(store.log_end().unwrap(), LogCursor::default());
+    ta.commit().unwrap();
+    let entries = store.log_after(&all, LogCursor::default(), 10).unwrap();
+    let got: Vec<(uuid::Uuid, i64)> = entries.iter().map(|t| (t.job_id.0, t.seq)).collect();
+    assert_eq!(got, vec![(ja, seq_a), (jb, seq_b)]);
+    assert!(entries[0].xid < entries[1].xid);
+    assert_eq!(store.log_end().unwrap(), entries[1].cursor());
+}
+
+#[test]
+fn a_long_transaction_elsewhere_on_the_server_does_not_hold_this_stores_log_back() {
+    // The horizon is the oldest transaction writing to this store's tables, not the cluster's
+    // oldest: another store's (or application's) long transaction delays nothing here.
+    let elsewhere = pg_db();
+    Store::create(&elsewhere).unwrap();
+    let mut other = postgres::Client::connect(elsewhere.arg(), postgres::NoTls).unwrap();
+    let mut long = other.transaction().unwrap();
+    long.execute(
+        "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at) VALUES ($1, 'x', 'q', 0, 0, 0)",
+        &[&uuid::Uuid::now_v7()],
+    )
+    .unwrap();
+
+    let db = pg_db();
+    let store = Store::create(&db).unwrap();
+    let id = store.enqueue(&NewJob::new("send-email", "high", "{}")).unwrap();
+    let tail = store.log_tail(&LogFilter::default(), 10).unwrap();
+    assert_eq!(tail.iter().map(|t| t.job_id).collect::<Vec<_>>(), [id], "held back by another store's transaction");
+    assert_eq!(store.log_end().unwrap(), tail[0].cursor());
+    long.rollback().unwrap();
+}
