@@ -170,7 +170,8 @@ impl PgStore {
     /// The set is read once, rather than the first matches again in every batch as on SQLite:
     /// PostgreSQL keeps the row versions a batch replaced until a vacuum, and planning on
     /// statistics from before the run, a later batch may scan past every one of them (100,000
-    /// jobs: 56 s instead of 4). It costs 16 bytes a job (a million jobs: 16 MB).
+    /// jobs run now after a requeue: 41 s instead of 2.4). It costs 16 bytes a job (a million
+    /// jobs: 16 MB).
     pub(super) fn in_batches<T>(
         &self,
         actor: &str,
