@@ -7,8 +7,10 @@
 //! same claim + fenced complete + transition rows in plain SQL at 1, 10, 32, 256 and 1024 jobs
 //! per transaction (best of 2 each; the engine's claims reach about 1,000); drains due jobs with
 //! and without a 100,000-job backlog of future-due retries in the same queue (best of 3 each);
-//! and times enqueue-to-start of single jobs into an idle default group. `BW_BENCH_JOBS=20000`
-//! shrinks the run.
+//! and times enqueue-to-start of single jobs into an idle default group. Then the same on
+//! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections and the
+//! drain by 1, 2 and 4 worker processes, on the tests' server (`BW_TEST_PG`, or a throwaway
+//! cluster). `BW_BENCH_JOBS=20000` shrinks the run.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -244,7 +246,15 @@ fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+#[path = "../tests/common/backend.rs"]
+mod backend;
+#[path = "engine/pg.rs"]
+mod pg;
+
 fn main() {
+    if let Ok(url) = std::env::var("BW_BENCH_WORKER") {
+        pg::worker(&url);
+    }
     // `cargo bench` passes `--bench`; nothing else to parse.
     let n: usize = std::env::var("BW_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -322,6 +332,10 @@ fn main() {
     };
     row(format!("drain {due} due, {n} future-due (best of 3, default)"), format!("{with_backlog:.0}"), note);
 
+    // PostgreSQL: the server of the tests (BW_TEST_PG, or a throwaway cluster on a unix socket
+    // with fsync off: compare the drain with the ceiling of the same run, not with SQLite).
+    let (pg_ceiling, pg_best) = pg::run(backend::server_url(), n, &mut row);
+
     let (median, max) = idle_latency(dir.path());
     row(
         format!("enqueue-to-start, idle default group ({LATENCY_SAMPLES} jobs)"),
@@ -354,5 +368,10 @@ fn main() {
         100.0 * best[0] / best_ceiling,
         100.0 * best[0] / best[1],
         best[1],
+    );
+    println!(
+        "postgres: best drain over 1, 2, 4 worker processes {pg_best:.0} jobs/s = {:.0}% of the best raw SKIP LOCKED \
+         ceiling {pg_ceiling:.0} (target >= 70%)",
+        100.0 * pg_best / pg_ceiling,
     );
 }

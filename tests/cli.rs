@@ -5,6 +5,8 @@
 //! by matching its text; a test about one property (a width, an exit code under odd conditions,
 //! what the store holds afterwards) asserts that property. At a terminal, `bw` runs on a pty.
 
+#[path = "common/backend.rs"]
+mod backend;
 #[path = "cli/harness.rs"]
 mod harness;
 #[path = "cli/incident.rs"]
@@ -19,6 +21,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use backend::both_backends;
 use backwave::store::{current_actor, JobFilter, SettingKey};
 use backwave::{JobState, NewJob, Permission, Store};
 use harness::*;
@@ -34,7 +37,7 @@ fn init_creates_a_private_store_and_makes_its_user_admin() {
     assert_eq!(v["created"], true);
     assert_eq!(v["made_admin"], true);
     assert_eq!(v["admin"], current_actor());
-    let mode = std::fs::metadata(&f.db).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(f.db.file()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
     let store = Store::open(&f.db).unwrap();
     assert!(store.permissions(&current_actor()).unwrap().contains(&Permission::Admin));
@@ -47,20 +50,20 @@ fn reading_a_missing_store_exits_3_and_creates_nothing() {
     let f = Fixture::empty();
     let runs = [f.run(&["jobs", "list"]), f.run(&["requeue", "a0000001"])];
     insta::assert_snapshot!(transcript(&runs));
-    assert!(!f.db.exists(), "a reading command created the store");
+    assert!(!f.db.file().exists(), "a reading command created the store");
 }
 
 #[test]
 fn a_file_that_is_not_a_store_exits_3() {
     let f = Fixture::empty();
-    std::fs::write(&f.db, "not a database at all, just text that is long enough to have a header").unwrap();
+    std::fs::write(f.db.file(), "not a database at all, just text that is long enough to have a header").unwrap();
     insta::assert_snapshot!(f.run(&["stats"]));
 }
 
 #[test]
 fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
     let f = Fixture::hostile_admin();
-    let holder = backwave::store::RawConnection::open(&f.db).unwrap();
+    let holder = backwave::store::RawConnection::open(f.db.file()).unwrap();
     holder.batch("BEGIN IMMEDIATE").unwrap();
     let started = Instant::now();
     f.bw()
@@ -77,85 +80,89 @@ fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
 
 // ---- jobs list -----------------------------------------------------------------------------
 
-#[test]
-fn jobs_list_json_follows_the_contract() {
-    let f = Fixture::hostile();
-    let out = f.bw().args(["--format", "json", "jobs", "list", "--state", "dead-lettered"]).assert().success();
-    let v = json(&out.get_output().stdout);
-    let jobs = v["jobs"].as_array().unwrap();
-    assert_eq!(v["total"], 10);
-    assert_eq!(jobs.len(), 10);
-    let keys = [
-        "id",
-        "state",
-        "wire_name",
-        "queue",
-        "labels",
-        "attempt",
-        "max_attempts",
-        "created_at",
-        "due_at",
-        "finished_at",
-        "terminal_cause",
-        "quarantine_reason",
-    ];
-    for j in jobs {
-        for k in keys {
-            assert!(j.get(k).is_some(), "job lacks '{k}': {j}");
+both_backends! {
+    fn jobs_list_json_follows_the_contract() {
+        let f = Fixture::hostile();
+        let out = f.bw().args(["--format", "json", "jobs", "list", "--state", "dead-lettered"]).assert().success();
+        let v = json(&out.get_output().stdout);
+        let jobs = v["jobs"].as_array().unwrap();
+        assert_eq!(v["total"], 10);
+        assert_eq!(jobs.len(), 10);
+        let keys = [
+            "id",
+            "state",
+            "wire_name",
+            "queue",
+            "labels",
+            "attempt",
+            "max_attempts",
+            "created_at",
+            "due_at",
+            "finished_at",
+            "terminal_cause",
+            "quarantine_reason",
+        ];
+        for j in jobs {
+            for k in keys {
+                assert!(j.get(k).is_some(), "job lacks '{k}': {j}");
+            }
+            assert_eq!(j["state"], "dead-lettered");
+            assert!(j["quarantine_reason"].is_null());
+            assert!(j["finished_at"].as_str().unwrap().ends_with('Z'));
+            assert!(j["labels"].is_object());
         }
-        assert_eq!(j["state"], "dead-lettered");
-        assert!(j["quarantine_reason"].is_null());
-        assert!(j["finished_at"].as_str().unwrap().ends_with('Z'));
-        assert!(j["labels"].is_object());
+        // Newest first.
+        let finished: Vec<&str> = jobs.iter().map(|j| j["finished_at"].as_str().unwrap()).collect();
+        let mut sorted = finished.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        assert_eq!(finished, sorted);
     }
-    // Newest first.
-    let finished: Vec<&str> = jobs.iter().map(|j| j["finished_at"].as_str().unwrap()).collect();
-    let mut sorted = finished.clone();
-    sorted.sort_by(|a, b| b.cmp(a));
-    assert_eq!(finished, sorted);
 }
 
-#[test]
-fn jobs_list_pages_with_a_footer_and_the_next_command() {
-    let f = Fixture::hostile();
-    // The first page says how to get the next; the last page does not.
-    let runs = [
-        f.run(&["jobs", "list", "--state", "dead-lettered", "--limit", "3"]),
-        f.run(&["jobs", "list", "--state", "dead-lettered", "--limit", "3", "--page", "4"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
-    // The cursor pages agree with the offset pages.
-    let j1 = json(&f.bw().args(["--format", "json", "jobs", "list", "--limit", "3"]).output().unwrap().stdout);
-    let cursor = j1["next_cursor"].as_str().unwrap().to_string();
-    let j2 = json(
-        &f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--after", &cursor]).output().unwrap().stdout,
-    );
-    let o2 = json(
-        &f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--page", "2"]).output().unwrap().stdout,
-    );
-    assert_eq!(j2["jobs"], o2["jobs"]);
+both_backends! {
+    fn jobs_list_pages_with_a_footer_and_the_next_command() {
+        let f = Fixture::hostile();
+        // The first page says how to get the next; the last page does not.
+        let runs = [
+            f.run(&["jobs", "list", "--state", "dead-lettered", "--limit", "3"]),
+            f.run(&["jobs", "list", "--state", "dead-lettered", "--limit", "3", "--page", "4"]),
+        ];
+        insta::assert_snapshot!("cli__jobs_list_pages_with_a_footer_and_the_next_command", transcript(&runs));
+        // The cursor pages agree with the offset pages.
+        let j1 = json(&f.bw().args(["--format", "json", "jobs", "list", "--limit", "3"]).output().unwrap().stdout);
+        let cursor = j1["next_cursor"].as_str().unwrap().to_string();
+        let j2 = json(
+            &f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--after", &cursor]).output().unwrap().stdout,
+        );
+        let o2 = json(
+            &f.bw().args(["--format", "json", "jobs", "list", "--limit", "3", "--page", "2"]).output().unwrap().stdout,
+        );
+        assert_eq!(j2["jobs"], o2["jobs"]);
+    }
 }
 
-#[test]
-fn jobs_list_columns_adapt_to_the_state() {
-    let f = Fixture::hostile();
-    // Scheduled: the next attempt. Running: the lease owner as host/pid/group, and the lease left.
-    let runs = [f.run(&["jobs", "list", "--state", "scheduled"]), f.run(&["jobs", "list", "--state", "running"])];
-    insta::assert_snapshot!(transcript(&runs));
+both_backends! {
+    fn jobs_list_columns_adapt_to_the_state() {
+        let f = Fixture::hostile();
+        // Scheduled: the next attempt. Running: the lease owner as host/pid/group, and the lease left.
+        let runs = [f.run(&["jobs", "list", "--state", "scheduled"]), f.run(&["jobs", "list", "--state", "running"])];
+        insta::assert_snapshot!("cli__jobs_list_columns_adapt_to_the_state", transcript(&runs));
+    }
 }
 
-#[test]
-fn long_causes_are_cut_to_the_terminal_width() {
-    let f = Fixture::hostile();
-    for cols in ["80", "120"] {
-        let out = f.bw().env("COLUMNS", cols).args(["jobs", "list", "--state", "dead-lettered"]).output().unwrap();
-        let t = text(&out.stdout);
-        let width: usize = cols.parse().unwrap();
-        for line in t.lines().filter(|l| !l.starts_with("Showing")) {
-            let w = unicode_width(line);
-            assert!(w <= width, "line of {w} cells at COLUMNS={cols}: {line}");
+both_backends! {
+    fn long_causes_are_cut_to_the_terminal_width() {
+        let f = Fixture::hostile();
+        for cols in ["80", "120"] {
+            let out = f.bw().env("COLUMNS", cols).args(["jobs", "list", "--state", "dead-lettered"]).output().unwrap();
+            let t = text(&out.stdout);
+            let width: usize = cols.parse().unwrap();
+            for line in t.lines().filter(|l| !l.starts_with("Showing")) {
+                let w = unicode_width(line);
+                assert!(w <= width, "line of {w} cells at COLUMNS={cols}: {line}");
+            }
+            assert!(t.contains('…'), "the several-KB cause was cut: {t}");
         }
-        assert!(t.contains('…'), "the several-KB cause was cut: {t}");
     }
 }
 
@@ -175,503 +182,525 @@ fn unicode_width(s: &str) -> usize {
         .sum()
 }
 
-#[test]
-fn empty_results_are_said_in_words() {
-    let f = Fixture::hostile();
-    let e = Fixture::empty();
-    e.bw().arg("init").assert().success();
-    let runs = [
-        f.run(&["jobs", "list", "--state", "dead-lettered", "--queue", "nowhere"]),
-        f.run(&["jobs", "list", "--state", "quarantined", "--wire-name", "x"]),
-        e.run(&["jobs", "list"]),
-        e.run(&["log", "tail"]),
-        e.run(&["workers"]),
-        e.run(&["stats"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
-    let v = json(&e.bw().args(["--format", "json", "jobs", "list"]).output().unwrap().stdout);
-    assert_eq!(v["jobs"].as_array().unwrap().len(), 0);
-    assert_eq!(v["total"], 0);
+both_backends! {
+    fn empty_results_are_said_in_words() {
+        let f = Fixture::hostile();
+        let e = Fixture::empty();
+        e.bw().arg("init").assert().success();
+        let runs = [
+            f.run(&["jobs", "list", "--state", "dead-lettered", "--queue", "nowhere"]),
+            f.run(&["jobs", "list", "--state", "quarantined", "--wire-name", "x"]),
+            e.run(&["jobs", "list"]),
+            e.run(&["log", "tail"]),
+            e.run(&["workers"]),
+            e.run(&["stats"]),
+        ];
+        insta::assert_snapshot!("cli__empty_results_are_said_in_words", transcript(&runs));
+        let v = json(&e.bw().args(["--format", "json", "jobs", "list"]).output().unwrap().stdout);
+        assert_eq!(v["jobs"].as_array().unwrap().len(), 0);
+        assert_eq!(v["total"], 0);
+    }
 }
 
-#[test]
-fn bad_input_gets_one_line_quoting_the_value_and_exit_2() {
-    let f = Fixture::hostile();
-    let cases: &[(&[&str], &str)] = &[
-        (&["jobs", "list", "--state", "dead"], "'dead'"),
-        (&["jobs", "list", "--since", "fortnight"], "'fortnight'"),
-        (&["jobs", "list", "--before", "yesterday-ish"], "'yesterday-ish'"),
-        (&["jobs", "list", "--label", "tenant"], "'tenant'"),
-        (&["jobs", "list", "--after", "garbage"], "'garbage'"),
-        (&["jobs", "show", "zz;drop"], "'zz;drop'"),
-        (&["requeue", "not-an-id"], "'not-an-id'"),
-        (&["enqueue", "x", "--payload", "{oops"], "'{oops'"),
-        (&["--busy-timeout", "soon", "stats"], "'soon'"),
-        (&["backoff", "exponential", "2s", "--jitter", "7"], "jitter"),
-        (&["config", "set", "colour", "blue"], "'colour'"),
-        (&["grant", "bob", "superuser"], "'superuser'"),
-    ];
-    let mut runs = Vec::new();
-    for (args, quoted) in cases {
-        let run = f.run(args);
-        assert_eq!(run.code, Some(2), "{run}");
-        assert!(run.stderr.contains(quoted), "should quote {quoted}: {run}");
-        assert!(run.stdout.is_empty(), "printed data: {run}");
-        runs.push(run);
+both_backends! {
+    fn bad_input_gets_one_line_quoting_the_value_and_exit_2() {
+        let f = Fixture::hostile();
+        let cases: &[(&[&str], &str)] = &[
+            (&["jobs", "list", "--state", "dead"], "'dead'"),
+            (&["jobs", "list", "--since", "fortnight"], "'fortnight'"),
+            (&["jobs", "list", "--before", "yesterday-ish"], "'yesterday-ish'"),
+            (&["jobs", "list", "--label", "tenant"], "'tenant'"),
+            (&["jobs", "list", "--after", "garbage"], "'garbage'"),
+            (&["jobs", "show", "zz;drop"], "'zz;drop'"),
+            (&["requeue", "not-an-id"], "'not-an-id'"),
+            (&["enqueue", "x", "--payload", "{oops"], "'{oops'"),
+            (&["--busy-timeout", "soon", "stats"], "'soon'"),
+            (&["backoff", "exponential", "2s", "--jitter", "7"], "jitter"),
+            (&["config", "set", "colour", "blue"], "'colour'"),
+            (&["grant", "bob", "superuser"], "'superuser'"),
+        ];
+        let mut runs = Vec::new();
+        for (args, quoted) in cases {
+            let run = f.run(args);
+            assert_eq!(run.code, Some(2), "{run}");
+            assert!(run.stderr.contains(quoted), "should quote {quoted}: {run}");
+            assert!(run.stdout.is_empty(), "printed data: {run}");
+            runs.push(run);
+        }
+        insta::assert_snapshot!("cli__bad_input_gets_one_line_quoting_the_value_and_exit_2", transcript(&runs));
     }
-    insta::assert_snapshot!(transcript(&runs));
 }
 
 // ---- jobs show -----------------------------------------------------------------------------
 
-#[test]
-fn an_ambiguous_id_prefix_lists_the_candidates_and_exits_2() {
-    let f = Fixture::hostile();
-    let runs = [f.run(&["jobs", "show", "a00000"]), f.run(&["jobs", "show", "ffff"])];
-    insta::assert_snapshot!(transcript(&runs));
-}
-
-#[test]
-fn jobs_show_has_the_delay_table_budget_handlers_and_history() {
-    let f = Fixture::hostile();
-    // Hidden detail shows its type and size ("hidden: panic, 449 B"), never its text.
-    let run = f.run(&["jobs", "show", "a0000004"]);
-    assert!(!run.stdout.contains("backtrace"), "{run}");
-    insta::assert_snapshot!(run);
-
-    let v = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000018"]).output().unwrap().stdout);
-    assert_eq!(v["job"]["state"], "scheduled");
-    assert!(v["job"]["next_attempt_at"].is_string());
-    assert_eq!(v["job"]["budget_left"], 6);
-    assert_eq!(v["job"]["delay_table_ms"].as_array().unwrap().len(), 9);
-    let history = v["history"].as_array().unwrap();
-    assert!(!history.is_empty());
-    for e in history {
-        for k in ["seq", "job_id", "at", "from", "to", "attempt", "worker_id", "actor", "reason"] {
-            assert!(e.get(k).is_some(), "log entry lacks '{k}': {e}");
-        }
-        assert!(e.get("failure_detail").is_none(), "detail present without --detail: {e}");
+both_backends! {
+    fn an_ambiguous_id_prefix_lists_the_candidates_and_exits_2() {
+        let f = Fixture::hostile();
+        let runs = [f.run(&["jobs", "show", "a00000"]), f.run(&["jobs", "show", "ffff"])];
+        insta::assert_snapshot!("cli__an_ambiguous_id_prefix_lists_the_candidates_and_exits_2", transcript(&runs));
     }
-    let q = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000013"]).output().unwrap().stdout);
-    assert_eq!(q["job"]["quarantine_reason"], "no-handler");
-    assert_eq!(q["live_handlers"], 0);
 }
 
-#[test]
-fn detail_is_refused_without_the_permission_and_revealed_and_audited_with_it() {
-    let f = Fixture::hostile_stranger();
-    let out = f.bw().args(["--format", "json", "jobs", "show", "a0000004", "--detail"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("view-failure-detail"), "{}", text(&out.stderr));
-    let v = json(&out.stdout);
-    let hidden: Vec<_> = v["history"].as_array().unwrap().iter().filter(|e| e["detail_status"] == "hidden").collect();
-    assert_eq!(hidden.len(), 5);
-    assert_eq!(hidden[0]["detail_type"], "panic");
-    assert!(v["history"].as_array().unwrap().iter().all(|e| e.get("failure_detail").is_none()));
+both_backends! {
+    fn jobs_show_has_the_delay_table_budget_handlers_and_history() {
+        let f = Fixture::hostile();
+        // Hidden detail shows its type and size ("hidden: panic, 449 B"), never its text.
+        let run = f.run(&["jobs", "show", "a0000004"]);
+        assert!(!run.stdout.contains("backtrace"), "{run}");
+        insta::assert_snapshot!("cli__jobs_show_has_the_delay_table_budget_handlers_and_history", run);
 
-    f.grant_me(Permission::ViewFailureDetail);
-    let out = f.bw().args(["--format", "json", "jobs", "show", "a0000004", "--detail"]).assert().success();
-    let v = json(&out.get_output().stdout);
-    let revealed: Vec<_> =
-        v["history"].as_array().unwrap().iter().filter(|e| e["detail_status"] == "revealed").collect();
-    assert_eq!(revealed.len(), 5);
-    assert_eq!(revealed[0]["failure_detail"]["type"], "panic");
-    let audit = f.store().audit_entries(0, 100).unwrap();
-    assert!(audit.iter().any(|a| a.action == "reveal-failure-detail"
-        && a.actor == current_actor()
-        && a.job_id.map(|j| j.to_string()) == Some("a0000004-0000-7000-8000-000000000004".into())));
-    insta::assert_snapshot!(f.run(&["jobs", "show", "a0000004", "--detail"]));
+        let v = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000018"]).output().unwrap().stdout);
+        assert_eq!(v["job"]["state"], "scheduled");
+        assert!(v["job"]["next_attempt_at"].is_string());
+        assert_eq!(v["job"]["budget_left"], 6);
+        assert_eq!(v["job"]["delay_table_ms"].as_array().unwrap().len(), 9);
+        let history = v["history"].as_array().unwrap();
+        assert!(!history.is_empty());
+        for e in history {
+            for k in ["seq", "job_id", "at", "from", "to", "attempt", "worker_id", "actor", "reason"] {
+                assert!(e.get(k).is_some(), "log entry lacks '{k}': {e}");
+            }
+            assert!(e.get("failure_detail").is_none(), "detail present without --detail: {e}");
+        }
+        let q = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000013"]).output().unwrap().stdout);
+        assert_eq!(q["job"]["quarantine_reason"], "no-handler");
+        assert_eq!(q["live_handlers"], 0);
+    }
 }
 
-#[test]
-fn switched_off_failure_detail_says_so() {
-    let f = Fixture::hostile_admin();
-    // a0000006 failed while detail was not captured: there is nothing to reveal, and bw says why.
-    let runs = [
-        f.run(&["config", "set", "failure_detail", "off"]),
-        f.run(&["jobs", "show", "a0000006", "--detail"]),
-        f.run(&["config", "get", "failure_detail"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
+both_backends! {
+    fn detail_is_refused_without_the_permission_and_revealed_and_audited_with_it() {
+        let f = Fixture::hostile_stranger();
+        let out = f.bw().args(["--format", "json", "jobs", "show", "a0000004", "--detail"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("view-failure-detail"), "{}", text(&out.stderr));
+        let v = json(&out.stdout);
+        let hidden: Vec<_> = v["history"].as_array().unwrap().iter().filter(|e| e["detail_status"] == "hidden").collect();
+        assert_eq!(hidden.len(), 5);
+        assert_eq!(hidden[0]["detail_type"], "panic");
+        assert!(v["history"].as_array().unwrap().iter().all(|e| e.get("failure_detail").is_none()));
+
+        f.grant_me(Permission::ViewFailureDetail);
+        let out = f.bw().args(["--format", "json", "jobs", "show", "a0000004", "--detail"]).assert().success();
+        let v = json(&out.get_output().stdout);
+        let revealed: Vec<_> =
+            v["history"].as_array().unwrap().iter().filter(|e| e["detail_status"] == "revealed").collect();
+        assert_eq!(revealed.len(), 5);
+        assert_eq!(revealed[0]["failure_detail"]["type"], "panic");
+        let audit = f.store().audit_entries(0, 100).unwrap();
+        assert!(audit.iter().any(|a| a.action == "reveal-failure-detail"
+            && a.actor == current_actor()
+            && a.job_id.map(|j| j.to_string()) == Some("a0000004-0000-7000-8000-000000000004".into())));
+        insta::assert_snapshot!("cli__detail_is_refused_without_the_permission_and_revealed_and_audited_with_it", f.run(&["jobs", "show", "a0000004", "--detail"]));
+    }
+}
+
+both_backends! {
+    fn switched_off_failure_detail_says_so() {
+        let f = Fixture::hostile_admin();
+        // a0000006 failed while detail was not captured: there is nothing to reveal, and bw says why.
+        let runs = [
+            f.run(&["config", "set", "failure_detail", "off"]),
+            f.run(&["jobs", "show", "a0000006", "--detail"]),
+            f.run(&["config", "get", "failure_detail"]),
+        ];
+        insta::assert_snapshot!("cli__switched_off_failure_detail_says_so", transcript(&runs));
+    }
 }
 
 // ---- hostile text --------------------------------------------------------------------------
 
-#[test]
-fn causes_with_terminal_escapes_print_inert() {
-    let f = Fixture::hostile_admin();
-    let runs: &[&[&str]] = &[
-        &["jobs", "list"],
-        &["jobs", "list", "--state", "dead-lettered"],
-        &["jobs", "list", "--state", "running"],
-        &["jobs", "list", "--state", "quarantined"],
-        &["jobs", "show", "a0000007", "--detail"],
-        &["jobs", "show", "a0000016"],
-        &["jobs", "show", "a0000021"],
-        &["log", "tail", "-n", "500", "--detail"],
-        &["stats"],
-        &["workers"],
-        &["audit"],
-        &["requeue", "--state", "quarantined", "--dry-run"],
-    ];
-    for args in runs {
-        for format in ["table", "json"] {
-            let out = f.bw().args(["--format", format]).args(*args).output().unwrap();
-            assert!(out.status.success(), "{args:?} {format}: {}", text(&out.stderr));
-            let t = text(&out.stdout);
-            assert_inert(&t);
-            if format == "json" {
-                json(&out.stdout);
+both_backends! {
+    fn causes_with_terminal_escapes_print_inert() {
+        let f = Fixture::hostile_admin();
+        let runs: &[&[&str]] = &[
+            &["jobs", "list"],
+            &["jobs", "list", "--state", "dead-lettered"],
+            &["jobs", "list", "--state", "running"],
+            &["jobs", "list", "--state", "quarantined"],
+            &["jobs", "show", "a0000007", "--detail"],
+            &["jobs", "show", "a0000016"],
+            &["jobs", "show", "a0000021"],
+            &["log", "tail", "-n", "500", "--detail"],
+            &["stats"],
+            &["workers"],
+            &["audit"],
+            &["requeue", "--state", "quarantined", "--dry-run"],
+        ];
+        for args in runs {
+            for format in ["table", "json"] {
+                let out = f.bw().args(["--format", format]).args(*args).output().unwrap();
+                assert!(out.status.success(), "{args:?} {format}: {}", text(&out.stderr));
+                let t = text(&out.stdout);
+                assert_inert(&t);
+                if format == "json" {
+                    json(&out.stdout);
+                }
             }
         }
+        // The escapes are shown, escaped, not dropped: an operator can see something was there.
+        let t = text(&f.bw().args(["jobs", "show", "a0000007"]).output().unwrap().stdout);
+        assert!(t.contains("\\e]0;pwned\\x07"), "{t}");
+        // JSON keeps the exact text for scripts.
+        let v = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000007"]).output().unwrap().stdout);
+        assert!(v["job"]["terminal_cause"].as_str().unwrap().contains("\u{1b}]0;pwned\u{7}"));
     }
-    // The escapes are shown, escaped, not dropped: an operator can see something was there.
-    let t = text(&f.bw().args(["jobs", "show", "a0000007"]).output().unwrap().stdout);
-    assert!(t.contains("\\e]0;pwned\\x07"), "{t}");
-    // JSON keeps the exact text for scripts.
-    let v = json(&f.bw().args(["--format", "json", "jobs", "show", "a0000007"]).output().unwrap().stdout);
-    assert!(v["job"]["terminal_cause"].as_str().unwrap().contains("\u{1b}]0;pwned\u{7}"));
 }
 
 // ---- requeue and cancel --------------------------------------------------------------------
 
-#[test]
-fn requeue_by_id_reports_each_id_and_exits_1_when_any_was_refused() {
-    let f = Fixture::hostile_admin();
-    let out = f.bw().args(["--format", "json", "requeue", "a0000003", "a0000001", "ffffffff"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("2 of 3 ids were not requeued"), "{}", text(&out.stderr));
-    let v = json(&out.stdout);
-    let r = v["results"].as_array().unwrap();
-    assert_eq!(r[0]["result"], "Requeued");
-    assert_eq!(r[0]["id"], "a0000003-0000-7000-8000-000000000003");
-    assert_eq!(r[0]["state"], "scheduled");
-    assert_eq!(r[1]["result"], "NotRequeueable");
-    assert_eq!(r[1]["state"], "succeeded");
-    assert_eq!(r[2]["result"], "NotFound");
-    assert!(r[2]["state"].is_null());
-    let job = f.store().job("a0000003-0000-7000-8000-000000000003".parse().unwrap()).unwrap().unwrap();
-    assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0));
-    let last = f.store().history(job.id).unwrap().pop().unwrap();
-    assert_eq!(last.actor.as_deref(), Some(current_actor().as_str()));
+both_backends! {
+    fn requeue_by_id_reports_each_id_and_exits_1_when_any_was_refused() {
+        let f = Fixture::hostile_admin();
+        let out = f.bw().args(["--format", "json", "requeue", "a0000003", "a0000001", "ffffffff"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("2 of 3 ids were not requeued"), "{}", text(&out.stderr));
+        let v = json(&out.stdout);
+        let r = v["results"].as_array().unwrap();
+        assert_eq!(r[0]["result"], "Requeued");
+        assert_eq!(r[0]["id"], "a0000003-0000-7000-8000-000000000003");
+        assert_eq!(r[0]["state"], "scheduled");
+        assert_eq!(r[1]["result"], "NotRequeueable");
+        assert_eq!(r[1]["state"], "succeeded");
+        assert_eq!(r[2]["result"], "NotFound");
+        assert!(r[2]["state"].is_null());
+        let job = f.store().job("a0000003-0000-7000-8000-000000000003".parse().unwrap()).unwrap().unwrap();
+        assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0));
+        let last = f.store().history(job.id).unwrap().pop().unwrap();
+        assert_eq!(last.actor.as_deref(), Some(current_actor().as_str()));
 
-    // Table: one line per id, and the warning for a wire name nobody handles.
-    let runs = [f.run(&["requeue", "a0000012"]), f.run(&["requeue", "a0000001"])];
-    insta::assert_snapshot!(transcript(&runs));
+        // Table: one line per id, and the warning for a wire name nobody handles.
+        let runs = [f.run(&["requeue", "a0000012"]), f.run(&["requeue", "a0000001"])];
+        insta::assert_snapshot!("cli__requeue_by_id_reports_each_id_and_exits_1_when_any_was_refused", transcript(&runs));
+    }
 }
 
-#[test]
-fn operating_without_the_permission_is_refused_and_changes_nothing() {
-    let f = Fixture::hostile_stranger();
-    let runs = [
-        f.run(&["requeue", "a0000003"]),
-        f.run(&["cancel", "a0000017"]),
-        f.run(&["requeue", "--state", "dead-lettered", "--yes", "--force"]),
-        f.run(&["purge", "--older-than", "1s", "--yes"]),
-        f.run(&["enqueue", "ping"]),
-        f.run(&["grant", "bob", "operate"]),
-        f.run(&["config", "set", "retention", "7d"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
-    let counts = f.store().counts().unwrap();
-    assert_eq!(counts.total(JobState::DeadLettered), 10);
-    assert_eq!(counts.total(JobState::Scheduled), 4);
-    f.grant_me(Permission::Operate);
-    f.bw().args(["requeue", "a0000003"]).assert().success();
-    f.bw().args(["cancel", "a0000017"]).assert().success();
+both_backends! {
+    fn operating_without_the_permission_is_refused_and_changes_nothing() {
+        let f = Fixture::hostile_stranger();
+        let runs = [
+            f.run(&["requeue", "a0000003"]),
+            f.run(&["cancel", "a0000017"]),
+            f.run(&["requeue", "--state", "dead-lettered", "--yes", "--force"]),
+            f.run(&["purge", "--older-than", "1s", "--yes"]),
+            f.run(&["enqueue", "ping"]),
+            f.run(&["grant", "bob", "operate"]),
+            f.run(&["config", "set", "retention", "7d"]),
+        ];
+        insta::assert_snapshot!("cli__operating_without_the_permission_is_refused_and_changes_nothing", transcript(&runs));
+        let counts = f.store().counts().unwrap();
+        assert_eq!(counts.total(JobState::DeadLettered), 10);
+        assert_eq!(counts.total(JobState::Scheduled), 4);
+        f.grant_me(Permission::Operate);
+        f.bw().args(["requeue", "a0000003"]).assert().success();
+        f.bw().args(["cancel", "a0000017"]).assert().success();
+    }
 }
 
-#[test]
-fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
-    let f = Fixture::hostile_admin();
-    let v = json(
-        &f.bw().args(["--format", "json", "requeue", "--state", "dead-lettered", "--dry-run"]).output().unwrap().stdout,
-    );
-    assert_eq!(v["matching"], 10);
-    assert_eq!(v["would_requeue"], 4);
-    assert_eq!(v["would_requarantine"], 6);
-    let dry_run = f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]);
-    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10, "dry run changed nothing");
+both_backends! {
+    fn bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names() {
+        let f = Fixture::hostile_admin();
+        let v = json(
+            &f.bw().args(["--format", "json", "requeue", "--state", "dead-lettered", "--dry-run"]).output().unwrap().stdout,
+        );
+        assert_eq!(v["matching"], 10);
+        assert_eq!(v["would_requeue"], 4);
+        assert_eq!(v["would_requarantine"], 6);
+        let dry_run = f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]);
+        assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10, "dry run changed nothing");
 
-    // No terminal and no --yes: refused, nothing changed.
-    f.bw()
-        .args(["requeue", "--state", "dead-lettered"])
-        .write_stdin("y\n")
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--yes"));
-    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
+        // No terminal and no --yes: refused, nothing changed.
+        f.bw()
+            .args(["requeue", "--state", "dead-lettered"])
+            .write_stdin("y\n")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--yes"));
+        assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
 
-    // --yes: the handled ones; the rest are skipped and the exit status says so.
-    let out = f.bw().args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let v = json(&out.stdout);
-    assert_eq!((v["requeued"].as_u64(), v["skipped_requarantine"].as_u64()), (Some(4), Some(6)));
-    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
-    // Only unhandled ones left: refused without --force, done with it.
-    let unhandled = f.run(&["requeue", "--state", "dead-lettered", "--yes"]);
-    let forced = f.run(&["requeue", "--state", "dead-lettered", "--yes", "--force"]);
-    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 0);
-    let runs = [
-        dry_run,
-        unhandled,
-        forced,
-        f.run(&["requeue", "--state", "succeeded"]),
-        f.run(&["requeue", "a0000001", "--state", "quarantined"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
+        // --yes: the handled ones; the rest are skipped and the exit status says so.
+        let out = f.bw().args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let v = json(&out.stdout);
+        assert_eq!((v["requeued"].as_u64(), v["skipped_requarantine"].as_u64()), (Some(4), Some(6)));
+        assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
+        // Only unhandled ones left: refused without --force, done with it.
+        let unhandled = f.run(&["requeue", "--state", "dead-lettered", "--yes"]);
+        let forced = f.run(&["requeue", "--state", "dead-lettered", "--yes", "--force"]);
+        assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 0);
+        let runs = [
+            dry_run,
+            unhandled,
+            forced,
+            f.run(&["requeue", "--state", "succeeded"]),
+            f.run(&["requeue", "a0000001", "--state", "quarantined"]),
+        ];
+        insta::assert_snapshot!("cli__bulk_requeue_counts_exactly_asks_and_needs_force_for_unhandled_wire_names", transcript(&runs));
+    }
 }
 
-#[test]
-fn concurrent_bulk_requeues_requeue_each_job_exactly_once() {
-    let f = Fixture::empty();
-    f.bw().arg("init").assert().success();
-    dead_letter(&f.store(), "charge-card", 3_000);
-    let spawn = || {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
-            .env("BW_DB", &f.db)
-            .env("BW_NOW", T)
-            .args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes", "--force"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+both_backends! {
+    fn concurrent_bulk_requeues_requeue_each_job_exactly_once() {
+        let f = Fixture::empty();
+        f.bw().arg("init").assert().success();
+        dead_letter(&f.store(), "charge-card", 3_000);
+        let spawn = || {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+                .env("BW_DB", &f.db)
+                .env("BW_NOW", T)
+                .args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes", "--force"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        assert!(a.status.success(), "{}", text(&a.stderr));
+        assert!(b.status.success(), "{}", text(&b.stderr));
+        let n = |o: &std::process::Output| json(&o.stdout)["requeued"].as_u64().unwrap();
+        assert_eq!(n(&a) + n(&b), 3_000, "a={} b={}", n(&a), n(&b));
+        let store = f.store();
+        let per_job: Vec<i64> = store
+            .raw_query("SELECT count(*) FROM transitions WHERE from_state = 'dead-lettered' AND to_state = 'scheduled' GROUP BY job_id", &[])
             .unwrap()
-    };
-    let (a, b) = (spawn(), spawn());
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    assert!(a.status.success(), "{}", text(&a.stderr));
-    assert!(b.status.success(), "{}", text(&b.stderr));
-    let n = |o: &std::process::Output| json(&o.stdout)["requeued"].as_u64().unwrap();
-    assert_eq!(n(&a) + n(&b), 3_000, "a={} b={}", n(&a), n(&b));
-    let store = f.store();
-    let per_job: Vec<i64> = store
-        .raw_query("SELECT count(*) FROM transitions WHERE from_state = 'dead-lettered' AND to_state = 'scheduled' GROUP BY job_id", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r[0].as_i64())
-        .collect();
-    assert_eq!(per_job.len(), 3_000);
-    assert!(per_job.iter().all(|&c| c == 1));
-    assert_eq!(store.count_jobs(&JobFilter::state(JobState::Scheduled)).unwrap(), 3_000);
+            .iter()
+            .map(|r| r[0].as_i64())
+            .collect();
+        assert_eq!(per_job.len(), 3_000);
+        assert!(per_job.iter().all(|&c| c == 1));
+        assert_eq!(store.count_jobs(&JobFilter::state(JobState::Scheduled)).unwrap(), 3_000);
+    }
 }
 
-#[test]
-fn concurrent_requeues_of_the_same_ids_requeue_each_once() {
-    let f = Fixture::hostile_admin();
-    let ids = ["a0000003", "a0000004", "a0000005", "a0000006"];
-    let spawn = || {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
-            .env("BW_DB", &f.db)
-            .args(["--format", "json", "requeue"])
-            .args(ids)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn(), spawn());
-    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
-    let requeued: usize = outs
-        .iter()
-        .map(|o| json(&o.stdout)["results"].as_array().unwrap().iter().filter(|r| r["result"] == "Requeued").count())
-        .sum();
-    assert_eq!(requeued, ids.len());
+both_backends! {
+    fn concurrent_requeues_of_the_same_ids_requeue_each_once() {
+        let f = Fixture::hostile_admin();
+        let ids = ["a0000003", "a0000004", "a0000005", "a0000006"];
+        let spawn = || {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+                .env("BW_DB", &f.db)
+                .args(["--format", "json", "requeue"])
+                .args(ids)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let requeued: usize = outs
+            .iter()
+            .map(|o| json(&o.stdout)["results"].as_array().unwrap().iter().filter(|r| r["result"] == "Requeued").count())
+            .sum();
+        assert_eq!(requeued, ids.len());
+    }
 }
 
-#[test]
-fn an_id_given_twice_is_acted_on_and_reported_once() {
-    // The second mention was refused as "NotRequeueable (scheduled)" and the command exited 1.
-    let f = Fixture::hostile_admin();
-    let runs = [
-        f.run(&["requeue", "a0000004", "a0000004-0000-7000-8000-000000000004"]),
-        f.run(&["cancel", "a0000004", "a0000004"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
+both_backends! {
+    fn an_id_given_twice_is_acted_on_and_reported_once() {
+        // The second mention was refused as "NotRequeueable (scheduled)" and the command exited 1.
+        let f = Fixture::hostile_admin();
+        let runs = [
+            f.run(&["requeue", "a0000004", "a0000004-0000-7000-8000-000000000004"]),
+            f.run(&["cancel", "a0000004", "a0000004"]),
+        ];
+        insta::assert_snapshot!("cli__an_id_given_twice_is_acted_on_and_reported_once", transcript(&runs));
+    }
 }
 
-#[test]
-fn bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again() {
-    // charge-card has a live worker, so its undecodable quarantines counted as "would be
-    // requeued" with nothing said: requeued, they all quarantined again.
-    let f = Fixture::hostile();
-    // The second says nothing about decoding: nothing there is undecodable.
-    let runs = [
-        f.run(&["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"]),
-        f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]),
-    ];
-    assert!(!runs[1].stdout.contains("did not decode"), "{}", runs[1]);
-    insta::assert_snapshot!(transcript(&runs));
+both_backends! {
+    fn bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again() {
+        // charge-card has a live worker, so its undecodable quarantines counted as "would be
+        // requeued" with nothing said: requeued, they all quarantined again.
+        let f = Fixture::hostile();
+        // The second says nothing about decoding: nothing there is undecodable.
+        let runs = [
+            f.run(&["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"]),
+            f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]),
+        ];
+        assert!(!runs[1].stdout.contains("did not decode"), "{}", runs[1]);
+        insta::assert_snapshot!("cli__bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again", transcript(&runs));
+    }
 }
 
-#[test]
-fn cancel_reports_each_id() {
-    let f = Fixture::hostile_admin();
-    let out =
-        f.bw().args(["--format", "json", "cancel", "a0000017", "a0000020", "a0000001", "ffffffff"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let v = json(&out.stdout);
-    let r: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["result"].as_str().unwrap()).collect();
-    assert_eq!(r, ["Cancelled", "CancelRequested", "NotCancellable", "NotFound"]);
-    insta::assert_snapshot!(f.run(&["cancel", "a0000019"]));
+both_backends! {
+    fn cancel_reports_each_id() {
+        let f = Fixture::hostile_admin();
+        let out =
+            f.bw().args(["--format", "json", "cancel", "a0000017", "a0000020", "a0000001", "ffffffff"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let v = json(&out.stdout);
+        let r: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["result"].as_str().unwrap()).collect();
+        assert_eq!(r, ["Cancelled", "CancelRequested", "NotCancellable", "NotFound"]);
+        insta::assert_snapshot!("cli__cancel_reports_each_id", f.run(&["cancel", "a0000019"]));
+    }
 }
 
 // ---- log tail ------------------------------------------------------------------------------
 
-#[test]
-fn log_tail_shows_the_last_entries_oldest_first() {
-    let f = Fixture::hostile();
-    let v = json(&f.bw().args(["--format", "json", "log", "tail", "-n", "3"]).output().unwrap().stdout);
-    let e = v["entries"].as_array().unwrap();
-    assert_eq!(e.len(), 3);
-    let seqs: Vec<i64> = e.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(seqs[2], f.store().log_end().unwrap().seq);
-    // One job's eleven entries, its failure detail hidden ("[detail hidden: panic, 449 B]").
-    let job = f.run_env(&[("COLUMNS", "400")], &["log", "tail", "--job", "a0000004"]);
-    assert_eq!(job.stdout.lines().count(), 11, "{job}");
-    insta::assert_snapshot!(job);
-    let dl = json(
-        &f.bw()
-            .args(["--format", "json", "log", "tail", "--state", "dead-lettered", "-n", "100"])
-            .output()
-            .unwrap()
-            .stdout,
-    );
-    assert!(dl["entries"].as_array().unwrap().iter().all(|e| e["to"] == "dead-lettered"));
+both_backends! {
+    fn log_tail_shows_the_last_entries_oldest_first() {
+        let f = Fixture::hostile();
+        let v = json(&f.bw().args(["--format", "json", "log", "tail", "-n", "3"]).output().unwrap().stdout);
+        let e = v["entries"].as_array().unwrap();
+        assert_eq!(e.len(), 3);
+        let seqs: Vec<i64> = e.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(seqs[2], f.store().log_end().unwrap().seq);
+        // One job's eleven entries, its failure detail hidden ("[detail hidden: panic, 449 B]").
+        let job = f.run_env(&[("COLUMNS", "400")], &["log", "tail", "--job", "a0000004"]);
+        assert_eq!(job.stdout.lines().count(), 11, "{job}");
+        insta::assert_snapshot!("cli__log_tail_shows_the_last_entries_oldest_first", job);
+        let dl = json(
+            &f.bw()
+                .args(["--format", "json", "log", "tail", "--state", "dead-lettered", "-n", "100"])
+                .output()
+                .unwrap()
+                .stdout,
+        );
+        assert!(dl["entries"].as_array().unwrap().iter().all(|e| e["to"] == "dead-lettered"));
+    }
 }
 
-#[test]
-fn log_follow_prints_every_new_entry_once_and_ctrl_c_ends_cleanly() {
-    let f = Fixture::empty();
-    f.bw().arg("init").assert().success();
-    let store = f.store();
-    store.enqueue(&NewJob::new("warm", "default", "{}")).unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
-        .env("BW_DB", &f.db)
-        .args(["--format", "json", "log", "tail", "-n", "1", "--follow"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&first).unwrap()["seq"], 1);
-    // A steady stream of writes, one commit each.
-    let writer = {
-        let db = f.db.clone();
-        std::thread::spawn(move || {
-            let s = Store::open(&db).unwrap();
-            for i in 0..200 {
-                s.enqueue(&NewJob::new("stream", "default", format!("{{\"i\":{i}}}"))).unwrap();
-                if i % 20 == 0 {
-                    std::thread::sleep(Duration::from_millis(30));
+both_backends! {
+    fn log_follow_prints_every_new_entry_once_and_ctrl_c_ends_cleanly() {
+        let f = Fixture::empty();
+        f.bw().arg("init").assert().success();
+        let store = f.store();
+        store.enqueue(&NewJob::new("warm", "default", "{}")).unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+            .env("BW_DB", &f.db)
+            .args(["--format", "json", "log", "tail", "-n", "1", "--follow"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&first).unwrap()["seq"], 1);
+        // A steady stream of writes, one commit each.
+        let writer = {
+            let db = f.db.target();
+            std::thread::spawn(move || {
+                let s = Store::open(&db).unwrap();
+                for i in 0..200 {
+                    s.enqueue(&NewJob::new("stream", "default", format!("{{\"i\":{i}}}"))).unwrap();
+                    if i % 20 == 0 {
+                        std::thread::sleep(Duration::from_millis(30));
+                    }
                 }
-            }
-        })
-    };
-    let mut seqs = vec![1i64];
-    while seqs.len() < 201 {
-        let line = lines.next().expect("follow ended early").unwrap();
-        seqs.push(serde_json::from_str::<serde_json::Value>(&line).unwrap()["seq"].as_i64().unwrap());
+            })
+        };
+        let mut seqs = vec![1i64];
+        while seqs.len() < 201 {
+            let line = lines.next().expect("follow ended early").unwrap();
+            seqs.push(serde_json::from_str::<serde_json::Value>(&line).unwrap()["seq"].as_i64().unwrap());
+        }
+        writer.join().unwrap();
+        assert_eq!(seqs, (1..=201).collect::<Vec<_>>(), "missed or repeated entries");
+        // SAFETY: signalling our own child process by its pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let status = child.wait().unwrap();
+        assert!(status.success(), "Ctrl-C should end --follow with status 0, got {status:?}");
     }
-    writer.join().unwrap();
-    assert_eq!(seqs, (1..=201).collect::<Vec<_>>(), "missed or repeated entries");
-    // SAFETY: signalling our own child process by its pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    assert!(status.success(), "Ctrl-C should end --follow with status 0, got {status:?}");
 }
 
 // ---- stats, workers ------------------------------------------------------------------------
 
-#[test]
-fn stats_counts_causes_and_quarantines_with_live_handlers() {
-    let f = Fixture::hostile();
-    let v = json(&f.bw().args(["--format", "json", "stats"]).output().unwrap().stdout);
-    assert_eq!(v["totals"]["dead-lettered"], 10);
-    assert_eq!(v["totals"]["quarantined"], 5);
-    assert_eq!(v["by_queue"]["ops"]["dead-lettered"], 5);
-    let causes = v["dead_letter_causes"].as_array().unwrap();
-    assert_eq!(causes.iter().map(|c| c["count"].as_u64().unwrap()).sum::<u64>(), 10);
-    let q = v["quarantines"].as_array().unwrap();
-    let card = q.iter().find(|g| g["wire_name"] == "charge-card").unwrap();
-    assert_eq!(
-        (card["reason"].as_str(), card["count"].as_u64(), card["live_handlers"].as_u64()),
-        (Some("undecodable-payload"), Some(2), Some(1))
-    );
-    let legacy = q.iter().find(|g| g["wire_name"] == "legacy-report").unwrap();
-    assert_eq!(legacy["live_handlers"], 0);
-    insta::assert_snapshot!(f.run(&["stats"]));
-}
-
-#[test]
-fn stats_counts_fit_an_80_column_terminal_instead_of_wrapping_the_total() {
-    // The full state names made the counts table 87 columns: TOTAL wrapped onto its own line.
-    let f = Fixture::hostile();
-    let narrow = f.run_env(&[("COLUMNS", "80")], &["stats"]);
-    for line in narrow.stdout.lines().take_while(|l| !l.is_empty()) {
-        assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
+both_backends! {
+    fn stats_counts_causes_and_quarantines_with_live_handlers() {
+        let f = Fixture::hostile();
+        let v = json(&f.bw().args(["--format", "json", "stats"]).output().unwrap().stdout);
+        assert_eq!(v["totals"]["dead-lettered"], 10);
+        assert_eq!(v["totals"]["quarantined"], 5);
+        assert_eq!(v["by_queue"]["ops"]["dead-lettered"], 5);
+        let causes = v["dead_letter_causes"].as_array().unwrap();
+        assert_eq!(causes.iter().map(|c| c["count"].as_u64().unwrap()).sum::<u64>(), 10);
+        let q = v["quarantines"].as_array().unwrap();
+        let card = q.iter().find(|g| g["wire_name"] == "charge-card").unwrap();
+        assert_eq!(
+            (card["reason"].as_str(), card["count"].as_u64(), card["live_handlers"].as_u64()),
+            (Some("undecodable-payload"), Some(2), Some(1))
+        );
+        let legacy = q.iter().find(|g| g["wire_name"] == "legacy-report").unwrap();
+        assert_eq!(legacy["live_handlers"], 0);
+        insta::assert_snapshot!("cli__stats_counts_causes_and_quarantines_with_live_handlers", f.run(&["stats"]));
     }
-    // With room, the states keep their full names.
-    let wide = f.run_env(&[("COLUMNS", "120")], &["stats"]);
-    insta::assert_snapshot!(transcript(&[narrow, wide]));
 }
 
-#[test]
-fn workers_shows_live_and_stale() {
-    let f = Fixture::hostile();
-    let v = json(&f.bw().args(["--format", "json", "workers"]).output().unwrap().stdout);
-    let w = v["workers"].as_array().unwrap();
-    assert_eq!(w.len(), 3);
-    assert_eq!(w.iter().filter(|w| w["live"] == true).count(), 2);
-    insta::assert_snapshot!(f.run(&["workers"]));
+both_backends! {
+    fn stats_counts_fit_an_80_column_terminal_instead_of_wrapping_the_total() {
+        // The full state names made the counts table 87 columns: TOTAL wrapped onto its own line.
+        let f = Fixture::hostile();
+        let narrow = f.run_env(&[("COLUMNS", "80")], &["stats"]);
+        for line in narrow.stdout.lines().take_while(|l| !l.is_empty()) {
+            assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
+        }
+        // With room, the states keep their full names.
+        let wide = f.run_env(&[("COLUMNS", "120")], &["stats"]);
+        insta::assert_snapshot!("cli__stats_counts_fit_an_80_column_terminal_instead_of_wrapping_the_total", transcript(&[narrow, wide]));
+    }
+}
+
+both_backends! {
+    fn workers_shows_live_and_stale() {
+        let f = Fixture::hostile();
+        let v = json(&f.bw().args(["--format", "json", "workers"]).output().unwrap().stdout);
+        let w = v["workers"].as_array().unwrap();
+        assert_eq!(w.len(), 3);
+        assert_eq!(w.iter().filter(|w| w["live"] == true).count(), 2);
+        insta::assert_snapshot!("cli__workers_shows_live_and_stale", f.run(&["workers"]));
+    }
 }
 
 // ---- enqueue, purge, backoff, access, config, completions ----------------------------------
 
-#[test]
-fn enqueue_prints_the_id_of_a_job_that_then_exists() {
-    let f = Fixture::hostile_admin();
-    let out = f
-        .bw()
-        .args([
-            "enqueue",
-            "send-email",
-            "--queue",
-            "high",
-            "--payload",
-            r#"{"to":"a@b"}"#,
-            "--label",
-            "tenant=acme",
-            "--in",
-            "90s",
-        ])
-        .assert()
-        .success();
-    let id = text(&out.get_output().stdout).trim().to_string();
-    let job = f.store().job(id.parse().unwrap()).unwrap().unwrap();
-    assert_eq!((job.wire_name.as_str(), job.queue.as_str(), job.state), ("send-email", "high", JobState::Scheduled));
-    assert_eq!(job.labels.get("tenant").map(String::as_str), Some("acme"));
-    assert_eq!(job.due_at, T_MS + 90_000);
-    let v = json(&f.bw().args(["--format", "json", "enqueue", "ping"]).output().unwrap().stdout);
-    assert!(v["id"].as_str().unwrap().parse::<backwave::JobId>().is_ok());
+both_backends! {
+    fn enqueue_prints_the_id_of_a_job_that_then_exists() {
+        let f = Fixture::hostile_admin();
+        let out = f
+            .bw()
+            .args([
+                "enqueue",
+                "send-email",
+                "--queue",
+                "high",
+                "--payload",
+                r#"{"to":"a@b"}"#,
+                "--label",
+                "tenant=acme",
+                "--in",
+                "90s",
+            ])
+            .assert()
+            .success();
+        let id = text(&out.get_output().stdout).trim().to_string();
+        let job = f.store().job(id.parse().unwrap()).unwrap().unwrap();
+        assert_eq!((job.wire_name.as_str(), job.queue.as_str(), job.state), ("send-email", "high", JobState::Scheduled));
+        assert_eq!(job.labels.get("tenant").map(String::as_str), Some("acme"));
+        assert_eq!(job.due_at, T_MS + 90_000);
+        let v = json(&f.bw().args(["--format", "json", "enqueue", "ping"]).output().unwrap().stdout);
+        assert!(v["id"].as_str().unwrap().parse::<backwave::JobId>().is_ok());
+    }
 }
 
-#[test]
-fn purge_counts_asks_and_deletes_old_terminal_jobs() {
-    let f = Fixture::hostile_admin();
-    let v =
-        json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--dry-run"]).output().unwrap().stdout);
-    let n = v["jobs"].as_u64().unwrap();
-    assert!(n > 0);
-    let unconfirmed = f.run(&["purge", "--older-than", "30m"]);
-    let before = f.store().counts().unwrap();
-    let total_before: u64 = JobState::ALL.iter().map(|s| before.total(*s)).sum();
-    let v = json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--yes"]).output().unwrap().stdout);
-    assert_eq!(v["jobs"].as_u64(), Some(n));
-    let after = f.store().counts().unwrap();
-    assert_eq!(JobState::ALL.iter().map(|s| after.total(*s)).sum::<u64>(), total_before - n);
-    // Default: the store's retention (14d): nothing that old here.
-    insta::assert_snapshot!(transcript(&[unconfirmed, f.run(&["purge", "--dry-run"])]));
-    assert!(f.store().audit_entries(0, 100).unwrap().iter().any(|a| a.action == "purge"));
+both_backends! {
+    fn purge_counts_asks_and_deletes_old_terminal_jobs() {
+        let f = Fixture::hostile_admin();
+        let v =
+            json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--dry-run"]).output().unwrap().stdout);
+        let n = v["jobs"].as_u64().unwrap();
+        assert!(n > 0);
+        let unconfirmed = f.run(&["purge", "--older-than", "30m"]);
+        let before = f.store().counts().unwrap();
+        let total_before: u64 = JobState::ALL.iter().map(|s| before.total(*s)).sum();
+        let v = json(&f.bw().args(["--format", "json", "purge", "--older-than", "30m", "--yes"]).output().unwrap().stdout);
+        assert_eq!(v["jobs"].as_u64(), Some(n));
+        let after = f.store().counts().unwrap();
+        assert_eq!(JobState::ALL.iter().map(|s| after.total(*s)).sum::<u64>(), total_before - n);
+        // Default: the store's retention (14d): nothing that old here.
+        insta::assert_snapshot!("cli__purge_counts_asks_and_deletes_old_terminal_jobs", transcript(&[unconfirmed, f.run(&["purge", "--dry-run"])]));
+        assert!(f.store().audit_entries(0, 100).unwrap().iter().any(|a| a.action == "purge"));
+    }
 }
 
 #[test]
@@ -772,27 +801,28 @@ fn backoff_with_an_absurd_attempt_budget_is_refused_instead_of_aborting() {
     f.bw().args(["backoff", "exponential", "1s", "--max-attempts", "10000"]).assert().success();
 }
 
-#[test]
-fn grant_revoke_audit_and_config() {
-    let f = Fixture::hostile_admin();
-    let grant = f.run(&["grant", "bob", "operate"]);
-    assert!(f.store().permissions("bob").unwrap().contains(&Permission::Operate));
-    let runs = [
-        grant,
-        f.run(&["revoke", "bob", "operate"]),
-        f.run(&["revoke", "bob", "operate"]),
-        f.run(&["config", "set", "retention", "7d"]),
-        f.run(&["config", "list"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
-    assert_eq!(f.store().setting(SettingKey::Retention).unwrap(), "7d");
-    let v = json(&f.bw().args(["--format", "json", "audit", "--since", "1h"]).output().unwrap().stdout);
-    let actions: Vec<&str> = v["entries"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
-    for a in ["grant", "revoke", "config"] {
-        assert!(actions.contains(&a), "{actions:?}");
+both_backends! {
+    fn grant_revoke_audit_and_config() {
+        let f = Fixture::hostile_admin();
+        let grant = f.run(&["grant", "bob", "operate"]);
+        assert!(f.store().permissions("bob").unwrap().contains(&Permission::Operate));
+        let runs = [
+            grant,
+            f.run(&["revoke", "bob", "operate"]),
+            f.run(&["revoke", "bob", "operate"]),
+            f.run(&["config", "set", "retention", "7d"]),
+            f.run(&["config", "list"]),
+        ];
+        insta::assert_snapshot!("cli__grant_revoke_audit_and_config", transcript(&runs));
+        assert_eq!(f.store().setting(SettingKey::Retention).unwrap(), "7d");
+        let v = json(&f.bw().args(["--format", "json", "audit", "--since", "1h"]).output().unwrap().stdout);
+        let actions: Vec<&str> = v["entries"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+        for a in ["grant", "revoke", "config"] {
+            assert!(actions.contains(&a), "{actions:?}");
+        }
+        let list = json(&f.bw().args(["--format", "json", "config", "list"]).output().unwrap().stdout);
+        assert_eq!(list["settings"].as_array().unwrap().len(), 2);
     }
-    let list = json(&f.bw().args(["--format", "json", "config", "list"]).output().unwrap().stdout);
-    assert_eq!(list["settings"].as_array().unwrap().len(), 2);
 }
 
 #[test]
@@ -845,25 +875,26 @@ fn written(t: &pty::Pty) -> String {
     text(&t.transcript()).replace("\r\n", "\n")
 }
 
-#[test]
-fn rows_never_wrap_on_a_narrow_terminal_in_colour() {
-    // The last-resort cut was skipped when colour was on, that is at every real terminal: a
-    // Running row's worker wrapped onto a line of its own at 80 columns.
-    let f = Fixture::hostile();
-    let mut t = at_a_terminal(&f, 80, &["jobs", "list", "--limit", "4"], &[]);
-    assert_eq!(t.wait_exit(PTY_WAIT), 0, "{}", t.screen());
-    let out = written(&t);
-    assert!(out.contains("\u{1b}["), "coloured at a terminal: {out}");
-    let plain = strip_ansi(&out);
-    let rows: Vec<&str> = plain.lines().filter(|l| l.starts_with("000000")).collect();
-    assert_eq!(rows.len(), 4, "{plain}");
-    for line in plain.lines() {
-        assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
+both_backends! {
+    fn rows_never_wrap_on_a_narrow_terminal_in_colour() {
+        // The last-resort cut was skipped when colour was on, that is at every real terminal: a
+        // Running row's worker wrapped onto a line of its own at 80 columns.
+        let f = Fixture::hostile();
+        let mut t = at_a_terminal(&f, 80, &["jobs", "list", "--limit", "4"], &[]);
+        assert_eq!(t.wait_exit(PTY_WAIT), 0, "{}", t.screen());
+        let out = written(&t);
+        assert!(out.contains("\u{1b}["), "coloured at a terminal: {out}");
+        let plain = strip_ansi(&out);
+        let rows: Vec<&str> = plain.lines().filter(|l| l.starts_with("000000")).collect();
+        assert_eq!(rows.len(), 4, "{plain}");
+        for line in plain.lines() {
+            assert!(unicode_width(line) <= 80, "wider than 80: {line:?}");
+        }
+        assert!(rows[0].contains("Running") && rows[0].trim_end().ends_with('…'), "{plain}");
+        // And on the screen a person sees, no row spilled onto a line of its own.
+        let screen = t.screen();
+        assert_eq!(screen.trim_end().lines().count(), plain.trim_end().lines().count(), "{screen}");
     }
-    assert!(rows[0].contains("Running") && rows[0].trim_end().ends_with('…'), "{plain}");
-    // And on the screen a person sees, no row spilled onto a line of its own.
-    let screen = t.screen();
-    assert_eq!(screen.trim_end().lines().count(), plain.trim_end().lines().count(), "{screen}");
 }
 
 /// The text of a coloured screen, without its SGR sequences.
@@ -884,59 +915,62 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
-#[test]
-fn one_state_lists_at_80_columns_keep_whole_wire_names_instead_of_a_state_column() {
-    // `--state dead-lettered` at 80 columns spent 15 cells repeating "Dead-Lettered" and cut
-    // every wire name to 8 ("notify-…").
-    let f = Fixture::hostile();
-    let narrow = f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "dead-lettered"]);
-    assert!(!narrow.stdout.contains("Dead-Lettered"), "{narrow}");
-    // Several states, or room enough: the column stays.
-    let runs = [
-        narrow,
-        f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "dead-lettered,quarantined"]),
-        f.run_env(&[("COLUMNS", "120")], &["jobs", "list", "--state", "dead-lettered"]),
-    ];
-    insta::assert_snapshot!(transcript(&runs));
-}
-
-#[test]
-fn running_jobs_at_80_columns_keep_their_lease_on_the_row() {
-    // A long worker id pushed LEASE past the edge and the row wrapped.
-    let f = Fixture::hostile();
-    let run = f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "running"]);
-    let rows: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("000000")).collect();
-    assert_eq!(rows.len(), 3, "{run}");
-    for row in rows {
-        assert!(unicode_width(row) <= 80, "wider than 80: {row:?}");
-        assert!(row.ends_with(" left") || row.ends_with(" ago"), "the lease is shown: {row:?}");
+both_backends! {
+    fn one_state_lists_at_80_columns_keep_whole_wire_names_instead_of_a_state_column() {
+        // `--state dead-lettered` at 80 columns spent 15 cells repeating "Dead-Lettered" and cut
+        // every wire name to 8 ("notify-…").
+        let f = Fixture::hostile();
+        let narrow = f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "dead-lettered"]);
+        assert!(!narrow.stdout.contains("Dead-Lettered"), "{narrow}");
+        // Several states, or room enough: the column stays.
+        let runs = [
+            narrow,
+            f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "dead-lettered,quarantined"]),
+            f.run_env(&[("COLUMNS", "120")], &["jobs", "list", "--state", "dead-lettered"]),
+        ];
+        insta::assert_snapshot!("cli__one_state_lists_at_80_columns_keep_whole_wire_names_instead_of_a_state_column", transcript(&runs));
     }
-    insta::assert_snapshot!(run);
 }
 
-#[test]
-fn bulk_requeue_at_a_terminal_asks_with_the_count() {
-    let f = Fixture::hostile_admin();
-    // Typed once the whole question is on the screen, as a person would.
-    let question = "Requeue 4 dead-lettered jobs with a fresh attempt budget? (6 more would quarantine again and are skipped; --force includes them) [y/N]";
-    let mut t = at_a_terminal(&f, 100, &["requeue", "--state", "dead-lettered"], &[]);
-    t.wait_for(question, PTY_WAIT);
-    t.send("n");
-    t.send(pty::keys::ENTER);
-    let code = t.wait_exit(PTY_WAIT);
-    let no = t.screen();
-    assert!(no.contains("nothing requeued"), "{no}");
-    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
+both_backends! {
+    fn running_jobs_at_80_columns_keep_their_lease_on_the_row() {
+        // A long worker id pushed LEASE past the edge and the row wrapped.
+        let f = Fixture::hostile();
+        let run = f.run_env(&[("COLUMNS", "80")], &["jobs", "list", "--state", "running"]);
+        let rows: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("000000")).collect();
+        assert_eq!(rows.len(), 3, "{run}");
+        for row in rows {
+            assert!(unicode_width(row) <= 80, "wider than 80: {row:?}");
+            assert!(row.ends_with(" left") || row.ends_with(" ago"), "the lease is shown: {row:?}");
+        }
+        insta::assert_snapshot!("cli__running_jobs_at_80_columns_keep_their_lease_on_the_row", run);
+    }
+}
 
-    let mut t = at_a_terminal(&f, 100, &["requeue", "--state", "dead-lettered"], &[]);
-    t.wait_for(question, PTY_WAIT);
-    t.send("y");
-    t.send(pty::keys::ENTER);
-    let yes_code = t.wait_exit(PTY_WAIT);
-    let yes = t.screen();
-    assert!(yes.contains("Requeued 4 dead-lettered jobs."), "{yes}");
-    assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
-    insta::assert_snapshot!(format!("{no}\n[exit status: {code}]\n\n{yes}\n[exit status: {yes_code}]"));
+both_backends! {
+    fn bulk_requeue_at_a_terminal_asks_with_the_count() {
+        let f = Fixture::hostile_admin();
+        // Typed once the whole question is on the screen, as a person would.
+        let question = "Requeue 4 dead-lettered jobs with a fresh attempt budget? (6 more would quarantine again and are skipped; --force includes them) [y/N]";
+        let mut t = at_a_terminal(&f, 100, &["requeue", "--state", "dead-lettered"], &[]);
+        t.wait_for(question, PTY_WAIT);
+        t.send("n");
+        t.send(pty::keys::ENTER);
+        let code = t.wait_exit(PTY_WAIT);
+        let no = t.screen();
+        assert!(no.contains("nothing requeued"), "{no}");
+        assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 10);
+
+        let mut t = at_a_terminal(&f, 100, &["requeue", "--state", "dead-lettered"], &[]);
+        t.wait_for(question, PTY_WAIT);
+        t.send("y");
+        t.send(pty::keys::ENTER);
+        let yes_code = t.wait_exit(PTY_WAIT);
+        let yes = t.screen();
+        assert!(yes.contains("Requeued 4 dead-lettered jobs."), "{yes}");
+        assert_eq!(f.store().counts().unwrap().total(JobState::DeadLettered), 6);
+        insta::assert_snapshot!("cli__bulk_requeue_at_a_terminal_asks_with_the_count", format!("{no}\n[exit status: {code}]\n\n{yes}\n[exit status: {yes_code}]"));
+    }
 }
 
 #[test]

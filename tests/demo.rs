@@ -1,6 +1,8 @@
 //! The fixtures, the large-store generator and `bw demo`, met the way a user meets them: the
 //! fixture loaded through the library, `bw generate` and `bw demo` run as the real binary.
 
+#[path = "common/backend.rs"]
+mod backend;
 #[path = "common/programs.rs"]
 mod programs;
 #[path = "common/pty.rs"]
@@ -12,6 +14,7 @@ mod tty;
 
 use std::collections::BTreeMap;
 
+use backend::{both_backends, TestDb};
 use backwave::{cause_fingerprint, JobState, Store};
 
 const HOSTILE_SQL: &str = include_str!("../fixtures/hostile.sql");
@@ -278,115 +281,116 @@ fn bw_live() -> assert_cmd::Command {
 }
 
 /// `bw --db DB --format json ARGS...`, parsed.
-fn bw_json(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
+fn bw_json(db: &TestDb, args: &[&str]) -> serde_json::Value {
     let out = bw_live().arg("--db").arg(db).args(["--format", "json"]).args(args).output().unwrap();
     assert!(out.status.success(), "bw {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bw {args:?} printed no JSON ({e})"))
 }
 
-fn jobs_in(db: &std::path::Path, state: &str) -> Vec<serde_json::Value> {
+fn jobs_in(db: &TestDb, state: &str) -> Vec<serde_json::Value> {
     bw_json(db, &["jobs", "list", "--state", state, "--limit", "1000"])["jobs"].as_array().unwrap().clone()
 }
 
-#[test]
-fn demo_for_10s_leaves_every_path_in_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("demo.db");
-    // A demo store from an earlier run, replaced by --reset.
-    let old = Store::create(&db).unwrap();
-    old.mark_demo().unwrap();
-    let old_job = old.enqueue(&backwave::NewJob::new("left-over", "old", b"{}".to_vec())).unwrap();
-    drop(old);
+both_backends! {
+    fn demo_for_10s_leaves_every_path_in_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::named(dir.path(), "demo.db");
+        // A demo store from an earlier run, replaced by --reset.
+        let old = Store::create(&db).unwrap();
+        old.mark_demo().unwrap();
+        let old_job = old.enqueue(&backwave::NewJob::new("left-over", "old", b"{}".to_vec())).unwrap();
+        drop(old);
 
-    let out = bw_live()
-        .arg("--db")
-        .arg(&db)
-        .args(["demo", "--no-tui", "--duration", "10s", "--reset"])
-        .timeout(std::time::Duration::from_secs(60))
-        .assert()
-        .success();
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    for want in ["QUEUE", "DEAD-LETTERED", "QUARANTINED", "total", "jobs list --state dead-lettered", "0 charged twice"]
-    {
-        assert!(stdout.contains(want), "summary lacks {want:?}:\n{stdout}");
-    }
-    let store = Store::open(&db).unwrap();
-    assert!(store.is_demo().unwrap());
-    assert!(store.job(old_job).unwrap().is_none(), "--reset started over");
-    drop(store);
-
-    assert!(!jobs_in(&db, "succeeded").is_empty(), "Succeeded jobs");
-    assert!(!jobs_in(&db, "scheduled").is_empty(), "Scheduled jobs");
-
-    // Dead-Lettered three ways: by error (flaky, seed 000's message), by panic, by lapsed lease.
-    let dead = jobs_in(&db, "dead-lettered");
-    let cause = |j: &serde_json::Value| j["terminal_cause"].as_str().unwrap_or_default().to_string();
-    let flaky = dead.iter().find(|j| j["wire_name"] == "flaky").expect("a flaky job dead-lettered");
-    assert!(cause(flaky).starts_with("flaky '") && cause(flaky).ends_with("always fails (attempt 3)"), "{flaky}");
-    assert_eq!(flaky["attempt"], 3);
-    assert!(dead.iter().any(|j| j["wire_name"] == "wedge" && cause(j) == "lease expired"), "a lapsed lease");
-    let panicked = dead.iter().find(|j| j["wire_name"] == "resize-image").expect("a panicking job dead-lettered");
-    assert_eq!(panicked["attempt"], 5, "strict-priority allows 5 attempts");
-
-    // Quarantined for both reasons, on attempt 1, the handler never having run.
-    let quarantined = jobs_in(&db, "quarantined");
-    for reason in ["no-handler", "undecodable-payload"] {
-        let q = quarantined.iter().find(|j| j["quarantine_reason"] == reason).unwrap_or_else(|| panic!("{reason}"));
-        assert_eq!(q["attempt"], 1);
-    }
-    assert!(quarantined.iter().any(|j| j["wire_name"] == "legacy-report"));
-
-    // The operator's cancel, with the actor in the log.
-    let cancelled = jobs_in(&db, "cancelled");
-    assert!(!cancelled.is_empty());
-
-    // Transition entries carry failure detail: the panic's shows its type, and the demo's user
-    // (made admin on the demo store) can reveal flaky's.
-    let show = |id: &str, detail: bool| {
-        let mut args = vec!["jobs", "show", id];
-        if detail {
-            args.push("--detail");
+        let out = bw_live()
+            .arg("--db")
+            .arg(&db)
+            .args(["demo", "--no-tui", "--duration", "10s", "--reset"])
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .success();
+        let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+        for want in ["QUEUE", "DEAD-LETTERED", "QUARANTINED", "total", "jobs list --state dead-lettered", "0 charged twice"]
+        {
+            assert!(stdout.contains(want), "summary lacks {want:?}:\n{stdout}");
         }
-        bw_json(&db, &args)
-    };
-    let history = show(panicked["id"].as_str().unwrap(), false)["history"].as_array().unwrap().clone();
-    let failures: Vec<_> = history.iter().filter(|e| e["detail_status"] == "hidden").collect();
-    assert_eq!(failures.len(), 5, "one failing entry per attempt: {history:?}");
-    assert!(failures.iter().all(|e| e["detail_type"] == "panic"));
-    let revealed = show(flaky["id"].as_str().unwrap(), true);
-    let details: Vec<_> = revealed["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["failure_detail"]["message"].as_str().map(str::to_string))
-        .collect();
-    assert_eq!(details.len(), 3, "{revealed}");
-    assert!(details[0].ends_with("always fails (attempt 1)"), "{details:?}");
-    let charge = jobs_in(&db, "succeeded").into_iter().find(|j| j["wire_name"] == "charge-card").expect("a charge");
-    assert_eq!(charge["attempt"], 3, "charge-card succeeds on attempt 3");
+        let store = Store::open(&db).unwrap();
+        assert!(store.is_demo().unwrap());
+        assert!(store.job(old_job).unwrap().is_none(), "--reset started over");
+        drop(store);
 
-    // Every command the summary suggests works on the result (`top` needs a terminal: the
-    // dashboard's own tests drive it on a pty).
-    let explore: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Explore")).skip(1).collect();
-    assert!(explore.len() >= 6, "{stdout}");
-    for line in explore {
-        let line = line.trim().replace("ID", flaky["id"].as_str().unwrap());
-        let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(words[0], "bw", "{line}");
-        if words.contains(&"top") {
-            continue;
+        assert!(!jobs_in(&db, "succeeded").is_empty(), "Succeeded jobs");
+        assert!(!jobs_in(&db, "scheduled").is_empty(), "Scheduled jobs");
+
+        // Dead-Lettered three ways: by error (flaky, seed 000's message), by panic, by lapsed lease.
+        let dead = jobs_in(&db, "dead-lettered");
+        let cause = |j: &serde_json::Value| j["terminal_cause"].as_str().unwrap_or_default().to_string();
+        let flaky = dead.iter().find(|j| j["wire_name"] == "flaky").expect("a flaky job dead-lettered");
+        assert!(cause(flaky).starts_with("flaky '") && cause(flaky).ends_with("always fails (attempt 3)"), "{flaky}");
+        assert_eq!(flaky["attempt"], 3);
+        assert!(dead.iter().any(|j| j["wire_name"] == "wedge" && cause(j) == "lease expired"), "a lapsed lease");
+        let panicked = dead.iter().find(|j| j["wire_name"] == "resize-image").expect("a panicking job dead-lettered");
+        assert_eq!(panicked["attempt"], 5, "strict-priority allows 5 attempts");
+
+        // Quarantined for both reasons, on attempt 1, the handler never having run.
+        let quarantined = jobs_in(&db, "quarantined");
+        for reason in ["no-handler", "undecodable-payload"] {
+            let q = quarantined.iter().find(|j| j["quarantine_reason"] == reason).unwrap_or_else(|| panic!("{reason}"));
+            assert_eq!(q["attempt"], 1);
         }
-        let out = bw_live().args(&words[1..]).output().unwrap();
-        assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(!out.stdout.is_empty(), "{line} printed nothing");
-    }
+        assert!(quarantined.iter().any(|j| j["wire_name"] == "legacy-report"));
 
-    let store = Store::open(&db).unwrap();
-    assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
-    let cancels = store
-        .log_tail(&backwave::store::LogFilter { to_states: vec![JobState::Cancelled], ..Default::default() }, 10)
-        .unwrap();
-    assert!(cancels.iter().any(|t| t.actor.is_some()), "the cancel names its operator");
+        // The operator's cancel, with the actor in the log.
+        let cancelled = jobs_in(&db, "cancelled");
+        assert!(!cancelled.is_empty());
+
+        // Transition entries carry failure detail: the panic's shows its type, and the demo's user
+        // (made admin on the demo store) can reveal flaky's.
+        let show = |id: &str, detail: bool| {
+            let mut args = vec!["jobs", "show", id];
+            if detail {
+                args.push("--detail");
+            }
+            bw_json(&db, &args)
+        };
+        let history = show(panicked["id"].as_str().unwrap(), false)["history"].as_array().unwrap().clone();
+        let failures: Vec<_> = history.iter().filter(|e| e["detail_status"] == "hidden").collect();
+        assert_eq!(failures.len(), 5, "one failing entry per attempt: {history:?}");
+        assert!(failures.iter().all(|e| e["detail_type"] == "panic"));
+        let revealed = show(flaky["id"].as_str().unwrap(), true);
+        let details: Vec<_> = revealed["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["failure_detail"]["message"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(details.len(), 3, "{revealed}");
+        assert!(details[0].ends_with("always fails (attempt 1)"), "{details:?}");
+        let charge = jobs_in(&db, "succeeded").into_iter().find(|j| j["wire_name"] == "charge-card").expect("a charge");
+        assert_eq!(charge["attempt"], 3, "charge-card succeeds on attempt 3");
+
+        // Every command the summary suggests works on the result (`top` needs a terminal: the
+        // dashboard's own tests drive it on a pty).
+        let explore: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Explore")).skip(1).collect();
+        assert!(explore.len() >= 6, "{stdout}");
+        for line in explore {
+            let line = line.trim().replace("ID", flaky["id"].as_str().unwrap());
+            let words = shell_words::split(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(words[0], "bw", "{line}");
+            if words.iter().any(|w| w == "top") {
+                continue;
+            }
+            let out = bw_live().args(&words[1..]).output().unwrap();
+            assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(!out.stdout.is_empty(), "{line} printed nothing");
+        }
+
+        let store = Store::open(&db).unwrap();
+        assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+        let cancels = store
+            .log_tail(&backwave::store::LogFilter { to_states: vec![JobState::Cancelled], ..Default::default() }, 10)
+            .unwrap();
+        assert!(cancels.iter().any(|t| t.actor.is_some()), "the cancel names its operator");
+    }
 }
 
 #[test]

@@ -1,6 +1,10 @@
 //! The engine as an application meets it: register handlers, enqueue typed jobs, run worker
-//! groups against a real store file, and read the outcome back from the store and its log.
+//! groups against a real store (an SQLite file, and a PostgreSQL schema: every test runs on both
+//! backends), and read the outcome back from the store and its log.
 //! Each test follows one item of seed 000 (and issue 3's "Done when").
+
+#[path = "common/backend.rs"]
+mod backend;
 
 mod engine {
     pub mod claim_ahead;
@@ -16,6 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use backend::both_backends;
 use backwave::engine::{DispatchPolicy, Engine, Enqueue, HandlerError, Registry, WorkerGroup};
 use backwave::store::{CancelResult, RequeueResult, SettingKey, LEASE_EXPIRED};
 use backwave::{DetailStatus, JobState, QuarantineReason};
@@ -32,43 +37,44 @@ fn strict(q: &str) -> DispatchPolicy {
     DispatchPolicy::strict([q])
 }
 
-#[test]
-fn flaky_on_max_attempts_3_runs_three_times_then_dead_letters_with_the_last_message() {
-    let t = test_store();
-    let runs = Arc::new(AtomicU32::new(0));
-    let mut registry = Registry::new();
-    let r = Arc::clone(&runs);
-    registry
-        .handle::<String>("flaky", move |label, ctx| {
-            r.fetch_add(1, Ordering::SeqCst);
-            Err(HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt())))
-        })
-        .queue("low");
-    let id = registry.enqueue(&t.store, "flaky", "nightly").unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3));
-    let running = engine.start().unwrap();
+both_backends! {
+    fn flaky_on_max_attempts_3_runs_three_times_then_dead_letters_with_the_last_message() {
+        let t = test_store();
+        let runs = Arc::new(AtomicU32::new(0));
+        let mut registry = Registry::new();
+        let r = Arc::clone(&runs);
+        registry
+            .handle::<String>("flaky", move |label, ctx| {
+                r.fetch_add(1, Ordering::SeqCst);
+                Err(HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt())))
+            })
+            .queue("low");
+        let id = registry.enqueue(&t.store, "flaky", "nightly").unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3));
+        let running = engine.start().unwrap();
 
-    let job = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!(job.state, JobState::DeadLettered);
-    assert_eq!(job.attempt, 3);
-    assert_eq!(runs.load(Ordering::SeqCst), 3, "MaxAttempts counts executions, first included");
-    assert_eq!(job.terminal_cause.as_deref(), Some("flaky 'nightly' always fails (attempt 3)"));
+        let job = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!(job.state, JobState::DeadLettered);
+        assert_eq!(job.attempt, 3);
+        assert_eq!(runs.load(Ordering::SeqCst), 3, "MaxAttempts counts executions, first included");
+        assert_eq!(job.terminal_cause.as_deref(), Some("flaky 'nightly' always fails (attempt 3)"));
 
-    let failing: Vec<_> =
-        t.store.history(id).unwrap().into_iter().filter(|e| e.from == Some(JobState::Running)).collect();
-    assert_eq!(
-        failing.iter().map(|e| (e.to, e.attempt)).collect::<Vec<_>>(),
-        [(JobState::Scheduled, 1), (JobState::Scheduled, 2), (JobState::DeadLettered, 3)]
-    );
-    for e in &failing {
-        assert!(matches!(&e.detail, DetailStatus::Hidden { kind, .. } if kind == "message"), "{:?}", e.detail);
-        assert_eq!(e.reason.as_deref(), Some(format!("flaky 'nightly' always fails (attempt {})", e.attempt).as_str()));
+        let failing: Vec<_> =
+            t.store.history(id).unwrap().into_iter().filter(|e| e.from == Some(JobState::Running)).collect();
+        assert_eq!(
+            failing.iter().map(|e| (e.to, e.attempt)).collect::<Vec<_>>(),
+            [(JobState::Scheduled, 1), (JobState::Scheduled, 2), (JobState::DeadLettered, 3)]
+        );
+        for e in &failing {
+            assert!(matches!(&e.detail, DetailStatus::Hidden { kind, .. } if kind == "message"), "{:?}", e.detail);
+            assert_eq!(e.reason.as_deref(), Some(format!("flaky 'nightly' always fails (attempt {})", e.attempt).as_str()));
+        }
+        let revealed = t.store.reveal_failure_detail(ACTOR, id).unwrap();
+        assert_eq!(revealed.len(), 3);
+        assert_eq!(revealed[2].1.message, "flaky 'nightly' always fails (attempt 3)");
     }
-    let revealed = t.store.reveal_failure_detail(ACTOR, id).unwrap();
-    assert_eq!(revealed.len(), 3);
-    assert_eq!(revealed[2].1.message, "flaky 'nightly' always fails (attempt 3)");
 }
 
 /// Seed 000's idempotency ledger and card gateway, in memory.
@@ -78,88 +84,90 @@ struct Payments {
     gateway: Mutex<Vec<(String, u64)>>,
 }
 
-#[test]
-fn charge_card_succeeding_from_attempt_3_ends_succeeded_after_3_attempts_with_one_charge() {
-    let t = test_store();
-    let payments = Arc::new(Payments::default());
-    let succeed_on_attempt = 3;
-    let mut registry = Registry::new();
-    let p = Arc::clone(&payments);
-    registry
-        .handle::<ChargeCard>("charge-card", move |job, ctx| {
-            if ctx.attempt() < succeed_on_attempt {
-                return Err(HandlerError::msg(format!("gateway timeout (attempt {})", ctx.attempt())));
-            }
-            let key = format!("charge:{}", ctx.job_id());
-            if p.ledger.lock().unwrap().contains(&key) {
-                return Ok(());
-            }
-            p.gateway.lock().unwrap().push((job.card_token, job.amount));
-            p.ledger.lock().unwrap().insert(key);
-            Ok(())
-        })
-        .queue("payments");
-    let id =
-        registry.enqueue(&t.store, "charge-card", &ChargeCard { card_token: "tok_visa".into(), amount: 4200 }).unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("payments", strict("payments"), 5));
-    let running = engine.start().unwrap();
-    let job = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
+both_backends! {
+    fn charge_card_succeeding_from_attempt_3_ends_succeeded_after_3_attempts_with_one_charge() {
+        let t = test_store();
+        let payments = Arc::new(Payments::default());
+        let succeed_on_attempt = 3;
+        let mut registry = Registry::new();
+        let p = Arc::clone(&payments);
+        registry
+            .handle::<ChargeCard>("charge-card", move |job, ctx| {
+                if ctx.attempt() < succeed_on_attempt {
+                    return Err(HandlerError::msg(format!("gateway timeout (attempt {})", ctx.attempt())));
+                }
+                let key = format!("charge:{}", ctx.job_id());
+                if p.ledger.lock().unwrap().contains(&key) {
+                    return Ok(());
+                }
+                p.gateway.lock().unwrap().push((job.card_token, job.amount));
+                p.ledger.lock().unwrap().insert(key);
+                Ok(())
+            })
+            .queue("payments");
+        let id =
+            registry.enqueue(&t.store, "charge-card", &ChargeCard { card_token: "tok_visa".into(), amount: 4200 }).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("payments", strict("payments"), 5));
+        let running = engine.start().unwrap();
+        let job = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
 
-    assert_eq!((job.state, job.attempt), (JobState::Succeeded, 3));
-    assert_eq!(*payments.gateway.lock().unwrap(), [("tok_visa".to_string(), 4200)]);
-    let causes: Vec<_> = t.store.history(id).unwrap().into_iter().filter_map(|e| e.reason).collect();
-    assert_eq!(causes, ["gateway timeout (attempt 1)", "gateway timeout (attempt 2)"]);
+        assert_eq!((job.state, job.attempt), (JobState::Succeeded, 3));
+        assert_eq!(*payments.gateway.lock().unwrap(), [("tok_visa".to_string(), 4200)]);
+        let causes: Vec<_> = t.store.history(id).unwrap().into_iter().filter_map(|e| e.reason).collect();
+        assert_eq!(causes, ["gateway timeout (attempt 1)", "gateway timeout (attempt 2)"]);
+    }
 }
 
-/// A worker stalls (SIGSTOP) after charging but before reporting: its lease lapses, another
-/// worker runs the job again, and the ledger keeps the card charged once. When the stalled
-/// worker wakes, the fence discards its late success.
-#[test]
-fn charge_card_rerun_after_a_stalled_worker_charges_once_and_the_late_success_is_fenced_out() {
-    let t = test_store();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.db");
-    // The application's own ledger database, beside the store (the example's handler writes it).
-    let db = backwave::store::RawConnection::open(&ledger).unwrap();
-    db.batch(
-        "PRAGMA journal_mode = WAL;
-         CREATE TABLE gateway (card_token TEXT, amount INTEGER, key TEXT);
-         CREATE TABLE ledger (key TEXT PRIMARY KEY);",
-    )
-    .unwrap();
-    let id = Enqueue::new("charge-card", "payments", &ChargeCard { card_token: "tok_amex".into(), amount: 990 })
-        .unwrap()
-        .enqueue(&t.store)
+both_backends! {
+    /// A worker stalls (SIGSTOP) after charging but before reporting: its lease lapses, another
+    /// worker runs the job again, and the ledger keeps the card charged once. When the stalled
+    /// worker wakes, the fence discards its late success.
+    fn charge_card_rerun_after_a_stalled_worker_charges_once_and_the_late_success_is_fenced_out() {
+        let t = test_store();
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger.db");
+        // The application's own ledger database, beside the store (the example's handler writes it).
+        let db = backwave::store::RawConnection::open(&ledger).unwrap();
+        db.batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE gateway (card_token TEXT, amount INTEGER, key TEXT);
+             CREATE TABLE ledger (key TEXT PRIMARY KEY);",
+        )
         .unwrap();
-    let (dbp, lp) = (t.path.to_str().unwrap(), ledger.to_str().unwrap());
-    let mut first = ChildWorker::spawn(&[dbp, "charge", lp, "500"]);
-    assert_eq!(first.next_line(), format!("charged charge:{id}"));
-    first.signal(libc::SIGSTOP);
+        let id = Enqueue::new("charge-card", "payments", &ChargeCard { card_token: "tok_amex".into(), amount: 990 })
+            .unwrap()
+            .enqueue(&t.store)
+            .unwrap();
+        let (dbp, lp) = (t.db.arg(), ledger.to_str().unwrap());
+        let mut first = ChildWorker::spawn(&[dbp, "charge", lp, "500"]);
+        assert_eq!(first.next_line(), format!("charged charge:{id}"));
+        first.signal(libc::SIGSTOP);
 
-    let mut second = ChildWorker::spawn(&[dbp, "charge", lp, "500"]);
-    let j = wait_terminal(&t.store, id);
-    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
-    first.signal(libc::SIGCONT);
-    // The first worker's receipt takes 3 s in all; wait for its late report to be fenced out.
-    std::thread::sleep(Duration::from_millis(3200));
+        let mut second = ChildWorker::spawn(&[dbp, "charge", lp, "500"]);
+        let j = wait_terminal(&t.store, id);
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
+        first.signal(libc::SIGCONT);
+        // The first worker's receipt takes 3 s in all; wait for its late report to be fenced out.
+        std::thread::sleep(Duration::from_millis(3200));
 
-    let count = |sql: &str| db.query(sql, &[]).unwrap()[0][0].as_i64();
-    assert_eq!(count("SELECT count(*) FROM gateway"), 1, "the card was charged twice");
-    assert_eq!(count("SELECT count(*) FROM ledger"), 1);
-    let log = t.store.history(id).unwrap();
-    let lapsed = log.iter().find(|e| e.attempt == 1 && e.from == Some(JobState::Running)).expect("attempt 1 ended");
-    assert_eq!(
-        (lapsed.reason.as_deref(), lapsed.worker_id.as_deref()),
-        (Some(LEASE_EXPIRED), Some(first.worker_id.as_str()))
-    );
-    let successes: Vec<_> = log.iter().filter(|e| e.to == JobState::Succeeded).collect();
-    assert_eq!(successes.len(), 1);
-    assert_eq!(successes[0].worker_id.as_deref(), Some(second.worker_id.as_str()));
-    assert_eq!(job(&t.store, id).state, JobState::Succeeded);
-    first.kill();
-    second.kill();
+        let count = |sql: &str| db.query(sql, &[]).unwrap()[0][0].as_i64();
+        assert_eq!(count("SELECT count(*) FROM gateway"), 1, "the card was charged twice");
+        assert_eq!(count("SELECT count(*) FROM ledger"), 1);
+        let log = t.store.history(id).unwrap();
+        let lapsed = log.iter().find(|e| e.attempt == 1 && e.from == Some(JobState::Running)).expect("attempt 1 ended");
+        assert_eq!(
+            (lapsed.reason.as_deref(), lapsed.worker_id.as_deref()),
+            (Some(LEASE_EXPIRED), Some(first.worker_id.as_str()))
+        );
+        let successes: Vec<_> = log.iter().filter(|e| e.to == JobState::Succeeded).collect();
+        assert_eq!(successes.len(), 1);
+        assert_eq!(successes[0].worker_id.as_deref(), Some(second.worker_id.as_str()));
+        assert_eq!(job(&t.store, id).state, JobState::Succeeded);
+        first.kill();
+        second.kill();
+    }
 }
 
 fn noop_registry(queues: &[&str]) -> Registry {
@@ -184,481 +192,498 @@ fn run_until_all_succeeded(t: &TestStore, engine: Engine, total: u64) {
     running.shutdown(Duration::from_secs(1));
 }
 
-#[test]
-fn strict_dispatch_drains_the_first_non_empty_queue_first() {
-    let t = test_store();
-    let registry = noop_registry(&["critical", "bulk", "limited"]);
-    // Enqueued last-first, so that creation order cannot explain the result.
-    for q in ["limited", "bulk", "critical"] {
-        enqueue_n(&t, &registry, q, 40);
-    }
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(WorkerGroup {
-        concurrency: 3,
-        ..group("strict-priority", DispatchPolicy::strict(["critical", "bulk", "limited"]), 5)
-    });
-    run_until_all_succeeded(&t, engine, 120);
-    let order = claim_order(&t.store);
-    let expected: Vec<String> =
-        ["critical", "bulk", "limited"].iter().flat_map(|q| std::iter::repeat_n(q.to_string(), 40)).collect();
-    assert_eq!(order, expected);
-}
-
-#[test]
-fn weighted_six_to_one_holds_over_700_claims_while_both_queues_are_full() {
-    let t = test_store();
-    let registry = noop_registry(&["high", "low"]);
-    enqueue_n(&t, &registry, "high", 700);
-    enqueue_n(&t, &registry, "low", 200);
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(WorkerGroup {
-        concurrency: 4,
-        ..group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3)
-    });
-    run_until_all_succeeded(&t, engine, 900);
-    let order = claim_order(&t.store);
-    let first = &order[..700];
-    let high = first.iter().filter(|q| *q == "high").count() as f64;
-    let low = first.iter().filter(|q| *q == "low").count() as f64;
-    let ratio = high / low;
-    assert!((5.4..=6.6).contains(&ratio), "high:low over the first 700 claims is {high}:{low} = {ratio:.2}");
-}
-
-#[test]
-fn weighted_an_empty_queue_gives_its_share_to_the_other() {
-    let t = test_store();
-    let registry = noop_registry(&["high", "low"]);
-    enqueue_n(&t, &registry, "high", 20);
-    enqueue_n(&t, &registry, "low", 300);
-    let mut engine = Engine::new(&t.path, registry);
-    // A poll interval far longer than the test: a group that idled on the empty queue's share
-    // instead of claiming from the other would not finish in time.
-    engine.add_worker_group(WorkerGroup {
-        concurrency: 4,
-        poll_interval: Duration::from_secs(60),
-        ..group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3)
-    });
-    let started = Instant::now();
-    run_until_all_succeeded(&t, engine, 320);
-    assert!(started.elapsed() < Duration::from_secs(30));
-    let order = claim_order(&t.store);
-    let last_high = order.iter().rposition(|q| q == "high").unwrap();
-    // While both had work, high got about 6 of every 7 claims; then low got every claim.
-    assert!(last_high < 30, "high's 20 jobs were spread over the first {} claims", last_high + 1);
-    assert!(order[last_high + 1..].iter().all(|q| q == "low"));
-}
-
-#[test]
-fn a_sigkilled_worker_s_job_runs_again_elsewhere_as_the_next_attempt() {
-    let t = test_store();
-    let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
-    let mut child = ChildWorker::spawn(&[t.path.to_str().unwrap(), "sleepy", "3", "600"]);
-    wait_for("the child to be running the job", Duration::from_secs(10), || {
-        let j = job(&t.store, id);
-        (j.state == JobState::Running && j.lease_owner.as_deref() == Some(child.worker_id.as_str())).then_some(())
-    });
-    child.kill();
-
-    let ran = Arc::new(Mutex::new(Vec::new()));
-    let mut registry = Registry::new();
-    let r = Arc::clone(&ran);
-    registry
-        .handle::<String>("sleepy", move |_, ctx| {
-            r.lock().unwrap().push(ctx.attempt());
-            Ok(())
-        })
-        .queue("sleepy");
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("survivor", strict("sleepy"), 3));
-    let running = engine.start().unwrap();
-    let j = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
-
-    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
-    assert_eq!(*ran.lock().unwrap(), [2]);
-    let log = t.store.history(id).unwrap();
-    let lapsed = log.iter().find(|e| e.from == Some(JobState::Running) && e.attempt == 1).unwrap();
-    assert_eq!(lapsed.to, JobState::Scheduled);
-    assert_eq!(lapsed.reason.as_deref(), Some(LEASE_EXPIRED));
-    assert_eq!(lapsed.worker_id.as_deref(), Some(child.worker_id.as_str()));
-}
-
-#[test]
-fn a_sigkilled_worker_on_its_last_attempt_dead_letters_the_job_as_lease_expired() {
-    let t = test_store();
-    let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
-    let mut child = ChildWorker::spawn(&[t.path.to_str().unwrap(), "sleepy", "1", "600"]);
-    wait_for("the child to be running the job", Duration::from_secs(10), || {
-        (job(&t.store, id).state == JobState::Running).then_some(())
-    });
-    child.kill();
-    // The survivor does not even handle "sleepy": reaping is every poll of every group.
-    let mut engine = Engine::new(&t.path, noop_registry(&["other"]));
-    engine.add_worker_group(group("survivor", strict("other"), 3));
-    let running = engine.start().unwrap();
-    let j = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((j.state, j.attempt), (JobState::DeadLettered, 1));
-    assert_eq!(j.terminal_cause.as_deref(), Some(LEASE_EXPIRED));
-}
-
-#[test]
-fn a_panicking_handler_is_a_failed_attempt_and_the_worker_keeps_serving() {
-    let t = test_store();
-    let mut registry = Registry::new();
-    registry
-        .handle::<String>("explode", |what, _| {
-            if what == "boom" {
-                panic!("kaboom: the {what} payload");
-            }
-            Ok(())
-        })
-        .queue("q");
-    let bad = registry.enqueue(&t.store, "explode", "boom").unwrap();
-    let good: Vec<_> = (0..5).map(|i| registry.enqueue(&t.store, "explode", &format!("ok-{i}")).unwrap()).collect();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("q"), 2));
-    let running = engine.start().unwrap();
-    let j = wait_terminal(&t.store, bad);
-    for id in &good {
-        assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded);
-    }
-    running.shutdown(Duration::from_secs(1));
-
-    assert_eq!((j.state, j.attempt), (JobState::DeadLettered, 2));
-    assert_eq!(j.terminal_cause.as_deref(), Some("kaboom: the boom payload"));
-    let failing: Vec<_> =
-        t.store.history(bad).unwrap().into_iter().filter(|e| e.from == Some(JobState::Running)).collect();
-    assert_eq!(failing.len(), 2);
-    assert!(failing.iter().all(|e| matches!(&e.detail, DetailStatus::Hidden { kind, .. } if kind == "panic")));
-    let detail = &t.store.reveal_failure_detail(ACTOR, bad).unwrap()[0].1;
-    let trace = detail.backtrace.as_deref().unwrap_or_default();
-    assert!(trace.contains("panicked at tests/engine.rs"), "{trace}");
-}
-
-#[test]
-fn an_unknown_wire_name_quarantines_at_attempt_1_until_a_handler_is_registered_and_requeued() {
-    let t = test_store();
-    let id = Enqueue::new("send-invoice", "q", &serde_json::json!({"invoice": 7})).unwrap().enqueue(&t.store).unwrap();
-    let other_runs = Arc::new(AtomicU32::new(0));
-    let o = Arc::clone(&other_runs);
-    let mut registry = Registry::new();
-    registry
-        .handle::<serde_json::Value>("something-else", move |_, _| {
-            o.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .queue("q");
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("q"), 3));
-    let running = engine.start().unwrap();
-
-    let j = wait_terminal(&t.store, id);
-    assert_eq!(
-        (j.state, j.attempt, j.quarantine_reason),
-        (JobState::Quarantined, 1, Some(QuarantineReason::NoHandler))
-    );
-    assert!(j.terminal_cause.as_deref().unwrap().contains("'send-invoice'"), "{:?}", j.terminal_cause);
-    // Requeued before the handler is deployed: quarantined again, at attempt 1 again.
-    assert!(matches!(t.store.requeue(ACTOR, &[id]).unwrap()[..], [RequeueResult::Requeued { .. }]));
-    let j = wait_terminal(&t.store, id);
-    assert_eq!((j.state, j.attempt), (JobState::Quarantined, 1));
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!(other_runs.load(Ordering::SeqCst), 0);
-
-    let runs = Arc::new(Mutex::new(Vec::new()));
-    let r = Arc::clone(&runs);
-    let mut registry = Registry::new();
-    registry
-        .handle::<serde_json::Value>("send-invoice", move |v, ctx| {
-            r.lock().unwrap().push((v, ctx.attempt()));
-            Ok(())
-        })
-        .queue("q");
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("q"), 3));
-    let running = engine.start().unwrap();
-    t.store.requeue(ACTOR, &[id]).unwrap();
-    let j = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((j.state, j.attempt, j.max_attempts), (JobState::Succeeded, 1, Some(3)));
-    assert_eq!(*runs.lock().unwrap(), [(serde_json::json!({"invoice": 7}), 1)]);
-}
-
-#[test]
-fn an_undecodable_payload_quarantines_without_running_the_handler_until_the_type_accepts_it() {
-    let t = test_store();
-    // A payload written before `amount` existed.
-    let id = Enqueue::new("charge-card", "payments", &serde_json::json!({"card_token": "tok"}))
-        .unwrap()
-        .enqueue(&t.store)
-        .unwrap();
-    let runs = Arc::new(AtomicU32::new(0));
-    let r = Arc::clone(&runs);
-    let mut registry = Registry::new();
-    registry
-        .handle::<ChargeCard>("charge-card", move |_, _| {
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .queue("payments");
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("payments"), 3));
-    let running = engine.start().unwrap();
-    let j = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!(
-        (j.state, j.attempt, j.quarantine_reason),
-        (JobState::Quarantined, 1, Some(QuarantineReason::UndecodablePayload))
-    );
-    let cause = j.terminal_cause.unwrap();
-    assert!(cause.contains("'charge-card'") && cause.contains("missing field `amount`"), "{cause}");
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-
-    // The fix is deployed: the type now gives `amount` a default. Requeue runs it afresh.
-    #[derive(Deserialize)]
-    struct ChargeCardV2 {
-        #[allow(dead_code)]
-        card_token: String,
-        #[serde(default)]
-        amount: u64,
-    }
-    let (tx, rx) = mpsc::channel();
-    let tx = Mutex::new(tx);
-    let mut registry = Registry::new();
-    registry
-        .handle::<ChargeCardV2>("charge-card", move |job, ctx| {
-            Ok(tx.lock().unwrap().send((job.amount, ctx.attempt()))?)
-        })
-        .queue("payments");
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("payments"), 3));
-    let running = engine.start().unwrap();
-    t.store.requeue(ACTOR, &[id]).unwrap();
-    assert_eq!(wait_terminal(&t.store, id).state, JobState::Succeeded);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!(rx.try_recv().unwrap(), (0, 1));
-}
-
-#[test]
-fn operator_cancel_ends_a_scheduled_and_a_running_job_cancelled() {
-    let t = test_store();
-    let (started_tx, started_rx) = mpsc::channel();
-    let started_tx = Mutex::new(started_tx);
-    let mut registry = Registry::new();
-    registry
-        .handle::<String>("long", move |_, ctx| {
-            started_tx.lock().unwrap().send(ctx.job_id()).unwrap();
-            ctx.sleep(Duration::from_secs(30))?;
-            Err(HandlerError::msg("ran for 30 s without being cancelled"))
-        })
-        .queue("q");
-    let later = registry.job("long", "later").unwrap().due_in(Duration::from_secs(3600)).enqueue(&t.store).unwrap();
-    let now = registry.enqueue(&t.store, "long", "now").unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(WorkerGroup { lease: Duration::from_millis(300), ..group("g", strict("q"), 3) });
-    let running = engine.start().unwrap();
-
-    assert_eq!(started_rx.recv_timeout(Duration::from_secs(10)).unwrap(), now);
-    assert_eq!(t.store.cancel(ACTOR, &[later, now]).unwrap(), [CancelResult::Cancelled, CancelResult::CancelRequested]);
-    let j = wait_terminal(&t.store, now);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((j.state, j.attempt), (JobState::Cancelled, 1));
-    assert_eq!(j.terminal_cause.as_deref(), Some("cancelled by tester"));
-    let l = job(&t.store, later);
-    assert_eq!((l.state, l.attempt), (JobState::Cancelled, 0));
-    assert!(started_rx.try_recv().is_err(), "the cancelled scheduled job ran");
-}
-
-#[test]
-fn a_handler_s_own_timeout_or_unrequested_cancellation_is_a_plain_failure_that_retries() {
-    let t = test_store();
-    let (_never_tx, never_rx) = mpsc::channel::<()>();
-    let never_rx = Mutex::new(never_rx);
-    let mut registry = Registry::new();
-    registry
-        .handle::<String>("call-gateway", move |_, ctx| {
-            if ctx.attempt() == 1 {
-                // The gateway never answers: the handler's own deadline gives up.
-                never_rx.lock().unwrap().recv_timeout(Duration::from_millis(30))?;
-            }
-            Ok(())
-        })
-        .queue("q");
-    registry
-        .handle::<String>(
-            "self-cancel",
-            |_, ctx| if ctx.attempt() == 1 { Err(HandlerError::cancelled()) } else { Ok(()) },
-        )
-        .queue("q");
-    let a = registry.enqueue(&t.store, "call-gateway", "x").unwrap();
-    let b = registry.enqueue(&t.store, "self-cancel", "x").unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("q"), 3));
-    let running = engine.start().unwrap();
-    let (ja, jb) = (wait_terminal(&t.store, a), wait_terminal(&t.store, b));
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((ja.state, ja.attempt), (JobState::Succeeded, 2));
-    assert_eq!((jb.state, jb.attempt), (JobState::Succeeded, 2));
-    let first_a = &t.store.history(a).unwrap()[2];
-    assert_eq!((first_a.to, first_a.attempt), (JobState::Scheduled, 1));
-    assert!(matches!(&first_a.detail, DetailStatus::Hidden { kind, .. } if kind.contains("RecvTimeoutError")));
-    assert!(t.store.history(b).unwrap().iter().all(|e| e.to != JobState::Cancelled));
-}
-
-#[test]
-fn failure_detail_is_not_captured_when_the_host_or_the_store_switches_it_off() {
-    for host_off in [true, false] {
+both_backends! {
+    fn strict_dispatch_drains_the_first_non_empty_queue_first() {
         let t = test_store();
-        if !host_off {
-            t.store.set_setting(ACTOR, SettingKey::FailureDetail, "off").unwrap();
+        let registry = noop_registry(&["critical", "bulk", "limited"]);
+        // Enqueued last-first, so that creation order cannot explain the result.
+        for q in ["limited", "bulk", "critical"] {
+            enqueue_n(&t, &registry, q, 40);
         }
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup {
+            concurrency: 3,
+            ..group("strict-priority", DispatchPolicy::strict(["critical", "bulk", "limited"]), 5)
+        });
+        run_until_all_succeeded(&t, engine, 120);
+        let order = claim_order(&t.store);
+        let expected: Vec<String> =
+            ["critical", "bulk", "limited"].iter().flat_map(|q| std::iter::repeat_n(q.to_string(), 40)).collect();
+        assert_eq!(order, expected);
+    }
+}
+
+both_backends! {
+    fn weighted_six_to_one_holds_over_700_claims_while_both_queues_are_full() {
+        let t = test_store();
+        let registry = noop_registry(&["high", "low"]);
+        enqueue_n(&t, &registry, "high", 700);
+        enqueue_n(&t, &registry, "low", 200);
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup {
+            concurrency: 4,
+            ..group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3)
+        });
+        run_until_all_succeeded(&t, engine, 900);
+        let order = claim_order(&t.store);
+        let first = &order[..700];
+        let high = first.iter().filter(|q| *q == "high").count() as f64;
+        let low = first.iter().filter(|q| *q == "low").count() as f64;
+        let ratio = high / low;
+        assert!((5.4..=6.6).contains(&ratio), "high:low over the first 700 claims is {high}:{low} = {ratio:.2}");
+    }
+}
+
+both_backends! {
+    fn weighted_an_empty_queue_gives_its_share_to_the_other() {
+        let t = test_store();
+        let registry = noop_registry(&["high", "low"]);
+        enqueue_n(&t, &registry, "high", 20);
+        enqueue_n(&t, &registry, "low", 300);
+        let mut engine = Engine::new(&t.db, registry);
+        // A poll interval far longer than the test: a group that idled on the empty queue's share
+        // instead of claiming from the other would not finish in time.
+        engine.add_worker_group(WorkerGroup {
+            concurrency: 4,
+            poll_interval: Duration::from_secs(60),
+            ..group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3)
+        });
+        let started = Instant::now();
+        run_until_all_succeeded(&t, engine, 320);
+        assert!(started.elapsed() < Duration::from_secs(30));
+        let order = claim_order(&t.store);
+        let last_high = order.iter().rposition(|q| q == "high").unwrap();
+        // While both had work, high got about 6 of every 7 claims; then low got every claim.
+        assert!(last_high < 30, "high's 20 jobs were spread over the first {} claims", last_high + 1);
+        assert!(order[last_high + 1..].iter().all(|q| q == "low"));
+    }
+}
+
+both_backends! {
+    fn a_sigkilled_worker_s_job_runs_again_elsewhere_as_the_next_attempt() {
+        let t = test_store();
+        let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
+        let mut child = ChildWorker::spawn(&[t.db.arg(), "sleepy", "3", "600"]);
+        wait_for("the child to be running the job", Duration::from_secs(10), || {
+            let j = job(&t.store, id);
+            (j.state == JobState::Running && j.lease_owner.as_deref() == Some(child.worker_id.as_str())).then_some(())
+        });
+        child.kill();
+
+        let ran = Arc::new(Mutex::new(Vec::new()));
         let mut registry = Registry::new();
-        registry.handle::<String>("fail", |s, _| Err(HandlerError::msg(format!("card {s} declined")))).queue("q");
-        let id = registry.enqueue(&t.store, "fail", "4242").unwrap();
-        let mut engine = Engine::new(&t.path, registry);
-        engine.capture_failure_detail(!host_off).add_worker_group(group("g", strict("q"), 1));
+        let r = Arc::clone(&ran);
+        registry
+            .handle::<String>("sleepy", move |_, ctx| {
+                r.lock().unwrap().push(ctx.attempt());
+                Ok(())
+            })
+            .queue("sleepy");
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("survivor", strict("sleepy"), 3));
         let running = engine.start().unwrap();
         let j = wait_terminal(&t.store, id);
         running.shutdown(Duration::from_secs(1));
-        assert_eq!(j.terminal_cause.as_deref(), Some("card 4242 declined"));
-        let last = t.store.history(id).unwrap().pop().unwrap();
-        assert_eq!((last.to, last.detail), (JobState::DeadLettered, DetailStatus::NotCaptured), "host off: {host_off}");
+
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
+        assert_eq!(*ran.lock().unwrap(), [2]);
+        let log = t.store.history(id).unwrap();
+        let lapsed = log.iter().find(|e| e.from == Some(JobState::Running) && e.attempt == 1).unwrap();
+        assert_eq!(lapsed.to, JobState::Scheduled);
+        assert_eq!(lapsed.reason.as_deref(), Some(LEASE_EXPIRED));
+        assert_eq!(lapsed.worker_id.as_deref(), Some(child.worker_id.as_str()));
     }
 }
 
-#[test]
-fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_lapse() {
-    let t = test_store();
-    let started = Arc::new(AtomicU32::new(0));
-    let mut registry = Registry::new();
-    registry
-        .handle::<u64>("work", {
-            let started = Arc::clone(&started);
-            move |ms, ctx| {
-                started.fetch_add(1, Ordering::SeqCst);
-                // Ignores cancellation on purpose, like a handler stuck in a blocking call.
-                std::thread::sleep(Duration::from_millis(ms));
-                let _ = ctx;
+both_backends! {
+    fn a_sigkilled_worker_on_its_last_attempt_dead_letters_the_job_as_lease_expired() {
+        let t = test_store();
+        let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
+        let mut child = ChildWorker::spawn(&[t.db.arg(), "sleepy", "1", "600"]);
+        wait_for("the child to be running the job", Duration::from_secs(10), || {
+            (job(&t.store, id).state == JobState::Running).then_some(())
+        });
+        child.kill();
+        // The survivor does not even handle "sleepy": reaping is every poll of every group.
+        let mut engine = Engine::new(&t.db, noop_registry(&["other"]));
+        engine.add_worker_group(group("survivor", strict("other"), 3));
+        let running = engine.start().unwrap();
+        let j = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::DeadLettered, 1));
+        assert_eq!(j.terminal_cause.as_deref(), Some(LEASE_EXPIRED));
+    }
+}
+
+both_backends! {
+    fn a_panicking_handler_is_a_failed_attempt_and_the_worker_keeps_serving() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry
+            .handle::<String>("explode", |what, _| {
+                if what == "boom" {
+                    panic!("kaboom: the {what} payload");
+                }
                 Ok(())
-            }
-        })
-        .queue("q");
-    let quick = registry.enqueue(&t.store, "work", &200u64).unwrap();
-    let stuck = registry.enqueue(&t.store, "work", &4000u64).unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(WorkerGroup { concurrency: 2, ..group("g", strict("q"), 3) });
-    let running = engine.start().unwrap();
-    let worker = running.worker_ids()[0].1.clone();
-    // Both handlers started, not just both jobs claimed: a claimed job no handler has started
-    // yet would be handed back at the shutdown, not left running.
-    wait_for("both handlers to start", Duration::from_secs(10), || (started.load(Ordering::SeqCst) == 2).then_some(()));
-    let report = running.shutdown(Duration::from_millis(1500));
+            })
+            .queue("q");
+        let bad = registry.enqueue(&t.store, "explode", "boom").unwrap();
+        let good: Vec<_> = (0..5).map(|i| registry.enqueue(&t.store, "explode", &format!("ok-{i}")).unwrap()).collect();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 2));
+        let running = engine.start().unwrap();
+        let j = wait_terminal(&t.store, bad);
+        for id in &good {
+            assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded);
+        }
+        running.shutdown(Duration::from_secs(1));
 
-    assert_eq!(report.abandoned, 1);
-    assert_eq!(job(&t.store, quick).state, JobState::Succeeded);
-    let s = job(&t.store, stuck);
-    assert_eq!((s.state, s.lease_owner.as_deref()), (JobState::Running, Some(worker.as_str())), "nothing was reported");
-    assert!(t.store.workers().unwrap().iter().all(|w| w.id != worker), "the worker left the registry");
-
-    // Another worker inherits the job once the lease lapses.
-    let mut registry = Registry::new();
-    registry.handle::<u64>("work", |_, _| Ok(())).queue("q");
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("heir", strict("q"), 3));
-    let running = engine.start().unwrap();
-    let s = wait_terminal(&t.store, stuck);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((s.state, s.attempt), (JobState::Succeeded, 2));
-}
-
-#[test]
-fn each_group_registers_as_a_worker_with_host_pid_wire_names_and_queues() {
-    let t = test_store();
-    let mut engine = Engine::new(&t.path, noop_registry(&["high", "low"]));
-    engine.add_worker_group(group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3));
-    engine.add_worker_group(group("strict-priority", DispatchPolicy::strict(["critical", "bulk"]), 5));
-    let running = engine.start().unwrap();
-    let mut workers = t.store.workers().unwrap();
-    workers.sort_by(|a, b| a.group.cmp(&b.group));
-    assert_eq!(workers.len(), 2);
-    assert_eq!(workers[0].group, "strict-priority");
-    assert_eq!(workers[0].queues, ["critical", "bulk"]);
-    assert_eq!(workers[1].queues, ["high", "low"]);
-    for w in &workers {
-        assert_eq!(w.pid, std::process::id());
-        assert!(!w.host.is_empty());
-        assert_eq!(w.wire_names, ["noop-high", "noop-low"]);
-        assert!(w.is_live(t.store.now()));
-        // The id reads as host/pid/group in every log line, long after the worker is gone.
-        let prefix = format!("{}/{}/{}#", w.host, w.pid, w.group);
-        assert!(w.id.starts_with(&prefix) && w.id.len() == prefix.len() + 4, "{}", w.id);
+        assert_eq!((j.state, j.attempt), (JobState::DeadLettered, 2));
+        assert_eq!(j.terminal_cause.as_deref(), Some("kaboom: the boom payload"));
+        let failing: Vec<_> =
+            t.store.history(bad).unwrap().into_iter().filter(|e| e.from == Some(JobState::Running)).collect();
+        assert_eq!(failing.len(), 2);
+        assert!(failing.iter().all(|e| matches!(&e.detail, DetailStatus::Hidden { kind, .. } if kind == "panic")));
+        let detail = &t.store.reveal_failure_detail(ACTOR, bad).unwrap()[0].1;
+        let trace = detail.backtrace.as_deref().unwrap_or_default();
+        assert!(trace.contains("panicked at tests/engine.rs"), "{trace}");
     }
-    assert_eq!(t.store.live_handlers().unwrap().get("noop-high"), Some(&2));
-    running.shutdown(Duration::from_secs(1));
-    assert!(t.store.workers().unwrap().is_empty());
 }
 
-#[test]
-fn the_retention_sweep_deletes_terminal_jobs_older_than_the_store_setting() {
-    let t = test_store();
-    t.store.set_setting(ACTOR, SettingKey::Retention, "1s").unwrap();
-    let registry = noop_registry(&["q"]);
-    let id = registry.enqueue(&t.store, "noop-q", &1u32).unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.sweep_interval(Duration::from_millis(100)).add_worker_group(group("g", strict("q"), 3));
-    let running = engine.start().unwrap();
-    assert_eq!(wait_terminal(&t.store, id).state, JobState::Succeeded);
-    wait_for("the sweep to delete the job", Duration::from_secs(10), || {
-        t.store.job(id).unwrap().is_none().then_some(())
-    });
-    running.shutdown(Duration::from_secs(1));
-    assert!(t.store.history(id).unwrap().is_empty(), "the log goes with the job");
+both_backends! {
+    fn an_unknown_wire_name_quarantines_at_attempt_1_until_a_handler_is_registered_and_requeued() {
+        let t = test_store();
+        let id = Enqueue::new("send-invoice", "q", &serde_json::json!({"invoice": 7})).unwrap().enqueue(&t.store).unwrap();
+        let other_runs = Arc::new(AtomicU32::new(0));
+        let o = Arc::clone(&other_runs);
+        let mut registry = Registry::new();
+        registry
+            .handle::<serde_json::Value>("something-else", move |_, _| {
+                o.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .queue("q");
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 3));
+        let running = engine.start().unwrap();
+
+        let j = wait_terminal(&t.store, id);
+        assert_eq!(
+            (j.state, j.attempt, j.quarantine_reason),
+            (JobState::Quarantined, 1, Some(QuarantineReason::NoHandler))
+        );
+        assert!(j.terminal_cause.as_deref().unwrap().contains("'send-invoice'"), "{:?}", j.terminal_cause);
+        // Requeued before the handler is deployed: quarantined again, at attempt 1 again.
+        assert!(matches!(t.store.requeue(ACTOR, &[id]).unwrap()[..], [RequeueResult::Requeued { .. }]));
+        let j = wait_terminal(&t.store, id);
+        assert_eq!((j.state, j.attempt), (JobState::Quarantined, 1));
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!(other_runs.load(Ordering::SeqCst), 0);
+
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let r = Arc::clone(&runs);
+        let mut registry = Registry::new();
+        registry
+            .handle::<serde_json::Value>("send-invoice", move |v, ctx| {
+                r.lock().unwrap().push((v, ctx.attempt()));
+                Ok(())
+            })
+            .queue("q");
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 3));
+        let running = engine.start().unwrap();
+        t.store.requeue(ACTOR, &[id]).unwrap();
+        let j = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt, j.max_attempts), (JobState::Succeeded, 1, Some(3)));
+        assert_eq!(*runs.lock().unwrap(), [(serde_json::json!({"invoice": 7}), 1)]);
+    }
 }
 
-#[test]
-fn typed_enqueue_uses_the_registration_and_refuses_payloads_the_handler_cannot_decode() {
-    let t = test_store();
-    let mut registry = Registry::new();
-    registry.handle::<ChargeCard>("charge-card", |_, _| Ok(())).queue("payments").label("team", "billing");
-    let id = registry
-        .job("charge-card", &ChargeCard { card_token: "tok".into(), amount: 1 })
-        .unwrap()
-        .label("tenant", "acme")
-        .due_in(Duration::from_secs(60))
-        .enqueue(&t.store)
-        .unwrap();
-    let j = job(&t.store, id);
-    assert_eq!(j.queue, "payments");
-    assert_eq!(j.labels.get("team").map(String::as_str), Some("billing"));
-    assert_eq!(j.labels.get("tenant").map(String::as_str), Some("acme"));
-    assert!(j.due_at >= t.store.now() + 59_000);
+both_backends! {
+    fn an_undecodable_payload_quarantines_without_running_the_handler_until_the_type_accepts_it() {
+        let t = test_store();
+        // A payload written before `amount` existed.
+        let id = Enqueue::new("charge-card", "payments", &serde_json::json!({"card_token": "tok"}))
+            .unwrap()
+            .enqueue(&t.store)
+            .unwrap();
+        let runs = Arc::new(AtomicU32::new(0));
+        let r = Arc::clone(&runs);
+        let mut registry = Registry::new();
+        registry
+            .handle::<ChargeCard>("charge-card", move |_, _| {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .queue("payments");
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("payments"), 3));
+        let running = engine.start().unwrap();
+        let j = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!(
+            (j.state, j.attempt, j.quarantine_reason),
+            (JobState::Quarantined, 1, Some(QuarantineReason::UndecodablePayload))
+        );
+        let cause = j.terminal_cause.unwrap();
+        assert!(cause.contains("'charge-card'") && cause.contains("missing field `amount`"), "{cause}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
 
-    let err = registry.job("charge-card", "not a card").unwrap_err().to_string();
-    assert!(err.contains("'charge-card'") && err.contains("does not decode"), "{err}");
-    let err = registry.job("refund", &1).unwrap_err().to_string();
-    assert!(err.contains("'refund'"), "{err}");
+        // The fix is deployed: the type now gives `amount` a default. Requeue runs it afresh.
+        #[derive(Deserialize)]
+        struct ChargeCardV2 {
+            #[allow(dead_code)]
+            card_token: String,
+            #[serde(default)]
+            amount: u64,
+        }
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let mut registry = Registry::new();
+        registry
+            .handle::<ChargeCardV2>("charge-card", move |job, ctx| {
+                Ok(tx.lock().unwrap().send((job.amount, ctx.attempt()))?)
+            })
+            .queue("payments");
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("payments"), 3));
+        let running = engine.start().unwrap();
+        t.store.requeue(ACTOR, &[id]).unwrap();
+        assert_eq!(wait_terminal(&t.store, id).state, JobState::Succeeded);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!(rx.try_recv().unwrap(), (0, 1));
+    }
 }
 
-#[test]
-fn due_in_an_enormous_delay_is_far_future_not_a_wrapped_past() {
-    let t = test_store();
-    let mut registry = Registry::new();
-    registry.handle::<u32>("later", |_, _| Ok(())).queue("q");
-    let id = registry.job("later", &1).unwrap().due_in(Duration::MAX).enqueue(&t.store).unwrap();
-    assert!(job(&t.store, id).due_at > t.store.now() + 1_000 * 86_400 * 365 * 1000, "due in the far future");
+both_backends! {
+    fn operator_cancel_ends_a_scheduled_and_a_running_job_cancelled() {
+        let t = test_store();
+        let (started_tx, started_rx) = mpsc::channel();
+        let started_tx = Mutex::new(started_tx);
+        let mut registry = Registry::new();
+        registry
+            .handle::<String>("long", move |_, ctx| {
+                started_tx.lock().unwrap().send(ctx.job_id()).unwrap();
+                ctx.sleep(Duration::from_secs(30))?;
+                Err(HandlerError::msg("ran for 30 s without being cancelled"))
+            })
+            .queue("q");
+        let later = registry.job("long", "later").unwrap().due_in(Duration::from_secs(3600)).enqueue(&t.store).unwrap();
+        let now = registry.enqueue(&t.store, "long", "now").unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup { lease: Duration::from_millis(300), ..group("g", strict("q"), 3) });
+        let running = engine.start().unwrap();
+
+        assert_eq!(started_rx.recv_timeout(Duration::from_secs(10)).unwrap(), now);
+        assert_eq!(t.store.cancel(ACTOR, &[later, now]).unwrap(), [CancelResult::Cancelled, CancelResult::CancelRequested]);
+        let j = wait_terminal(&t.store, now);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::Cancelled, 1));
+        assert_eq!(j.terminal_cause.as_deref(), Some("cancelled by tester"));
+        let l = job(&t.store, later);
+        assert_eq!((l.state, l.attempt), (JobState::Cancelled, 0));
+        assert!(started_rx.try_recv().is_err(), "the cancelled scheduled job ran");
+    }
 }
 
-#[test]
-fn invalid_worker_groups_are_refused_before_anything_is_claimed() {
-    let t = test_store();
-    let mut engine = Engine::new(&t.path, Registry::new());
-    engine.add_worker_group(WorkerGroup { concurrency: 0, ..group("busy", strict("q"), 3) });
-    let err = engine.start().unwrap_err().to_string();
-    assert!(err.contains("'busy'") && err.contains("concurrency 0"), "{err}");
-    let mut engine = Engine::new(&t.path, Registry::new());
-    engine.add_worker_group(group("twin", strict("a"), 3)).add_worker_group(group("twin", strict("b"), 3));
-    assert!(engine.start().unwrap_err().to_string().contains("'twin'"));
+both_backends! {
+    fn a_handler_s_own_timeout_or_unrequested_cancellation_is_a_plain_failure_that_retries() {
+        let t = test_store();
+        let (_never_tx, never_rx) = mpsc::channel::<()>();
+        let never_rx = Mutex::new(never_rx);
+        let mut registry = Registry::new();
+        registry
+            .handle::<String>("call-gateway", move |_, ctx| {
+                if ctx.attempt() == 1 {
+                    // The gateway never answers: the handler's own deadline gives up.
+                    never_rx.lock().unwrap().recv_timeout(Duration::from_millis(30))?;
+                }
+                Ok(())
+            })
+            .queue("q");
+        registry
+            .handle::<String>(
+                "self-cancel",
+                |_, ctx| if ctx.attempt() == 1 { Err(HandlerError::cancelled()) } else { Ok(()) },
+            )
+            .queue("q");
+        let a = registry.enqueue(&t.store, "call-gateway", "x").unwrap();
+        let b = registry.enqueue(&t.store, "self-cancel", "x").unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 3));
+        let running = engine.start().unwrap();
+        let (ja, jb) = (wait_terminal(&t.store, a), wait_terminal(&t.store, b));
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((ja.state, ja.attempt), (JobState::Succeeded, 2));
+        assert_eq!((jb.state, jb.attempt), (JobState::Succeeded, 2));
+        let first_a = &t.store.history(a).unwrap()[2];
+        assert_eq!((first_a.to, first_a.attempt), (JobState::Scheduled, 1));
+        assert!(matches!(&first_a.detail, DetailStatus::Hidden { kind, .. } if kind.contains("RecvTimeoutError")));
+        assert!(t.store.history(b).unwrap().iter().all(|e| e.to != JobState::Cancelled));
+    }
+}
+
+both_backends! {
+    fn failure_detail_is_not_captured_when_the_host_or_the_store_switches_it_off() {
+        for host_off in [true, false] {
+            let t = test_store();
+            if !host_off {
+                t.store.set_setting(ACTOR, SettingKey::FailureDetail, "off").unwrap();
+            }
+            let mut registry = Registry::new();
+            registry.handle::<String>("fail", |s, _| Err(HandlerError::msg(format!("card {s} declined")))).queue("q");
+            let id = registry.enqueue(&t.store, "fail", "4242").unwrap();
+            let mut engine = Engine::new(&t.db, registry);
+            engine.capture_failure_detail(!host_off).add_worker_group(group("g", strict("q"), 1));
+            let running = engine.start().unwrap();
+            let j = wait_terminal(&t.store, id);
+            running.shutdown(Duration::from_secs(1));
+            assert_eq!(j.terminal_cause.as_deref(), Some("card 4242 declined"));
+            let last = t.store.history(id).unwrap().pop().unwrap();
+            assert_eq!((last.to, last.detail), (JobState::DeadLettered, DetailStatus::NotCaptured), "host off: {host_off}");
+        }
+    }
+}
+
+both_backends! {
+    fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_lapse() {
+        let t = test_store();
+        let started = Arc::new(AtomicU32::new(0));
+        let mut registry = Registry::new();
+        registry
+            .handle::<u64>("work", {
+                let started = Arc::clone(&started);
+                move |ms, ctx| {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    // Ignores cancellation on purpose, like a handler stuck in a blocking call.
+                    std::thread::sleep(Duration::from_millis(ms));
+                    let _ = ctx;
+                    Ok(())
+                }
+            })
+            .queue("q");
+        let quick = registry.enqueue(&t.store, "work", &200u64).unwrap();
+        let stuck = registry.enqueue(&t.store, "work", &4000u64).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup { concurrency: 2, ..group("g", strict("q"), 3) });
+        let running = engine.start().unwrap();
+        let worker = running.worker_ids()[0].1.clone();
+        // Both handlers started, not just both jobs claimed: a claimed job no handler has started
+        // yet would be handed back at the shutdown, not left running.
+        wait_for("both handlers to start", Duration::from_secs(10), || (started.load(Ordering::SeqCst) == 2).then_some(()));
+        let report = running.shutdown(Duration::from_millis(1500));
+
+        assert_eq!(report.abandoned, 1);
+        assert_eq!(job(&t.store, quick).state, JobState::Succeeded);
+        let s = job(&t.store, stuck);
+        assert_eq!((s.state, s.lease_owner.as_deref()), (JobState::Running, Some(worker.as_str())), "nothing was reported");
+        assert!(t.store.workers().unwrap().iter().all(|w| w.id != worker), "the worker left the registry");
+
+        // Another worker inherits the job once the lease lapses.
+        let mut registry = Registry::new();
+        registry.handle::<u64>("work", |_, _| Ok(())).queue("q");
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("heir", strict("q"), 3));
+        let running = engine.start().unwrap();
+        let s = wait_terminal(&t.store, stuck);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((s.state, s.attempt), (JobState::Succeeded, 2));
+    }
+}
+
+both_backends! {
+    fn each_group_registers_as_a_worker_with_host_pid_wire_names_and_queues() {
+        let t = test_store();
+        let mut engine = Engine::new(&t.db, noop_registry(&["high", "low"]));
+        engine.add_worker_group(group("weighted-fair", DispatchPolicy::weighted([("high", 6), ("low", 1)]), 3));
+        engine.add_worker_group(group("strict-priority", DispatchPolicy::strict(["critical", "bulk"]), 5));
+        let running = engine.start().unwrap();
+        let mut workers = t.store.workers().unwrap();
+        workers.sort_by(|a, b| a.group.cmp(&b.group));
+        assert_eq!(workers.len(), 2);
+        assert_eq!(workers[0].group, "strict-priority");
+        assert_eq!(workers[0].queues, ["critical", "bulk"]);
+        assert_eq!(workers[1].queues, ["high", "low"]);
+        for w in &workers {
+            assert_eq!(w.pid, std::process::id());
+            assert!(!w.host.is_empty());
+            assert_eq!(w.wire_names, ["noop-high", "noop-low"]);
+            assert!(w.is_live(t.store.now()));
+            // The id reads as host/pid/group in every log line, long after the worker is gone.
+            let prefix = format!("{}/{}/{}#", w.host, w.pid, w.group);
+            assert!(w.id.starts_with(&prefix) && w.id.len() == prefix.len() + 4, "{}", w.id);
+        }
+        assert_eq!(t.store.live_handlers().unwrap().get("noop-high"), Some(&2));
+        running.shutdown(Duration::from_secs(1));
+        assert!(t.store.workers().unwrap().is_empty());
+    }
+}
+
+both_backends! {
+    fn the_retention_sweep_deletes_terminal_jobs_older_than_the_store_setting() {
+        let t = test_store();
+        t.store.set_setting(ACTOR, SettingKey::Retention, "1s").unwrap();
+        let registry = noop_registry(&["q"]);
+        let id = registry.enqueue(&t.store, "noop-q", &1u32).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.sweep_interval(Duration::from_millis(100)).add_worker_group(group("g", strict("q"), 3));
+        let running = engine.start().unwrap();
+        assert_eq!(wait_terminal(&t.store, id).state, JobState::Succeeded);
+        wait_for("the sweep to delete the job", Duration::from_secs(10), || {
+            t.store.job(id).unwrap().is_none().then_some(())
+        });
+        running.shutdown(Duration::from_secs(1));
+        assert!(t.store.history(id).unwrap().is_empty(), "the log goes with the job");
+    }
+}
+
+both_backends! {
+    fn typed_enqueue_uses_the_registration_and_refuses_payloads_the_handler_cannot_decode() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry.handle::<ChargeCard>("charge-card", |_, _| Ok(())).queue("payments").label("team", "billing");
+        let id = registry
+            .job("charge-card", &ChargeCard { card_token: "tok".into(), amount: 1 })
+            .unwrap()
+            .label("tenant", "acme")
+            .due_in(Duration::from_secs(60))
+            .enqueue(&t.store)
+            .unwrap();
+        let j = job(&t.store, id);
+        assert_eq!(j.queue, "payments");
+        assert_eq!(j.labels.get("team").map(String::as_str), Some("billing"));
+        assert_eq!(j.labels.get("tenant").map(String::as_str), Some("acme"));
+        assert!(j.due_at >= t.store.now() + 59_000);
+
+        let err = registry.job("charge-card", "not a card").unwrap_err().to_string();
+        assert!(err.contains("'charge-card'") && err.contains("does not decode"), "{err}");
+        let err = registry.job("refund", &1).unwrap_err().to_string();
+        assert!(err.contains("'refund'"), "{err}");
+    }
+}
+
+both_backends! {
+    fn due_in_an_enormous_delay_is_far_future_not_a_wrapped_past() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry.handle::<u32>("later", |_, _| Ok(())).queue("q");
+        let id = registry.job("later", &1).unwrap().due_in(Duration::MAX).enqueue(&t.store).unwrap();
+        assert!(job(&t.store, id).due_at > t.store.now() + 1_000 * 86_400 * 365 * 1000, "due in the far future");
+    }
+}
+
+both_backends! {
+    fn invalid_worker_groups_are_refused_before_anything_is_claimed() {
+        let t = test_store();
+        let mut engine = Engine::new(&t.db, Registry::new());
+        engine.add_worker_group(WorkerGroup { concurrency: 0, ..group("busy", strict("q"), 3) });
+        let err = engine.start().unwrap_err().to_string();
+        assert!(err.contains("'busy'") && err.contains("concurrency 0"), "{err}");
+        let mut engine = Engine::new(&t.db, Registry::new());
+        engine.add_worker_group(group("twin", strict("a"), 3)).add_worker_group(group("twin", strict("b"), 3));
+        assert!(engine.start().unwrap_err().to_string().contains("'twin'"));
+    }
 }
 
 #[derive(Debug)]
@@ -678,52 +703,54 @@ impl std::error::Error for GatewayError {
     }
 }
 
-#[test]
-fn failure_detail_holds_the_error_type_message_and_source_chain() {
-    let t = test_store();
-    let mut registry = Registry::new();
-    registry
-        .handle::<String>("charge", |_, _| {
-            let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-            Err(GatewayError { source: refused })?
-        })
-        .queue("q");
-    let id = registry.enqueue(&t.store, "charge", "x").unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(group("g", strict("q"), 1));
-    let running = engine.start().unwrap();
-    let j = wait_terminal(&t.store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!(j.terminal_cause.as_deref(), Some("the card gateway failed"));
-    let detail = &t.store.reveal_failure_detail(ACTOR, id).unwrap()[0].1;
-    assert_eq!(detail.kind, "engine::GatewayError");
-    assert_eq!(detail.message, "the card gateway failed");
-    assert_eq!(detail.chain, ["connection refused"]);
+both_backends! {
+    fn failure_detail_holds_the_error_type_message_and_source_chain() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry
+            .handle::<String>("charge", |_, _| {
+                let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+                Err(GatewayError { source: refused })?
+            })
+            .queue("q");
+        let id = registry.enqueue(&t.store, "charge", "x").unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 1));
+        let running = engine.start().unwrap();
+        let j = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!(j.terminal_cause.as_deref(), Some("the card gateway failed"));
+        let detail = &t.store.reveal_failure_detail(ACTOR, id).unwrap()[0].1;
+        assert_eq!(detail.kind, "engine::GatewayError");
+        assert_eq!(detail.message, "the card gateway failed");
+        assert_eq!(detail.chain, ["connection refused"]);
+    }
 }
 
-#[test]
-fn heartbeats_keep_the_lease_of_a_handler_that_runs_longer_than_it() {
-    let t = test_store();
-    let mut registry = Registry::new();
-    registry
-        .handle::<u64>("slow", |ms, _| {
-            std::thread::sleep(Duration::from_millis(ms));
-            Ok(())
-        })
-        .queue("q");
-    let id = registry.enqueue(&t.store, "slow", &1500u64).unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(WorkerGroup { lease: Duration::from_millis(300), ..group("g", strict("q"), 3) });
-    let running = engine.start().unwrap();
-    // A second worker reaping every 20 ms finds nothing lapsed while the first one heartbeats.
-    let mut watcher = Engine::new(&t.path, noop_registry(&["other"]));
-    watcher.add_worker_group(group("watcher", strict("other"), 3));
-    let watching = watcher.start().unwrap();
-    let j = wait_terminal(&t.store, id);
-    let reaped = watching.stats()[0].reaped;
-    watching.shutdown(Duration::from_secs(1));
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1));
-    assert_eq!(reaped, 0);
-    assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
+both_backends! {
+    fn heartbeats_keep_the_lease_of_a_handler_that_runs_longer_than_it() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry
+            .handle::<u64>("slow", |ms, _| {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            })
+            .queue("q");
+        let id = registry.enqueue(&t.store, "slow", &1500u64).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup { lease: Duration::from_millis(300), ..group("g", strict("q"), 3) });
+        let running = engine.start().unwrap();
+        // A second worker reaping every 20 ms finds nothing lapsed while the first one heartbeats.
+        let mut watcher = Engine::new(&t.db, noop_registry(&["other"]));
+        watcher.add_worker_group(group("watcher", strict("other"), 3));
+        let watching = watcher.start().unwrap();
+        let j = wait_terminal(&t.store, id);
+        let reaped = watching.stats()[0].reaped;
+        watching.shutdown(Duration::from_secs(1));
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1));
+        assert_eq!(reaped, 0);
+        assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
+    }
 }

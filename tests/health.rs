@@ -2,8 +2,11 @@
 //! threshold both ways, `bw check`'s exit statuses and JSON, `bw stats`' queue latency, and
 //! `bw metrics` read back by a real Prometheus text parser, printed and served over loopback;
 //! and how each treats pauses (issue #10): reported and held apart, not judged as latency.
-//! Stores are written row by row through the schema contract with the clock pinned.
+//! Stores are written row by row through the schema contract with the clock pinned. Every test
+//! but those about SQLite's query plans and files runs on both backends.
 
+#[path = "common/backend.rs"]
+mod backend;
 #[path = "health/checks.rs"]
 mod checks;
 #[path = "health/cli.rs"]

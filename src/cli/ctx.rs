@@ -14,7 +14,8 @@ use clap::ValueEnum;
 /// Flags every subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalOpts {
-    /// The job store: an SQLite file (a PostgreSQL URL is refused until issue 12 lands).
+    /// The job store: an SQLite file, or a PostgreSQL URL (postgres://user@host/db; a password
+    /// is never printed).
     #[arg(long, global = true, env = "BW_DB", default_value = "./backwave.db", value_name = "PATH|URL", value_parser = parse_target, hide_env_values = true)]
     pub db: StoreTarget,
     /// `table` for people, `json` for scripts (one JSON document on stdout).

@@ -1,11 +1,10 @@
 //! `bw demo`: seed 000's two worker groups running for real on a demo store, watched in
 //! `bw top`, or for `--duration` without a terminal, then a summary. The workers and handlers
-//! are `crate::demo`; this file picks the store (never touching one it did not make), shows the
-//! run, and prints what happened.
+//! are `crate::demo`; this file picks the store (a file, or the database a PostgreSQL URL names;
+//! never one it did not make), shows the run, and prints what happened.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use serde::Serialize;
 use super::output::{sanitize, shell_quote, state_style, thousands, Cell, Render, Table, Term};
 use super::{parse_duration, CliError, Ctx};
 use crate::demo::{Demo, DemoOptions, DemoReport};
-use crate::{JobState, Store};
+use crate::{Error, JobState, Store, StoreTarget};
 
 /// Where the demo keeps its store unless `--db` (or BW_DB) says otherwise.
 pub const DEFAULT_DEMO_DB: &str = "./backwave-demo.db";
@@ -24,10 +23,10 @@ pub const DEFAULT_DEMO_DB: &str = "./backwave-demo.db";
 /// How long running handlers get to finish when the demo stops.
 const GRACE: Duration = Duration::from_secs(2);
 
-/// Run seed 000's worker groups for real on a demo store (default ./backwave-demo.db) and
-/// watch them in `bw top`: jobs succeed, retry, dead-letter (by error, panic and lapsed lease)
-/// and are quarantined (no handler, undecodable payload). Without a terminal it runs for
-/// --duration and prints a summary.
+/// Run seed 000's worker groups for real on a demo store (default ./backwave-demo.db, or the
+/// database of a PostgreSQL URL) and watch them in `bw top`: jobs succeed, retry, dead-letter
+/// (by error, panic and lapsed lease) and are quarantined (no handler, undecodable payload).
+/// Without a terminal it runs for --duration and prints a summary.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Do not open `bw top`: run for --duration, then print a summary (also when stdout is not
@@ -56,18 +55,18 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = demo_path(ctx.global.db.file()?);
-    let shown = path.display().to_string();
-    if !prepare_store(&path, args.reset, ctx)? {
+    let target = demo_target(&ctx.global.db);
+    let shown = target.to_string();
+    if !prepare_store(&target, args.reset, ctx)? {
         eprintln!("bw demo: left {} as it is; look at it with `bw --db {} top`", sanitize(&shown), shell_quote(&shown));
         return Ok(ExitCode::SUCCESS);
     }
-    let opts = DemoOptions { db: path.clone(), rate: args.rate, actor: ctx.actor().to_string(), seed: args.seed };
+    let opts = DemoOptions { db: target.clone(), rate: args.rate, actor: ctx.actor().to_string(), seed: args.seed };
     let demo = Demo::start(&opts)?;
     let tui = !args.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (report, ran_for, top_result) = if tui {
         let started = Instant::now();
-        let result = run_top(&path, ctx);
+        let result = run_top(&target, ctx);
         (demo.stop(GRACE), started.elapsed(), result)
     } else {
         let (report, ran_for) = run_headless(demo, args, &shown)?;
@@ -75,9 +74,9 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     };
     // Leases the crashing node left behind have lapsed by now: record them as the failed
     // attempts they are, as any worker or `bw` process that notices would.
-    let store = Store::open(&path)?;
+    let store = Store::open(&target)?;
     let _ = store.reap_expired(1000);
-    let summary = Summary::new(&store, &path, &report, ran_for)?;
+    let summary = Summary::new(&store, &target, &report, ran_for)?;
     ctx.printer()?.print(&summary)?;
     for e in &report.errors {
         eprintln!("bw demo: {}", sanitize(e));
@@ -99,7 +98,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 /// quits it. A separate process because the dashboard owns the terminal and its panic hook:
 /// a handler's panic, caught by the engine in this process, must not reach the dashboard's
 /// hook (which would leave the alternate screen mid-run).
-fn run_top(path: &Path, ctx: &Ctx) -> Result<(), CliError> {
+fn run_top(target: &StoreTarget, ctx: &Ctx) -> Result<(), CliError> {
     // Ctrl-C and SIGTERM are the dashboard's to act on; this process waits for it to end, then
     // stops the workers cleanly instead of dying with them.
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -107,10 +106,13 @@ fn run_top(path: &Path, ctx: &Ctx) -> Result<(), CliError> {
         signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
     }
     let mut top = std::process::Command::new(std::env::current_exe()?);
-    top.arg("--db")
-        .arg(path)
-        .arg("--busy-timeout")
-        .arg(humantime::format_duration(ctx.global.busy_timeout).to_string());
+    match target {
+        StoreTarget::File(path) => top.arg("--db").arg(path),
+        // Through the environment, not the command line, where every user's `ps` would show
+        // the URL's password.
+        StoreTarget::Postgres(url) => top.env("BW_DB", url.secret()?),
+    };
+    top.arg("--busy-timeout").arg(humantime::format_duration(ctx.global.busy_timeout).to_string());
     if ctx.global.no_color {
         top.arg("--no-color");
     }
@@ -124,51 +126,67 @@ fn run_top(path: &Path, ctx: &Ctx) -> Result<(), CliError> {
 
 /// `--db` when given (or BW_DB), else the demo's own file: the global default is the user's
 /// real store, which the demo must never pick by accident.
-fn demo_path(global: &Path) -> PathBuf {
+fn demo_target(global: &StoreTarget) -> StoreTarget {
     let explicit = std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db="))
         || std::env::var_os("BW_DB").is_some_and(|v| !v.is_empty());
     if explicit {
-        global.to_path_buf()
+        global.clone()
     } else {
-        PathBuf::from(DEFAULT_DEMO_DB)
+        StoreTarget::from(std::path::Path::new(DEFAULT_DEMO_DB))
     }
 }
 
-/// Make sure `path` holds a fresh demo store. Returns false when the person declined a reset.
-fn prepare_store(path: &Path, reset: bool, ctx: &Ctx) -> Result<bool, CliError> {
-    let shown = sanitize(&path.display().to_string()).into_owned();
-    if path.exists() {
-        let is_demo = Store::open(path).and_then(|s| s.is_demo()).unwrap_or(false);
-        if !is_demo {
+/// Make sure `target` holds a fresh demo store: a new one where there is none, an earlier demo
+/// store started over (`Store::reset_demo`) when the person agrees or passed `--reset`, and a
+/// refusal for anything else. Returns false when the person declined a reset.
+fn prepare_store(target: &StoreTarget, reset: bool, ctx: &Ctx) -> Result<bool, CliError> {
+    let shown = sanitize(&target.to_string()).into_owned();
+    let elsewhere = match target {
+        StoreTarget::File(_) => "another file",
+        StoreTarget::Postgres(_) => "another database or schema",
+    };
+    let earlier = match target {
+        StoreTarget::File(path) if !path.exists() => None,
+        // Whatever is in the file, unless it opens as a demo store, is not the demo's to touch.
+        StoreTarget::File(path) => Some(Store::open(path).ok().filter(|s| s.is_demo().unwrap_or(false))),
+        // A database without a BackWave schema gets one (as `bw init` would); one that cannot be
+        // reached or read is an error, never taken for "not a demo store".
+        StoreTarget::Postgres(_) => match Store::open(target) {
+            Err(Error::NotAStore { .. }) => None,
+            Err(e) => return Err(e.into()),
+            Ok(store) => Some(if store.is_demo()? { Some(store) } else { None }),
+        },
+    };
+    let store = match earlier {
+        None => {
+            let store = Store::create(target)?;
+            store.mark_demo()?;
+            store
+        }
+        Some(None) => {
             return Err(CliError::Usage(format!(
                 "'{shown}' exists and is not a demo store: bw demo only replaces stores it made; \
-                 choose another file with --db"
-            )));
+                 choose {elsewhere} with --db"
+            )))
         }
-        let replace = if reset {
-            true
-        } else if ctx.interactive() {
-            ctx.confirm(&format!("'{shown}' holds a demo store from an earlier run. Start over?"))?
-        } else {
-            return Err(CliError::Usage(format!(
-                "'{shown}' holds a demo store from an earlier run: pass --reset to start over, or --db to use \
-                 another file"
-            )));
-        };
-        if !replace {
-            return Ok(false);
-        }
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.as_os_str().to_os_string();
-            p.push(suffix);
-            match std::fs::remove_file(&p) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
+        Some(Some(store)) => {
+            let replace = if reset {
+                true
+            } else if ctx.interactive() {
+                ctx.confirm(&format!("'{shown}' holds a demo store from an earlier run. Start over?"))?
+            } else {
+                return Err(CliError::Usage(format!(
+                    "'{shown}' holds a demo store from an earlier run: pass --reset to start over, or --db to use \
+                     {elsewhere}"
+                )));
+            };
+            if !replace {
+                return Ok(false);
             }
+            store.reset_demo()?;
+            store
         }
-    }
-    let store = Store::create(path)?;
-    store.mark_demo()?;
+    };
     // So that `bw requeue` and `bw cancel` work on the demo store for whoever ran it.
     store.bootstrap_admin(ctx.actor())?;
     Ok(true)
@@ -235,7 +253,7 @@ struct Group {
 }
 
 impl Summary {
-    fn new(store: &Store, path: &Path, report: &DemoReport, ran_for: Duration) -> Result<Self, CliError> {
+    fn new(store: &Store, target: &StoreTarget, report: &DemoReport, ran_for: Duration) -> Result<Self, CliError> {
         let counts = store.counts()?;
         let by_queue = counts
             .by_queue
@@ -252,7 +270,8 @@ impl Summary {
             .into_iter()
             .map(|g| Group { count: g.count, wire_name: g.wire_name, cause: g.reason.as_str().to_string() })
             .collect();
-        let db = shell_quote(&path.display().to_string()).into_owned();
+        // A URL's password shows as `***`: the person retypes it, or sets BW_DB and drops --db.
+        let db = shell_quote(&target.to_string()).into_owned();
         let explore = vec![
             format!("bw --db {db} top"),
             format!("bw --db {db} stats"),
@@ -264,7 +283,7 @@ impl Summary {
             format!("bw --db {db} requeue --state dead-lettered --wire-name flaky --dry-run"),
         ];
         Ok(Summary {
-            store: path.display().to_string(),
+            store: target.to_string(),
             seconds: (ran_for.as_secs_f64() * 10.0).round() / 10.0,
             enqueued: report.enqueued,
             by_queue,

@@ -1,5 +1,7 @@
 //! `bw generate` (hidden): build a large store for benchmarks and for trying `bw top` at scale.
-//! The work is `demo::generate`; this file parses, refuses to overwrite, and reports.
+//! The work is `demo::generate`; this file parses, refuses to overwrite, and reports. It writes
+//! SQLite files only: its loader fills a new file in one transaction, and has no PostgreSQL
+//! counterpart yet, so a URL is refused before anything connects.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,7 +10,7 @@ use super::output::thousands;
 use super::progress::Progress;
 use super::{CliError, Ctx};
 use crate::demo::generate::{generate, GenerateOptions};
-use crate::JobState;
+use crate::{JobState, StoreTarget};
 
 /// Build a large store (for benchmarks): N jobs with a realistic mix of states, causes and
 /// about five log entries each. Same --seed and same BW_NOW: the same store, row for row.
@@ -20,13 +22,21 @@ pub struct Args {
     /// Seed of the generator.
     #[arg(long, default_value_t = 1, value_name = "S")]
     pub seed: u64,
-    /// Replace the file at --db if there is one.
+    /// Replace the file at --db if there is one (an SQLite file: a URL is refused).
     #[arg(long)]
     pub force: bool,
 }
 
 pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = ctx.global.db.file()?;
+    let path = match &ctx.global.db {
+        StoreTarget::File(path) => path,
+        url @ StoreTarget::Postgres(_) => {
+            return Err(CliError::Usage(format!(
+                "bw generate writes SQLite files only (its bulk loader has no PostgreSQL side yet), not '{url}': \
+                 give --db a file path"
+            )))
+        }
+    };
     if path.exists() {
         if !args.force {
             return Err(CliError::Usage(format!(

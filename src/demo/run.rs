@@ -1,8 +1,8 @@
 //! `bw demo` at work: the seed's two worker groups and a crashing node running in this process,
 //! and a steady mix of jobs enqueued at a rate, including jobs no handler can take, until told
-//! to stop. The store must already exist; the command line decides which file and prints.
+//! to stop. The store must already exist (a file or a PostgreSQL database: anything `Engine::new`
+//! takes); the command line decides which and prints.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -15,12 +15,13 @@ use super::rng::Rng;
 use crate::engine::{Engine, EngineHandle, Enqueue, GroupStats, Registry};
 use crate::error::Result;
 use crate::model::{JobId, NewJob};
-use crate::store::Store;
+use crate::store::{Store, StoreTarget};
 
 /// How the demo runs.
 #[derive(Clone, Debug)]
 pub struct DemoOptions {
-    pub db: PathBuf,
+    /// The demo store: a file, or a PostgreSQL URL.
+    pub db: StoreTarget,
     /// Jobs enqueued per second, after a first round of one job of each kind.
     pub rate: f64,
     /// The operator the demo's own cancel is recorded under.
@@ -99,7 +100,7 @@ pub struct Demo {
 }
 
 impl Demo {
-    /// Start the workers, the crashing node and the enqueuer on the store at `opts.db`.
+    /// Start the workers, the crashing node and the enqueuer on the store `opts.db` names.
     pub fn start(opts: &DemoOptions) -> Result<Demo> {
         // Seed 000's Program.cs: two groups, one registry of handlers.
         let ledger = Arc::new(ChargeLedger::default());
@@ -188,7 +189,7 @@ fn nap(stop: &AtomicBool, d: Duration) -> bool {
 /// A worker process that keeps dying mid-job: start it, let it claim, drop it without grace.
 /// Its handlers' results are never reported, so their leases lapse and the seed groups reap
 /// them as failed attempts.
-fn crashing_node(db: &Path, stop: &AtomicBool) -> Result<()> {
+fn crashing_node(db: &StoreTarget, stop: &AtomicBool) -> Result<()> {
     while !stop.load(Ordering::SeqCst) {
         let mut node = Engine::new(db, handlers::crashing_node_registry());
         node.add_worker_group(handlers::crashing_node()?);

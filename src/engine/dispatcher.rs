@@ -94,6 +94,10 @@ pub(super) struct Dispatcher {
     stop: Arc<StopFlag>,
     sweep_interval: Option<Duration>,
     pace: Pace,
+    /// The last claim failed without an answer: the store may have committed it (on PostgreSQL
+    /// a connection can drop between COMMIT and its reply), leasing jobs to this worker that it
+    /// never heard of. Checked before the next claim ([`Dispatcher::reclaim_lost`]).
+    claim_in_doubt: bool,
 }
 
 impl Dispatcher {
@@ -115,6 +119,7 @@ impl Dispatcher {
             stop: s.stop,
             sweep_interval: s.sweep_interval,
             pace: Pace::new(Instant::now()),
+            claim_in_doubt: false,
         }
     }
 
@@ -297,20 +302,25 @@ impl Dispatcher {
 
     /// Claim up to `room` jobs per the dispatch policy into the ready buffer.
     fn claim(&mut self, room: usize) -> Result<usize> {
+        if self.claim_in_doubt {
+            self.reclaim_lost()?;
+        }
         let mut total = 0;
         for (queues, limit) in self.planner.plan(room) {
             let limit = limit.min(room - total);
             if limit == 0 {
                 break;
             }
-            let jobs = self.store.claim(&ClaimRequest {
+            let claimed = self.store.claim(&ClaimRequest {
                 worker_id: &self.worker_id,
                 group: &self.group,
                 queues: &queues,
                 limit,
                 lease: self.cfg.lease,
                 policy: &self.cfg.retry_policy,
-            })?;
+            });
+            self.claim_in_doubt = claimed.is_err();
+            let jobs = claimed?;
             total += jobs.len();
             Counters::add(&self.stats.claimed, jobs.len() as u64);
             self.supersede(&jobs.iter().map(|j| j.id).collect());
@@ -337,6 +347,29 @@ impl Dispatcher {
             self.ready.push(works);
         }
         Ok(total)
+    }
+
+    /// After a claim that failed without an answer: hand back (no attempt spent) every job the
+    /// store leases to this worker that it does not hold, buffer, or owe an outcome or a hand-back
+    /// for. Left alone they would sit until their leases lapse and then cost an attempt (a job on
+    /// its last attempt would dead-letter as "lease expired" without ever having run).
+    fn reclaim_lost(&mut self) -> Result<()> {
+        let held = self.store.leases_held(&self.worker_id)?;
+        let known: HashSet<(JobId, u32)> = self
+            .inflight
+            .values()
+            .filter(|f| f.current)
+            .map(|f| (f.job_id, f.attempt))
+            .chain(self.pending.iter().map(|c| (c.job_id, c.attempt)))
+            .chain(self.handing_back.iter().copied())
+            .collect();
+        self.claim_in_doubt = false;
+        let before = self.handing_back.len();
+        self.handing_back.extend(held.into_iter().filter(|j| !known.contains(j)));
+        if self.handing_back.len() > before {
+            self.give_back(Vec::new());
+        }
+        Ok(())
     }
 
     /// The store let us claim these jobs, so any earlier run of one of them here has lost its
@@ -415,6 +448,11 @@ impl Dispatcher {
     /// may run it. If the store cannot be reached before the grace period ends, their leases
     /// lapse instead (counted as abandoned; that costs an attempt, as a crash would).
     fn hand_back_unstarted(&mut self) {
+        if self.claim_in_doubt {
+            if let Err(e) = self.reclaim_lost() {
+                self.stats.error(&e);
+            }
+        }
         let all = self.ready.take_all();
         self.ready.close();
         self.give_back(all);

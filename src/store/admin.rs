@@ -42,7 +42,8 @@ impl SettingKey {
         })
     }
 
-    fn validate(self, value: &str) -> Result<String> {
+    /// The value as stored, or an error naming what is wrong with it. Both backends.
+    pub(crate) fn validate(self, value: &str) -> Result<String> {
         match self {
             SettingKey::FailureDetail => match value.trim() {
                 "on" | "off" => Ok(value.trim().to_string()),
@@ -81,7 +82,7 @@ impl SqliteStore {
                  ON CONFLICT (actor, permission) DO NOTHING",
                 params![who, permission.as_str(), actor, now],
             )?;
-            audit(tx, now, actor, "grant", None, &format!("{who} {permission}"))
+            audit(tx, now, actor, "grant", None, &grant_detail(who, permission))
         })
     }
 
@@ -93,7 +94,7 @@ impl SqliteStore {
                 "DELETE FROM grants WHERE actor = ?1 AND permission = ?2",
                 params![who, permission.as_str()],
             )?;
-            audit(tx, now, actor, "revoke", None, &format!("{who} {permission}"))?;
+            audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
             Ok(n > 0)
         })
     }
@@ -116,7 +117,7 @@ impl SqliteStore {
                 "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (?1, 'admin', ?1, ?2)",
                 params![actor, now],
             )?;
-            audit(tx, now, actor, "grant", None, &format!("{actor} admin (store initialised)"))?;
+            audit(tx, now, actor, "grant", None, &bootstrap_detail(actor))?;
             Ok(true)
         })
     }
@@ -138,14 +139,12 @@ impl SqliteStore {
                 "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
                 params![key.as_str(), value],
             )?;
-            audit(tx, now, actor, "config", None, &format!("{} = {value}", key.as_str()))
+            audit(tx, now, actor, "config", None, &config_detail(key, &value))
         })
     }
 
     pub fn retention(&self) -> Result<std::time::Duration> {
-        let text = self.setting(SettingKey::Retention)?;
-        humantime::parse_duration(text.trim())
-            .map_err(|e| Error::InvalidInput(format!("the store's retention setting '{text}' is not a duration ({e})")))
+        parse_retention(&self.setting(SettingKey::Retention)?)
     }
 
     pub fn failure_detail_enabled(&self) -> Result<bool> {
@@ -180,18 +179,8 @@ impl SqliteStore {
             if !super::jobs::detail_enabled(tx)? {
                 return Err(Error::FailureDetailOff);
             }
-            audit(tx, now, actor, "reveal-failure-detail", Some(job), &format!("{} entries", rows.len()))?;
-            Ok(rows
-                .into_iter()
-                .map(|(seq, json)| {
-                    let detail = serde_json::from_str(&json).unwrap_or_else(|_| FailureDetail {
-                        kind: "unparsed".into(),
-                        message: json,
-                        ..Default::default()
-                    });
-                    (seq, detail)
-                })
-                .collect())
+            audit(tx, now, actor, "reveal-failure-detail", Some(job), &revealed(rows.len()))?;
+            Ok(parse_details(rows))
         })
     }
 
@@ -284,22 +273,75 @@ pub(crate) fn permissions_of(conn: &Connection, actor: &str) -> Result<Vec<Permi
         .prepare_cached("SELECT permission FROM grants WHERE actor = ?1")?
         .query_map([actor], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let held: Vec<Permission> = held.iter().filter_map(|p| p.parse().ok()).collect();
+    Ok(permissions_from(&held))
+}
+
+/// The permissions granted by the `grants` rows `held` (their spellings; unknown ones are
+/// ignored): all of them with `admin`, else the ones held, sorted. Both backends.
+pub(crate) fn permissions_from(held: &[String]) -> Vec<Permission> {
+    let mut held: Vec<Permission> = held.iter().filter_map(|p| p.parse().ok()).collect();
     if held.contains(&Permission::Admin) {
-        return Ok(Permission::ALL.to_vec());
+        return Permission::ALL.to_vec();
     }
-    let mut held = held;
     held.sort();
-    Ok(held)
+    held
 }
 
 /// Fail with `PermissionDenied` unless `actor` holds `permission` (admin implies all).
 pub(crate) fn require(conn: &Connection, actor: &str, permission: Permission) -> Result<()> {
-    if permissions_of(conn, actor)?.contains(&permission) {
+    allowed(&permissions_of(conn, actor)?, actor, permission)
+}
+
+/// `PermissionDenied` unless `permission` is among the permissions `actor` holds. Both backends.
+pub(crate) fn allowed(held: &[Permission], actor: &str, permission: Permission) -> Result<()> {
+    if held.contains(&permission) {
         Ok(())
     } else {
         Err(Error::PermissionDenied { actor: actor.to_string(), permission })
     }
+}
+
+/// The retention setting's text as a duration; a value another program wrote that is not one
+/// is an error naming it. Both backends.
+pub(crate) fn parse_retention(text: &str) -> Result<std::time::Duration> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| Error::InvalidInput(format!("the store's retention setting '{text}' is not a duration ({e})")))
+}
+
+/// The audit detail of a reveal of `n` entries. Both backends.
+pub(crate) fn revealed(n: usize) -> String {
+    format!("{n} entries")
+}
+
+/// The stored failure detail of each entry, by log sequence number: the JSON a worker wrote, or,
+/// when another program stored something that does not parse, the text itself as an `unparsed`
+/// detail (shown, never dropped). Both backends.
+pub(crate) fn parse_details(rows: Vec<(i64, String)>) -> Vec<(i64, FailureDetail)> {
+    rows.into_iter()
+        .map(|(seq, json)| {
+            let detail = serde_json::from_str(&json).unwrap_or_else(|_| FailureDetail {
+                kind: "unparsed".into(),
+                message: json,
+                ..Default::default()
+            });
+            (seq, detail)
+        })
+        .collect()
+}
+
+/// The audit detail of a grant or revoke. Both backends.
+pub(crate) fn grant_detail(who: &str, permission: Permission) -> String {
+    format!("{who} {permission}")
+}
+
+/// The audit detail of a changed setting. Both backends.
+pub(crate) fn config_detail(key: SettingKey, value: &str) -> String {
+    format!("{} = {value}", key.as_str())
+}
+
+/// The audit detail of the grant `bw init` makes to the store's first admin. Both backends.
+pub(crate) fn bootstrap_detail(actor: &str) -> String {
+    format!("{actor} admin (store initialised)")
 }
 
 pub(crate) fn audit(

@@ -60,6 +60,13 @@ forward! {
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
     pub fn mark_demo(&self) -> Result<()>;
     pub fn is_demo(&self) -> Result<bool>;
+
+    // demo.rs
+    /// Start a demo store over (`bw demo --reset`): in one transaction, refuse with
+    /// [`Error::InvalidInput`] unless the store is marked as a demo store, then delete every row
+    /// of every table (the schema and its version stay) and mark it again. Grants go too:
+    /// bootstrap an admin afterwards.
+    pub fn reset_demo(&self) -> Result<()>;
     /// The failure detail of every failed attempt of a job, by log sequence number. Needs
     /// `view-failure-detail`; every reveal is written to the audit table, in the same
     /// transaction that reads the detail.
@@ -95,6 +102,11 @@ forward! {
     /// its handler would have. Per job: `Accepted(Scheduled)`, `Accepted(Cancelled)`, or
     /// `Rejected` when the lease is no longer the worker's (nothing changed).
     pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>>;
+    /// The `(job, attempt)` of every Running job leased to `worker_id`. A worker whose claim
+    /// failed without an answer (a connection lost mid-commit) asks this to find jobs the store
+    /// gave it that it never heard of, and hands them back (no attempt spent) instead of letting
+    /// their leases lapse.
+    pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>>;
 
     // groups.rs
     /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
@@ -190,7 +202,9 @@ forward! {
     pub fn log_end(&self) -> Result<LogCursor>;
     /// The cursor just before the first entry at or after `at`, where a count of the entries
     /// since `at` starts. SQLite finds it by binary search over the log's primary key (entries
-    /// are appended in time order), so no index on time is needed.
+    /// are appended in time order), so no index on time is needed; PostgreSQL reads the first
+    /// entry from its `transitions_at` index (an entry's time is its transaction's start, so
+    /// entries of transactions running side by side at `at` may fall on either side).
     pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor>;
 
     // operator.rs

@@ -1,10 +1,12 @@
 //! Store operations only the engine needs (owned by the engine): a lock-free check for lapsed
-//! leases, and handing back claimed jobs that never started. Every state change still goes
-//! through the fence: nothing here touches a job that is not Running under the caller's lease.
+//! leases, handing back claimed jobs that never started, and the leases a worker holds (to find
+//! the jobs of a claim whose answer it lost). Every state change still goes through the fence:
+//! nothing here touches a job that is not Running under the caller's lease.
 
 use rusqlite::params;
 
 use super::jobs::{complete_one, detail_enabled, log, Completion, Entry, Fenced, Outcome};
+use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{JobId, JobState};
@@ -17,6 +19,16 @@ impl SqliteStore {
         let sql = "SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_lease
                    WHERE state = 'running' AND lease_expires_at < ?1)";
         Ok(self.conn.prepare_cached(sql)?.query_row([self.now()], |r| r.get(0))?)
+    }
+
+    pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>> {
+        let sql = "SELECT id, attempt FROM jobs INDEXED BY jobs_lease
+                   WHERE state = 'running' AND lease_owner = ?1 ORDER BY id";
+        Ok(self
+            .conn
+            .prepare_cached(sql)?
+            .query_map([worker_id], |r| Ok((parse_id(r, 0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?)
     }
 
     pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>> {

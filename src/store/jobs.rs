@@ -353,13 +353,14 @@ fn unreadable<T>(r: &rusqlite::Result<T>) -> bool {
 }
 
 /// The narrow view of one Running attempt.
-struct RunningAttempt {
-    id: JobId,
-    attempt: u32,
-    max_attempts: Option<u32>,
-    delay_table: Option<String>,
-    cancel_requested_by: Option<String>,
-    lease_owner: String,
+pub(crate) struct RunningAttempt {
+    pub(crate) id: JobId,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: Option<u32>,
+    /// The job's delay table as JSON text.
+    pub(crate) delay_table: Option<String>,
+    pub(crate) cancel_requested_by: Option<String>,
+    pub(crate) lease_owner: String,
 }
 
 fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
@@ -376,14 +377,14 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
 impl RunningAttempt {
     /// The attempt budget. A job claimed by another program that wrote no budget gets the
     /// default policy's, rather than dying on its first failure.
-    fn max_attempts(&self) -> u32 {
+    pub(crate) fn max_attempts(&self) -> u32 {
         self.max_attempts.unwrap_or_else(|| RetryPolicy::default().max_attempts())
     }
 
     /// The wait after this attempt fails, from the job's own delay table. A missing or short
     /// table (written by another program) falls back to the default policy, never to zero: a
     /// zero wait would turn a failing job into a hot loop.
-    fn next_delay_ms(&self) -> u64 {
+    pub(crate) fn next_delay_ms(&self) -> u64 {
         let n = self.attempt.max(1);
         self.delay_table
             .as_deref()
@@ -529,7 +530,7 @@ fn finish_cancelled(
     Ok(JobState::Cancelled)
 }
 
-fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<String>> {
+pub(crate) fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<String>> {
     detail.map(|d| serde_json::to_string(d).map_err(Error::Encode)).transpose()
 }
 
@@ -593,7 +594,7 @@ pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
     Ok(())
 }
 
-fn validate_name(what: &str, value: &str) -> Result<()> {
+pub(crate) fn validate_name(what: &str, value: &str) -> Result<()> {
     if value.trim().is_empty() {
         return Err(Error::InvalidInput(format!("the {what} must not be empty")));
     }
@@ -604,7 +605,7 @@ fn validate_name(what: &str, value: &str) -> Result<()> {
 }
 
 /// A per-job jitter seed, taken from the random bits of its id.
-fn jitter_seed(id: &JobId) -> i64 {
+pub(crate) fn jitter_seed(id: &JobId) -> i64 {
     let b = id.0.as_bytes();
     i64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
 }
@@ -612,7 +613,7 @@ fn jitter_seed(id: &JobId) -> i64 {
 /// The seed a claim draws jitter from: the one kept with the job, or, for a job written by
 /// another program that left the default 0, one derived from its id (still the same at every
 /// claim, and different between jobs so that they do not retry in lockstep).
-fn effective_seed(stored: i64, id: &JobId) -> u64 {
+pub(crate) fn effective_seed(stored: i64, id: &JobId) -> u64 {
     if stored != 0 {
         stored as u64
     } else {
@@ -620,7 +621,7 @@ fn effective_seed(stored: i64, id: &JobId) -> u64 {
     }
 }
 
-fn seed_independent(policy: &RetryPolicy) -> bool {
+pub(crate) fn seed_independent(policy: &RetryPolicy) -> bool {
     match policy.backoff() {
         BackoffFn::Curve(b) => b.jitter_value() == 0.0,
         BackoffFn::Func(_) => true,
@@ -628,13 +629,13 @@ fn seed_independent(policy: &RetryPolicy) -> bool {
 }
 
 /// A delay table as the job row holds it (JSON) and as the claimed [`Job`] carries it.
-struct DelayTable {
-    ms: Vec<u64>,
-    json: String,
+pub(crate) struct DelayTable {
+    pub(crate) ms: Vec<u64>,
+    pub(crate) json: String,
 }
 
 impl DelayTable {
-    fn new(policy: &RetryPolicy, seed: u64) -> Self {
+    pub(crate) fn new(policy: &RetryPolicy, seed: u64) -> Self {
         let ms = policy.delay_table_ms(seed);
         let json = serde_json::to_string(&ms).unwrap_or_else(|_| "[]".into());
         DelayTable { ms, json }

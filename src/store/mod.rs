@@ -11,6 +11,7 @@
 
 mod admin;
 mod api;
+mod demo;
 mod driver_error;
 mod engine_support;
 mod file;
@@ -63,7 +64,9 @@ pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use target::{PostgresUrl, StoreTarget};
 
-use crate::error::{Error, Result};
+#[cfg(feature = "postgres")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are

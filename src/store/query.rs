@@ -132,7 +132,7 @@ pub enum SortOrder {
 }
 
 impl SortOrder {
-    fn column(self) -> &'static str {
+    pub(crate) fn column(self) -> &'static str {
         match self {
             SortOrder::FinishedDesc => "finished_at",
             SortOrder::DueAsc => "due_at",
@@ -140,7 +140,7 @@ impl SortOrder {
         }
     }
 
-    fn descending(self) -> bool {
+    pub(crate) fn descending(self) -> bool {
         !matches!(self, SortOrder::DueAsc)
     }
 }
@@ -215,12 +215,11 @@ impl SqliteStore {
             .prepare_cached("SELECT id FROM jobs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT 6")?
             .query_map(params![prefix, upper], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
-        let hex: String = prefix.chars().filter(|c| *c != '-').collect();
-        if hex.len() <= 12 {
+        if let Some(tail) = id_tail(&prefix) {
             let tails: Vec<String> = self
                 .conn
                 .prepare_cached("SELECT id FROM jobs WHERE id LIKE '%' || ?1 ORDER BY id LIMIT 6")?
-                .query_map([&hex], |r| r.get(0))?
+                .query_map([&tail], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
             for id in tails {
                 if !found.contains(&id) {
@@ -229,18 +228,7 @@ impl SqliteStore {
             }
             found.sort();
         }
-        match found.len() {
-            0 => Err(Error::JobNotFound(text.to_string())),
-            1 => found[0].parse(),
-            n => {
-                let mut candidates = found;
-                if n > 5 {
-                    candidates.truncate(5);
-                    candidates.push("…".into());
-                }
-                Err(Error::AmbiguousId { prefix: text.to_string(), candidates })
-            }
-        }
+        one_id(text, found)
     }
 
     pub fn history(&self, id: JobId) -> Result<Vec<Transition>> {
@@ -327,7 +315,8 @@ pub(crate) fn matching_ids(conn: &Connection, filter: &JobFilter, limit: usize) 
         .collect::<Result<_, _>>()?)
 }
 
-fn sort_key(job: &Job, order: SortOrder) -> Millis {
+/// The sort key of `job` in a listing ordered by `order`: what a [`Cursor`] holds.
+pub(crate) fn sort_key(job: &Job, order: SortOrder) -> Millis {
     match order {
         SortOrder::FinishedDesc => job.finished_at.unwrap_or(0),
         SortOrder::DueAsc => job.due_at,
@@ -335,8 +324,32 @@ fn sort_key(job: &Job, order: SortOrder) -> Millis {
     }
 }
 
+/// The id that `text` names, from the ids its prefix and tail matched (sorted, at most six):
+/// none is [`Error::JobNotFound`], several [`Error::AmbiguousId`] listing the first five.
+pub(crate) fn one_id(text: &str, found: Vec<String>) -> Result<JobId> {
+    match found.len() {
+        0 => Err(Error::JobNotFound(text.to_string())),
+        1 => found[0].parse(),
+        n => {
+            let mut candidates = found;
+            if n > 5 {
+                candidates.truncate(5);
+                candidates.push("…".into());
+            }
+            Err(Error::AmbiguousId { prefix: text.to_string(), candidates })
+        }
+    }
+}
+
+/// The hex digits of a normalised prefix when they are few enough to be tried as the tail of
+/// an id too (the short id tables show): a tail match scans the whole primary key.
+pub(crate) fn id_tail(prefix: &str) -> Option<String> {
+    let hex: String = prefix.chars().filter(|c| *c != '-').collect();
+    (hex.len() <= 12).then_some(hex)
+}
+
 /// Lower-case, hyphens where a UUID has them, hex only.
-fn normalize_prefix(text: &str) -> Result<String> {
+pub(crate) fn normalize_prefix(text: &str) -> Result<String> {
     let t = text.trim();
     let hex: String = t.chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
     if hex.is_empty() || hex.len() > 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {

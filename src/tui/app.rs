@@ -175,7 +175,7 @@ pub enum DbStatus {
 /// Fixed settings of one dashboard.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The store path as the operator gave it.
+    /// The store as `--db` named it (a file, or a URL with its password redacted).
     pub store: String,
     pub actor: String,
     pub interval: Duration,

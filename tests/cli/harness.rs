@@ -1,8 +1,9 @@
 //! Stores for the `bw` tests, built through the library or loaded from fixtures/hostile.sql,
 //! a `bw` command with the clock, width and colour pinned, and [`Run`]: one command's stdout,
-//! stderr and exit status as one printable text, for whole-output snapshots.
+//! stderr and exit status as one printable text, for whole-output snapshots. A fixture's store
+//! is on the test's backend (`crate::backend`): the file `bw.db`, or a PostgreSQL schema.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
 use std::time::Duration;
 
 use assert_cmd::Command;
@@ -10,28 +11,32 @@ use backwave::store::{current_actor, ClaimRequest, Completion, Outcome};
 use backwave::{Clock, NewJob, RetryPolicy, Store};
 use tempfile::TempDir;
 
+use crate::backend::{load_sqlite_fixture, TestDb};
+
 /// The instant fixtures/hostile.sql is built around.
 pub const T: &str = "2026-11-30T12:00:00Z";
 pub const T_MS: i64 = 1_796_040_000_000;
 
+/// Fields drop in order: the schema (on PostgreSQL), then the folder.
 pub struct Fixture {
+    /// The store: `f.db.file()` where a test is about the SQLite file.
+    pub db: TestDb,
     /// Held so the directory lives as long as the fixture.
     pub _dir: TempDir,
-    pub db: PathBuf,
 }
 
 impl Fixture {
     pub fn empty() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("bw.db");
-        Fixture { _dir: dir, db }
+        let db = TestDb::named(dir.path(), "bw.db");
+        Fixture { db, _dir: dir }
     }
 
     /// fixtures/hostile.sql: 33 jobs in every state, hostile text, no grants.
     pub fn hostile() -> Self {
         let f = Fixture::empty();
-        let store = Store::create(&f.db).unwrap();
-        store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+        drop(Store::create(&f.db).unwrap());
+        load_sqlite_fixture(&f.db, include_str!("../../fixtures/hostile.sql"));
         f
     }
 
@@ -81,7 +86,7 @@ impl Fixture {
     }
 }
 
-pub fn bw_at(db: &Path) -> Command {
+pub fn bw_at(db: impl AsRef<OsStr>) -> Command {
     let mut c = Command::cargo_bin("bw").unwrap();
     c.env("BW_DB", db).env("BW_NOW", T).env("COLUMNS", "120").env_remove("NO_COLOR").timeout(Duration::from_secs(60));
     c
@@ -145,8 +150,9 @@ pub fn assert_inert(out: &str) {
 }
 
 /// One `bw` run as a snapshot shows it: the command line, stdout, stderr (when there is any)
-/// and the exit status. The store's folder reads `[TMP]` and the user running the tests `[me]`,
-/// so a snapshot is the same on every machine (time is pinned by `BW_NOW`, ids by the fixtures).
+/// and the exit status. The store's folder reads `[TMP]` (a PostgreSQL store's URL `[DB]`) and
+/// the user running the tests `[me]`, so a snapshot is the same on every machine (time is pinned
+/// by `BW_NOW`, ids by the fixtures).
 pub struct Run {
     pub command: String,
     pub code: Option<i32>,
@@ -155,11 +161,14 @@ pub struct Run {
 }
 
 impl Run {
-    fn new(db: &Path, command: String, out: std::process::Output) -> Run {
+    fn new(db: &TestDb, command: String, out: std::process::Output) -> Run {
         let redact = |bytes: &[u8]| {
             let text = String::from_utf8(bytes.to_vec()).expect("bw prints UTF-8");
-            let dir = db.parent().unwrap().display().to_string();
-            replace_word(&text.replace(&dir, "[TMP]"), &current_actor(), "[me]")
+            let text = match db.schema() {
+                None => text.replace(&db.file().parent().unwrap().display().to_string(), "[TMP]"),
+                Some(_) => text.replace(db.arg(), "[DB]").replace(&db.target().to_string(), "[DB]"),
+            };
+            replace_word(&text, &current_actor(), "[me]")
         };
         Run {
             command: redact(command.as_bytes()),

@@ -16,7 +16,7 @@ use super::harness::*;
 /// A store made through the library, the test user as admin, nothing in it.
 fn admin_store() -> Fixture {
     let f = Fixture::empty();
-    let store = Store::create(&f.db).unwrap();
+    let store = Store::create(f.db.file()).unwrap();
     store.bootstrap_admin(&current_actor()).unwrap();
     f
 }
@@ -87,14 +87,14 @@ fn the_cli_and_the_dashboard_requeue_a_group_into_identical_stores() {
     let fingerprint = template.store().cause_groups(10).unwrap()[0].fingerprint.clone();
     let cli = Fixture::empty();
     let top = Fixture::empty();
-    std::fs::copy(&template.db, &cli.db).unwrap();
-    std::fs::copy(&template.db, &top.db).unwrap();
-    assert_eq!(dump(&cli.db), dump(&top.db));
+    std::fs::copy(template.db.file(), cli.db.file()).unwrap();
+    std::fs::copy(template.db.file(), top.db.file()).unwrap();
+    assert_eq!(dump(cli.db.file()), dump(top.db.file()));
 
     // 1. A dead-letter group whose wire name a live worker handles: requeued by both.
     cli.bw().args(["requeue", "--state", "dead-lettered", "--wire-name", "charge-card", "--yes"]).assert().success();
     let target = Target::CauseGroup { wire_name: "charge-card".into(), fingerprint };
-    let done = dashboard_run(&top.db, Op::Requeue, target);
+    let done = dashboard_run(top.db.file(), Op::Requeue, target);
     assert_eq!(done.title, "Requeued 4 jobs");
 
     // 2. A quarantine group nobody handles: both leave it alone (the dashboard requeued it).
@@ -104,11 +104,11 @@ fn the_cli_and_the_dashboard_requeue_a_group_into_identical_stores() {
         .code(1)
         .stderr(predicate::str::contains("would quarantine again"));
     let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
-    let done = dashboard_run(&top.db, Op::Requeue, target);
+    let done = dashboard_run(top.db.file(), Op::Requeue, target);
     assert_eq!(done.title, "Requeued 0 jobs");
     assert!(done.refused && done.lines.iter().any(|l| l.contains("no live worker handles legacy-export")), "{done:?}");
 
-    let (a, b) = (dump(&cli.db), dump(&top.db));
+    let (a, b) = (dump(cli.db.file()), dump(top.db.file()));
     assert_eq!(a, b, "the CLI and the dashboard left different stores");
     let store = cli.store();
     assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 4);
@@ -165,35 +165,35 @@ fn twins() -> (Fixture, Fixture, Vec<JobId>) {
     };
     let cli = Fixture::empty();
     let top = Fixture::empty();
-    std::fs::copy(&template.db, &cli.db).unwrap();
-    std::fs::copy(&template.db, &top.db).unwrap();
+    std::fs::copy(template.db.file(), cli.db.file()).unwrap();
+    std::fs::copy(template.db.file(), top.db.file()).unwrap();
     (cli, top, ids)
 }
 
 fn assert_same_stores(cli: &Fixture, top: &Fixture, what: &str) {
-    let (a, b) = (dump(&cli.db), dump(&top.db));
+    let (a, b) = (dump(cli.db.file()), dump(top.db.file()));
     assert_eq!(a, b, "{what}: the CLI and the dashboard left different stores");
 }
 
 #[test]
 fn the_cli_and_the_dashboard_pause_and_resume_into_identical_stores() {
     let (cli, top, _) = twins();
-    let before = dump(&cli.db);
+    let before = dump(cli.db.file());
     cli.bw().args(["pause", "queue", "critical"]).assert().success();
     cli.bw().args(["pause", "wire-name", "charge-card"]).assert().success();
     let queue = Target::Paused { kind: PauseKind::Queue, name: "critical".into() };
     let wire = Target::Paused { kind: PauseKind::WireName, name: "charge-card".into() };
-    assert_eq!(dashboard_run(&top.db, Op::Pause, queue.clone()).title, "Paused queue critical");
-    assert_eq!(dashboard_run(&top.db, Op::Pause, wire.clone()).title, "Paused wire-name charge-card");
+    assert_eq!(dashboard_run(top.db.file(), Op::Pause, queue.clone()).title, "Paused queue critical");
+    assert_eq!(dashboard_run(top.db.file(), Op::Pause, wire.clone()).title, "Paused wire-name charge-card");
     assert_same_stores(&cli, &top, "pause");
-    assert_ne!(dump(&cli.db), before, "the pauses are in the store");
+    assert_ne!(dump(cli.db.file()), before, "the pauses are in the store");
 
     cli.bw().args(["resume", "queue", "critical"]).assert().success();
-    assert_eq!(dashboard_run(&top.db, Op::Resume, queue).title, "Resumed queue critical");
+    assert_eq!(dashboard_run(top.db.file(), Op::Resume, queue).title, "Resumed queue critical");
     assert_same_stores(&cli, &top, "resume");
     assert_eq!(cli.store().pauses().unwrap().len(), 1, "the wire name stays paused");
     cli.bw().args(["resume", "wire-name", "charge-card"]).assert().success();
-    dashboard_run(&top.db, Op::Resume, wire);
+    dashboard_run(top.db.file(), Op::Resume, wire);
     assert_same_stores(&cli, &top, "resume wire-name");
 }
 
@@ -203,7 +203,7 @@ fn the_cli_and_the_dashboard_run_now_into_identical_stores() {
     let (later, running) = (ids[0], ids[2]);
     // One due, one refused (Running): exit 1 from the CLI, a refused line from the dashboard.
     cli.bw().args(["run-now", &later.to_string(), &running.to_string()]).assert().code(1);
-    let done = dashboard_run(&top.db, Op::RunNow, Target::Jobs(vec![later, running]));
+    let done = dashboard_run(top.db.file(), Op::RunNow, Target::Jobs(vec![later, running]));
     assert_eq!(done.title, "Due now: 1 of 2");
     assert!(done.refused && done.lines[1].contains("not made due: it is Running"), "{done:?}");
     assert_same_stores(&cli, &top, "run-now");
@@ -215,7 +215,7 @@ fn the_cli_and_the_dashboard_cancel_marked_jobs_into_identical_stores() {
     let (cli, top, ids) = twins();
     let marked = vec![ids[0], ids[1], ids[2]];
     cli.bw().arg("cancel").args(marked.iter().map(|id| id.to_string())).assert().success();
-    let done = dashboard_run(&top.db, Op::Cancel, Target::Jobs(marked));
+    let done = dashboard_run(top.db.file(), Op::Cancel, Target::Jobs(marked));
     assert_eq!(done.title, "Cancelled 3 of 3");
     assert_same_stores(&cli, &top, "cancel");
     let counts = cli.store().counts().unwrap();
@@ -229,13 +229,13 @@ fn the_cli_and_the_dashboard_edit_a_payload_into_identical_stores() {
     let payload = "{\"width\":640}";
     cli.bw().args(["jobs", "edit", &q.to_string(), "--payload", payload]).assert().success();
     let target = Target::Payload { id: q, payload: payload.as_bytes().to_vec(), requeue: false };
-    assert!(!dashboard_run(&top.db, Op::EditPayload, target).refused);
+    assert!(!dashboard_run(top.db.file(), Op::EditPayload, target).refused);
     assert_same_stores(&cli, &top, "jobs edit");
     // And with the requeue in the same transaction.
     let again = "{\"width\":320}";
     cli.bw().args(["jobs", "edit", &q.to_string(), "--payload", again, "--requeue"]).assert().success();
     let target = Target::Payload { id: q, payload: again.as_bytes().to_vec(), requeue: true };
-    let done = dashboard_run(&top.db, Op::EditPayload, target);
+    let done = dashboard_run(top.db.file(), Op::EditPayload, target);
     assert!(done.lines[1].contains("requeued (was Quarantined)"), "{done:?}");
     assert_same_stores(&cli, &top, "jobs edit --requeue");
     let job = cli.store().job(q).unwrap().unwrap();
@@ -253,7 +253,7 @@ fn the_cli_and_the_dashboard_cancel_a_filtered_set_into_identical_stores() {
         ..Default::default()
     };
     let target = Target::Matching { filter: Box::new(filter), described: "wire:charge-card".into() };
-    let done = dashboard_run(&top.db, Op::Cancel, target);
+    let done = dashboard_run(top.db.file(), Op::Cancel, target);
     assert_eq!(done.title, "Cancelled 3");
     assert_same_stores(&cli, &top, "bulk cancel");
 }
@@ -267,7 +267,7 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
         .assert()
         .success();
     let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
-    let store = Store::open(&top.db).unwrap().with_clock(Clock::manual(T_MS));
+    let store = Store::open(top.db.file()).unwrap().with_clock(Clock::manual(T_MS));
     let Response::Done(done) =
         backwave::tui::serve(&store, &current_actor(), &Request::Run { op: Op::Requeue, target, force: true })
     else {
@@ -339,12 +339,12 @@ fn pause_resume_and_pauses_speak_json_and_show_in_stats_and_workers() {
 fn pausing_an_unknown_queue_is_a_one_line_error_quoting_it_and_changes_nothing() {
     let f = admin_store();
     f.store().enqueue(&NewJob::new("charge-card", "critical", vec![])).unwrap();
-    let before = dump(&f.db);
+    let before = dump(f.db.file());
     let out = f.bw().args(["pause", "queue", "critcal"]).assert().code(2);
     one_line_error(&out.get_output().stderr, "'critcal'");
     assert!(text(&out.get_output().stderr).contains("--force"));
     f.bw().args(["pause", "queue", "critcal", "--dry-run"]).assert().code(2);
-    assert_eq!(dump(&f.db), before);
+    assert_eq!(dump(f.db.file()), before);
     let out = f.bw().args(["--format", "json", "pause", "queue", "critical", "--dry-run"]).assert().success();
     let v = json(&out.get_output().stdout);
     assert_eq!(
@@ -353,14 +353,14 @@ fn pausing_an_unknown_queue_is_a_one_line_error_quoting_it_and_changes_nothing()
     );
     let table = text(&f.bw().args(["pause", "queue", "critical", "--dry-run"]).assert().success().get_output().stdout);
     assert!(table.contains("Would pause queue 'critical'") && table.contains("1 scheduled would wait"), "{table}");
-    assert_eq!(dump(&f.db), before, "a dry run changed the store");
+    assert_eq!(dump(f.db.file()), before, "a dry run changed the store");
     f.bw().args(["pause", "queue", "bulk-import", "--force"]).assert().success();
 }
 
 #[test]
 fn pausing_needs_operate() {
     let f = Fixture::empty();
-    let store = Store::create(&f.db).unwrap();
+    let store = Store::create(f.db.file()).unwrap();
     store.bootstrap_admin("someone-else").unwrap();
     store.enqueue(&NewJob::new("w", "critical", vec![])).unwrap();
     drop(store);
@@ -378,7 +378,7 @@ fn run_now_makes_scheduled_jobs_due_and_refuses_a_running_one_without_changing_i
     let later = store.enqueue(&NewJob::new("w", "q", vec![]).due_at(T_MS + 3_600_000)).unwrap();
     store.enqueue(&NewJob::new("w", "running", vec![])).unwrap();
     let running = claim_all(&store, "running", 1).remove(0).id;
-    let before = dump(&f.db);
+    let before = dump(f.db.file());
 
     let out = f.bw().args(["--format", "json", "run-now", &running.to_string()]).assert().code(1);
     let v = json(&out.get_output().stdout);
@@ -386,7 +386,7 @@ fn run_now_makes_scheduled_jobs_due_and_refuses_a_running_one_without_changing_i
     assert_eq!(v["results"][0]["state"], "running");
     let err = text(&out.get_output().stderr);
     assert_eq!(err, "bw: 1 of 1 id was not made due\n");
-    assert_eq!(dump(&f.db), before, "a refused run-now changed the store");
+    assert_eq!(dump(f.db.file()), before, "a refused run-now changed the store");
 
     let out = f
         .bw()
@@ -408,7 +408,7 @@ fn run_now_makes_scheduled_jobs_due_and_refuses_a_running_one_without_changing_i
         (&v["results"][0]["result"], &v["results"][1]["result"]),
         (&"WouldCancel".into(), &"WouldRequestCancel".into())
     );
-    assert_eq!(dump(&f.db), before, "a dry run changed the store");
+    assert_eq!(dump(f.db.file()), before, "a dry run changed the store");
 
     let out = f.bw().args(["--format", "json", "run-now", &later.to_string(), "ffffffff"]).assert().code(1);
     let v = json(&out.get_output().stdout);
@@ -447,7 +447,7 @@ fn bulk_cancel_dry_run_gives_the_exact_plan_then_cancels_with_yes() {
     store.enqueue_many(&jobs).unwrap();
     store.enqueue(&NewJob::new("other", "q", vec![])).unwrap();
     claim_all(&store, "q", 2);
-    let before = dump(&f.db);
+    let before = dump(f.db.file());
     let out = f
         .bw()
         .args(["--format", "json", "cancel", "--state", "scheduled,running", "--wire-name", "charge-card", "--dry-run"])
@@ -468,7 +468,7 @@ fn bulk_cancel_dry_run_gives_the_exact_plan_then_cancels_with_yes() {
     assert!(table.contains("4 scheduled would end Cancelled at once"), "{table}");
     f.bw().args(["cancel", "--state", "succeeded"]).assert().code(2).stderr(predicate::str::contains("'succeeded'"));
     f.bw().args(["cancel", "--state", "scheduled", "--wire-name", "charge-card"]).assert().code(2);
-    assert_eq!(dump(&f.db), before, "a dry run or a refusal changed the store");
+    assert_eq!(dump(f.db.file()), before, "a dry run or a refusal changed the store");
     let out = f
         .bw()
         .args(["--format", "json", "cancel", "--state", "scheduled,running", "--wire-name", "charge-card", "--yes"])
@@ -487,7 +487,7 @@ fn jobs_edit_repairs_a_quarantined_payload_and_requeues_it() {
     let store = f.store();
     live_worker(&store, &["resize"]);
     let id = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 1)[0];
-    let file = f.db.with_file_name("payload.json");
+    let file = f._dir.path().join("payload.json");
     std::fs::write(&file, br#"{"width": 640}"#).unwrap();
     let out = f
         .bw()
@@ -523,7 +523,7 @@ fn jobs_edit_refuses_malformed_json_and_a_succeeded_job_in_one_line_changing_not
     store
         .complete(&Completion { job_id: done.id, worker_id: "w-test".into(), attempt: 1, outcome: Outcome::Succeeded })
         .unwrap();
-    let before = dump(&f.db);
+    let before = dump(f.db.file());
     let out = f.bw().args(["jobs", "edit", &q.to_string(), "--payload", "{width: 640"]).assert().code(2);
     one_line_error(&out.get_output().stderr, "'{width: 640'");
     let out = f.bw().args(["jobs", "edit", &done.id.to_string(), "--payload", "{}"]).assert().code(1);
@@ -534,7 +534,7 @@ fn jobs_edit_refuses_malformed_json_and_a_succeeded_job_in_one_line_changing_not
         text(&out.get_output().stderr)
     );
     f.bw().args(["jobs", "edit", &q.to_string(), "--payload", "@/nonexistent/payload.json"]).assert().code(2);
-    assert_eq!(dump(&f.db), before);
+    assert_eq!(dump(f.db.file()), before);
 }
 
 #[test]

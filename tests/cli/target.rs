@@ -1,6 +1,7 @@
-//! `--db` / `BW_DB` given a PostgreSQL URL in a build with no PostgreSQL backend (issue 12): one
-//! line saying so, exit 2 (usage), the password never printed, and nothing created where `bw`
-//! runs, whichever command was asked for.
+//! `--db` / `BW_DB` given a PostgreSQL URL that `bw` cannot use (issue 12): a malformed URL, a
+//! server that cannot be reached, `bw generate` (SQLite files only), or any URL in a build
+//! without the `postgres` feature. Each is one line quoting the URL with its password as `***`,
+//! its exit status, and nothing created where `bw` runs, whichever command was asked for.
 
 use std::path::Path;
 
@@ -8,7 +9,18 @@ use predicates::prelude::*;
 
 use super::harness::*;
 
-const URL: &str = "postgres://u:secret@h/db";
+/// Every kind of command: reads, the creator, a bulk writer, the probe, the dashboard, the demo
+/// (which picks its own store) and the generator.
+const COMMANDS: &[&[&str]] = &[
+    &["stats"],
+    &["init"],
+    &["jobs", "list"],
+    &["requeue", "--state", "dead-lettered", "--yes"],
+    &["check"],
+    &["top"],
+    &["demo", "--no-tui", "--duration", "1s"],
+    &["generate", "--jobs", "10"],
+];
 
 /// `bw ARGS` in the empty folder `dir`, with `BW_DB` unset unless `env` sets it.
 fn bw_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> assert_cmd::assert::Assert {
@@ -20,50 +32,75 @@ fn bw_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> assert_cmd::assert:
     cmd.assert()
 }
 
-fn assert_refused_and_untouched(dir: &Path, out: &assert_cmd::assert::Assert, wanted: &str) {
+fn assert_refused_and_untouched(dir: &Path, out: &assert_cmd::assert::Assert, code: i32, wanted: &str) {
     let output = out.get_output();
     let stderr = text(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
     assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains(wanted), "{stderr}");
+    assert!(stderr.contains(wanted), "wanted {wanted:?} in {stderr}");
     assert!(!stderr.contains("secret"), "{stderr}");
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "created {left:?}");
 }
 
-#[test]
-fn a_postgres_url_is_refused_with_exit_2_without_the_password_or_a_file() {
-    let refusal = "'postgres://u:***@h/db' is a PostgreSQL URL, but this build of BackWave supports SQLite files only";
-    let commands: &[&[&str]] = &[
-        &["stats"],
-        &["init"],
-        &["jobs", "list"],
-        &["requeue", "--state", "dead-lettered", "--yes"],
-        &["check"],
-        &["top"],
-        &["demo", "--no-tui", "--duration", "1s"],
-        &["generate", "--jobs", "10"],
-    ];
-    for args in commands {
-        let dir = tempfile::tempdir().unwrap();
-        let flag = [&["--db", URL][..], args].concat();
-        let out = bw_in(dir.path(), &[], &flag);
-        assert_refused_and_untouched(dir.path(), &out, refusal);
-        let out = bw_in(dir.path(), &[("BW_DB", URL)], args);
-        assert_refused_and_untouched(dir.path(), &out, refusal);
-    }
+/// Run `args` on `url` given both ways, `--db` and `BW_DB`, each in a fresh empty folder.
+fn assert_every_way(url: &str, args: &[&str], code: i32, wanted: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bw_in(dir.path(), &[], &[&["--db", url][..], args].concat());
+    assert_refused_and_untouched(dir.path(), &out, code, wanted);
+    let out = bw_in(dir.path(), &[("BW_DB", url)], args);
+    assert_refused_and_untouched(dir.path(), &out, code, wanted);
 }
 
 #[test]
 fn a_malformed_postgres_url_is_quoted_redacted_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = bw_in(dir.path(), &[], &["--db", "POSTGRESQL://u:secret@h:54x2/db", "stats"]);
-    assert_refused_and_untouched(
-        dir.path(),
-        &out,
-        "'POSTGRESQL://u:***@h:54x2/db' is not a PostgreSQL URL: the port '54x2' is not a number from 1 to 65535",
+    let url = "POSTGRESQL://u:secret@h:54x2/db";
+    let shown = "'POSTGRESQL://u:***@h:54x2/db'";
+    for args in COMMANDS {
+        let wanted = if args[0] == "generate" {
+            format!("bw generate writes SQLite files only (its bulk loader has no PostgreSQL side yet), not {shown}")
+        } else {
+            format!("{shown} is not a PostgreSQL URL: the port '54x2' is not a number from 1 to 65535")
+        };
+        assert_every_way(url, args, 2, &wanted);
+    }
+}
+
+/// A unix socket folder that does not exist: the connection fails at once, as a server that is
+/// down does, and the password (in the user info and as a parameter) never shows.
+#[cfg(feature = "postgres")]
+#[test]
+fn an_unreachable_server_is_one_line_with_exit_3_without_the_password_or_a_file() {
+    let url = "postgresql://u:secret@/x?host=/nonexistent&password=secret";
+    let shown = "'postgresql://u:***@/x?host=/nonexistent&password=***'";
+    for args in COMMANDS.iter().filter(|a| a[0] != "generate") {
+        assert_every_way(url, args, 3, &format!("cannot connect to the store at {shown}: "));
+    }
+}
+
+#[test]
+fn generate_refuses_a_url_before_connecting_with_exit_2() {
+    // Unreachable, and it does not matter: nothing connects.
+    let url = "postgres://u:secret@/x?host=/nonexistent";
+    assert_every_way(
+        url,
+        &["generate", "--jobs", "10", "--force"],
+        2,
+        "bw generate writes SQLite files only (its bulk loader has no PostgreSQL side yet), not \
+         'postgres://u:***@/x?host=/nonexistent': give --db a file path",
     );
+}
+
+/// Error::PostgresNotBuilt, in a build without the `postgres` feature
+/// (`cargo test --no-default-features --features cli --test cli target`).
+#[cfg(not(feature = "postgres"))]
+#[test]
+fn a_postgres_url_is_refused_with_exit_2_in_a_build_without_postgres() {
+    let refusal = "'postgres://u:***@h/db' is a PostgreSQL URL, but this build of BackWave supports SQLite files only";
+    for args in COMMANDS.iter().filter(|a| a[0] != "generate") {
+        assert_every_way("postgres://u:secret@h/db", args, 2, refusal);
+    }
 }
 
 #[test]
@@ -78,7 +115,7 @@ fn a_file_named_like_a_url_is_reached_through_dot_slash() {
 #[test]
 fn help_names_path_or_url_and_never_shows_a_bw_db_password() {
     let dir = tempfile::tempdir().unwrap();
-    bw_in(dir.path(), &[("BW_DB", URL)], &["--help"])
+    bw_in(dir.path(), &[("BW_DB", "postgres://u:secret@h/db")], &["--help"])
         .success()
         .stdout(predicate::str::contains("--db <PATH|URL>").and(predicate::str::contains("secret").not()));
 }

@@ -5,11 +5,15 @@
 //! scripts. A command must exit 0 unless the README says on that line that it exits 1. What is
 //! not run here is run elsewhere, and named: `cargo run --release -- demo` is
 //! `demo_for_10s_leaves_every_path_in_the_store` (the same binary, `--no-tui`), `cargo test` is
-//! this suite, and `cargo bench` is the benchmarks, too slow for a test.
+//! this suite, and `cargo bench` is the benchmarks, too slow for a test. The lines run on both
+//! backends: on SQLite against `./backwave.db`, as shown; on PostgreSQL with `BW_DB` naming the
+//! test's schema, the fixture copied into it.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use crate::backend::{both_backends, load_sqlite_fixture, Backend, TestDb};
 
 const README: &str = include_str!("../../README.md");
 
@@ -43,7 +47,7 @@ fn shown_commands() -> Vec<Shown> {
     out
 }
 
-fn run(dir: &Path, shown: &Shown) -> (i32, String) {
+fn run(dir: &Path, db: &TestDb, shown: &Shown) -> (i32, String) {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_bw")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
     let follow = shown.text.contains("--follow");
@@ -61,6 +65,9 @@ fn run(dir: &Path, shown: &Shown) -> (i32, String) {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if db.backend() == Backend::Postgres {
+        cmd.env("BW_DB", db.arg());
+    }
     // Its own process group, so Ctrl-C can go to the whole pipeline as a terminal sends it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().unwrap();
@@ -75,36 +82,37 @@ fn run(dir: &Path, shown: &Shown) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
-#[test]
-fn every_command_shown_in_the_readme_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = backwave::Store::create(dir.path().join("backwave.db")).unwrap();
-    store.raw_batch(super::HOSTILE_SQL).unwrap();
-    drop(store);
-    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.sql"), dir.path().join("schema.sql")).unwrap();
+both_backends! {
+    fn every_command_shown_in_the_readme_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::new(dir.path());
+        drop(backwave::Store::create(&db).unwrap());
+        load_sqlite_fixture(&db, crate::HOSTILE_SQL);
+        std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.sql"), dir.path().join("schema.sql")).unwrap();
 
-    let shown = shown_commands();
-    let mut ran = 0;
-    for s in &shown {
-        let first = s.text.split_whitespace().next().unwrap_or("");
-        if first == "cargo" {
-            continue; // named in the module comment
+        let shown = shown_commands();
+        let mut ran = 0;
+        for s in &shown {
+            let first = s.text.split_whitespace().next().unwrap_or("");
+            if first == "cargo" {
+                continue; // named in the module comment
+            }
+            assert!(
+                ["bw", "sqlite3", "sh"].contains(&first),
+                "README line {}: `{}` is neither run here nor named as run elsewhere",
+                s.line,
+                s.text
+            );
+            if s.text.contains("sqlite3 ") {
+                crate::programs::sqlite3();
+            }
+            let (code, output) = run(dir.path(), &db, s);
+            let expected = if s.text.contains("exit 1") { 1 } else { 0 };
+            assert_eq!(code, expected, "README line {}: `{}` exited {code}:\n{output}", s.line, s.text);
+            ran += 1;
         }
-        assert!(
-            ["bw", "sqlite3", "sh"].contains(&first),
-            "README line {}: `{}` is neither run here nor named as run elsewhere",
-            s.line,
-            s.text
-        );
-        if s.text.contains("sqlite3 ") {
-            super::programs::sqlite3();
-        }
-        let (code, output) = run(dir.path(), s);
-        let expected = if s.text.contains("exit 1") { 1 } else { 0 };
-        assert_eq!(code, expected, "README line {}: `{}` exited {code}:\n{output}", s.line, s.text);
-        ran += 1;
+        assert!(ran >= 20, "only {ran} README commands found: did the README's blocks change shape?");
     }
-    assert!(ran >= 20, "only {ran} README commands found: did the README's blocks change shape?");
 }
 
 /// `bw top` and `bw demo` need a terminal; the README names them in prose and tables, and the

@@ -13,6 +13,7 @@ use backwave::store::{CancelResult, HANDED_BACK};
 use backwave::{JobId, JobState};
 
 use super::support::*;
+use crate::backend::both_backends;
 
 /// Quick jobs that raise the group's pace, so that it claims far ahead of its one thread.
 const BURST: u32 = 3_000;
@@ -66,7 +67,7 @@ fn held_behind_a_stuck_handler(t: &TestStore, probe: &Probe) -> (EngineHandle, S
     t.store.enqueue_many(&burst).unwrap();
     let held: Vec<_> = (0..HELD).map(|i| registry.job("held", &i).unwrap().into_new_job(t.store.now())).collect();
     let held = t.store.enqueue_many(&held).unwrap();
-    let mut engine = Engine::new(&t.path, registry);
+    let mut engine = Engine::new(&t.db, registry);
     engine.add_worker_group(one_thread("ahead"));
     let running = engine.start().unwrap();
     let worker = running.worker_ids()[0].1.clone();
@@ -98,7 +99,7 @@ fn assert_handed_back(t: &TestStore, id: JobId, worker: &str) {
 fn heir_runs_them_at_attempt_1(t: &TestStore, ids: &[JobId]) {
     let mut registry = Registry::new();
     registry.handle::<u32>("held", |_, _| Ok(())).queue("q");
-    let mut engine = Engine::new(&t.path, registry);
+    let mut engine = Engine::new(&t.db, registry);
     engine.add_worker_group(WorkerGroup { concurrency: 4, ..group("heir", DispatchPolicy::strict(["q"]), 3) });
     let heir = engine.start().unwrap();
     for id in ids {
@@ -108,121 +109,125 @@ fn heir_runs_them_at_attempt_1(t: &TestStore, ids: &[JobId]) {
     heir.shutdown(Duration::from_secs(1));
 }
 
-#[test]
-fn shutdown_hands_back_claimed_jobs_no_handler_started_without_consuming_an_attempt() {
-    let t = test_store();
-    let probe = Probe::new();
-    let (running, worker, held) = held_behind_a_stuck_handler(&t, &probe);
-    // Hand-backs of jobs that waited too long behind the stuck handler before the shutdown
-    // (a slow machine) count with the shutdown's.
-    let before = running.stats()[0].handed_back;
-    let report = running.shutdown(Duration::ZERO);
+both_backends! {
+    fn shutdown_hands_back_claimed_jobs_no_handler_started_without_consuming_an_attempt() {
+        let t = test_store();
+        let probe = Probe::new();
+        let (running, worker, held) = held_behind_a_stuck_handler(&t, &probe);
+        // Hand-backs of jobs that waited too long behind the stuck handler before the shutdown
+        // (a slow machine) count with the shutdown's.
+        let before = running.stats()[0].handed_back;
+        let report = running.shutdown(Duration::ZERO);
 
-    let stuck = probe.started()[0];
-    assert_eq!(probe.started(), vec![stuck], "no other held job ever started");
-    assert_eq!(report.abandoned, 1, "the stuck handler's job is left to lapse");
-    let back: Vec<JobId> =
-        held.iter().copied().filter(|id| t.store.history(*id).unwrap().len() > 1 && *id != stuck).collect();
-    assert!(!back.is_empty(), "some held jobs were claimed ahead");
-    assert_eq!(report.handed_back + before, back.len() as u64);
-    for id in &back {
-        assert_handed_back(&t, *id, &worker);
+        let stuck = probe.started()[0];
+        assert_eq!(probe.started(), vec![stuck], "no other held job ever started");
+        assert_eq!(report.abandoned, 1, "the stuck handler's job is left to lapse");
+        let back: Vec<JobId> =
+            held.iter().copied().filter(|id| t.store.history(*id).unwrap().len() > 1 && *id != stuck).collect();
+        assert!(!back.is_empty(), "some held jobs were claimed ahead");
+        assert_eq!(report.handed_back + before, back.len() as u64);
+        for id in &back {
+            assert_handed_back(&t, *id, &worker);
+        }
+        probe.gate.store(true, Ordering::SeqCst);
+        heir_runs_them_at_attempt_1(&t, &back);
     }
-    probe.gate.store(true, Ordering::SeqCst);
-    heir_runs_them_at_attempt_1(&t, &back);
 }
 
-#[test]
-fn jobs_claimed_ahead_of_a_stalled_handler_are_handed_back_for_other_workers() {
-    let t = test_store();
-    let probe = Probe::new();
-    let (running, worker, held) = held_behind_a_stuck_handler(&t, &probe);
-    let stuck = probe.started()[0];
-    let claimed: Vec<JobId> =
-        held.iter().copied().filter(|id| *id != stuck && job(&t.store, *id).state == JobState::Running).collect();
-    // The first worker stays stuck all along: another one runs the jobs it had claimed.
-    wait_for("the jobs held behind the stuck handler to be handed back", Duration::from_secs(10), || {
-        claimed.iter().all(|id| job(&t.store, *id).state == JobState::Scheduled).then_some(())
-    });
-    for id in &claimed {
-        assert_handed_back(&t, *id, &worker);
+both_backends! {
+    fn jobs_claimed_ahead_of_a_stalled_handler_are_handed_back_for_other_workers() {
+        let t = test_store();
+        let probe = Probe::new();
+        let (running, worker, held) = held_behind_a_stuck_handler(&t, &probe);
+        let stuck = probe.started()[0];
+        let claimed: Vec<JobId> =
+            held.iter().copied().filter(|id| *id != stuck && job(&t.store, *id).state == JobState::Running).collect();
+        // The first worker stays stuck all along: another one runs the jobs it had claimed.
+        wait_for("the jobs held behind the stuck handler to be handed back", Duration::from_secs(10), || {
+            claimed.iter().all(|id| job(&t.store, *id).state == JobState::Scheduled).then_some(())
+        });
+        for id in &claimed {
+            assert_handed_back(&t, *id, &worker);
+        }
+        // Jobs claimed after the snapshot above, before the stall showed in the pace, are handed
+        // back too: the count agrees with the log.
+        let in_log: usize = held
+            .iter()
+            .map(|id| t.store.history(*id).unwrap().iter().filter(|e| e.reason.as_deref() == Some(HANDED_BACK)).count())
+            .sum();
+        assert_eq!(running.stats()[0].handed_back, in_log as u64);
+        assert!(in_log >= claimed.len());
+        heir_runs_them_at_attempt_1(&t, &claimed);
+        assert_eq!(probe.started(), vec![stuck]);
+        probe.gate.store(true, Ordering::SeqCst);
+        running.shutdown(Duration::from_secs(1));
     }
-    // Jobs claimed after the snapshot above, before the stall showed in the pace, are handed
-    // back too: the count agrees with the log.
-    let in_log: usize = held
-        .iter()
-        .map(|id| t.store.history(*id).unwrap().iter().filter(|e| e.reason.as_deref() == Some(HANDED_BACK)).count())
-        .sum();
-    assert_eq!(running.stats()[0].handed_back, in_log as u64);
-    assert!(in_log >= claimed.len());
-    heir_runs_them_at_attempt_1(&t, &claimed);
-    assert_eq!(probe.started(), vec![stuck]);
-    probe.gate.store(true, Ordering::SeqCst);
-    running.shutdown(Duration::from_secs(1));
 }
 
-#[test]
-fn an_operator_cancel_reaches_a_job_claimed_ahead_and_it_never_starts() {
-    let t = test_store();
-    let probe = Probe::new();
-    let (running, _, held) = held_behind_a_stuck_handler(&t, &probe);
-    let stuck = probe.started()[0];
-    let waiting =
-        held.iter().copied().find(|id| *id != stuck && job(&t.store, *id).state == JobState::Running).unwrap();
-    assert_eq!(t.store.cancel(ACTOR, &[waiting]).unwrap(), vec![CancelResult::CancelRequested]);
-    let j = wait_terminal(&t.store, waiting);
-    assert_eq!(j.state, JobState::Cancelled);
-    assert_eq!(j.terminal_cause.as_deref(), Some(format!("cancelled by {ACTOR}").as_str()));
-    let last = t.store.history(waiting).unwrap().pop().unwrap();
-    assert_eq!((last.to, last.actor.as_deref()), (JobState::Cancelled, Some(ACTOR)));
-    probe.gate.store(true, Ordering::SeqCst);
-    for id in held.iter().filter(|id| **id != waiting) {
-        assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded);
+both_backends! {
+    fn an_operator_cancel_reaches_a_job_claimed_ahead_and_it_never_starts() {
+        let t = test_store();
+        let probe = Probe::new();
+        let (running, _, held) = held_behind_a_stuck_handler(&t, &probe);
+        let stuck = probe.started()[0];
+        let waiting =
+            held.iter().copied().find(|id| *id != stuck && job(&t.store, *id).state == JobState::Running).unwrap();
+        assert_eq!(t.store.cancel(ACTOR, &[waiting]).unwrap(), vec![CancelResult::CancelRequested]);
+        let j = wait_terminal(&t.store, waiting);
+        assert_eq!(j.state, JobState::Cancelled);
+        assert_eq!(j.terminal_cause.as_deref(), Some(format!("cancelled by {ACTOR}").as_str()));
+        let last = t.store.history(waiting).unwrap().pop().unwrap();
+        assert_eq!((last.to, last.actor.as_deref()), (JobState::Cancelled, Some(ACTOR)));
+        probe.gate.store(true, Ordering::SeqCst);
+        for id in held.iter().filter(|id| **id != waiting) {
+            assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded);
+        }
+        running.shutdown(Duration::from_secs(1));
+        assert!(!probe.started().contains(&waiting), "the cancelled job's handler ran");
     }
-    running.shutdown(Duration::from_secs(1));
-    assert!(!probe.started().contains(&waiting), "the cancelled job's handler ran");
 }
 
-#[test]
-fn a_single_job_enqueued_into_an_idle_engine_starts_within_one_poll_interval() {
-    const POLL: Duration = Duration::from_millis(300);
-    let t = test_store();
-    let (tx, rx) = mpsc::channel::<Instant>();
-    let tx = Mutex::new(tx);
-    let mut registry = Registry::new();
-    registry.handle::<u32>("burst", |_, _| Ok(())).queue("q");
-    registry
-        .handle::<u32>("timed", move |_, _| {
-            tx.lock().unwrap().send(Instant::now()).unwrap();
-            Ok(())
-        })
-        .queue("q");
-    // A burst first, so the group has claimed far ahead before it goes idle.
-    let burst: Vec<_> = (0..BURST).map(|i| registry.job("burst", &i).unwrap().into_new_job(t.store.now())).collect();
-    t.store.enqueue_many(&burst).unwrap();
-    let mut engine = Engine::new(&t.path, registry);
-    engine.add_worker_group(WorkerGroup {
-        poll_interval: POLL,
-        concurrency: 4,
-        ..group("idle", DispatchPolicy::strict(["q"]), 3)
-    });
-    let running = engine.start().unwrap();
-    wait_for("the burst to drain", Duration::from_secs(60), || {
-        (t.store.counts().unwrap().total(JobState::Succeeded) == BURST as u64).then_some(())
-    });
-    let mut waits = Vec::new();
-    for i in 0..6u32 {
-        // Each at another point of the poll cycle.
-        std::thread::sleep(POLL.mul_f64(f64::from(i) / 6.0 + 0.1));
-        let new = running.registry().job("timed", &i).unwrap().into_new_job(t.store.now());
-        let enqueued = Instant::now();
-        t.store.enqueue(&new).unwrap();
-        let started = rx.recv_timeout(Duration::from_secs(10)).expect("the job started");
-        waits.push(started.saturating_duration_since(enqueued));
+both_backends! {
+    fn a_single_job_enqueued_into_an_idle_engine_starts_within_one_poll_interval() {
+        const POLL: Duration = Duration::from_millis(300);
+        let t = test_store();
+        let (tx, rx) = mpsc::channel::<Instant>();
+        let tx = Mutex::new(tx);
+        let mut registry = Registry::new();
+        registry.handle::<u32>("burst", |_, _| Ok(())).queue("q");
+        registry
+            .handle::<u32>("timed", move |_, _| {
+                tx.lock().unwrap().send(Instant::now()).unwrap();
+                Ok(())
+            })
+            .queue("q");
+        // A burst first, so the group has claimed far ahead before it goes idle.
+        let burst: Vec<_> = (0..BURST).map(|i| registry.job("burst", &i).unwrap().into_new_job(t.store.now())).collect();
+        t.store.enqueue_many(&burst).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup {
+            poll_interval: POLL,
+            concurrency: 4,
+            ..group("idle", DispatchPolicy::strict(["q"]), 3)
+        });
+        let running = engine.start().unwrap();
+        wait_for("the burst to drain", Duration::from_secs(60), || {
+            (t.store.counts().unwrap().total(JobState::Succeeded) == BURST as u64).then_some(())
+        });
+        let mut waits = Vec::new();
+        for i in 0..6u32 {
+            // Each at another point of the poll cycle.
+            std::thread::sleep(POLL.mul_f64(f64::from(i) / 6.0 + 0.1));
+            let new = running.registry().job("timed", &i).unwrap().into_new_job(t.store.now());
+            let enqueued = Instant::now();
+            t.store.enqueue(&new).unwrap();
+            let started = rx.recv_timeout(Duration::from_secs(10)).expect("the job started");
+            waits.push(started.saturating_duration_since(enqueued));
+        }
+        running.shutdown(Duration::from_secs(1));
+        waits.sort();
+        // One poll interval, plus a generous allowance for a claim transaction on a busy machine.
+        assert!(waits[waits.len() - 1] < POLL + Duration::from_millis(250), "enqueue-to-start: {waits:?}");
+        assert!(waits[waits.len() / 2] < POLL, "enqueue-to-start: {waits:?}");
     }
-    running.shutdown(Duration::from_secs(1));
-    waits.sort();
-    // One poll interval, plus a generous allowance for a claim transaction on a busy machine.
-    assert!(waits[waits.len() - 1] < POLL + Duration::from_millis(250), "enqueue-to-start: {waits:?}");
-    assert!(waits[waits.len() / 2] < POLL, "enqueue-to-start: {waits:?}");
 }

@@ -10,6 +10,7 @@ use backwave::store::PauseKind;
 use backwave::{JobId, JobState, Store};
 
 use super::support::*;
+use crate::backend::both_backends;
 
 fn registry() -> Registry {
     let mut r = Registry::new();
@@ -32,45 +33,46 @@ fn all_succeeded(store: &Store, ids: &[JobId]) -> bool {
     states(store, ids).iter().all(|s| *s == JobState::Succeeded)
 }
 
-#[test]
-fn two_engines_skip_a_paused_queue_and_a_paused_wire_name_while_other_work_drains() {
-    let t = test_store();
-    let charges = enqueue(&t.store, "charge-card", 5);
-    let audits = enqueue(&t.store, "audit-log", 5);
-    let emails = enqueue(&t.store, "send-email", 5);
-    t.store.pause(ACTOR, PauseKind::Queue, "critical", None, false).unwrap();
-    let policy = DispatchPolicy::strict(["critical", "default"]);
-    let engines: Vec<_> = (0..2)
-        .map(|i| {
-            let mut e = Engine::new(&t.path, registry());
-            e.add_worker_group(group(&format!("g{i}"), policy.clone(), 3));
-            e.start().unwrap()
-        })
-        .collect();
+both_backends! {
+    fn two_engines_skip_a_paused_queue_and_a_paused_wire_name_while_other_work_drains() {
+        let t = test_store();
+        let charges = enqueue(&t.store, "charge-card", 5);
+        let audits = enqueue(&t.store, "audit-log", 5);
+        let emails = enqueue(&t.store, "send-email", 5);
+        t.store.pause(ACTOR, PauseKind::Queue, "critical", None, false).unwrap();
+        let policy = DispatchPolicy::strict(["critical", "default"]);
+        let engines: Vec<_> = (0..2)
+            .map(|i| {
+                let mut e = Engine::new(&t.db, registry());
+                e.add_worker_group(group(&format!("g{i}"), policy.clone(), 3));
+                e.start().unwrap()
+            })
+            .collect();
 
-    wait_for("the unpaused queue to drain", Duration::from_secs(10), || all_succeeded(&t.store, &emails).then_some(()));
-    std::thread::sleep(Duration::from_millis(200)); // ten polls of each engine
-    assert!(states(&t.store, &charges).iter().chain(&states(&t.store, &audits)).all(|s| *s == JobState::Scheduled));
+        wait_for("the unpaused queue to drain", Duration::from_secs(10), || all_succeeded(&t.store, &emails).then_some(()));
+        std::thread::sleep(Duration::from_millis(200)); // ten polls of each engine
+        assert!(states(&t.store, &charges).iter().chain(&states(&t.store, &audits)).all(|s| *s == JobState::Scheduled));
 
-    // Swap the queue pause for a wire-name pause that lapses by itself.
-    let until = t.store.now() + 1_000;
-    t.store.pause(ACTOR, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
-    let resumed = Instant::now();
-    t.store.resume(ACTOR, PauseKind::Queue, "critical").unwrap();
-    wait_for("audit-log to run after the resume", Duration::from_secs(10), || {
-        all_succeeded(&t.store, &audits).then_some(())
-    });
-    assert!(resumed.elapsed() < Duration::from_millis(900), "took {:?} after the resume", resumed.elapsed());
-    assert!(
-        states(&t.store, &charges).iter().all(|s| *s == JobState::Scheduled),
-        "the paused wire name waits in its resumed queue"
-    );
-    wait_for("the --for pause to lapse", Duration::from_secs(10), || all_succeeded(&t.store, &charges).then_some(()));
-    for id in &charges {
-        let claimed_at = t.store.history(*id).unwrap().iter().find(|e| e.to == JobState::Running).unwrap().at;
-        assert!(claimed_at >= until, "charge-card was claimed at {claimed_at}, before its pause lapsed at {until}");
-    }
-    for e in engines {
-        e.shutdown(Duration::from_secs(1));
+        // Swap the queue pause for a wire-name pause that lapses by itself.
+        let until = t.store.now() + 1_000;
+        t.store.pause(ACTOR, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
+        let resumed = Instant::now();
+        t.store.resume(ACTOR, PauseKind::Queue, "critical").unwrap();
+        wait_for("audit-log to run after the resume", Duration::from_secs(10), || {
+            all_succeeded(&t.store, &audits).then_some(())
+        });
+        assert!(resumed.elapsed() < Duration::from_millis(900), "took {:?} after the resume", resumed.elapsed());
+        assert!(
+            states(&t.store, &charges).iter().all(|s| *s == JobState::Scheduled),
+            "the paused wire name waits in its resumed queue"
+        );
+        wait_for("the --for pause to lapse", Duration::from_secs(10), || all_succeeded(&t.store, &charges).then_some(()));
+        for id in &charges {
+            let claimed_at = t.store.history(*id).unwrap().iter().find(|e| e.to == JobState::Running).unwrap().at;
+            assert!(claimed_at >= until, "charge-card was claimed at {claimed_at}, before its pause lapsed at {until}");
+        }
+        for e in engines {
+            e.shutdown(Duration::from_secs(1));
+        }
     }
 }

@@ -11,6 +11,7 @@ use backwave::store::{RequeueResult, LEASE_EXPIRED};
 use backwave::{Clock, JobId, JobState, RetryPolicy, Store};
 
 use super::support::*;
+use crate::backend::both_backends;
 
 const LEASE: Duration = Duration::from_millis(300);
 
@@ -56,7 +57,7 @@ impl Gated {
 }
 
 fn start(t: &TestStore, clock: &Clock, registry: Registry, policy: RetryPolicy) -> EngineHandle {
-    let mut engine = Engine::new(&t.path, registry);
+    let mut engine = Engine::new(&t.db, registry);
     engine.clock(clock.clone());
     engine.add_worker_group(WorkerGroup {
         name: "g".into(),
@@ -86,83 +87,85 @@ fn outcomes_seen(running: &EngineHandle) -> u64 {
     s.succeeded + s.retried + s.dead_lettered + s.cancelled + s.fenced_out
 }
 
-#[test]
-fn a_stale_run_s_late_outcome_never_counts_for_the_same_worker_s_claim_after_a_requeue() {
-    let t = test_store();
-    let clock = Clock::manual(1_767_225_600_000);
-    let store = Store::open(&t.path).unwrap().with_clock(clock.clone());
-    let gated = Gated::new();
-    let id = store.enqueue(&backwave::NewJob::new("gated", "q", b"1".to_vec())).unwrap();
-    let running = start(&t, &clock, gated.registry(true), RetryPolicy::new(1, Duration::ZERO).unwrap());
-    gated.wait_runs(1);
+both_backends! {
+    fn a_stale_run_s_late_outcome_never_counts_for_the_same_worker_s_claim_after_a_requeue() {
+        let t = test_store();
+        let clock = Clock::manual(1_767_225_600_000);
+        let store = Store::open(&t.db).unwrap().with_clock(clock.clone());
+        let gated = Gated::new();
+        let id = store.enqueue(&backwave::NewJob::new("gated", "q", b"1".to_vec())).unwrap();
+        let running = start(&t, &clock, gated.registry(true), RetryPolicy::new(1, Duration::ZERO).unwrap());
+        gated.wait_runs(1);
 
-    // Attempt 1's lease lapses on its last attempt; an operator requeues it and the same
-    // worker claims it again as attempt 1 while run 1 still hangs.
-    lapse(&store, &clock, id, 1);
-    assert_eq!(job(&store, id).terminal_cause.as_deref(), Some(LEASE_EXPIRED));
-    assert_eq!(store.requeue(ACTOR, &[id]).unwrap(), [RequeueResult::Requeued { from: JobState::DeadLettered }]);
-    gated.wait_runs(2);
-    let j = job(&store, id);
-    assert_eq!((j.state, j.attempt), (JobState::Running, 1));
+        // Attempt 1's lease lapses on its last attempt; an operator requeues it and the same
+        // worker claims it again as attempt 1 while run 1 still hangs.
+        lapse(&store, &clock, id, 1);
+        assert_eq!(job(&store, id).terminal_cause.as_deref(), Some(LEASE_EXPIRED));
+        assert_eq!(store.requeue(ACTOR, &[id]).unwrap(), [RequeueResult::Requeued { from: JobState::DeadLettered }]);
+        gated.wait_runs(2);
+        let j = job(&store, id);
+        assert_eq!((j.state, j.attempt), (JobState::Running, 1));
 
-    // Run 1 now fails: that is the old execution speaking, not the one that holds the claim.
-    gated.open(1);
-    wait_for("run 1's outcome to be handled", Duration::from_secs(10), || (outcomes_seen(&running) >= 1).then_some(()));
-    let j = job(&store, id);
-    assert_eq!(
-        (j.state, j.terminal_cause.as_deref()),
-        (JobState::Running, None),
-        "the stale run's failure was recorded against the new claim"
-    );
+        // Run 1 now fails: that is the old execution speaking, not the one that holds the claim.
+        gated.open(1);
+        wait_for("run 1's outcome to be handled", Duration::from_secs(10), || (outcomes_seen(&running) >= 1).then_some(()));
+        let j = job(&store, id);
+        assert_eq!(
+            (j.state, j.terminal_cause.as_deref()),
+            (JobState::Running, None),
+            "the stale run's failure was recorded against the new claim"
+        );
 
-    gated.open(2);
-    let j = wait_terminal(&store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1));
-    assert!(store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some("stale run 1 finished late")));
+        gated.open(2);
+        let j = wait_terminal(&store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1));
+        assert!(store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some("stale run 1 finished late")));
+    }
 }
 
-#[test]
-fn a_stale_run_ending_does_not_stop_the_heartbeat_of_the_same_worker_s_next_attempt() {
-    let t = test_store();
-    let clock = Clock::manual(1_767_225_600_000);
-    let store = Store::open(&t.path).unwrap().with_clock(clock.clone());
-    let gated = Gated::new();
-    let id = store.enqueue(&backwave::NewJob::new("gated", "q", b"1".to_vec())).unwrap();
-    let running = start(&t, &clock, gated.registry(false), RetryPolicy::new(3, Duration::ZERO).unwrap());
-    gated.wait_runs(1);
+both_backends! {
+    fn a_stale_run_ending_does_not_stop_the_heartbeat_of_the_same_worker_s_next_attempt() {
+        let t = test_store();
+        let clock = Clock::manual(1_767_225_600_000);
+        let store = Store::open(&t.db).unwrap().with_clock(clock.clone());
+        let gated = Gated::new();
+        let id = store.enqueue(&backwave::NewJob::new("gated", "q", b"1".to_vec())).unwrap();
+        let running = start(&t, &clock, gated.registry(false), RetryPolicy::new(3, Duration::ZERO).unwrap());
+        gated.wait_runs(1);
 
-    lapse(&store, &clock, id, 1);
-    gated.wait_runs(2);
-    assert_eq!((job(&store, id).state, job(&store, id).attempt), (JobState::Running, 2));
+        lapse(&store, &clock, id, 1);
+        gated.wait_runs(2);
+        assert_eq!((job(&store, id).state, job(&store, id).attempt), (JobState::Running, 2));
 
-    // Run 1 succeeds late: fenced out. Attempt 2 must keep being heartbeated.
-    gated.open(1);
-    wait_for("run 1's late success to be fenced out", Duration::from_secs(10), || {
-        (running.stats()[0].fenced_out >= 1).then_some(())
-    });
-    // Half a lease passes, and several heartbeat periods (LEASE / 3) of real time.
-    clock.advance(LEASE / 2);
-    std::thread::sleep(LEASE + LEASE / 3);
-    clock.advance(LEASE / 2 + Duration::from_millis(10));
-    let reaped = store.reap_expired(10).unwrap();
-    let j = job(&store, id);
-    assert_eq!(
-        (reaped, j.state, j.attempt),
-        (0, JobState::Running, 2),
-        "attempt 2's lease lapsed although its worker is alive and its handler running"
-    );
+        // Run 1 succeeds late: fenced out. Attempt 2 must keep being heartbeated.
+        gated.open(1);
+        wait_for("run 1's late success to be fenced out", Duration::from_secs(10), || {
+            (running.stats()[0].fenced_out >= 1).then_some(())
+        });
+        // Half a lease passes, and several heartbeat periods (LEASE / 3) of real time.
+        clock.advance(LEASE / 2);
+        std::thread::sleep(LEASE + LEASE / 3);
+        clock.advance(LEASE / 2 + Duration::from_millis(10));
+        let reaped = store.reap_expired(10).unwrap();
+        let j = job(&store, id);
+        assert_eq!(
+            (reaped, j.state, j.attempt),
+            (0, JobState::Running, 2),
+            "attempt 2's lease lapsed although its worker is alive and its handler running"
+        );
 
-    gated.open(2);
-    let j = wait_terminal(&store, id);
-    running.shutdown(Duration::from_secs(1));
-    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
-    let lapsed: Vec<u32> = store
-        .history(id)
-        .unwrap()
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some(LEASE_EXPIRED))
-        .map(|e| e.attempt)
-        .collect();
-    assert_eq!(lapsed, [1]);
+        gated.open(2);
+        let j = wait_terminal(&store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
+        let lapsed: Vec<u32> = store
+            .history(id)
+            .unwrap()
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(LEASE_EXPIRED))
+            .map(|e| e.attempt)
+            .collect();
+        assert_eq!(lapsed, [1]);
+    }
 }

@@ -1,5 +1,6 @@
-//! Harness for the engine tests: a fresh store per test, short leases and polls so that every
-//! test takes seconds, waiting on the store's own state, and the `engine_worker` child process.
+//! Harness for the engine tests: a fresh store per test on the test's backend, short leases and
+//! polls so that every test takes seconds, waiting on the store's own state, and the
+//! `engine_worker` child process.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -9,21 +10,26 @@ use std::time::{Duration, Instant};
 use backwave::engine::{DispatchPolicy, WorkerGroup};
 use backwave::{Job, JobId, RetryPolicy, Store};
 
+use crate::backend::TestDb;
+
 pub const ACTOR: &str = "tester";
 
+/// Fields drop in order: the store's connections close before its schema is dropped.
 pub struct TestStore {
-    _dir: tempfile::TempDir,
-    pub path: PathBuf,
     pub store: Store,
+    /// Where the store lives: `Engine::new(&t.db, …)`, and `t.db.arg()` for a child's `--db`.
+    pub db: TestDb,
+    _dir: tempfile::TempDir,
 }
 
-/// A new store whose `tester` is admin (so requeue, cancel and settings are allowed).
+/// A new store on the test's backend whose `tester` is admin (so requeue, cancel and settings
+/// are allowed).
 pub fn test_store() -> TestStore {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("backwave.db");
-    let store = Store::create(&path).expect("create store");
+    let db = TestDb::new(dir.path());
+    let store = Store::create(&db).expect("create store");
     store.bootstrap_admin(ACTOR).expect("bootstrap admin");
-    TestStore { _dir: dir, path, store }
+    TestStore { store, db, _dir: dir }
 }
 
 /// A group tuned for tests: fast polls, a short lease, retries 10 ms apart.

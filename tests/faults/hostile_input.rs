@@ -10,6 +10,8 @@ use backwave::tui::filter::Filter;
 use backwave::{Backoff, Error, JobState, NewJob, RetryPolicy, Store};
 use proptest::prelude::*;
 
+use crate::backend::{both_backends, TestDb};
+
 const NOW: i64 = 1_800_000_000_000;
 
 /// Text an operator might type or paste: arbitrary Unicode, and near-misses of each grammar.
@@ -107,42 +109,46 @@ proptest! {
 }
 
 /// One store for the resolver cases (opening one per case would dominate the run).
-fn resolver_store() -> (tempfile::TempDir, Store, Vec<backwave::JobId>) {
+/// Twenty jobs on the test's backend. Bound in this order, the store is dropped before its
+/// schema, and the schema before the folder.
+fn resolver_store() -> (tempfile::TempDir, TestDb, Store, Vec<backwave::JobId>) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("ids.db")).unwrap();
+    let db = TestDb::named(dir.path(), "ids.db");
+    let store = Store::create(&db).unwrap();
     let ids = store.enqueue_many(&(0..20).map(|_| NewJob::new("w", "q", "{}")).collect::<Vec<_>>()).unwrap();
-    (dir, store, ids)
+    (dir, db, store, ids)
 }
 
-#[test]
-fn id_resolver_never_panics_and_quotes_what_it_refuses() {
-    let (_dir, store, ids) = resolver_store();
-    let mut runner = proptest::test_runner::TestRunner::default();
-    runner
-        .run(&typed(), |s| {
-            match store.resolve_id(&s) {
-                Ok(id) => {
-                    let hex: String = s.trim().chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
-                    // A prefix of the id, or (short ids, up to 12 hex digits) its random tail.
-                    let simple = id.0.simple().to_string();
-                    prop_assert!(
-                        simple.starts_with(&hex) || (hex.len() <= 12 && simple.ends_with(&hex)),
-                        "{s:?} resolved to {id}"
-                    );
-                    prop_assert!(ids.contains(&id));
+both_backends! {
+    fn id_resolver_never_panics_and_quotes_what_it_refuses() {
+        let (_dir, _db, store, ids) = resolver_store();
+        let mut runner = proptest::test_runner::TestRunner::default();
+        runner
+            .run(&typed(), |s| {
+                match store.resolve_id(&s) {
+                    Ok(id) => {
+                        let hex: String = s.trim().chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
+                        // A prefix of the id, or (short ids, up to 12 hex digits) its random tail.
+                        let simple = id.0.simple().to_string();
+                        prop_assert!(
+                            simple.starts_with(&hex) || (hex.len() <= 12 && simple.ends_with(&hex)),
+                            "{s:?} resolved to {id}"
+                        );
+                        prop_assert!(ids.contains(&id));
+                    }
+                    Err(e @ (Error::InvalidInput(_) | Error::JobNotFound(_) | Error::AmbiguousId { .. })) => {
+                        prop_assert!(quotes(&e.to_string(), &s), "{e} does not quote {s:?}");
+                    }
+                    Err(e) => prop_assert!(false, "unexpected error kind for {s:?}: {e:?}"),
                 }
-                Err(e @ (Error::InvalidInput(_) | Error::JobNotFound(_) | Error::AmbiguousId { .. })) => {
-                    prop_assert!(quotes(&e.to_string(), &s), "{e} does not quote {s:?}");
-                }
-                Err(e) => prop_assert!(false, "unexpected error kind for {s:?}: {e:?}"),
-            }
-            Ok(())
-        })
-        .unwrap();
-    // Every full id, and every id with its hyphens dropped or upper-cased, resolves to itself.
-    for id in &ids {
-        assert_eq!(store.resolve_id(&id.to_string()).unwrap(), *id);
-        assert_eq!(store.resolve_id(&id.0.simple().to_string().to_uppercase()).unwrap(), *id);
+                Ok(())
+            })
+            .unwrap();
+        // Every full id, and every id with its hyphens dropped or upper-cased, resolves to itself.
+        for id in &ids {
+            assert_eq!(store.resolve_id(&id.to_string()).unwrap(), *id);
+            assert_eq!(store.resolve_id(&id.0.simple().to_string().to_uppercase()).unwrap(), *id);
+        }
     }
 }
 
@@ -168,20 +174,22 @@ fn filter_since_with_an_enormous_duration_is_refused_or_clamped_not_a_panic() {
     }
 }
 
-/// Tables print `JobId::short()` (`0192f3a1`) and `bw requeue 0192f3a1` takes it back. Ids are
-/// UUID v7: their first 8 hex digits are the top of a millisecond timestamp, shared by every job
-/// created in the same ~65 seconds, so the short id of a job shown in a table must still name
-/// that one job when it has neighbours.
-#[test]
-fn short_id_shown_in_tables_resolves_to_its_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("short.db")).unwrap();
-    let a = store.enqueue(&NewJob::new("w", "q", "{}")).unwrap();
-    let b = store.enqueue(&NewJob::new("w", "q", "{}")).unwrap();
-    for id in [a, b] {
-        match store.resolve_id(&id.short()) {
-            Ok(found) => assert_eq!(found, id),
-            Err(e) => panic!("the short id {} shown for {id} does not resolve: {e}", id.short()),
+both_backends! {
+    /// Tables print `JobId::short()` (`0192f3a1`) and `bw requeue 0192f3a1` takes it back. Ids are
+    /// UUID v7: their first 8 hex digits are the top of a millisecond timestamp, shared by every job
+    /// created in the same ~65 seconds, so the short id of a job shown in a table must still name
+    /// that one job when it has neighbours.
+    fn short_id_shown_in_tables_resolves_to_its_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::named(dir.path(), "short.db");
+        let store = Store::create(&db).unwrap();
+        let a = store.enqueue(&NewJob::new("w", "q", "{}")).unwrap();
+        let b = store.enqueue(&NewJob::new("w", "q", "{}")).unwrap();
+        for id in [a, b] {
+            match store.resolve_id(&id.short()) {
+                Ok(found) => assert_eq!(found, id),
+                Err(e) => panic!("the short id {} shown for {id} does not resolve: {e}", id.short()),
+            }
         }
     }
 }

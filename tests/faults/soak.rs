@@ -3,7 +3,8 @@
 //! few hundred milliseconds (and now and then SIGSTOPs one for twice its lease, so that it wakes
 //! up a stale worker) and starts replacements. Afterwards the log must tell one consistent story
 //! per job. `BW_SOAK_SECS=600 cargo test --test faults soak -- --nocapture` keeps the faults
-//! coming, topping the queue up, for as long as asked.
+//! coming, topping the queue up, for as long as asked. It runs on both backends: on PostgreSQL
+//! the worker processes stand in for separate hosts sharing one database.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -11,10 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use backwave::store::{RawConnection, RawValue};
-use backwave::{NewJob, Store};
+use backwave::store::RawValue;
+use backwave::{JobState, NewJob, Store};
 
 use super::support;
+use crate::backend::{both_backends, plain_query, TestDb};
 
 const LEASE_MS: u64 = 1_000;
 const CONCURRENCY: usize = 4;
@@ -69,7 +71,7 @@ struct Worker {
 /// Start a worker. A start can find the store locked past its busy timeout while SIGSTOPped
 /// workers froze holding the write lock one after another (the harness's own doing): like a
 /// supervisor, try again.
-fn spawn_worker(bin: &Path, db: &Path) -> Worker {
+fn spawn_worker(bin: &Path, db: &TestDb) -> Worker {
     let mut last = String::new();
     for _ in 0..10 {
         let mut child = Command::new(bin)
@@ -129,134 +131,135 @@ fn unfinished(store: &Store) -> u64 {
     c.total(backwave::JobState::Scheduled) + c.total(backwave::JobState::Running)
 }
 
-#[test]
-fn crash_soak_every_job_ends_once_with_a_consistent_log() {
-    let soak_secs: Option<u64> = std::env::var("BW_SOAK_SECS").ok().and_then(|s| s.parse().ok());
-    let seed = std::env::var("BW_SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
-    eprintln!("crash soak: seed {seed} (BW_SOAK_SEED={seed} repeats the fault schedule)");
-    let mut rng = Rng(seed);
-    let bin = worker_binary();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("soak.db");
-    let store = Store::create(&db).unwrap();
-    store.bootstrap_admin(&backwave::store::current_actor()).unwrap();
-    store.enqueue_many(&soak_jobs(JOBS, &mut rng)).unwrap();
-    let mut enqueued = JOBS;
-    // An operator requeues the dead letters now and then, in the middle of the crashes.
-    let mut operators: Vec<std::process::Child> = Vec::new();
-    let mut last_requeue = Instant::now();
-    let mut operators_started = 0;
+both_backends! {
+    fn crash_soak_every_job_ends_once_with_a_consistent_log() {
+        let soak_secs: Option<u64> = std::env::var("BW_SOAK_SECS").ok().and_then(|s| s.parse().ok());
+        let seed = std::env::var("BW_SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+        });
+        eprintln!("crash soak: seed {seed} (BW_SOAK_SEED={seed} repeats the fault schedule)");
+        let mut rng = Rng(seed);
+        let bin = worker_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::new(dir.path());
+        let store = Store::create(&db).unwrap();
+        store.bootstrap_admin(&backwave::store::current_actor()).unwrap();
+        store.enqueue_many(&soak_jobs(JOBS, &mut rng)).unwrap();
+        let mut enqueued = JOBS;
+        // An operator requeues the dead letters now and then, in the middle of the crashes.
+        let mut operators: Vec<std::process::Child> = Vec::new();
+        let mut last_requeue = Instant::now();
+        let mut operators_started = 0;
 
-    let started = Instant::now();
-    let mut live: Vec<Worker> = (0..WORKERS).map(|_| spawn_worker(&bin, &db)).collect();
-    let mut stalled: Vec<(Worker, Instant)> = Vec::new();
-    let mut faulted: Vec<String> = Vec::new();
-    let (mut kills, mut stalls) = (0, 0);
-    loop {
-        std::thread::sleep(Duration::from_millis(150 + rng.below(250)));
-        let elapsed = started.elapsed();
-        // Wake stalled workers: each comes back holding leases that have been reaped.
-        let (wake, keep): (Vec<_>, Vec<_>) = stalled.into_iter().partition(|(_, until)| Instant::now() >= *until);
-        stalled = keep;
-        for (w, _) in wake {
+        let started = Instant::now();
+        let mut live: Vec<Worker> = (0..WORKERS).map(|_| spawn_worker(&bin, &db)).collect();
+        let mut stalled: Vec<(Worker, Instant)> = Vec::new();
+        let mut faulted: Vec<String> = Vec::new();
+        let (mut kills, mut stalls) = (0, 0);
+        loop {
+            std::thread::sleep(Duration::from_millis(150 + rng.below(250)));
+            let elapsed = started.elapsed();
+            // Wake stalled workers: each comes back holding leases that have been reaped.
+            let (wake, keep): (Vec<_>, Vec<_>) = stalled.into_iter().partition(|(_, until)| Instant::now() >= *until);
+            stalled = keep;
+            for (w, _) in wake {
+                signal(&w, libc::SIGCONT);
+                live.push(w);
+            }
+            match soak_secs {
+                Some(secs) if elapsed < Duration::from_secs(secs) && unfinished(&store) < 500 => {
+                    store.enqueue_many(&soak_jobs(1_000, &mut rng)).unwrap();
+                    enqueued += 1_000;
+                }
+                Some(secs) if elapsed < Duration::from_secs(secs) => {}
+                Some(_) => break,
+                None if unfinished(&store) == 0 || elapsed > FAULT_PHASE_MAX => break,
+                None => {}
+            }
+            // Twice in the default run (each requeue brings the always-failing jobs back for
+            // another round), every 3 s through a long soak; only once there are dead letters.
+            let dead = store.counts().unwrap().total(backwave::JobState::DeadLettered);
+            if dead > 0 && last_requeue.elapsed() > Duration::from_secs(3) && (soak_secs.is_some() || operators_started < 2)
+            {
+                operators_started += 1;
+                operators.push(
+                    Command::new(support::bw())
+                        .arg("--db")
+                        .arg(&db)
+                        .args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes"])
+                        .env_remove("BW_NOW")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap(),
+                );
+                last_requeue = Instant::now();
+            }
+            let victim = live.swap_remove(rng.below(live.len() as u64) as usize);
+            faulted.push(victim.id.clone());
+            if rng.below(6) == 0 {
+                signal(&victim, libc::SIGSTOP);
+                let stall = Duration::from_millis(2 * LEASE_MS + rng.below(LEASE_MS));
+                // Woken by a timer, not by this loop: the loop may be waiting to start a replacement
+                // that needs the very lock the stalled worker froze holding.
+                let pid = victim.child.id() as libc::pid_t;
+                std::thread::spawn(move || {
+                    std::thread::sleep(stall);
+                    // SAFETY: kill(2); the child is reaped only after `until` below has passed.
+                    unsafe { libc::kill(pid, libc::SIGCONT) };
+                });
+                stalled.push((victim, Instant::now() + stall + Duration::from_millis(50)));
+                stalls += 1;
+            } else {
+                kill(victim);
+                kills += 1;
+            }
+            while live.len() < WORKERS {
+                live.push(spawn_worker(&bin, &db));
+            }
+        }
+        let fault_phase = started.elapsed();
+        let mut requeued = 0;
+        for op in operators.drain(..) {
+            let out = op.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // 1: some dead letters would only quarantine again (no live worker at that instant).
+            assert!(matches!(out.status.code(), Some(0 | 1)), "bw requeue during the soak: {stderr}");
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            requeued += doc["requeued"].as_u64().unwrap_or(0);
+        }
+        for (w, _) in stalled.drain(..) {
             signal(&w, libc::SIGCONT);
             live.push(w);
         }
-        match soak_secs {
-            Some(secs) if elapsed < Duration::from_secs(secs) && unfinished(&store) < 500 => {
-                store.enqueue_many(&soak_jobs(1_000, &mut rng)).unwrap();
-                enqueued += 1_000;
-            }
-            Some(secs) if elapsed < Duration::from_secs(secs) => {}
-            Some(_) => break,
-            None if unfinished(&store) == 0 || elapsed > FAULT_PHASE_MAX => break,
-            None => {}
+        let drain_started = Instant::now();
+        while unfinished(&store) > 0 && drain_started.elapsed() < DRAIN_MAX {
+            std::thread::sleep(Duration::from_millis(100));
         }
-        // Twice in the default run (each requeue brings the always-failing jobs back for
-        // another round), every 3 s through a long soak; only once there are dead letters.
-        let dead = store.counts().unwrap().total(backwave::JobState::DeadLettered);
-        if dead > 0 && last_requeue.elapsed() > Duration::from_secs(3) && (soak_secs.is_some() || operators_started < 2)
-        {
-            operators_started += 1;
-            operators.push(
-                Command::new(support::bw())
-                    .arg("--db")
-                    .arg(&db)
-                    .args(["--format", "json", "requeue", "--state", "dead-lettered", "--yes"])
-                    .env_remove("BW_NOW")
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap(),
-            );
-            last_requeue = Instant::now();
+        let left = unfinished(&store);
+        for w in live.drain(..) {
+            kill(w);
         }
-        let victim = live.swap_remove(rng.below(live.len() as u64) as usize);
-        faulted.push(victim.id.clone());
-        if rng.below(6) == 0 {
-            signal(&victim, libc::SIGSTOP);
-            let stall = Duration::from_millis(2 * LEASE_MS + rng.below(LEASE_MS));
-            // Woken by a timer, not by this loop: the loop may be waiting to start a replacement
-            // that needs the very lock the stalled worker froze holding.
-            let pid = victim.child.id() as libc::pid_t;
-            std::thread::spawn(move || {
-                std::thread::sleep(stall);
-                // SAFETY: kill(2); the child is reaped only after `until` below has passed.
-                unsafe { libc::kill(pid, libc::SIGCONT) };
-            });
-            stalled.push((victim, Instant::now() + stall + Duration::from_millis(50)));
-            stalls += 1;
-        } else {
-            kill(victim);
-            kills += 1;
-        }
-        while live.len() < WORKERS {
-            live.push(spawn_worker(&bin, &db));
-        }
-    }
-    let fault_phase = started.elapsed();
-    let mut requeued = 0;
-    for op in operators.drain(..) {
-        let out = op.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        // 1: some dead letters would only quarantine again (no live worker at that instant).
-        assert!(matches!(out.status.code(), Some(0 | 1)), "bw requeue during the soak: {stderr}");
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        requeued += doc["requeued"].as_u64().unwrap_or(0);
-    }
-    for (w, _) in stalled.drain(..) {
-        signal(&w, libc::SIGCONT);
-        live.push(w);
-    }
-    let drain_started = Instant::now();
-    while unfinished(&store) > 0 && drain_started.elapsed() < DRAIN_MAX {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let left = unfinished(&store);
-    for w in live.drain(..) {
-        kill(w);
-    }
-    assert_eq!(left, 0, "{left} jobs were still not terminal {DRAIN_MAX:?} after the faults stopped");
+        assert_eq!(left, 0, "{left} jobs were still not terminal {DRAIN_MAX:?} after the faults stopped");
 
-    let report = verify(&db, &faulted);
-    eprintln!(
-        "crash soak: {enqueued} jobs, {kills} SIGKILLs, {stalls} SIGSTOPs in {:.1}s of faults, drained in {:.1}s more; \
-         {} attempts, {} lapsed leases reaped, {} claims handed back unstarted, {requeued} dead letters requeued by bw, \
-         {} succeeded, {} dead-lettered",
-        fault_phase.as_secs_f64(),
-        drain_started.elapsed().as_secs_f64(),
-        report.attempts,
-        report.lapsed,
-        report.handed_back,
-        report.succeeded,
-        report.dead_lettered,
-    );
-    assert_eq!(report.jobs, enqueued as u64);
-    assert_eq!(report.requeues, requeued, "bw reported {requeued} requeues, the log holds {}", report.requeues);
-    assert!(kills == 0 || report.lapsed > 0, "{kills} workers were killed mid-drain but no lease ever lapsed");
+        let report = verify(&db, &faulted);
+        eprintln!(
+            "crash soak: {enqueued} jobs, {kills} SIGKILLs, {stalls} SIGSTOPs in {:.1}s of faults, drained in {:.1}s more; \
+             {} attempts, {} lapsed leases reaped, {} claims handed back unstarted, {requeued} dead letters requeued by bw, \
+             {} succeeded, {} dead-lettered",
+            fault_phase.as_secs_f64(),
+            drain_started.elapsed().as_secs_f64(),
+            report.attempts,
+            report.lapsed,
+            report.handed_back,
+            report.succeeded,
+            report.dead_lettered,
+        );
+        assert_eq!(report.jobs, enqueued as u64);
+        assert_eq!(report.requeues, requeued, "bw reported {requeued} requeues, the log holds {}", report.requeues);
+        assert!(kills == 0 || report.lapsed > 0, "{kills} workers were killed mid-drain but no lease ever lapsed");
+    }
 }
 
 #[derive(Debug, Default)]
@@ -286,19 +289,16 @@ struct Row {
 
 /// Read the finished store with plain SQL (not through the code under test) and check that each
 /// job's log is one consistent story that ends where its row is.
-fn verify(db: &Path, faulted: &[String]) -> Report {
+fn verify(db: &TestDb, faulted: &[String]) -> Report {
     support::assert_intact(db);
-    let conn = RawConnection::open(db).unwrap();
     let mut report = Report::default();
     let mut logs: HashMap<String, Vec<Row>> = HashMap::new();
     let text = |v: &RawValue| v.as_opt_str().map(str::to_string);
     let u32_of = |v: &RawValue| u32::try_from(v.as_i64()).unwrap();
-    let rows = conn
-        .query(
-            "SELECT job_id, from_state, to_state, attempt, worker_id, actor, reason FROM transitions ORDER BY seq",
-            &[],
-        )
-        .unwrap();
+    let rows = plain_query(
+        db,
+        "SELECT job_id, from_state, to_state, attempt, worker_id, actor, reason FROM transitions ORDER BY seq",
+    );
     for r in rows {
         let row = Row {
             from: text(&r[1]),
@@ -310,9 +310,7 @@ fn verify(db: &Path, faulted: &[String]) -> Report {
         };
         logs.entry(r[0].as_str().to_string()).or_default().push(row);
     }
-    let jobs: Vec<JobRow> = conn
-        .query("SELECT id, state, attempt, payload, terminal_cause FROM jobs", &[])
-        .unwrap()
+    let jobs: Vec<JobRow> = plain_query(db, "SELECT id, state, attempt, payload, terminal_cause FROM jobs")
         .iter()
         .map(|r| {
             (r[0].as_str().to_string(), r[1].as_str().to_string(), u32_of(&r[2]), r[3].as_bytes().to_vec(), text(&r[4]))
@@ -391,17 +389,15 @@ fn verify(db: &Path, faulted: &[String]) -> Report {
             other => panic!("job {id} ({payload}) ended {other}"),
         }
     }
-    // The counts dashboards read agree with the rows.
-    let counts = conn
-        .query(
-            "SELECT c.queue, c.state, c.n, (SELECT count(*) FROM jobs j WHERE j.queue = c.queue AND j.state = c.state)
-             FROM job_counts c",
-            &[],
-        )
-        .unwrap();
-    for row in counts {
-        let (state, counted, actual) = (row[1].as_str(), row[2].as_i64(), row[3].as_i64());
-        assert_eq!(counted, actual, "job_counts says {counted} {state}, the rows say {actual}");
+    // The counts dashboards read (kept by triggers on SQLite, folded deltas on PostgreSQL) agree
+    // with the rows.
+    let counts = Store::open(db).unwrap().counts().unwrap();
+    for row in plain_query(db, "SELECT queue, state, count(*) FROM jobs GROUP BY queue, state") {
+        let (queue, state, actual) = (row[0].as_str(), row[1].as_str().parse::<JobState>().unwrap(), row[2].as_i64());
+        let counted = counts.by_queue.get(queue).and_then(|q| q.get(&state)).copied().unwrap_or(0);
+        assert_eq!(counted, actual as u64, "the counts say {counted} {queue} {state}, the rows say {actual}");
     }
+    let counted: u64 = counts.by_queue.values().flat_map(|q| q.values()).sum();
+    assert_eq!(counted, report.jobs, "the counts hold {counted} jobs, the rows {}", report.jobs);
     report
 }

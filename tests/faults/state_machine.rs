@@ -1,7 +1,8 @@
 //! The state-machine property test: random sequences of store operations from several simulated
 //! workers, under a manual clock, checked after every step against a small model of SPEC.md
 //! written here without looking at how the store does it. The model decides what each operation
-//! must return and what every job row and its transition log must then hold.
+//! must return and what every job row and its transition log must then hold. Both backends run
+//! the same cases (`store_follows_the_spec_state_machine::sqlite` and `::postgres`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use backwave::{
     Store,
 };
 use proptest::prelude::*;
+
+use crate::backend::TestDb;
 
 const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
 const QUEUES: [&str; 2] = ["q0", "q1"];
@@ -255,8 +258,8 @@ impl MJob {
     }
 }
 
+/// Fields drop in order: the store's connections close before its schema is dropped.
 struct Harness {
-    _dir: tempfile::TempDir,
     store: Store,
     clock: Clock,
     jobs: Vec<MJob>,
@@ -264,15 +267,18 @@ struct Harness {
     /// The one worker group's policy in this run (a job's budget is the claiming group's).
     policy: usize,
     seq: u32,
+    _db: TestDb,
+    _dir: tempfile::TempDir,
 }
 
 impl Harness {
     fn new(policy: usize) -> Harness {
         let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::new(dir.path());
         let clock = Clock::manual(START);
-        let store = Store::create(dir.path().join("sm.db")).unwrap().with_clock(clock.clone());
+        let store = Store::create(&db).unwrap().with_clock(clock.clone());
         assert!(store.bootstrap_admin(OPERATOR).unwrap());
-        Harness { _dir: dir, store, clock, jobs: Vec::new(), policies: policies(), policy, seq: 0 }
+        Harness { store, clock, jobs: Vec::new(), policies: policies(), policy, seq: 0, _db: db, _dir: dir }
     }
 
     fn now(&self) -> Millis {
@@ -740,13 +746,32 @@ fn replay(log: &[backwave::Transition], state: JobState, attempt: u32) {
     assert_eq!(cur, Some((state, attempt)), "replaying the log does not give the row");
 }
 
-proptest! {
-    #[test]
-    fn store_follows_the_spec_state_machine(policy in 0..6usize, ops in proptest::collection::vec(op(), 1..50)) {
-        let mut h = Harness::new(policy);
-        for op in &ops {
-            h.apply(op);
-            h.check();
+/// One case, on a fresh store of the thread's backend.
+fn follows_the_spec(policy: usize, ops: &[Op]) {
+    let mut h = Harness::new(policy);
+    for op in ops {
+        h.apply(op);
+        h.check();
+    }
+}
+
+/// `both_backends!` by hand: proptest's macro makes the `#[test]` functions itself. The cases
+/// and the regressions file (`state_machine.proptest-regressions`) are the same for both arms.
+mod store_follows_the_spec_state_machine {
+    use super::*;
+    use crate::backend::{use_backend, Backend};
+
+    proptest! {
+        #[test]
+        fn sqlite(policy in 0..6usize, ops in proptest::collection::vec(op(), 1..50)) {
+            let _backend = use_backend(Backend::Sqlite);
+            follows_the_spec(policy, &ops);
+        }
+
+        #[test]
+        fn postgres(policy in 0..6usize, ops in proptest::collection::vec(op(), 1..50)) {
+            let _backend = use_backend(Backend::Postgres);
+            follows_the_spec(policy, &ops);
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use backwave::Store;
+use backwave::{Store, StoreTarget};
 
 /// Set in a child test process re-run as an unprivileged user: the store path to check.
 const CHILD_ENV: &str = "BW_FAULTS_UNPRIVILEGED_DB";
@@ -68,8 +68,9 @@ pub fn bw() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bw"))
 }
 
-/// `PRAGMA integrity_check` and the foreign keys: nothing to report.
-pub fn assert_intact(db: &Path) {
+/// The store's integrity check (on SQLite `PRAGMA integrity_check` and the foreign keys):
+/// nothing to report.
+pub fn assert_intact(db: impl Into<StoreTarget>) {
     let store = Store::open(db).unwrap();
     let problems = store.check_integrity().unwrap();
     assert!(problems.is_empty(), "the store is damaged: {problems:?}");

@@ -12,6 +12,7 @@ use backwave::store::current_actor;
 use backwave::{JobState, Permission, Store};
 
 use super::support;
+use crate::backend::{both_backends, load_sqlite_fixture, TestDb};
 
 /// What a terminal may safely receive: text with newlines (and tabs), nothing that acts.
 pub fn assert_inert(bytes: &[u8], what: &str) {
@@ -31,16 +32,17 @@ pub fn assert_inert(bytes: &[u8], what: &str) {
     }
 }
 
-fn hostile_store(dir: &Path) -> std::path::PathBuf {
-    let db = dir.join("hostile.db");
-    let store = Store::create(&db).unwrap();
-    store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
+fn hostile_store(dir: &Path) -> TestDb {
+    let db = TestDb::named(dir, "hostile.db");
+    drop(Store::create(&db).unwrap());
+    load_sqlite_fixture(&db, include_str!("../../fixtures/hostile.sql"));
+    let store = Store::open(&db).unwrap();
     store.bootstrap_admin(&current_actor()).unwrap();
     assert!(store.permissions(&current_actor()).unwrap().contains(&Permission::ViewFailureDetail));
     db
 }
 
-fn run(db: &Path, args: &[&str]) -> Output {
+fn run(db: &TestDb, args: &[&str]) -> Output {
     let out = Command::new(support::bw())
         .arg("--db")
         .arg(db)
@@ -60,7 +62,7 @@ fn run(db: &Path, args: &[&str]) -> Output {
     out
 }
 
-fn check(db: &Path, args: &[&str]) {
+fn check(db: &TestDb, args: &[&str]) {
     let what = format!("bw {}", args.join(" "));
     let out = run(db, args);
     assert!(!out.stdout.is_empty(), "{what} printed nothing");
@@ -73,48 +75,50 @@ fn check(db: &Path, args: &[&str]) {
     }
 }
 
-#[test]
-fn every_output_path_on_the_hostile_fixture_is_inert() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = hostile_store(dir.path());
-    let store = Store::open(&db).unwrap();
-    let ids: Vec<String> =
-        store.list_jobs(&Default::default(), 1_000, 0).unwrap().jobs.iter().map(|j| j.id.to_string()).collect();
-    assert!(ids.len() >= 30, "the fixture has {} jobs", ids.len());
-    drop(store);
+both_backends! {
+    fn every_output_path_on_the_hostile_fixture_is_inert() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = hostile_store(dir.path());
+        let store = Store::open(&db).unwrap();
+        let ids: Vec<String> =
+            store.list_jobs(&Default::default(), 1_000, 0).unwrap().jobs.iter().map(|j| j.id.to_string()).collect();
+        assert!(ids.len() >= 30, "the fixture has {} jobs", ids.len());
+        drop(store);
 
-    for format in ["table", "json"] {
-        let f = ["--format", format];
-        check(&db, &[&f[..], &["jobs", "list", "--limit", "1000"]].concat());
-        for state in JobState::ALL {
-            check(&db, &[&f[..], &["jobs", "list", "--state", state.as_str()]].concat());
-        }
-        check(&db, &[&f[..], &["log", "tail", "-n", "1000"]].concat());
-        check(&db, &[&f[..], &["log", "tail", "-n", "1000", "--detail"]].concat());
-        check(&db, &[&f[..], &["stats"]].concat());
-        check(&db, &[&f[..], &["workers"]].concat());
-        for id in &ids {
-            check(&db, &[&f[..], &["jobs", "show", id]].concat());
-            check(&db, &[&f[..], &["jobs", "show", id, "--detail"]].concat());
+        for format in ["table", "json"] {
+            let f = ["--format", format];
+            check(&db, &[&f[..], &["jobs", "list", "--limit", "1000"]].concat());
+            for state in JobState::ALL {
+                check(&db, &[&f[..], &["jobs", "list", "--state", state.as_str()]].concat());
+            }
+            check(&db, &[&f[..], &["log", "tail", "-n", "1000"]].concat());
+            check(&db, &[&f[..], &["log", "tail", "-n", "1000", "--detail"]].concat());
+            check(&db, &[&f[..], &["stats"]].concat());
+            check(&db, &[&f[..], &["workers"]].concat());
+            for id in &ids {
+                check(&db, &[&f[..], &["jobs", "show", id]].concat());
+                check(&db, &[&f[..], &["jobs", "show", id, "--detail"]].concat());
+            }
         }
     }
 }
 
-/// The JSON keeps what was stored (escaped), so scripts see the real text.
-#[test]
-fn json_output_escapes_controls_but_keeps_the_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = hostile_store(dir.path());
-    let out = run(&db, &["--format", "json", "jobs", "list", "--limit", "1000"]);
-    let raw = String::from_utf8(out.stdout).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
-    let mut strings = Vec::new();
-    collect_strings(&doc, &mut strings);
-    assert!(
-        strings.iter().any(|s| s.contains('\u{1b}')),
-        "no decoded string holds the fixture's ESC: the JSON lost the stored text"
-    );
-    assert!(raw.contains("\\u001b"), "ESC is not escaped as \\u001b in the raw JSON");
+both_backends! {
+    /// The JSON keeps what was stored (escaped), so scripts see the real text.
+    fn json_output_escapes_controls_but_keeps_the_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = hostile_store(dir.path());
+        let out = run(&db, &["--format", "json", "jobs", "list", "--limit", "1000"]);
+        let raw = String::from_utf8(out.stdout).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        let mut strings = Vec::new();
+        collect_strings(&doc, &mut strings);
+        assert!(
+            strings.iter().any(|s| s.contains('\u{1b}')),
+            "no decoded string holds the fixture's ESC: the JSON lost the stored text"
+        );
+        assert!(raw.contains("\\u001b"), "ESC is not escaped as \\u001b in the raw JSON");
+    }
 }
 
 fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {

@@ -1,14 +1,17 @@
 //! Stores for the health tests, written row by row through the schema contract (as another
 //! program would), so each test sets exactly the due times, finish times and heartbeats it judges.
+//! The store is on the test's backend (`crate::backend`); the rows are SQL both databases read
+//! alike (values written as literals: a text bound to a `uuid` column is SQLite's habit only).
 
 use std::cell::Cell;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use assert_cmd::Command;
 use backwave::store::{Health, PauseKind, ResumeResult, Thresholds};
 use backwave::{cause_fingerprint, Clock, Store, WorkerInfo};
 use tempfile::TempDir;
+
+use crate::backend::TestDb;
 
 /// 2026-11-30T12:00:00Z: the instant every test stands at (`BW_NOW` for the binary).
 pub const NOW: i64 = 1_796_040_000_000;
@@ -19,19 +22,30 @@ pub const HOUR: i64 = 60 * MINUTE;
 /// Who pauses in these tests.
 pub const ADMIN: &str = "alice";
 
+/// `text` as an SQL string literal.
+pub fn lit(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Fields drop in order: the store's connections close before its schema is dropped.
 pub struct Fx {
-    _dir: TempDir,
-    pub db: PathBuf,
     pub store: Store,
     next: Cell<u64>,
+    pub db: TestDb,
+    _dir: TempDir,
 }
 
 impl Fx {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("health.db");
+        let db = TestDb::named(dir.path(), "health.db");
         let store = Store::create(&db).unwrap().with_clock(Clock::manual(NOW));
-        Fx { _dir: dir, db, store, next: Cell::new(1) }
+        Fx { store, next: Cell::new(1), db, _dir: dir }
+    }
+
+    /// The folder the SQLite file is in (tests about files).
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     fn id(&self) -> String {
@@ -48,11 +62,14 @@ impl Fx {
     /// A Scheduled job of `queue` with `wire_name`, due at `due_at`.
     pub fn scheduled_as(&self, queue: &str, wire_name: &str, due_at: i64) -> String {
         let id = self.id();
+        let (wire_name, queue) = (lit(wire_name), lit(queue));
         self.store
             .raw_execute(
-                "INSERT INTO jobs (id, wire_name, queue, state, due_at, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'scheduled', ?4, ?4, ?4)",
-                &[(&id).into(), wire_name.into(), queue.into(), due_at.into()],
+                &format!(
+                    "INSERT INTO jobs (id, wire_name, queue, state, due_at, created_at, updated_at)
+                     VALUES ('{id}', {wire_name}, {queue}, 'scheduled', {due_at}, {due_at}, {due_at})"
+                ),
+                &[],
             )
             .unwrap();
         id
@@ -70,18 +87,17 @@ impl Fx {
 
     /// A Dead-Lettered job of `wire_name` that ended with `cause` at `finished_at`.
     pub fn dead(&self, wire_name: &str, cause: &str, finished_at: i64) {
+        let (id, wire_name, at) = (self.id(), lit(wire_name), finished_at);
+        let (fingerprint, cause) = (lit(&cause_fingerprint(cause)), lit(cause));
         self.store
             .raw_execute(
-                "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, terminal_cause,
-                                   cause_fingerprint, created_at, updated_at, finished_at)
-                 VALUES (?1, ?2, 'default', 'dead-lettered', 3, 3, ?3, ?4, ?5, ?3, ?3, ?3)",
-                &[
-                    self.id().into(),
-                    wire_name.into(),
-                    finished_at.into(),
-                    cause.into(),
-                    cause_fingerprint(cause).into(),
-                ],
+                &format!(
+                    "INSERT INTO jobs (id, wire_name, queue, state, attempt, max_attempts, due_at, terminal_cause,
+                                       cause_fingerprint, created_at, updated_at, finished_at)
+                     VALUES ('{id}', {wire_name}, 'default', 'dead-lettered', 3, 3, {at}, {cause}, {fingerprint},
+                             {at}, {at}, {at})"
+                ),
+                &[],
             )
             .unwrap();
     }
@@ -89,18 +105,17 @@ impl Fx {
     /// A job of `wire_name` Quarantined `no-handler` at `finished_at`.
     pub fn quarantined(&self, wire_name: &str, finished_at: i64) {
         let cause = format!("no handler is registered for wire name '{wire_name}'");
+        let (id, wire_name, at) = (self.id(), lit(wire_name), finished_at);
+        let (fingerprint, cause) = (lit(&cause_fingerprint(&cause)), lit(&cause));
         self.store
             .raw_execute(
-                "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, terminal_cause, cause_fingerprint,
-                                   quarantine_reason, created_at, updated_at, finished_at)
-                 VALUES (?1, ?2, 'default', 'quarantined', 1, ?3, ?4, ?5, 'no-handler', ?3, ?3, ?3)",
-                &[
-                    self.id().into(),
-                    wire_name.into(),
-                    finished_at.into(),
-                    (&cause).into(),
-                    cause_fingerprint(&cause).into(),
-                ],
+                &format!(
+                    "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, terminal_cause, cause_fingerprint,
+                                       quarantine_reason, created_at, updated_at, finished_at)
+                     VALUES ('{id}', {wire_name}, 'default', 'quarantined', 1, {at}, {cause}, {fingerprint},
+                             'no-handler', {at}, {at}, {at})"
+                ),
+                &[],
             )
             .unwrap();
     }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 use predicates::prelude::*;
 
+use crate::backend::both_backends;
 use crate::fixture::*;
 
 type Exposition = MetricsExposition<PrometheusType, PrometheusValue>;
@@ -34,143 +35,147 @@ fn samples(e: &Exposition, family: &str) -> usize {
     e.families.get(family).map_or(0, |f| f.iter_samples().count())
 }
 
-#[test]
-fn bw_metrics_prints_the_same_facts_as_check_and_escapes_database_text() {
-    let fx = Fx::new();
-    fx.worker("w1", &["high"], &["send-email"], NOW);
-    fx.worker("w2", &["high"], &["send-email"], NOW - HOUR);
-    fx.scheduled("high", NOW - 2 * MINUTE);
-    fx.scheduled("high", NOW + HOUR);
-    let hostile = "evil\"wire\\name\nnext, with=signs} \u{1b}]0;pwned\u{7}\u{202e}";
-    fx.dead(hostile, "it said \"no\" \\ twice", NOW - 5 * MINUTE);
-    fx.dead("charge-card", "gateway timeout", NOW - 2 * HOUR);
-    fx.quarantined("legacy-report", NOW - MINUTE);
-    let out = fx.bw().arg("metrics").assert().success().get_output().stdout.clone();
-    let text = String::from_utf8(out).unwrap();
-    assert!(
-        !text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
-        "database text reached the exposition raw"
-    );
-    let e = parse(&text);
+both_backends! {
+    fn bw_metrics_prints_the_same_facts_as_check_and_escapes_database_text() {
+        let fx = Fx::new();
+        fx.worker("w1", &["high"], &["send-email"], NOW);
+        fx.worker("w2", &["high"], &["send-email"], NOW - HOUR);
+        fx.scheduled("high", NOW - 2 * MINUTE);
+        fx.scheduled("high", NOW + HOUR);
+        let hostile = "evil\"wire\\name\nnext, with=signs} \u{1b}]0;pwned\u{7}\u{202e}";
+        fx.dead(hostile, "it said \"no\" \\ twice", NOW - 5 * MINUTE);
+        fx.dead("charge-card", "gateway timeout", NOW - 2 * HOUR);
+        fx.quarantined("legacy-report", NOW - MINUTE);
+        let out = fx.bw().arg("metrics").assert().success().get_output().stdout.clone();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "database text reached the exposition raw"
+        );
+        let e = parse(&text);
 
-    assert_eq!(value(&e, "backwave_jobs", &[("queue", "high"), ("state", "scheduled")]), Some(2.0));
-    assert_eq!(value(&e, "backwave_jobs", &[("queue", "default"), ("state", "dead-lettered")]), Some(2.0));
-    assert_eq!(value(&e, "backwave_queue_due_jobs", &[("queue", "high")]), Some(1.0));
-    assert_eq!(value(&e, "backwave_queue_oldest_due_age_seconds", &[("queue", "high")]), Some(120.0));
-    assert_eq!(value(&e, "backwave_queue_live_workers", &[("queue", "high")]), Some(1.0));
-    // Quotes, backslashes and '=' ',' '}' come back exactly through the parser; the newline,
-    // the terminal escape and the bidi override come back as the visible escapes `bw` prints.
-    let shown = r#"evil"wire\name\nnext, with=signs} \e]0;pwned\x07\u{202e}"#;
-    let fp = backwave::cause_fingerprint("it said \"no\" \\ twice");
-    assert_eq!(value(&e, "backwave_dead_lettered_jobs", &[("wire_name", shown), ("cause", &fp)]), Some(1.0));
-    assert_eq!(value(&e, "backwave_dead_lettered_recent_jobs", &[]), Some(1.0));
-    assert_eq!(value(&e, "backwave_new_causes", &[]), Some(1.0));
-    assert_eq!(
-        value(&e, "backwave_quarantined_jobs", &[("wire_name", "legacy-report"), ("reason", "no-handler")]),
-        Some(1.0)
-    );
-    assert_eq!(value(&e, "backwave_workers", &[("status", "live")]), Some(1.0));
-    assert_eq!(value(&e, "backwave_workers", &[("status", "stale")]), Some(1.0));
-    assert_eq!(value(&e, "backwave_check_status", &[("check", "new-cause")]), Some(1.0));
-    assert_eq!(value(&e, "backwave_check_status", &[("check", "latency")]), Some(0.0));
-    assert_eq!(e.families["backwave_log_entries_total"].family_type, PrometheusType::Counter);
-    assert!(!e.families.contains_key("backwave_transitions_total"), "a one-shot print has nothing to count from");
-}
-
-#[test]
-fn dead_letter_and_quarantine_labels_are_bounded_by_top_with_the_rest_summed_as_other() {
-    let fx = Fx::new();
-    for i in 0..30 {
-        // Thirty distinct wire names: thirty cause groups.
-        for _ in 0..=i {
-            fx.dead(&format!("job-{i:02}"), "boom", NOW - 2 * HOUR);
-        }
+        assert_eq!(value(&e, "backwave_jobs", &[("queue", "high"), ("state", "scheduled")]), Some(2.0));
+        assert_eq!(value(&e, "backwave_jobs", &[("queue", "default"), ("state", "dead-lettered")]), Some(2.0));
+        assert_eq!(value(&e, "backwave_queue_due_jobs", &[("queue", "high")]), Some(1.0));
+        assert_eq!(value(&e, "backwave_queue_oldest_due_age_seconds", &[("queue", "high")]), Some(120.0));
+        assert_eq!(value(&e, "backwave_queue_live_workers", &[("queue", "high")]), Some(1.0));
+        // Quotes, backslashes and '=' ',' '}' come back exactly through the parser; the newline,
+        // the terminal escape and the bidi override come back as the visible escapes `bw` prints.
+        let shown = r#"evil"wire\name\nnext, with=signs} \e]0;pwned\x07\u{202e}"#;
+        let fp = backwave::cause_fingerprint("it said \"no\" \\ twice");
+        assert_eq!(value(&e, "backwave_dead_lettered_jobs", &[("wire_name", shown), ("cause", &fp)]), Some(1.0));
+        assert_eq!(value(&e, "backwave_dead_lettered_recent_jobs", &[]), Some(1.0));
+        assert_eq!(value(&e, "backwave_new_causes", &[]), Some(1.0));
+        assert_eq!(
+            value(&e, "backwave_quarantined_jobs", &[("wire_name", "legacy-report"), ("reason", "no-handler")]),
+            Some(1.0)
+        );
+        assert_eq!(value(&e, "backwave_workers", &[("status", "live")]), Some(1.0));
+        assert_eq!(value(&e, "backwave_workers", &[("status", "stale")]), Some(1.0));
+        assert_eq!(value(&e, "backwave_check_status", &[("check", "new-cause")]), Some(1.0));
+        assert_eq!(value(&e, "backwave_check_status", &[("check", "latency")]), Some(0.0));
+        assert_eq!(e.families["backwave_log_entries_total"].family_type, PrometheusType::Counter);
+        assert!(!e.families.contains_key("backwave_transitions_total"), "a one-shot print has nothing to count from");
     }
-    let out = fx.bw().args(["metrics", "--top", "5"]).assert().success().get_output().stdout.clone();
-    let e = parse(&String::from_utf8(out).unwrap());
-    assert_eq!(samples(&e, "backwave_dead_lettered_jobs"), 6);
-    assert_eq!(value(&e, "backwave_dead_lettered_jobs", &[("wire_name", "job-29"), ("cause", "boom")]), Some(30.0));
-    // 1 + 2 + … + 25: the groups past the largest five.
-    assert_eq!(
-        value(&e, "backwave_dead_lettered_jobs", &[("wire_name", "(other)"), ("cause", "(other)")]),
-        Some(325.0)
-    );
 }
 
-#[test]
-fn bw_metrics_refuses_json_output() {
-    let fx = Fx::new();
-    fx.bw()
-        .args(["--format", "json", "metrics"])
-        .assert()
-        .code(2)
-        .stdout("")
-        .stderr(predicate::str::contains("Prometheus text format"));
-}
-
-#[test]
-fn bw_metrics_listen_serves_scrapes_over_loopback_and_sigterm_ends_it_with_status_0() {
-    let fx = Fx::new();
-    fx.worker("w1", &["high"], &["send-email"], NOW);
-    let job = fx.scheduled("high", NOW - MINUTE);
-    let bin = assert_cmd::cargo::cargo_bin("bw");
-    let mut child = std::process::Command::new(bin)
-        .env("BW_DB", &fx.db)
-        .env("BW_NOW", NOW_TEXT)
-        .args(["metrics", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
-    let url = url.to_string();
-    assert!(url.ends_with("/metrics"), "{url}");
-
-    let agent = ureq::Agent::new_with_defaults();
-    let scrape = || {
-        let mut response = agent.get(&url).call().unwrap();
-        assert_eq!(response.status(), 200);
-        let kind = response.headers().get("content-type").unwrap().to_str().unwrap().to_string();
-        assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
-        parse(&response.body_mut().read_to_string().unwrap())
-    };
-    let e = scrape();
-    assert_eq!(value(&e, "backwave_queue_due_jobs", &[("queue", "high")]), Some(1.0));
-    assert!(value(&e, "backwave_scrape_duration_seconds", &[]).is_some());
-    assert_eq!(value(&e, "backwave_transitions_total", &[("to_state", "running")]), Some(0.0));
-
-    // A transition appended between scrapes is counted by the next one.
-    fx.store
-        .raw_execute(
-            "INSERT INTO transitions (job_id, at, to_state, attempt) VALUES (?1, ?2, 'running', 1)",
-            &[(&job).into(), NOW.into()],
-        )
-        .unwrap();
-    let e = scrape();
-    assert_eq!(value(&e, "backwave_transitions_total", &[("to_state", "running")]), Some(1.0));
-    assert_eq!(value(&e, "backwave_log_entries_total", &[]), Some(1.0));
-
-    let base = url.trim_end_matches("/metrics");
-    match agent.get(&format!("{base}/admin")).call() {
-        Err(ureq::Error::StatusCode(404)) => {}
-        other => panic!("{other:?}"),
-    }
-
-    // SAFETY: kill(2) on the child this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
+both_backends! {
+    fn dead_letter_and_quarantine_labels_are_bounded_by_top_with_the_rest_summed_as_other() {
+        let fx = Fx::new();
+        for i in 0..30 {
+            // Thirty distinct wire names: thirty cause groups.
+            for _ in 0..=i {
+                fx.dead(&format!("job-{i:02}"), "boom", NOW - 2 * HOUR);
+            }
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "bw metrics --listen ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(0), "SIGTERM is a clean stop");
-    let mut rest = String::new();
-    stderr.read_line(&mut rest).unwrap();
-    assert_eq!(rest.trim(), "bw metrics: stopped");
+        let out = fx.bw().args(["metrics", "--top", "5"]).assert().success().get_output().stdout.clone();
+        let e = parse(&String::from_utf8(out).unwrap());
+        assert_eq!(samples(&e, "backwave_dead_lettered_jobs"), 6);
+        assert_eq!(value(&e, "backwave_dead_lettered_jobs", &[("wire_name", "job-29"), ("cause", "boom")]), Some(30.0));
+        // 1 + 2 + … + 25: the groups past the largest five.
+        assert_eq!(
+            value(&e, "backwave_dead_lettered_jobs", &[("wire_name", "(other)"), ("cause", "(other)")]),
+            Some(325.0)
+        );
+    }
+}
+
+both_backends! {
+    fn bw_metrics_refuses_json_output() {
+        let fx = Fx::new();
+        fx.bw()
+            .args(["--format", "json", "metrics"])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains("Prometheus text format"));
+    }
+}
+
+both_backends! {
+    fn bw_metrics_listen_serves_scrapes_over_loopback_and_sigterm_ends_it_with_status_0() {
+        let fx = Fx::new();
+        fx.worker("w1", &["high"], &["send-email"], NOW);
+        let job = fx.scheduled("high", NOW - MINUTE);
+        let bin = assert_cmd::cargo::cargo_bin("bw");
+        let mut child = std::process::Command::new(bin)
+            .env("BW_DB", &fx.db)
+            .env("BW_NOW", NOW_TEXT)
+            .args(["metrics", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let url = line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
+        let url = url.to_string();
+        assert!(url.ends_with("/metrics"), "{url}");
+
+        let agent = ureq::Agent::new_with_defaults();
+        let scrape = || {
+            let mut response = agent.get(&url).call().unwrap();
+            assert_eq!(response.status(), 200);
+            let kind = response.headers().get("content-type").unwrap().to_str().unwrap().to_string();
+            assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+            parse(&response.body_mut().read_to_string().unwrap())
+        };
+        let e = scrape();
+        assert_eq!(value(&e, "backwave_queue_due_jobs", &[("queue", "high")]), Some(1.0));
+        assert!(value(&e, "backwave_scrape_duration_seconds", &[]).is_some());
+        assert_eq!(value(&e, "backwave_transitions_total", &[("to_state", "running")]), Some(0.0));
+
+        // A transition appended between scrapes is counted by the next one.
+        fx.store
+            .raw_execute(
+                &format!("INSERT INTO transitions (job_id, at, to_state, attempt) VALUES ('{job}', {NOW}, 'running', 1)"),
+                &[],
+            )
+            .unwrap();
+        let e = scrape();
+        assert_eq!(value(&e, "backwave_transitions_total", &[("to_state", "running")]), Some(1.0));
+        assert_eq!(value(&e, "backwave_log_entries_total", &[]), Some(1.0));
+
+        let base = url.trim_end_matches("/metrics");
+        match agent.get(&format!("{base}/admin")).call() {
+            Err(ureq::Error::StatusCode(404)) => {}
+            other => panic!("{other:?}"),
+        }
+
+        // SAFETY: kill(2) on the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "bw metrics --listen ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "SIGTERM is a clean stop");
+        let mut rest = String::new();
+        stderr.read_line(&mut rest).unwrap();
+        assert_eq!(rest.trim(), "bw metrics: stopped");
+    }
 }

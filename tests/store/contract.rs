@@ -10,6 +10,7 @@ use backwave::store::{JobFilter, Outcome};
 use backwave::{JobId, JobState, Store};
 
 use super::{Fixture, T0};
+use crate::backend::both_backends;
 
 fn sqlite3(db: &Path, input: &str) -> String {
     let mut child = Command::new(super::programs::sqlite3())
@@ -136,63 +137,67 @@ fn the_schema_refuses_rows_that_break_the_contract() {
     assert!(insert("", "").is_ok());
 }
 
-#[test]
-fn a_job_claimed_by_another_program_without_a_delay_table_retries_on_the_default_policy() {
-    // Another language's worker claimed it and wrote no budget or table, then died. Waiting 0 s
-    // would make a failing job spin; the default policy's 2 s is what the schema promises.
-    let fx = Fixture::new();
-    fx.store
-        .raw_batch(
-            "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, lease_owner, lease_expires_at,
-                               created_at, updated_at)
-             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 'running', 1, 0, 'other-worker',
-                     1767225600000, 0, 0);",
-        )
-        .unwrap();
-    fx.clock.advance(Duration::from_secs(1));
-    assert_eq!(fx.store.reap_expired(10).unwrap(), 1);
-    let job = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
-    assert_eq!((job.state, job.attempt), (JobState::Scheduled, 1));
-    assert_eq!(job.due_at, T0 + 1_000 + 2_000);
-    fx.assert_sound();
-}
-
-#[test]
-fn jobs_written_without_a_jitter_seed_still_get_their_own_jitter() {
-    let fx = Fixture::new();
-    for tail in ["10", "11"] {
+both_backends! {
+    fn a_job_claimed_by_another_program_without_a_delay_table_retries_on_the_default_policy() {
+        // Another language's worker claimed it and wrote no budget or table, then died. Waiting 0 s
+        // would make a failing job spin; the default policy's 2 s is what the schema promises.
+        let fx = Fixture::new();
         fx.store
-            .raw_execute(
-                &format!(
-                    "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
-                     VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b{tail}', 'w', 'q', 0, 0, 0)"
-                ),
-                &[],
+            .raw_batch(
+                "INSERT INTO jobs (id, wire_name, queue, state, attempt, due_at, lease_owner, lease_expires_at,
+                                   created_at, updated_at)
+                 VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 'running', 1, 0, 'other-worker',
+                         1767225600000, 0, 0);",
             )
             .unwrap();
+        fx.clock.advance(Duration::from_secs(1));
+        assert_eq!(fx.store.reap_expired(10).unwrap(), 1);
+        let job = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
+        assert_eq!((job.state, job.attempt), (JobState::Scheduled, 1));
+        assert_eq!(job.due_at, T0 + 1_000 + 2_000);
+        fx.assert_sound();
     }
-    let p = backwave::RetryPolicy::new(5, backwave::Backoff::exponential(Duration::from_secs(10)).jitter(0.5)).unwrap();
-    let jobs = fx.claim_as(super::WORKER, "q", 2, &p);
-    assert_eq!(jobs.len(), 2);
-    assert_ne!(jobs[0].delay_table, jobs[1].delay_table, "two jobs must not retry in lockstep");
 }
 
-#[test]
-fn plain_text_filter_matches_id_wire_name_queue_labels_and_cause() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = backwave::Store::create(dir.path().join("t.db")).unwrap();
-    let a =
-        store.enqueue(&backwave::NewJob::new("charge-card", "high", b"{}".to_vec()).label("tenant", "acme")).unwrap();
-    let b = store.enqueue(&backwave::NewJob::new("send-email", "Low-Priority", b"{}".to_vec())).unwrap();
-    let find = |text: &str| {
-        let f = backwave::store::JobFilter { text: Some(text.into()), ..Default::default() };
-        let mut ids: Vec<_> = store.list_jobs(&f, 10, 0).unwrap().jobs.into_iter().map(|j| j.id).collect();
-        ids.sort();
-        ids
-    };
-    assert_eq!(find("CHARGE"), vec![a], "wire name, case-insensitive");
-    assert_eq!(find("low-prio"), vec![b], "queue");
-    assert_eq!(find("acme"), vec![a], "label value");
-    assert_eq!(find(&b.short()), vec![b], "id");
-    assert_eq!(find("nothing-like-this"), Vec::<backwave::JobId>::new());
+both_backends! {
+    fn jobs_written_without_a_jitter_seed_still_get_their_own_jitter() {
+        let fx = Fixture::new();
+        for tail in ["10", "11"] {
+            fx.store
+                .raw_execute(
+                    &format!(
+                        "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
+                         VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b{tail}', 'w', 'q', 0, 0, 0)"
+                    ),
+                    &[],
+                )
+                .unwrap();
+        }
+        let p = backwave::RetryPolicy::new(5, backwave::Backoff::exponential(Duration::from_secs(10)).jitter(0.5)).unwrap();
+        let jobs = fx.claim_as(crate::WORKER, "q", 2, &p);
+        assert_eq!(jobs.len(), 2);
+        assert_ne!(jobs[0].delay_table, jobs[1].delay_table, "two jobs must not retry in lockstep");
+    }
+}
+
+both_backends! {
+    fn plain_text_filter_matches_id_wire_name_queue_labels_and_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::backend::TestDb::new(dir.path());
+        let store = backwave::Store::create(&db).unwrap();
+        let a =
+            store.enqueue(&backwave::NewJob::new("charge-card", "high", b"{}".to_vec()).label("tenant", "acme")).unwrap();
+        let b = store.enqueue(&backwave::NewJob::new("send-email", "Low-Priority", b"{}".to_vec())).unwrap();
+        let find = |text: &str| {
+            let f = backwave::store::JobFilter { text: Some(text.into()), ..Default::default() };
+            let mut ids: Vec<_> = store.list_jobs(&f, 10, 0).unwrap().jobs.into_iter().map(|j| j.id).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(find("CHARGE"), vec![a], "wire name, case-insensitive");
+        assert_eq!(find("low-prio"), vec![b], "queue");
+        assert_eq!(find("acme"), vec![a], "label value");
+        assert_eq!(find(&b.short()), vec![b], "id");
+        assert_eq!(find("nothing-like-this"), Vec::<backwave::JobId>::new());
+    }
 }

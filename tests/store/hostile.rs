@@ -7,42 +7,45 @@ use backwave::store::LogFilter;
 use backwave::{JobState, RetryPolicy};
 
 use super::{Fixture, T0, WORKER};
+use crate::backend::both_backends;
 
-#[test]
-fn a_worker_row_with_an_extreme_heartbeat_time_does_not_panic_the_liveness_check() {
-    let fx = Fixture::new();
-    fx.store
-        .raw_batch(
-            "INSERT INTO workers (id, worker_group, host, pid, wire_names, started_at, last_heartbeat_at)
-             VALUES ('far-past', 'g', 'h', 1, '[\"send-email\"]', 0, -9223372036854775808);
-             INSERT INTO workers (id, worker_group, host, pid, wire_names, started_at, last_heartbeat_at)
-             VALUES ('alive', 'g', 'h', 2, '[\"resize\"]', 0, 1767225600000);",
-        )
-        .unwrap();
-    let live = fx.store.live_handlers().unwrap();
-    assert_eq!(live.get("send-email"), None, "a heartbeat at the start of time is stale");
-    assert_eq!(live.get("resize"), Some(&1));
-    let workers = fx.store.workers().unwrap();
-    assert!(workers.iter().any(|w| w.id == "far-past" && !w.is_live(T0)));
+both_backends! {
+    fn a_worker_row_with_an_extreme_heartbeat_time_does_not_panic_the_liveness_check() {
+        let fx = Fixture::new();
+        fx.store
+            .raw_batch(
+                "INSERT INTO workers (id, worker_group, host, pid, wire_names, started_at, last_heartbeat_at)
+                 VALUES ('far-past', 'g', 'h', 1, '[\"send-email\"]', 0, -9223372036854775808);
+                 INSERT INTO workers (id, worker_group, host, pid, wire_names, started_at, last_heartbeat_at)
+                 VALUES ('alive', 'g', 'h', 2, '[\"resize\"]', 0, 1767225600000);",
+            )
+            .unwrap();
+        let live = fx.store.live_handlers().unwrap();
+        assert_eq!(live.get("send-email"), None, "a heartbeat at the start of time is stale");
+        assert_eq!(live.get("resize"), Some(&1));
+        let workers = fx.store.workers().unwrap();
+        assert!(workers.iter().any(|w| w.id == "far-past" && !w.is_live(T0)));
+    }
 }
 
-#[test]
-fn a_job_whose_attempt_counter_cannot_rise_neither_panics_the_claim_nor_blocks_its_queue() {
-    let fx = Fixture::new();
-    // Due first, and at the top of what an attempt (u32) can count: a claim cannot raise it.
-    fx.store
-        .raw_execute(
-            "INSERT INTO jobs (id, wire_name, queue, attempt, due_at, created_at, updated_at)
-             VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 4294967295, 0, 0, 0)",
-            &[],
-        )
-        .unwrap();
-    let ordinary = fx.enqueue("w", "q");
-    let jobs = fx.claim_as(WORKER, "q", 2, &RetryPolicy::new(3, Duration::from_secs(1)).unwrap());
-    assert_eq!(jobs.iter().map(|j| (j.id, j.attempt)).collect::<Vec<_>>(), [(ordinary, 1)]);
-    let odd = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
-    assert_eq!((odd.state, odd.attempt), (JobState::Scheduled, u32::MAX), "left as it was written");
-    fx.assert_sound();
+both_backends! {
+    fn a_job_whose_attempt_counter_cannot_rise_neither_panics_the_claim_nor_blocks_its_queue() {
+        let fx = Fixture::new();
+        // Due first, and at the top of what an attempt (u32) can count: a claim cannot raise it.
+        fx.store
+            .raw_execute(
+                "INSERT INTO jobs (id, wire_name, queue, attempt, due_at, created_at, updated_at)
+                 VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10', 'w', 'q', 4294967295, 0, 0, 0)",
+                &[],
+            )
+            .unwrap();
+        let ordinary = fx.enqueue("w", "q");
+        let jobs = fx.claim_as(WORKER, "q", 2, &RetryPolicy::new(3, Duration::from_secs(1)).unwrap());
+        assert_eq!(jobs.iter().map(|j| (j.id, j.attempt)).collect::<Vec<_>>(), [(ordinary, 1)]);
+        let odd = fx.job("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10".parse().unwrap());
+        assert_eq!((odd.state, odd.attempt), (JobState::Scheduled, u32::MAX), "left as it was written");
+        fx.assert_sound();
+    }
 }
 
 #[test]
@@ -103,17 +106,18 @@ fn a_budget_beyond_what_u32_counts_neither_blocks_the_reaper_nor_hides_the_job()
     fx.assert_sound();
 }
 
-#[test]
-fn listing_jobs_with_no_practical_limit_returns_every_job() {
-    // usize::MAX / u64::MAX as "all": the page asked SQLite for limit + 1 rows, which
-    // overflowed (a panic in debug builds, LIMIT 0 and an empty page in release).
-    let fx = Fixture::new();
-    let ids: Vec<_> = (0..3).map(|_| fx.enqueue("w", "q")).collect();
-    let all = backwave::store::JobFilter::default();
-    let page = fx.store.list_jobs(&all, usize::MAX, 0).unwrap();
-    assert_eq!((page.jobs.len(), page.total, page.next), (3, 3, None));
-    assert!(ids.iter().all(|id| page.jobs.iter().any(|j| j.id == *id)));
-    assert!(fx.store.list_jobs(&all, usize::MAX, u64::MAX).unwrap().jobs.is_empty(), "past the end");
+both_backends! {
+    fn listing_jobs_with_no_practical_limit_returns_every_job() {
+        // usize::MAX / u64::MAX as "all": the page asked SQLite for limit + 1 rows, which
+        // overflowed (a panic in debug builds, LIMIT 0 and an empty page in release).
+        let fx = Fixture::new();
+        let ids: Vec<_> = (0..3).map(|_| fx.enqueue("w", "q")).collect();
+        let all = backwave::store::JobFilter::default();
+        let page = fx.store.list_jobs(&all, usize::MAX, 0).unwrap();
+        assert_eq!((page.jobs.len(), page.total, page.next), (3, 3, None));
+        assert!(ids.iter().all(|id| page.jobs.iter().any(|j| j.id == *id)));
+        assert!(fx.store.list_jobs(&all, usize::MAX, u64::MAX).unwrap().jobs.is_empty(), "past the end");
+    }
 }
 
 #[test]
@@ -150,44 +154,46 @@ fn a_row_the_library_cannot_read_is_passed_over_by_claim_and_reap_instead_of_sto
     fx.assert_sound();
 }
 
-#[test]
-fn bulk_requeue_and_its_plan_work_at_the_last_instant_a_store_time_holds() {
-    // "Finished by now" was now + 1: an overflow (a panic in debug builds) on a clock at i64::MAX.
-    let fx = Fixture::new();
-    let id = fx.enqueue("w", "q");
-    let job = fx.claim_one("q", &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
-    fx.report(&job, super::failed("boom"));
-    fx.clock.set(i64::MAX);
-    let all = backwave::store::JobFilter::default();
-    assert_eq!(fx.store.plan_requeue(&all).unwrap().matching, 1);
-    assert_eq!(fx.store.requeue_matching(super::ADMIN, &all, |_| {}).unwrap(), 1);
-    assert_eq!(fx.job(id).state, JobState::Scheduled);
+both_backends! {
+    fn bulk_requeue_and_its_plan_work_at_the_last_instant_a_store_time_holds() {
+        // "Finished by now" was now + 1: an overflow (a panic in debug builds) on a clock at i64::MAX.
+        let fx = Fixture::new();
+        let id = fx.enqueue("w", "q");
+        let job = fx.claim_one("q", &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
+        fx.report(&job, crate::failed("boom"));
+        fx.clock.set(i64::MAX);
+        let all = backwave::store::JobFilter::default();
+        assert_eq!(fx.store.plan_requeue(&all).unwrap().matching, 1);
+        assert_eq!(fx.store.requeue_matching(crate::ADMIN, &all, |_| {}).unwrap(), 1);
+        assert_eq!(fx.job(id).state, JobState::Scheduled);
+    }
 }
 
-#[test]
-fn a_purge_that_dies_after_its_first_batch_has_audited_what_it_deleted() {
-    // The audit entry was written in its own transaction after the last batch: a process that
-    // died between batches had deleted jobs with no trace of who did it.
-    let fx = Fixture::new();
-    const BATCH: usize = 500; // the store's bulk batch
-    let n = BATCH + 10;
-    for _ in 0..n {
-        fx.enqueue("w", "q");
+both_backends! {
+    fn a_purge_that_dies_after_its_first_batch_has_audited_what_it_deleted() {
+        // The audit entry was written in its own transaction after the last batch: a process that
+        // died between batches had deleted jobs with no trace of who did it.
+        let fx = Fixture::new();
+        const BATCH: usize = 500; // the store's bulk batch
+        let n = BATCH + 10;
+        for _ in 0..n {
+            fx.enqueue("w", "q");
+        }
+        let jobs = fx.claim_as(WORKER, "q", n, &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
+        for j in &jobs {
+            fx.report(j, backwave::store::Outcome::Succeeded);
+        }
+        fx.clock.advance(Duration::from_secs(1));
+        let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fx.store.purge(crate::ADMIN, fx.clock.now(), |_| panic!("the process dies after the first batch"))
+        }));
+        assert!(died.is_err());
+        let left = fx.store.count_purgeable(fx.clock.now()).unwrap();
+        let deleted = n as u64 - left;
+        assert_eq!(deleted, BATCH as u64, "one batch committed");
+        let audit = fx.store.audit_entries(0, 100).unwrap();
+        let purges: Vec<_> = audit.iter().filter(|a| a.action == "purge" && a.actor == crate::ADMIN).collect();
+        assert_eq!(purges.len(), 1, "{audit:?}");
+        assert!(purges[0].detail.as_deref().unwrap_or("").starts_with(&format!("{deleted} jobs")), "{purges:?}");
     }
-    let jobs = fx.claim_as(WORKER, "q", n, &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
-    for j in &jobs {
-        fx.report(j, backwave::store::Outcome::Succeeded);
-    }
-    fx.clock.advance(Duration::from_secs(1));
-    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        fx.store.purge(super::ADMIN, fx.clock.now(), |_| panic!("the process dies after the first batch"))
-    }));
-    assert!(died.is_err());
-    let left = fx.store.count_purgeable(fx.clock.now()).unwrap();
-    let deleted = n as u64 - left;
-    assert_eq!(deleted, BATCH as u64, "one batch committed");
-    let audit = fx.store.audit_entries(0, 100).unwrap();
-    let purges: Vec<_> = audit.iter().filter(|a| a.action == "purge" && a.actor == super::ADMIN).collect();
-    assert_eq!(purges.len(), 1, "{audit:?}");
-    assert!(purges[0].detail.as_deref().unwrap_or("").starts_with(&format!("{deleted} jobs")), "{purges:?}");
 }

@@ -11,6 +11,7 @@ use backwave::store::{
 use backwave::{Clock, Error, JobState, NewJob, Store};
 
 use super::{failed, policy, Fixture, ADMIN, T0, WORKER};
+use crate::backend::both_backends;
 
 const STRANGER: &str = "mallory";
 
@@ -31,75 +32,77 @@ fn audit_actions(store: &Store) -> Vec<(String, String, Option<String>)> {
 
 // ---- pause and resume ------------------------------------------------------------------------
 
-#[test]
-fn a_paused_queue_is_not_claimed_while_other_queues_drain_and_resume_brings_it_back() {
-    let fx = Fixture::new();
-    let critical = fx.enqueue("charge-card", "critical");
-    let other = fx.enqueue("charge-card", "default");
-    assert_eq!(fx.store.pause(ADMIN, PauseKind::Queue, "critical", None, false).unwrap(), PauseResult::Paused);
-    let p = policy(3, Duration::from_secs(1));
-    let queues = ["critical".to_string(), "default".to_string()];
-    let req = backwave::store::ClaimRequest {
-        worker_id: WORKER,
-        group: "g",
-        queues: &queues,
-        limit: 10,
-        lease: super::LEASE,
-        policy: &p,
-    };
-    let claimed: Vec<_> = fx.store.claim(&req).unwrap().into_iter().map(|j| j.id).collect();
-    assert_eq!(claimed, [other], "only the unpaused queue is claimed");
-    // Enqueues still land in the paused queue.
-    let later = fx.enqueue("send-email", "critical");
-    assert!(fx.claim_as(WORKER, "critical", 10, &p).is_empty());
-    assert_eq!(fx.store.resume(ADMIN, PauseKind::Queue, "critical").unwrap(), ResumeResult::Resumed);
-    let claimed: Vec<_> = fx.claim_as(WORKER, "critical", 10, &p).into_iter().map(|j| j.id).collect();
-    assert_eq!(claimed, [critical, later]);
-    assert_eq!(fx.store.resume(ADMIN, PauseKind::Queue, "critical").unwrap(), ResumeResult::NotPaused);
-    let audit = audit_actions(&fx.store);
-    assert!(audit.contains(&(ADMIN.into(), "pause".into(), Some("queue critical until resumed".into()))), "{audit:?}");
-    assert!(audit.contains(&(ADMIN.into(), "resume".into(), Some("queue critical".into()))), "{audit:?}");
-    fx.assert_sound();
+both_backends! {
+    fn a_paused_queue_is_not_claimed_while_other_queues_drain_and_resume_brings_it_back() {
+        let fx = Fixture::new();
+        let critical = fx.enqueue("charge-card", "critical");
+        let other = fx.enqueue("charge-card", "default");
+        assert_eq!(fx.store.pause(ADMIN, PauseKind::Queue, "critical", None, false).unwrap(), PauseResult::Paused);
+        let p = policy(3, Duration::from_secs(1));
+        let queues = ["critical".to_string(), "default".to_string()];
+        let req = backwave::store::ClaimRequest {
+            worker_id: WORKER,
+            group: "g",
+            queues: &queues,
+            limit: 10,
+            lease: crate::LEASE,
+            policy: &p,
+        };
+        let claimed: Vec<_> = fx.store.claim(&req).unwrap().into_iter().map(|j| j.id).collect();
+        assert_eq!(claimed, [other], "only the unpaused queue is claimed");
+        // Enqueues still land in the paused queue.
+        let later = fx.enqueue("send-email", "critical");
+        assert!(fx.claim_as(WORKER, "critical", 10, &p).is_empty());
+        assert_eq!(fx.store.resume(ADMIN, PauseKind::Queue, "critical").unwrap(), ResumeResult::Resumed);
+        let claimed: Vec<_> = fx.claim_as(WORKER, "critical", 10, &p).into_iter().map(|j| j.id).collect();
+        assert_eq!(claimed, [critical, later]);
+        assert_eq!(fx.store.resume(ADMIN, PauseKind::Queue, "critical").unwrap(), ResumeResult::NotPaused);
+        let audit = audit_actions(&fx.store);
+        assert!(audit.contains(&(ADMIN.into(), "pause".into(), Some("queue critical until resumed".into()))), "{audit:?}");
+        assert!(audit.contains(&(ADMIN.into(), "resume".into(), Some("queue critical".into()))), "{audit:?}");
+        fx.assert_sound();
+    }
 }
 
-#[test]
-fn a_paused_wire_name_is_skipped_in_its_queue_and_every_other_job_is_claimed_in_due_order() {
-    let fx = Fixture::new();
-    let jobs = [
-        NewJob::new("charge-card", "critical", vec![]).due_at(T0 - 50),
-        NewJob::new("send-email", "critical", vec![]).due_at(T0 - 40),
-        NewJob::new("charge-card", "critical", vec![]).due_at(T0 - 30),
-        NewJob::new("audit-log", "critical", vec![]).due_at(T0 - 20),
-        NewJob::new("send-email", "critical", vec![]).due_at(T0 + 60_000),
-        NewJob::new("charge-card", "default", vec![]).due_at(T0 - 10),
-    ];
-    let ids = fx.store.enqueue_many(&jobs).unwrap();
-    let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
-    assert_eq!((plan.scheduled, plan.running), (3, 0), "both queues, due now or not");
-    let plan = fx.store.plan_pause(PauseKind::Queue, "critical", false).unwrap();
-    assert_eq!((plan.scheduled, plan.running), (5, 0));
-    let until = T0 + 30 * 60_000;
-    fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
-    let p = policy(3, Duration::from_secs(1));
-    let claimed: Vec<_> = fx.claim_as(WORKER, "critical", 10, &p).into_iter().map(|j| j.id).collect();
-    assert_eq!(claimed, [ids[1], ids[3]], "the due unpaused jobs, oldest due first, nothing due later");
-    assert!(fx.claim_as(WORKER, "default", 10, &p).is_empty(), "the wire name is paused in every queue");
-    // A running job of a paused wire name finishes normally.
-    fx.store.resume(ADMIN, PauseKind::WireName, "charge-card").unwrap();
-    let running = fx.claim_as(WORKER, "default", 1, &p).remove(0);
-    let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
-    assert_eq!((plan.scheduled, plan.running), (2, 1));
-    fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
-    assert_eq!(
-        fx.report(&running, backwave::store::Outcome::Succeeded),
-        backwave::store::Fenced::Accepted(JobState::Succeeded)
-    );
-    // --for expires by itself.
-    fx.clock.set(until);
-    let claimed: Vec<_> = fx.claim_as(WORKER, "critical", 10, &p).into_iter().map(|j| j.id).collect();
-    assert_eq!(claimed, [ids[0], ids[2], ids[4]], "the paused jobs, and the one due since");
-    assert!(fx.store.pauses().unwrap().is_empty(), "a lapsed pause is not listed");
-    fx.assert_sound();
+both_backends! {
+    fn a_paused_wire_name_is_skipped_in_its_queue_and_every_other_job_is_claimed_in_due_order() {
+        let fx = Fixture::new();
+        let jobs = [
+            NewJob::new("charge-card", "critical", vec![]).due_at(T0 - 50),
+            NewJob::new("send-email", "critical", vec![]).due_at(T0 - 40),
+            NewJob::new("charge-card", "critical", vec![]).due_at(T0 - 30),
+            NewJob::new("audit-log", "critical", vec![]).due_at(T0 - 20),
+            NewJob::new("send-email", "critical", vec![]).due_at(T0 + 60_000),
+            NewJob::new("charge-card", "default", vec![]).due_at(T0 - 10),
+        ];
+        let ids = fx.store.enqueue_many(&jobs).unwrap();
+        let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
+        assert_eq!((plan.scheduled, plan.running), (3, 0), "both queues, due now or not");
+        let plan = fx.store.plan_pause(PauseKind::Queue, "critical", false).unwrap();
+        assert_eq!((plan.scheduled, plan.running), (5, 0));
+        let until = T0 + 30 * 60_000;
+        fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
+        let p = policy(3, Duration::from_secs(1));
+        let claimed: Vec<_> = fx.claim_as(WORKER, "critical", 10, &p).into_iter().map(|j| j.id).collect();
+        assert_eq!(claimed, [ids[1], ids[3]], "the due unpaused jobs, oldest due first, nothing due later");
+        assert!(fx.claim_as(WORKER, "default", 10, &p).is_empty(), "the wire name is paused in every queue");
+        // A running job of a paused wire name finishes normally.
+        fx.store.resume(ADMIN, PauseKind::WireName, "charge-card").unwrap();
+        let running = fx.claim_as(WORKER, "default", 1, &p).remove(0);
+        let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
+        assert_eq!((plan.scheduled, plan.running), (2, 1));
+        fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
+        assert_eq!(
+            fx.report(&running, backwave::store::Outcome::Succeeded),
+            backwave::store::Fenced::Accepted(JobState::Succeeded)
+        );
+        // --for expires by itself.
+        fx.clock.set(until);
+        let claimed: Vec<_> = fx.claim_as(WORKER, "critical", 10, &p).into_iter().map(|j| j.id).collect();
+        assert_eq!(claimed, [ids[0], ids[2], ids[4]], "the paused jobs, and the one due since");
+        assert!(fx.store.pauses().unwrap().is_empty(), "a lapsed pause is not listed");
+        fx.assert_sound();
+    }
 }
 
 /// The cost the issue warns about: with 20,000 paused jobs due at the head of a queue, a claim
@@ -147,135 +150,141 @@ fn a_wire_name_pause_does_not_make_every_claim_walk_the_paused_backlog() {
     assert!(steps < 400, "a claim around 20,000 paused jobs ran {steps} VM steps: it walks the paused backlog");
 }
 
-#[test]
-fn pausing_an_unknown_name_is_refused_quoting_it_unless_forced() {
-    let fx = Fixture::new();
-    fx.enqueue("charge-card", "critical");
-    let before = table_dump(&fx.store);
-    let err = fx.store.pause(ADMIN, PauseKind::Queue, "critcal", None, false).unwrap_err();
-    assert!(matches!(err, Error::InvalidInput(_)));
-    assert!(err.to_string().contains("unknown queue 'critcal'") && err.to_string().contains("--force"), "{err}");
-    let err = fx.store.pause(ADMIN, PauseKind::WireName, "charge-crd", None, false).unwrap_err();
-    assert!(err.to_string().contains("unknown wire-name 'charge-crd'"), "{err}");
-    assert_eq!(table_dump(&fx.store), before, "a refused pause changed the store");
-    // Ahead of time, on purpose.
-    fx.store.pause(ADMIN, PauseKind::Queue, "bulk-import", None, true).unwrap();
-    assert_eq!(fx.store.pauses().unwrap()[0].name, "bulk-import");
+both_backends! {
+    fn pausing_an_unknown_name_is_refused_quoting_it_unless_forced() {
+        let fx = Fixture::new();
+        fx.enqueue("charge-card", "critical");
+        let before = table_dump(&fx.store);
+        let err = fx.store.pause(ADMIN, PauseKind::Queue, "critcal", None, false).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)));
+        assert!(err.to_string().contains("unknown queue 'critcal'") && err.to_string().contains("--force"), "{err}");
+        let err = fx.store.pause(ADMIN, PauseKind::WireName, "charge-crd", None, false).unwrap_err();
+        assert!(err.to_string().contains("unknown wire-name 'charge-crd'"), "{err}");
+        assert_eq!(table_dump(&fx.store), before, "a refused pause changed the store");
+        // Ahead of time, on purpose.
+        fx.store.pause(ADMIN, PauseKind::Queue, "bulk-import", None, true).unwrap();
+        assert_eq!(fx.store.pauses().unwrap()[0].name, "bulk-import");
+    }
 }
 
-#[test]
-fn pausing_needs_operate_and_pausing_again_replaces_the_expiry() {
-    let fx = Fixture::new();
-    fx.enqueue("charge-card", "critical");
-    let err = fx.store.pause(STRANGER, PauseKind::Queue, "critical", None, false).unwrap_err();
-    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
-    assert!(matches!(fx.store.resume(STRANGER, PauseKind::Queue, "critical"), Err(Error::PermissionDenied { .. })));
-    assert!(fx.store.pauses().unwrap().is_empty());
-    fx.store.pause(ADMIN, PauseKind::Queue, "critical", Some(T0 + 1_000), false).unwrap();
-    let again = fx.store.pause(ADMIN, PauseKind::Queue, "critical", None, false).unwrap();
-    assert_eq!(again, PauseResult::Extended { previous_until: Some(T0 + 1_000) });
-    let pauses = fx.store.pauses().unwrap();
-    assert_eq!(pauses.len(), 1);
-    assert_eq!((pauses[0].until, pauses[0].paused_by.as_str(), pauses[0].paused_at), (None, ADMIN, T0));
-    assert!(fx.store.pause(ADMIN, PauseKind::Queue, "critical", Some(T0), false).is_err(), "an expiry in the past");
+both_backends! {
+    fn pausing_needs_operate_and_pausing_again_replaces_the_expiry() {
+        let fx = Fixture::new();
+        fx.enqueue("charge-card", "critical");
+        let err = fx.store.pause(STRANGER, PauseKind::Queue, "critical", None, false).unwrap_err();
+        assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
+        assert!(matches!(fx.store.resume(STRANGER, PauseKind::Queue, "critical"), Err(Error::PermissionDenied { .. })));
+        assert!(fx.store.pauses().unwrap().is_empty());
+        fx.store.pause(ADMIN, PauseKind::Queue, "critical", Some(T0 + 1_000), false).unwrap();
+        let again = fx.store.pause(ADMIN, PauseKind::Queue, "critical", None, false).unwrap();
+        assert_eq!(again, PauseResult::Extended { previous_until: Some(T0 + 1_000) });
+        let pauses = fx.store.pauses().unwrap();
+        assert_eq!(pauses.len(), 1);
+        assert_eq!((pauses[0].until, pauses[0].paused_by.as_str(), pauses[0].paused_at), (None, ADMIN, T0));
+        assert!(fx.store.pause(ADMIN, PauseKind::Queue, "critical", Some(T0), false).is_err(), "an expiry in the past");
+    }
 }
 
 // ---- run now -----------------------------------------------------------------------------------
 
-#[test]
-fn run_now_makes_a_scheduled_retry_due_without_touching_its_attempt_or_budget() {
-    let fx = Fixture::new();
-    let id = fx.enqueue("w", "q");
-    let p = policy(5, Duration::from_secs(3600));
-    let job = fx.claim_one("q", &p);
-    fx.report(&job, failed("boom"));
-    let waiting = fx.job(id);
-    assert_eq!((waiting.state, waiting.attempt), (JobState::Scheduled, 1));
-    assert_eq!(waiting.due_at, T0 + 3_600_000);
-    let dead = fx.enqueue("w", "other");
-    fx.store.cancel(ADMIN, &[dead]).unwrap();
-    let missing = backwave::JobId::new();
+both_backends! {
+    fn run_now_makes_a_scheduled_retry_due_without_touching_its_attempt_or_budget() {
+        let fx = Fixture::new();
+        let id = fx.enqueue("w", "q");
+        let p = policy(5, Duration::from_secs(3600));
+        let job = fx.claim_one("q", &p);
+        fx.report(&job, failed("boom"));
+        let waiting = fx.job(id);
+        assert_eq!((waiting.state, waiting.attempt), (JobState::Scheduled, 1));
+        assert_eq!(waiting.due_at, T0 + 3_600_000);
+        let dead = fx.enqueue("w", "other");
+        fx.store.cancel(ADMIN, &[dead]).unwrap();
+        let missing = backwave::JobId::new();
 
-    let results = fx.store.run_now(ADMIN, &[id, dead, missing]).unwrap();
-    assert_eq!(
-        results,
-        [
-            RunNowResult::Due { was_due_at: T0 + 3_600_000 },
-            RunNowResult::NotScheduled { state: JobState::Cancelled },
-            RunNowResult::NotFound
-        ]
-    );
-    let now_due = fx.job(id);
-    assert_eq!(now_due.due_at, T0);
-    assert_eq!((now_due.attempt, now_due.max_attempts, now_due.delay_table), (1, Some(5), waiting.delay_table));
-    assert_eq!(fx.store.history(id).unwrap().len(), fx.store.history(id).unwrap().len());
-    let audit = audit_actions(&fx.store);
-    assert!(audit.contains(&(ADMIN.into(), "run-now".into(), Some(format!("due_at was {}", T0 + 3_600_000)))));
-    // The next claim takes it as attempt 2 of 5.
-    assert_eq!(fx.claim_one("q", &p).attempt, 2);
+        let results = fx.store.run_now(ADMIN, &[id, dead, missing]).unwrap();
+        assert_eq!(
+            results,
+            [
+                RunNowResult::Due { was_due_at: T0 + 3_600_000 },
+                RunNowResult::NotScheduled { state: JobState::Cancelled },
+                RunNowResult::NotFound
+            ]
+        );
+        let now_due = fx.job(id);
+        assert_eq!(now_due.due_at, T0);
+        assert_eq!((now_due.attempt, now_due.max_attempts, now_due.delay_table), (1, Some(5), waiting.delay_table));
+        assert_eq!(fx.store.history(id).unwrap().len(), fx.store.history(id).unwrap().len());
+        let audit = audit_actions(&fx.store);
+        assert!(audit.contains(&(ADMIN.into(), "run-now".into(), Some(format!("due_at was {}", T0 + 3_600_000)))));
+        // The next claim takes it as attempt 2 of 5.
+        assert_eq!(fx.claim_one("q", &p).attempt, 2);
+    }
 }
 
-#[test]
-fn run_now_of_a_running_job_changes_nothing() {
-    let fx = Fixture::new();
-    let id = fx.enqueue("w", "q");
-    fx.claim_one("q", &policy(3, Duration::from_secs(1)));
-    let before = table_dump(&fx.store);
-    assert_eq!(fx.store.run_now(ADMIN, &[id]).unwrap(), [RunNowResult::NotScheduled { state: JobState::Running }]);
-    assert_eq!(table_dump(&fx.store), before);
-    assert!(matches!(fx.store.run_now(STRANGER, &[id]), Err(Error::PermissionDenied { .. })));
+both_backends! {
+    fn run_now_of_a_running_job_changes_nothing() {
+        let fx = Fixture::new();
+        let id = fx.enqueue("w", "q");
+        fx.claim_one("q", &policy(3, Duration::from_secs(1)));
+        let before = table_dump(&fx.store);
+        assert_eq!(fx.store.run_now(ADMIN, &[id]).unwrap(), [RunNowResult::NotScheduled { state: JobState::Running }]);
+        assert_eq!(table_dump(&fx.store), before);
+        assert!(matches!(fx.store.run_now(STRANGER, &[id]), Err(Error::PermissionDenied { .. })));
+    }
 }
 
-#[test]
-fn bulk_run_now_plans_exactly_and_makes_only_later_jobs_due() {
-    let fx = Fixture::new();
-    let mut jobs: Vec<NewJob> = (0..1_200).map(|i| NewJob::new("w", "q", vec![]).due_at(T0 + 1_000 + i)).collect();
-    jobs.extend((0..3).map(|_| NewJob::new("w", "q", vec![]).due_at(T0 - 5)));
-    jobs.push(NewJob::new("w", "elsewhere", vec![]).due_at(T0 + 99));
-    fx.store.enqueue_many(&jobs).unwrap();
-    let filter = JobFilter { queue: Some("q".into()), ..Default::default() };
-    let plan = fx.store.plan_run_now(&filter).unwrap();
-    assert_eq!((plan.matching, plan.would_run_now, plan.already_due), (1_203, 1_200, 3));
-    let mut seen = Vec::new();
-    let n = fx.store.run_now_matching(ADMIN, &filter, |p| seen.push(p)).unwrap();
-    assert_eq!(n, 1_200);
-    assert_eq!(seen.iter().map(|p| p.done).collect::<Vec<_>>(), [500, 1_000, 1_200], "batches of 500");
-    let after = fx.store.plan_run_now(&filter).unwrap();
-    assert_eq!((after.would_run_now, after.already_due), (0, 1_203));
-    assert_eq!(fx.store.plan_run_now(&JobFilter::default()).unwrap().would_run_now, 1, "the other queue untouched");
-    fx.assert_sound();
+both_backends! {
+    fn bulk_run_now_plans_exactly_and_makes_only_later_jobs_due() {
+        let fx = Fixture::new();
+        let mut jobs: Vec<NewJob> = (0..1_200).map(|i| NewJob::new("w", "q", vec![]).due_at(T0 + 1_000 + i)).collect();
+        jobs.extend((0..3).map(|_| NewJob::new("w", "q", vec![]).due_at(T0 - 5)));
+        jobs.push(NewJob::new("w", "elsewhere", vec![]).due_at(T0 + 99));
+        fx.store.enqueue_many(&jobs).unwrap();
+        let filter = JobFilter { queue: Some("q".into()), ..Default::default() };
+        let plan = fx.store.plan_run_now(&filter).unwrap();
+        assert_eq!((plan.matching, plan.would_run_now, plan.already_due), (1_203, 1_200, 3));
+        let mut seen = Vec::new();
+        let n = fx.store.run_now_matching(ADMIN, &filter, |p| seen.push(p)).unwrap();
+        assert_eq!(n, 1_200);
+        assert_eq!(seen.iter().map(|p| p.done).collect::<Vec<_>>(), [500, 1_000, 1_200], "batches of 500");
+        let after = fx.store.plan_run_now(&filter).unwrap();
+        assert_eq!((after.would_run_now, after.already_due), (0, 1_203));
+        assert_eq!(fx.store.plan_run_now(&JobFilter::default()).unwrap().would_run_now, 1, "the other queue untouched");
+        fx.assert_sound();
+    }
 }
 
 // ---- bulk cancel -------------------------------------------------------------------------------
 
-#[test]
-fn bulk_cancel_plans_exactly_then_cancels_scheduled_and_asks_running_to_stop() {
-    let fx = Fixture::new();
-    let mut jobs: Vec<NewJob> = (0..700).map(|_| NewJob::new("charge-card", "q", vec![])).collect();
-    jobs.extend((0..4).map(|_| NewJob::new("send-email", "q", vec![])));
-    fx.store.enqueue_many(&jobs).unwrap();
-    let running = fx.claim_as(WORKER, "q", 2, &policy(3, Duration::from_secs(1)));
-    assert!(running.iter().all(|j| j.wire_name == "charge-card"));
-    fx.store.cancel(ADMIN, &[running[0].id]).unwrap();
-    let filter = JobFilter { wire_name: Some("charge-card".into()), ..Default::default() };
-    let plan = fx.store.plan_cancel(&filter).unwrap();
-    assert_eq!((plan.matching, plan.would_cancel, plan.would_ask_to_stop, plan.already_asked), (700, 698, 1, 1));
-    let mut batches = 0;
-    let done = fx.store.cancel_matching(ADMIN, &filter, |_| batches += 1).unwrap();
-    assert_eq!((done.cancelled, done.asked_to_stop), (698, 1));
-    assert_eq!(batches, 2);
-    let counts = fx.store.counts().unwrap();
-    assert_eq!(counts.total(JobState::Cancelled), 698);
-    assert_eq!(counts.total(JobState::Scheduled), 4, "the other wire name is untouched");
-    assert_eq!(counts.total(JobState::Running), 2, "running jobs end Cancelled when their handler stops");
-    let after = fx.store.plan_cancel(&filter).unwrap();
-    assert_eq!((after.would_cancel, after.would_ask_to_stop, after.already_asked), (0, 0, 2));
-    // Each cancelled job has its own log entry with the actor.
-    let h =
-        fx.store.history(fx.store.list_jobs(&JobFilter::state(JobState::Cancelled), 1, 0).unwrap().jobs[0].id).unwrap();
-    assert_eq!(h.last().unwrap().actor.as_deref(), Some(ADMIN));
-    assert!(matches!(fx.store.cancel_matching(STRANGER, &filter, |_| {}), Err(Error::PermissionDenied { .. })));
-    fx.assert_sound();
+both_backends! {
+    fn bulk_cancel_plans_exactly_then_cancels_scheduled_and_asks_running_to_stop() {
+        let fx = Fixture::new();
+        let mut jobs: Vec<NewJob> = (0..700).map(|_| NewJob::new("charge-card", "q", vec![])).collect();
+        jobs.extend((0..4).map(|_| NewJob::new("send-email", "q", vec![])));
+        fx.store.enqueue_many(&jobs).unwrap();
+        let running = fx.claim_as(WORKER, "q", 2, &policy(3, Duration::from_secs(1)));
+        assert!(running.iter().all(|j| j.wire_name == "charge-card"));
+        fx.store.cancel(ADMIN, &[running[0].id]).unwrap();
+        let filter = JobFilter { wire_name: Some("charge-card".into()), ..Default::default() };
+        let plan = fx.store.plan_cancel(&filter).unwrap();
+        assert_eq!((plan.matching, plan.would_cancel, plan.would_ask_to_stop, plan.already_asked), (700, 698, 1, 1));
+        let mut batches = 0;
+        let done = fx.store.cancel_matching(ADMIN, &filter, |_| batches += 1).unwrap();
+        assert_eq!((done.cancelled, done.asked_to_stop), (698, 1));
+        assert_eq!(batches, 2);
+        let counts = fx.store.counts().unwrap();
+        assert_eq!(counts.total(JobState::Cancelled), 698);
+        assert_eq!(counts.total(JobState::Scheduled), 4, "the other wire name is untouched");
+        assert_eq!(counts.total(JobState::Running), 2, "running jobs end Cancelled when their handler stops");
+        let after = fx.store.plan_cancel(&filter).unwrap();
+        assert_eq!((after.would_cancel, after.would_ask_to_stop, after.already_asked), (0, 0, 2));
+        // Each cancelled job has its own log entry with the actor.
+        let h =
+            fx.store.history(fx.store.list_jobs(&JobFilter::state(JobState::Cancelled), 1, 0).unwrap().jobs[0].id).unwrap();
+        assert_eq!(h.last().unwrap().actor.as_deref(), Some(ADMIN));
+        assert!(matches!(fx.store.cancel_matching(STRANGER, &filter, |_| {}), Err(Error::PermissionDenied { .. })));
+        fx.assert_sound();
+    }
 }
 
 // ---- payload repair ----------------------------------------------------------------------------
@@ -293,49 +302,51 @@ fn quarantine_undecodable(fx: &Fixture) -> backwave::JobId {
     id
 }
 
-#[test]
-fn a_payload_repair_keeps_the_old_payload_in_the_audit_and_can_requeue_in_the_same_transaction() {
-    let fx = Fixture::new();
-    let id = quarantine_undecodable(&fx);
-    let edit = fx.store.edit_payload(ADMIN, id, br#"{"width":640}"#, true).unwrap();
-    assert_eq!((edit.from, edit.old_bytes, edit.new_bytes, edit.requeued), (JobState::Quarantined, 2, 13, true));
-    let job = fx.job(id);
-    assert_eq!(
-        (job.state, job.attempt, job.payload.as_slice()),
-        (JobState::Scheduled, 0, br#"{"width":640}"#.as_slice())
-    );
-    let audit = fx.store.audit_entries(0, 100).unwrap();
-    let entry = audit.iter().find(|e| e.action == "edit-payload").expect("audited");
-    assert_eq!(entry.job_id, Some(id));
-    let detail: serde_json::Value = serde_json::from_str(entry.detail.as_deref().unwrap()).unwrap();
-    assert_eq!(detail["old_payload_hex"], "ff00", "the old payload, not UTF-8, is kept whole");
-    let last = fx.store.history(id).unwrap().pop().unwrap();
-    assert_eq!(
-        (last.from, last.to, last.actor.as_deref()),
-        (Some(JobState::Quarantined), JobState::Scheduled, Some(ADMIN))
-    );
+both_backends! {
+    fn a_payload_repair_keeps_the_old_payload_in_the_audit_and_can_requeue_in_the_same_transaction() {
+        let fx = Fixture::new();
+        let id = quarantine_undecodable(&fx);
+        let edit = fx.store.edit_payload(ADMIN, id, br#"{"width":640}"#, true).unwrap();
+        assert_eq!((edit.from, edit.old_bytes, edit.new_bytes, edit.requeued), (JobState::Quarantined, 2, 13, true));
+        let job = fx.job(id);
+        assert_eq!(
+            (job.state, job.attempt, job.payload.as_slice()),
+            (JobState::Scheduled, 0, br#"{"width":640}"#.as_slice())
+        );
+        let audit = fx.store.audit_entries(0, 100).unwrap();
+        let entry = audit.iter().find(|e| e.action == "edit-payload").expect("audited");
+        assert_eq!(entry.job_id, Some(id));
+        let detail: serde_json::Value = serde_json::from_str(entry.detail.as_deref().unwrap()).unwrap();
+        assert_eq!(detail["old_payload_hex"], "ff00", "the old payload, not UTF-8, is kept whole");
+        let last = fx.store.history(id).unwrap().pop().unwrap();
+        assert_eq!(
+            (last.from, last.to, last.actor.as_deref()),
+            (Some(JobState::Quarantined), JobState::Scheduled, Some(ADMIN))
+        );
+    }
 }
 
-#[test]
-fn a_payload_edit_of_a_succeeded_job_or_with_malformed_json_is_refused_and_changes_nothing() {
-    let fx = Fixture::new();
-    let q = quarantine_undecodable(&fx);
-    let ok = fx.enqueue("w", "ok");
-    let job = fx.claim_one("ok", &policy(3, Duration::from_secs(1)));
-    fx.report(&job, backwave::store::Outcome::Succeeded);
-    let before = table_dump(&fx.store);
-    let audit_before = fx.store.audit_entries(0, 100).unwrap().len();
+both_backends! {
+    fn a_payload_edit_of_a_succeeded_job_or_with_malformed_json_is_refused_and_changes_nothing() {
+        let fx = Fixture::new();
+        let q = quarantine_undecodable(&fx);
+        let ok = fx.enqueue("w", "ok");
+        let job = fx.claim_one("ok", &policy(3, Duration::from_secs(1)));
+        fx.report(&job, backwave::store::Outcome::Succeeded);
+        let before = table_dump(&fx.store);
+        let audit_before = fx.store.audit_entries(0, 100).unwrap().len();
 
-    let err = fx.store.edit_payload(ADMIN, ok, b"{}", false).unwrap_err();
-    assert!(matches!(err, Error::WrongState { state: JobState::Succeeded, .. }), "{err}");
-    assert!(err.to_string().contains(&ok.to_string()), "{err}");
-    let err = fx.store.edit_payload(ADMIN, q, br#"{"width": 64"#, true).unwrap_err();
-    assert!(matches!(err, Error::InvalidInput(_)));
-    assert!(err.to_string().contains(r#"'{"width": 64'"#) && err.to_string().contains("not valid JSON"), "{err}");
-    assert!(matches!(fx.store.edit_payload(STRANGER, q, b"{}", false), Err(Error::PermissionDenied { .. })));
+        let err = fx.store.edit_payload(ADMIN, ok, b"{}", false).unwrap_err();
+        assert!(matches!(err, Error::WrongState { state: JobState::Succeeded, .. }), "{err}");
+        assert!(err.to_string().contains(&ok.to_string()), "{err}");
+        let err = fx.store.edit_payload(ADMIN, q, br#"{"width": 64"#, true).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)));
+        assert!(err.to_string().contains(r#"'{"width": 64'"#) && err.to_string().contains("not valid JSON"), "{err}");
+        assert!(matches!(fx.store.edit_payload(STRANGER, q, b"{}", false), Err(Error::PermissionDenied { .. })));
 
-    assert_eq!(table_dump(&fx.store), before);
-    assert_eq!(fx.store.audit_entries(0, 100).unwrap().len(), audit_before);
+        assert_eq!(table_dump(&fx.store), before);
+        assert_eq!(fx.store.audit_entries(0, 100).unwrap().len(), audit_before);
+    }
 }
 
 // ---- migration ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Harness for the dashboard tests: a small store built through the library with a pinned
 //! clock, an `App` driven by actions whose store requests are served synchronously with the
-//! same `serve` the background thread runs, and screens rendered on ratatui's TestBackend.
+//! same `serve` the background thread runs, and screens rendered on ratatui's TestBackend. The
+//! store is on the test's backend (`crate::backend`); screens name it `./backwave.db` on both.
 
 use std::time::Duration;
 
@@ -12,35 +13,51 @@ use backwave::{
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
+use crate::backend::{load_sqlite_fixture, TestDb};
+
 /// 2026-11-30T12:00:00Z, the fixtures' reference time.
 pub const T0: Millis = 1_796_040_000_000;
 pub const ACTOR: &str = "alice";
 
+/// Fields drop in order: the store's connections close before its schema is dropped.
 pub struct Fixture {
-    pub _dir: tempfile::TempDir,
     pub store: Store,
     pub clock: Clock,
     /// Every job id in creation order, for stable names in snapshots.
     pub ids: Vec<JobId>,
+    /// Where the store is: `f.db.arg()` for a `bw` child's `--db`.
+    pub db: TestDb,
+    pub _dir: tempfile::TempDir,
 }
 
 impl Fixture {
     pub fn empty() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::named(dir.path(), "top.db");
         let clock = Clock::manual(T0 - 3_000_000);
-        let store = Store::create(dir.path().join("top.db")).unwrap().with_clock(clock.clone());
+        let store = Store::create(&db).unwrap().with_clock(clock.clone());
         store.bootstrap_admin("root").unwrap();
-        Fixture { _dir: dir, store, clock, ids: Vec::new() }
+        Fixture { store, clock, ids: Vec::new(), db, _dir: dir }
     }
 
     /// The hostile fixture (fixtures/hostile.sql), with a pinned clock at its reference time.
     pub fn hostile() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::named(dir.path(), "hostile.db");
+        drop(Store::create(&db).unwrap());
+        load_sqlite_fixture(&db, include_str!("../../fixtures/hostile.sql"));
         let clock = Clock::manual(T0);
-        let store = Store::create(dir.path().join("hostile.db")).unwrap().with_clock(clock.clone());
-        store.raw_batch(include_str!("../../fixtures/hostile.sql")).unwrap();
-        store.raw_execute("INSERT INTO grants VALUES (?1, 'admin', 'test', 0)", &[ACTOR.into()]).unwrap();
-        Fixture { _dir: dir, store, clock, ids: Vec::new() }
+        let store = Store::open(&db).unwrap().with_clock(clock.clone());
+        // As another program would grant it: the fixture has no admin to grant through.
+        store
+            .raw_execute(
+                &format!(
+                    "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ('{ACTOR}', 'admin', 'test', 0)"
+                ),
+                &[],
+            )
+            .unwrap();
+        Fixture { store, clock, ids: Vec::new(), db, _dir: dir }
     }
 
     /// Every state, a dead-letter group of three, two quarantines without a handler, a live

@@ -14,12 +14,12 @@ pub const DEAD_SINCE_SQL: &str = "SELECT count(*) FROM jobs WHERE state = 'dead-
                                   AND finished_at IS NOT NULL AND finished_at >= ?1";
 
 /// A dead-letter cause group before its example is looked up.
-pub(super) struct Group {
-    wire_name: String,
-    fingerprint: Option<String>,
-    count: u64,
-    pub(super) first_seen: Millis,
-    last_seen: Millis,
+pub(crate) struct Group {
+    pub(crate) wire_name: String,
+    pub(crate) fingerprint: Option<String>,
+    pub(crate) count: u64,
+    pub(crate) first_seen: Millis,
+    pub(crate) last_seen: Millis,
 }
 
 /// Every cause group, largest first: one pass over the covering `jobs_dead_causes` index, no
@@ -28,7 +28,7 @@ pub(super) fn cause_groups(conn: &Connection) -> Result<Vec<Group>> {
     let mut stmt = conn.prepare_cached(
         "SELECT wire_name, cause_fingerprint, count(*) AS n, min(finished_at), max(finished_at) AS last_seen
          FROM jobs WHERE state = 'dead-lettered' GROUP BY wire_name, cause_fingerprint
-         ORDER BY n DESC, last_seen DESC",
+         ORDER BY n DESC, last_seen DESC, wire_name, cause_fingerprint",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(Group {
@@ -42,17 +42,25 @@ pub(super) fn cause_groups(conn: &Connection) -> Result<Vec<Group>> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// The groups as [`CauseGroup`]s, each with its latest real cause: one indexed lookup a group.
-pub(super) fn with_examples<'a>(conn: &Connection, groups: impl Iterator<Item = &'a Group>) -> Result<Vec<CauseGroup>> {
+/// The latest real cause of the Dead-Lettered jobs of `wire_name` with `fingerprint` (none: no
+/// fingerprint), by the covering index: the example a [`CauseGroup`] shows.
+pub(super) fn example(conn: &Connection, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>> {
     let mut stmt = conn.prepare_cached(
         "SELECT terminal_cause FROM jobs WHERE state = 'dead-lettered' AND wire_name = ?1 AND cause_fingerprint IS ?2
          ORDER BY finished_at DESC LIMIT 1",
     )?;
+    Ok(stmt.query_row(params![wire_name, fingerprint], |r| r.get(0)).optional()?.flatten())
+}
+
+/// The groups as [`CauseGroup`]s, each with its latest real cause: one indexed lookup a group
+/// (`example`). Both backends.
+pub(crate) fn with_examples<'a>(
+    mut example: impl FnMut(&str, Option<&str>) -> Result<Option<String>>,
+    groups: impl Iterator<Item = &'a Group>,
+) -> Result<Vec<CauseGroup>> {
     let mut out = Vec::new();
     for g in groups {
-        let example: Option<String> =
-            stmt.query_row(params![g.wire_name, g.fingerprint], |r| r.get(0)).optional()?.flatten();
-        let example = example.unwrap_or_default();
+        let example = example(&g.wire_name, g.fingerprint.as_deref())?.unwrap_or_default();
         out.push(CauseGroup {
             wire_name: g.wire_name.clone(),
             // As `bw stats` shows it: a job written without a fingerprint groups by its cause.

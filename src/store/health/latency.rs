@@ -58,19 +58,60 @@ impl SqliteStore {
             let in_force = InForce::new(&pauses);
             let counts = self.counts()?;
             let mut held = BTreeMap::new();
-            counts.by_queue.keys().map(|q| latency(conn, &counts, q, now, &in_force, &mut held)).collect()
+            let mut probe = SqliteProbe(conn);
+            counts.by_queue.keys().map(|q| latency(&mut probe, &counts, q, now, &in_force, &mut held)).collect()
         })
     }
 }
 
+/// The index probes a latency read makes, each answered from a claim index: the backends differ
+/// only in how they ask, so the arithmetic around pauses ([`latency`]) is written once.
+pub(crate) trait DueProbe {
+    /// The due Scheduled jobs of `queue` at `now`: how many, and the earliest `due_at`
+    /// ([`DUE_SQL`]).
+    fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)>;
+    /// The same for one wire name of `queue` ([`DUE_WIRE_NAME_SQL`]).
+    fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)>;
+    /// The first wire name after `after` among the Scheduled jobs of `queue`
+    /// ([`CLAIM_NEXT_WIRE_NAME_SQL`]).
+    fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>>;
+}
+
+/// [`DueProbe`] on an SQLite connection, inside the caller's read.
+pub(super) struct SqliteProbe<'c>(pub(super) &'c Connection);
+
+impl DueProbe for SqliteProbe<'_> {
+    fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
+        let (n, oldest): (i64, Option<Millis>) =
+            self.0.prepare_cached(DUE_SQL)?.query_row(params![queue, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok((n.max(0) as u64, oldest))
+    }
+
+    fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
+        let (n, oldest): (i64, Option<Millis>) = self
+            .0
+            .prepare_cached(DUE_WIRE_NAME_SQL)?
+            .query_row(params![queue, wire_name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok((n.max(0) as u64, oldest))
+    }
+
+    fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>> {
+        Ok(self
+            .0
+            .prepare_cached(CLAIM_NEXT_WIRE_NAME_SQL)?
+            .query_row(params![queue, after], |r| r.get::<_, String>(0))
+            .optional()?)
+    }
+}
+
 /// The pauses in force, as the latency reads need them.
-pub(super) struct InForce<'a> {
-    pub(super) queues: BTreeMap<&'a str, &'a Pause>,
-    pub(super) wire_names: BTreeSet<&'a str>,
+pub(crate) struct InForce<'a> {
+    pub(crate) queues: BTreeMap<&'a str, &'a Pause>,
+    pub(crate) wire_names: BTreeSet<&'a str>,
 }
 
 impl<'a> InForce<'a> {
-    pub(super) fn new(pauses: &'a [Pause]) -> Self {
+    pub(crate) fn new(pauses: &'a [Pause]) -> Self {
         let mut out = InForce { queues: BTreeMap::new(), wire_names: BTreeSet::new() };
         for p in pauses {
             match p.kind {
@@ -87,9 +128,9 @@ impl<'a> InForce<'a> {
 }
 
 /// One queue's latency over what workers may claim, and what pauses hold back (added to
-/// `held_by_wire_name` per paused wire name).
-pub(super) fn latency(
-    conn: &Connection,
+/// `held_by_wire_name` per paused wire name). Both backends, through their [`DueProbe`].
+pub(crate) fn latency(
+    probe: &mut impl DueProbe,
     counts: &StateCounts,
     queue: &str,
     now: Millis,
@@ -99,24 +140,15 @@ pub(super) fn latency(
     let paused = pauses.queues.get(queue).map(|p| (*p).clone());
     // A queue without Scheduled jobs (the counts say so exactly) needs no look at the index.
     let scheduled = counts.by_queue.get(queue).and_then(|m| m.get(&JobState::Scheduled)).copied().unwrap_or(0);
-    let (mut due_now, mut oldest_due_at) = if scheduled == 0 {
-        (0, None)
-    } else {
-        let (n, oldest): (i64, Option<Millis>) =
-            conn.prepare_cached(DUE_SQL)?.query_row(params![queue, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        (n.max(0) as u64, oldest)
-    };
+    let (mut due_now, mut oldest_due_at) = if scheduled == 0 { (0, None) } else { probe.due(queue, now)? };
     let mut held_by_pause = 0;
     if due_now > 0 && paused.is_some() {
         // Every due job of a paused queue is held: nothing in it is claimable.
         (held_by_pause, due_now, oldest_due_at) = (due_now, 0, None);
     } else if due_now > 0 && !pauses.wire_names.is_empty() {
         let mut oldest_is_held = false;
-        let mut due_of = conn.prepare_cached(DUE_WIRE_NAME_SQL)?;
         for name in &pauses.wire_names {
-            let (n, first): (i64, Option<Millis>) =
-                due_of.query_row(params![queue, name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let n = n.max(0) as u64;
+            let (n, first) = probe.due_of(queue, name, now)?;
             if n > 0 {
                 held_by_pause += n;
                 *held_by_wire_name.entry(name.to_string()).or_default() += n;
@@ -127,7 +159,7 @@ pub(super) fn latency(
         if due_now == 0 {
             oldest_due_at = None;
         } else if oldest_is_held {
-            oldest_due_at = oldest_unpaused(conn, queue, now, &pauses.wire_names)?;
+            oldest_due_at = oldest_unpaused(probe, queue, now, &pauses.wire_names)?;
         }
     }
     Ok(QueueLatency {
@@ -143,14 +175,17 @@ pub(super) fn latency(
 /// The earliest `due_at` among the due jobs of `queue` whose wire name is not paused: the wire
 /// names waiting in the queue visited one index probe each on `jobs_claim_wire` (as the claim
 /// steps around a paused name), so the cost is the number of names, never the paused backlog.
-fn oldest_unpaused(conn: &Connection, queue: &str, now: Millis, paused: &BTreeSet<&str>) -> Result<Option<Millis>> {
-    let mut next_name = conn.prepare_cached(CLAIM_NEXT_WIRE_NAME_SQL)?;
-    let mut due_of = conn.prepare_cached(DUE_WIRE_NAME_SQL)?;
+fn oldest_unpaused(
+    probe: &mut impl DueProbe,
+    queue: &str,
+    now: Millis,
+    paused: &BTreeSet<&str>,
+) -> Result<Option<Millis>> {
     let mut oldest: Option<Millis> = None;
     let mut after = String::new();
-    while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
+    while let Some(name) = probe.next_wire_name(queue, &after)? {
         if !paused.contains(name.as_str()) {
-            let first: Option<Millis> = due_of.query_row(params![queue, name, now], |r| r.get(1))?;
+            let (_, first) = probe.due_of(queue, &name, now)?;
             oldest = match (oldest, first) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

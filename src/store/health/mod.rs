@@ -29,9 +29,14 @@ pub use checks::{Check, CheckName, Status, Thresholds};
 pub use latency::{QueueLatency, DUE_SQL, DUE_WIRE_NAME_SQL};
 pub use transitions::TransitionCounter;
 
-use causes::{cause_groups, dead_since, with_examples, Group};
+pub(crate) use causes::{with_examples, Group};
+pub(crate) use latency::{latency, DueProbe, InForce};
+
+use super::groups::{live_handlers_from, quarantine_groups_from, quarantine_rows, QuarantineRow};
+use crate::model::WorkerInfo;
+use causes::{cause_groups, dead_since, example};
 use checks::judge;
-use latency::{latency, InForce};
+use latency::SqliteProbe;
 use transitions::log_seq;
 
 /// How many cause groups a health read carries with their examples, largest first (and as many
@@ -139,74 +144,152 @@ impl Health {
 impl SqliteStore {
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
         let now = self.now();
-        let window_ms = i64::try_from(thresholds.window.as_millis()).unwrap_or(i64::MAX);
-        let window_start = now.saturating_sub(window_ms);
-        self.read(|conn| {
-            let pauses = self.pauses()?;
-            let in_force = InForce::new(&pauses);
-            let counts = self.counts()?;
-            let workers = self.workers()?;
-            let groups = cause_groups(conn)?;
-            let quarantines = self.quarantine_groups()?;
-            let dead_lettered_in_window = dead_since(conn, window_start)?;
-            let log_seq = log_seq(conn)?;
-
-            let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
-            let mut worker_health = WorkerHealth::default();
-            for w in &workers {
-                if w.is_live(now) {
-                    worker_health.live += 1;
-                    for q in &w.queues {
-                        *serving.entry(q.as_str()).or_default() += 1;
-                    }
-                } else {
-                    worker_health.stale += 1;
-                    if w.last_heartbeat_at >= window_start {
-                        worker_health.recently_stale.push(w.id.clone());
-                    }
-                }
-            }
-            let names: BTreeSet<&str> = counts
-                .by_queue
-                .keys()
-                .map(String::as_str)
-                .chain(workers.iter().flat_map(|w| w.queues.iter().map(String::as_str)))
-                .collect();
-            let mut queues = Vec::with_capacity(names.len());
-            let mut held_by_wire_name: BTreeMap<String, u64> =
-                in_force.wire_names.iter().map(|n| (n.to_string(), 0)).collect();
-            for queue in names {
-                let latency = latency(conn, &counts, queue, now, &in_force, &mut held_by_wire_name)?;
-                let live_workers = serving.get(queue).copied().unwrap_or(0);
-                queues.push(QueueHealth::served(latency, live_workers, thresholds.exclude_queues.contains(queue)));
-            }
-            let cause_groups_total = groups.len() as u64;
-            let new: Vec<&Group> = groups.iter().filter(|g| g.first_seen >= window_start).collect();
-            let new_causes_total = new.len() as u64;
-            let causes = with_examples(conn, groups.iter().take(CAUSE_GROUPS))?;
-            let new_causes = with_examples(conn, new.into_iter().take(CAUSE_GROUPS))?;
-
-            let mut health = Health {
-                at: now,
-                window_start,
-                status: Status::Ok,
-                checks: Vec::new(),
-                counts,
-                queues,
-                pauses,
-                held_by_wire_name,
-                dead_lettered_in_window,
-                causes,
-                cause_groups_total,
-                new_causes,
-                new_causes_total,
-                quarantines,
-                workers: worker_health,
-                log_seq,
-            };
-            health.checks = CheckName::ALL.iter().map(|n| judge(*n, &health, thresholds)).collect();
-            health.status = health.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
-            Ok(health)
-        })
+        self.read(|conn| gather(&mut SqliteHealth { store: self, conn }, now, thresholds))
     }
+}
+
+/// What a health read asks of its backend, all inside one read snapshot; the report is put
+/// together from the answers, and judged, by [`gather`], the same for both.
+pub(crate) trait HealthRead: DueProbe {
+    /// The pauses in force, queues first, then by name.
+    fn pauses(&mut self) -> Result<Vec<Pause>>;
+    /// Jobs by queue and state, from the trigger-kept counts.
+    fn counts(&mut self) -> Result<StateCounts>;
+    /// Every registered worker.
+    fn workers(&mut self) -> Result<Vec<WorkerInfo>>;
+    /// Every dead-letter cause group, largest first (then the latest seen), without examples.
+    fn cause_groups(&mut self) -> Result<Vec<Group>>;
+    /// The latest cause of a group (see `causes::example`).
+    fn example(&mut self, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>>;
+    /// Quarantined jobs by wire name and reason, largest first.
+    fn quarantine_rows(&mut self) -> Result<Vec<QuarantineRow>>;
+    /// Jobs Dead-Lettered at or after `since`.
+    fn dead_since(&mut self, since: Millis) -> Result<u64>;
+    /// The transition log's sequence ([`Health::log_seq`]).
+    fn log_seq(&mut self) -> Result<i64>;
+}
+
+/// [`HealthRead`] inside an SQLite read transaction.
+struct SqliteHealth<'a> {
+    store: &'a SqliteStore,
+    conn: &'a rusqlite::Connection,
+}
+
+impl DueProbe for SqliteHealth<'_> {
+    fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
+        SqliteProbe(self.conn).due(queue, now)
+    }
+
+    fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
+        SqliteProbe(self.conn).due_of(queue, wire_name, now)
+    }
+
+    fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>> {
+        SqliteProbe(self.conn).next_wire_name(queue, after)
+    }
+}
+
+impl HealthRead for SqliteHealth<'_> {
+    fn pauses(&mut self) -> Result<Vec<Pause>> {
+        self.store.pauses()
+    }
+
+    fn counts(&mut self) -> Result<StateCounts> {
+        self.store.counts()
+    }
+
+    fn workers(&mut self) -> Result<Vec<WorkerInfo>> {
+        self.store.workers()
+    }
+
+    fn cause_groups(&mut self) -> Result<Vec<Group>> {
+        cause_groups(self.conn)
+    }
+
+    fn example(&mut self, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>> {
+        example(self.conn, wire_name, fingerprint)
+    }
+
+    fn quarantine_rows(&mut self) -> Result<Vec<QuarantineRow>> {
+        quarantine_rows(self.conn)
+    }
+
+    fn dead_since(&mut self, since: Millis) -> Result<u64> {
+        dead_since(self.conn, since)
+    }
+
+    fn log_seq(&mut self) -> Result<i64> {
+        log_seq(self.conn)
+    }
+}
+
+/// The store's health at `now` against `thresholds`, from what `r` reads in its snapshot: the
+/// report's arithmetic and the verdicts, written once for both backends.
+pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Thresholds) -> Result<Health> {
+    let window_ms = i64::try_from(thresholds.window.as_millis()).unwrap_or(i64::MAX);
+    let window_start = now.saturating_sub(window_ms);
+    let pauses = r.pauses()?;
+    let in_force = InForce::new(&pauses);
+    let counts = r.counts()?;
+    let workers = r.workers()?;
+    let groups = r.cause_groups()?;
+    let quarantines = quarantine_groups_from(r.quarantine_rows()?, &live_handlers_from(&workers, now));
+    let dead_lettered_in_window = r.dead_since(window_start)?;
+    let log_seq = r.log_seq()?;
+
+    let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut worker_health = WorkerHealth::default();
+    for w in &workers {
+        if w.is_live(now) {
+            worker_health.live += 1;
+            for q in &w.queues {
+                *serving.entry(q.as_str()).or_default() += 1;
+            }
+        } else {
+            worker_health.stale += 1;
+            if w.last_heartbeat_at >= window_start {
+                worker_health.recently_stale.push(w.id.clone());
+            }
+        }
+    }
+    let names: BTreeSet<&str> = counts
+        .by_queue
+        .keys()
+        .map(String::as_str)
+        .chain(workers.iter().flat_map(|w| w.queues.iter().map(String::as_str)))
+        .collect();
+    let mut queues = Vec::with_capacity(names.len());
+    let mut held_by_wire_name: BTreeMap<String, u64> = in_force.wire_names.iter().map(|n| (n.to_string(), 0)).collect();
+    for queue in names {
+        let latency = latency(r, &counts, queue, now, &in_force, &mut held_by_wire_name)?;
+        let live_workers = serving.get(queue).copied().unwrap_or(0);
+        queues.push(QueueHealth::served(latency, live_workers, thresholds.exclude_queues.contains(queue)));
+    }
+    let cause_groups_total = groups.len() as u64;
+    let new: Vec<&Group> = groups.iter().filter(|g| g.first_seen >= window_start).collect();
+    let new_causes_total = new.len() as u64;
+    let causes = with_examples(|w, f| r.example(w, f), groups.iter().take(CAUSE_GROUPS))?;
+    let new_causes = with_examples(|w, f| r.example(w, f), new.into_iter().take(CAUSE_GROUPS))?;
+
+    let mut health = Health {
+        at: now,
+        window_start,
+        status: Status::Ok,
+        checks: Vec::new(),
+        counts,
+        queues,
+        pauses,
+        held_by_wire_name,
+        dead_lettered_in_window,
+        causes,
+        cause_groups_total,
+        new_causes,
+        new_causes_total,
+        quarantines,
+        workers: worker_health,
+        log_seq,
+    };
+    health.checks = CheckName::ALL.iter().map(|n| judge(*n, &health, thresholds)).collect();
+    health.status = health.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
+    Ok(health)
 }

@@ -1,65 +1,212 @@
-//! admin: not yet on PostgreSQL (stubs that answer an error).
+//! Who may do what, and what is not a job, on PostgreSQL: grants, settings, the audit trail, and
+//! revealing failure detail (which needs a permission and is always audited, in the same
+//! transaction that reads it). The same rows and the same answers as `store/admin.rs`, whose
+//! non-SQL parts (permission arithmetic, validation, audit wording) both backends share.
+//!
+//! Also the two helpers every audited PostgreSQL operation uses inside its own write:
+//! [`require`] and [`audit`].
 
-#![allow(unused_imports)]
-
-use std::collections::HashMap;
 use std::time::Duration;
 
-use super::PgStore;
-use crate::error::Result;
-use crate::model::*;
-use crate::store::*;
+use super::{PgStore, Tx};
+use crate::error::{Error, Result};
+use crate::model::{FailureDetail, JobId, Millis, Permission};
+use crate::store::admin::{
+    allowed, bootstrap_detail, config_detail, grant_detail, parse_details, parse_retention, permissions_from, revealed,
+};
+use crate::store::{AuditEntry, SettingKey};
+
+/// Whoever holds this advisory lock (for its transaction) decides whether the store has an admin
+/// yet: two `bw init`s racing on one store bootstrap exactly one.
+const BOOTSTRAP_LOCK: &str = ":bootstrap-admin";
 
 impl PgStore {
-    pub fn permissions(&self, _actor: &str) -> Result<Vec<Permission>> {
-        Err(super::not_yet("permissions"))
+    pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>> {
+        self.read(|tx| permissions_of(tx, actor))
     }
 
-    pub fn grant(&self, _actor: &str, _who: &str, _permission: Permission) -> Result<()> {
-        Err(super::not_yet("grant"))
+    pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
+        self.write(|tx| {
+            require(tx, actor, Permission::Admin)?;
+            let now = tx.now()?;
+            tx.execute(
+                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (actor, permission) DO NOTHING",
+                &[&who, &permission.as_str(), &actor, &now],
+            )?;
+            audit(tx, now, actor, "grant", None, &grant_detail(who, permission))
+        })
     }
 
-    pub fn revoke(&self, _actor: &str, _who: &str, _permission: Permission) -> Result<bool> {
-        Err(super::not_yet("revoke"))
+    pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool> {
+        self.write(|tx| {
+            require(tx, actor, Permission::Admin)?;
+            let now = tx.now()?;
+            let n =
+                tx.execute("DELETE FROM grants WHERE actor = $1 AND permission = $2", &[&who, &permission.as_str()])?;
+            audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+            Ok(n > 0)
+        })
     }
 
     pub fn has_admin(&self) -> Result<bool> {
-        Err(super::not_yet("has_admin"))
+        self.read(has_admin)
     }
 
-    pub fn bootstrap_admin(&self, _actor: &str) -> Result<bool> {
-        Err(super::not_yet("bootstrap_admin"))
+    pub fn bootstrap_admin(&self, actor: &str) -> Result<bool> {
+        self.write(|tx| {
+            // READ COMMITTED lets two transactions both see no admin and both insert one (their
+            // rows differ, so no key conflict stops the second): decide under a lock, and read
+            // again once it is ours, when any earlier bootstrap has committed.
+            tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || $1))", &[&BOOTSTRAP_LOCK])?;
+            if has_admin(tx)? {
+                return Ok(false);
+            }
+            let now = tx.now()?;
+            tx.execute(
+                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ($1, 'admin', $1, $2)",
+                &[&actor, &now],
+            )?;
+            audit(tx, now, actor, "grant", None, &bootstrap_detail(actor))?;
+            Ok(true)
+        })
     }
 
-    pub fn setting(&self, _key: SettingKey) -> Result<String> {
-        Err(super::not_yet("setting"))
+    pub fn setting(&self, key: SettingKey) -> Result<String> {
+        self.read(|tx| setting(tx, key))
     }
 
-    pub fn set_setting(&self, _actor: &str, _key: SettingKey, _value: &str) -> Result<()> {
-        Err(super::not_yet("set_setting"))
+    pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
+        let value = key.validate(value)?;
+        self.write(|tx| {
+            require(tx, actor, Permission::Admin)?;
+            let now = tx.now()?;
+            tx.execute(
+                "INSERT INTO settings (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[&key.as_str(), &value],
+            )?;
+            audit(tx, now, actor, "config", None, &config_detail(key, &value))
+        })
     }
 
-    pub fn retention(&self) -> Result<std::time::Duration> {
-        Err(super::not_yet("retention"))
+    pub fn retention(&self) -> Result<Duration> {
+        parse_retention(&self.setting(SettingKey::Retention)?)
     }
 
     pub fn failure_detail_enabled(&self) -> Result<bool> {
-        Err(super::not_yet("failure_detail_enabled"))
+        self.read(detail_enabled)
     }
 
     pub fn mark_demo(&self) -> Result<()> {
-        Err(super::not_yet("mark_demo"))
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO settings (key, value) VALUES ('store_kind', 'demo')
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[],
+            )?;
+            Ok(())
+        })
     }
 
     pub fn is_demo(&self) -> Result<bool> {
-        Err(super::not_yet("is_demo"))
+        self.read(|tx| {
+            let v: Option<String> =
+                tx.query_opt("SELECT value FROM settings WHERE key = 'store_kind'", &[])?.map(|r| r.get(0));
+            Ok(v.as_deref() == Some("demo"))
+        })
     }
 
-    pub fn reveal_failure_detail(&self, _actor: &str, _job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
-        Err(super::not_yet("reveal_failure_detail"))
+    pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
+        self.write(|tx| {
+            // The permission comes first: without it, not even whether detail exists is told.
+            require(tx, actor, Permission::ViewFailureDetail)?;
+            // As text, byte for byte as the worker wrote it (the column is `json`, not `jsonb`).
+            let rows: Vec<(i64, String)> = tx
+                .query(
+                    "SELECT seq, failure_detail::text FROM transitions
+                     WHERE job_id = $1 AND failure_detail IS NOT NULL ORDER BY seq",
+                    &[&job.0],
+                )?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            if !detail_enabled(tx)? {
+                return Err(Error::FailureDetailOff);
+            }
+            let now = tx.now()?;
+            audit(tx, now, actor, "reveal-failure-detail", Some(job), &revealed(rows.len()))?;
+            Ok(parse_details(rows))
+        })
     }
 
-    pub fn audit_entries(&self, _since: Millis, _limit: usize) -> Result<Vec<AuditEntry>> {
-        Err(super::not_yet("audit_entries"))
+    pub fn audit_entries(&self, since: Millis, limit: usize) -> Result<Vec<AuditEntry>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|tx| {
+            let mut rows: Vec<AuditEntry> = tx
+                .query(
+                    "SELECT seq, at, actor, action, job_id, detail FROM audit WHERE at >= $1
+                     ORDER BY seq DESC LIMIT $2",
+                    &[&since, &limit],
+                )?
+                .iter()
+                .map(|r| -> Result<AuditEntry> {
+                    Ok(AuditEntry {
+                        seq: r.try_get(0)?,
+                        at: r.try_get(1)?,
+                        actor: r.try_get(2)?,
+                        action: r.try_get(3)?,
+                        job_id: r.try_get::<_, Option<uuid::Uuid>>(4)?.map(JobId),
+                        detail: r.try_get(5)?,
+                    })
+                })
+                .collect::<Result<_>>()?;
+            rows.reverse();
+            Ok(rows)
+        })
     }
+}
+
+/// The permissions `actor` holds, as of `tx`.
+pub(super) fn permissions_of(tx: &mut Tx<'_>, actor: &str) -> Result<Vec<Permission>> {
+    let held: Vec<String> =
+        tx.query("SELECT permission FROM grants WHERE actor = $1", &[&actor])?.iter().map(|r| r.get(0)).collect();
+    Ok(permissions_from(&held))
+}
+
+/// Fail with `PermissionDenied` unless `actor` holds `permission` (admin implies all): the first
+/// statement of every audited write, so a refused actor changes nothing.
+pub(super) fn require(tx: &mut Tx<'_>, actor: &str, permission: Permission) -> Result<()> {
+    allowed(&permissions_of(tx, actor)?, actor, permission)
+}
+
+/// Append one entry to the audit trail, in the caller's transaction.
+pub(super) fn audit(
+    tx: &mut Tx<'_>,
+    at: Millis,
+    actor: &str,
+    action: &str,
+    job: Option<JobId>,
+    detail: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO audit (at, actor, action, job_id, detail) VALUES ($1, $2, $3, $4, $5)",
+        &[&at, &actor, &action, &job.map(|j| j.0), &detail],
+    )?;
+    Ok(())
+}
+
+/// Whether failure detail is captured: on unless the setting says `off`.
+pub(super) fn detail_enabled(tx: &mut Tx<'_>) -> Result<bool> {
+    Ok(setting(tx, SettingKey::FailureDetail)? != "off")
+}
+
+fn setting(tx: &mut Tx<'_>, key: SettingKey) -> Result<String> {
+    let v: Option<String> =
+        tx.query_opt("SELECT value FROM settings WHERE key = $1", &[&key.as_str()])?.map(|r| r.get(0));
+    Ok(v.unwrap_or_else(|| key.default_value().to_string()))
+}
+
+fn has_admin(tx: &mut Tx<'_>) -> Result<bool> {
+    Ok(tx.query_one("SELECT EXISTS (SELECT 1 FROM grants WHERE permission = 'admin')", &[])?.get(0))
 }

@@ -1,5 +1,4 @@
 //! [`JobFilter`] as a PostgreSQL `WHERE` clause: the same matches as SQLite's
-#![allow(dead_code)] // TEMPORARY: until the operations that use it land (issue 12)
 //! (`JobFilter::where_clause` in `store/query.rs`), with numbered parameters.
 
 use postgres::types::ToSql;

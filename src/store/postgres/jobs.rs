@@ -1,65 +1,727 @@
-//! jobs: not yet on PostgreSQL (stubs that answer an error).
+//! The engine's path on PostgreSQL: enqueue, claim under a lease, heartbeat, record outcomes
+//! behind the `(worker_id, attempt)` fence, reap lapsed leases, hand back unstarted jobs, the
+//! live worker registry, and folding the count deltas. Same semantics as `store/jobs.rs`
+//! (whose non-SQL logic, delay tables, seeds and the narrow view of a running attempt, this
+//! file calls rather than copies); what differs is how two hosts stay out of each other's way:
+//!
+//! * a claim is one statement per queue: `FOR UPDATE SKIP LOCKED` picks due rows no other claim
+//!   holds, the `UPDATE … FROM picked` moves them to running and a data-modifying CTE logs them;
+//! * an outcome is a guarded `UPDATE … WHERE state = 'running' AND lease_owner = … AND attempt =
+//!   …` (or `SELECT … FOR UPDATE` behind the same fence): whichever of a reap and a completion
+//!   commits first changes the row, and the other's re-checked `WHERE` no longer matches;
+//! * a reap locks its lapsed rows `FOR UPDATE SKIP LOCKED`, so two reapers take disjoint rows;
+//! * every time comes from [`Tx::now`] (the database clock), never from the host.
 
-#![allow(unused_imports)]
-
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use super::PgStore;
-use crate::error::Result;
-use crate::model::*;
-use crate::store::*;
+use postgres::types::ToSql;
+
+use super::row::{self, count};
+use super::{PgStore, Tx};
+use crate::error::{Error, Result};
+use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::store::engine_support::HANDED_BACK;
+use crate::store::jobs::{
+    detail_json, effective_seed, jitter_seed, seed_independent, validate_name, DelayTable, Entry, RunningAttempt,
+    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+};
+use crate::store::row::job_columns;
+use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
+
+/// The part of a claim after `picked`: move the picked rows to running under the lease, log
+/// each, and return them oldest due first.
+macro_rules! claim_tail {
+    () => {
+        concat!(
+            " claimed AS (
+                 UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = $8,
+                        delay_table = $9::text::jsonb, lease_owner = $5, lease_expires_at = $7,
+                        worker_group = $6, updated_at = $2
+                 FROM picked WHERE jobs.id = picked.pick
+                 RETURNING ",
+            job_columns!(),
+            ", jitter_seed
+             ), logged AS (
+                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+                 SELECT id, $2, 'scheduled', 'running', attempt, $5 FROM claimed ORDER BY due_at
+             )
+             SELECT * FROM claimed ORDER BY due_at"
+        )
+    };
+}
+
+/// Claim the due jobs of one queue: `$1` queue, `$2` now, `$3` how many, `$4` paused wire
+/// names, `$5` worker, `$6` group, `$7` lease end, `$8` max attempts, `$9` the shared delay
+/// table (NULL when each job draws its own: the caller writes those next). One round trip: the
+/// due rows no other claim holds are locked (`SKIP LOCKED`), moved to running, and logged.
+/// `ORDER BY due_at` alone, as on SQLite: the `jobs_claim (queue, due_at)` index yields it, and a
+/// tie-break column would make the planner sort every job sharing the head's `due_at` (a batch
+/// enqueued at once) on every claim.
+const CLAIM_SQL: &str = concat!(
+    "WITH picked AS (
+         SELECT id AS pick FROM jobs
+         WHERE state = 'scheduled' AND queue = $1 AND due_at <= $2 AND attempt < 4294967295
+               AND wire_name <> ALL($4::text[])
+         ORDER BY due_at LIMIT $3
+         FOR UPDATE SKIP LOCKED
+     ),",
+    claim_tail!()
+);
+
+/// [`CLAIM_SQL`] for a queue whose head holds due jobs of a paused wire name (same parameters).
+/// Walking `jobs_claim` would step over every paused job on every claim; instead a recursive
+/// "loose index scan" on `jobs_claim_wire` visits each wire name waiting in the queue once, takes
+/// up to `$3` due jobs of each unpaused one, and keeps the `$3` due first (as SQLite's
+/// `claim_around_paused`). The rows taken from a wire name beyond the `$3` kept stay locked only
+/// until this transaction ends. The wire name is matched as a range and ordered on, not as `=`:
+/// with `=` the planner reads the lateral side from `jobs_claim` and filters by wire name (it
+/// prices a name as 1/n_distinct of the queue), which walks the whole paused backlog ahead of
+/// the name's first due job; as a range only `jobs_claim_wire` yields the order, in custom and
+/// generic plans alike (measured: 4,005 rows filtered per claim against 5 read).
+const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
+    "WITH RECURSIVE names AS (
+         (SELECT wire_name FROM jobs WHERE state = 'scheduled' AND queue = $1 ORDER BY wire_name LIMIT 1)
+         UNION ALL
+         SELECT (SELECT j.wire_name FROM jobs j
+                 WHERE j.state = 'scheduled' AND j.queue = $1 AND j.wire_name > names.wire_name
+                 ORDER BY j.wire_name LIMIT 1)
+         FROM names WHERE names.wire_name IS NOT NULL
+     ), candidates AS (
+         SELECT d.id, d.due_at FROM names CROSS JOIN LATERAL (
+             SELECT id, due_at FROM jobs
+             WHERE state = 'scheduled' AND queue = $1 AND wire_name >= names.wire_name
+                   AND wire_name <= names.wire_name AND due_at <= $2 AND attempt < 4294967295
+             ORDER BY wire_name, due_at LIMIT $3
+             FOR UPDATE SKIP LOCKED
+         ) d
+         WHERE names.wire_name IS NOT NULL AND names.wire_name <> ALL($4::text[])
+     ), picked AS (
+         SELECT id AS pick FROM candidates ORDER BY due_at LIMIT $3
+     ),",
+    claim_tail!()
+);
+
+/// Whether any of the paused wire names `$3` has a due job in queue `$1` at `$2`: one probe of
+/// `jobs_claim_wire` per name (the name as a range, as in [`CLAIM_AROUND_PAUSED_SQL`]: with
+/// `= ANY($3)` the generic plan scans the table, measured 25 ms against 0.1 ms).
+const PAUSED_DUE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(name) CROSS JOIN LATERAL (
+         SELECT 1 FROM jobs
+         WHERE state = 'scheduled' AND queue = $1 AND wire_name >= p.name AND wire_name <= p.name AND due_at <= $2
+         ORDER BY wire_name, due_at LIMIT 1
+     ) due)";
+
+/// What the fence and a failed attempt need of a Running job (never the payload or labels), in
+/// the order [`attempt_from_row`] reads.
+const ATTEMPT_COLUMNS: &str = "id, attempt, max_attempts, delay_table::text, cancel_requested_by, lease_owner";
 
 impl PgStore {
-    pub fn enqueue(&self, _job: &NewJob) -> Result<JobId> {
-        Err(super::not_yet("enqueue"))
+    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
+        Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
     }
 
-    pub fn enqueue_many(&self, _jobs: &[NewJob]) -> Result<Vec<JobId>> {
-        Err(super::not_yet("enqueue_many"))
+    /// One statement for the whole batch: the rows go in as arrays, the log entries from the
+    /// same ids in the same order.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        for job in jobs {
+            validate_name("wire name", &job.wire_name)?;
+            validate_name("queue", &job.queue)?;
+        }
+        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+        let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
+        let wire_names: Vec<&str> = jobs.iter().map(|j| j.wire_name.as_str()).collect();
+        let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
+        let labels = jobs
+            .iter()
+            .map(|j| serde_json::to_string(&j.labels).map_err(Error::Encode))
+            .collect::<Result<Vec<String>>>()?;
+        let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
+        let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
+        let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+        self.write(|tx| {
+            let now = tx.now()?;
+            tx.execute(
+                "WITH new AS (
+                     INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
+                                       created_at, updated_at)
+                     SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8
+                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
+                                 $7::bigint[]) AS n(id, w, q, l, p, d, s)
+                     RETURNING id
+                 )
+                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+                 SELECT new.id, $8, NULL, 'scheduled', 0
+                 FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
+                 ORDER BY o.n",
+                &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
+            )?;
+            Ok(ids.clone())
+        })
     }
 
-    pub fn claim(&self, _req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
-        Err(super::not_yet("claim"))
+    pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
+        let max = i64::from(req.policy.max_attempts());
+        // Without jitter every job gets the same table: computed (and encoded) once per batch.
+        let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
+        let pinned = self.pinned_now();
+        self.write(|tx| {
+            let (now, paused_queues, paused_names) = time_and_pauses(tx, pinned)?;
+            let lease_until = now.saturating_add(duration_ms(req.lease));
+            let mut claimed: Vec<Job> = Vec::with_capacity(req.limit.min(1024));
+            for queue in req.queues {
+                let want = req.limit.saturating_sub(claimed.len());
+                if want == 0 {
+                    break;
+                }
+                if paused_queues.contains(queue) {
+                    continue;
+                }
+                let around = !paused_names.is_empty()
+                    && tx.query_one(PAUSED_DUE_SQL, &[queue, &now, &paused_names])?.get::<_, bool>(0);
+                let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
+                let want = want.min(i64::MAX as usize) as i64;
+                let table = shared_table.as_ref().map(|t| t.json.as_str());
+                let rows = tx.query(
+                    sql,
+                    &[queue, &now, &want, &paused_names, &req.worker_id, &req.group, &lease_until, &max, &table],
+                )?;
+                let mut seeded = Vec::new();
+                for r in &rows {
+                    let mut job = row::job(r)?;
+                    job.delay_table = match &shared_table {
+                        Some(t) => Some(t.ms.clone()),
+                        None => {
+                            let t = DelayTable::new(req.policy, effective_seed(r.try_get(20)?, &job.id));
+                            seeded.push((job.id.0, t.json));
+                            Some(t.ms)
+                        }
+                    };
+                    claimed.push(job);
+                }
+                if !seeded.is_empty() {
+                    let (ids, tables): (Vec<uuid::Uuid>, Vec<String>) = seeded.into_iter().unzip();
+                    tx.execute(
+                        "UPDATE jobs SET delay_table = t.tab::jsonb
+                         FROM unnest($1::uuid[], $2::text[]) AS t(tid, tab) WHERE jobs.id = t.tid",
+                        &[&ids, &tables],
+                    )?;
+                }
+            }
+            Ok(claimed)
+        })
     }
 
-    pub fn heartbeat(&self, _worker_id: &str, _jobs: &[(JobId, u32)], _lease: Duration) -> Result<Vec<LeaseStatus>> {
-        Err(super::not_yet("heartbeat"))
+    /// Renew every lease still held, in one statement; the others are Lost.
+    pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, attempts) = fence_arrays(jobs);
+        self.write(|tx| {
+            let until = tx.now()?.saturating_add(duration_ms(lease));
+            let held: HashMap<(uuid::Uuid, i64), bool> = tx
+                .query(
+                    "UPDATE jobs SET lease_expires_at = $4
+                     FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
+                     WHERE jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
+                           AND jobs.attempt = h.hattempt
+                     RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL",
+                    &[&ids, &attempts, &worker_id, &until],
+                )?
+                .iter()
+                .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
+                .collect::<Result<_>>()?;
+            Ok(jobs
+                .iter()
+                .map(|(id, attempt)| match held.get(&(id.0, i64::from(*attempt))) {
+                    Some(&cancel_requested) => LeaseStatus::Held { cancel_requested },
+                    None => LeaseStatus::Lost,
+                })
+                .collect())
+        })
     }
 
-    pub fn complete(&self, _completion: &Completion) -> Result<Fenced> {
-        Err(super::not_yet("complete"))
+    pub fn complete(&self, completion: &Completion) -> Result<Fenced> {
+        Ok(self.complete_many(std::slice::from_ref(completion))?[0])
     }
 
-    pub fn complete_many(&self, _completions: &[Completion]) -> Result<Vec<Fenced>> {
-        Err(super::not_yet("complete_many"))
+    /// All the batch's successes in one fenced statement (the common case), every other outcome
+    /// behind the same fence one job at a time, all in one transaction. A job named twice in a
+    /// batch is taken in order, as on SQLite: the second report meets the first's result.
+    pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut seen = HashSet::new();
+        let repeated: HashSet<JobId> =
+            completions.iter().filter(|c| !seen.insert(c.job_id)).map(|c| c.job_id).collect();
+        let batched = |c: &Completion| c.outcome == Outcome::Succeeded && !repeated.contains(&c.job_id);
+        let successes: Vec<&Completion> = completions.iter().filter(|c| batched(c)).collect();
+        self.write(|tx| {
+            let now = tx.now()?;
+            let accepted = succeed_many(tx, now, &successes)?;
+            let capture = if completions.iter().all(batched) { true } else { detail_enabled(tx)? };
+            completions
+                .iter()
+                .map(|c| {
+                    if batched(c) {
+                        Ok(match accepted.contains(&c.job_id.0) {
+                            true => Fenced::Accepted(JobState::Succeeded),
+                            false => Fenced::Rejected,
+                        })
+                    } else {
+                        complete_one(tx, now, capture, c)
+                    }
+                })
+                .collect()
+        })
     }
 
-    pub fn reap_expired(&self, _limit: usize) -> Result<usize> {
-        Err(super::not_yet("reap_expired"))
+    /// Fail (or, when an operator asked, cancel) up to `limit` attempts whose lease lapsed,
+    /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
+    /// and a row a completion holds is left to it. Folds the count deltas first.
+    pub fn reap_expired(&self, limit: usize) -> Result<usize> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.write(|tx| {
+            fold_counts(tx)?;
+            let now = tx.now()?;
+            let expired = tx
+                .query(
+                    &format!(
+                        "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE state = 'running' AND lease_expires_at < $1
+                         ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+                    ),
+                    &[&now, &limit],
+                )?
+                .iter()
+                .map(attempt_from_row)
+                .collect::<Result<Vec<_>>>()?;
+            for run in &expired {
+                let owner = Some(run.lease_owner.as_str());
+                match run.cancel_requested_by.as_deref() {
+                    Some(actor) => finish_cancelled(tx, now, run, owner, actor, None)?,
+                    None => fail_attempt(tx, now, run, owner, LEASE_EXPIRED, None)?,
+                };
+            }
+            Ok(expired.len())
+        })
     }
 
+    /// Whether any lease has lapsed: one statement, no lock. Idle workers ask this every poll,
+    /// so the database clock is read in the same statement (`coalesce`: a test's manual clock
+    /// is bound instead).
     pub fn has_lapsed_leases(&self) -> Result<bool> {
-        Err(super::not_yet("has_lapsed_leases"))
+        let pinned = self.pinned_now();
+        self.read(|tx| {
+            Ok(tx
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM jobs
+                                    WHERE state = 'running' AND lease_expires_at < coalesce($1::bigint, bw_now_ms()))",
+                    &[&pinned],
+                )?
+                .try_get(0)?)
+        })
     }
 
-    pub fn hand_back(&self, _worker_id: &str, _jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>> {
-        Err(super::not_yet("hand_back"))
+    /// Undo the claims of jobs that never started (no attempt spent), in one statement; a job
+    /// an operator asked to cancel is cancelled instead, and one no longer ours is Rejected.
+    pub fn hand_back(&self, worker_id: &str, jobs: &[(JobId, u32)]) -> Result<Vec<Fenced>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, attempts) = fence_arrays(jobs);
+        self.write(|tx| {
+            let now = tx.now()?;
+            let mut undone: HashSet<(uuid::Uuid, i64)> = tx
+                .query(
+                    "WITH undone AS (
+                         UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
+                                lease_expires_at = NULL, updated_at = $4
+                         FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
+                         WHERE jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
+                               AND jobs.attempt = h.hattempt AND jobs.attempt > 0 AND jobs.cancel_requested_by IS NULL
+                         RETURNING jobs.id, h.hattempt
+                     ), logged AS (
+                         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id, reason)
+                         SELECT id, $4, 'running', 'scheduled', hattempt - 1, $3, $5 FROM undone ORDER BY id
+                     )
+                     SELECT id, hattempt FROM undone",
+                    &[&ids, &attempts, &worker_id, &now, &HANDED_BACK],
+                )?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<_>>()?;
+            let capture = detail_enabled(tx)?;
+            jobs.iter()
+                .map(|&(id, attempt)| {
+                    // A job named twice is handed back once: the second meets a Scheduled job.
+                    if undone.remove(&(id.0, i64::from(attempt))) {
+                        return Ok(Fenced::Accepted(JobState::Scheduled));
+                    }
+                    // Not handed back: either the lease is gone (the fence rejects the outcome
+                    // too) or an operator asked to cancel it, which a Cancelled outcome honours.
+                    let cancelled = Completion {
+                        job_id: id,
+                        worker_id: worker_id.to_string(),
+                        attempt,
+                        outcome: Outcome::Cancelled,
+                    };
+                    complete_one(tx, now, capture, &cancelled)
+                })
+                .collect()
+        })
     }
 
-    pub fn register_worker(&self, _w: &WorkerInfo) -> Result<()> {
-        Err(super::not_yet("register_worker"))
+    pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>> {
+        self.read(|tx| {
+            tx.query(
+                "SELECT id, attempt FROM jobs WHERE state = 'running' AND lease_owner = $1 ORDER BY id",
+                &[&worker_id],
+            )?
+            .iter()
+            .map(|r| Ok((JobId(r.try_get(0)?), count(r.try_get(1)?))))
+            .collect()
+        })
     }
 
-    pub fn worker_heartbeat(&self, _id: &str) -> Result<bool> {
-        Err(super::not_yet("worker_heartbeat"))
+    /// A test's manual clock, to be bound as `coalesce($n, bw_now_ms())` where a statement
+    /// reads the database clock itself (saving the round trip of [`Tx::now`]); `None` in
+    /// production.
+    fn pinned_now(&self) -> Option<Millis> {
+        match self.clock {
+            Clock::Manual(_) => Some(self.clock.now()),
+            Clock::System => None,
+        }
     }
 
-    pub fn unregister_worker(&self, _id: &str) -> Result<()> {
-        Err(super::not_yet("unregister_worker"))
+    pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
+        let wire_names = serde_json::to_string(&w.wire_names).map_err(Error::Encode)?;
+        let queues = serde_json::to_string(&w.queues).map_err(Error::Encode)?;
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO workers (id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at,
+                                      stale_after_ms)
+                 VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8, $9)
+                 ON CONFLICT (id) DO UPDATE SET worker_group = excluded.worker_group, host = excluded.host,
+                        pid = excluded.pid, wire_names = excluded.wire_names, queues = excluded.queues,
+                        started_at = excluded.started_at, last_heartbeat_at = excluded.last_heartbeat_at,
+                        stale_after_ms = excluded.stale_after_ms",
+                &[
+                    &w.id,
+                    &w.group,
+                    &w.host,
+                    &i64::from(w.pid),
+                    &wire_names,
+                    &queues,
+                    &w.started_at,
+                    &w.last_heartbeat_at,
+                    &w.stale_after_ms,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Say a worker is alive (at the database's time). Every worker does this every few seconds
+    /// whether or not a lease lapsed, so it also folds the count deltas (one host at a time).
+    pub fn worker_heartbeat(&self, id: &str) -> Result<bool> {
+        self.write(|tx| {
+            fold_counts(tx)?;
+            let now = tx.now()?;
+            Ok(tx.execute("UPDATE workers SET last_heartbeat_at = $2 WHERE id = $1", &[&id, &now])? > 0)
+        })
+    }
+
+    pub fn unregister_worker(&self, id: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM workers WHERE id = $1", &[&id])?;
+            Ok(())
+        })
     }
 
     pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        Err(super::not_yet("workers"))
+        self.read(|tx| {
+            tx.query(
+                "SELECT id, worker_group, host, pid, wire_names::text, queues::text, started_at, last_heartbeat_at,
+                        stale_after_ms
+                 FROM workers ORDER BY last_heartbeat_at DESC",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(WorkerInfo {
+                    id: r.try_get(0)?,
+                    group: r.try_get(1)?,
+                    host: r.try_get(2)?,
+                    pid: count(r.try_get(3)?),
+                    wire_names: serde_json::from_str(r.try_get(4)?).unwrap_or_default(),
+                    queues: serde_json::from_str(r.try_get(5)?).unwrap_or_default(),
+                    started_at: r.try_get(6)?,
+                    last_heartbeat_at: r.try_get(7)?,
+                    stale_after_ms: r.try_get(8)?,
+                })
+            })
+            .collect()
+        })
     }
+}
+
+/// Fold the count deltas the statement triggers appended into `job_counts`, if no other
+/// transaction is folding (one folder at a time, under an advisory lock; the others skip).
+/// The DELETE sees only deltas committed before it began: later ones stay for the next fold, so
+/// nothing is counted twice or lost, and readers that add the unfolded deltas stay exact.
+pub(crate) fn fold_counts(tx: &mut Tx<'_>) -> Result<()> {
+    if !tx.try_lock("counts")? {
+        return Ok(());
+    }
+    tx.execute(
+        "WITH moved AS (DELETE FROM job_count_deltas RETURNING queue, state, d)
+         INSERT INTO job_counts (queue, state, n)
+         SELECT queue, state, sum(d) FROM moved GROUP BY queue, state
+         ON CONFLICT (queue, state) DO UPDATE SET n = job_counts.n + excluded.n",
+        &[],
+    )?;
+    Ok(())
+}
+
+/// What a claim reads before it claims, in one round trip: the transaction's time (`pinned`, a
+/// test's manual clock, else the database clock) and the queues and wire names paused then.
+fn time_and_pauses(tx: &mut Tx<'_>, pinned: Option<Millis>) -> Result<(Millis, HashSet<String>, Vec<String>)> {
+    let rows = tx.query(
+        "SELECT t.now, p.kind, p.name FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
+         LEFT JOIN pauses p ON p.until IS NULL OR p.until > t.now",
+        &[&pinned],
+    )?;
+    let mut now = pinned.unwrap_or_default();
+    let mut queues = HashSet::new();
+    let mut wire_names = Vec::new();
+    for r in &rows {
+        now = r.try_get(0)?;
+        let (kind, name): (Option<String>, Option<String>) = (r.try_get(1)?, r.try_get(2)?);
+        match (kind.as_deref(), name) {
+            (Some("queue"), Some(name)) => {
+                queues.insert(name);
+            }
+            (Some("wire-name"), Some(name)) => wire_names.push(name),
+            _ => {}
+        }
+    }
+    Ok((now, queues, wire_names))
+}
+
+/// `(id, attempt)` pairs as the two arrays a fenced statement unnests, in id order: the order
+/// the rows are locked in, the same as an operator's bulk action (`ORDER BY id`), so the two
+/// do not deadlock.
+fn fence_arrays(jobs: &[(JobId, u32)]) -> (Vec<uuid::Uuid>, Vec<i64>) {
+    let mut pairs: Vec<(uuid::Uuid, i64)> = jobs.iter().map(|(id, attempt)| (id.0, i64::from(*attempt))).collect();
+    pairs.sort_unstable();
+    pairs.into_iter().unzip()
+}
+
+/// A duration in milliseconds as a time offset, saturating.
+fn duration_ms(d: Duration) -> Millis {
+    d.as_millis().min(i64::MAX as u128) as Millis
+}
+
+fn attempt_from_row(r: &postgres::Row) -> Result<RunningAttempt> {
+    Ok(RunningAttempt {
+        id: JobId(r.try_get(0)?),
+        attempt: count(r.try_get(1)?),
+        max_attempts: r.try_get::<_, Option<i64>>(2)?.map(count),
+        delay_table: r.try_get(3)?,
+        cancel_requested_by: r.try_get(4)?,
+        lease_owner: r.try_get::<_, Option<String>>(5)?.unwrap_or_default(),
+    })
+}
+
+fn detail_enabled(tx: &mut Tx<'_>) -> Result<bool> {
+    let v: Option<String> =
+        tx.query_opt("SELECT value FROM settings WHERE key = 'failure_detail'", &[])?.map(|r| r.get(0));
+    Ok(v.as_deref() != Some("off"))
+}
+
+/// Record the successes behind the fence in one statement, with their log entries; returns the
+/// ids accepted.
+fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Result<HashSet<uuid::Uuid>> {
+    if successes.is_empty() {
+        return Ok(HashSet::new());
+    }
+    // Locked in id order, as in `fence_arrays`.
+    let mut successes = successes.to_vec();
+    successes.sort_unstable_by_key(|c| c.job_id.0);
+    let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
+    let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
+    let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
+    tx.query(
+        "WITH done AS (
+             UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                    finished_at = $4, updated_at = $4
+             FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
+             WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
+                   AND jobs.attempt = c.cattempt
+             RETURNING jobs.id, c.cworker, c.cattempt
+         ), logged AS (
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+             SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
+         )
+         SELECT id FROM done",
+        &[&ids, &workers, &attempts, &now],
+    )?
+    .iter()
+    .map(|r| Ok(r.try_get(0)?))
+    .collect()
+}
+
+/// One outcome behind the fence: the Running row under `(worker, attempt)` is locked and read,
+/// then the outcome applied, exactly as SQLite's `complete_one`.
+fn complete_one(tx: &mut Tx<'_>, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
+    let worker = Some(c.worker_id.as_str());
+    let run = tx
+        .query_opt(
+            &format!(
+                "SELECT {ATTEMPT_COLUMNS} FROM jobs
+                 WHERE id = $1 AND state = 'running' AND lease_owner = $2 AND attempt = $3 FOR UPDATE"
+            ),
+            &[&c.job_id.0, &c.worker_id, &i64::from(c.attempt)],
+        )?
+        .map(|r| attempt_from_row(&r))
+        .transpose()?;
+    let Some(run) = run else { return Ok(Fenced::Rejected) };
+    let state = match &c.outcome {
+        Outcome::Succeeded => {
+            tx.execute(
+                "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                        finished_at = $2, updated_at = $2 WHERE id = $1",
+                &[&run.id.0, &now],
+            )?;
+            let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Succeeded, run.attempt);
+            e.worker_id = worker;
+            log(tx, &e)?;
+            JobState::Succeeded
+        }
+        Outcome::Cancelled => match run.cancel_requested_by.as_deref() {
+            Some(actor) => finish_cancelled(tx, now, &run, worker, actor, None)?,
+            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
+            // timeout inside it) is a plain failed attempt.
+            None => fail_attempt(tx, now, &run, worker, UNREQUESTED_CANCEL, Some(None))?,
+        },
+        Outcome::Failed { message, detail } => {
+            let detail = if capture { detail.as_ref() } else { None };
+            match run.cancel_requested_by.as_deref() {
+                // An operator asked it to stop: retrying would defy them. The failure is kept
+                // in the log entry that ends the job.
+                Some(actor) => finish_cancelled(tx, now, &run, worker, actor, Some((message, detail)))?,
+                None => fail_attempt(tx, now, &run, worker, message, Some(detail))?,
+            }
+        }
+        Outcome::Quarantined { reason, cause } => {
+            tx.execute(
+                "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+                        quarantine_reason = $2, terminal_cause = $3, cause_fingerprint = $4,
+                        finished_at = $5, updated_at = $5 WHERE id = $1",
+                &[&run.id.0, &reason.as_str(), cause, &cause_fingerprint(cause), &now],
+            )?;
+            let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Quarantined, run.attempt);
+            e.worker_id = worker;
+            e.reason = Some(cause);
+            log(tx, &e)?;
+            JobState::Quarantined
+        }
+    };
+    Ok(Fenced::Accepted(state))
+}
+
+/// A failed attempt of a Running job (locked by the caller): retry at its delay table, or
+/// dead-letter when this was attempt `max_attempts`. `detail` as in SQLite's `fail_attempt`.
+fn fail_attempt(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    run: &RunningAttempt,
+    worker: Option<&str>,
+    message: &str,
+    detail: Option<Option<&FailureDetail>>,
+) -> Result<JobState> {
+    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Scheduled, run.attempt);
+    e.worker_id = worker;
+    e.reason = Some(message);
+    let detail_json = detail_json(detail.flatten())?;
+    e.failure_detail = detail_json.as_deref();
+    e.detail_status = detail.map(|d| if d.is_some() { "captured" } else { "not-captured" });
+    if run.attempt >= run.max_attempts() {
+        tx.execute(
+            "UPDATE jobs SET state = 'dead-lettered', lease_owner = NULL, lease_expires_at = NULL,
+                    terminal_cause = $2, cause_fingerprint = $3, finished_at = $4, updated_at = $4 WHERE id = $1",
+            &[&run.id.0, &message, &cause_fingerprint(message), &now],
+        )?;
+        e.to = JobState::DeadLettered;
+        log(tx, &e)?;
+        Ok(JobState::DeadLettered)
+    } else {
+        let due = now.saturating_add(run.next_delay_ms().min(i64::MAX as u64) as Millis);
+        tx.execute(
+            "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
+                    due_at = $2, updated_at = $3 WHERE id = $1",
+            &[&run.id.0, &due, &now],
+        )?;
+        log(tx, &e)?;
+        Ok(JobState::Scheduled)
+    }
+}
+
+/// End a Running job (locked by the caller) that an operator asked to stop, as SQLite's
+/// `finish_cancelled`.
+fn finish_cancelled(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    run: &RunningAttempt,
+    worker: Option<&str>,
+    actor: &str,
+    failure: Option<(&str, Option<&FailureDetail>)>,
+) -> Result<JobState> {
+    let cause = format!("cancelled by {actor}");
+    tx.execute(
+        "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
+                terminal_cause = $2, cause_fingerprint = $3, finished_at = $4, updated_at = $4 WHERE id = $1",
+        &[&run.id.0, &cause, &cause_fingerprint(&cause), &now],
+    )?;
+    let reason = match failure {
+        Some((message, _)) => format!("{cause}; the handler stopped with: {message}"),
+        None => cause,
+    };
+    let detail_json = detail_json(failure.and_then(|(_, d)| d))?;
+    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Cancelled, run.attempt);
+    e.worker_id = worker;
+    e.actor = Some(actor);
+    e.reason = Some(&reason);
+    e.failure_detail = detail_json.as_deref();
+    e.detail_status = failure.map(|(_, d)| if d.is_some() { "captured" } else { "not-captured" });
+    log(tx, &e)?;
+    Ok(JobState::Cancelled)
+}
+
+/// Append one transition entry. The failure detail goes in as the worker's JSON text, kept
+/// byte for byte (`json`, not `jsonb`).
+pub(crate) fn log(tx: &mut Tx<'_>, e: &Entry<'_>) -> Result<()> {
+    let params: [&(dyn ToSql + Sync); 10] = [
+        &e.job_id.0,
+        &e.at,
+        &e.from.map(JobState::as_str),
+        &e.to.as_str(),
+        &i64::from(e.attempt),
+        &e.worker_id,
+        &e.actor,
+        &e.reason,
+        &e.failure_detail,
+        &e.detail_status,
+    ];
+    tx.execute(
+        "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id, actor, reason,
+                                  failure_detail, detail_status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::json, $10)",
+        &params,
+    )?;
+    Ok(())
 }

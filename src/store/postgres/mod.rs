@@ -11,6 +11,7 @@
 //! named as their SQLite counterparts in `store/`.
 
 mod admin;
+mod demo;
 mod filter;
 mod health;
 mod incident;
@@ -67,7 +68,6 @@ impl std::fmt::Debug for PgStore {
 }
 
 /// One transaction, with the connection's statement cache and the store's clock.
-#[allow(dead_code)] // TEMPORARY: until the operations that use it land (issue 12)
 pub(crate) struct Tx<'a> {
     tx: postgres::Transaction<'a>,
     statements: &'a mut HashMap<String, Statement>,
@@ -75,7 +75,6 @@ pub(crate) struct Tx<'a> {
     now: Option<Millis>,
 }
 
-#[allow(dead_code)] // TEMPORARY: until the operations that use it land (issue 12)
 impl Tx<'_> {
     /// The transaction's time: the manual clock of a test, else the database's clock (the same
     /// for every call within one transaction), so that no host's clock decides a lease.
@@ -429,11 +428,6 @@ fn is_broken(e: &Error) -> bool {
         || driver_error(e).is_some_and(|e| {
             e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"))
         })
-}
-
-/// An operation the PostgreSQL backend does not do yet: an error, never a wrong answer.
-fn not_yet(what: &str) -> Error {
-    Error::InvalidInput(format!("{what} is not yet implemented on PostgreSQL"))
 }
 
 #[cfg(test)]

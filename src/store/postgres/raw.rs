@@ -42,9 +42,29 @@ fn value(r: &Row, i: usize) -> Result<RawValue> {
         r.try_get::<_, Option<uuid::Uuid>>(i)?.map_or(RawValue::Null, |u| RawValue::Text(u.to_string()))
     } else if *t == Type::JSON || *t == Type::JSONB {
         r.try_get::<_, Option<serde_json::Value>>(i)?.map_or(RawValue::Null, |j| RawValue::Text(j.to_string()))
-    } else {
+    } else if *t == Type::TEXT || *t == Type::VARCHAR || *t == Type::NAME || *t == Type::BPCHAR {
         r.try_get::<_, Option<String>>(i)?.map_or(RawValue::Null, RawValue::Text)
+    } else {
+        r.try_get::<_, Option<Other>>(i)?.map_or(RawValue::Null, |o| o.0)
     })
+}
+
+/// A value of any other type, from its binary form: the 8-byte integers PostgreSQL has no Rust
+/// type for (`xid8`) as integers, anything else as its bytes read as text.
+struct Other(RawValue);
+
+impl<'a> postgres::types::FromSql<'a> for Other {
+    fn from_sql(t: &Type, raw: &'a [u8]) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        if *t == Type::XID8 {
+            let bytes: [u8; 8] = raw.try_into()?;
+            return Ok(Other(RawValue::Integer(u64::from_be_bytes(bytes) as i64)));
+        }
+        Ok(Other(RawValue::Text(String::from_utf8_lossy(raw).into_owned())))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
 }
 
 fn rows(rows: Vec<Row>) -> Result<Vec<Vec<RawValue>>> {

@@ -1,5 +1,4 @@
 //! Reading PostgreSQL rows into model values: the same columns, in the same order, as the
-#![allow(dead_code)] // TEMPORARY: until the operations that use it land (issue 12)
 //! SQLite readers in `store/row.rs`, with PostgreSQL's types (uuid ids, jsonb labels and delay
 //! tables, bigint numbers).
 

@@ -1,0 +1,178 @@
+//! The PostgreSQL half of the engine bench: the raw `FOR UPDATE SKIP LOCKED` ceiling (claim and
+//! fenced completion in plain SQL, with their log rows, as the store does them) on 1, 2 and 4
+//! connections, then the engine draining the same jobs with 1, 2 and 4 worker *processes* (this
+//! bench binary started again as a worker: `BW_BENCH_WORKER=<url>`), as separate hosts would.
+//!
+//! Like the SQLite raw ceiling, this is a benchmark of the database itself, so it names the
+//! driver (`postgres::Client`) and runs its own SQL on its own connections.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use backwave::engine::Engine;
+use backwave::{JobState, Store};
+
+use super::{enqueue, registry, Settings};
+
+/// Jobs a raw claim takes at once: the widths the engine's claims reach on a quick queue.
+const RAW_BATCHES: [i64; 2] = [64, 256];
+
+/// A fresh schema on the server and the URL whose connections use it.
+pub struct Schema {
+    admin: String,
+    pub name: String,
+    pub url: String,
+}
+
+impl Schema {
+    pub fn new(server: &str, name: &str) -> Schema {
+        let mut c = postgres::Client::connect(server, postgres::NoTls).expect("connect to the bench server");
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}")).unwrap();
+        let sep = if server.contains('?') { '&' } else { '?' };
+        let url = format!("{server}{sep}options=-csearch_path%3D{name}");
+        Schema { admin: server.to_string(), name: name.to_string(), url }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+        }
+    }
+}
+
+const CLAIM: &str = "
+    WITH picked AS (
+        SELECT id FROM jobs
+        WHERE state = 'scheduled' AND queue = $1 AND due_at <= $2
+        ORDER BY due_at, id LIMIT $3
+        FOR UPDATE SKIP LOCKED),
+    claimed AS (
+        UPDATE jobs j SET state = 'running', attempt = j.attempt + 1, max_attempts = 10,
+               delay_table = '[2000,4000,8000,16000,32000,64000,128000,256000,300000]'::jsonb,
+               lease_owner = $4, lease_expires_at = $2 + 60000, worker_group = 'raw', updated_at = $2
+        FROM picked WHERE j.id = picked.id
+        RETURNING j.id, j.attempt),
+    logged AS (
+        INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+        SELECT id, $2, 'scheduled', 'running', attempt, $4 FROM claimed)
+    SELECT id, attempt FROM claimed";
+
+const COMPLETE: &str = "
+    WITH done AS (
+        UPDATE jobs j SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+               finished_at = $3, updated_at = $3
+        FROM unnest($1::uuid[], $2::bigint[]) AS c(id, attempt)
+        WHERE j.id = c.id AND j.state = 'running' AND j.lease_owner = $4 AND j.attempt = c.attempt
+        RETURNING j.id, j.attempt),
+    logged AS (
+        INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+        SELECT id, $3, 'running', 'succeeded', attempt, $4 FROM done)
+    SELECT count(*) FROM done";
+
+/// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s.
+fn raw_ceiling(url: &str, n: usize, clients: usize, batch: i64) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for c in 0..clients {
+            s.spawn(move || {
+                let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+                let claim = db.prepare(CLAIM).unwrap();
+                let complete = db.prepare(COMPLETE).unwrap();
+                let worker = format!("raw-{c}");
+                loop {
+                    let now = backwave::store::system_now();
+                    let rows = db.query(&claim, &[&super::QUEUE, &now, &batch, &worker]).unwrap();
+                    if rows.is_empty() {
+                        break;
+                    }
+                    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
+                    let attempts: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
+                    let done: i64 = db.query_one(&complete, &[&ids, &attempts, &now, &worker]).unwrap().get(0);
+                    assert_eq!(done as usize, ids.len(), "the fence let every job through");
+                }
+            });
+        }
+    });
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Drain `n` due jobs with `workers` worker processes; jobs/s from their start to the last
+/// success.
+fn drain(url: &str, store: &Store, n: usize, workers: usize) -> f64 {
+    let exe = std::env::current_exe().expect("the bench binary");
+    let start = Instant::now();
+    let mut children: Vec<Child> = (0..workers)
+        .map(|w| {
+            Command::new(&exe)
+                .env("BW_BENCH_WORKER", url)
+                .env("BW_BENCH_WORKER_NAME", format!("bench-{w}"))
+                .spawn()
+                .expect("start a worker process")
+        })
+        .collect();
+    loop {
+        if store.counts().expect("counts").total(JobState::Succeeded) >= n as u64 {
+            break;
+        }
+        for c in &mut children {
+            if let Some(status) = c.try_wait().unwrap() {
+                panic!("a worker process exited mid-drain: {status}");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    rate
+}
+
+/// The worker process of [`drain`]: one engine with the default worker group on the URL in
+/// `BW_BENCH_WORKER`, until killed.
+pub fn worker(url: &str) -> ! {
+    let name = std::env::var("BW_BENCH_WORKER_NAME").unwrap_or_else(|_| "bench".into());
+    let mut engine = Engine::new(url, registry());
+    engine.add_worker_group(Settings::Default.group(name));
+    let _running = engine.start().expect("start the worker engine");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The PostgreSQL rows of the table: the best raw ceiling over 1, 2 and 4 connections at each
+/// batch width, then the engine's drains with 1, 2 and 4 worker processes against it.
+pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String)) -> (f64, f64) {
+    let mut ceiling = 0.0f64;
+    for batch in RAW_BATCHES {
+        for clients in [1, 2, 4] {
+            let schema = Schema::new(server, &format!("bench_raw_{batch}_{clients}"));
+            let store = Store::create(schema.url.as_str()).expect("create the store");
+            enqueue(&store, n, 0);
+            let rate = raw_ceiling(&schema.url, n, clients, batch);
+            ceiling = ceiling.max(rate);
+            row(
+                format!("postgres raw SKIP LOCKED ceiling, {clients} conn, {batch}/claim"),
+                format!("{rate:.0}"),
+                String::new(),
+            );
+        }
+    }
+    let mut best = 0.0f64;
+    for workers in [1, 2, 4] {
+        let schema = Schema::new(server, &format!("bench_drain_{workers}"));
+        let store = Store::create(schema.url.as_str()).expect("create the store");
+        enqueue(&store, n, 0);
+        let rate = drain(&schema.url, &store, n, workers);
+        best = best.max(rate);
+        row(
+            format!("postgres drain, {workers} worker process(es), default settings"),
+            format!("{rate:.0}"),
+            format!("{:.0}% of the best postgres raw ceiling", 100.0 * rate / ceiling),
+        );
+    }
+    (ceiling, best)
+}

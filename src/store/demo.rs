@@ -1,0 +1,129 @@
+//! Starting a demo store over (`bw demo --reset`): every row of every BackWave table deleted in
+//! one transaction, the schema and its version kept, the store still marked as the demo's. Only
+//! a store `bw demo` made (`mark_demo`, in `admin.rs`) is ever emptied; the check and the
+//! emptying are one transaction, so nothing else is emptied even by a race. Emptying rows in
+//! place, rather than deleting a file, is what works the same on a PostgreSQL database, which
+//! `bw` cannot delete.
+
+use rusqlite::OptionalExtension;
+
+use super::{SqliteStore, StoreTarget};
+use crate::error::{Error, Result};
+
+/// Every table of `schema.sql` (the version lives in `PRAGMA user_version`), the log before the
+/// jobs it refers to.
+pub(crate) const TABLES: [&str; 8] =
+    ["transitions", "jobs", "job_counts", "workers", "pauses", "grants", "audit", "settings"];
+
+/// The refusal of a reset on a store the demo did not make.
+pub(crate) fn not_a_demo_store(target: &StoreTarget) -> Error {
+    Error::InvalidInput(format!("'{target}' is not a demo store: only a store `bw demo` made is ever emptied"))
+}
+
+impl SqliteStore {
+    pub fn reset_demo(&self) -> Result<()> {
+        self.write(|tx| {
+            let kind: Option<String> =
+                tx.query_row("SELECT value FROM settings WHERE key = 'store_kind'", [], |r| r.get(0)).optional()?;
+            if kind.as_deref() != Some("demo") {
+                return Err(not_a_demo_store(&StoreTarget::File(self.path.clone())));
+            }
+            for table in TABLES {
+                tx.execute(&format!("DELETE FROM {table}"), [])?;
+            }
+            tx.execute("INSERT INTO settings (key, value) VALUES ('store_kind', 'demo')", [])?;
+            Ok(())
+        })
+    }
+}
+
+/// The names of the tables `sql` creates, in order.
+#[cfg(test)]
+pub(crate) fn created_tables(sql: &str) -> Vec<String> {
+    sql.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("CREATE TABLE "))
+        .filter_map(|rest| rest.split(|c: char| c.is_whitespace() || c == '(').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::model::{NewJob, Permission, WorkerInfo};
+    use crate::store::{PauseKind, SettingKey, SCHEMA_SQL};
+
+    fn rows(store: &SqliteStore, table: &str) -> i64 {
+        store.conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn the_reset_empties_every_table_of_the_schema() {
+        let mut tables = created_tables(SCHEMA_SQL);
+        let mut emptied: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+        tables.sort();
+        emptied.sort();
+        assert!(!tables.is_empty());
+        assert_eq!(emptied, tables, "schema.sql's tables and the ones a demo reset empties");
+    }
+
+    #[test]
+    fn a_demo_store_is_emptied_whole_and_stays_a_working_demo_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::create(&dir.path().join("demo.db")).unwrap();
+        store.mark_demo().unwrap();
+        assert!(store.bootstrap_admin("alice").unwrap());
+        store.grant("alice", "bob", Permission::Operate).unwrap();
+        store.set_setting("alice", SettingKey::Retention, "3d").unwrap();
+        let id = store.enqueue(&NewJob::new("flaky", "low", b"{}".to_vec())).unwrap();
+        store.cancel("alice", &[id]).unwrap();
+        store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
+        store
+            .register_worker(&WorkerInfo {
+                id: "h/1/g#a".into(),
+                group: "g".into(),
+                host: "h".into(),
+                pid: 1,
+                wire_names: vec!["flaky".into()],
+                queues: vec!["low".into()],
+                started_at: store.now(),
+                last_heartbeat_at: store.now(),
+                stale_after_ms: 30_000,
+            })
+            .unwrap();
+        for table in TABLES {
+            assert!(rows(&store, table) > 0, "the test left {table} empty before the reset");
+        }
+
+        store.reset_demo().unwrap();
+
+        for table in TABLES.iter().filter(|t| **t != "settings") {
+            assert_eq!(rows(&store, table), 0, "{table} after the reset");
+        }
+        assert_eq!(rows(&store, "settings"), 1, "only the demo mark is left");
+        assert!(store.is_demo().unwrap());
+        assert!(!store.has_admin().unwrap());
+        assert_eq!(store.retention().unwrap(), Duration::from_secs(14 * 86_400), "settings back to defaults");
+        assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+        store.enqueue(&NewJob::new("flaky", "low", b"{}".to_vec())).unwrap();
+        assert_eq!(store.counts().unwrap().total(crate::JobState::Scheduled), 1, "the counts start from zero");
+    }
+
+    #[test]
+    fn a_store_the_demo_did_not_make_is_refused_and_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("real.db");
+        let store = SqliteStore::create(&path).unwrap();
+        let id = store.enqueue(&NewJob::new("payroll", "critical", b"{}".to_vec())).unwrap();
+        let e = store.reset_demo().unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("'{}' is not a demo store: only a store `bw demo` made is ever emptied", path.display())
+        );
+        assert!(store.job(id).unwrap().is_some());
+        assert_eq!(rows(&store, "transitions"), 1);
+    }
+}

@@ -1,0 +1,161 @@
+//! The store's health on PostgreSQL: [`PgStore::health`] reads everything the report needs in one
+//! REPEATABLE READ snapshot and hands it to the shared `store::health::gather`, which puts the
+//! report together and judges it exactly as on SQLite. This file owns the snapshot's reads of
+//! the pauses, counts, workers and the log's sequence (each a function of a transaction, so the
+//! operations `pauses`, `counts` and `workers` can be one of them in a read); the latency probes live in `latency.rs`,
+//! the dead-letter and quarantine groups in `groups.rs`. Every query is answered from an index
+//! or the trigger-kept counts (no hints needed: each one's `WHERE` implies its partial index's
+//! predicate), never a scan of the jobs.
+
+mod groups;
+mod latency;
+
+use super::{PgStore, Tx};
+use crate::error::Result;
+use crate::model::{JobState, Millis, WorkerInfo};
+use crate::store::groups::QuarantineRow;
+use crate::store::health::{gather, DueProbe, Group, HealthRead};
+use crate::store::{Health, Pause, PauseKind, StateCounts, Thresholds};
+
+impl PgStore {
+    pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
+        self.read(|tx| {
+            let now = tx.now()?;
+            gather(&mut Snapshot { tx, now }, now, thresholds)
+        })
+    }
+}
+
+/// One read transaction and its instant: what a health read, a latency read or a group read
+/// asks of PostgreSQL.
+pub(super) struct Snapshot<'t, 'a> {
+    pub(super) tx: &'t mut Tx<'a>,
+    pub(super) now: Millis,
+}
+
+/// The pauses in force at `now`, queues first, then by name (`queue` sorts before `wire-name`).
+const PAUSES_SQL: &str = "SELECT kind, name, paused_by, paused_at, until FROM pauses \
+                          WHERE until IS NULL OR until > $1 ORDER BY kind, name";
+
+/// Jobs by queue and state: the folded counts plus the deltas not folded yet, exact at the
+/// snapshot because a fold moves rows from one table to the other in one transaction.
+const COUNTS_SQL: &str = "SELECT queue, state, sum(n)::bigint FROM (
+                              SELECT queue, state, n FROM job_counts
+                              UNION ALL SELECT queue, state, d FROM job_count_deltas) c
+                          GROUP BY queue, state HAVING sum(n) <> 0";
+
+const WORKERS_SQL: &str = "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, \
+                           stale_after_ms FROM workers ORDER BY last_heartbeat_at DESC";
+
+/// The log's sequence: the identity's last value (it never goes back, even when the retention
+/// sweep deleted every entry; read only where the role may), or the highest entry.
+const LOG_SEQ_SQL: &str = "SELECT greatest(
+        (SELECT CASE WHEN has_sequence_privilege(s, 'SELECT') THEN pg_sequence_last_value(s) END
+           FROM (SELECT pg_get_serial_sequence('transitions', 'seq')::regclass AS s) q),
+        (SELECT max(seq) FROM transitions), 0)";
+
+/// The pauses in force at `now`, queues first, then by name, as of `tx`. Here rather than in
+/// `operator.rs` because a health read needs them inside its own snapshot; `PgStore::pauses`
+/// can be this in a read.
+pub(in crate::store::postgres) fn pauses(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<Pause>> {
+    let rows = tx.query(PAUSES_SQL, &[&now])?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        // A kind another program wrote that this build does not know holds nothing here.
+        let Some(kind) = PauseKind::parse(r.try_get(0)?) else { continue };
+        out.push(Pause {
+            kind,
+            name: r.try_get(1)?,
+            paused_by: r.try_get(2)?,
+            paused_at: r.try_get(3)?,
+            until: r.try_get(4)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Jobs by queue and state as of `tx` (folded counts plus unfolded deltas). `PgStore::counts`
+/// can be this in a read.
+pub(in crate::store::postgres) fn counts(tx: &mut Tx<'_>) -> Result<StateCounts> {
+    let mut counts = StateCounts::default();
+    for r in tx.query(COUNTS_SQL, &[])? {
+        let (queue, state, n): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+        if let Ok(state) = state.parse::<JobState>() {
+            counts.by_queue.entry(queue).or_default().insert(state, n.max(0) as u64);
+        }
+    }
+    Ok(counts)
+}
+
+/// Every registered worker as of `tx`, the most recent heartbeat first. `PgStore::workers` can be
+/// this in a read.
+pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerInfo>> {
+    let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
+    tx.query(WORKERS_SQL, &[])?
+        .iter()
+        .map(|r| {
+            Ok(WorkerInfo {
+                id: r.try_get(0)?,
+                group: r.try_get(1)?,
+                host: r.try_get(2)?,
+                // Another program may write any bigint; a pid is shown, never acted on.
+                pid: u32::try_from(r.try_get::<_, i64>(3)?.max(0)).unwrap_or(u32::MAX),
+                wire_names: names(r.try_get(4)?),
+                queues: names(r.try_get(5)?),
+                started_at: r.try_get(6)?,
+                last_heartbeat_at: r.try_get(7)?,
+                stale_after_ms: r.try_get(8)?,
+            })
+        })
+        .collect()
+}
+
+impl HealthRead for Snapshot<'_, '_> {
+    fn pauses(&mut self) -> Result<Vec<Pause>> {
+        pauses(self.tx, self.now)
+    }
+
+    fn counts(&mut self) -> Result<StateCounts> {
+        counts(self.tx)
+    }
+
+    fn workers(&mut self) -> Result<Vec<WorkerInfo>> {
+        workers(self.tx)
+    }
+
+    fn cause_groups(&mut self) -> Result<Vec<Group>> {
+        groups::all_cause_groups(self.tx)
+    }
+
+    fn example(&mut self, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>> {
+        groups::example(self.tx, wire_name, fingerprint)
+    }
+
+    fn quarantine_rows(&mut self) -> Result<Vec<QuarantineRow>> {
+        groups::quarantine_rows(self.tx)
+    }
+
+    fn dead_since(&mut self, since: Millis) -> Result<u64> {
+        let n: i64 = self.tx.query_one(groups::DEAD_SINCE_SQL, &[&since])?.try_get(0)?;
+        Ok(n.max(0) as u64)
+    }
+
+    fn log_seq(&mut self) -> Result<i64> {
+        Ok(self.tx.query_one(LOG_SEQ_SQL, &[])?.try_get(0)?)
+    }
+}
+
+// The latency probes, for `gather`'s per-queue latency.
+impl DueProbe for Snapshot<'_, '_> {
+    fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
+        latency::due(self.tx, queue, now)
+    }
+
+    fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
+        latency::due_of(self.tx, queue, wire_name, now)
+    }
+
+    fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>> {
+        latency::next_wire_name(self.tx, queue, after)
+    }
+}
