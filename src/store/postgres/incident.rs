@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
+use super::admin::{audit, require};
 use super::filter::where_clause;
 use super::operator::{
-    ask_to_stop_locked, audit, cancel_locked, decide_cancel, lock_ids, lock_matching, matching_ids, requeue_ids,
-    require,
+    ask_to_stop_locked, cancel_locked, decide_cancel, lock_ids, lock_matching, matching_ids, requeue_ids,
 };
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};

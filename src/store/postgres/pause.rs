@@ -3,7 +3,7 @@
 //! (an advisory lock on the name), so that of two operators pausing it at once one pauses and
 //! the other extends, as with SQLite's one writer. This module never touches a job.
 
-use super::operator::{audit, require};
+use super::admin::{audit, require};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
