@@ -4,9 +4,10 @@
 //! and the checks `bw check` exits on, `bw metrics` exports and `bw top` shows. Read-only, one
 //! snapshot, every figure answered from an index or the trigger-kept counts: never a table scan.
 //!
-//! This file owns the report's types and [`Store::health`], which gathers it; the reads live
-//! one group per file (`latency.rs`, `causes.rs`, `transitions.rs`) and the verdicts in
-//! `checks.rs`.
+//! This file owns the report's types, [`HealthRead`] (what a health read asks of a backend, in
+//! its snapshot) and `gather`, which puts the report together from the answers for both
+//! backends (PostgreSQL's reads are in `store/postgres/health/`); SQLite's reads live one group
+//! per file (`latency.rs`, `causes.rs`, `transitions.rs`) and the verdicts in `checks.rs`.
 
 mod causes;
 mod checks;
@@ -157,7 +158,8 @@ pub(crate) trait HealthRead: DueProbe {
     fn counts(&mut self) -> Result<StateCounts>;
     /// Every registered worker.
     fn workers(&mut self) -> Result<Vec<WorkerInfo>>;
-    /// Every dead-letter cause group, largest first (then the latest seen), without examples.
+    /// Every dead-letter cause group, largest first, then the latest seen, then by wire name and
+    /// fingerprint (byte order), without examples.
     fn cause_groups(&mut self) -> Result<Vec<Group>>;
     /// The latest cause of a group (see `causes::example`).
     fn example(&mut self, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>>;
