@@ -214,18 +214,7 @@ impl PgStore {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
-    use std::thread;
-    use std::time::{Duration, Instant};
-
-    use postgres::{Client, NoTls};
-    use uuid::Uuid;
-
     use super::*;
-    use crate::model::JobId;
-    use crate::store::Store;
 
     #[test]
     fn the_cursor_just_before_an_entry_is_passed_by_it_alone() {
