@@ -8,9 +8,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use super::ctx::eprint_quiet;
 use super::output::thousands;
 use super::progress::Progress;
-use super::ctx::eprint_quiet;
 use super::{CliError, Ctx};
 use crate::demo::generate::{generate, GenerateOptions};
 use crate::{JobState, StoreTarget};
@@ -56,7 +56,9 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let mut progress = Progress::new("generated");
     // Said once the store exists: a target that cannot be used is one line, the error.
     let report = generate(target.clone(), &opts, |done| match done {
-        0 => eprint_quiet(format_args!("generating {} jobs into {target} (seed {})\n", thousands(args.jobs), args.seed)),
+        0 => {
+            eprint_quiet(format_args!("generating {} jobs into {target} (seed {})\n", thousands(args.jobs), args.seed))
+        }
         done => progress.update(done, args.jobs),
     })?;
     drop(progress);
