@@ -112,8 +112,8 @@ impl PgStore {
     }
 }
 
-/// What a load sets aside and puts back: the definitions, as the server prints them, of the
-/// secondary indexes of `jobs` and `transitions` and of the log's foreign key. One index build
+/// What a load sets aside and puts back: the definitions, as the server prints them (names
+/// quoted), of the secondary indexes of `jobs` and `transitions` and of the log's foreign key. One index build
 /// and one join at the end cost less than keeping them up row by row.
 struct SetAside {
     indexes: Vec<String>,
@@ -130,7 +130,7 @@ impl SetAside {
             &[],
         )?;
         let foreign_keys = tx.query(
-            "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+            "SELECT format('%I', conname), pg_get_constraintdef(oid) FROM pg_constraint
              WHERE conrelid = 'transitions'::regclass AND contype = 'f' ORDER BY oid",
             &[],
         )?;
@@ -142,7 +142,7 @@ impl SetAside {
             tx.batch(&format!("DROP INDEX {}", r.get::<_, String>(0)))?;
         }
         for (name, _) in &aside.foreign_keys {
-            tx.batch(&format!("ALTER TABLE transitions DROP CONSTRAINT {}", quote_ident(name)))?;
+            tx.batch(&format!("ALTER TABLE transitions DROP CONSTRAINT {name}"))?;
         }
         Ok(aside)
     }
@@ -152,18 +152,13 @@ impl SetAside {
             tx.batch(sql)?;
         }
         for (name, def) in &self.foreign_keys {
-            tx.batch(&format!("ALTER TABLE transitions ADD CONSTRAINT {} {def}", quote_ident(name)))?;
+            tx.batch(&format!("ALTER TABLE transitions ADD CONSTRAINT {name} {def}"))?;
         }
         fold_counts(tx)?;
         // Statistics now, not at autovacuum's next look: the first reads of a new store of a
         // million rows would otherwise be planned blind.
         tx.batch("ANALYZE jobs; ANALYZE transitions")
     }
-}
-
-/// `name` as an SQL identifier.
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// The PostgreSQL batcher: rows wait in memory until a batch is full, then go in one `COPY`.
