@@ -15,6 +15,7 @@ mod tty;
 use std::collections::BTreeMap;
 
 use backend::{both_backends, TestDb};
+use backwave::store::{JobRow, TransitionRow};
 use backwave::{cause_fingerprint, JobState, Store};
 
 const HOSTILE_SQL: &str = include_str!("../fixtures/hostile.sql");
@@ -268,6 +269,180 @@ fn generate_refuses_an_existing_file_unless_forced() {
 
     bw().arg("--db").arg(&db).args(["generate", "--jobs", "10", "--force"]).assert().success();
     assert_eq!(query_i64(&Store::open(&db).unwrap(), "SELECT count(*) FROM jobs"), 10);
+}
+
+/// `bw ARGS` on `db`: its exit status and stdout, with the `--db` it was given spelled `<db>`
+/// (the next-page hint repeats it).
+fn bw_on(db: &TestDb, args: &[&str]) -> (Option<i32>, String) {
+    let out = bw().arg("--db").arg(db).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let quoted = shell_words::quote(db.arg()).to_string();
+    (out.status.code(), stdout.replace(&quoted, "<db>"))
+}
+
+/// `bw generate` on PostgreSQL: the same seed and instant make the same store as on SQLite, so
+/// every reader prints the same, and the store is whole (exact counts, every index, the log's
+/// foreign key and the count triggers back as the schema has them).
+#[test]
+fn generate_on_postgres_makes_the_store_it_makes_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = TestDb::sqlite(dir.path().join("big.db"));
+    let pg = TestDb::postgres();
+    for db in [&file, &pg] {
+        let out = bw().arg("--db").arg(db).args(["generate", "--jobs", "100000"]).assert().success();
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(stderr.contains("done: 100,000 jobs") && stderr.contains("jobs/s"), "{stderr}");
+        eprintln!("{db:?}: {}", stderr.lines().find(|l| l.starts_with("done")).unwrap_or_default());
+        let store = Store::open(db).unwrap();
+        assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new(), "{db:?}");
+        let total: u64 = JobState::ALL.iter().map(|s| store.counts().unwrap().total(*s)).sum();
+        assert_eq!(total, 100_000, "{db:?}");
+    }
+    let reads: [&[&str]; 6] = [
+        &["stats"],
+        &["check"],
+        &["jobs", "list", "--state", "dead-lettered"],
+        &["jobs", "list", "--state", "running"],
+        &["log", "tail", "-n", "200"],
+        &["workers"],
+    ];
+    for args in reads {
+        let (on_file, on_pg) = (bw_on(&file, args), bw_on(&pg, args));
+        assert!(matches!(on_file.0, Some(0..=2)), "bw {args:?} on SQLite: {on_file:?}");
+        assert!(on_file.1.lines().count() > 2, "bw {args:?} printed next to nothing: {}", on_file.1);
+        assert_eq!(on_file, on_pg, "bw {args:?} on SQLite, then on PostgreSQL");
+    }
+
+    // The log: numbered in the generator's (time) order, all written by the loading transaction.
+    let one = |sql: &str| backend::plain_query(&pg, sql)[0][0].as_i64();
+    assert_eq!(
+        one("SELECT count(*) FROM transitions a JOIN transitions b ON b.seq = a.seq + 1 WHERE b.at < a.at"),
+        0,
+        "the log follows time"
+    );
+    assert_eq!(one("SELECT count(DISTINCT xid) FROM transitions"), 1);
+    assert_eq!(one("SELECT count(*) FROM job_count_deltas"), 0, "the counts are in job_counts");
+
+    // The schema objects set aside for the load are back, as a fresh store has them.
+    let fresh = TestDb::postgres();
+    Store::create(&fresh).unwrap();
+    let objects = |db: &TestDb| -> Vec<Vec<String>> {
+        let schema = db.schema().unwrap();
+        backend::plain_query(
+            db,
+            "SELECT 'index', indexname::text, indexdef FROM pg_indexes WHERE schemaname = current_schema()
+             UNION ALL SELECT 'constraint', conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+                       WHERE connamespace = current_schema()::regnamespace
+             UNION ALL SELECT 'trigger', tgname::text, tgenabled::text FROM pg_trigger
+                       WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal
+             ORDER BY 1, 2",
+        )
+        .iter()
+        .map(|r| r.iter().map(|v| v.as_str().replace(schema, "<schema>")).collect())
+        .collect()
+    };
+    let loaded = objects(&pg);
+    assert!(loaded.iter().filter(|o| o[0] == "index").count() >= 10, "{loaded:?}");
+    assert!(loaded.iter().any(|o| o[0] == "constraint" && o[2].starts_with("FOREIGN KEY")), "{loaded:?}");
+    assert_eq!(loaded, objects(&fresh));
+}
+
+#[test]
+fn generate_refuses_a_postgres_schema_that_holds_a_store_and_changes_nothing() {
+    let db = TestDb::postgres();
+    let store = Store::create(&db).unwrap();
+    store.enqueue(&backwave::NewJob::new("mine", "q", b"{}".to_vec())).unwrap();
+    let out = bw().arg("--db").arg(&db).args(["generate", "--jobs", "10"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("already holds a BackWave store: generate refuses to touch it"), "{stderr}");
+    assert_eq!(query_i64(&store, "SELECT count(*) FROM jobs"), 1);
+    assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+}
+
+/// A job for [`Store::create_loaded`], scheduled and created at `at`.
+fn loaded_job(id: &str, at: i64) -> JobRow {
+    JobRow {
+        id: id.into(),
+        wire_name: "w".into(),
+        queue: "q".into(),
+        labels: "{}".into(),
+        payload: b"{}".to_vec(),
+        state: JobState::Scheduled,
+        attempt: 0,
+        max_attempts: None,
+        due_at: at,
+        lease_owner: None,
+        lease_expires_at: None,
+        worker_group: None,
+        delay_table: None,
+        cancel_requested_by: None,
+        terminal_cause: None,
+        quarantine_reason: None,
+        created_at: at,
+        updated_at: at,
+        finished_at: None,
+    }
+}
+
+fn loaded_entry(job: &JobRow) -> TransitionRow {
+    TransitionRow {
+        job_id: job.id.clone(),
+        at: job.created_at,
+        from: None,
+        to: JobState::Scheduled,
+        attempt: 0,
+        worker_id: None,
+        actor: None,
+        reason: None,
+        failure_detail: None,
+        detail_status: None,
+    }
+}
+
+both_backends! {
+    /// Enough rows that several batches went to the database before the failure.
+    fn a_load_that_fails_part_way_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::new(dir.path());
+        let failed = Store::create_loaded(&db, 20_000, |loader| {
+            for i in 0..20_000 {
+                let job = loaded_job(&uuid::Uuid::from_u128(i + 1).to_string(), PINNED_NOW_MS);
+                loader.job(job.clone())?;
+                loader.transition(loaded_entry(&job))?;
+            }
+            Err::<(), _>(backwave::Error::InvalidInput("the generator gave up".into()))
+        });
+        assert_eq!(failed.unwrap_err().to_string(), "the generator gave up");
+        match db.backend() {
+            // The new file stays, without a row.
+            backend::Backend::Sqlite => assert_eq!(query_i64(&Store::open(&db).unwrap(), "SELECT count(*) FROM jobs"), 0),
+            // Not even the schema: a second load starts from an empty one.
+            backend::Backend::Postgres => {
+                let tables = backend::plain_query(
+                    &db,
+                    "SELECT count(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace",
+                );
+                assert_eq!(tables[0][0].as_i64(), 0, "the failed load left objects behind");
+                let job = loaded_job("0190c2a0-0000-7000-8000-000000000001", PINNED_NOW_MS);
+                let (store, ()) = Store::create_loaded(&db, 1, |loader| {
+                    loader.job(job.clone())?;
+                    loader.transition(loaded_entry(&job))
+                })
+                .unwrap();
+                assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 1);
+                assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_postgres_load_refuses_a_job_id_that_is_not_a_uuid_quoting_it() {
+    let db = TestDb::postgres();
+    let failed = Store::create_loaded(&db, 10, |loader| loader.job(loaded_job("job-1", PINNED_NOW_MS)));
+    assert_eq!(failed.unwrap_err().to_string(), "'job-1' is not a job id (a UUID)");
+    assert!(matches!(Store::open(&db), Err(backwave::Error::NotAStore { .. })), "nothing was created");
 }
 
 // ---------------------------------------------------------------------------------------------

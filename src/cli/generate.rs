@@ -1,11 +1,14 @@
 //! `bw generate` (hidden): build a large store for benchmarks and for trying `bw top` at scale.
-//! The work is `demo::generate`; this file parses, refuses to overwrite, and reports. It writes
-//! SQLite files only: its loader fills a new file in one transaction, and has no PostgreSQL
-//! counterpart yet, so a URL is refused before anything connects.
+//! The work is `demo::generate`; this file parses, refuses to overwrite, and reports. On an
+//! SQLite file `--force` replaces what is there; a PostgreSQL database (schema) must hold no
+//! BackWave store (the library refuses one, under the schema lock), and `--force` never empties
+//! one.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
+use super::ctx::eprint_quiet;
 use super::output::thousands;
 use super::progress::Progress;
 use super::{CliError, Ctx};
@@ -22,44 +25,44 @@ pub struct Args {
     /// Seed of the generator.
     #[arg(long, default_value_t = 1, value_name = "S")]
     pub seed: u64,
-    /// Replace the file at --db if there is one (an SQLite file: a URL is refused).
+    /// Replace the SQLite file at --db if there is one (a PostgreSQL store is never replaced).
     #[arg(long)]
     pub force: bool,
 }
 
 pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let path = match &ctx.global.db {
-        StoreTarget::File(path) => path,
-        url @ StoreTarget::Postgres(_) => {
-            return Err(CliError::Usage(format!(
-                "bw generate writes SQLite files only (its bulk loader has no PostgreSQL side yet), not '{url}': \
-                 give --db a file path"
-            )))
-        }
-    };
-    if path.exists() {
-        if !args.force {
-            return Err(CliError::Usage(format!(
-                "'{}' already exists: pass --force to replace it, or choose another --db",
-                path.display()
-            )));
-        }
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut p = path.to_path_buf().into_os_string();
-            p.push(suffix);
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
+    let target = &ctx.global.db;
+    match target {
+        StoreTarget::File(path) => {
+            if path.exists() {
+                if !args.force {
+                    return Err(CliError::Usage(format!(
+                        "'{}' already exists: pass --force to replace it, or choose another --db",
+                        path.display()
+                    )));
+                }
+                remove_store_files(path)?;
             }
         }
+        StoreTarget::Postgres(url) if args.force => {
+            return Err(CliError::Usage(format!(
+                "--force replaces an SQLite file, never a PostgreSQL store: generate into a schema without one \
+                 (e.g. DROP SCHEMA … CASCADE; CREATE SCHEMA …), not '{url}' with --force"
+            )))
+        }
+        StoreTarget::Postgres(_) => {}
     }
     let opts = GenerateOptions { jobs: args.jobs, seed: args.seed, now: ctx.clock()?.now() };
-    let mut err = std::io::stderr().lock();
-    writeln!(err, "generating {} jobs into {} (seed {})", thousands(args.jobs), path.display(), args.seed)?;
     let mut progress = Progress::new("generated");
-    let report = generate(path, &opts, |done| progress.update(done, args.jobs))?;
+    // Said once the store exists: a target that cannot be used is one line, the error.
+    let report = generate(target.clone(), &opts, |done| match done {
+        0 => {
+            eprint_quiet(format_args!("generating {} jobs into {target} (seed {})\n", thousands(args.jobs), args.seed))
+        }
+        done => progress.update(done, args.jobs),
+    })?;
     drop(progress);
+    let mut err = std::io::stderr().lock();
     let secs = report.elapsed.as_secs_f64();
     let rate = if secs > 0.0 { (report.jobs as f64 / secs) as u64 } else { 0 };
     let states: Vec<String> =
@@ -74,4 +77,18 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         states.join(", ")
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The SQLite file at `path` and its journal, WAL and shared-memory files.
+fn remove_store_files(path: &Path) -> std::io::Result<()> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.to_path_buf().into_os_string();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,9 @@
 //! Bulk loading a new store: millions of rows written in one transaction, in seconds, for the
 //! large-store generator behind `bw generate` (benchmarks, demos). It lives here because only
-//! `store/` knows the schema: the caller hands over rows, this file knows the columns, the
-//! indexes and triggers it may drop for the load, and how to put them back.
+//! `store/` knows the schema: the caller hands over rows through [`Loader`], the same on either
+//! backend, and each backend knows its columns, the indexes and triggers it may set aside for
+//! the load, and how to put them back. This file owns the row types, the `Loader` and the
+//! SQLite side; the PostgreSQL side (`COPY`) is `postgres/load.rs`.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -72,23 +74,56 @@ pub struct WorkerRow<'a> {
     pub stale_after_ms: i64,
 }
 
-/// The rows of a load, handed to the closure of [`Store::create_loaded`].
+/// The rows of a load, handed to the closure of [`Store::create_loaded`](super::Store::create_loaded):
+/// the same calls on either backend, each batching the rows its own way ([`LoadRows`]).
 pub struct Loader<'c> {
+    rows: &'c mut (dyn LoadRows + 'c),
+}
+
+impl<'c> Loader<'c> {
+    pub(super) fn new(rows: &'c mut (dyn LoadRows + 'c)) -> Self {
+        Loader { rows }
+    }
+
+    pub fn job(&mut self, row: JobRow) -> Result<()> {
+        self.rows.job(row)
+    }
+
+    /// Log entries are numbered in the order they are handed over.
+    pub fn transition(&mut self, row: TransitionRow) -> Result<()> {
+        self.rows.transition(row)
+    }
+
+    pub fn worker(&mut self, w: &WorkerRow<'_>) -> Result<()> {
+        self.rows.worker(w)
+    }
+}
+
+/// What each backend's batcher does with the rows (the backend finishes the load itself). A
+/// job comes before any entry of its log.
+pub(super) trait LoadRows {
+    fn job(&mut self, row: JobRow) -> Result<()>;
+    fn transition(&mut self, row: TransitionRow) -> Result<()>;
+    fn worker(&mut self, w: &WorkerRow<'_>) -> Result<()>;
+}
+
+/// The SQLite side: multi-row INSERTs on the new file's connection.
+struct SqliteLoader<'c> {
     jobs: Batch<'c, JobRow>,
     log: Batch<'c, TransitionRow>,
     worker: Statement<'c>,
 }
 
-impl Loader<'_> {
-    pub fn job(&mut self, row: JobRow) -> Result<()> {
+impl LoadRows for SqliteLoader<'_> {
+    fn job(&mut self, row: JobRow) -> Result<()> {
         Ok(self.jobs.push(row, bind_job)?)
     }
 
-    pub fn transition(&mut self, row: TransitionRow) -> Result<()> {
+    fn transition(&mut self, row: TransitionRow) -> Result<()> {
         Ok(self.log.push(row, bind_log)?)
     }
 
-    pub fn worker(&mut self, w: &WorkerRow<'_>) -> Result<()> {
+    fn worker(&mut self, w: &WorkerRow<'_>) -> Result<()> {
         self.worker.execute(params![
             w.id,
             w.worker_group,
@@ -102,7 +137,9 @@ impl Loader<'_> {
         ])?;
         Ok(())
     }
+}
 
+impl SqliteLoader<'_> {
     fn finish(mut self) -> Result<()> {
         self.jobs.finish(bind_job)?;
         self.log.finish(bind_log)?;
@@ -179,7 +216,7 @@ fn load<R>(conn: &Connection, fill: impl FnOnce(&mut Loader<'_>) -> Result<R>) -
         conn.execute_batch(&format!("DROP {} \"{name}\"", kind.to_uppercase()))?;
     }
 
-    let mut loader = Loader {
+    let mut loader = SqliteLoader {
         jobs: Batch::new(conn, JOB_INSERT, 20, 32)?,
         log: Batch::new(conn, LOG_INSERT, 10, 64)?,
         worker: conn.prepare(
@@ -188,7 +225,7 @@ fn load<R>(conn: &Connection, fill: impl FnOnce(&mut Loader<'_>) -> Result<R>) -
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?,
     };
-    let out = fill(&mut loader)?;
+    let out = fill(&mut Loader::new(&mut loader))?;
     loader.finish()?;
 
     // Indexes before triggers (the order schema.sql has them in), then the counts the triggers

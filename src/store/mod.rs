@@ -33,7 +33,6 @@ mod row;
 mod sqlite;
 mod target;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -171,17 +170,30 @@ impl Store {
         Ok(Store { backend })
     }
 
-    /// Create an SQLite store at `path`, which must not exist, and fill it through `fill` in
-    /// one transaction: on any error nothing is committed. `expected_jobs` sizes the page cache.
-    /// The file left behind follows `schema.sql` exactly (WAL, every index, trigger and the
-    /// exact per-queue counts).
+    /// Create a store at `target` and fill it through `fill` in one transaction: on any error
+    /// nothing is committed. An SQLite file must not exist yet, and `expected_jobs` sizes its
+    /// page cache; a PostgreSQL database (the schema of its `search_path`) must hold no BackWave
+    /// store yet. The store left behind follows its schema file exactly (every index, trigger,
+    /// constraint and the exact per-queue counts; WAL on SQLite).
     pub fn create_loaded<R>(
-        path: &Path,
+        target: impl Into<StoreTarget>,
         expected_jobs: u64,
         fill: impl FnOnce(&mut Loader<'_>) -> Result<R>,
     ) -> Result<(Store, R)> {
-        let (store, out) = SqliteStore::create_loaded(path, expected_jobs, fill)?;
-        Ok((Store { backend: Backend::Sqlite(store) }, out))
+        let (backend, out) = match target.into() {
+            StoreTarget::File(path) => {
+                let (store, out) = SqliteStore::create_loaded(&path, expected_jobs, fill)?;
+                (Backend::Sqlite(store), out)
+            }
+            #[cfg(feature = "postgres")]
+            StoreTarget::Postgres(url) => {
+                let (store, out) = PgStore::create_loaded(&url, fill)?;
+                (Backend::Postgres(Box::new(store)), out)
+            }
+            #[cfg(not(feature = "postgres"))]
+            target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
+        };
+        Ok((Store { backend }, out))
     }
 
     pub fn with_clock(self, clock: Clock) -> Self {

@@ -6,13 +6,12 @@
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::model::{JobState, Millis};
-use crate::store::{JobRow, Loader, Store, TransitionRow, WorkerRow};
+use crate::store::{JobRow, Loader, Store, StoreTarget, TransitionRow, WorkerRow};
 
 mod catalogue;
 mod life;
@@ -44,10 +43,16 @@ pub struct GenerateReport {
 /// Progress is reported every this many jobs.
 pub const PROGRESS_EVERY: u64 = 100_000;
 
-/// Generate a store at `path`, which must not exist. `progress` gets the number of jobs written.
-pub fn generate(path: &Path, opts: &GenerateOptions, mut progress: impl FnMut(u64)) -> Result<GenerateReport> {
+/// Generate a store at `target`: a file that does not exist, or a PostgreSQL database (schema)
+/// without a BackWave store. `progress` gets 0 once the new store exists and its rows start (a
+/// store that cannot be created never calls it), then the number of jobs handed to the loader.
+pub fn generate(
+    target: impl Into<StoreTarget>,
+    opts: &GenerateOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<GenerateReport> {
     let started = Instant::now();
-    let (_store, mut report) = Store::create_loaded(path, opts.jobs, |loader| fill(loader, opts, &mut progress))?;
+    let (_store, mut report) = Store::create_loaded(target, opts.jobs, |loader| fill(loader, opts, &mut progress))?;
     report.elapsed = started.elapsed();
     Ok(report)
 }
@@ -60,6 +65,7 @@ fn fill(loader: &mut Loader<'_>, opts: &GenerateOptions, progress: &mut dyn FnMu
         tables: GROUPS.iter().map(|g| Rc::from(g.table_json())).collect(),
     };
     let mut report = GenerateReport { jobs: opts.jobs, ..Default::default() };
+    progress(0);
     // The log is appended in time order, as commits would have appended it: entries wait in a
     // heap until no later job can produce an earlier one (jobs are created in strictly
     // increasing time, and every entry of a job comes at or after its creation).
