@@ -4,7 +4,9 @@
 //! bench binary started again as a worker: `BW_BENCH_WORKER=<url>`), as separate hosts would.
 //!
 //! Like the SQLite raw ceiling, this is a benchmark of the database itself, so it names the
-//! driver (`postgres::Client`) and runs its own SQL on its own connections.
+//! driver (`postgres::Client`) and runs its own SQL on its own connections: the store's claim
+//! (one statement: pick `FOR UPDATE SKIP LOCKED` in `due_at` order, move to running, log) and a
+//! fenced completion of the whole batch in one statement, without the engine's bookkeeping.
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -15,7 +17,7 @@ use backwave::{JobState, Store};
 use super::{enqueue, registry, Settings};
 
 /// Jobs a raw claim takes at once: the widths the engine's claims reach on a quick queue.
-const RAW_BATCHES: [i64; 2] = [64, 256];
+const RAW_BATCHES: [i64; 2] = [256, 1024];
 
 /// A fresh schema on the server and the URL whose connections use it.
 pub struct Schema {
@@ -46,7 +48,7 @@ const CLAIM: &str = "
     WITH picked AS (
         SELECT id FROM jobs
         WHERE state = 'scheduled' AND queue = $1 AND due_at <= $2
-        ORDER BY due_at, id LIMIT $3
+        ORDER BY due_at LIMIT $3
         FOR UPDATE SKIP LOCKED),
     claimed AS (
         UPDATE jobs j SET state = 'running', attempt = j.attempt + 1, max_attempts = 10,

@@ -251,12 +251,6 @@ forward! {
     /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
     /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>>;
-    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
-    /// whose wire name a live worker handles now. Batched and resumable like
-    /// [`Store::requeue_matching`]. Returns how many were requeued.
-    pub fn requeue_planned(&self, actor: &str, filter: &JobFilter, force: bool, progress: impl FnMut(BulkProgress)) -> Result<u64>;
-    /// How many live workers handle `wire_name` now.
-    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64>;
 
     // query.rs
     /// One job by id.
@@ -317,5 +311,38 @@ impl Store {
     /// matches (both when it names neither).
     pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
         incident::cancel_scope(filter)
+    }
+
+    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
+    /// whose wire name a live worker handles now (one run per such wire name, progress counted
+    /// across them). Batched and resumable like [`Store::requeue_matching`]. Returns how many
+    /// were requeued. Written once, over the backend's plan and requeue.
+    pub fn requeue_planned(
+        &self,
+        actor: &str,
+        filter: &JobFilter,
+        force: bool,
+        mut progress: impl FnMut(BulkProgress),
+    ) -> Result<u64> {
+        if force {
+            return self.requeue_matching(actor, filter, &mut progress);
+        }
+        let plan = self.plan_requeue(filter)?;
+        if plan.unhandled.is_empty() {
+            return self.requeue_matching(actor, filter, &mut progress);
+        }
+        let total = plan.would_requeue;
+        let mut done_before = 0;
+        for w in &plan.handled {
+            let f = JobFilter { wire_name: Some(w.wire_name.clone()), ..filter.clone() };
+            done_before +=
+                self.requeue_matching(actor, &f, |p| progress(BulkProgress { done: done_before + p.done, total }))?;
+        }
+        Ok(done_before)
+    }
+
+    /// How many live workers handle `wire_name` now.
+    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
+        Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
     }
 }

@@ -406,24 +406,11 @@ pub(super) fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Comp
         .query_row(params![id, c.worker_id, c.attempt], attempt_from_row)
         .optional()?;
     let Some(run) = run else { return Ok(Fenced::Rejected) };
-    let state = match &c.outcome {
-        Outcome::Succeeded => return succeed(tx, now, c),
-        Outcome::Cancelled => match run.cancel_requested_by.as_deref() {
-            Some(actor) => finish_cancelled(tx, now, &run, worker, actor, None)?,
-            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
-            // timeout inside it) is a plain failed attempt.
-            None => fail_attempt(tx, now, &run, worker, UNREQUESTED_CANCEL, Some(None))?,
-        },
-        Outcome::Failed { message, detail } => {
-            let detail = if capture { detail.as_ref() } else { None };
-            match run.cancel_requested_by.as_deref() {
-                // An operator asked it to stop: retrying would defy them. The failure is kept
-                // in the log entry that ends the job.
-                Some(actor) => finish_cancelled(tx, now, &run, worker, actor, Some((message, detail)))?,
-                None => fail_attempt(tx, now, &run, worker, message, Some(detail))?,
-            }
-        }
-        Outcome::Quarantined { reason, cause } => {
+    let state = match decide(&c.outcome, run.cancel_requested_by.as_deref(), capture) {
+        Decision::Succeed => return succeed(tx, now, c),
+        Decision::Cancel { actor, failure } => finish_cancelled(tx, now, &run, worker, actor, failure)?,
+        Decision::Fail { message, detail } => fail_attempt(tx, now, &run, worker, message, detail)?,
+        Decision::Quarantine { reason, cause } => {
             tx.prepare_cached(
                 "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
                         quarantine_reason = ?2, terminal_cause = ?3, cause_fingerprint = ?4,
@@ -477,7 +464,7 @@ fn fail_attempt(
     e.reason = Some(message);
     let detail_json = detail_json(detail.flatten())?;
     e.failure_detail = detail_json.as_deref();
-    e.detail_status = detail.map(|d| if d.is_some() { "captured" } else { "not-captured" });
+    e.detail_status = detail_status(detail);
     if run.attempt >= run.max_attempts() {
         tx.prepare_cached(
             "UPDATE jobs SET state = 'dead-lettered', lease_owner = NULL, lease_expires_at = NULL,
@@ -509,25 +496,81 @@ fn finish_cancelled(
     actor: &str,
     failure: Option<(&str, Option<&FailureDetail>)>,
 ) -> Result<JobState> {
-    let cause = format!("cancelled by {actor}");
+    let (cause, reason) = cancel_texts(actor, failure.map(|(message, _)| message));
     tx.prepare_cached(
         "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
                 terminal_cause = ?2, cause_fingerprint = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?1",
     )?
     .execute(params![run.id.to_string(), cause, cause_fingerprint(&cause), now])?;
-    let reason = match failure {
-        Some((message, _)) => format!("{cause}; the handler stopped with: {message}"),
-        None => cause,
-    };
     let detail_json = detail_json(failure.and_then(|(_, d)| d))?;
     let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Cancelled, run.attempt);
     e.worker_id = worker;
     e.actor = Some(actor);
     e.reason = Some(&reason);
     e.failure_detail = detail_json.as_deref();
-    e.detail_status = failure.map(|(_, d)| if d.is_some() { "captured" } else { "not-captured" });
+    e.detail_status = detail_status(failure.map(|(_, d)| d));
     log(tx, &e)?;
     Ok(JobState::Cancelled)
+}
+
+/// What a reported outcome does to the attempt it ends: decided here once for both backends,
+/// which then write it each in their own SQL.
+pub(crate) enum Decision<'a> {
+    Succeed,
+    /// A failed attempt: retried at the job's delay table, or dead-lettered on the last one.
+    /// `detail` is `None` for no failure detail status at all, `Some(None)` for a failure whose
+    /// detail was not captured.
+    Fail {
+        message: &'a str,
+        detail: Option<Option<&'a FailureDetail>>,
+    },
+    /// Ended by an operator's cancel; `failure` is the handler's error when it stopped by
+    /// failing, kept on the log entry since the job will not run again to show it.
+    Cancel {
+        actor: &'a str,
+        failure: Option<(&'a str, Option<&'a FailureDetail>)>,
+    },
+    Quarantine {
+        reason: crate::model::QuarantineReason,
+        cause: &'a str,
+    },
+}
+
+pub(crate) fn decide<'a>(outcome: &'a Outcome, cancel_requested_by: Option<&'a str>, capture: bool) -> Decision<'a> {
+    match outcome {
+        Outcome::Succeeded => Decision::Succeed,
+        Outcome::Cancelled => match cancel_requested_by {
+            Some(actor) => Decision::Cancel { actor, failure: None },
+            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
+            // timeout inside it) is a plain failed attempt.
+            None => Decision::Fail { message: UNREQUESTED_CANCEL, detail: Some(None) },
+        },
+        Outcome::Failed { message, detail } => {
+            let detail = if capture { detail.as_ref() } else { None };
+            match cancel_requested_by {
+                // An operator asked it to stop: retrying would defy them. The failure is kept
+                // in the log entry that ends the job.
+                Some(actor) => Decision::Cancel { actor, failure: Some((message, detail)) },
+                None => Decision::Fail { message, detail: Some(detail) },
+            }
+        }
+        Outcome::Quarantined { reason, cause } => Decision::Quarantine { reason: *reason, cause },
+    }
+}
+
+/// The terminal cause of a job an operator cancelled, and its log entry's reason.
+pub(crate) fn cancel_texts(actor: &str, failure: Option<&str>) -> (String, String) {
+    let cause = format!("cancelled by {actor}");
+    let reason = match failure {
+        Some(message) => format!("{cause}; the handler stopped with: {message}"),
+        None => cause.clone(),
+    };
+    (cause, reason)
+}
+
+/// A log entry's `detail_status` for a failure whose detail was or was not captured.
+pub(crate) fn detail_status(detail: Option<Option<&FailureDetail>>) -> Option<&'static str> {
+    detail.map(|d| if d.is_some() { "captured" } else { "not-captured" })
 }
 
 pub(crate) fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<String>> {

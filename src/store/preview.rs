@@ -9,7 +9,6 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::operator::BulkProgress;
 use super::query::JobFilter;
 use super::SqliteStore;
 use crate::error::Result;
@@ -93,26 +92,6 @@ impl SqliteStore {
         self.read(|_| ids.iter().map(|id| Ok(check_one(self.job(*id)?, &handlers))).collect())
     }
 
-    pub fn requeue_planned(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        force: bool,
-        progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        requeue_planned(
-            filter,
-            force,
-            progress,
-            |f| self.plan_requeue(f),
-            |f, progress: &mut dyn FnMut(BulkProgress)| self.requeue_matching(actor, f, progress),
-        )
-    }
-
-    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
-        Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
-    }
-
     /// Distinct wire names among the scope's jobs, read from the per-state partial indexes
     /// (each covers `wire_name`), so this stays fast on millions of terminal jobs.
     fn requeueable_wire_names(&self, scope: &JobFilter) -> Result<Vec<String>> {
@@ -161,34 +140,6 @@ impl RequeuePlan {
             list.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
         }
     }
-}
-
-/// [`Store::requeue_planned`] on either backend, given its `plan` and `requeue` (its
-/// `plan_requeue` and `requeue_matching`): everything when forced or when every wire name has a
-/// live handler, else one run per handled wire name, with progress counted across the runs.
-pub(crate) fn requeue_planned(
-    filter: &JobFilter,
-    force: bool,
-    mut progress: impl FnMut(BulkProgress),
-    plan: impl FnOnce(&JobFilter) -> Result<RequeuePlan>,
-    mut requeue: impl FnMut(&JobFilter, &mut dyn FnMut(BulkProgress)) -> Result<u64>,
-) -> Result<u64> {
-    if force {
-        return requeue(filter, &mut progress);
-    }
-    let plan = plan(filter)?;
-    if plan.unhandled.is_empty() {
-        return requeue(filter, &mut progress);
-    }
-    let total = plan.would_requeue;
-    let mut done_before = 0;
-    for w in &plan.handled {
-        let mut f = filter.clone();
-        f.wire_name = Some(w.wire_name.clone());
-        let n = requeue(&f, &mut |p| progress(BulkProgress { done: done_before + p.done, total }))?;
-        done_before += n;
-    }
-    Ok(done_before)
 }
 
 /// What requeueing one job found by id would do, given the live handlers now.

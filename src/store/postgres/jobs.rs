@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::jobs::{
-    detail_json, effective_seed, jitter_seed, seed_independent, validate_name, DelayTable, Entry, RunningAttempt,
-    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+    cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_name,
+    Decision, DelayTable, Entry, RunningAttempt, LEASE_EXPIRED,
 };
 use crate::store::row::job_columns;
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
@@ -590,8 +590,8 @@ fn complete_one(tx: &mut Tx<'_>, now: Millis, capture: bool, c: &Completion) -> 
         .map(|r| attempt_from_row(&r))
         .transpose()?;
     let Some(run) = run else { return Ok(Fenced::Rejected) };
-    let state = match &c.outcome {
-        Outcome::Succeeded => {
+    let state = match decide(&c.outcome, run.cancel_requested_by.as_deref(), capture) {
+        Decision::Succeed => {
             tx.execute(
                 "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
                         finished_at = $2, updated_at = $2 WHERE id = $1",
@@ -602,27 +602,14 @@ fn complete_one(tx: &mut Tx<'_>, now: Millis, capture: bool, c: &Completion) -> 
             log(tx, &e)?;
             JobState::Succeeded
         }
-        Outcome::Cancelled => match run.cancel_requested_by.as_deref() {
-            Some(actor) => finish_cancelled(tx, now, &run, worker, actor, None)?,
-            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
-            // timeout inside it) is a plain failed attempt.
-            None => fail_attempt(tx, now, &run, worker, UNREQUESTED_CANCEL, Some(None))?,
-        },
-        Outcome::Failed { message, detail } => {
-            let detail = if capture { detail.as_ref() } else { None };
-            match run.cancel_requested_by.as_deref() {
-                // An operator asked it to stop: retrying would defy them. The failure is kept
-                // in the log entry that ends the job.
-                Some(actor) => finish_cancelled(tx, now, &run, worker, actor, Some((message, detail)))?,
-                None => fail_attempt(tx, now, &run, worker, message, Some(detail))?,
-            }
-        }
-        Outcome::Quarantined { reason, cause } => {
+        Decision::Cancel { actor, failure } => finish_cancelled(tx, now, &run, worker, actor, failure)?,
+        Decision::Fail { message, detail } => fail_attempt(tx, now, &run, worker, message, detail)?,
+        Decision::Quarantine { reason, cause } => {
             tx.execute(
                 "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
                         quarantine_reason = $2, terminal_cause = $3, cause_fingerprint = $4,
                         finished_at = $5, updated_at = $5 WHERE id = $1",
-                &[&run.id.0, &reason.as_str(), cause, &cause_fingerprint(cause), &now],
+                &[&run.id.0, &reason.as_str(), &cause, &cause_fingerprint(cause), &now],
             )?;
             let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Quarantined, run.attempt);
             e.worker_id = worker;
@@ -649,7 +636,7 @@ fn fail_attempt(
     e.reason = Some(message);
     let detail_json = detail_json(detail.flatten())?;
     e.failure_detail = detail_json.as_deref();
-    e.detail_status = detail.map(|d| if d.is_some() { "captured" } else { "not-captured" });
+    e.detail_status = detail_status(detail);
     if run.attempt >= run.max_attempts() {
         tx.execute(
             "UPDATE jobs SET state = 'dead-lettered', lease_owner = NULL, lease_expires_at = NULL,
@@ -681,23 +668,19 @@ fn finish_cancelled(
     actor: &str,
     failure: Option<(&str, Option<&FailureDetail>)>,
 ) -> Result<JobState> {
-    let cause = format!("cancelled by {actor}");
+    let (cause, reason) = cancel_texts(actor, failure.map(|(message, _)| message));
     tx.execute(
         "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
                 terminal_cause = $2, cause_fingerprint = $3, finished_at = $4, updated_at = $4 WHERE id = $1",
         &[&run.id.0, &cause, &cause_fingerprint(&cause), &now],
     )?;
-    let reason = match failure {
-        Some((message, _)) => format!("{cause}; the handler stopped with: {message}"),
-        None => cause,
-    };
     let detail_json = detail_json(failure.and_then(|(_, d)| d))?;
     let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Cancelled, run.attempt);
     e.worker_id = worker;
     e.actor = Some(actor);
     e.reason = Some(&reason);
     e.failure_detail = detail_json.as_deref();
-    e.detail_status = failure.map(|(_, d)| if d.is_some() { "captured" } else { "not-captured" });
+    e.detail_status = detail_status(failure.map(|(_, d)| d));
     log(tx, &e)?;
     Ok(JobState::Cancelled)
 }

@@ -1,6 +1,6 @@
 //! What a requeue would do, before doing it, on PostgreSQL: the same plan as SQLite's
 //! (`store/preview.rs`, which holds the plan's arithmetic), counted in one snapshot with one
-//! grouped query. Read-only except [`PgStore::requeue_planned`].
+//! grouped query. Read-only.
 
 use std::collections::HashMap;
 
@@ -11,8 +11,8 @@ use super::row::{job, JOB_COLUMNS};
 use super::PgStore;
 use crate::error::Result;
 use crate::model::{Job, JobId};
-use crate::store::preview::{check_one, requeue_planned, requeue_scope};
-use crate::store::{BulkProgress, JobFilter, RequeueCheck, RequeuePlan};
+use crate::store::preview::{check_one, requeue_scope};
+use crate::store::{JobFilter, RequeueCheck, RequeuePlan};
 
 impl PgStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
@@ -54,25 +54,5 @@ impl PgStore {
                 .collect()
         })?;
         Ok(ids.iter().map(|id| check_one(found.get(&id.0).cloned(), &handlers)).collect())
-    }
-
-    pub fn requeue_planned(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        force: bool,
-        progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        requeue_planned(
-            filter,
-            force,
-            progress,
-            |f| self.plan_requeue(f),
-            |f, progress: &mut dyn FnMut(BulkProgress)| self.requeue_matching(actor, f, progress),
-        )
-    }
-
-    pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
-        Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
     }
 }
