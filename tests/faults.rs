@@ -30,7 +30,7 @@ mod incident;
 #[path = "faults/cli_files.rs"]
 mod cli_files;
 
-#[path = "faults/connection_loss.rs"]
-mod connection_loss;
+#[path = "faults/postgres.rs"]
+mod postgres_only;
 #[path = "faults/terminal.rs"]
 mod terminal;
