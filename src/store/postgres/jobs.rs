@@ -443,29 +443,7 @@ impl PgStore {
     }
 
     pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        self.read(|tx| {
-            tx.query(
-                "SELECT id, worker_group, host, pid, wire_names::text, queues::text, started_at, last_heartbeat_at,
-                        stale_after_ms
-                 FROM workers ORDER BY last_heartbeat_at DESC",
-                &[],
-            )?
-            .iter()
-            .map(|r| {
-                Ok(WorkerInfo {
-                    id: r.try_get(0)?,
-                    group: r.try_get(1)?,
-                    host: r.try_get(2)?,
-                    pid: count(r.try_get(3)?),
-                    wire_names: serde_json::from_str(r.try_get(4)?).unwrap_or_default(),
-                    queues: serde_json::from_str(r.try_get(5)?).unwrap_or_default(),
-                    started_at: r.try_get(6)?,
-                    last_heartbeat_at: r.try_get(7)?,
-                    stale_after_ms: r.try_get(8)?,
-                })
-            })
-            .collect()
-        })
+        self.read(super::health::workers)
     }
 }
 

@@ -98,22 +98,7 @@ impl PgStore {
     pub fn pauses(&self) -> Result<Vec<Pause>> {
         self.read(|tx| {
             let now = tx.now()?;
-            let mut out = Vec::new();
-            for r in tx.query(
-                "SELECT kind, name, paused_by, paused_at, until FROM pauses WHERE until IS NULL OR until > $1
-                 ORDER BY kind, name",
-                &[&now],
-            )? {
-                let Some(kind) = PauseKind::parse(r.try_get(0)?) else { continue };
-                out.push(Pause {
-                    kind,
-                    name: r.try_get(1)?,
-                    paused_by: r.try_get(2)?,
-                    paused_at: r.try_get(3)?,
-                    until: r.try_get(4)?,
-                });
-            }
-            Ok(out)
+            super::health::pauses(tx, now)
         })
     }
 }

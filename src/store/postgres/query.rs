@@ -9,17 +9,9 @@ use super::filter::where_clause;
 use super::row::{self, JOB_COLUMNS, TRANSITION_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
-use crate::model::{Job, JobId, JobState, Transition};
+use crate::model::{Job, JobId, Transition};
 use crate::store::query::{id_tail, normalize_prefix, one_id, sort_key};
 use crate::store::{Cursor, JobFilter, JobPage, StateCounts};
-
-/// The count of every (queue, state): the folded counts plus the deltas the statement triggers
-/// appended since. A fold moves rows from one table to the other in one transaction, so the sum
-/// is exact at every snapshot.
-const COUNTS_SQL: &str = "SELECT queue, state, sum(n)::bigint FROM (
-         SELECT queue, state, n FROM job_counts
-         UNION ALL SELECT queue, state, d FROM job_count_deltas) c
-     GROUP BY queue, state HAVING sum(n) <> 0";
 
 impl PgStore {
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
@@ -116,17 +108,7 @@ impl PgStore {
     }
 
     pub fn counts(&self) -> Result<StateCounts> {
-        self.read(|tx| {
-            let mut counts = StateCounts::default();
-            for r in tx.query(COUNTS_SQL, &[])? {
-                let (queue, state, n): (String, String, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-                // As on SQLite: a state another program spelt otherwise is not ours to count.
-                if let Ok(state) = state.parse::<JobState>() {
-                    counts.by_queue.entry(queue).or_default().insert(state, n.max(0) as u64);
-                }
-            }
-            Ok(counts)
-        })
+        self.read(super::health::counts)
     }
 }
 

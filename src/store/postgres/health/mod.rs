@@ -87,7 +87,7 @@ pub(in crate::store::postgres) fn counts(tx: &mut Tx<'_>) -> Result<StateCounts>
     Ok(counts)
 }
 
-/// Every registered worker as of `tx`, the most recent heartbeat first. `PgStore::workers` can be
+/// Every registered worker as of `tx`, the most recent heartbeat first. `PgStore::workers` is
 /// this in a read.
 pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerInfo>> {
     let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
