@@ -1,4 +1,4 @@
--- BackWave store contract on PostgreSQL, schema version 2.
+-- BackWave store contract on PostgreSQL, schema version 4.
 --
 -- The same tables, columns, state spellings, millisecond times and JSON shapes as schema.sql
 -- (the SQLite contract; read its comments for what each column means); a test compares the two
@@ -31,7 +31,7 @@ CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (2);
+INSERT INTO backwave_schema (version) VALUES (4);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -185,3 +185,27 @@ CREATE TABLE pauses (
     until     bigint,
     PRIMARY KEY (kind, name)
 );
+
+-- migration 4 begin
+CREATE TABLE schedules (
+    name          text    PRIMARY KEY CHECK (length(name) > 0),
+    cron          text    NOT NULL,
+    zone          text    NOT NULL DEFAULT 'UTC',
+    wire_name     text    NOT NULL CHECK (length(wire_name) > 0),
+    queue         text    NOT NULL CHECK (length(queue) > 0),
+    payload       bytea   NOT NULL DEFAULT '',
+    labels        jsonb   NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(labels) = 'object'),
+    missed        text    NOT NULL DEFAULT 'latest' CHECK (missed IN ('latest', 'catch-up', 'skip')),
+    catch_up_max  bigint  CHECK ((missed = 'catch-up') = (catch_up_max IS NOT NULL AND catch_up_max >= 1)),
+    last_tick     bigint  NOT NULL,
+    last_job_id   uuid,
+    last_fired_at bigint,
+    declared_at   bigint  NOT NULL,
+    updated_at    bigint  NOT NULL,
+    seen_at       bigint  NOT NULL,
+    paused_by     text,
+    paused_at     bigint,
+    paused_until  bigint,
+    CHECK ((paused_by IS NULL) = (paused_at IS NULL))
+);
+-- migration 4 end

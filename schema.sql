@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 2.
+-- BackWave store contract, schema version 4.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -13,13 +13,14 @@
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
 --     Version 2 added the `pauses` table and the `jobs_claim_wire` index (the section marked
 --     below); a writable open of a version-1 store applies that section in one transaction.
+--     Version 4 added the `schedules` table; each later version is a marked section the same way.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 4;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -218,3 +219,49 @@ CREATE TABLE pauses (
 CREATE INDEX jobs_claim_wire ON jobs (queue, wire_name, due_at) WHERE state = 'scheduled';
 
 -- migration 2 end
+
+-- Version 2 -> 3: reserved for the step of another branch (unique jobs); empty on this one.
+-- migration 3 begin
+-- migration 3 end
+
+-- Version 3 -> 4: recurring schedules.
+-- migration 4 begin
+
+-- Recurring schedules, declared in code by the applications that run them. Every tick of `cron`
+-- (5 fields, or 6 with seconds first) read in the IANA zone `zone` enqueues one job with this
+-- wire name, queue, payload and labels. Exactly one job per tick across every process: a writer
+-- fires a tick by moving `last_tick` from the value it read to the tick's instant
+-- (`UPDATE ... WHERE name = ? AND last_tick = ?`) in the same transaction that inserts the job;
+-- a writer that changes no row inserts nothing.
+CREATE TABLE schedules (
+    name          TEXT    PRIMARY KEY NOT NULL CHECK (length(name) > 0),
+    cron          TEXT    NOT NULL,
+    zone          TEXT    NOT NULL DEFAULT 'UTC',
+    wire_name     TEXT    NOT NULL CHECK (length(wire_name) > 0),
+    queue         TEXT    NOT NULL CHECK (length(queue) > 0),
+    payload       BLOB    NOT NULL DEFAULT X'',
+    labels        TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(labels) AND json_type(labels) = 'object'),
+    -- Ticks that passed while nobody fired them: 'latest' (fire the latest once), 'catch-up'
+    -- (fire each, up to the latest `catch_up_max`), 'skip' (fire none that is late).
+    missed        TEXT    NOT NULL DEFAULT 'latest' CHECK (missed = 'latest' OR missed = 'catch-up' OR missed = 'skip'),
+    catch_up_max  INTEGER CHECK ((missed = 'catch-up') = (catch_up_max IS NOT NULL AND catch_up_max >= 1)),
+    -- The cursor: the instant of the latest tick fired or dropped, or the time the schedule was
+    -- first declared (so a new schedule starts with its next tick).
+    last_tick     INTEGER NOT NULL,
+    -- The last job this schedule made (by a tick or `bw schedule trigger`), and when.
+    last_job_id   TEXT,
+    last_fired_at INTEGER,
+    declared_at   INTEGER NOT NULL,
+    -- When the definition last changed (the change is in the audit table).
+    updated_at    INTEGER NOT NULL,
+    -- When a running application last declared it: a schedule nobody declared for a minute is
+    -- orphaned (shown, never deleted).
+    seen_at       INTEGER NOT NULL,
+    -- A paused schedule drops the ticks that fall in the pause; `paused_until` NULL: until resumed.
+    paused_by     TEXT,
+    paused_at     INTEGER,
+    paused_until  INTEGER,
+    CHECK ((paused_by IS NULL) = (paused_at IS NULL))
+) WITHOUT ROWID;
+
+-- migration 4 end

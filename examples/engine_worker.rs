@@ -7,6 +7,11 @@
 //! engine_worker <db> charge <ledger-db> <lease-ms>
 //!     handles "charge-card" (queue "payments") with seed 000's idempotent ChargeCard handler,
 //!     then takes 3 s over a receipt: a window in which the test can stall the process.
+//! engine_worker <db> ticks <clock-file> <missed>
+//!     declares the schedule "every-second" (`* * * * * *`, wire name "tick", queue "ticks",
+//!     missed-tick policy `latest`, `skip` or `catch-up-N`) on a manual clock that follows the
+//!     epoch milliseconds written in <clock-file>, so that a test moves the time of several
+//!     processes at once; its ticker looks every 2 ms.
 //! ```
 //! It prints `ready <worker-id>` once its worker group runs, and serves until killed.
 
@@ -14,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry, WorkerGroup};
-use backwave::RetryPolicy;
+use backwave::{Clock, MissedTicks, RetryPolicy, Schedule};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -25,9 +30,13 @@ struct ChargeCard {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: engine_worker <db> sleepy <max-attempts> <lease-ms> | <db> charge <ledger-db> <lease-ms>";
-    let [db, mode, arg, lease_ms] = args.as_slice() else { return Err(usage.into()) };
-    let lease = Duration::from_millis(lease_ms.parse()?);
+    let usage = "usage: engine_worker <db> sleepy <max-attempts> <lease-ms> | <db> charge <ledger-db> <lease-ms> \
+                 | <db> ticks <clock-file> <missed>";
+    let [db, mode, arg, last] = args.as_slice() else { return Err(usage.into()) };
+    if mode == "ticks" {
+        return ticks(db, &PathBuf::from(arg), last);
+    }
+    let lease = Duration::from_millis(last.parse()?);
     let mut registry = Registry::new();
     let (queue, max_attempts) = match mode.as_str() {
         "sleepy" => {
@@ -72,6 +81,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         retry_policy: RetryPolicy::new(max_attempts, |_| Duration::ZERO)?,
         concurrency: 1,
         lease,
+        ..WorkerGroup::default()
+    });
+    let running = engine.start()?;
+    println!("ready {}", running.worker_ids()[0].1);
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The `ticks` mode: a schedule every second on a clock the test moves through a file.
+fn ticks(db: &str, clock_file: &PathBuf, missed: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let read = |f: &PathBuf| -> Option<i64> { std::fs::read_to_string(f).ok()?.trim().parse().ok() };
+    let clock = Clock::manual(read(clock_file).ok_or("the clock file holds no epoch milliseconds")?);
+    {
+        let (clock, file) = (clock.clone(), clock_file.clone());
+        std::thread::spawn(move || loop {
+            // The test replaces the file by a rename, so a read never sees half a number.
+            if let Some(at) = read(&file) {
+                clock.set(at);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        });
+    }
+    let missed = match missed {
+        "latest" => MissedTicks::Latest,
+        "skip" => MissedTicks::Skip,
+        other => match other.strip_prefix("catch-up-").map(str::parse) {
+            Some(Ok(max)) => MissedTicks::CatchUp { max },
+            _ => return Err(format!("unknown missed-tick policy {other:?}").into()),
+        },
+    };
+    let mut engine = Engine::new(db, Registry::new());
+    engine.clock(clock);
+    engine.schedule_poll(Duration::from_millis(2));
+    engine.add_schedule(Schedule::new("every-second", "* * * * * *", "tick", "ticks", "{}").missed(missed));
+    // The tick jobs are left Scheduled for the test to count: the group serves another queue.
+    engine.add_worker_group(WorkerGroup {
+        name: "child-ticks".into(),
+        policy: DispatchPolicy::strict(["elsewhere"]),
+        poll_interval: Duration::from_millis(200),
         ..WorkerGroup::default()
     });
     let running = engine.start()?;

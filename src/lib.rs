@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod model;
 pub mod retry;
+pub mod schedule;
 pub mod store;
 
 pub use engine::{
@@ -24,6 +25,7 @@ pub use model::{
     QuarantineReason, Transition, WorkerInfo,
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
+pub use schedule::{MissedTicks, Schedule};
 pub use store::{Clock, Store, StoreTarget};
 
 #[cfg(feature = "cli")]

@@ -10,6 +10,7 @@ mod engine {
     pub mod claim_ahead;
     pub mod durations;
     pub mod pause;
+    pub mod schedules;
     pub mod self_cancel;
     pub mod stale_runs;
     pub mod support;

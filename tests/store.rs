@@ -30,6 +30,8 @@ mod postgres_only;
 mod programs;
 #[path = "store/retry.rs"]
 mod retry;
+#[path = "store/schedules.rs"]
+mod schedules;
 #[path = "store/server.rs"]
 mod server;
 

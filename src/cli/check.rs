@@ -44,6 +44,7 @@ pub fn exit_status(status: Status) -> u8 {
   unhandled-quarantine  warning   a wire name Quarantined in --window, no live worker handles it
   stale-workers         warning   workers that stopped heartbeating in the last --window
   forgotten-pause       warning   a queue or wire name paused for longer than --max-pause
+  overdue-schedule      warning   a schedule's tick unfired for longer than --schedule-grace
 
 A paused queue is reported, not judged by latency or unworked-queue; the due jobs of a paused
 wire name are counted as held, apart from its queue's latency.
@@ -81,6 +82,9 @@ pub struct ThresholdArgs {
     /// Warning when a queue or wire name has been paused for longer than this.
     #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "DUR")]
     pub max_pause: Duration,
+    /// Warning when a schedule's tick has gone unfired for longer than this (nobody runs it).
+    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
+    pub schedule_grace: Duration,
     /// Leave a queue out of the latency checks (repeatable): one unserved on purpose.
     #[arg(long = "exclude-queue", value_name = "QUEUE")]
     pub exclude_queues: Vec<String>,
@@ -97,6 +101,7 @@ impl ThresholdArgs {
             unworked_after: self.unworked_after,
             max_stale: self.max_stale,
             max_pause: self.max_pause,
+            schedule_grace: self.schedule_grace,
             exclude_queues: self.exclude_queues.iter().cloned().collect::<BTreeSet<_>>(),
         }
     }

@@ -275,6 +275,31 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
     e.sample("backwave_workers", &[("status", "live")], h.workers.live as f64);
     e.sample("backwave_workers", &[("status", "stale")], h.workers.stale as f64);
 
+    // Schedules are declared in code, so their names are bounded by the applications: no --top.
+    e.family(
+        "backwave_schedule_seconds_since_last_fire",
+        "gauge",
+        "Seconds since each schedule last made a job (a tick or a trigger); absent until its first.",
+    );
+    for i in &h.schedules {
+        if let Some(at) = i.row.last_fired_at {
+            let secs = h.at.saturating_sub(at).max(0) as f64 / 1000.0;
+            e.sample("backwave_schedule_seconds_since_last_fire", &[("schedule", &i.row.schedule.name)], secs);
+        }
+    }
+    e.family("backwave_schedule_paused", "gauge", "1 when the schedule is paused now, else 0.");
+    for i in &h.schedules {
+        e.sample("backwave_schedule_paused", &[("schedule", &i.row.schedule.name)], f64::from(u8::from(i.paused)));
+    }
+    e.family(
+        "backwave_schedule_orphaned",
+        "gauge",
+        "1 when no running application has declared the schedule for a minute (kept, never deleted), else 0.",
+    );
+    for i in &h.schedules {
+        e.sample("backwave_schedule_orphaned", &[("schedule", &i.row.schedule.name)], f64::from(u8::from(i.orphaned)));
+    }
+
     e.family("backwave_check_status", "gauge", "bw check's verdict per check: 0 ok, 1 warning, 2 critical.");
     for name in CheckName::ALL {
         let v = match h.check(name).status {

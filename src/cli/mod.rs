@@ -31,6 +31,7 @@ mod pause;
 mod purge;
 mod requeue;
 mod run_now;
+mod schedules;
 mod stats;
 mod top;
 mod workers;
@@ -67,6 +68,9 @@ pub enum Command {
     Pause(pause::PauseArgs),
     Resume(pause::ResumeArgs),
     Pauses(pause::PausesArgs),
+    Schedules(schedules::ListArgs),
+    #[command(subcommand)]
+    Schedule(schedules::Command),
     /// The transition log: `bw log tail` (`--follow` keeps printing)
     #[command(subcommand)]
     Log(log::Command),
@@ -103,6 +107,8 @@ pub fn main() -> ExitCode {
         Command::Pause(a) => pause::pause(&a, &ctx),
         Command::Resume(a) => pause::resume(&a, &ctx),
         Command::Pauses(a) => pause::list(&a, &ctx),
+        Command::Schedules(a) => schedules::list(&a, &ctx),
+        Command::Schedule(c) => schedules::run(&c, &ctx),
         Command::Log(c) => log::run(&c, &ctx),
         Command::Stats(a) => stats::run(&a, &ctx),
         Command::Workers(a) => workers::run(&a, &ctx),

@@ -41,6 +41,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{DispatchPolicy, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup};
+use crate::schedule::{MissedTicks, Schedule};
 use crate::{Result, RetryPolicy};
 
 // ---------------------------------------------------------------------------------------------
@@ -82,6 +83,25 @@ pub fn registry(ledger: Arc<ChargeLedger>) -> Registry {
     // [Job("flaky", Queue = "low")]: its payload is a bare string, the label.
     registry.handle::<String>("flaky", flaky).queue("low");
     registry
+}
+
+/// The demo's recurring schedules, so a newcomer sees them fire in `bw top`: an inventory sync
+/// every 15 seconds, and a nightly export at 02:00 Berlin time that catches up the last two
+/// nights it missed.
+pub fn schedules() -> Vec<Schedule> {
+    vec![
+        Schedule::new("inventory-sync", "*/15 * * * * *", "sync-inventory", "high", br#"{"warehouse":"all"}"#.to_vec())
+            .label("source", "schedule"),
+        Schedule::new(
+            "nightly-export",
+            "0 2 * * *",
+            "export-report",
+            "limited",
+            br#"{"report":"nightly","steps":3}"#.to_vec(),
+        )
+        .zone("Europe/Berlin")
+        .missed(MissedTicks::CatchUp { max: 2 }),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------------

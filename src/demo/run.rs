@@ -107,6 +107,9 @@ impl Demo {
         let mut backwave = Engine::new(&opts.db, handlers::registry(Arc::clone(&ledger)));
         backwave.add_worker_group(handlers::strict_priority()?);
         backwave.add_worker_group(handlers::weighted_fair()?);
+        for s in handlers::schedules() {
+            backwave.add_schedule(s);
+        }
         let engine = backwave.start()?;
 
         let stop = Arc::new(AtomicBool::new(false));

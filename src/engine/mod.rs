@@ -76,8 +76,9 @@ mod pace;
 mod pool;
 mod registry;
 mod runtime;
+mod ticker;
 
 pub use group::{DispatchPolicy, WorkerGroup};
 pub use handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext};
 pub use registry::{Enqueue, Registration, Registry, DEFAULT_QUEUE};
-pub use runtime::{Engine, EngineHandle, GroupStats, ShutdownReport};
+pub use runtime::{Engine, EngineHandle, GroupStats, ShutdownReport, TickerReport};

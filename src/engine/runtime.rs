@@ -14,8 +14,10 @@ use super::dispatcher::{Dispatcher, Setup, WORKER_STALE_AFTER};
 use super::group::WorkerGroup;
 use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::registry::Registry;
+use super::ticker::{Ticker, TickerStats};
 use crate::error::{panic_message, Error, Result};
 use crate::model::{JobId, WorkerInfo};
+use crate::schedule::Schedule;
 use crate::store::{Clock, Store, StoreTarget};
 
 /// The embedded engine: a store, a registry of handlers, and worker groups.
@@ -44,6 +46,8 @@ pub struct Engine {
     clock: Clock,
     sweep_interval: Duration,
     capture_failure_detail: bool,
+    schedules: Vec<Schedule>,
+    schedule_poll: Duration,
 }
 
 impl std::fmt::Debug for Engine {
@@ -64,7 +68,24 @@ impl Engine {
             clock: Clock::System,
             sweep_interval: Duration::from_secs(60),
             capture_failure_detail: true,
+            schedules: Vec::new(),
+            schedule_poll: Duration::from_secs(1),
         }
+    }
+
+    /// Declare a recurring schedule: stored (or updated, audited) when the engine starts, and
+    /// fired by this engine's ticker alongside every other engine that declares it, each tick
+    /// exactly once. An invalid schedule makes `start` fail before anything is stored.
+    pub fn add_schedule(&mut self, schedule: Schedule) -> &mut Self {
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// The longest the schedule ticker sleeps between looks at the store (default 1 s): how soon
+    /// a pause or a redeclaration by another process is seen. It wakes for each tick anyway.
+    pub fn schedule_poll(&mut self, every: Duration) -> &mut Self {
+        self.schedule_poll = every;
+        self
     }
 
     /// Seed 000's `backwave.AddWorkerGroup(...)`.
@@ -109,11 +130,17 @@ impl Engine {
                 return Err(Error::InvalidInput(format!("two worker groups are named '{}'", g.name)));
             }
         }
-        drop(Store::create(&self.db)?);
+        crate::store::validate_schedules(&self.schedules)?;
+        let store = Store::create(&self.db)?;
+        if !self.schedules.is_empty() {
+            let actor = format!("{}/{}", hostname(), std::process::id());
+            store.with_clock(self.clock.clone()).declare_schedules(&actor, &self.schedules)?;
+        }
         install_panic_hook();
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
-        let mut handle = EngineHandle { groups: Vec::new(), wakers: Vec::new(), registry: Arc::clone(&self.registry) };
+        let mut handle =
+            EngineHandle { groups: Vec::new(), wakers: Vec::new(), registry: Arc::clone(&self.registry), ticker: None };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
             // Readable in every log line and still unique: a restarted container may reuse a pid,
@@ -178,8 +205,40 @@ impl Engine {
                 thread: Some(thread),
             });
         }
+        if !self.schedules.is_empty() {
+            let (stop_tx, stop_rx) = mpsc::channel();
+            let stats = Arc::new(TickerStats::default());
+            let ticker = Ticker {
+                store: Store::open(&self.db)?.with_clock(self.clock.clone()),
+                names: self.schedules.iter().map(|s| s.name.clone()).collect(),
+                max_sleep: self.schedule_poll,
+                stats: Arc::clone(&stats),
+                stop: stop_rx,
+            };
+            let thread = std::thread::Builder::new()
+                .name("bw-schedules".into())
+                .spawn(move || ticker.run())
+                .map_err(|e| Error::InvalidInput(format!("cannot start the schedule ticker: {e}")))?;
+            handle.ticker = Some(TickerHandle { stop: stop_tx, stats, thread: Some(thread) });
+        }
         Ok(handle)
     }
+}
+
+struct TickerHandle {
+    stop: Sender<()>,
+    stats: Arc<TickerStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the schedule ticker of an engine did since it started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TickerReport {
+    /// Jobs this engine enqueued for ticks (each tick's job is made by exactly one engine).
+    pub fired: u64,
+    /// Store errors it retried through.
+    pub errors: u64,
+    pub last_error: Option<String>,
 }
 
 /// Counts of what one group did since it started.
@@ -261,6 +320,7 @@ pub struct EngineHandle {
     groups: Vec<GroupHandle>,
     wakers: Vec<Sender<Done>>,
     registry: Arc<Registry>,
+    ticker: Option<TickerHandle>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -317,6 +377,15 @@ impl EngineHandle {
             .collect()
     }
 
+    /// The schedule ticker's counts; `None` when the engine declares no schedule.
+    pub fn ticker(&self) -> Option<TickerReport> {
+        self.ticker.as_ref().map(|t| TickerReport {
+            fired: t.stats.fired.load(Ordering::Relaxed),
+            errors: t.stats.errors.load(Ordering::Relaxed),
+            last_error: t.stats.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        })
+    }
+
     /// Stop claiming, give running handlers up to `grace` to finish (their outcomes are
     /// recorded), then signal the rest to stop and report nothing for them: their leases lapse
     /// and another worker inherits the jobs. Each worker leaves the registry.
@@ -325,6 +394,13 @@ impl EngineHandle {
     }
 
     fn stop_all(&mut self, grace: Duration) -> ShutdownReport {
+        // The ticker first: no tick fires into an engine that is going away.
+        if let Some(t) = self.ticker.as_mut() {
+            let _ = t.stop.send(());
+            if let Some(thread) = t.thread.take() {
+                let _ = thread.join();
+            }
+        }
         let deadline = later(Instant::now(), grace);
         // Hand-backs before the stop (of jobs held behind stalled handlers) are not this report's.
         let handed_back_before: Vec<u64> =

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::error::Result;
 use crate::model::{FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo};
+use crate::schedule::Schedule;
 
 macro_rules! forward {
     ($( $(#[$attr:meta])* pub fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
@@ -244,6 +245,33 @@ forward! {
     /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
     /// store opened read-only has none.
     pub fn pauses(&self) -> Result<Vec<Pause>>;
+
+    // schedules.rs
+    /// Every stored schedule by name, with the state of the last job it made. Anyone may read
+    /// them; a store at a schema version before schedules has none.
+    pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>>;
+    /// One stored schedule by name.
+    pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>>;
+    /// Store the schedules an application declares, in one transaction, after validating every
+    /// one (an invalid cron expression, an unknown zone, a name with control characters: nothing
+    /// is stored). A new one starts with its next tick; one whose stored definition differs is
+    /// updated (its cursor kept) and the change audited as `actor`; each is marked as seen.
+    pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>>;
+    /// Say a running application still declares these schedules (they are not orphaned).
+    pub fn touch_schedules(&self, names: &[String]) -> Result<()>;
+    /// Move schedule `name`'s cursor from `expected_last` to `through` and insert `jobs`, in one
+    /// transaction; `None` (nothing written) when the cursor is no longer `expected_last`:
+    /// another process fired those ticks. The exactly-once primitive under
+    /// [`Store::fire_due_schedules`].
+    pub fn claim_ticks(&self, name: &str, expected_last: Millis, through: Millis, jobs: &[NewJob]) -> Result<Option<Vec<JobId>>>;
+    /// Pause a schedule until `until` (epoch ms) or until resumed: the ticks that fall in the
+    /// pause are dropped, never fired later. Needs `operate`; audited.
+    pub fn pause_schedule(&self, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult>;
+    /// Lift a schedule's pause. Needs `operate`; audited when something was resumed.
+    pub fn resume_schedule(&self, actor: &str, name: &str) -> Result<ScheduleResumeResult>;
+    /// Enqueue one job of the schedule now, outside its tick sequence (the cursor does not
+    /// move). Needs `operate`; audited with the job's id.
+    pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger>;
 
     // preview.rs
     /// Count, exactly, what a bulk requeue of `filter` would do now.

@@ -89,29 +89,9 @@ impl SqliteStore {
             validate_name("queue", &job.queue)?;
         }
         let now = self.now();
+        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
         self.write(|tx| {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8)",
-            )?;
-            let mut ids = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                let id = JobId::new();
-                let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
-                let seed = jitter_seed(&id);
-                insert.execute(params![
-                    id.to_string(),
-                    job.wire_name,
-                    job.queue,
-                    labels,
-                    job.payload,
-                    job.due_at.unwrap_or(now),
-                    seed,
-                    now
-                ])?;
-                log(tx, &Entry::new(id, now, None, JobState::Scheduled, 0))?;
-                ids.push(id);
-            }
+            insert_jobs(tx, &ids, jobs, now)?;
             Ok(ids)
         })
     }
@@ -634,6 +614,30 @@ pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
         e.failure_detail,
         e.detail_status
     ])?;
+    Ok(())
+}
+
+/// Insert `jobs` as Scheduled under `ids`, each with its creation entry, in the caller's
+/// transaction: enqueue, and a schedule's tick in the transaction that claims it.
+pub(crate) fn insert_jobs(tx: &Connection, ids: &[JobId], jobs: &[NewJob], now: Millis) -> Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8)",
+    )?;
+    for (id, job) in ids.iter().zip(jobs) {
+        let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
+        insert.execute(params![
+            id.to_string(),
+            job.wire_name,
+            job.queue,
+            labels,
+            job.payload,
+            job.due_at.unwrap_or(now),
+            jitter_seed(id),
+            now
+        ])?;
+        log(tx, &Entry::new(*id, now, None, JobState::Scheduled, 0))?;
+    }
     Ok(())
 }
 

@@ -30,6 +30,7 @@ mod preview;
 mod query;
 mod raw;
 mod row;
+pub(crate) mod schedules;
 mod sqlite;
 mod target;
 
@@ -49,6 +50,7 @@ pub use health::{
     CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL,
 };
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
+pub(crate) use jobs::validate_name as validate_job_name;
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
     LEASE_EXPIRED, UNREQUESTED_CANCEL,
@@ -61,6 +63,10 @@ pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
+pub(crate) use schedules::validate_all as validate_schedules;
+pub use schedules::{
+    Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
+};
 pub use target::{PostgresUrl, StoreTarget};
 
 #[cfg(feature = "postgres")]
@@ -70,7 +76,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 4;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.

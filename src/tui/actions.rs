@@ -21,6 +21,8 @@ pub enum Target {
     Matching { filter: Box<JobFilter>, described: String },
     /// A queue or a wire name, to pause or resume.
     Paused { kind: PauseKind, name: String },
+    /// A recurring schedule, to pause, resume or trigger.
+    Schedule { name: String },
     /// A payload repair of one Dead-Lettered or Quarantined job: the new payload (valid JSON,
     /// checked again by the store), and whether to requeue it in the same transaction.
     Payload { id: JobId, payload: Vec<u8>, requeue: bool },
@@ -30,7 +32,7 @@ impl Target {
     /// The bulk filter of a group target.
     pub fn group_filter(&self) -> Option<JobFilter> {
         match self {
-            Target::Jobs(_) | Target::Paused { .. } | Target::Payload { .. } => None,
+            Target::Jobs(_) | Target::Paused { .. } | Target::Payload { .. } | Target::Schedule { .. } => None,
             Target::Matching { filter, .. } => Some((**filter).clone()),
             Target::CauseGroup { wire_name, fingerprint } => Some(JobFilter {
                 states: vec![JobState::DeadLettered],
@@ -58,6 +60,8 @@ pub enum Op {
     Resume,
     RunNow,
     EditPayload,
+    /// One job of a schedule now, outside its ticks (`bw schedule trigger`).
+    Trigger,
 }
 
 impl Op {
@@ -70,6 +74,7 @@ impl Op {
             Op::Resume => "Resume",
             Op::RunNow => "Run now",
             Op::EditPayload => "Save the payload of",
+            Op::Trigger => "Trigger",
         }
     }
 
@@ -83,6 +88,7 @@ impl Op {
             Op::Resume => "Resume",
             Op::RunNow => "Run now",
             Op::EditPayload => "Payload edit",
+            Op::Trigger => "Trigger",
         }
     }
 }
@@ -211,7 +217,7 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                         }
                     }
                 }
-                Op::Pause | Op::Resume | Op::EditPayload => return Err(not_for(op, "jobs by id")),
+                Op::Pause | Op::Resume | Op::EditPayload | Op::Trigger => return Err(not_for(op, "jobs by id")),
             }
         }
         Target::CauseGroup { wire_name, .. } | Target::QuarantineGroup { wire_name, .. } => {
@@ -257,6 +263,19 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
             p.running = plan.running;
         }
         Target::Payload { .. } => return Err(not_for(op, "a payload")),
+        Target::Schedule { name } => {
+            if !matches!(op, Op::Pause | Op::Resume | Op::Trigger) {
+                return Err(not_for(op, "a schedule"));
+            }
+            // What `bw schedule … --dry-run` reads: the schedule by name (refused if gone).
+            let info = store.schedule(name)?;
+            let s = &info.row.schedule;
+            p.what = match op {
+                Op::Trigger => format!("schedule {name}: one {} job on {} now", s.wire_name, s.queue),
+                _ => format!("schedule {name}"),
+            };
+            p.affected = 1;
+        }
     }
     p.unhandled = unhandled.into_iter().collect();
     Ok(p)
@@ -408,6 +427,31 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
                 done.asked_to_stop
             ));
         }
+        (Op::Pause, Target::Schedule { name }) => {
+            let result = store.pause_schedule(actor, name, None)?;
+            report.title = format!("Paused schedule {name}");
+            report.lines.push(match result {
+                crate::store::SchedulePauseResult::Paused => "its ticks are dropped until resumed".into(),
+                crate::store::SchedulePauseResult::Extended { .. } => "it was paused already: now until resumed".into(),
+            });
+        }
+        (Op::Resume, Target::Schedule { name }) => match store.resume_schedule(actor, name)? {
+            crate::store::ScheduleResumeResult::Resumed => {
+                report.title = format!("Resumed schedule {name}");
+                report.lines.push("its next tick fires".into());
+            }
+            crate::store::ScheduleResumeResult::NotPaused => {
+                report.title = format!("schedule {name} was not paused");
+                report.lines.push("nothing changed (its pause had ended or someone resumed it)".into());
+                report.refused = true;
+            }
+        },
+        (Op::Trigger, Target::Schedule { name }) => {
+            let t = store.trigger_schedule(actor, name)?;
+            report.title = format!("Triggered schedule {name}");
+            report.lines.push(format!("{}  enqueued now, outside its ticks", t.job.short()));
+        }
+        (op, Target::Schedule { .. }) => return Err(not_for(op, "a schedule")),
         (op, Target::Matching { .. }) => return Err(not_for(op, "a filtered list")),
         (op, Target::Jobs(_)) => return Err(not_for(op, "jobs by id")),
         (op, Target::CauseGroup { .. } | Target::QuarantineGroup { .. }) => return Err(not_for(op, "a group")),

@@ -53,6 +53,8 @@ pub enum Action {
     RunNow,
     /// `E`: edit the payload of the open or selected Dead-Lettered or Quarantined job.
     EditPayload,
+    /// `t`: enqueue one job of the selected schedule now (Schedules view).
+    Trigger,
     TogglePause,
     Help,
     StartFilter,
@@ -354,6 +356,7 @@ impl App {
             (View::Quarantined, true) => s.quarantine_groups.len() as u64,
             (View::Queues, _) => s.counts.by_queue.len() as u64,
             (View::Log, _) => self.log_rows().len() as u64,
+            (View::Schedules, _) => s.schedules.len() as u64,
             _ => s.page.as_ref().map(|p| p.total).unwrap_or(0),
         }
     }
@@ -566,6 +569,7 @@ impl App {
             Action::Cancel => self.ask(Op::Cancel),
             Action::Reveal => self.ask(Op::Reveal),
             Action::PauseResume => self.ask_pause(),
+            Action::Trigger => self.ask_schedule(Op::Trigger),
             Action::RunNow => self.ask(Op::RunNow),
             Action::CancelMatching => self.ask_cancel_matching(),
             Action::EditPayload => self.edit_payload(),
@@ -865,6 +869,14 @@ impl App {
                 vs.filter_text = format!("queue:{shown}");
                 vs.back_to = Some(View::Queues);
                 self.reset_position();
+            }
+            (View::Schedules, _) => {
+                // The job the schedule made last, if it is still there.
+                let Some(s) = &self.snapshot else { return };
+                if let Some(id) = s.schedules.get(self.vs().selected as usize).and_then(|i| i.row.last_job_id) {
+                    self.detail = Some(Detail { id, reveal: Reveal::Hidden, scroll: 0 });
+                    self.dirty = true;
+                }
             }
             (View::Log, _) => {
                 let rows = self.log_rows();

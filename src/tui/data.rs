@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use super::actions::{preview, run};
 pub use super::actions::{Op, Preview, Report, Target};
 use crate::store::{
-    CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, StateCounts, HANDED_BACK,
+    CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, ScheduleInfo, StateCounts,
+    HANDED_BACK,
 };
 use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition};
 
-/// The six views, in tab order.
+/// The seven views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum View {
     DeadLettered,
@@ -24,11 +25,20 @@ pub enum View {
     Scheduled,
     Queues,
     Log,
+    /// Recurring schedules ([`Store::schedules`], what `bw schedules` prints).
+    Schedules,
 }
 
 impl View {
-    pub const ALL: [View; 6] =
-        [View::DeadLettered, View::Quarantined, View::Running, View::Scheduled, View::Queues, View::Log];
+    pub const ALL: [View; 7] = [
+        View::DeadLettered,
+        View::Quarantined,
+        View::Running,
+        View::Scheduled,
+        View::Queues,
+        View::Log,
+        View::Schedules,
+    ];
 
     pub fn index(self) -> usize {
         View::ALL.iter().position(|v| *v == self).unwrap_or(0)
@@ -42,6 +52,7 @@ impl View {
             View::Scheduled => "Scheduled",
             View::Queues => "Queues",
             View::Log => "Log",
+            View::Schedules => "Schedules",
         }
     }
 
@@ -52,7 +63,7 @@ impl View {
             View::Quarantined => Some(JobState::Quarantined),
             View::Running => Some(JobState::Running),
             View::Scheduled => Some(JobState::Scheduled),
-            View::Queues | View::Log => None,
+            View::Queues | View::Log | View::Schedules => None,
         }
     }
 }
@@ -122,6 +133,8 @@ pub struct Snapshot {
     pub latency: Vec<QueueLatency>,
     /// Queues and wire names paused now ([`Store::pauses`]), for the header and the Queues view.
     pub pauses: Vec<Pause>,
+    /// The Schedules view's rows, by name (read only for that view).
+    pub schedules: Vec<ScheduleInfo>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }
@@ -217,6 +230,9 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     }
     if matches!(q.view, View::Quarantined) {
         s.live_handlers = store.live_handlers()?;
+    }
+    if matches!(q.view, View::Schedules) {
+        s.schedules = store.schedules()?;
     }
     if let Some(id) = q.detail {
         if let Some(job) = store.job(id)? {

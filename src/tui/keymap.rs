@@ -124,7 +124,7 @@ pub struct Binding {
 const NEVER: u8 = u8::MAX;
 
 /// Every key of the dashboard, in the order the help overlay lists them.
-pub const BINDINGS: [Binding; 20] = [
+pub const BINDINGS: [Binding; 21] = [
     Binding {
         keys: "Tab Shift-Tab, l h",
         does: "next / previous view",
@@ -139,8 +139,8 @@ pub const BINDINGS: [Binding; 20] = [
         hints: &[Hint { key: "Tab", word: |p| (!p.detail).then_some("view"), rank: (11, NEVER) }],
     },
     Binding {
-        keys: "1 … 6",
-        does: "Dead-Lettered Quarantined Running Scheduled Queues Log",
+        keys: "1 … 7",
+        does: "Dead-Lettered Quarantined Running Scheduled Queues Log Schedules",
         acts: &[
             (key('1'), Action::ShowView(View::ALL[0])),
             (key('2'), Action::ShowView(View::ALL[1])),
@@ -148,6 +148,7 @@ pub const BINDINGS: [Binding; 20] = [
             (key('4'), Action::ShowView(View::ALL[3])),
             (key('5'), Action::ShowView(View::ALL[4])),
             (key('6'), Action::ShowView(View::ALL[5])),
+            (key('7'), Action::ShowView(View::ALL[6])),
         ],
         hints: &[],
     },
@@ -280,12 +281,25 @@ pub const BINDINGS: [Binding; 20] = [
     },
     Binding {
         keys: "P",
-        does: "pause / resume the selected queue, or the job's wire name (operate)",
+        does: "pause / resume the selected queue or schedule, or the job's wire name (operate)",
         acts: &[(key('P'), Action::PauseResume)],
         hints: &[Hint {
             key: "P",
-            word: |p| (!p.read_only && (p.detail || p.view == View::Queues || p.job_list())).then_some("pause/resume"),
+            word: |p| {
+                let here = p.detail || matches!(p.view, View::Queues | View::Schedules) || p.job_list();
+                (!p.read_only && here).then_some("pause/resume")
+            },
             rank: (13, 8),
+        }],
+    },
+    Binding {
+        keys: "t",
+        does: "trigger the selected schedule: one job now, outside its ticks (operate; audited)",
+        acts: &[(key('t'), Action::Trigger)],
+        hints: &[Hint {
+            key: "t",
+            word: |p| (!p.read_only && !p.detail && p.view == View::Schedules).then_some("trigger"),
+            rank: (2, NEVER),
         }],
     },
     Binding {

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::{Health, QueueHealth};
 use crate::store::pause::Pause;
+use crate::store::ScheduleInfo;
 
 /// Where each check draws its line. `Default` is what `bw check` uses without flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +34,9 @@ pub struct Thresholds {
     /// `forgotten-pause` warns when a pause has been in force longer than this: a pause nobody
     /// lifted stops work silently.
     pub max_pause: Duration,
+    /// `overdue-schedule` warns when a schedule's first unfired tick is later than this: no
+    /// running application fires it (a paused schedule is not judged).
+    pub schedule_grace: Duration,
     /// Queues the latency checks leave out (known to be unserved on purpose). Paused queues are
     /// left out without being named here (they are reported as paused instead).
     pub exclude_queues: BTreeSet<String>,
@@ -49,6 +53,7 @@ impl Default for Thresholds {
             unworked_after: Duration::from_secs(60),
             max_stale: 0,
             max_pause: Duration::from_secs(60 * 60),
+            schedule_grace: crate::schedule::TICK_GRACE,
             exclude_queues: BTreeSet::new(),
         }
     }
@@ -91,10 +96,12 @@ pub enum CheckName {
     StaleWorkers,
     /// A pause in force for longer than `max_pause` (warning).
     ForgottenPause,
+    /// A schedule whose tick is overdue by more than `schedule_grace`: nobody fires it (warning).
+    OverdueSchedule,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 7] = [
+    pub const ALL: [CheckName; 8] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
         CheckName::DeadLettered,
@@ -102,6 +109,7 @@ impl CheckName {
         CheckName::UnhandledQuarantine,
         CheckName::StaleWorkers,
         CheckName::ForgottenPause,
+        CheckName::OverdueSchedule,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +121,7 @@ impl CheckName {
             CheckName::UnhandledQuarantine => "unhandled-quarantine",
             CheckName::StaleWorkers => "stale-workers",
             CheckName::ForgottenPause => "forgotten-pause",
+            CheckName::OverdueSchedule => "overdue-schedule",
         }
     }
 
@@ -123,14 +132,17 @@ impl CheckName {
             CheckName::NewCause
             | CheckName::UnhandledQuarantine
             | CheckName::StaleWorkers
-            | CheckName::ForgottenPause => Status::Warning,
+            | CheckName::ForgottenPause
+            | CheckName::OverdueSchedule => Status::Warning,
         }
     }
 
     /// The unit of `value` and `threshold`.
     pub fn unit(self) -> &'static str {
         match self {
-            CheckName::Latency | CheckName::UnworkedQueue | CheckName::ForgottenPause => "seconds",
+            CheckName::Latency | CheckName::UnworkedQueue | CheckName::ForgottenPause | CheckName::OverdueSchedule => {
+                "seconds"
+            }
             CheckName::DeadLettered => "jobs",
             CheckName::NewCause => "causes",
             CheckName::UnhandledQuarantine => "wire names",
@@ -355,6 +367,37 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 format!("{} pause(s) in force, the longest for {}", h.pauses.len(), counted(worst))
             };
             (secs(worst), secs(limit), message)
+        }
+        CheckName::OverdueSchedule => {
+            let grace = t.schedule_grace;
+            let late = |s: &ScheduleInfo| -> u64 {
+                if s.paused {
+                    return 0;
+                }
+                crate::schedule::Timetable::parse(&s.row.schedule.cron, &s.row.schedule.zone)
+                    .ok()
+                    .and_then(|tt| tt.overdue(s.row.last_tick, h.at, Duration::ZERO))
+                    .map_or(0, |d| d.as_millis() as u64)
+            };
+            let mut over: Vec<(&ScheduleInfo, u64)> =
+                h.schedules.iter().map(|s| (s, late(s))).filter(|(_, l)| *l > grace.as_millis() as u64).collect();
+            over.sort_by_key(|(_, l)| std::cmp::Reverse(*l));
+            let worst = h.schedules.iter().map(late).max().unwrap_or(0);
+            let message = if !over.is_empty() {
+                let named = over
+                    .iter()
+                    .map(|(s, l)| {
+                        let why = if s.orphaned { ", orphaned: no running application declares it" } else { "" };
+                        format!("{} tick overdue by {}{why}", quote(&s.row.schedule.name), ago(*l))
+                    })
+                    .collect();
+                format!("nobody fired within {}: {}", counted(grace.as_millis() as u64), list(named))
+            } else if h.schedules.is_empty() {
+                "no schedules".into()
+            } else {
+                format!("{} schedule(s), every due tick fired", h.schedules.len())
+            };
+            (secs(worst), secs(grace.as_millis() as u64), message)
         }
     };
     Check { name, status: verdict(value > threshold), value, threshold, unit: name.unit(), message }

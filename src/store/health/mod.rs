@@ -124,6 +124,10 @@ pub struct Health {
     /// The transition log's sequence: every transition ever appended (it never goes back, even
     /// when the retention sweep deletes old entries). A Prometheus counter.
     pub log_seq: i64,
+    /// Every schedule, as `bw schedules` shows it: `bw check` judges the overdue ones and
+    /// `bw metrics` exports each one's time since its last fire.
+    #[serde(skip)]
+    pub schedules: Vec<super::ScheduleInfo>,
 }
 
 impl Health {
@@ -169,6 +173,8 @@ pub(crate) trait HealthRead: DueProbe {
     fn dead_since(&mut self, since: Millis) -> Result<u64>;
     /// The transition log's sequence ([`Health::log_seq`]).
     fn log_seq(&mut self) -> Result<i64>;
+    /// Every stored schedule (none before schema version 4).
+    fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>>;
 }
 
 /// [`HealthRead`] inside an SQLite read transaction.
@@ -223,6 +229,13 @@ impl HealthRead for SqliteHealth<'_> {
     fn log_seq(&mut self) -> Result<i64> {
         log_seq(self.conn)
     }
+
+    fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>> {
+        if self.store.version < 4 {
+            return Ok(Vec::new());
+        }
+        super::schedules::select_rows(self.conn, None)
+    }
 }
 
 /// The store's health at `now` against `thresholds`, from what `r` reads in its snapshot: the
@@ -238,6 +251,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
     let quarantines = quarantine_groups_from(r.quarantine_rows()?, &live_handlers_from(&workers, now));
     let dead_lettered_in_window = r.dead_since(window_start)?;
     let log_seq = r.log_seq()?;
+    let schedules = r.schedule_rows()?.into_iter().map(|row| super::schedules::schedule_info(row, now)).collect();
 
     let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
     let mut worker_health = WorkerHealth::default();
@@ -290,6 +304,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
         quarantines,
         workers: worker_health,
         log_seq,
+        schedules,
     };
     health.checks = CheckName::ALL.iter().map(|n| judge(*n, &health, thresholds)).collect();
     health.status = health.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);

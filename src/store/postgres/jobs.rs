@@ -120,8 +120,6 @@ impl PgStore {
         Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
     }
 
-    /// One statement for the whole batch: the rows go in as arrays, the log entries from the
-    /// same ids in the same order.
     pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
@@ -131,33 +129,10 @@ impl PgStore {
             validate_name("queue", &job.queue)?;
         }
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
-        let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
-        let wire_names: Vec<&str> = jobs.iter().map(|j| j.wire_name.as_str()).collect();
-        let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
-        let labels = jobs
-            .iter()
-            .map(|j| serde_json::to_string(&j.labels).map_err(Error::Encode))
-            .collect::<Result<Vec<String>>>()?;
-        let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
-        let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
-        let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+        let rows = JobRows::new(&ids, jobs)?;
         self.write(|tx| {
             let now = tx.now()?;
-            tx.execute(
-                "WITH new AS (
-                     INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
-                                       created_at, updated_at)
-                     SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8
-                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                                 $7::bigint[]) AS n(id, w, q, l, p, d, s)
-                     RETURNING id
-                 )
-                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
-                 SELECT new.id, $8, NULL, 'scheduled', 0
-                 FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
-                 ORDER BY o.n",
-                &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
-            )?;
+            rows.insert(tx, now)?;
             Ok(ids.clone())
         })
     }
@@ -665,6 +640,59 @@ fn finish_cancelled(
 
 /// Append one transition entry. The failure detail goes in as the worker's JSON text, kept
 /// byte for byte (`json`, not `jsonb`).
+/// New jobs as the columns of one insert: enqueue, and a schedule's tick in the transaction
+/// that claims it. Built before the transaction, so a retried transaction encodes nothing again.
+pub(crate) struct JobRows<'a> {
+    uuids: Vec<uuid::Uuid>,
+    wire_names: Vec<&'a str>,
+    queues: Vec<&'a str>,
+    labels: Vec<String>,
+    payloads: Vec<&'a [u8]>,
+    due: Vec<Option<i64>>,
+    seeds: Vec<i64>,
+}
+
+impl<'a> JobRows<'a> {
+    pub(crate) fn new(ids: &[JobId], jobs: &'a [NewJob]) -> Result<Self> {
+        Ok(JobRows {
+            uuids: ids.iter().map(|id| id.0).collect(),
+            wire_names: jobs.iter().map(|j| j.wire_name.as_str()).collect(),
+            queues: jobs.iter().map(|j| j.queue.as_str()).collect(),
+            labels: jobs
+                .iter()
+                .map(|j| serde_json::to_string(&j.labels).map_err(Error::Encode))
+                .collect::<Result<Vec<String>>>()?,
+            payloads: jobs.iter().map(|j| j.payload.as_slice()).collect(),
+            due: jobs.iter().map(|j| j.due_at).collect(),
+            seeds: ids.iter().map(jitter_seed).collect(),
+        })
+    }
+
+    /// One statement for the whole batch: the rows go in as arrays, the log entries from the
+    /// same ids in the same order.
+    pub(crate) fn insert(&self, tx: &mut Tx<'_>, now: Millis) -> Result<()> {
+        if self.uuids.is_empty() {
+            return Ok(());
+        }
+        tx.execute(
+            "WITH new AS (
+                 INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
+                                   created_at, updated_at)
+                 SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8
+                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
+                             $7::bigint[]) AS n(id, w, q, l, p, d, s)
+                 RETURNING id
+             )
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+             SELECT new.id, $8, NULL, 'scheduled', 0
+             FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
+             ORDER BY o.n",
+            &[&self.uuids, &self.wire_names, &self.queues, &self.labels, &self.payloads, &self.due, &self.seeds, &now],
+        )?;
+        Ok(())
+    }
+}
+
 pub(crate) fn log(tx: &mut Tx<'_>, e: &Entry<'_>) -> Result<()> {
     let params: [&(dyn ToSql + Sync); 10] = [
         &e.job_id.0,

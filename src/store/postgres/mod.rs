@@ -24,6 +24,7 @@ mod preview;
 mod query;
 mod raw;
 mod row;
+pub(crate) mod schedules;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

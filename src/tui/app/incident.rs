@@ -47,6 +47,9 @@ impl App {
             return;
         }
         let Some(s) = &self.snapshot else { return };
+        if self.view == View::Schedules {
+            return self.ask_schedule(Op::Pause);
+        }
         let (kind, name) = if self.view == View::Queues && self.detail.is_none() {
             match s.counts.by_queue.keys().nth(self.vs().selected as usize) {
                 Some(q) => (PauseKind::Queue, q.clone()),
@@ -68,6 +71,31 @@ impl App {
         let op = if paused { Op::Resume } else { Op::Pause };
         self.mode = Mode::Preparing { op };
         self.outbox.push(Request::Preview { op, target: Target::Paused { kind, name } });
+    }
+
+    /// `P` and `t` in the Schedules view: pause or resume (paused now, as the last refresh read
+    /// it, means resume), or trigger, the selected schedule.
+    pub(super) fn ask_schedule(&mut self, op: Op) {
+        if self.cfg.read_only {
+            self.error = Some(format!("{} is disabled: bw top was started with --read-only", op_key(op)));
+            return;
+        }
+        if !self.may_operate(op) {
+            return;
+        }
+        let Some(s) = &self.snapshot else { return };
+        let Some(info) = (self.view == View::Schedules).then(|| s.schedules.get(self.vs().selected as usize)).flatten()
+        else {
+            self.error = Some(format!("{}: select a schedule in the Schedules view (7)", op_key(op)));
+            return;
+        };
+        let op = match op {
+            Op::Pause if info.paused => Op::Resume,
+            op => op,
+        };
+        let name = info.row.schedule.name.clone();
+        self.mode = Mode::Preparing { op };
+        self.outbox.push(Request::Preview { op, target: Target::Schedule { name } });
     }
 
     /// `X`: the Scheduled or Running list, as filtered, cancelled in bulk after its exact plan.
@@ -174,5 +202,6 @@ pub(super) fn op_key(op: Op) -> &'static str {
         Op::Pause | Op::Resume => "P (pause / resume)",
         Op::RunNow => "n (run now)",
         Op::EditPayload => "E (edit payload)",
+        Op::Trigger => "t (trigger schedule)",
     }
 }

@@ -8,6 +8,7 @@ mod chart;
 mod detail;
 mod lists;
 mod popups;
+mod schedules;
 
 use popups::{confirm, help, payload_edit, popup};
 
@@ -310,6 +311,7 @@ impl App {
             (View::Quarantined, true) => self.quarantine_groups(t, area, buf),
             (View::Queues, _) => self.queues(t, area, buf),
             (View::Log, _) => self.log_view(t, area, buf),
+            (View::Schedules, _) => self.schedules(t, area, buf),
             _ => self.jobs(t, area, buf),
         }
     }

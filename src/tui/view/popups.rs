@@ -40,7 +40,12 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
     // A group requeue leaves the jobs no live worker handles alone unless forced (`f`), like
     // `bw requeue --state …` without `--force`: the dialog counts both parts.
     let left_alone = if p.op == Op::Requeue && group { p.would_requarantine } else { 0 };
+    let schedule = matches!(p.target, crate::tui::data::Target::Schedule { .. });
     let title = match p.op {
+        Op::Pause | Op::Resume | Op::Trigger if schedule => match &p.target {
+            crate::tui::data::Target::Schedule { name } => format!("{} schedule {}?", p.op.verb(), clean(name, 40)),
+            _ => unreachable!("a schedule target"),
+        },
         Op::Pause | Op::Resume => format!("{} {}?", p.op.verb(), clean(&p.what, 50)),
         _ if left_alone > 0 => {
             format!("{} {} of {}?", p.op.verb(), thousands(p.affected - left_alone), jobs(p.affected))
@@ -113,6 +118,13 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
                 lines
                     .push(Line::styled(format!("{} already due: left as they are", thousands(p.already_due)), t.dim()));
             }
+        }
+        Op::Pause if schedule => {
+            lines.push(Line::from("its ticks are dropped until resumed (never fired later); audited"));
+        }
+        Op::Resume if schedule => lines.push(Line::from("its next tick fires")),
+        Op::Trigger => {
+            lines.push(Line::from("one job now, outside the tick sequence (the next tick still fires); audited"))
         }
         Op::Pause => {
             lines.push(Line::from(format!(

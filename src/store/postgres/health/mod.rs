@@ -21,7 +21,7 @@ impl PgStore {
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
         self.read(|tx| {
             let now = tx.now()?;
-            gather(&mut Snapshot { tx, now }, now, thresholds)
+            gather(&mut Snapshot { tx, now, schedules: self.version >= 4 }, now, thresholds)
         })
     }
 }
@@ -31,6 +31,8 @@ impl PgStore {
 pub(super) struct Snapshot<'t, 'a> {
     pub(super) tx: &'t mut Tx<'a>,
     pub(super) now: Millis,
+    /// Whether the store's schema has the `schedules` table (version 4 on).
+    pub(super) schedules: bool,
 }
 
 /// The pauses in force at `now`, queues first, then by name (`queue` sorts before `wire-name`).
@@ -142,6 +144,13 @@ impl HealthRead for Snapshot<'_, '_> {
 
     fn log_seq(&mut self) -> Result<i64> {
         Ok(self.tx.query_one(LOG_SEQ_SQL, &[])?.try_get(0)?)
+    }
+
+    fn schedule_rows(&mut self) -> Result<Vec<crate::store::ScheduleRow>> {
+        if !self.schedules {
+            return Ok(Vec::new());
+        }
+        crate::store::postgres::schedules::select_rows(self.tx, None)
     }
 }
 

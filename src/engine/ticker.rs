@@ -1,0 +1,77 @@
+//! The schedule ticker: one thread per engine that declares schedules. It sleeps until the next
+//! tick of any of them, then asks the store to fire what is due (`Store::fire_due_schedules`).
+//! It holds no lock and elects no leader: every engine of every host runs one, and the store's
+//! compare-and-swap on each schedule's cursor gives each tick exactly one job.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::schedule::SCHEDULE_TOUCH_EVERY;
+use crate::store::{Clock, Store};
+
+/// What the ticker counts and the engine handle reads.
+#[derive(Default)]
+pub(super) struct TickerStats {
+    pub fired: AtomicU64,
+    pub errors: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+}
+
+pub(super) struct Ticker {
+    pub store: Store,
+    pub names: Vec<String>,
+    /// The longest sleep between looks at the store: a bound on how late a schedule changed by
+    /// another process (paused, redeclared) is noticed, and the pace under a manual clock.
+    pub max_sleep: Duration,
+    pub stats: Arc<TickerStats>,
+    /// A message or a hang-up ends the loop.
+    pub stop: Receiver<()>,
+}
+
+impl Ticker {
+    pub fn run(self) {
+        let mut touched = Instant::now();
+        loop {
+            let sleep = match self.store.fire_due_schedules(&self.names) {
+                Ok((fired, next)) => {
+                    let jobs: usize = fired.iter().map(|f| f.fired.len()).sum();
+                    self.stats.fired.fetch_add(jobs as u64, Ordering::Relaxed);
+                    self.until(next)
+                }
+                Err(e) => {
+                    self.error(&e.to_string());
+                    self.max_sleep
+                }
+            };
+            if touched.elapsed() >= SCHEDULE_TOUCH_EVERY {
+                match self.store.touch_schedules(&self.names) {
+                    Ok(()) => touched = Instant::now(),
+                    Err(e) => self.error(&e.to_string()),
+                }
+            }
+            match self.stop.recv_timeout(sleep) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+        }
+    }
+
+    /// How long to sleep before the tick at `next`: on the system clock until then (at most
+    /// `max_sleep`); a manual clock moves by the test's hand, so it is looked at every `max_sleep`.
+    fn until(&self, next: Option<crate::Millis>) -> Duration {
+        match (self.store.clock(), next) {
+            (Clock::System, Some(at)) => {
+                let ms = at.saturating_sub(self.store.now()).max(1) as u64;
+                Duration::from_millis(ms).min(self.max_sleep)
+            }
+            _ => self.max_sleep,
+        }
+    }
+
+    fn error(&self, why: &str) {
+        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        *self.stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+    }
+}

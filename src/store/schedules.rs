@@ -1,0 +1,482 @@
+//! Recurring schedules in the store: declaring them (a changed definition is updated and
+//! audited), firing their ticks, pausing, resuming and triggering them. The policy is written
+//! once here, above the dialects (which ticks are due, what job a tick makes, what counts as
+//! orphaned or overdue); each backend supplies the few primitives below it. The one that
+//! matters, [`claim_ticks`](SqliteStore::claim_ticks), moves the schedule's cursor by a
+//! compare-and-swap in the transaction that inserts the tick's jobs: exactly one job per tick,
+//! whatever the number of processes, and a crash between the two leaves neither.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, Row};
+use serde::Serialize;
+
+use super::{SqliteStore, Store};
+use crate::error::{Error, Result};
+use crate::model::{JobId, JobState, Millis, NewJob, Permission};
+use crate::schedule::{
+    check_schedule_name, tick_label, MissedTicks, Schedule, Timetable, SCHEDULE_LABEL, SCHEDULE_ORPHANED_AFTER,
+    TICK_GRACE, TICK_LABEL, TRIGGERED_BY_LABEL,
+};
+
+/// A schedule as stored, with the state of the last job it made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ScheduleRow {
+    #[serde(flatten)]
+    pub schedule: Schedule,
+    /// The cursor: the latest tick fired or dropped, or when the schedule was first declared.
+    pub last_tick: Millis,
+    pub last_job_id: Option<JobId>,
+    /// `None` when there is no last job, or it has been swept by retention.
+    pub last_job_state: Option<JobState>,
+    pub last_fired_at: Option<Millis>,
+    pub declared_at: Millis,
+    pub updated_at: Millis,
+    pub seen_at: Millis,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<Millis>,
+    pub paused_until: Option<Millis>,
+}
+
+impl ScheduleRow {
+    /// Whether a pause is in force at `now` (one with an `until` lapses by itself).
+    pub fn is_paused(&self, now: Millis) -> bool {
+        self.paused_at.is_some() && self.paused_until.is_none_or(|u| u > now)
+    }
+
+    /// Whether no running application has declared it for [`SCHEDULE_ORPHANED_AFTER`].
+    pub fn is_orphaned(&self, now: Millis) -> bool {
+        now.saturating_sub(self.seen_at) > SCHEDULE_ORPHANED_AFTER.as_millis() as Millis
+    }
+}
+
+/// A schedule as `bw schedules` and the dashboard show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleInfo {
+    pub row: ScheduleRow,
+    /// The next tick that would fire (after the cursor, or after now when that is later).
+    pub next_fire: Option<Millis>,
+    pub paused: bool,
+    pub orphaned: bool,
+    /// How late the first unfired tick is, once past the grace: nobody is firing it.
+    pub overdue: Option<Duration>,
+}
+
+/// What declaring one schedule did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum Declared {
+    /// Not in the store before: stored, its first tick is the next one after now.
+    New,
+    Unchanged,
+    /// The stored definition differed: replaced (audited with each change). The cursor stays.
+    Updated {
+        changes: Vec<String>,
+    },
+}
+
+/// What firing a schedule's due ticks did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TickFire {
+    pub name: String,
+    /// The ticks that got a job, with it.
+    pub fired: Vec<(Millis, JobId)>,
+    /// The cursor moved here (ticks up to it that got no job were dropped by the policy or a pause).
+    pub through: Millis,
+}
+
+/// The result of pausing a schedule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum SchedulePauseResult {
+    Paused,
+    /// It was paused already: now until the new `until`.
+    Extended {
+        previous_until: Option<Millis>,
+    },
+}
+
+/// The result of resuming a schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum ScheduleResumeResult {
+    Resumed,
+    NotPaused,
+}
+
+/// The job `bw schedule trigger` made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Trigger {
+    pub schedule: String,
+    pub job: JobId,
+}
+
+/// The refusal of a name no schedule has.
+pub(crate) fn unknown_schedule(name: &str) -> Error {
+    Error::InvalidInput(format!("no schedule named '{name}' (`bw schedules` lists them)"))
+}
+
+/// The refusal of a store whose schema predates schedules (a read-only open of an old store).
+pub(crate) fn no_schedules_table(version: i64) -> Error {
+    Error::InvalidInput(format!(
+        "this store is at schema version {version}, which has no schedules: open it writable once with this bw to \
+         migrate it"
+    ))
+}
+
+/// How a stored schedule differs from a declaration, one readable line per field.
+pub(crate) fn differences(stored: &Schedule, declared: &Schedule) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut field = |what: &str, a: String, b: String| {
+        if a != b {
+            out.push(format!("{what} {a:?} -> {b:?}"));
+        }
+    };
+    field("cron", stored.cron.clone(), declared.cron.clone());
+    field("zone", stored.zone.clone(), declared.zone.clone());
+    field("wire name", stored.wire_name.clone(), declared.wire_name.clone());
+    field("queue", stored.queue.clone(), declared.queue.clone());
+    field(
+        "payload",
+        String::from_utf8_lossy(&stored.payload).into_owned(),
+        String::from_utf8_lossy(&declared.payload).into_owned(),
+    );
+    field("labels", format!("{:?}", stored.labels), format!("{:?}", declared.labels));
+    field("missed", stored.missed.to_string(), declared.missed.to_string());
+    out
+}
+
+/// Validate every declaration before anything is stored, and refuse two with one name.
+pub(crate) fn validate_all(defs: &[Schedule]) -> Result<()> {
+    for (i, d) in defs.iter().enumerate() {
+        d.validate()?;
+        if defs[..i].iter().any(|o| o.name == d.name) {
+            return Err(Error::InvalidInput(format!("two schedules are named '{}'", d.name)));
+        }
+    }
+    Ok(())
+}
+
+/// The audit detail of a declaration.
+pub(crate) fn declare_detail(d: &Schedule) -> String {
+    format!("{} '{}' in {} -> {} on {} (missed: {})", d.name, d.cron, d.zone, d.wire_name, d.queue, d.missed)
+}
+
+/// The job a tick makes: the schedule's, labelled with the schedule and the tick.
+pub(crate) fn tick_job(s: &Schedule, tick: Millis) -> NewJob {
+    let mut job = NewJob::new(&s.wire_name, &s.queue, s.payload.clone());
+    job.labels = s.labels.clone();
+    job.labels.insert(SCHEDULE_LABEL.into(), s.name.clone());
+    job.labels.insert(TICK_LABEL.into(), tick_label(tick));
+    job
+}
+
+/// The job `bw schedule trigger` makes: the schedule's, labelled with who triggered it.
+pub(crate) fn trigger_job(s: &Schedule, actor: &str) -> NewJob {
+    let mut job = NewJob::new(&s.wire_name, &s.queue, s.payload.clone());
+    job.labels = s.labels.clone();
+    job.labels.insert(SCHEDULE_LABEL.into(), s.name.clone());
+    job.labels.insert(TRIGGERED_BY_LABEL.into(), actor.to_string());
+    job
+}
+
+pub(crate) fn pause_detail(name: &str, until: Option<Millis>) -> String {
+    let until_text = until.map_or_else(|| "until resumed".to_string(), |u| format!("until {u}"));
+    format!("schedule {name} {until_text}")
+}
+
+impl Store {
+    /// Every schedule in the store, by name, with its next fire, whether it is paused,
+    /// orphaned (no running application declares it) or overdue. Anyone may read them.
+    pub fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        let now = self.now();
+        Ok(self.schedule_rows()?.into_iter().map(|row| schedule_info(row, now)).collect())
+    }
+
+    /// One schedule by name, as [`Store::schedules`] shows it; a name no schedule has is refused.
+    pub fn schedule(&self, name: &str) -> Result<ScheduleInfo> {
+        check_schedule_name(name)?;
+        let now = self.now();
+        let row = self.schedule_row(name)?.ok_or_else(|| unknown_schedule(name))?;
+        Ok(schedule_info(row, now))
+    }
+
+    /// Fire the due ticks of the schedules `names` (those this process declares): for each
+    /// schedule whose next tick is due, one job per tick the missed-tick policy fires (none
+    /// while paused), with the cursor moved by compare-and-swap in the same transaction. A
+    /// schedule another process fired first is skipped: its tick has its job. Returns what was
+    /// fired, and the earliest tick still ahead (when to look again).
+    pub fn fire_due_schedules(&self, names: &[String]) -> Result<(Vec<TickFire>, Option<Millis>)> {
+        let mut fired = Vec::new();
+        let mut next: Option<Millis> = None;
+        for row in self.schedule_rows()?.into_iter().filter(|r| names.contains(&r.schedule.name)) {
+            // A row whose definition no longer parses (written by another program) is left alone.
+            let Ok(table) = Timetable::parse(&row.schedule.cron, &row.schedule.zone) else { continue };
+            let now = self.now();
+            let mut cursor = row.last_tick;
+            if let Some(plan) = table.due(row.last_tick, now, row.schedule.missed, row.is_paused(now)) {
+                let jobs: Vec<NewJob> = plan.fire.iter().map(|&t| tick_job(&row.schedule, t)).collect();
+                if let Some(ids) = self.claim_ticks(&row.schedule.name, row.last_tick, plan.through, &jobs)? {
+                    fired.push(TickFire {
+                        name: row.schedule.name.clone(),
+                        fired: plan.fire.iter().copied().zip(ids).collect(),
+                        through: plan.through,
+                    });
+                }
+                cursor = plan.through;
+            }
+            if let Some(n) = table.next_after(cursor.max(now)) {
+                next = Some(next.map_or(n, |m: Millis| m.min(n)));
+            }
+        }
+        Ok((fired, next))
+    }
+}
+
+pub(crate) fn schedule_info(row: ScheduleRow, now: Millis) -> ScheduleInfo {
+    let table = Timetable::parse(&row.schedule.cron, &row.schedule.zone).ok();
+    let paused = row.is_paused(now);
+    let next_fire = table.as_ref().and_then(|t| match (paused, row.paused_until) {
+        // Ticks that fall in a pause are dropped: the next fire is the first tick from its end.
+        (true, None) => None,
+        (true, Some(until)) => t.next_after(until.max(now) - 1),
+        (false, _) => t.next_after(now.max(row.last_tick)),
+    });
+    let overdue = if paused { None } else { table.as_ref().and_then(|t| t.overdue(row.last_tick, now, TICK_GRACE)) };
+    ScheduleInfo { orphaned: row.is_orphaned(now), next_fire, paused, overdue, row }
+}
+
+/// The columns a [`ScheduleRow`] is read from, in order (the last job's state joined).
+pub(crate) const ROW_COLUMNS: &str = "s.name, s.cron, s.zone, s.wire_name, s.queue, s.payload, s.labels, s.missed,
+     s.catch_up_max, s.last_tick, s.last_job_id, j.state, s.last_fired_at, s.declared_at, s.updated_at, s.seen_at,
+     s.paused_by, s.paused_at, s.paused_until";
+
+fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
+    let labels: String = r.get(6)?;
+    let missed: String = r.get(7)?;
+    let last_job: Option<String> = r.get(10)?;
+    let state: Option<String> = r.get(11)?;
+    Ok(ScheduleRow {
+        schedule: Schedule {
+            name: r.get(0)?,
+            cron: r.get(1)?,
+            zone: r.get(2)?,
+            wire_name: r.get(3)?,
+            queue: r.get(4)?,
+            payload: r.get(5)?,
+            labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
+            missed: MissedTicks::from_columns(&missed, r.get(8)?)?,
+        },
+        last_tick: r.get(9)?,
+        last_job_id: last_job.and_then(|s| s.parse().ok()),
+        last_job_state: state.and_then(|s| s.parse().ok()),
+        last_fired_at: r.get(12)?,
+        declared_at: r.get(13)?,
+        updated_at: r.get(14)?,
+        seen_at: r.get(15)?,
+        paused_by: r.get(16)?,
+        paused_at: r.get(17)?,
+        paused_until: r.get(18)?,
+    })
+}
+
+pub(crate) fn select_rows(c: &Connection, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
+    let sql = format!(
+        "SELECT {ROW_COLUMNS} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
+         WHERE ?1 IS NULL OR s.name = ?1 ORDER BY s.name"
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    let mut rows = stmt.query([name])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(row_from(r)?);
+    }
+    Ok(out)
+}
+
+impl SqliteStore {
+    fn require_schedules(&self) -> Result<()> {
+        if self.version < 4 {
+            return Err(no_schedules_table(self.version));
+        }
+        Ok(())
+    }
+
+    pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
+        if self.version < 4 {
+            return Ok(Vec::new());
+        }
+        self.read(|c| select_rows(c, None))
+    }
+
+    pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
+        if self.version < 4 {
+            return Ok(None);
+        }
+        self.read(|c| Ok(select_rows(c, Some(name))?.pop()))
+    }
+
+    pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>> {
+        validate_all(defs)?;
+        self.require_schedules()?;
+        let now = self.now();
+        self.write(|tx| {
+            let mut out = Vec::with_capacity(defs.len());
+            for d in defs {
+                let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
+                let stored = select_rows(tx, Some(&d.name))?.pop();
+                let result = match stored {
+                    None => {
+                        tx.prepare_cached(
+                            "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed,
+                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10)",
+                        )?
+                        .execute(params![
+                            d.name,
+                            d.cron,
+                            d.zone,
+                            d.wire_name,
+                            d.queue,
+                            d.payload,
+                            labels,
+                            d.missed.as_str(),
+                            d.missed.catch_up_max(),
+                            now
+                        ])?;
+                        super::admin::audit(tx, now, actor, "schedule-declare", None, &declare_detail(d))?;
+                        Declared::New
+                    }
+                    Some(row) => {
+                        let changes = differences(&row.schedule, d);
+                        if changes.is_empty() {
+                            tx.prepare_cached("UPDATE schedules SET seen_at = ?2 WHERE name = ?1")?
+                                .execute(params![d.name, now])?;
+                            Declared::Unchanged
+                        } else {
+                            tx.prepare_cached(
+                                "UPDATE schedules SET cron = ?2, zone = ?3, wire_name = ?4, queue = ?5, payload = ?6,
+                                        labels = ?7, missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10
+                                 WHERE name = ?1",
+                            )?
+                            .execute(params![
+                                d.name,
+                                d.cron,
+                                d.zone,
+                                d.wire_name,
+                                d.queue,
+                                d.payload,
+                                labels,
+                                d.missed.as_str(),
+                                d.missed.catch_up_max(),
+                                now
+                            ])?;
+                            let detail = format!("{}: {}", d.name, changes.join("; "));
+                            super::admin::audit(tx, now, actor, "schedule-update", None, &detail)?;
+                            Declared::Updated { changes }
+                        }
+                    }
+                };
+                out.push(result);
+            }
+            Ok(out)
+        })
+    }
+
+    pub fn touch_schedules(&self, names: &[String]) -> Result<()> {
+        self.require_schedules()?;
+        let now = self.now();
+        self.write(|tx| {
+            let mut stmt = tx.prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?;
+            for n in names {
+                stmt.execute(params![n, now])?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn claim_ticks(
+        &self,
+        name: &str,
+        expected_last: Millis,
+        through: Millis,
+        jobs: &[NewJob],
+    ) -> Result<Option<Vec<JobId>>> {
+        self.require_schedules()?;
+        let now = self.now();
+        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+        self.write(|tx| {
+            let moved = tx
+                .prepare_cached(
+                    "UPDATE schedules SET last_tick = ?3,
+                            last_job_id = coalesce(?4, last_job_id),
+                            last_fired_at = CASE WHEN ?4 IS NULL THEN last_fired_at ELSE ?5 END
+                     WHERE name = ?1 AND last_tick = ?2",
+                )?
+                .execute(params![name, expected_last, through, ids.last().map(|i| i.to_string()), now])?;
+            if moved == 0 {
+                return Ok(None);
+            }
+            super::jobs::insert_jobs(tx, &ids, jobs, now)?;
+            Ok(Some(ids))
+        })
+    }
+
+    pub fn pause_schedule(&self, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult> {
+        check_schedule_name(name)?;
+        self.require_schedules()?;
+        let now = self.now();
+        super::pause::check_until(until, now)?;
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            tx.prepare_cached(
+                "UPDATE schedules SET paused_by = ?2, paused_at = ?3, paused_until = ?4 WHERE name = ?1",
+            )?
+            .execute(params![name, actor, now, until])?;
+            super::admin::audit(tx, now, actor, "schedule-pause", None, &pause_detail(name, until))?;
+            Ok(if row.is_paused(now) {
+                SchedulePauseResult::Extended { previous_until: row.paused_until }
+            } else {
+                SchedulePauseResult::Paused
+            })
+        })
+    }
+
+    pub fn resume_schedule(&self, actor: &str, name: &str) -> Result<ScheduleResumeResult> {
+        check_schedule_name(name)?;
+        self.require_schedules()?;
+        let now = self.now();
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            tx.prepare_cached(
+                "UPDATE schedules SET paused_by = NULL, paused_at = NULL, paused_until = NULL WHERE name = ?1",
+            )?
+            .execute([name])?;
+            if !row.is_paused(now) {
+                return Ok(ScheduleResumeResult::NotPaused);
+            }
+            super::admin::audit(tx, now, actor, "schedule-resume", None, &format!("schedule {name}"))?;
+            Ok(ScheduleResumeResult::Resumed)
+        })
+    }
+
+    pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger> {
+        check_schedule_name(name)?;
+        self.require_schedules()?;
+        let now = self.now();
+        let id = JobId::new();
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let job = trigger_job(&row.schedule, actor);
+            super::jobs::insert_jobs(tx, &[id], std::slice::from_ref(&job), now)?;
+            tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
+                .execute(params![name, id.to_string(), now])?;
+            super::admin::audit(tx, now, actor, "schedule-trigger", Some(id), &format!("schedule {name}"))?;
+            Ok(Trigger { schedule: name.to_string(), job: id })
+        })
+    }
+}
