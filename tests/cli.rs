@@ -13,6 +13,8 @@ mod harness;
 mod incident;
 #[path = "common/pty.rs"]
 mod pty;
+#[path = "cli/schedules.rs"]
+mod schedules;
 #[path = "cli/target.rs"]
 mod target;
 

@@ -10,6 +10,8 @@ mod e2e;
 mod harness;
 #[path = "common/pty.rs"]
 mod pty;
+#[path = "tui/schedules.rs"]
+mod schedules;
 
 use backend::both_backends;
 use backwave::tui::app::{DbStatus, Reveal};
@@ -75,7 +77,7 @@ both_backends! {
         code(&mut app, &f, KeyCode::BackTab);
         assert_eq!(app.view, View::DeadLettered);
         code(&mut app, &f, KeyCode::BackTab);
-        assert_eq!(app.view, View::Log, "Shift-Tab wraps around");
+        assert_eq!(app.view, View::Schedules, "Shift-Tab wraps around");
         keys(&mut app, &f, "4");
         assert_eq!(app.view, View::Scheduled);
         // The refresh that followed asked for the view's state.

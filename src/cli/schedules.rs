@@ -285,7 +285,7 @@ pub(crate) fn status(i: &ScheduleInfo, now: Millis) -> Cell {
     let mut parts = Vec::new();
     if i.paused {
         parts.push(match i.row.paused_until {
-            Some(u) => format!("paused {}", relative(now, u)),
+            Some(u) => format!("paused, ends {}", relative(now, u)),
             None => "paused".to_string(),
         });
     }

@@ -281,7 +281,7 @@ pub const BINDINGS: [Binding; 21] = [
     },
     Binding {
         keys: "P",
-        does: "pause / resume the selected queue or schedule, or the job's wire name (operate)",
+        does: "pause / resume the selected queue, schedule, or the job's wire name (operate)",
         acts: &[(key('P'), Action::PauseResume)],
         hints: &[Hint {
             key: "P",
@@ -294,7 +294,7 @@ pub const BINDINGS: [Binding; 21] = [
     },
     Binding {
         keys: "t",
-        does: "trigger the selected schedule: one job now, outside its ticks (operate; audited)",
+        does: "trigger the selected schedule: one job now (operate; audited)",
         acts: &[(key('t'), Action::Trigger)],
         hints: &[Hint {
             key: "t",

@@ -270,7 +270,9 @@ impl App {
             (true, Some(n)) => format!(" {} {} {} ", v.index() + 1, v.title(), thousands(n)),
             _ => format!(" {} {} ", v.index() + 1, v.title()),
         };
-        let fits = View::ALL.iter().map(|v| label(*v, true).chars().count() + 1).sum::<usize>() <= area.width as usize;
+        // One space between labels; none is needed after the last.
+        let wanted = View::ALL.iter().map(|v| label(*v, true).chars().count() + 1).sum::<usize>() - 1;
+        let fits = wanted <= area.width as usize;
         let mut spans = Vec::new();
         for v in View::ALL {
             let style = if v == self.view {

@@ -211,6 +211,6 @@ pub(super) fn help(t: &Theme, area: Rect, buf: &mut Buffer) {
         .map(|(k, what)| Line::from(vec![Span::styled(format!("{k:<20}"), t.heading()), Span::raw(*what)]))
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::styled("--read-only disables r, x, e, n, P and E. Any key closes this help.", t.dim()));
+    lines.push(Line::styled("--read-only disables r, x, e, n, P, t and E. Any key closes this help.", t.dim()));
     popup(t, area, buf, "keys", lines, None);
 }

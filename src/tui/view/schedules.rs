@@ -31,7 +31,7 @@ impl App {
                 let mut status = Vec::new();
                 if info.paused {
                     status.push(match r.paused_until {
-                        Some(u) => format!("PAUSED {}", relative(now, u)),
+                        Some(u) => format!("PAUSED, ends {}", relative(now, u)),
                         None => "PAUSED".to_string(),
                     });
                 }

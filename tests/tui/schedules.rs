@@ -1,0 +1,133 @@
+//! The Schedules view of `bw top` (issue 20): drawn on TestBackend, and pause, resume and trigger
+//! from it through the same library calls `bw schedule` makes; then the real binary on a pty.
+
+use std::time::Duration;
+
+use backwave::schedule::Schedule;
+use backwave::store::current_actor;
+use backwave::tui::data::{Op, Target};
+use backwave::tui::{keymap, Mode, View};
+use backwave::Permission;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::harness::*;
+use super::pty::{Pty, Term};
+use crate::backend::both_backends;
+
+/// Two schedules declared ten minutes ago: `heartbeat` every minute, fired once; `nightly-export`
+/// in Berlin time. The fired job is the fixture's newest id.
+fn with_schedules() -> Fixture {
+    let mut f = Fixture::with_jobs();
+    let now = f.clock.now();
+    f.clock.set(now - 600_000);
+    let defs = [
+        Schedule::new("heartbeat", "* * * * *", "send-email", "default", "{}"),
+        Schedule::new("nightly-export", "0 2 * * *", "export", "bulk", "{}").zone("Europe/Berlin"),
+    ];
+    f.store.declare_schedules("app", &defs).unwrap();
+    f.clock.set(now - 30_000);
+    let (fired, _) = f.store.fire_due_schedules(&["heartbeat".to_string()]).unwrap();
+    f.ids.push(fired[0].fired[0].1);
+    f.clock.set(now);
+    f.store.touch_schedules(&["heartbeat".to_string(), "nightly-export".to_string()]).unwrap();
+    f
+}
+
+fn press_key(app: &mut backwave::tui::App, f: &Fixture, c: char) {
+    let a = keymap::action_for(&app.mode, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+        .unwrap_or_else(|| panic!("'{c}' has an action"));
+    f.press(app, [a]);
+}
+
+/// A screen snapshot in tests/snapshots, beside every other `tui__` one.
+fn snapshot(name: &str, text: &str) {
+    insta::with_settings!({ snapshot_path => "../snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+both_backends! {
+    fn the_schedules_view_lists_each_schedule_and_pauses_resumes_and_triggers_through_the_store() {
+        let f = with_schedules();
+        let mut app = f.app(120, 24);
+        f.refresh(&mut app);
+        press_key(&mut app, &f, '7');
+        assert_eq!(app.view, View::Schedules);
+        snapshot("tui__schedules_view", &f.redact(&render(&app)));
+
+        // P on the selected schedule (heartbeat): the dialog, then the store's pause.
+        press_key(&mut app, &f, 'P');
+        let Mode::Confirm(p) = &app.mode else { panic!("no dialog: {:?}", app.mode) };
+        assert_eq!((p.op, &p.target), (Op::Pause, &Target::Schedule { name: "heartbeat".into() }));
+        snapshot("tui__schedules_pause_dialog", &f.redact(&render(&app)));
+        press_key(&mut app, &f, 'y');
+        assert!(f.store.schedule("heartbeat").unwrap().paused);
+        let audit = f.store.audit_entries(0, 50).unwrap();
+        let pause = audit.iter().find(|a| a.action == "schedule-pause").unwrap();
+        assert_eq!(pause.actor, ACTOR, "the dashboard's actor, as bw would record it");
+        press_key(&mut app, &f, 'q');
+        f.refresh(&mut app);
+        assert!(render(&app).contains("PAUSED"), "{}", render(&app));
+
+        // P again resumes it.
+        press_key(&mut app, &f, 'P');
+        let Mode::Confirm(p) = &app.mode else { panic!("no dialog: {:?}", app.mode) };
+        assert_eq!(p.op, Op::Resume);
+        press_key(&mut app, &f, 'y');
+        assert!(!f.store.schedule("heartbeat").unwrap().paused);
+        press_key(&mut app, &f, 'q');
+
+        // t triggers the selected one: one job now, the cursor left where it was.
+        let before = f.store.schedule("heartbeat").unwrap().row;
+        press_key(&mut app, &f, 't');
+        let Mode::Confirm(p) = &app.mode else { panic!("no dialog: {:?}", app.mode) };
+        assert_eq!(p.op, Op::Trigger);
+        press_key(&mut app, &f, 'y');
+        let Mode::Results(r) = &app.mode else { panic!("no results: {:?}", app.mode) };
+        assert_eq!(r.title, "Triggered schedule heartbeat");
+        let after = f.store.schedule("heartbeat").unwrap().row;
+        assert_ne!(after.last_job_id, before.last_job_id);
+        assert_eq!(after.last_tick, before.last_tick);
+        let job = f.store.job(after.last_job_id.unwrap()).unwrap().unwrap();
+        assert_eq!(job.labels["triggered-by"], ACTOR);
+    }
+
+    fn a_read_only_actor_is_told_it_cannot_trigger_and_nothing_is_asked() {
+        let f = with_schedules();
+        f.store.revoke("root", ACTOR, Permission::Operate).unwrap();
+        let mut app = f.app(120, 24);
+        f.refresh(&mut app);
+        press_key(&mut app, &f, '7');
+        press_key(&mut app, &f, 't');
+        assert_eq!(app.mode, Mode::Normal);
+        assert!(app.error.as_deref().unwrap_or("").contains("needs the operate permission"), "{:?}", app.error);
+        assert_eq!(f.store.schedule("heartbeat").unwrap().row.last_job_id, Some(*f.ids.last().unwrap()));
+    }
+
+    fn e2e_the_schedules_view_triggers_a_schedule_in_a_real_terminal() {
+        let f = with_schedules();
+        let me = current_actor();
+        if me != "root" {
+            f.store.grant("root", &me, Permission::Operate).unwrap();
+        }
+        let argv = ["--db".to_string(), f.db.arg().to_string(), "top".to_string()];
+        let mut t: Pty = Term::new(120, 32).env("BW_NOW", f.clock.now().to_string()).spawn(env!("CARGO_BIN_EXE_bw"), &argv);
+        let wait = Duration::from_secs(10);
+        t.wait_for("1 Dead-Lettered", wait);
+        t.send("7");
+        let s = t.wait_for("nightly-export", wait);
+        assert!(s.contains("heartbeat") && s.contains("Europe/Berlin"), "{s}");
+        t.send("t");
+        t.wait_for("Trigger schedule heartbeat?", wait);
+        t.send("y");
+        t.wait_for("Triggered schedule heartbeat", wait);
+        t.send("q");
+        t.send("q");
+        assert_eq!(t.wait_exit(wait), 0);
+        let row = f.store.schedule("heartbeat").unwrap().row;
+        let job = f.store.job(row.last_job_id.unwrap()).unwrap().unwrap();
+        assert_eq!(job.labels["triggered-by"], me);
+        let audit = f.store.audit_entries(0, 50).unwrap();
+        assert!(audit.iter().any(|a| a.action == "schedule-trigger" && a.actor == me), "{audit:?}");
+    }
+}
