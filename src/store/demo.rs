@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 
 /// Every table of `schema.sql` (the version lives in `PRAGMA user_version`), the log before the
 /// jobs it refers to.
-pub(crate) const TABLES: [&str; 8] =
-    ["transitions", "jobs", "job_counts", "workers", "pauses", "grants", "audit", "settings"];
+pub(crate) const TABLES: [&str; 9] =
+    ["transitions", "jobs", "job_counts", "workers", "pauses", "schedules", "grants", "audit", "settings"];
 
 /// The refusal of a reset on a store the demo did not make.
 pub(crate) fn not_a_demo_store(target: &StoreTarget) -> Error {

@@ -40,7 +40,7 @@ both_backends! {
 
         f.clock.advance(Duration::from_secs(10));
         let changed = hourly().zone("Europe/Berlin").missed(MissedTicks::CatchUp { max: 4 });
-        let Declared::Updated { changes } = &f.store.declare_schedules("app", &[changed.clone()]).unwrap()[0] else {
+        let Declared::Updated { changes } = &f.store.declare_schedules("app", std::slice::from_ref(&changed)).unwrap()[0] else {
             panic!("not updated")
         };
         assert_eq!(changes, &["zone \"UTC\" -> \"Europe/Berlin\"", "missed \"latest\" -> \"catch-up 4\""]);
