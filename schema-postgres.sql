@@ -185,3 +185,8 @@ CREATE TABLE pauses (
     until     bigint,
     PRIMARY KEY (kind, name)
 );
+
+-- Later versions. Each step is one block between `-- migration N begin` and `-- migration N end`
+-- (N = 3, 4, …, in order), and it ends by setting the version row to N: a writable open of an
+-- older store runs the blocks it lacks, one transaction each, under the schema's advisory lock;
+-- a new store runs the whole file. Steps are additive, as on SQLite.
