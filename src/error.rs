@@ -38,6 +38,10 @@ pub enum Error {
     #[error("the store is read-only here: {why}")]
     ReadOnly { why: String },
 
+    /// The disk (or the server's) holding the store has no room left: nothing was written.
+    #[error("the disk holding the store is full: {why}")]
+    DiskFull { why: String },
+
     #[error("pragma {name} is {actual:?} after setting it to {wanted:?}")]
     Pragma { name: &'static str, wanted: String, actual: String },
 
@@ -70,6 +74,19 @@ pub enum Error {
     /// so a second backend can come without changing this enum's callers.
     #[error(transparent)]
     Database(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// Whether asking again later may succeed without anyone changing the store: it was locked,
+    /// unreachable, or its server connection was lost (a restart, a failover). Followers (`bw log
+    /// tail --follow`, `bw demo`) wait and retry these; anything else is the caller's to report.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Busy | Error::Unreachable { .. } => true,
+            e @ Error::Database(_) => crate::store::is_connection_lost(e),
+            _ => false,
+        }
+    }
 }
 
 /// The message of a caught panic (`panic!("...")` carries a `&str` or a `String`): a handler's

@@ -11,7 +11,7 @@ pub const REFUSED: u8 = 1;
 /// A usage error: bad flags, an unknown state, a malformed id, duration or payload.
 pub const USAGE: u8 = 2;
 /// The store is unavailable: missing, locked past the busy timeout, corrupt, read-only for a
-/// write, or of an unknown schema version.
+/// write, out of disk space, or of an unknown schema version.
 pub const STORE: u8 = 3;
 
 /// Why a command did not finish.
@@ -44,6 +44,7 @@ pub fn exit_code(e: &CliError) -> u8 {
             | Error::Busy
             | Error::Unreachable { .. }
             | Error::ReadOnly { .. }
+            | Error::DiskFull { .. }
             | Error::Pragma { .. }
             | Error::Database(_) => STORE,
             Error::PostgresNotBuilt { .. }

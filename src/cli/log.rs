@@ -3,14 +3,15 @@
 //! seq alone: PostgreSQL hands out seq before commit, so a later seq can commit first, and a
 //! seq cursor would skip the earlier one; (xid, seq) delivered below the oldest running
 //! transaction cannot (on SQLite xid is 0). No entry is missed or printed twice; Ctrl-C ends it
-//! with status 0.
+//! with status 0. A store that stops answering (a server restart, a lock held past the busy
+//! timeout) is tried again with backoff, said on stderr, and followed on from the cursor.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -88,21 +89,58 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
     };
     emit(&mut out, &view.entries)?;
+    let mut lost: Option<Lost> = None;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(POLL);
-        loop {
-            let batch = store.log_after(&filter, last, BATCH)?;
-            let Some(tail) = batch.last() else { break };
-            last = tail.cursor();
-            let full = batch.len() == BATCH;
-            emit(&mut out, &reveal.fill(batch)?)?;
-            if !full || stop.load(Ordering::Relaxed) {
-                break;
+        std::thread::sleep(lost.as_ref().map_or(POLL, |l| l.wait));
+        // Each batch is printed before the cursor moves past it, so a batch the store failed to
+        // read (or to reveal) is read again, whole, once it answers: nothing lost or repeated.
+        let polled = (|| -> Result<(), CliError> {
+            loop {
+                let batch = store.log_after(&filter, last, BATCH)?;
+                let Some(cursor) = batch.last().map(Transition::cursor) else { return Ok(()) };
+                let full = batch.len() == BATCH;
+                emit(&mut out, &reveal.fill(batch)?)?;
+                last = cursor;
+                if !full || stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
             }
+        })();
+        match polled {
+            Ok(()) => {
+                if let Some(l) = lost.take() {
+                    eprintln!(
+                        "bw log tail: the store answers again after {:.1}s; following on from the last entry shown",
+                        l.since.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            Err(CliError::Store(e)) if e.is_transient() => match &mut lost {
+                None => {
+                    eprintln!(
+                        "bw log tail: lost the store: {}; reconnecting (waiting up to {}s between tries)",
+                        sanitize(&e.to_string()),
+                        RECONNECT_MAX.as_secs()
+                    );
+                    lost = Some(Lost { since: Instant::now(), wait: RECONNECT_FIRST });
+                }
+                Some(l) => l.wait = (l.wait * 2).min(RECONNECT_MAX),
+            },
+            Err(e) => return Err(e),
         }
     }
     out.flush()?;
     reveal.finish()
+}
+
+/// The first wait after the store stops answering, doubled on each failed try up to the last.
+const RECONNECT_FIRST: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// `--follow` while the store does not answer: since when, and the wait before the next try.
+struct Lost {
+    since: Instant,
+    wait: Duration,
 }
 
 /// Reveals failure detail once per job when `--detail` was given, remembering a refusal so the

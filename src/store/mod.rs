@@ -42,6 +42,7 @@ use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub(crate) use driver_error::is_connection_lost;
 pub use engine_support::HANDED_BACK;
 pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{

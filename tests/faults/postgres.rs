@@ -165,3 +165,59 @@ fn a_worker_role_with_the_readmes_grants_drains_and_sweeps_and_a_read_only_role_
     assert!(stderr.contains("read-only"), "{stderr}");
     assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 1, "nothing changed");
 }
+
+#[test]
+fn a_server_error_quotes_the_servers_message_and_sqlstate_not_db_error() {
+    let _g = use_backend(Backend::Postgres);
+    let db = TestDb::postgres();
+    Store::create(&db).unwrap();
+    // Another session holds every table of the store, so `bw stats` waits on a lock until the
+    // server ends its statement (a statement timeout) or its connection (an administrator).
+    let mut holder = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE jobs, job_counts, job_count_deltas, transitions, workers IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+
+    let name = format!("quote_{}", std::process::id());
+    let url = |options: &str| format!("{}%20{options}&application_name={name}", db.arg());
+    let timed_out = std::process::Command::new(env!("CARGO_BIN_EXE_bw"))
+        .env("BW_DB", url("-cstatement_timeout%3D200"))
+        .arg("stats")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&timed_out.stderr);
+    assert_eq!(timed_out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("canceling statement due to statement timeout (SQLSTATE 57014)"),
+        "the server's message and SQLSTATE are not quoted: {stderr}"
+    );
+    assert!(!stderr.contains("db error"), "{stderr}");
+
+    let waiting = std::process::Command::new(env!("CARGO_BIN_EXE_bw"))
+        .env("BW_DB", url("-clock_timeout%3D60s"))
+        .args(["--busy-timeout", "60s", "stats"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut killer = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let started = Instant::now();
+    while killer
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            &[&name],
+        )
+        .unwrap()
+        .is_empty()
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "bw stats never waited on the lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = waiting.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("terminating connection due to administrator command (SQLSTATE 57P01)"),
+        "the server's message and SQLSTATE are not quoted: {stderr}"
+    );
+    tx.rollback().unwrap();
+}

@@ -24,6 +24,7 @@ mod preview;
 mod query;
 mod raw;
 mod row;
+mod tls;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -33,6 +34,8 @@ use std::time::Duration;
 use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
+use self::tls::{Connector, TlsSettings};
+use super::driver_error::{is_connection_lost, pg_error};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -49,6 +52,8 @@ const STATEMENT_CACHE: usize = 256;
 pub(crate) struct PgStore {
     url: PostgresUrl,
     config: Config,
+    tls: TlsSettings,
+    connector: Connector,
     /// `None` after the connection broke: the next call connects again.
     conn: RefCell<Option<Conn>>,
     clock: Clock,
@@ -224,16 +229,20 @@ impl PgStore {
     }
 
     fn connect(url: &PostgresUrl) -> Result<PgStore> {
-        let raw = url.secret()?;
+        let shown = url.to_string();
+        let (raw, tls) = TlsSettings::from_url(url.secret()?, &shown)?;
         let mut config =
-            Config::from_str(raw).map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
+            Config::from_str(&raw).map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
         if config.get_application_name().is_none() {
             config.application_name("backwave");
         }
         config.connect_timeout(Duration::from_secs(10));
+        let connector = tls.connector(&config, &shown)?;
         let store = PgStore {
             url: url.clone(),
             config,
+            tls,
+            connector,
             conn: RefCell::new(None),
             clock: Clock::System,
             read_only: false,
@@ -258,10 +267,14 @@ impl PgStore {
         if slot.is_some() {
             return Ok(());
         }
-        let mut client = self
-            .config
-            .connect(NoTls)
-            .map_err(|e| Error::Unreachable { target: self.url.to_string(), why: connect_error(&e) })?;
+        let connected = match &self.connector {
+            Connector::Plain => self.config.connect(NoTls),
+            Connector::Tls(tls) => self.config.connect(tls.clone()),
+        };
+        let mut client = connected.map_err(|e| Error::Unreachable {
+            target: self.url.to_string(),
+            why: self.tls.explain(connect_error(&e)),
+        })?;
         let lock_ms = self.lock_timeout.get().as_millis();
         // A crashed or stopped `bw` must not pin row locks or the log's horizon: the server ends
         // a session idle inside a transaction after a minute.
@@ -458,28 +471,17 @@ fn connect_error(e: &postgres::Error) -> String {
     why.lines().next().unwrap_or_default().to_string()
 }
 
-/// The driver's error behind one of ours, if any.
-fn driver_error(e: &Error) -> Option<&postgres::Error> {
-    match e {
-        Error::Database(b) => b.downcast_ref::<postgres::Error>(),
-        _ => None,
-    }
-}
-
 /// A serialization failure or deadlock: the transaction lost a race and may simply run again.
 fn is_retryable(e: &Error) -> bool {
     use postgres::error::SqlState;
-    driver_error(e)
+    pg_error(e)
         .and_then(|e| e.code())
         .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
 /// The connection is gone (server restart, network, `pg_terminate_backend`).
 fn is_broken(e: &Error) -> bool {
-    matches!(e, Error::Unreachable { .. })
-        || driver_error(e).is_some_and(|e| {
-            e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"))
-        })
+    matches!(e, Error::Unreachable { .. }) || is_connection_lost(e)
 }
 
 #[cfg(test)]
