@@ -1,4 +1,4 @@
--- BackWave store contract on PostgreSQL, schema version 2.
+-- BackWave store contract on PostgreSQL, schema version 3.
 --
 -- The same tables, columns, state spellings, millisecond times and JSON shapes as schema.sql
 -- (the SQLite contract; read its comments for what each column means); a test compares the two
@@ -31,7 +31,7 @@ CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (2);
+INSERT INTO backwave_schema (version) VALUES (3);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -185,3 +185,13 @@ CREATE TABLE pauses (
     until     bigint,
     PRIMARY KEY (kind, name)
 );
+
+-- Unique jobs (version 3): the columns and index of schema.sql's migration 3, same meaning.
+ALTER TABLE jobs ADD COLUMN unique_key text CHECK (unique_key IS NULL OR length(unique_key) > 0);
+ALTER TABLE jobs ADD COLUMN unique_states bigint
+    CHECK ((unique_states IS NULL) = (unique_key IS NULL) AND (unique_states IS NULL OR unique_states & 3 = 3));
+ALTER TABLE jobs ADD COLUMN unique_window bigint CHECK ((unique_window IS NULL) = (unique_key IS NULL));
+CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
+    WHERE unique_key IS NOT NULL AND (unique_states & (CASE state
+        WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8
+        WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
