@@ -31,7 +31,7 @@ CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (3);
+INSERT INTO backwave_schema (version) VALUES (2);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -186,7 +186,14 @@ CREATE TABLE pauses (
     PRIMARY KEY (kind, name)
 );
 
--- Unique jobs (version 3): the columns and index of schema.sql's migration 3, same meaning.
+-- Later versions. Each step is one block between `-- migration N begin` and `-- migration N end`
+-- (N = 3, 4, …, in order), and it ends by setting the version row to N: a writable open of an
+-- older store runs the blocks it lacks, one transaction each, under the schema's advisory lock;
+-- a new store runs the whole file. Steps are additive, as on SQLite.
+
+-- migration 3 begin
+
+-- Unique jobs: the columns and index of schema.sql's migration 3, with the same meaning.
 ALTER TABLE jobs ADD COLUMN unique_key text CHECK (unique_key IS NULL OR length(unique_key) > 0);
 ALTER TABLE jobs ADD COLUMN unique_states bigint
     CHECK ((unique_states IS NULL) = (unique_key IS NULL) AND (unique_states IS NULL OR unique_states & 3 = 3));
@@ -195,3 +202,6 @@ CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
     WHERE unique_key IS NOT NULL AND (unique_states & (CASE state
         WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8
         WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
+UPDATE backwave_schema SET version = 3;
+
+-- migration 3 end
