@@ -1,4 +1,4 @@
--- BackWave store contract on PostgreSQL, schema version 2.
+-- BackWave store contract on PostgreSQL, schema version 3.
 --
 -- The same tables, columns, state spellings, millisecond times and JSON shapes as schema.sql
 -- (the SQLite contract; read its comments for what each column means); a test compares the two
@@ -190,3 +190,18 @@ CREATE TABLE pauses (
 -- (N = 3, 4, …, in order), and it ends by setting the version row to N: a writable open of an
 -- older store runs the blocks it lacks, one transaction each, under the schema's advisory lock;
 -- a new store runs the whole file. Steps are additive, as on SQLite.
+
+-- migration 3 begin
+
+-- Unique jobs: the columns and index of schema.sql's migration 3, with the same meaning.
+ALTER TABLE jobs ADD COLUMN unique_key text CHECK (unique_key IS NULL OR length(unique_key) > 0);
+ALTER TABLE jobs ADD COLUMN unique_states bigint
+    CHECK ((unique_states IS NULL) = (unique_key IS NULL) AND (unique_states IS NULL OR unique_states & 3 = 3));
+ALTER TABLE jobs ADD COLUMN unique_window bigint CHECK ((unique_window IS NULL) = (unique_key IS NULL));
+CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
+    WHERE unique_key IS NOT NULL AND (unique_states & (CASE state
+        WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8
+        WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
+UPDATE backwave_schema SET version = 3;
+
+-- migration 3 end

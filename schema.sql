@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 2.
+-- BackWave store contract, schema version 3.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -11,15 +11,16 @@
 --   * States are spelled as on the command line:
 --       scheduled running succeeded dead-lettered quarantined cancelled
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
---     Version 2 added the `pauses` table and the `jobs_claim_wire` index (the section marked
---     below); a writable open of a version-1 store applies that section in one transaction.
+--     Version 2 added the `pauses` table and the `jobs_claim_wire` index, version 3 the unique
+--     job columns and the `jobs_unique` index (the sections marked below); a writable open of an
+--     older store applies each section it lacks, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -218,3 +219,32 @@ CREATE TABLE pauses (
 CREATE INDEX jobs_claim_wire ON jobs (queue, wire_name, due_at) WHERE state = 'scheduled';
 
 -- migration 2 end
+
+-- Version 2 -> 3: unique jobs.
+-- migration 3 begin
+
+-- A job enqueued with a uniqueness rule carries it in three columns, all NULL for other jobs:
+--   unique_key     the rule's key: the application's own, or `<wire name>:<sha256 of the
+--                  payload, lower-case hex>` for a rule by payload.
+--   unique_states  the states in which the job holds its key, a bitmask: scheduled 1, running 2,
+--                  succeeded 4, dead-lettered 8, quarantined 16, cancelled 32. Always includes
+--                  scheduled and running (3): a job moves between those two with no insert to
+--                  check the rule.
+--   unique_window  the start (ms) of the rule's period window; 0 for a rule without a period.
+-- The key stays on the row when the job leaves its unique states (it shows which rule it came
+-- under); the index below only counts a job while its state is in its mask. So no transition
+-- needs to know about keys, and neither does another program that moves jobs by this contract.
+-- A program that enqueues unique jobs inserts with `ON CONFLICT DO NOTHING` and, when nothing
+-- was inserted, reads the holder's id with the index's own predicate.
+ALTER TABLE jobs ADD COLUMN unique_key TEXT CHECK (unique_key IS NULL OR length(unique_key) > 0);
+ALTER TABLE jobs ADD COLUMN unique_states INTEGER
+    CHECK ((unique_states IS NULL) = (unique_key IS NULL) AND (unique_states IS NULL OR unique_states & 3 = 3));
+ALTER TABLE jobs ADD COLUMN unique_window INTEGER CHECK ((unique_window IS NULL) = (unique_key IS NULL));
+
+-- At most one job per (key, window) among the jobs whose state is in their own mask.
+CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
+    WHERE unique_key IS NOT NULL AND (unique_states & (CASE state
+        WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8
+        WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
+
+-- migration 3 end

@@ -214,6 +214,8 @@ both_backends! {
             (&["jobs", "show", "zz;drop"], "'zz;drop'"),
             (&["requeue", "not-an-id"], "'not-an-id'"),
             (&["enqueue", "x", "--payload", "{oops"], "'{oops'"),
+            (&["enqueue", "x", "--unique-key", "k", "--unique-states", "scheduled,finished"], "'finished'"),
+            (&["enqueue", "x", "--unique-key", "k", "--unique-states", "succeeded"], "'succeeded'"),
             (&["--busy-timeout", "soon", "stats"], "'soon'"),
             (&["backoff", "exponential", "2s", "--jitter", "7"], "jitter"),
             (&["config", "set", "colour", "blue"], "'colour'"),
@@ -680,6 +682,38 @@ both_backends! {
         assert_eq!(job.due_at, T_MS + 90_000);
         let v = json(&f.bw().args(["--format", "json", "enqueue", "ping"]).output().unwrap().stdout);
         assert!(v["id"].as_str().unwrap().parse::<backwave::JobId>().is_ok());
+    }
+}
+
+both_backends! {
+    fn enqueue_with_a_unique_key_prints_the_job_that_holds_the_key() {
+        let f = Fixture::hostile_admin();
+        let before = f.store().counts().unwrap().total(JobState::Scheduled);
+        let key = ["enqueue", "nightly-report", "--unique-key", "report:2026-12-01"];
+        let first = f.run(&key);
+        assert_eq!(first.code, Some(0), "{first}");
+        let id = first.stdout.trim().to_string();
+        let again = f.run(&key);
+        assert_eq!((again.code, again.stdout.trim()), (Some(0), id.as_str()), "{again}");
+        let as_json = f.run(&[&["--format", "json"][..], &key[..]].concat());
+        let v = json(as_json.stdout.as_bytes());
+        assert_eq!((v["id"].as_str(), v["result"].as_str()), (Some(id.as_str()), Some("duplicate")));
+        assert_eq!(v["unique_key"], "report:2026-12-01");
+        let other = f.run(&[
+            "enqueue",
+            "nightly-report",
+            "--unique-key",
+            "report:2026-12-02",
+            "--unique-states",
+            "scheduled,running,succeeded",
+            "--unique-for",
+            "1d",
+        ]);
+        let other_id = other.stdout.trim().to_string();
+        assert_ne!(other_id, id);
+        assert_eq!(f.store().counts().unwrap().total(JobState::Scheduled), before + 2);
+        let text = transcript(&[first, again, as_json, other]).replace(&id, "[ID 1]").replace(&other_id, "[ID 2]");
+        insta::assert_snapshot!("cli__enqueue_with_a_unique_key_prints_the_job_that_holds_the_key", text);
     }
 }
 

@@ -32,6 +32,8 @@ mod programs;
 mod retry;
 #[path = "store/server.rs"]
 mod server;
+#[path = "store/unique.rs"]
+mod unique;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -106,8 +106,9 @@ impl LogEntryJson {
 pub struct IdResult {
     /// The full id when it resolved, else the text given.
     pub id: String,
-    /// `Requeued`, `NotRequeueable`, `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`,
-    /// `Due`, `NotScheduled`; with `--dry-run`: `WouldRequeue`, `WouldCancel`,
+    /// `Requeued`, `NotRequeueable`, `Conflict` (another job holds its unique key: `warning`
+    /// names it), `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`, `Due`,
+    /// `NotScheduled`; with `--dry-run`: `WouldRequeue`, `WouldConflict`, `WouldCancel`,
     /// `WouldRequestCancel`, `WouldRunNow`.
     pub result: &'static str,
     /// The job's state after the action (`null` when not found).

@@ -49,6 +49,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             RequeueCheck::NotRequeueable { state } => {
                 IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
             }
+            RequeueCheck::Conflict { state, existing } => IdResult {
+                id: id.to_string(),
+                result: "WouldConflict",
+                state: Some(state.as_str()),
+                warning: Some(conflict_warning(*existing)),
+            },
         });
         printer.print(&IdResults { results, verb: "requeued" })?;
         return Ok(ExitCode::SUCCESS);
@@ -64,9 +70,31 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         RequeueResult::NotRequeueable { state } => {
             IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
         }
+        RequeueResult::Conflict { existing } => IdResult {
+            id: id.to_string(),
+            result: "Conflict",
+            state: check_state(check),
+            warning: Some(conflict_warning(*existing)),
+        },
         RequeueResult::NotFound => not_found(text),
     });
     finish(ctx, IdResults { results, verb: "requeued" })
+}
+
+/// Why a requeue is refused for its unique key, naming the job that holds it in full (scripts
+/// read it from the JSON `warning`).
+fn conflict_warning(existing: JobId) -> String {
+    format!("job {existing} holds its unique key; nothing changed")
+}
+
+/// The state a job was seen in before the requeue (it stays in it when refused).
+fn check_state(check: &RequeueCheck) -> Option<&'static str> {
+    match check {
+        RequeueCheck::WouldRequeue { state, .. }
+        | RequeueCheck::NotRequeueable { state }
+        | RequeueCheck::Conflict { state, .. } => Some(state.as_str()),
+        RequeueCheck::NotFound => None,
+    }
 }
 
 fn requarantine_warning(check: &RequeueCheck) -> Option<String> {
@@ -158,6 +186,13 @@ impl Render for PlanView<RequeuePlan, Force> {
             thousands(p.would_requarantine),
             if p.would_requarantine > 0 && !self.extra.0 { " (skipped unless --force)" } else { "" }
         )?;
+        if p.would_conflict > 0 {
+            writeln!(
+                out,
+                "  {:>w$} would be left as they are: another job holds their unique key",
+                thousands(p.would_conflict)
+            )?;
+        }
         if p.undecodable > 0 {
             writeln!(
                 out,

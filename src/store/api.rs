@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::error::Result;
-use crate::model::{FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo};
+use crate::model::{
+    Enqueued, FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo,
+};
 
 macro_rules! forward {
     ($( $(#[$attr:meta])* pub fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
@@ -168,10 +170,6 @@ forward! {
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
 
     // jobs.rs
-    /// Enqueue one job; returns its id.
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId>;
-    /// Enqueue several jobs in one transaction.
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>>;
     /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each
     /// claim raises the attempt and writes the group's retry budget and delay table into the job.
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>>;
@@ -296,6 +294,37 @@ forward! {
 }
 
 impl Store {
+    /// Enqueue several jobs in one transaction, each answered [`Enqueued::Created`] with its new
+    /// id, or, for a job whose [`UniqueRule`](crate::UniqueRule) key another job holds (one
+    /// stored earlier, or earlier in `jobs`), [`Enqueued::Duplicate`] with that job's id and
+    /// nothing stored for it. A rule the store could not keep (a state set without Scheduled and
+    /// Running, an empty key, a zero period) is [`Error::InvalidInput`](crate::Error) and
+    /// nothing is stored. The unique index decides, never a lock or a read before the write, so
+    /// racing enqueues of one key from any number of processes and hosts store one job.
+    pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.enqueue_many(jobs),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.enqueue_many(jobs),
+        }
+    }
+
+    /// [`Store::insert_many`] for one job.
+    pub fn insert(&self, job: &NewJob) -> Result<Enqueued> {
+        Ok(self.insert_many(std::slice::from_ref(job))?[0])
+    }
+
+    /// Enqueue one job; returns its id (for a unique job's duplicate, the id of the job holding
+    /// the key: [`Store::insert`] tells the two apart).
+    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
+        Ok(self.insert(job)?.id())
+    }
+
+    /// Enqueue several jobs in one transaction; returns their ids as [`Store::enqueue`] does.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+        Ok(self.insert_many(jobs)?.into_iter().map(Enqueued::id).collect())
+    }
+
     /// The jobs [`Store::requeue_matching`] would act on for `filter`: the requeueable states it
     /// names (dead-lettered and quarantined when it names none), finished before now.
     pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {

@@ -77,7 +77,7 @@ mod tests {
         assert!(store.bootstrap_admin("alice").unwrap());
         store.grant("alice", "bob", Permission::Operate).unwrap();
         store.set_setting("alice", SettingKey::Retention, "3d").unwrap();
-        let id = store.enqueue(&NewJob::new("flaky", "low", b"{}".to_vec())).unwrap();
+        let id = store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap()[0].id();
         store.cancel("alice", &[id]).unwrap();
         store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
         store
@@ -107,7 +107,7 @@ mod tests {
         assert!(!store.has_admin().unwrap());
         assert_eq!(store.retention().unwrap(), Duration::from_secs(14 * 86_400), "settings back to defaults");
         assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
-        store.enqueue(&NewJob::new("flaky", "low", b"{}".to_vec())).unwrap();
+        store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap()[0].id();
         assert_eq!(store.counts().unwrap().total(crate::JobState::Scheduled), 1, "the counts start from zero");
     }
 
@@ -116,7 +116,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("real.db");
         let store = SqliteStore::create(&path).unwrap();
-        let id = store.enqueue(&NewJob::new("payroll", "critical", b"{}".to_vec())).unwrap();
+        let id = store.enqueue_many(&[NewJob::new("payroll", "critical", b"{}".to_vec())]).unwrap()[0].id();
         let e = store.reset_demo().unwrap_err();
         assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
         assert_eq!(

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::operator::{cancel_one, requeue_one, BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
-use super::SqliteStore;
+use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
 
@@ -72,6 +72,9 @@ pub struct PayloadEdit {
     pub new_bytes: usize,
     /// Also requeued, in the same transaction.
     pub requeued: bool,
+    /// Asked to requeue, but the job with this id holds the repaired job's unique key: the
+    /// payload is repaired, the job stays where it was.
+    pub conflict: Option<JobId>,
 }
 
 impl SqliteStore {
@@ -204,19 +207,30 @@ impl SqliteStore {
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
             let found = tx
-                .prepare_cached("SELECT state, payload FROM jobs WHERE id = ?1")?
-                .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, Vec<u8>>(1)?)))
+                .prepare_cached("SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = ?1")?
+                .query_row([id.to_string()], |r| {
+                    Ok((parse_state(r, 0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+                })
                 .optional()?;
-            let Some((state, old)) = found else { return Err(Error::JobNotFound(id.to_string())) };
+            let Some((state, old, wire_name, key)) = found else { return Err(Error::JobNotFound(id.to_string())) };
             check_editable(id, state)?;
-            tx.prepare_cached("UPDATE jobs SET payload = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
-                id.to_string(),
-                payload,
-                now
-            ])?;
+            let new_key = key.and_then(|k| unique::edited_key(&k, &wire_name, &old, payload));
+            let edited = tx
+                .prepare_cached("UPDATE jobs SET payload = ?2, unique_key = coalesce(?4, unique_key), updated_at = ?3 WHERE id = ?1")?
+                .execute(params![id.to_string(), payload, now, new_key]);
+            if let Err(rusqlite::Error::SqliteFailure(e, _)) = &edited {
+                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE {
+                    return Err(unique::edit_collides(id));
+                }
+            }
+            edited?;
             super::admin::audit(tx, now, actor, "edit-payload", Some(id), &payload_edit_detail(&old, payload))?;
-            let requeued = requeue && matches!(requeue_one(tx, now, actor, id)?, RequeueResult::Requeued { .. });
-            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued })
+            let (requeued, conflict) = match requeue.then(|| requeue_one(tx, now, actor, id)).transpose()? {
+                Some(RequeueResult::Requeued { .. }) => (true, None),
+                Some(RequeueResult::Conflict { existing }) => (false, Some(existing)),
+                _ => (false, None),
+            };
+            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued, conflict })
         })
     }
 }

@@ -10,9 +10,11 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::row::{job_columns, job_from_row, parse_budget, parse_id};
-use super::SqliteStore;
+use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
-use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason};
+use crate::model::{
+    cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason,
+};
 use crate::retry::{duration_ms, BackoffFn, RetryPolicy};
 
 /// The cause of a job whose lease lapsed on its last attempt.
@@ -79,27 +81,30 @@ pub enum LeaseStatus {
 }
 
 impl SqliteStore {
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
-        Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
-    }
-
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+    /// Each job stored, or answered as the duplicate of the job holding its unique key. Under
+    /// the write lock the one insert decides: the `jobs_unique` index turns it into nothing
+    /// (`ON CONFLICT DO NOTHING`), and only then is the holder read.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         for job in jobs {
             validate_name("wire name", &job.wire_name)?;
             validate_name("queue", &job.queue)?;
         }
         let now = self.now();
+        unique::validate_all(jobs)?;
         self.write(|tx| {
             let mut insert = tx.prepare_cached(
-                "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8)",
+                "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
+                                   unique_key, unique_states, unique_window)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8, ?9, ?10, ?11)
+                 ON CONFLICT DO NOTHING",
             )?;
-            let mut ids = Vec::with_capacity(jobs.len());
+            let mut out = Vec::with_capacity(jobs.len());
             for job in jobs {
                 let id = JobId::new();
                 let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
                 let seed = jitter_seed(&id);
-                insert.execute(params![
+                let uq = unique::columns(job, now);
+                let inserted = insert.execute(params![
                     id.to_string(),
                     job.wire_name,
                     job.queue,
@@ -107,12 +112,25 @@ impl SqliteStore {
                     job.payload,
                     job.due_at.unwrap_or(now),
                     seed,
-                    now
+                    now,
+                    uq.as_ref().map(|u| &u.key),
+                    uq.as_ref().map(|u| u.states),
+                    uq.as_ref().map(|u| u.window)
                 ])?;
+                if inserted == 0 {
+                    // Ids are fresh v7 UUIDs: only the unique index refuses a row.
+                    let uq = uq.ok_or_else(|| Error::InvalidInput(format!("job id {id} is already taken")))?;
+                    let holder = tx
+                        .prepare_cached(&unique::holder_sql("?1", "?2"))?
+                        .query_row(params![uq.key, uq.window], |r| parse_id(r, 0))
+                        .optional()?;
+                    out.push(Enqueued::Duplicate(holder.ok_or_else(|| unique::holder_missing(&format!("'{}'", uq.key)))?));
+                    continue;
+                }
                 log(tx, &Entry::new(id, now, None, JobState::Scheduled, 0))?;
-                ids.push(id);
+                out.push(Enqueued::Created(id));
             }
-            Ok(ids)
+            Ok(out)
         })
     }
 

@@ -32,6 +32,7 @@ mod raw;
 mod row;
 mod sqlite;
 mod target;
+mod unique;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -63,6 +64,7 @@ pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use target::{PostgresUrl, StoreTarget};
+pub use unique::validate as validate_unique_rule;
 
 #[cfg(feature = "postgres")]
 use crate::error::Error;
@@ -71,7 +73,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.

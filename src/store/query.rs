@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::row::{job_from_row, parse_id, transition_from_row, JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{job_from_row, transition_from_row, JOB_COLUMNS, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, Millis, QuarantineReason, Transition};
@@ -303,16 +303,6 @@ fn count_with(conn: &Connection, filter: &JobFilter) -> Result<u64> {
     Ok(conn
         .prepare_cached(&format!("SELECT count(*) FROM jobs WHERE {clause}"))?
         .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
-}
-
-/// Ids of up to `limit` jobs matching `filter`, for a bulk batch.
-pub(crate) fn matching_ids(conn: &Connection, filter: &JobFilter, limit: usize) -> Result<Vec<JobId>> {
-    let (clause, mut args) = filter.where_clause();
-    args.push(Value::Integer(limit as i64));
-    Ok(conn
-        .prepare_cached(&format!("SELECT id FROM jobs WHERE {clause} LIMIT ?"))?
-        .query_map(params_from_iter(args), |r| parse_id(r, 0))?
-        .collect::<Result<_, _>>()?)
 }
 
 /// The sort key of `job` in a listing ordered by `order`: what a [`Cursor`] holds.

@@ -157,6 +157,9 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                             RequeueCheck::NotRequeueable { state } => {
                                 p.skipped.push(format!("{} is {state}", id.short()))
                             }
+                            RequeueCheck::Conflict { existing, .. } => {
+                                p.skipped.push(format!("{}: job {} holds its unique key", id.short(), existing.short()))
+                            }
                             RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
                                 p.affected += 1;
                                 if requarantine {
@@ -283,6 +286,10 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
                         report.refused = true;
                         format!("{}  not requeued: it is {state}", id.short())
                     }
+                    RequeueResult::Conflict { existing } => {
+                        report.refused = true;
+                        format!("{}  not requeued: job {} holds its unique key", id.short(), existing.short())
+                    }
                     RequeueResult::NotFound => {
                         report.refused = true;
                         format!("{}  not found", id.short())
@@ -368,6 +375,9 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
             ));
             report.lines.push(if done.requeued {
                 format!("{}  requeued (was {}): Scheduled now, attempt budget reset", id.short(), done.from)
+            } else if let Some(existing) = done.conflict {
+                report.refused = true;
+                format!("{}  left {}: job {} holds its unique key", id.short(), done.from, existing.short())
             } else {
                 format!("{}  left {} (r requeues it)", id.short(), done.from)
             });

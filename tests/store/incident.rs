@@ -375,14 +375,17 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
         .collect();
     let store = Store::open(&path).unwrap().with_clock(Clock::manual(V1_T));
     assert_eq!(store.schema_version(), SCHEMA_VERSION);
-    assert_eq!(store.pragma("user_version").unwrap().as_i64(), 2);
-    let jobs_after: Vec<String> = store
-        .raw_query("SELECT * FROM jobs ORDER BY id", &[])
-        .unwrap()
+    assert_eq!(store.pragma("user_version").unwrap().as_i64(), SCHEMA_VERSION);
+    // Every column a version-1 job had, as it was; the columns added since (version 3's unique
+    // job columns) are NULL.
+    let columns = jobs_before.first().map_or(0, |row| row.split('|').count());
+    let rows_after = store.raw_query("SELECT * FROM jobs ORDER BY id", &[]).unwrap();
+    let jobs_after: Vec<String> = rows_after
         .iter()
-        .map(|row| row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
+        .map(|row| row[..columns].iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
         .collect();
     assert_eq!(jobs_after, jobs_before, "the migration is additive");
+    assert!(rows_after.iter().all(|row| row[columns..].iter().all(|v| *v == backwave::store::RawValue::Null)));
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
     super::assert_counts_exact(&store);
     // The new tables work at once: pause the queue of the due job, then claim.
@@ -402,7 +405,7 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert_eq!(store.claim(&req).unwrap().len(), 1);
     // Opening again finds it migrated and changes nothing.
     drop(store);
-    assert_eq!(Store::open(&path).unwrap().schema_version(), 2);
+    assert_eq!(Store::open(&path).unwrap().schema_version(), SCHEMA_VERSION);
 }
 
 /// Where the unprivileged re-run of the read-only migration test finds its store.

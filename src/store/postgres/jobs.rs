@@ -20,13 +20,14 @@ use postgres::types::ToSql;
 use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
-use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::model::{cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::jobs::{
     cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_name,
     Decision, DelayTable, Entry, RunningAttempt, LEASE_EXPIRED,
 };
 use crate::store::row::job_columns;
+use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
 
 /// The part of a claim after `picked`: move the picked rows to running under the lease, log
@@ -111,18 +112,98 @@ const PAUSED_DUE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM unnest($3::text[]) AS
          ORDER BY wire_name, due_at LIMIT 1
      ) due)";
 
+/// Insert the jobs at `which` (indexes into `jobs`, `ids`, `keys`) and log each one stored, in
+/// that order; returns the ids stored (the others met the unique index).
+fn insert_jobs(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    keys: &[Option<UniqueColumns>],
+    which: &[usize],
+) -> Result<HashSet<uuid::Uuid>> {
+    let uuids: Vec<uuid::Uuid> = which.iter().map(|&i| ids[i].0).collect();
+    let wire_names: Vec<&str> = which.iter().map(|&i| jobs[i].wire_name.as_str()).collect();
+    let queues: Vec<&str> = which.iter().map(|&i| jobs[i].queue.as_str()).collect();
+    let labels = which
+        .iter()
+        .map(|&i| serde_json::to_string(&jobs[i].labels).map_err(Error::Encode))
+        .collect::<Result<Vec<String>>>()?;
+    let payloads: Vec<&[u8]> = which.iter().map(|&i| jobs[i].payload.as_slice()).collect();
+    let due: Vec<Option<i64>> = which.iter().map(|&i| jobs[i].due_at).collect();
+    let seeds: Vec<i64> = which.iter().map(|&i| jitter_seed(&ids[i])).collect();
+    let unique_keys: Vec<Option<&str>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.key.as_str())).collect();
+    let unique_states: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.states)).collect();
+    let unique_windows: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.window)).collect();
+    let rows = tx.query(
+        "WITH new AS (
+             INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
+                               created_at, updated_at, unique_key, unique_states, unique_window)
+             SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw
+             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
+                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[]) AS n(id, w, q, l, p, d, s, uk, us, uw)
+             ON CONFLICT DO NOTHING
+             RETURNING id
+         ), logged AS (
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+             SELECT new.id, $8, NULL, 'scheduled', 0
+             FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
+             ORDER BY o.n
+         )
+         SELECT id FROM new",
+        &[
+            &uuids,
+            &wire_names,
+            &queues,
+            &labels,
+            &payloads,
+            &due,
+            &seeds,
+            &now,
+            &unique_keys,
+            &unique_states,
+            &unique_windows,
+        ],
+    )?;
+    rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+}
+
+/// The answer for job `i`, which the unique index refused: the id of the job holding its key.
+/// The holder was committed (or is ours) when the insert met it, but may have left its unique
+/// states since (a job that finished): then the key is free and job `i` goes in after all.
+fn settle_duplicate(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    keys: &[Option<UniqueColumns>],
+    i: usize,
+    key: &UniqueColumns,
+) -> Result<Enqueued> {
+    let holder_sql = unique::holder_sql("$1", "$2");
+    // Each round that finds no holder is a job that left its states between two statements:
+    // a handful of rounds only under a storm of finishing duplicates.
+    for _ in 0..100 {
+        if let Some(r) = tx.query_opt(&holder_sql, &[&key.key, &key.window])? {
+            return Ok(Enqueued::Duplicate(JobId(r.try_get(0)?)));
+        }
+        if !insert_jobs(tx, now, jobs, ids, keys, &[i])?.is_empty() {
+            return Ok(Enqueued::Created(ids[i]));
+        }
+    }
+    Err(unique::holder_missing(&format!("'{}'", key.key)))
+}
+
 /// What the fence and a failed attempt need of a Running job (never the payload or labels), in
 /// the order [`attempt_from_row`] reads.
 const ATTEMPT_COLUMNS: &str = "id, attempt, max_attempts, delay_table::text, cancel_requested_by, lease_owner";
 
 impl PgStore {
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
-        Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
-    }
-
     /// One statement for the whole batch: the rows go in as arrays, the log entries from the
-    /// same ids in the same order.
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+    /// same ids in the same order. A row the `jobs_unique` index refuses is skipped by `ON
+    /// CONFLICT DO NOTHING` (which first waits for a racing insert of the key to commit or roll
+    /// back) and answered with the holder's id, read afterwards in a new snapshot.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -130,35 +211,25 @@ impl PgStore {
             validate_name("wire name", &job.wire_name)?;
             validate_name("queue", &job.queue)?;
         }
+        unique::validate_all(jobs)?;
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
-        let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
-        let wire_names: Vec<&str> = jobs.iter().map(|j| j.wire_name.as_str()).collect();
-        let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
-        let labels = jobs
-            .iter()
-            .map(|j| serde_json::to_string(&j.labels).map_err(Error::Encode))
-            .collect::<Result<Vec<String>>>()?;
-        let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
-        let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
-        let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+        let all: Vec<usize> = (0..jobs.len()).collect();
         self.write(|tx| {
             let now = tx.now()?;
-            tx.execute(
-                "WITH new AS (
-                     INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
-                                       created_at, updated_at)
-                     SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8
-                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                                 $7::bigint[]) AS n(id, w, q, l, p, d, s)
-                     RETURNING id
-                 )
-                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
-                 SELECT new.id, $8, NULL, 'scheduled', 0
-                 FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
-                 ORDER BY o.n",
-                &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
-            )?;
-            Ok(ids.clone())
+            let keys: Vec<Option<UniqueColumns>> = jobs.iter().map(|j| unique::columns(j, now)).collect();
+            let inserted = insert_jobs(tx, now, jobs, &ids, &keys, &all)?;
+            let mut out = Vec::with_capacity(jobs.len());
+            for (i, id) in ids.iter().enumerate() {
+                if inserted.contains(&id.0) {
+                    out.push(Enqueued::Created(*id));
+                    continue;
+                }
+                let Some(key) = &keys[i] else {
+                    return Err(Error::InvalidInput(format!("job id {id} is already taken")));
+                };
+                out.push(settle_duplicate(tx, now, jobs, &ids, &keys, i, key)?);
+            }
+            Ok(out)
         })
     }
 

@@ -479,6 +479,13 @@ fn is_retryable(e: &Error) -> bool {
         .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
+/// The `jobs_unique` index refused a row: another job holds its unique key.
+pub(crate) fn is_unique_violation(e: &Error) -> bool {
+    driver_error(e).and_then(|e| e.as_db_error()).is_some_and(|db| {
+        *db.code() == postgres::error::SqlState::UNIQUE_VIOLATION && db.constraint() == Some("jobs_unique")
+    })
+}
+
 /// The connection is gone (server restart, network, `pg_terminate_backend`).
 fn is_broken(e: &Error) -> bool {
     matches!(e, Error::Unreachable { .. }) || is_connection_lost(e)

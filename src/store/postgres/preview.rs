@@ -12,6 +12,7 @@ use super::PgStore;
 use crate::error::Result;
 use crate::model::{Job, JobId};
 use crate::store::preview::{check_one, requeue_scope};
+use crate::store::unique;
 use crate::store::{JobFilter, RequeueCheck, RequeuePlan};
 
 impl PgStore {
@@ -40,6 +41,8 @@ impl PgStore {
                 }
             }
             plan.sort();
+            let conflicts: i64 = tx.query_one(&unique::conflicts_sql(&w.sql), &w.params(&[]))?.get(0);
+            plan.would_conflict = conflicts as u64;
             Ok(plan)
         })
     }
@@ -47,12 +50,30 @@ impl PgStore {
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
         let handlers = self.live_handlers()?;
         let wanted: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let found: HashMap<Uuid, Job> = self.read(|tx| {
-            tx.query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)"), &[&wanted])?
+        let (found, holders): (HashMap<Uuid, Job>, HashMap<Uuid, Uuid>) = self.read(|tx| {
+            let found = tx
+                .query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)"), &[&wanted])?
                 .iter()
                 .map(|r| job(r).map(|j| (j.id.0, j)))
-                .collect()
+                .collect::<Result<_>>()?;
+            let holders = tx
+                .query(
+                    &format!(
+                        "SELECT j.id, h.id FROM jobs j JOIN jobs h
+                             ON h.unique_key = j.unique_key AND h.unique_window = j.unique_window
+                         WHERE j.id = ANY($1) AND h.id <> j.id AND {}",
+                        unique::holds("h")
+                    ),
+                    &[&wanted],
+                )?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<_>>()?;
+            Ok((found, holders))
         })?;
-        Ok(ids.iter().map(|id| check_one(found.get(&id.0).cloned(), &handlers)).collect())
+        Ok(ids
+            .iter()
+            .map(|id| check_one(found.get(&id.0).cloned(), holders.get(&id.0).map(|h| JobId(*h)), &handlers))
+            .collect())
     }
 }
