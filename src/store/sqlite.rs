@@ -45,7 +45,7 @@ fn disk_full(path: &Path, e: Error) -> Error {
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let free = nix::sys::statvfs::statvfs(dir)
-        .map(|fs| u64::from(fs.blocks_available()).saturating_mul(u64::from(fs.fragment_size())));
+        .map(|fs| fs.blocks_available().saturating_mul(fs.fragment_size()));
     match free {
         Ok(free) if free < NEARLY_FULL => Error::DiskFull {
             why: format!(

@@ -212,7 +212,7 @@ impl PgStore {
                         }),
                     }
                 })
-                .map_err(|e| match driver_error(&e).and_then(|d| d.code()) {
+                .map_err(|e| match pg_error(&e).and_then(|d| d.code()) {
                     Some(c) if *c == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => Error::ReadOnly {
                         why: format!(
                             "'{}' is at an older schema version and this role may not migrate it: open it once as \
@@ -481,7 +481,7 @@ fn is_retryable(e: &Error) -> bool {
 
 /// The `jobs_unique` index refused a row: another job holds its unique key.
 pub(crate) fn is_unique_violation(e: &Error) -> bool {
-    driver_error(e).and_then(|e| e.as_db_error()).is_some_and(|db| {
+    pg_error(e).and_then(|e| e.as_db_error()).is_some_and(|db| {
         *db.code() == postgres::error::SqlState::UNIQUE_VIOLATION && db.constraint() == Some("jobs_unique")
     })
 }
