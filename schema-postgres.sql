@@ -189,6 +189,11 @@ CREATE TABLE pauses (
     PRIMARY KEY (kind, name)
 );
 
+-- Later versions. Each step is one block between `-- migration N begin` and `-- migration N end`
+-- (N = 3, 4, …, in order), and it ends by setting the version row to N: a writable open of an
+-- older store runs the blocks it lacks, one transaction each, under the schema's advisory lock;
+-- a new store runs the whole file. Steps are additive, as on SQLite.
+
 -- migration 6 begin
 -- Who did what is decided by the server (issue 24). Functions, triggers and a view only: no
 -- table changes, and every statement here may run again (the migration and a fresh store alike).
@@ -372,4 +377,9 @@ BEGIN
     END LOOP;
 END
 $$;
+-- Number 6 is a placeholder (issue 24's branch; 3-5 are other branches'): at merge this block
+-- takes its number and ends, as every step does, with
+--     UPDATE backwave_schema SET version = N;
+-- which this branch cannot write alone (SCHEMA_VERSION, shared with SQLite, is still 2 here).
+-- Every statement above may also simply run again on an open store: no table changes.
 -- migration 6 end

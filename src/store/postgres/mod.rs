@@ -149,6 +149,7 @@ impl PgStore {
                     why: "the database has no BackWave schema (create a store with `bw init`)".into(),
                 })
             }
+            v if v < SCHEMA_VERSION && !store.read_only => store.migrate()?,
             v => v,
         };
         Ok(store)
@@ -171,8 +172,58 @@ impl PgStore {
                 Ok(())
             })?;
         }
-        store.version = store.read_version()?;
+        store.version = match store.read_version()? {
+            v if v < SCHEMA_VERSION && !store.read_only => store.migrate()?,
+            v => v,
+        };
         Ok(store)
+    }
+
+    /// Bring an older store up to [`SCHEMA_VERSION`], one step a transaction, each running the
+    /// statements `schema-postgres.sql` marks for it (`-- migration N begin/end`; the step sets
+    /// the version row itself, so the file applied whole by psql is the newest schema too).
+    /// The version is read again under the schema's advisory lock: processes opening one old
+    /// store at once migrate it once. Returns the version afterwards.
+    fn migrate(&self) -> Result<i64> {
+        loop {
+            let version = self
+                .write(|tx| {
+                    tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schema'))", &[])?;
+                    let version = empty_or_version(tx, &self.url)?;
+                    if version >= SCHEMA_VERSION {
+                        return Ok(version);
+                    }
+                    let to = version + 1;
+                    let sql = super::migrate::step_sql(SCHEMA_POSTGRES_SQL, to);
+                    if sql.trim().is_empty() {
+                        return Err(Error::NotAStore {
+                            path: self.url.to_string().into(),
+                            why: format!("this build has no migration from schema version {version} to {to}"),
+                        });
+                    }
+                    tx.batch(sql)?;
+                    match empty_or_version(tx, &self.url)? {
+                        now if now == to => Ok(to),
+                        now => Err(Error::NotAStore {
+                            path: self.url.to_string().into(),
+                            why: format!("migration {to} left the schema at version {now}"),
+                        }),
+                    }
+                })
+                .map_err(|e| match driver_error(&e).and_then(|d| d.code()) {
+                    Some(c) if *c == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => Error::ReadOnly {
+                        why: format!(
+                            "'{}' is at an older schema version and this role may not migrate it: open it once as \
+                             the schema's owner (e.g. `bw init --db URL`)",
+                            self.url
+                        ),
+                    },
+                    _ => e,
+                })?;
+            if version >= SCHEMA_VERSION {
+                return Ok(version);
+            }
+        }
     }
 
     fn connect(url: &PostgresUrl) -> Result<PgStore> {
