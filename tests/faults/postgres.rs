@@ -390,6 +390,34 @@ fn no_role_can_write_a_log_entry_audit_row_pause_or_grant_under_another_name() {
         }
         other => panic!("expected PermissionDenied, got {other:?}"),
     }
+    // `bw` as the operator, with the README's grants: its operator commands work, and the log
+    // and the audit trail name the role, not the OS user running `bw`.
+    let bw = |args: &[&str]| {
+        let out =
+            std::process::Command::new(env!("CARGO_BIN_EXE_bw")).env("BW_DB", &op_url).args(args).output().unwrap();
+        assert!(out.status.success(), "bw {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let seen = store.audit_entries(0, 1000).unwrap().len();
+    bw(&["enqueue", "work", "--queue", "later"]);
+    bw(&["pause", "queue", "later"]);
+    bw(&["resume", "queue", "later"]);
+    bw(&["cancel", "--state", "scheduled", "--yes"]);
+    let page = store.list_jobs(&backwave::store::JobFilter::state(JobState::Cancelled), 100, 0).unwrap();
+    assert!(!page.jobs.is_empty());
+    for job in &page.jobs {
+        let last = store.history(job.id).unwrap().pop().unwrap();
+        assert_eq!(last.actor.as_deref(), Some(op.as_str()), "{last:?}");
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    bw(&["purge", "--older-than", "1ms", "--yes"]);
+    assert_eq!(store.counts().unwrap().total(JobState::Cancelled), 0, "the operator's purge deleted them");
+    let audit = store.audit_entries(0, 1000).unwrap();
+    let actions: Vec<_> = audit[seen..].iter().map(|a| (a.action.as_str(), a.actor.as_str())).collect();
+    for action in ["pause", "resume", "purge"] {
+        assert!(actions.contains(&(action, op.as_str())), "{action} by {op} is not audited: {actions:?}");
+    }
+    assert!(audit[seen..].iter().all(|a| a.actor == op), "{actions:?}");
+
     // The owner alone is taken at its word: it could rewrite any row anyway (README).
     assert_eq!(audit.iter().find(|a| a.action == "grant").map(|a| a.actor.as_str()), Some("alice"));
 }
