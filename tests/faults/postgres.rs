@@ -278,6 +278,41 @@ fn a_worker_role_with_the_readmes_grants_drains_and_sweeps_and_can_do_nothing_mo
         [dead, waiting, cancelled].iter().map(|id| (store.job(*id).unwrap(), store.history(*id).unwrap())).collect();
     assert_eq!(after, before, "nothing changed");
     assert!(store.audit_entries(0, 100).unwrap().iter().all(|a| a.action != "reveal-failure-detail"));
+
+    // A worker ends a job an operator asked to stop under the operator's name (the one stamped
+    // on the request), and under no other.
+    let as_worker = Store::open(worker.as_str()).unwrap();
+    let stop = store.enqueue(&NewJob::new("work", "stop", "1")).unwrap();
+    let queues = ["stop".to_string()];
+    let policy = RetryPolicy::new(3, Duration::ZERO).unwrap();
+    let claim = ClaimRequest {
+        worker_id: "w9",
+        group: "g",
+        queues: &queues,
+        limit: 1,
+        lease: Duration::from_secs(600),
+        policy: &policy,
+    };
+    let job = as_worker.claim(&claim).unwrap().remove(0);
+    store.cancel("alice", &[stop]).unwrap();
+    assert_denied(
+        &mut c,
+        "end it under another name",
+        &format!(
+            "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor)
+             VALUES ('{stop}', 0, 'running', 'cancelled', 1, 'mallory')"
+        ),
+    );
+    as_worker
+        .complete(&Completion {
+            job_id: stop,
+            worker_id: "w9".into(),
+            attempt: job.attempt,
+            outcome: Outcome::Cancelled,
+        })
+        .unwrap();
+    let last = store.history(stop).unwrap().pop().unwrap();
+    assert_eq!((last.to, last.actor.as_deref()), (JobState::Cancelled, Some("alice")));
 }
 
 #[test]
