@@ -248,3 +248,9 @@ CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
         WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
 
 -- migration 3 end
+
+-- Version 3 -> 4: PostgreSQL only (who did what is decided by the server: its roles, triggers
+-- and functions). Nothing changes on SQLite, where the file's permissions are the wall.
+-- migration 4 begin
+-- nothing on SQLite
+-- migration 4 end

@@ -308,7 +308,8 @@ pub(crate) fn parse_retention(text: &str) -> Result<std::time::Duration> {
         .map_err(|e| Error::InvalidInput(format!("the store's retention setting '{text}' is not a duration ({e})")))
 }
 
-/// The audit detail of a reveal of `n` entries. Both backends.
+/// The audit detail of a reveal of `n` entries (on PostgreSQL, `bw_reveal_failure_detail` in
+/// schema-postgres.sql words it the same: there the server writes the audit row).
 pub(crate) fn revealed(n: usize) -> String {
     format!("{n} entries")
 }

@@ -56,8 +56,10 @@ mod tests {
     #[test]
     fn every_migration_step_is_marked_in_schema_sql() {
         for to in 2..=SCHEMA_VERSION {
+            // A step for PostgreSQL alone says so in SQLite's file, where it only moves the version.
+            let sql = step_sql(SCHEMA_SQL, to);
             assert!(
-                step_sql(SCHEMA_SQL, to).contains("CREATE"),
+                sql.contains("CREATE") || sql.contains("ALTER") || sql.contains("-- nothing on SQLite"),
                 "schema.sql has no statements marked for migration {to}"
             );
         }
@@ -69,8 +71,6 @@ mod tests {
     #[test]
     fn every_postgres_migration_step_is_marked_and_sets_its_version() {
         use crate::store::postgres::SCHEMA_POSTGRES_SQL;
-        // Empty while the base version is the newest.
-        #[allow(clippy::reversed_empty_ranges)]
         for to in 3..=SCHEMA_VERSION {
             let sql = step_sql(SCHEMA_POSTGRES_SQL, to);
             assert!(

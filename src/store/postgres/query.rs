@@ -6,7 +6,7 @@ use postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::filter::where_clause;
-use super::row::{self, JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{self, JOB_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Job, JobId, Transition};
@@ -56,7 +56,7 @@ impl PgStore {
     pub fn history(&self, id: JobId) -> Result<Vec<Transition>> {
         // One job's entries are in `seq` order: each writer logs under the job's row lock, so
         // a later change takes its seq after the earlier one committed.
-        let sql = format!("SELECT {TRANSITION_COLUMNS} FROM transitions WHERE job_id = $1 ORDER BY seq");
+        let sql = format!("SELECT {} FROM transitions WHERE job_id = $1 ORDER BY seq", self.transition_columns());
         self.read(|tx| tx.query(&sql, &[&id.0])?.iter().map(row::transition).collect())
     }
 
