@@ -657,6 +657,10 @@ impl App {
             Action::Help => self.mode = Mode::Help,
             Action::Wheel { down } => self.scroll_or_move(if down { 3 } else { -3 }),
             Action::Click { column, row } => self.click(column, row),
+            // Every registered worker is listed: there is nothing to filter.
+            Action::StartFilter if self.view == View::Workers => {
+                self.notice = Some("the Workers view lists every worker: / filters the job lists and the Log".into())
+            }
             Action::StartFilter => self.mode = Mode::Filter { input: Prompt::new(&self.vs().filter_text) },
             _ => {}
         }

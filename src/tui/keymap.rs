@@ -226,7 +226,11 @@ pub const BINDINGS: [Binding; 20] = [
         keys: "/",
         does: "filter: wire:W queue:Q cause:TEXT since:1h, or text",
         acts: &[(key('/'), Action::StartFilter)],
-        hints: &[Hint { key: "/", word: |p| (!p.detail).then_some("filter"), rank: (5, NEVER) }],
+        hints: &[Hint {
+            key: "/",
+            word: |p| (!p.detail && p.view != View::Workers).then_some("filter"),
+            rank: (5, NEVER),
+        }],
     },
     Binding {
         keys: "Space",

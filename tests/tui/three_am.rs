@@ -521,6 +521,10 @@ both_backends! {
         assert!(busy.contains("1h ago"), "since when it runs: {busy}");
         let idle = s.lines().find(|l| l.contains("host-a/4411")).expect("the fixture's worker");
         assert!(idle.contains("idle"), "{idle}");
+        assert!(!s.lines().last().unwrap().contains("/ filter"), "nothing to filter here: {s}");
+        keys(&mut app, &f, "/");
+        assert_eq!(app.mode, Mode::Normal);
+        assert!(app.notice.as_deref().unwrap_or("").contains("lists every worker"), "{:?}", app.notice);
         snap("tui__view_workers", screen(&f, &app));
     }
 }
