@@ -38,6 +38,7 @@ fn main() {
             interval: Duration::from_secs(1),
             read_only: true,
             color: true,
+            ask_before_quit: false,
         },
         store.now(),
     );

@@ -127,7 +127,8 @@ fn run_top(target: &StoreTarget, ctx: &Ctx) -> Result<(), CliError> {
     if ctx.global.no_color {
         top.arg("--no-color");
     }
-    let status = top.arg("top").status()?;
+    // q asks there before quitting: it stops the workers too.
+    let status = top.arg("top").arg("--ask-before-quit").status()?;
     if status.success() {
         Ok(())
     } else {

@@ -9,11 +9,11 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::actions::{preview, run};
-pub use super::actions::{Op, Preview, Report, Target};
+pub use super::actions::{How, Op, Preview, Report, Target};
 use crate::store::{
     CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, StateCounts, HANDED_BACK,
 };
-use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition};
+use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition, WorkerInfo};
 
 /// The six views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,11 +24,13 @@ pub enum View {
     Scheduled,
     Queues,
     Log,
+    /// Every registered worker: host, process, group, heartbeat, and what it runs now.
+    Workers,
 }
 
 impl View {
-    pub const ALL: [View; 6] =
-        [View::DeadLettered, View::Quarantined, View::Running, View::Scheduled, View::Queues, View::Log];
+    pub const ALL: [View; 7] =
+        [View::DeadLettered, View::Quarantined, View::Running, View::Scheduled, View::Queues, View::Log, View::Workers];
 
     pub fn index(self) -> usize {
         View::ALL.iter().position(|v| *v == self).unwrap_or(0)
@@ -42,6 +44,7 @@ impl View {
             View::Scheduled => "Scheduled",
             View::Queues => "Queues",
             View::Log => "Log",
+            View::Workers => "Workers",
         }
     }
 
@@ -52,7 +55,7 @@ impl View {
             View::Quarantined => Some(JobState::Quarantined),
             View::Running => Some(JobState::Running),
             View::Scheduled => Some(JobState::Scheduled),
-            View::Queues | View::Log => None,
+            View::Queues | View::Log | View::Workers => None,
         }
     }
 }
@@ -79,6 +82,8 @@ pub struct Query {
     pub chart_cursor: Option<LogCursor>,
     /// The actor, for the permissions shown in the header.
     pub actor: String,
+    /// Log view: jobs on screen whose wire name the app does not know yet.
+    pub wire_names: Vec<JobId>,
 }
 
 /// Log entries a refresh reads at most, for the tail and for the chart's catch-up. The chart
@@ -86,6 +91,8 @@ pub struct Query {
 pub const LOG_BATCH: usize = 2_000;
 /// Groups listed at most (the largest first).
 pub const GROUP_LIMIT: usize = 200;
+/// Running jobs the Workers view reads at most to say what each worker runs.
+pub const WORKERS_RUNNING_LIMIT: usize = 5_000;
 /// How often grouped views re-read their groups.
 pub const GROUPS_EVERY_MS: Millis = 10_000;
 /// Minutes the chart covers.
@@ -122,6 +129,11 @@ pub struct Snapshot {
     pub latency: Vec<QueueLatency>,
     /// Queues and wire names paused now ([`Store::pauses`]), for the header and the Queues view.
     pub pauses: Vec<Pause>,
+    /// Log view: the wire names of `Query::wire_names` and of the newest entries read.
+    pub wire_names: HashMap<JobId, String>,
+    /// Workers view: every registered worker ([`Store::workers`]), and the jobs each runs.
+    pub workers: Vec<WorkerInfo>,
+    pub running_by_worker: HashMap<String, Vec<Job>>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }
@@ -134,11 +146,11 @@ pub enum Request {
         op: Op,
         target: Target,
     },
-    /// Do it; `force` as the confirmation left it (see [`Preview::force`]).
+    /// Do it, as the confirmation left it (see [`How`]).
     Run {
         op: Op,
         target: Target,
-        force: bool,
+        how: How,
     },
 }
 
@@ -183,7 +195,7 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
                 Err(e) => Response::RevealFailed { job: ids[0], error: e.to_string() },
             }
         }
-        Request::Run { op, target, force } => match run(store, actor, *op, target, *force) {
+        Request::Run { op, target, how } => match run(store, actor, *op, target, how) {
             Ok(r) => Response::Done(r),
             Err(e) => Response::Done(Report {
                 title: format!("{} refused", op.verb()),
@@ -217,6 +229,17 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     }
     if matches!(q.view, View::Quarantined) {
         s.live_handlers = store.live_handlers()?;
+    }
+    if q.view == View::Workers {
+        s.workers = store.workers()?;
+        // What each runs: the Running jobs by lease owner (the worker's id). Capped: a store
+        // with more jobs running than this has the Running view to page through them.
+        let running = store.list_jobs(&JobFilter::state(JobState::Running), WORKERS_RUNNING_LIMIT, 0)?;
+        for j in running.jobs {
+            if let Some(owner) = j.lease_owner.clone() {
+                s.running_by_worker.entry(owner).or_default().push(j);
+            }
+        }
     }
     if let Some(id) = q.detail {
         if let Some(job) = store.job(id)? {
@@ -263,9 +286,22 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
         s.chart_cursor = Some(t.cursor());
     }
     s.chart.retain(|_, v| *v != (0, 0));
+    if q.view == View::Log {
+        // The log holds job ids only: the wire names of the rows on screen, and of the newest
+        // entries (about to be on screen), one lookup by key each.
+        let newest = s.log.iter().rev().take(q.limit).map(|t| t.job_id);
+        for id in q.wire_names.iter().copied().chain(newest) {
+            if let std::collections::hash_map::Entry::Vacant(e) = s.wire_names.entry(id) {
+                e.insert(store.job(id)?.map(|j| j.wire_name).unwrap_or_else(|| PURGED.to_string()));
+            }
+        }
+    }
     s.query_time = started.elapsed();
     Ok(s)
 }
+
+/// The wire name shown for a log entry whose job is gone (retention or `bw purge`).
+pub const PURGED: &str = "(purged)";
 
 /// For the chart: `Some(true)` a success, `Some(false)` a failed attempt (retried,
 /// Dead-Lettered or Quarantined), `None` anything else.

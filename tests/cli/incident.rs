@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use backwave::store::{current_actor, Completion, Outcome, PauseKind};
-use backwave::tui::data::{Op, Target};
+use backwave::tui::data::{How, Op, Target};
 use backwave::tui::{Request, Response};
 use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, Store, WorkerInfo};
 use predicates::prelude::*;
@@ -268,9 +268,11 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
         .success();
     let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
     let store = Store::open(top.db.file()).unwrap().with_clock(Clock::manual(T_MS));
-    let Response::Done(done) =
-        backwave::tui::serve(&store, &current_actor(), &Request::Run { op: Op::Requeue, target, force: true })
-    else {
+    let Response::Done(done) = backwave::tui::serve(
+        &store,
+        &current_actor(),
+        &Request::Run { op: Op::Requeue, target, how: How { force: true, ..How::default() } },
+    ) else {
         panic!("no report")
     };
     assert_eq!(done.title, "Requeued 2 jobs");
@@ -282,7 +284,7 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
 
 fn dashboard_run(db: &Path, op: Op, target: Target) -> backwave::tui::data::Report {
     let store = Store::open(db).unwrap().with_clock(Clock::manual(T_MS));
-    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, force: false }) {
+    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, how: How::default() }) {
         Response::Done(report) => report,
         other => panic!("expected a report, got {other:?}"),
     }

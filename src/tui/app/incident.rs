@@ -77,6 +77,9 @@ impl App {
             self.error = Some("X (cancel the list) is disabled: bw top was started with --read-only".into());
             return;
         }
+        if !self.may_operate(op) {
+            return;
+        }
         let q = self.query();
         let (Some(filter), true, None) = (q.filter, self.view.state().is_some_and(|s| !s.is_terminal()), &self.detail)
         else {
