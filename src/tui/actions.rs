@@ -126,7 +126,7 @@ pub struct Report {
     pub refused: bool,
 }
 
-pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
+pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Preview> {
     let mut p = Preview {
         op,
         target: target.clone(),
@@ -225,7 +225,7 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                 _ => unreachable!("matched above"),
             };
             // The same plan `bw requeue --dry-run` prints.
-            let plan = store.plan_requeue(&filter)?;
+            let plan = store.plan_requeue(actor, &filter)?;
             p.affected = plan.matching;
             p.would_requarantine = plan.would_requarantine;
             p.undecodable = plan.undecodable;
@@ -236,8 +236,10 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                 return Err(not_for(op, "a filtered list"));
             }
             p.what = described.clone();
-            // The plan `bw cancel --state … --dry-run` prints.
-            let plan = store.plan_cancel(filter)?;
+            // The plan `bw cancel --state … --dry-run` prints; the run acts on exactly the set it
+            // counted (its filter cut at the plan's instant), not on jobs enqueued since.
+            let plan = store.plan_cancel(actor, filter)?;
+            p.target = Target::Matching { filter: Box::new(plan.scope.clone()), described: described.clone() };
             p.affected = plan.would_cancel + plan.would_ask_to_stop;
             p.running = plan.would_ask_to_stop;
             if plan.already_asked > 0 {
@@ -376,8 +378,8 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
             let filter = group.group_filter().unwrap_or_default();
             // The same plan and the same call as `bw requeue --state …`: jobs no live worker
             // handles are left alone unless forced (the dialog's `f`, like `--force`).
-            let plan = store.plan_requeue(&filter)?;
-            let done = store.requeue_planned(actor, &filter, force, |_| {})?;
+            let plan = store.plan_requeue(actor, &filter)?;
+            let done = store.requeue_planned(actor, &plan, force, |_| {})?.done;
             let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
             report.title = format!("Requeued {done} {jobs}");
             report.lines.push(match group {
@@ -400,7 +402,8 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
         }
         (Op::Cancel, Target::Matching { filter, .. }) => {
             // The same call as `bw cancel --state … --yes`: batches, each job whole.
-            let done = store.cancel_matching(actor, filter, |_| {})?;
+            // `filter` is the preview's plan scope: the set the operator confirmed.
+            let done = store.cancel_planned(actor, &store.plan_cancel(actor, filter)?, |_| {})?;
             report.title = format!("Cancelled {}", done.cancelled + done.asked_to_stop);
             report.lines.push(format!("{} Scheduled ended Cancelled", done.cancelled));
             report.lines.push(format!(
