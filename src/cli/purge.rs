@@ -83,7 +83,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing deleted\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    let mut progress = Progress::new("deleted");
+    let mut progress = Progress::interruptible("deleted", "delete the rest")?;
     view.jobs = store.purge(ctx.actor(), cutoff, |p| progress.update(p.done, p.total))?;
     drop(progress);
     ctx.printer()?.print(&view)?;
