@@ -5,6 +5,8 @@
 //! by matching its text; a test about one property (a width, an exit code under odd conditions,
 //! what the store holds afterwards) asserts that property. At a terminal, `bw` runs on a pty.
 
+#[path = "cli/at3am.rs"]
+mod at3am;
 #[path = "common/backend.rs"]
 mod backend;
 #[path = "cli/harness.rs"]
@@ -513,8 +515,9 @@ both_backends! {
 both_backends! {
     fn bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again() {
         // charge-card has a live worker, so its undecodable quarantines counted as "would be
-        // requeued" with nothing said: requeued, they all quarantined again.
-        let f = Fixture::hostile();
+        // requeued" with nothing said: requeued, they all quarantined again. (A plan needs the
+        // permission to act: see `a_bulk_action_without_operate_is_refused_before_its_plan`.)
+        let f = Fixture::hostile_admin();
         // The second says nothing about decoding: nothing there is undecodable.
         let runs = [
             f.run(&["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"]),
@@ -549,9 +552,10 @@ both_backends! {
         let seqs: Vec<i64> = e.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(seqs[2], f.store().log_end().unwrap().seq);
-        // One job's eleven entries, its failure detail hidden ("[detail hidden: panic, 449 B]").
+        // One job's eleven entries under the header, its failure detail hidden ("[detail hidden:
+        // panic, 449 B]").
         let job = f.run_env(&[("COLUMNS", "400")], &["log", "tail", "--job", "a0000004"]);
-        assert_eq!(job.stdout.lines().count(), 11, "{job}");
+        assert_eq!(job.stdout.lines().count(), 12, "{job}");
         insta::assert_snapshot!("cli__log_tail_shows_the_last_entries_oldest_first", job);
         let dl = json(
             &f.bw()

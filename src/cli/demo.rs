@@ -211,7 +211,7 @@ fn run_headless(demo: Demo, args: &Args, shown: &str) -> Result<(DemoReport, Dur
         signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
     }
     eprintln!(
-        "bw demo: seed 000's worker groups on {} for {}, {} jobs/s; Ctrl-C stops early",
+        "bw demo: the retry guide's two worker groups on {} for {}, {} jobs/s; Ctrl-C stops early",
         sanitize(shown),
         super::output::compact_duration(args.duration),
         args.rate
@@ -262,7 +262,11 @@ fn run_headless(demo: Demo, args: &Args, shown: &str) -> Result<(DemoReport, Dur
     for e in demo.take_events() {
         eprintln!("bw demo: {}", sanitize(&e));
     }
-    eprintln!("bw demo: stopping the workers ({} grace for running handlers)", super::output::compact_duration(GRACE));
+    eprintln!(
+        "bw demo: stopping the workers: running handlers get {} to finish; any still running then is left to its \
+         lease and runs again later",
+        super::output::compact_duration(GRACE)
+    );
     Ok((demo.stop(GRACE), ran_for))
 }
 

@@ -28,6 +28,9 @@ pub enum CliError {
     Refused(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// No store at `--db`, said with the store it probably meant (exit 3, as a missing store).
+    #[error("{0}")]
+    NoStore(String),
 }
 
 /// The one place that maps errors to exit statuses.
@@ -35,7 +38,7 @@ pub fn exit_code(e: &CliError) -> u8 {
     match e {
         CliError::Usage(_) => USAGE,
         CliError::Refused(_) => REFUSED,
-        CliError::Io(_) => STORE,
+        CliError::Io(_) | CliError::NoStore(_) => STORE,
         CliError::Store(e) => match e {
             Error::StoreMissing { .. }
             | Error::NotAStore { .. }

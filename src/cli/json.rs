@@ -108,8 +108,8 @@ pub struct IdResult {
     pub id: String,
     /// `Requeued`, `NotRequeueable`, `Conflict` (another job holds its unique key: `warning`
     /// names it), `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`, `Due`,
-    /// `NotScheduled`; with `--dry-run`: `WouldRequeue`, `WouldConflict`, `WouldCancel`,
-    /// `WouldRequestCancel`, `WouldRunNow`.
+    /// `NotScheduled`, `Deleted`, `NotTerminal`; with `--dry-run`: `WouldRequeue`,
+    /// `WouldConflict`, `WouldCancel`, `WouldRequestCancel`, `WouldRunNow`, `WouldDelete`.
     pub result: &'static str,
     /// The job's state after the action (`null` when not found).
     pub state: Option<&'static str>,
@@ -120,6 +120,6 @@ pub struct IdResult {
 
 impl IdResult {
     pub fn ok(&self) -> bool {
-        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested" | "Due")
+        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested" | "Due" | "Deleted")
     }
 }

@@ -81,7 +81,7 @@ impl Serialize for Stats {
         struct Doc<'a> {
             /// state -> count over all queues, every state present.
             totals: std::collections::BTreeMap<&'static str, u64>,
-            /// queue -> state -> count (non-zero only).
+            /// queue -> state -> count, every state present (0 included), as in `totals`.
             by_queue: std::collections::BTreeMap<&'a str, std::collections::BTreeMap<&'static str, u64>>,
             /// queue -> Scheduled jobs due now and the oldest one's wait (queues with Scheduled jobs).
             latency: std::collections::BTreeMap<&'a str, Latency>,
@@ -96,7 +96,9 @@ impl Serialize for Stats {
                 .counts
                 .by_queue
                 .iter()
-                .map(|(q, m)| (q.as_str(), m.iter().map(|(s, n)| (s.as_str(), *n)).collect()))
+                .map(|(q, m)| {
+                    (q.as_str(), JobState::ALL.iter().map(|s| (s.as_str(), m.get(s).copied().unwrap_or(0))).collect())
+                })
                 .collect(),
             latency: self
                 .latency
@@ -140,6 +142,20 @@ impl Serialize for Stats {
             pauses: self.pauses.json(),
         }
         .serialize(s)
+    }
+}
+
+/// How much of a cause or example a table shows when nothing else bounds it (stdout is a pipe
+/// or a file, so no terminal width): a multi-KB cause (a stack, a response body) printed whole
+/// buried the table. `bw jobs show ID` prints it in full.
+const PIPED_TEXT: usize = 160;
+
+/// `text` sanitized, shortened to [`PIPED_TEXT`] when the table has no width to fit.
+fn example(text: &str, term: &Term) -> String {
+    let clean = sanitize(text);
+    match term.width {
+        Some(_) => clean.into_owned(),
+        None => super::output::truncate(&clean, PIPED_TEXT).into_owned(),
     }
 }
 
@@ -234,7 +250,7 @@ impl Render for Stats {
                     sanitize(&g.wire_name).into_owned().into(),
                     relative(now, g.first_seen).into(),
                     relative(now, g.last_seen).into(),
-                    sanitize(&g.example).into_owned().into(),
+                    example(&g.example, term).into(),
                 ]);
             }
             t.write(out, term)?;
@@ -260,7 +276,7 @@ impl Render for Stats {
                     g.reason.as_str().into(),
                     live,
                     relative(now, g.last_seen).into(),
-                    sanitize(&g.example).into_owned().into(),
+                    example(&g.example, term).into(),
                 ]);
             }
             t.write(out, term)?;

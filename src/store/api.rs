@@ -151,14 +151,11 @@ forward! {
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
     /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>>;
-    /// Count, exactly, what a bulk run-now of `filter` would do now.
-    pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan>;
     /// Make every matching Scheduled job that is due later due now, in batches of
     /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
     /// the run starts (jobs enqueued during it are left alone). Returns how many changed.
+    /// [`Store::run_now_planned`] is the same on the set a plan counted.
     pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64>;
-    /// Count, exactly, what a bulk cancel of `filter` would do now.
-    pub fn plan_cancel(&self, filter: &JobFilter) -> Result<CancelPlan>;
     /// Cancel every matching Scheduled job and ask every matching Running one to stop, in
     /// batches of [`BULK_BATCH`] (each job exactly as [`Store::cancel`] does it, logged with
     /// the actor). The set is fixed when the run starts. Needs `operate`.
@@ -223,6 +220,10 @@ forward! {
     /// `bw purge`: the retention sweep on demand, in batches, each audited in its own
     /// transaction. Needs `operate`.
     pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64>;
+    /// `bw purge ID…`: delete terminal jobs by id with their log, in one transaction, each
+    /// audited (`purge`, with its state, wire name and queue). A Scheduled or Running job is
+    /// refused (`NotTerminal`) and nothing of it changes. Needs `operate`.
+    pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>>;
     /// How many terminal jobs finished before `cutoff`.
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64>;
 
@@ -244,8 +245,6 @@ forward! {
     pub fn pauses(&self) -> Result<Vec<Pause>>;
 
     // preview.rs
-    /// Count, exactly, what a bulk requeue of `filter` would do now.
-    pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan>;
     /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
     /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>>;
@@ -271,6 +270,9 @@ forward! {
     pub fn count_jobs(&self, filter: &JobFilter) -> Result<u64>;
     /// Counts of jobs by queue and state, from the trigger-kept table: O(queues), not O(jobs).
     pub fn counts(&self) -> Result<StateCounts>;
+    /// Every wire name a job in the store has, sorted. A scan of the jobs: for telling a typo
+    /// from a name that has no jobs (`bw jobs list --wire-name flakey`), not for every listing.
+    pub fn wire_names(&self) -> Result<Vec<String>>;
 
     // raw.rs: hidden hooks for the tests and benches
     #[doc(hidden)]
@@ -325,6 +327,21 @@ impl Store {
         Ok(self.insert_many(jobs)?.into_iter().map(Enqueued::id).collect())
     }
 
+    /// Every queue name a job has now or a registered worker serves, sorted: what a filter's
+    /// `--queue` is checked against when it matched nothing.
+    pub fn queue_names(&self) -> Result<Vec<String>> {
+        let mut names: std::collections::BTreeSet<String> = self.counts()?.by_queue.into_keys().collect();
+        names.extend(self.workers()?.into_iter().flat_map(|w| w.queues));
+        Ok(names.into_iter().collect())
+    }
+
+    /// [`Store::wire_names`] of the jobs, and those registered workers handle, sorted.
+    pub fn known_wire_names(&self) -> Result<Vec<String>> {
+        let mut names: std::collections::BTreeSet<String> = self.wire_names()?.into_iter().collect();
+        names.extend(self.workers()?.into_iter().flat_map(|w| w.wire_names));
+        Ok(names.into_iter().collect())
+    }
+
     /// The jobs [`Store::requeue_matching`] would act on for `filter`: the requeueable states it
     /// names (dead-lettered and quarantined when it names none), finished before now.
     pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {
@@ -340,34 +357,6 @@ impl Store {
     /// matches (both when it names neither).
     pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
         incident::cancel_scope(filter)
-    }
-
-    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
-    /// whose wire name a live worker handles now (one run per such wire name, progress counted
-    /// across them). Batched and resumable like [`Store::requeue_matching`]. Returns how many
-    /// were requeued. Written once, over the backend's plan and requeue.
-    pub fn requeue_planned(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        force: bool,
-        mut progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        if force {
-            return self.requeue_matching(actor, filter, &mut progress);
-        }
-        let plan = self.plan_requeue(filter)?;
-        if plan.unhandled.is_empty() {
-            return self.requeue_matching(actor, filter, &mut progress);
-        }
-        let total = plan.would_requeue;
-        let mut done_before = 0;
-        for w in &plan.handled {
-            let f = JobFilter { wire_name: Some(w.wire_name.clone()), ..filter.clone() };
-            done_before +=
-                self.requeue_matching(actor, &f, |p| progress(BulkProgress { done: done_before + p.done, total }))?;
-        }
-        Ok(done_before)
     }
 
     /// How many live workers handle `wire_name` now.

@@ -32,8 +32,14 @@ pub enum RunNowResult {
 }
 
 /// What a bulk run-now would do, counted at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunNowPlan {
+    /// The store's time when the plan counted.
+    #[serde(skip)]
+    pub as_of: Millis,
+    /// Exactly the jobs counted: what [`crate::Store::run_now_planned`] acts on.
+    #[serde(skip)]
+    pub scope: JobFilter,
     /// Scheduled jobs that match.
     pub matching: u64,
     /// Of those, jobs due later that would be due now.
@@ -43,8 +49,14 @@ pub struct RunNowPlan {
 }
 
 /// What a bulk cancel would do, counted at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CancelPlan {
+    /// The store's time when the plan counted.
+    #[serde(skip)]
+    pub as_of: Millis,
+    /// Exactly the jobs counted: what [`crate::Store::cancel_planned`] acts on.
+    #[serde(skip)]
+    pub scope: JobFilter,
     /// Scheduled and Running jobs that match.
     pub matching: u64,
     /// Scheduled jobs that would end Cancelled at once.
@@ -61,6 +73,9 @@ pub struct CancelPlan {
 pub struct CancelDone {
     pub cancelled: u64,
     pub asked_to_stop: u64,
+    /// Jobs that came to match after the plan counted (enqueued since): left alone, since the
+    /// operator confirmed the plan's set.
+    pub arrived_after_plan: u64,
 }
 
 /// What a payload repair did.
@@ -121,7 +136,13 @@ impl SqliteStore {
         self.read(|c| {
             let matching = count_where(c, &scope, "created_at <= ?", &[now])?;
             let would_run_now = count_where(c, &scope, "created_at <= ? AND due_at > ?", &[now, now])?;
-            Ok(RunNowPlan { matching, would_run_now, already_due: matching - would_run_now })
+            Ok(RunNowPlan {
+                matching,
+                would_run_now,
+                already_due: matching - would_run_now,
+                as_of: now,
+                scope: JobFilter::default(),
+            })
         })
     }
 
@@ -165,6 +186,8 @@ impl SqliteStore {
                 would_cancel,
                 would_ask_to_stop,
                 already_asked: matching - would_cancel - would_ask_to_stop,
+                as_of: now,
+                scope: JobFilter::default(),
             })
         })
     }

@@ -11,6 +11,7 @@
 
 mod admin;
 mod api;
+mod bulk;
 mod demo;
 mod driver_error;
 mod engine_support;
@@ -43,6 +44,7 @@ use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
 pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use bulk::BulkDone;
 pub(crate) use driver_error::is_connection_lost;
 pub use engine_support::HANDED_BACK;
 pub use groups::{CauseGroup, QuarantineGroup};
@@ -57,7 +59,7 @@ pub use jobs::{
 };
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
-pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
+pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};

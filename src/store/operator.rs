@@ -49,6 +49,21 @@ pub enum CancelResult {
     NotFound,
 }
 
+/// The result of purging one job by id (`bw purge ID…`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum PurgeResult {
+    /// Deleted with its log; `state` is the terminal state it was in.
+    Deleted {
+        state: JobState,
+    },
+    /// Not terminal (Scheduled or Running): nothing changed. Cancel it first.
+    NotTerminal {
+        state: JobState,
+    },
+    NotFound,
+}
+
 /// Progress of a bulk action, reported after each committed batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BulkProgress {
@@ -154,6 +169,14 @@ impl SqliteStore {
             self.write(|tx| super::admin::audit(tx, now, actor, "purge", None, &purge_detail(0, cutoff)))?;
         }
         Ok(done)
+    }
+
+    pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
+        let now = self.now();
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            ids.iter().map(|id| purge_one(tx, now, actor, *id)).collect()
+        })
     }
 
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
@@ -306,6 +329,36 @@ pub(super) fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -
         }
         state => Ok(CancelResult::NotCancellable { state }),
     }
+}
+
+fn purge_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<PurgeResult> {
+    let found = tx
+        .prepare_cached("SELECT state, wire_name, queue FROM jobs WHERE id = ?1")?
+        .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+        .optional()?;
+    let Some((state, wire_name, queue)) = found else { return Ok(PurgeResult::NotFound) };
+    let result = decide_purge(state);
+    if let PurgeResult::Deleted { .. } = result {
+        // Its transitions go with it (ON DELETE CASCADE); the audit entry is what remains.
+        tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?.execute([id.to_string()])?;
+        super::admin::audit(tx, now, actor, "purge", Some(id), &purge_job_detail(state, &wire_name, &queue))?;
+    }
+    Ok(result)
+}
+
+/// Whether a job found in `state` may be purged by id: only a terminal one, so that a purge
+/// never pulls a job from under a worker or loses one that is still to run.
+pub(crate) fn decide_purge(state: JobState) -> PurgeResult {
+    if state.is_terminal() {
+        PurgeResult::Deleted { state }
+    } else {
+        PurgeResult::NotTerminal { state }
+    }
+}
+
+/// The audit detail of one job purged by id: what it was, since its row and log are gone.
+pub(crate) fn purge_job_detail(state: JobState, wire_name: &str, queue: &str) -> String {
+    serde_json::json!({ "state": state.as_str(), "wire_name": wire_name, "queue": queue }).to_string()
 }
 
 fn sweep_batch(tx: &Connection, cutoff: Millis, limit: usize) -> Result<u64> {

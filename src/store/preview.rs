@@ -17,8 +17,15 @@ use crate::error::Result;
 use crate::model::{Job, JobId, JobState, QuarantineReason};
 
 /// The exact effect of a bulk requeue at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RequeuePlan {
+    /// The store's time when the plan counted.
+    #[serde(skip)]
+    pub as_of: crate::model::Millis,
+    /// Exactly the jobs counted: what [`crate::Store::requeue_planned`] acts on (set by
+    /// [`crate::Store::plan_requeue`]).
+    #[serde(skip)]
+    pub scope: JobFilter,
     /// Dead-Lettered or Quarantined jobs that match.
     pub matching: u64,
     /// Of those, jobs whose wire name a live worker handles now: requeued with a fresh budget.
@@ -72,11 +79,12 @@ pub struct WireNameCount {
 
 impl SqliteStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
-        let scope = requeue_scope(filter, self.now());
+        let as_of = self.now();
+        let scope = requeue_scope(filter, as_of);
         let handlers = self.live_handlers()?;
         self.read(|_| {
             let matching = self.count_jobs(&scope)?;
-            let mut plan = RequeuePlan { matching, ..Default::default() };
+            let mut plan = RequeuePlan { matching, as_of, ..Default::default() };
             for wire_name in self.requeueable_wire_names(&scope)? {
                 let mut f = scope.clone();
                 f.wire_name = Some(wire_name.clone());

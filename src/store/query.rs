@@ -284,6 +284,12 @@ impl SqliteStore {
         count_with(&self.conn, filter)
     }
 
+    pub fn wire_names(&self) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare_cached("SELECT DISTINCT wire_name FROM jobs ORDER BY wire_name")?;
+        let names = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
+        Ok(names)
+    }
+
     pub fn counts(&self) -> Result<StateCounts> {
         let mut counts = StateCounts::default();
         let mut stmt = self.conn.prepare_cached("SELECT queue, state, n FROM job_counts WHERE n != 0")?;

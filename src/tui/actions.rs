@@ -176,7 +176,7 @@ pub struct Report {
     pub refused: bool,
 }
 
-pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
+pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Preview> {
     let mut p = Preview {
         op,
         target: target.clone(),
@@ -280,7 +280,7 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
             };
             // The same plan `bw requeue --dry-run` prints, of the jobs finished by now: the run
             // acts on exactly these.
-            let plan = store.plan_requeue(&as_planned(&filter, Some(p.planned_at)))?;
+            let plan = store.plan_requeue(actor, &as_planned(&filter, Some(p.planned_at)))?;
             p.affected = plan.matching;
             p.would_requarantine = plan.would_requarantine;
             p.undecodable = plan.undecodable;
@@ -293,7 +293,7 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
             p.what = described.clone();
             // The plan `bw cancel --state … --dry-run` prints, of the jobs enqueued by now: the
             // run acts on exactly these.
-            let plan = store.plan_cancel(&as_planned(filter, Some(p.planned_at)))?;
+            let plan = store.plan_cancel(actor, &as_planned(filter, Some(p.planned_at)))?;
             p.affected = plan.would_cancel + plan.would_ask_to_stop;
             p.running = plan.would_ask_to_stop;
             if plan.already_asked > 0 {
@@ -447,8 +447,8 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How
             let filter = as_planned(&all, how.planned_at);
             // The same plan and the same call as `bw requeue --state …`: jobs no live worker
             // handles are left alone unless forced (the dialog's `f`, like `--force`).
-            let plan = store.plan_requeue(&filter)?;
-            let done = store.requeue_planned(actor, &filter, force, |_| {})?;
+            let plan = store.plan_requeue(actor, &filter)?;
+            let done = store.requeue_planned(actor, &plan, force, |_| {})?.done;
             let arrived = arrived_since(store, &all, how.planned_at)?;
             let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
             report.title = format!("Requeued {done} {jobs}");

@@ -185,7 +185,7 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
             Ok(s) => Response::Snapshot(Box::new(s)),
             Err(e) => Response::RefreshFailed { busy: matches!(e, Error::Busy), error: e.to_string() },
         },
-        Request::Preview { op, target } => match preview(store, *op, target) {
+        Request::Preview { op, target } => match preview(store, actor, *op, target) {
             Ok(p) => Response::Preview(p),
             Err(e) => Response::PreviewFailed(e.to_string()),
         },

@@ -436,7 +436,7 @@ fn bulk_run_now_prints_its_exact_plan_and_asks_for_confirmation() {
     f.bw().args(["run-now", "--state", "running"]).assert().code(2).stderr(predicate::str::contains("'running'"));
     let out = f.bw().args(["--format", "json", "run-now", "--queue", "q", "--yes"]).assert().success();
     assert_eq!(json(&out.get_output().stdout)["made_due"], 3);
-    assert_eq!(f.store().plan_run_now(&Default::default()).unwrap().would_run_now, 0);
+    assert_eq!(f.store().plan_run_now(&current_actor(), &Default::default()).unwrap().would_run_now, 0);
 }
 
 // ---- bulk cancel --------------------------------------------------------------------------------

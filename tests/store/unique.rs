@@ -189,12 +189,12 @@ both_backends! {
         assert_eq!((fx.job(dead), fx.store.history(dead).unwrap()), before, "nothing changed");
         // The bulk plan counts it, and a bulk requeue leaves it.
         let filter = JobFilter { states: vec![JobState::DeadLettered], ..Default::default() };
-        assert_eq!(fx.store.plan_requeue(&filter).unwrap().would_conflict, 1);
+        assert_eq!(fx.store.plan_requeue(ADMIN, &filter).unwrap().would_conflict, 1);
         assert_eq!(fx.store.requeue_matching(ADMIN, &filter, |_| {}).unwrap(), 0);
         assert_eq!(fx.job(dead).state, JobState::DeadLettered);
         // Once the holder is done, the requeue goes through.
         fx.store.cancel(ADMIN, &[holder]).unwrap();
-        assert_eq!(fx.store.plan_requeue(&filter).unwrap().would_conflict, 0);
+        assert_eq!(fx.store.plan_requeue(ADMIN, &filter).unwrap().would_conflict, 0);
         assert_eq!(fx.store.requeue(ADMIN, &[dead]).unwrap(), [RequeueResult::Requeued { from: JobState::DeadLettered }]);
         assert_eq!(fx.store.insert(&keyed("k")).unwrap(), Enqueued::Duplicate(dead));
         fx.assert_sound();
@@ -208,13 +208,13 @@ both_backends! {
         let dead: Vec<JobId> = (0..3).map(|_| dead_lettered(&fx, keyed("tick"))).collect();
         let other = dead_lettered(&fx, keyed("other"));
         let filter = JobFilter { states: vec![JobState::DeadLettered], ..Default::default() };
-        let plan = fx.store.plan_requeue(&filter).unwrap();
+        let plan = fx.store.plan_requeue(ADMIN, &filter).unwrap();
         assert_eq!((plan.matching, plan.would_conflict), (4, 2));
         assert_eq!(fx.store.requeue_matching(ADMIN, &filter, |_| {}).unwrap(), 2);
         let requeued: Vec<&JobId> = dead.iter().filter(|id| fx.job(**id).state == JobState::Scheduled).collect();
         assert_eq!(requeued.len(), 1, "one job per key");
         assert_eq!(fx.job(other).state, JobState::Scheduled);
-        assert_eq!(fx.store.plan_requeue(&filter).unwrap().would_conflict, 2);
+        assert_eq!(fx.store.plan_requeue(ADMIN, &filter).unwrap().would_conflict, 2);
         // By id: the first named goes, the second meets it.
         let left: Vec<JobId> = dead.iter().filter(|id| fx.job(**id).state == JobState::DeadLettered).copied().collect();
         assert_eq!(fx.store.requeue(ADMIN, &left).unwrap(), [

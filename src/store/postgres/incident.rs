@@ -92,6 +92,8 @@ impl PgStore {
                 matching: matching as u64,
                 would_run_now: would_run_now as u64,
                 already_due: (matching - would_run_now) as u64,
+                as_of: now,
+                scope: JobFilter::default(),
             })
         })
     }
@@ -139,6 +141,8 @@ impl PgStore {
                 would_cancel: would_cancel as u64,
                 would_ask_to_stop: would_ask_to_stop as u64,
                 already_asked: (matching - would_cancel - would_ask_to_stop) as u64,
+                as_of: now,
+                scope: JobFilter::default(),
             })
         })
     }
@@ -167,7 +171,7 @@ impl PgStore {
                 }
                 let cancelled = cancel_locked(tx, now, actor, &cancel)?;
                 let asked_to_stop = ask_to_stop_locked(tx, now, actor, &ask)?;
-                Ok((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop }))
+                Ok((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop, arrived_after_plan: 0 }))
             },
             |batch| {
                 done.cancelled += batch.cancelled;

@@ -15,10 +15,10 @@ use super::filter::where_clause;
 use super::{is_unique_violation, PgStore, Tx};
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
-use crate::store::operator::{cancel_cause, purge_detail, REQUEUE_REASON};
+use crate::store::operator::{cancel_cause, decide_purge, purge_detail, purge_job_detail, REQUEUE_REASON};
 use crate::store::preview::requeue_scope;
 use crate::store::unique;
-use crate::store::{BulkProgress, CancelResult, JobFilter, RequeueResult, BULK_BATCH};
+use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RequeueResult, BULK_BATCH};
 
 /// A job as the transaction that locked it sees it: what the operator actions decide on.
 #[derive(Clone, Copy, Debug)]
@@ -144,6 +144,31 @@ impl PgStore {
             })?;
         }
         Ok(done)
+    }
+
+    pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
+        self.write(|tx| {
+            require(tx, actor, Permission::Operate)?;
+            let now = tx.now()?;
+            let mut results = Vec::with_capacity(ids.len());
+            for id in ids {
+                let found =
+                    tx.query_opt("SELECT state, wire_name, queue FROM jobs WHERE id = $1 FOR UPDATE", &[&id.0])?;
+                let Some(row) = found else {
+                    results.push(PurgeResult::NotFound);
+                    continue;
+                };
+                let state = super::row::state(&row, 0)?;
+                let (wire_name, queue): (String, String) = (row.try_get(1)?, row.try_get(2)?);
+                let result = decide_purge(state);
+                if let PurgeResult::Deleted { .. } = result {
+                    tx.execute("DELETE FROM jobs WHERE id = $1", &[&id.0])?;
+                    audit(tx, now, actor, "purge", Some(*id), &purge_job_detail(state, &wire_name, &queue))?;
+                }
+                results.push(result);
+            }
+            Ok(results)
+        })
     }
 
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {

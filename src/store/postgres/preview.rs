@@ -19,7 +19,8 @@ impl PgStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
         let handlers = self.live_handlers()?;
         self.read(|tx| {
-            let scope = requeue_scope(filter, tx.now()?);
+            let as_of = tx.now()?;
+            let scope = requeue_scope(filter, as_of);
             let w = where_clause(&scope, 1);
             // Undecodable jobs counted within the scope: none when it leaves out Quarantined
             // jobs or names the other reason, as SQLite's separate count gives.
@@ -32,7 +33,7 @@ impl PgStore {
                 ),
                 &w.params(&[]),
             )?;
-            let mut plan = RequeuePlan::default();
+            let mut plan = RequeuePlan { as_of, ..Default::default() };
             for r in &rows {
                 let (wire_name, count, undecodable): (String, i64, i64) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
                 plan.matching += count as u64;

@@ -110,6 +110,15 @@ impl PgStore {
     pub fn counts(&self) -> Result<StateCounts> {
         self.read(super::health::counts)
     }
+
+    pub fn wire_names(&self) -> Result<Vec<String>> {
+        self.read(|tx| {
+            tx.query("SELECT DISTINCT wire_name FROM jobs ORDER BY wire_name", &[])?
+                .iter()
+                .map(|r| Ok(r.try_get(0)?))
+                .collect()
+        })
+    }
 }
 
 fn count_with(tx: &mut Tx<'_>, filter: &JobFilter) -> Result<u64> {
