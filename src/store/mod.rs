@@ -222,6 +222,19 @@ impl Store {
         }
     }
 
+    /// Why this store no longer reads what its target names, if it does not: its SQLite file was
+    /// removed, or another file renamed into its place (a restore from a backup), since it was
+    /// opened. The open connection would go on reading the old file unseen; a long-running
+    /// reader (`bw metrics --listen`) asks before each read and opens the target afresh. Always
+    /// `None` on PostgreSQL, whose broken connections are replaced by themselves.
+    pub fn replaced(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.replaced(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Prepared statements of SQL text, for the tests and benches (SQLite stores only).
     #[doc(hidden)]
     pub fn raw_statements<T>(
