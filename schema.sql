@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 2.
+-- BackWave store contract, schema version 3.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -11,15 +11,16 @@
 --   * States are spelled as on the command line:
 --       scheduled running succeeded dead-lettered quarantined cancelled
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
---     Version 2 added the `pauses` table and the `jobs_claim_wire` index (the section marked
---     below); a writable open of a version-1 store applies that section in one transaction.
+--     Version 2 added the `pauses` table and the `jobs_claim_wire` index, version 3 the payload
+--     limit's triggers (the sections marked below); a writable open of an older store applies
+--     the sections it lacks, each in one transaction.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -167,6 +168,8 @@ END;
 -- Store-wide settings. Known keys:
 --   failure_detail  'on' | 'off'   capture failure detail at all (default on)
 --   retention       humantime       how long terminal jobs are kept (default 14d)
+--   payload_limit   bytes           the largest payload a job may hold (default 1048576, 1 MiB):
+--                                   the triggers of migration 3 below refuse larger ones
 --   store_kind      'demo'          set by `bw demo` on the stores it creates
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
@@ -218,3 +221,28 @@ CREATE TABLE pauses (
 CREATE INDEX jobs_claim_wire ON jobs (queue, wire_name, due_at) WHERE state = 'scheduled';
 
 -- migration 2 end
+
+-- Version 2 -> 3.
+-- migration 3 begin
+
+-- The payload limit, for every program that writes jobs: a row inserted, or a payload updated,
+-- larger than the `payload_limit` setting (bytes; 1048576 when unset or not a number) is refused.
+-- Only an UPDATE that sets `payload` is checked, so a job stored under a higher limit still runs
+-- and finishes after the limit is lowered. `bw` checks first and names both sizes.
+CREATE TRIGGER jobs_payload_limit_insert BEFORE INSERT ON jobs
+WHEN length(CAST(NEW.payload AS BLOB)) > coalesce(
+    (SELECT CAST(value AS INTEGER) FROM settings
+     WHERE key = 'payload_limit' AND value GLOB '[0-9]*' AND NOT value GLOB '*[^0-9]*'), 1048576)
+BEGIN
+    SELECT RAISE(ABORT, 'backwave: the payload is over the store''s payload_limit setting');
+END;
+
+CREATE TRIGGER jobs_payload_limit_update BEFORE UPDATE OF payload ON jobs
+WHEN length(CAST(NEW.payload AS BLOB)) > coalesce(
+    (SELECT CAST(value AS INTEGER) FROM settings
+     WHERE key = 'payload_limit' AND value GLOB '[0-9]*' AND NOT value GLOB '*[^0-9]*'), 1048576)
+BEGIN
+    SELECT RAISE(ABORT, 'backwave: the payload is over the store''s payload_limit setting');
+END;
+
+-- migration 3 end

@@ -55,6 +55,11 @@ forward! {
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()>;
     /// How long terminal jobs are kept before the retention sweep deletes them (default 14 days).
     pub fn retention(&self) -> Result<std::time::Duration>;
+    /// The largest payload, in bytes, that an enqueue or a payload edit may store: the
+    /// `payload_limit` setting, 1 MiB by default. Over it they fail with
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge) and write nothing; the schema's
+    /// triggers refuse the same rows from any other program.
+    pub fn payload_limit(&self) -> Result<u64>;
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool>;
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
@@ -164,13 +169,16 @@ forward! {
     /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
     /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
     /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
-    /// is refused with [`Error::WrongState`] and nothing changes.
+    /// is refused with [`Error::WrongState`] and nothing changes; so is a payload over the
+    /// store's [`payload_limit`](Store::payload_limit) ([`Error::PayloadTooLarge`]).
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
 
     // jobs.rs
-    /// Enqueue one job; returns its id.
+    /// Enqueue one job; returns its id. A payload over the store's
+    /// [`payload_limit`](Store::payload_limit) is refused ([`Error::PayloadTooLarge`]).
     pub fn enqueue(&self, job: &NewJob) -> Result<JobId>;
-    /// Enqueue several jobs in one transaction.
+    /// Enqueue several jobs in one transaction: all of them, or (one payload over the limit,
+    /// say) none.
     pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>>;
     /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each
     /// claim raises the attempt and writes the group's retry budget and delay table into the job.

@@ -41,7 +41,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
-pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use admin::{current_actor, AuditEntry, SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
 pub use engine_support::HANDED_BACK;
 pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{
@@ -70,7 +70,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.

@@ -375,7 +375,7 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
         .collect();
     let store = Store::open(&path).unwrap().with_clock(Clock::manual(V1_T));
     assert_eq!(store.schema_version(), SCHEMA_VERSION);
-    assert_eq!(store.pragma("user_version").unwrap().as_i64(), 2);
+    assert_eq!(store.pragma("user_version").unwrap().as_i64(), SCHEMA_VERSION);
     let jobs_after: Vec<String> = store
         .raw_query("SELECT * FROM jobs ORDER BY id", &[])
         .unwrap()
@@ -402,7 +402,7 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert_eq!(store.claim(&req).unwrap().len(), 1);
     // Opening again finds it migrated and changes nothing.
     drop(store);
-    assert_eq!(Store::open(&path).unwrap().schema_version(), 2);
+    assert_eq!(Store::open(&path).unwrap().schema_version(), SCHEMA_VERSION);
 }
 
 /// Where the unprivileged re-run of the read-only migration test finds its store.

@@ -21,6 +21,7 @@ use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::jobs::{
     cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_name,
@@ -142,6 +143,8 @@ impl PgStore {
         let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
         let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
         self.write(|tx| {
+            // Read in the transaction that writes; the schema's trigger checks the same setting.
+            check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
             let now = tx.now()?;
             tx.execute(
                 "WITH new AS (
