@@ -34,7 +34,7 @@ CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (2);
+INSERT INTO backwave_schema (version) VALUES (3);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -396,3 +396,54 @@ $$;
 UPDATE backwave_schema SET version = 4;
 
 -- migration 4 end
+
+-- migration 5 begin
+-- The payload limit, for every program that writes jobs (schema.sql explains it). The
+-- insert check runs once per statement over its new rows (sharing the transition table of the
+-- count trigger), so a COPY of a million rows pays one scan, not a call per row; the update check
+-- runs only for an UPDATE that sets `payload`, so a job stored under a higher limit still runs.
+-- Both are AFTER triggers: a BEFORE row trigger would make every UPDATE of a job (each claim and
+-- completion) fetch and lock the row once more before its column list is even looked at.
+-- SECURITY DEFINER: a role that may enqueue need not read `settings`.
+CREATE FUNCTION bw_payload_limit() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT CASE WHEN value ~ '^[0-9]{1,18}$' THEN value::bigint END
+                     FROM settings WHERE key = 'payload_limit'), 1048576)
+$$;
+
+CREATE FUNCTION bw_check_payloads() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    lim     bigint := bw_payload_limit();
+    largest bigint;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT max(octet_length(payload)) INTO largest FROM new_rows;
+    ELSE
+        largest := octet_length(NEW.payload);
+    END IF;
+    IF largest > lim THEN
+        RAISE EXCEPTION 'backwave: a payload of % bytes is over the store''s payload_limit of % bytes', largest, lim
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER jobs_payload_limit_insert AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION bw_check_payloads();
+CREATE TRIGGER jobs_payload_limit_update AFTER UPDATE OF payload ON jobs
+    FOR EACH ROW EXECUTE FUNCTION bw_check_payloads();
+
+-- Pinned like migration 4's functions: never resolved through the caller's search_path.
+DO $$
+DECLARE
+    f text;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['bw_payload_limit()', 'bw_check_payloads()']
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+    END LOOP;
+END
+$$;
+UPDATE backwave_schema SET version = 5;
+
+-- migration 5 end

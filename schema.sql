@@ -12,7 +12,8 @@
 --       scheduled running succeeded dead-lettered quarantined cancelled
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
 --     Version 2 added the `pauses` table and the `jobs_claim_wire` index, version 3 the unique
---     job columns and the `jobs_unique` index (the sections marked below); a writable open of an
+--     job columns and the `jobs_unique` index, version 4 nothing here (PostgreSQL's roles),
+--     version 5 the payload limit's triggers (the sections marked below); a writable open of an
 --     older store applies each section it lacks, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -168,6 +169,8 @@ END;
 -- Store-wide settings. Known keys:
 --   failure_detail  'on' | 'off'   capture failure detail at all (default on)
 --   retention       humantime       how long terminal jobs are kept (default 14d)
+--   payload_limit   bytes           the largest payload a job may hold (default 1048576, 1 MiB):
+--                                   the triggers of migration 3 below refuse larger ones
 --   store_kind      'demo'          set by `bw demo` on the stores it creates
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
@@ -254,3 +257,28 @@ CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
 -- migration 4 begin
 -- nothing on SQLite
 -- migration 4 end
+
+-- Version 4 -> 5: the payload limit.
+-- migration 5 begin
+
+-- The payload limit, for every program that writes jobs: a row inserted, or a payload updated,
+-- larger than the `payload_limit` setting (bytes; 1048576 when unset or not a number) is refused.
+-- Only an UPDATE that sets `payload` is checked, so a job stored under a higher limit still runs
+-- and finishes after the limit is lowered. `bw` checks first and names both sizes.
+CREATE TRIGGER jobs_payload_limit_insert BEFORE INSERT ON jobs
+WHEN length(CAST(NEW.payload AS BLOB)) > coalesce(
+    (SELECT CAST(value AS INTEGER) FROM settings
+     WHERE key = 'payload_limit' AND value GLOB '[0-9]*' AND NOT value GLOB '*[^0-9]*'), 1048576)
+BEGIN
+    SELECT RAISE(ABORT, 'backwave: the payload is over the store''s payload_limit setting');
+END;
+
+CREATE TRIGGER jobs_payload_limit_update BEFORE UPDATE OF payload ON jobs
+WHEN length(CAST(NEW.payload AS BLOB)) > coalesce(
+    (SELECT CAST(value AS INTEGER) FROM settings
+     WHERE key = 'payload_limit' AND value GLOB '[0-9]*' AND NOT value GLOB '*[^0-9]*'), 1048576)
+BEGIN
+    SELECT RAISE(ABORT, 'backwave: the payload is over the store''s payload_limit setting');
+END;
+
+-- migration 5 end

@@ -51,6 +51,15 @@ pub enum Error {
     #[error("{0}")]
     InvalidInput(String),
 
+    /// A payload over the store's `payload_limit` setting; nothing was written.
+    #[error(
+        "{}the payload is {} ({bytes} bytes), over the store's payload_limit of {} ({limit} bytes): store the data elsewhere and enqueue a reference to it, or an admin raises the limit (`bw config set payload_limit SIZE`)",
+        job.map(|i| format!("job {} of the batch: ", i + 1)).unwrap_or_default(),
+        size(*bytes),
+        size(*limit)
+    )]
+    PayloadTooLarge { bytes: u64, limit: u64, job: Option<usize> },
+
     #[error("no job matches '{0}'")]
     JobNotFound(String),
 
@@ -86,6 +95,16 @@ impl Error {
             e @ Error::Database(_) => crate::store::is_connection_lost(e),
             _ => false,
         }
+    }
+}
+
+/// A byte count as people read it in an error: `1.0 MiB`, `900 B`.
+fn size(n: u64) -> String {
+    match n {
+        n if n < 1 << 10 => format!("{n} B"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n if n < 1 << 30 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
     }
 }
 

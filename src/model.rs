@@ -503,6 +503,15 @@ impl WorkerInfo {
     }
 }
 
+/// Whether a run of hex digits without a decimal digit is an id rather than a word: 8 or more
+/// letters `a`-`f`, all one case. A random hex id has no decimal digit once in 2,600 at 8
+/// characters and 133,000 at 12, so ids like `cdfabdfdebcd` do turn up; no English word is
+/// that long in those six letters (the longest, `defaced`, `effaced`, `acceded`, have 7), and a
+/// mixed-case run (`Fabaceae`) is a name. `deadbeef` and its kin are masked: they are ids.
+fn letters_only_hex(run: &str) -> bool {
+    run.len() >= 8 && (run.bytes().all(|b| matches!(b, b'a'..=b'f')) || run.bytes().all(|b| matches!(b, b'A'..=b'F')))
+}
+
 /// Normalise a cause for grouping: quoted values, ids, hex and digits are masked so that
 /// `flaky 'nightly' always fails (attempt 3)` and `flaky 'daily' always fails (attempt 2)` group
 /// together as `flaky '*' always fails (attempt #)`. Computed once, when a job turns terminal.
@@ -545,7 +554,7 @@ pub fn cause_fingerprint(cause: &str) -> String {
             let has_digit = word.chars().any(|d| d.is_ascii_digit());
             if word.chars().all(|d| d.is_ascii_digit()) {
                 out.push('#');
-            } else if hexish && has_digit && word.len() >= 6 {
+            } else if hexish && ((has_digit && word.len() >= 6) || letters_only_hex(bare)) {
                 out.push_str("<hex>");
             } else {
                 // A word with digits inside (e.g. `host3`) keeps its letters.
@@ -591,6 +600,20 @@ mod tests {
         assert_eq!(cause_fingerprint("smtp1.example.net refused"), "smtp#.example.net refused");
         assert_eq!(cause_fingerprint("s3.eu-west-1 down"), "s#.eu-west-# down");
         assert_eq!(cause_fingerprint(""), "");
+    }
+
+    #[test]
+    fn hex_ids_without_a_digit_are_masked_and_words_in_hex_letters_are_not() {
+        // Regression: `cdfabdfdebcd` has no digit, so each such cause was a group of its own.
+        assert_eq!(cause_fingerprint("upload cdfabdfdebcd failed"), "upload <hex> failed");
+        assert_eq!(cause_fingerprint("upload fedcbafedcba failed"), "upload <hex> failed");
+        assert_eq!(cause_fingerprint("object CDFABDFDEBCD missing"), "object <hex> missing");
+        assert_eq!(cause_fingerprint("/tmp/backwave-deadbeef gone"), "/tmp/backwave-<hex> gone");
+        assert_eq!(cause_fingerprint("token 0xabcdefab expired"), "token <hex> expired");
+        // Words made of a-f letters are at most 7 long; mixed case is a name.
+        assert_eq!(cause_fingerprint("account defaced by a faded decade"), "account defaced by a faded decade");
+        assert_eq!(cause_fingerprint("effaced acceded Fabaceae"), "effaced acceded Fabaceae");
+        assert_eq!(cause_fingerprint("cafe abcdefa"), "cafe abcdefa");
     }
 
     #[test]

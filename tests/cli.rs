@@ -859,7 +859,7 @@ both_backends! {
             assert!(actions.contains(&a), "{actions:?}");
         }
         let list = json(&f.bw().args(["--format", "json", "config", "list"]).output().unwrap().stdout);
-        assert_eq!(list["settings"].as_array().unwrap().len(), 2);
+        assert_eq!(list["settings"].as_array().unwrap().len(), 3, "failure_detail, retention, payload_limit");
     }
 }
 

@@ -22,6 +22,8 @@ mod log;
 mod open;
 #[path = "store/operator.rs"]
 mod operator;
+#[path = "store/payloads.rs"]
+mod payloads;
 #[path = "store/plan.rs"]
 mod plan;
 #[path = "store/postgres.rs"]

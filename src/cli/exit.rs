@@ -53,6 +53,7 @@ pub fn exit_code(e: &CliError) -> u8 {
             Error::PostgresNotBuilt { .. }
             | Error::InvalidPolicy(_)
             | Error::InvalidInput(_)
+            | Error::PayloadTooLarge { .. }
             | Error::AmbiguousId { .. }
             | Error::Encode(_) => USAGE,
             Error::JobNotFound(_)

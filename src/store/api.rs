@@ -57,6 +57,11 @@ forward! {
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()>;
     /// How long terminal jobs are kept before the retention sweep deletes them (default 14 days).
     pub fn retention(&self) -> Result<std::time::Duration>;
+    /// The largest payload, in bytes, that an enqueue or a payload edit may store: the
+    /// `payload_limit` setting, 1 MiB by default. Over it they fail with
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge) and write nothing; the schema's
+    /// triggers refuse the same rows from any other program.
+    pub fn payload_limit(&self) -> Result<u64>;
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool>;
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
@@ -163,7 +168,8 @@ forward! {
     /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
     /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
     /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
-    /// is refused with [`Error::WrongState`] and nothing changes.
+    /// is refused with [`Error::WrongState`] and nothing changes; so is a payload over the
+    /// store's [`payload_limit`](Store::payload_limit) ([`Error::PayloadTooLarge`]).
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
 
     // jobs.rs
@@ -301,7 +307,8 @@ impl Store {
     /// stored earlier, or earlier in `jobs`), [`Enqueued::Duplicate`] with that job's id and
     /// nothing stored for it. A rule the store could not keep (a state set without Scheduled and
     /// Running, an empty key, a zero period) is [`Error::InvalidInput`](crate::Error) and
-    /// nothing is stored. The unique index decides, never a lock or a read before the write, so
+    /// nothing is stored; so is a payload over the store's [`payload_limit`](Store::payload_limit)
+    /// ([`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge)): all of the jobs, or none. The unique index decides, never a lock or a read before the write, so
     /// racing enqueues of one key from any number of processes and hosts store one job.
     pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         match &self.backend {

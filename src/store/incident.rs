@@ -229,6 +229,7 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
+            super::admin::check_payload_size(payload.len(), super::admin::payload_limit(tx)?, None)?;
             let found = tx
                 .prepare_cached("SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = ?1")?
                 .query_row([id.to_string()], |r| {

@@ -92,6 +92,8 @@ impl SqliteStore {
         let now = self.now();
         unique::validate_all(jobs)?;
         self.write(|tx| {
+            // Read in the transaction that writes, so a limit lowered meanwhile holds.
+            super::admin::check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
             let mut insert = tx.prepare_cached(
                 "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
                                    unique_key, unique_states, unique_window)

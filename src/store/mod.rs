@@ -43,7 +43,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
-pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use admin::{current_actor, AuditEntry, SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
 pub use bulk::BulkDone;
 pub(crate) use driver_error::is_connection_lost;
 pub use engine_support::HANDED_BACK;
@@ -75,7 +75,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
@@ -224,6 +224,19 @@ impl Store {
             Backend::Sqlite(s) => StoreTarget::File(s.path().to_path_buf()),
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => StoreTarget::Postgres(p.url().clone()),
+        }
+    }
+
+    /// Why this store no longer reads what its target names, if it does not: its SQLite file was
+    /// removed, or another file renamed into its place (a restore from a backup), since it was
+    /// opened. The open connection would go on reading the old file unseen; a long-running
+    /// reader (`bw metrics --listen`) asks before each read and opens the target afresh. Always
+    /// `None` on PostgreSQL, whose broken connections are replaced by themselves.
+    pub fn replaced(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.replaced(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
         }
     }
 

@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::row::{job_from_row, transition_from_row, JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{job_from_row, transition_from_row, JOB_COLUMNS, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, Millis, QuarantineReason, Transition};
@@ -172,6 +172,8 @@ impl std::str::FromStr for Cursor {
 /// One page of jobs and where it stands in the whole list.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobPage {
+    /// The jobs, each with an empty `payload`: a list never reads payloads, which may be large
+    /// and are not shown; [`Store::job`](crate::Store::job) reads one job whole.
     pub jobs: Vec<Job>,
     /// Rows matching the filter in all.
     pub total: u64,
@@ -259,7 +261,7 @@ impl SqliteStore {
         }
         let dir = if order.descending() { "DESC" } else { "ASC" };
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY {col} {dir}, id {dir} LIMIT {} OFFSET {}",
+            "SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY {col} {dir}, id {dir} LIMIT {} OFFSET {}",
             // Clamped: `usize::MAX` means "all", and SQLite reads no integer past i64::MAX.
             limit.saturating_add(1).min(i64::MAX as usize),
             offset.unwrap_or(0).min(i64::MAX as u64)

@@ -170,6 +170,11 @@ impl SqliteStore {
         self.read_only
     }
 
+    /// Why the file at the store's path is no longer the one open here, if it is not.
+    pub fn replaced(&self) -> Option<String> {
+        self._in_use.moved(&self.path)
+    }
+
     /// `PRAGMA integrity_check` and `foreign_key_check`: the problems found, none when clean.
     pub fn check_integrity(&self) -> Result<Vec<String>> {
         let mut problems: Vec<String> = self

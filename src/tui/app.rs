@@ -254,6 +254,8 @@ pub struct App {
     outbox: Vec<Request>,
     /// A payload waiting to be opened in the editor by the terminal loop.
     editor: Option<EditorRequest>,
+    /// `E` on a listed job: its payload is read by the next refresh, then the editor opens.
+    edit_on_load: Option<JobId>,
     /// When the groups on screen were read (None: read them at the next refresh).
     groups_read_at: Option<Millis>,
     /// Per-queue terminal counts at an earlier refresh, for throughput.
@@ -298,6 +300,7 @@ impl App {
             pending_g: None,
             outbox: Vec::new(),
             editor: None,
+            edit_on_load: None,
             groups_read_at: None,
             throughput_base: None,
             throughput: BTreeMap::new(),
@@ -352,6 +355,7 @@ impl App {
             offset: vs.offset,
             limit: self.page_rows(),
             detail: self.detail.as_ref().map(|d| d.id),
+            payload: self.edit_on_load,
             log_cursor: self.log_cursor,
             chart_cursor: self.chart_cursor,
             actor: self.cfg.actor.clone(),
@@ -691,9 +695,12 @@ impl App {
 
     fn on_response(&mut self, r: Response) {
         match r {
-            Response::Snapshot(s) => {
+            Response::Snapshot(mut s) => {
                 self.in_flight = None;
                 self.db = DbStatus::Ok { query_ms: s.query_time.as_secs_f64() * 1000.0 };
+                if let Some(loaded) = s.payload.take() {
+                    self.payload_loaded(loaded);
+                }
                 self.absorb(*s);
             }
             Response::RefreshFailed { error, busy } => {

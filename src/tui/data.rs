@@ -76,6 +76,9 @@ pub struct Query {
     pub limit: usize,
     /// The job open in the detail pane.
     pub detail: Option<JobId>,
+    /// The job whose payload `E` asked for: lists hold no payloads (they may be large), so an
+    /// edit of a listed job reads its payload on the next refresh.
+    pub payload: Option<JobId>,
     /// The cursor of the newest log entry the app holds (`None`: none yet).
     pub log_cursor: Option<LogCursor>,
     /// The cursor of the last log entry counted into the chart (`None`: start an hour back).
@@ -115,6 +118,8 @@ pub struct Snapshot {
     /// Live workers per wire name now.
     pub live_handlers: HashMap<String, u64>,
     pub detail: Option<(Job, Vec<Transition>)>,
+    /// The payload `Query::payload` asked for (`None` inside: the job is gone).
+    pub payload: Option<(JobId, Option<Vec<u8>>)>,
     /// New log entries after `Query::log_cursor`, oldest first. When the app was too far behind,
     /// `log_reset` says these replace what it holds.
     pub log: Vec<Transition>,
@@ -240,6 +245,9 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
                 s.running_by_worker.entry(owner).or_default().push(j);
             }
         }
+    }
+    if let Some(id) = q.payload {
+        s.payload = Some((id, store.job(id)?.map(|j| j.payload)));
     }
     if let Some(id) = q.detail {
         if let Some(job) = store.job(id)? {

@@ -539,6 +539,38 @@ fn jobs_edit_refuses_malformed_json_and_a_succeeded_job_in_one_line_changing_not
     assert_eq!(dump(f.db.file()), before);
 }
 
+/// Issue 24 finding 7: `bw jobs edit --payload @FILE` accepted 50 MiB. Every way `bw` writes a
+/// payload refuses one over the store's limit in one line naming both sizes, exit 2, nothing
+/// changed; the limit is a `bw config` setting.
+#[test]
+fn payloads_over_the_store_limit_are_refused_by_enqueue_and_jobs_edit_in_one_line_with_exit_2() {
+    let f = admin_store();
+    let store = f.store();
+    let q = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 1)[0];
+    let out = f.bw().args(["config", "get", "payload_limit"]).assert().success();
+    assert_eq!(text(&out.get_output().stdout), "1048576\n", "the default, 1 MiB");
+    f.bw().args(["config", "set", "payload-limit", "1KiB"]).assert().success();
+    let out = f.bw().args(["config", "get", "payload_limit"]).assert().success();
+    assert_eq!(text(&out.get_output().stdout), "1024\n");
+    let before = dump(f.db.file());
+
+    let big = format!("\"{}\"", "x".repeat(1100));
+    let out = f.bw().args(["enqueue", "resize", "--payload", &big]).assert().code(2);
+    one_line_error(&out.get_output().stderr, "(1102 bytes), over the store's payload_limit of 1.0 KiB (1024 bytes)");
+    let file = f._dir.path().join("big.json");
+    std::fs::write(&file, &big).unwrap();
+    for requeue in [None, Some("--requeue")] {
+        let mut cmd = f.bw();
+        cmd.args(["jobs", "edit", &q.to_string(), "--payload", &format!("@{}", file.display())]);
+        cmd.args(requeue);
+        let out = cmd.assert().code(2);
+        one_line_error(&out.get_output().stderr, "the payload is 1.1 KiB (1102 bytes)");
+    }
+    let out = f.bw().args(["config", "set", "payload_limit", "lots"]).assert().code(2);
+    one_line_error(&out.get_output().stderr, "'lots'");
+    assert_eq!(dump(f.db.file()), before, "nothing changed");
+}
+
 #[test]
 fn bw_help_lists_the_incident_verbs() {
     let f = Fixture::empty();

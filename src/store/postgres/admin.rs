@@ -16,7 +16,8 @@ use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{FailureDetail, JobId, Millis, Permission};
 use crate::store::admin::{
-    allowed, bootstrap_detail, config_detail, grant_detail, parse_details, parse_retention, permissions_from,
+    allowed, bootstrap_detail, config_detail, grant_detail, parse_details, parse_retention, payload_limit_from,
+    permissions_from,
 };
 use crate::store::{AuditEntry, SettingKey};
 
@@ -97,6 +98,10 @@ impl PgStore {
 
     pub fn retention(&self) -> Result<Duration> {
         parse_retention(&self.setting(SettingKey::Retention)?)
+    }
+
+    pub fn payload_limit(&self) -> Result<u64> {
+        self.read(payload_limit)
     }
 
     pub fn failure_detail_enabled(&self) -> Result<bool> {
@@ -210,6 +215,13 @@ pub(super) fn audit(
 /// Whether failure detail is captured: on unless the setting says `off`.
 pub(super) fn detail_enabled(tx: &mut Tx<'_>) -> Result<bool> {
     Ok(setting(tx, SettingKey::FailureDetail)? != "off")
+}
+
+/// The store's payload limit, read inside the caller's transaction.
+pub(super) fn payload_limit(tx: &mut Tx<'_>) -> Result<u64> {
+    let stored: Option<String> =
+        tx.query_opt("SELECT value FROM settings WHERE key = 'payload_limit'", &[])?.map(|r| r.get(0));
+    payload_limit_from(stored.as_deref())
 }
 
 fn setting(tx: &mut Tx<'_>, key: SettingKey) -> Result<String> {

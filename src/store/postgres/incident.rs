@@ -15,6 +15,7 @@ use super::operator::{
 use super::{is_unique_violation, PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
+use crate::store::admin::check_payload_size;
 use crate::store::incident::{
     cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_detail, run_now_scope,
 };
@@ -186,6 +187,7 @@ impl PgStore {
         check_new_payload(payload)?;
         self.write(|tx| {
             require(tx, actor, Permission::Operate)?;
+            check_payload_size(payload.len(), super::admin::payload_limit(tx)?, None)?;
             let now = tx.now()?;
             let found = tx.query_opt(
                 "SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = $1 FOR UPDATE",

@@ -21,6 +21,7 @@ use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::jobs::{
     cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_name,
@@ -215,6 +216,8 @@ impl PgStore {
         let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
         let all: Vec<usize> = (0..jobs.len()).collect();
         self.write(|tx| {
+            // Read in the transaction that writes; the schema's trigger checks the same setting.
+            check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
             let now = tx.now()?;
             let keys: Vec<Option<UniqueColumns>> = jobs.iter().map(|j| unique::columns(j, now)).collect();
             let inserted = insert_jobs(tx, now, jobs, &ids, &keys, &all)?;

@@ -6,7 +6,7 @@ use postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::filter::where_clause;
-use super::row::{self, JOB_COLUMNS};
+use super::row::{self, JOB_COLUMNS, LISTED_JOB_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Job, JobId, Transition};
@@ -72,7 +72,7 @@ impl PgStore {
         let order = filter.order();
         let (col, dir) = (order.column(), if order.descending() { "DESC" } else { "ASC" });
         let clause = where_clause(filter, 1);
-        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE {}", clause.sql);
+        let mut sql = format!("SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {}", clause.sql);
         // The page's own parameters, numbered after the filter's.
         let mut own: Vec<Box<dyn ToSql + Sync>> = Vec::new();
         let mut bind = |value: Box<dyn ToSql + Sync>| {

@@ -10,6 +10,8 @@ use crate::store::row::labels_from_json;
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::row::JOB_COLUMNS;
+/// The same with an empty payload in place of the stored one, for lists (see SQLite's).
+pub(crate) const LISTED_JOB_COLUMNS: &str = crate::store::row::job_columns!("''::bytea");
 
 pub(crate) fn job(r: &Row) -> Result<Job> {
     Ok(Job {
