@@ -1,4 +1,4 @@
--- BackWave store contract on PostgreSQL, schema version 2.
+-- BackWave store contract on PostgreSQL, schema version 5.
 --
 -- The same tables, columns, state spellings, millisecond times and JSON shapes as schema.sql
 -- (the SQLite contract; read its comments for what each column means); a test compares the two
@@ -31,7 +31,7 @@ CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (2);
+INSERT INTO backwave_schema (version) VALUES (5);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -185,3 +185,32 @@ CREATE TABLE pauses (
     until     bigint,
     PRIMARY KEY (kind, name)
 );
+
+-- Version 5: limits and quiet workers (see schema.sql's migration 5 for what each means). Until
+-- this file gains migration sections, these are written by the create path only.
+CREATE TABLE limits (
+    kind           text   NOT NULL CHECK (kind IN ('queue', 'wire-name')),
+    name           text   NOT NULL CHECK (length(name) > 0),
+    source         text   NOT NULL CHECK (source IN ('operator', 'application')),
+    concurrency    bigint CHECK (concurrency IS NULL OR concurrency >= 1),
+    rate           bigint CHECK (rate IS NULL OR rate >= 1),
+    rate_window_ms bigint CHECK (rate_window_ms IS NULL OR rate_window_ms >= 1),
+    set_by         text   NOT NULL,
+    set_at         bigint NOT NULL,
+    until          bigint,
+    PRIMARY KEY (kind, name, source),
+    CHECK ((rate IS NULL) = (rate_window_ms IS NULL)),
+    CHECK (concurrency IS NOT NULL OR rate IS NOT NULL)
+);
+
+CREATE TABLE limit_windows (
+    kind         text   NOT NULL,
+    name         text   NOT NULL,
+    window_start bigint NOT NULL,
+    claimed      bigint NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+
+ALTER TABLE workers ADD COLUMN quiet_at bigint;
+ALTER TABLE workers ADD COLUMN quiet_by text;
+ALTER TABLE workers ADD COLUMN stopping_at bigint;

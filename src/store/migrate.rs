@@ -54,7 +54,7 @@ mod tests {
     #[test]
     fn every_migration_step_is_marked_in_schema_sql() {
         for to in 2..=SCHEMA_VERSION {
-            assert!(step_sql(to).contains("CREATE"), "schema.sql has no statements marked for migration {to}");
+            assert!(!step_sql(to).trim().is_empty(), "schema.sql has no section marked for migration {to}");
         }
     }
 }

@@ -19,6 +19,7 @@ mod groups;
 mod health;
 mod incident;
 mod jobs;
+mod limit;
 mod load;
 mod log;
 mod migrate;
@@ -32,6 +33,7 @@ mod raw;
 mod row;
 mod sqlite;
 mod target;
+mod worker_state;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -51,8 +53,9 @@ pub use health::{
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
-    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+    LEASE_EXPIRED, STOPPED_AT_SHUTDOWN, UNREQUESTED_CANCEL,
 };
+pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
@@ -62,6 +65,7 @@ pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use target::{PostgresUrl, StoreTarget};
+pub use worker_state::{WorkerSelector, WorkerState};
 
 #[cfg(feature = "postgres")]
 use crate::error::Error;
@@ -70,7 +74,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 5;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.

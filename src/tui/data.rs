@@ -122,6 +122,11 @@ pub struct Snapshot {
     pub latency: Vec<QueueLatency>,
     /// Queues and wire names paused now ([`Store::pauses`]), for the header and the Queues view.
     pub pauses: Vec<Pause>,
+    /// Limits in force ([`Store::limits`], what `bw limits` prints), for the header and the
+    /// Queues view.
+    pub limits: Vec<crate::store::LimitStatus>,
+    /// Workers quiet or stopping ([`Store::worker_states`]), for the header.
+    pub quiet_workers: Vec<crate::store::WorkerState>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }
@@ -212,6 +217,9 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     }
     s.latency = store.queue_latency()?;
     s.pauses = store.pauses()?;
+    s.limits = store.limits()?;
+    s.quiet_workers =
+        store.worker_states()?.into_iter().filter(|w| w.quiet_at.is_some() || w.stopping_at.is_some()).collect();
     if let (Some(filter), false) = (&q.filter, q.grouped) {
         s.page = Some(store.list_jobs(filter, q.limit.max(1), q.offset)?);
     }

@@ -220,8 +220,14 @@ impl App {
                 let held = latency.map_or(0, |l| l.held_by_pause);
                 let held = if held > 0 { format!(" {} held", thousands(held)) } else { String::new() };
                 // Its expiry is in the header: the row only has room for the mark.
+                // A queue whose own limit is full waits on it, not on a worker: marked like a pause.
+                let limit_full =
+                    s.limits.iter().any(|l| l.kind == PauseKind::Queue && &l.name == queue && l.budget == 0);
                 let waited = match self.paused_until(PauseKind::Queue, queue) {
                     Some(_) => Line::from(vec![Span::styled("PAUSED", t.error()), Span::raw(held)]),
+                    None if limit_full => {
+                        Line::from(vec![Span::styled("LIMIT ", t.fg(Color::Yellow)), Span::raw(waited)])
+                    }
                     None => Line::from(format!("{waited}{held}")),
                 };
                 let rate = self.throughput.get(queue).map(|r| format!("{r:.1}/min")).unwrap_or_else(|| "—".into());
