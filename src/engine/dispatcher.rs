@@ -585,7 +585,9 @@ impl Dispatcher {
         for f in self.inflight.values() {
             f.cancel.cancel(CancelReason::Shutdown);
         }
-        let until = Instant::now() + STOP_WAIT;
+        // A dropped handle (no grace, as a crash) waits for none of them.
+        let wait = if self.stop.record_stopped.load(Ordering::SeqCst) { STOP_WAIT } else { Duration::ZERO };
+        let until = Instant::now() + wait;
         loop {
             let now = Instant::now();
             if self.inflight.is_empty() || now >= until {

@@ -266,6 +266,9 @@ impl Counters {
 pub(super) struct StopFlag {
     pub requested: AtomicBool,
     pub grace: Mutex<Option<Instant>>,
+    /// A shutdown, not a drop: at the deadline, running handlers are asked to stop and those
+    /// that do are recorded. A dropped handle reports nothing for them, as a crash would.
+    pub record_stopped: AtomicBool,
 }
 
 struct GroupHandle {
@@ -377,16 +380,17 @@ impl EngineHandle {
     /// record those that do within half a second; the others are reported on never (their
     /// leases lapse). Each worker is marked stopping, then leaves the registry.
     pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
-        self.stop_all(grace)
+        self.stop_all(grace, true)
     }
 
-    fn stop_all(&mut self, grace: Duration) -> ShutdownReport {
+    fn stop_all(&mut self, grace: Duration, record_stopped: bool) -> ShutdownReport {
         let deadline = later(Instant::now(), grace);
         // Hand-backs before the stop (of jobs held behind stalled handlers) are not this report's.
         let handed_back_before: Vec<u64> =
             self.groups.iter().map(|g| g.stats.handed_back.load(Ordering::Relaxed)).collect();
         for g in &self.groups {
             *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
+            g.stop.record_stopped.store(record_stopped, Ordering::SeqCst);
             g.stop.requested.store(true, Ordering::SeqCst);
         }
         for w in &self.wakers {
@@ -406,7 +410,7 @@ impl EngineHandle {
 
 impl Drop for EngineHandle {
     fn drop(&mut self) {
-        self.stop_all(Duration::ZERO);
+        self.stop_all(Duration::ZERO, false);
     }
 }
 

@@ -115,13 +115,21 @@ fn a_worker_role_with_the_readmes_grants_drains_and_sweeps_and_a_read_only_role_
     store.bootstrap_admin("alice").unwrap();
     store.set_setting("alice", backwave::store::SettingKey::Retention, "1ms").unwrap();
     store.enqueue_many(&(0..50).map(|i| NewJob::new("work", "q", format!("{i}"))).collect::<Vec<_>>()).unwrap();
+    // A limit in force that never binds: every claim reads it, counts under it and charges its
+    // rate window, with the worker's grants.
+    let spec = backwave::store::LimitSpec {
+        concurrency: Some(1000),
+        rate: Some(backwave::store::Rate::parse("100000/s").unwrap()),
+    };
+    store.set_limit("alice", backwave::store::PauseKind::WireName, "work", &spec, None).unwrap();
 
     // README "Running on PostgreSQL": what a worker role needs, and nothing more.
     let worker = Role::new(
         &db,
         "worker",
-        "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, transitions, workers, job_counts, job_count_deltas TO {role};
-         GRANT SELECT ON backwave_schema, settings, pauses TO {role};",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, transitions, workers, job_counts, job_count_deltas,
+                                                  limit_windows TO {role};
+         GRANT SELECT ON backwave_schema, settings, pauses, limits TO {role};",
     );
     let mut registry = Registry::new();
     registry.handle::<u32>("work", |_, _| Ok(())).queue("q");
