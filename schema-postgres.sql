@@ -1,4 +1,4 @@
--- BackWave store contract on PostgreSQL, schema version 3.
+-- BackWave store contract on PostgreSQL: the base (version 2), then one block per later version.
 --
 -- The same tables, columns, state spellings, millisecond times and JSON shapes as schema.sql
 -- (the SQLite contract; read its comments for what each column means); a test compares the two
@@ -34,7 +34,7 @@ CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (3);
+INSERT INTO backwave_schema (version) VALUES (2);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -447,3 +447,67 @@ $$;
 UPDATE backwave_schema SET version = 5;
 
 -- migration 5 end
+
+-- migration 6 begin
+-- Limits and quiet workers (schema.sql's migration 6 says what each means).
+CREATE TABLE limits (
+    kind           text   NOT NULL CHECK (kind IN ('queue', 'wire-name')),
+    name           text   NOT NULL CHECK (length(name) > 0),
+    source         text   NOT NULL CHECK (source IN ('operator', 'application')),
+    concurrency    bigint CHECK (concurrency IS NULL OR concurrency >= 1),
+    rate           bigint CHECK (rate IS NULL OR rate >= 1),
+    rate_window_ms bigint CHECK (rate_window_ms IS NULL OR rate_window_ms >= 1),
+    set_by         text   NOT NULL,
+    set_at         bigint NOT NULL,
+    until          bigint,
+    PRIMARY KEY (kind, name, source),
+    CHECK ((rate IS NULL) = (rate_window_ms IS NULL)),
+    CHECK (concurrency IS NOT NULL OR rate IS NOT NULL)
+);
+
+CREATE TABLE limit_windows (
+    kind         text   NOT NULL,
+    name         text   NOT NULL,
+    window_start bigint NOT NULL,
+    claimed      bigint NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+
+ALTER TABLE workers ADD COLUMN quiet_at bigint;
+ALTER TABLE workers ADD COLUMN quiet_by text;
+ALTER TABLE workers ADD COLUMN stopping_at bigint;
+
+-- Who set a limit, and who quieted a worker, is the server's to say too (as migration 4 does for
+-- the log, audit, pauses and grants): an operator's limit and a quiet need `operate`; an
+-- application's default is written by its engine under its own role.
+CREATE OR REPLACE FUNCTION bw_stamp_control() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF bw_trusted() THEN
+        RETURN NEW;
+    END IF;
+    IF TG_TABLE_NAME = 'limits' THEN
+        IF NEW.source = 'operator' THEN
+            PERFORM bw_require('operate');
+        END IF;
+        NEW.set_by := session_user;
+    ELSIF TG_TABLE_NAME = 'workers' THEN
+        IF NEW.quiet_at IS DISTINCT FROM OLD.quiet_at OR NEW.quiet_by IS DISTINCT FROM OLD.quiet_by THEN
+            PERFORM bw_require('operate');
+            NEW.quiet_by := CASE WHEN NEW.quiet_at IS NULL THEN NULL ELSE session_user END;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER limits_actor BEFORE INSERT OR UPDATE ON limits
+    FOR EACH ROW EXECUTE FUNCTION bw_stamp_control();
+CREATE TRIGGER workers_quiet_actor BEFORE UPDATE OF quiet_at, quiet_by ON workers
+    FOR EACH ROW EXECUTE FUNCTION bw_stamp_control();
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION bw_stamp_control() SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+UPDATE backwave_schema SET version = 6;
+
+-- migration 6 end

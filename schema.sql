@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 3.
+-- BackWave store contract, schema version 6.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -13,15 +13,16 @@
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
 --     Version 2 added the `pauses` table and the `jobs_claim_wire` index, version 3 the unique
 --     job columns and the `jobs_unique` index, version 4 nothing here (PostgreSQL's roles),
---     version 5 the payload limit's triggers (the sections marked below); a writable open of an
---     older store applies each section it lacks, in one transaction each.
+--     version 5 the payload limit's triggers, version 6 the `limits` and `limit_windows` tables
+--     and the quiet columns of `workers` (the sections marked below); a writable open of an
+--     older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 6;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -282,3 +283,50 @@ BEGIN
 END;
 
 -- migration 5 end
+
+-- Version 5 -> 6: limits and quiet workers.
+-- migration 6 begin
+
+-- Limits on a queue or a wire name, enforced where jobs are claimed: at most `concurrency` of its
+-- jobs Running under a live lease at once (a lapsed lease frees its slot), and at most `rate`
+-- claimed per `rate_window_ms` (fixed windows, counted in `limit_windows`). A job over a limit
+-- stays Scheduled: it spends no worker slot and no attempt. Two sources per name: the operator's
+-- (`bw limit`, audited, optionally until a time) wins over the application's default (written by
+-- each engine that declares one). A program that claims with its own SQL honours a limit by
+-- counting as above before it claims.
+CREATE TABLE limits (
+    kind           TEXT    NOT NULL CHECK (kind = 'queue' OR kind = 'wire-name'),
+    name           TEXT    NOT NULL CHECK (length(name) > 0),
+    source         TEXT    NOT NULL CHECK (source = 'operator' OR source = 'application'),
+    -- NULL: no concurrency limit.
+    concurrency    INTEGER CHECK (concurrency IS NULL OR concurrency >= 1),
+    -- Both NULL, or both set: at most `rate` claims per window of `rate_window_ms`.
+    rate           INTEGER CHECK (rate IS NULL OR rate >= 1),
+    rate_window_ms INTEGER CHECK (rate_window_ms IS NULL OR rate_window_ms >= 1),
+    set_by         TEXT    NOT NULL,
+    set_at         INTEGER NOT NULL,
+    -- NULL: until cleared. A lapsed row is ignored by claims.
+    until          INTEGER,
+    PRIMARY KEY (kind, name, source),
+    CHECK ((rate IS NULL) = (rate_window_ms IS NULL)),
+    CHECK (concurrency IS NOT NULL OR rate IS NOT NULL)
+) WITHOUT ROWID;
+
+-- The current rate window of each rate-limited name: the window that began at `window_start`
+-- (a multiple of the window length) has had `claimed` claims.
+CREATE TABLE limit_windows (
+    kind         TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    claimed      INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
+) WITHOUT ROWID;
+
+-- A quiet worker claims nothing from its next poll on and finishes what it runs; `bw workers
+-- quiet` sets these, `bw workers resume` clears them. `stopping_at`: the worker's engine began
+-- to shut down.
+ALTER TABLE workers ADD COLUMN quiet_at INTEGER;
+ALTER TABLE workers ADD COLUMN quiet_by TEXT;
+ALTER TABLE workers ADD COLUMN stopping_at INTEGER;
+
+-- migration 6 end

@@ -12,7 +12,9 @@
 //! so each answer is a `Duplicate`); `BW_BENCH_ONLY=enqueue` stops after them. Then the same on
 //! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections and the
 //! drain by 1, 2 and 4 worker processes, on the tests' server (`BW_TEST_PG`, or a throwaway
-//! cluster). `BW_BENCH_JOBS=20000` shrinks the run.
+//! cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
+//! of limits (issue 21): the same drain with no limit, with a limit in force that never binds
+//! (every claim reads and counts it), and with a concurrency limit that does, on SQLite.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -305,6 +307,43 @@ mod backend;
 #[path = "engine/pg.rs"]
 mod pg;
 
+/// The drain of `due` jobs by one tuned worker, alternating three stores (best of 3 each): no
+/// limit, a concurrency limit in force that never binds (above the worker's slots: the claim
+/// reads, counts and charges it every time), a rate limit that never binds, and a concurrency
+/// limit of 8 that does.
+fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) {
+    use backwave::store::{LimitSpec, PauseKind, Rate};
+    let specs: [(&str, Option<LimitSpec>); 4] = [
+        ("no limit", None),
+        ("concurrency 100000 (never binds)", Some(LimitSpec { concurrency: Some(100_000), rate: None })),
+        (
+            "rate 1000000/s (never binds)",
+            Some(LimitSpec { concurrency: None, rate: Some(Rate { n: 1_000_000, per: Duration::from_secs(1) }) }),
+        ),
+        ("concurrency 8 (binds: 32 threads)", Some(LimitSpec { concurrency: Some(8), rate: None })),
+    ];
+    let mut best = [0.0f64; 4];
+    for run in 0..3 {
+        for (i, (_, spec)) in specs.iter().enumerate() {
+            let (path, store) = fresh_store(dir, &format!("limits-{i}-{run}.db"));
+            store.bootstrap_admin("bench").expect("admin");
+            if let Some(spec) = spec {
+                store.set_limit("bench", PauseKind::WireName, "noop", spec, None).expect("limit");
+            }
+            enqueue(&store, due, 0);
+            best[i] = best[i].max(drain(&path, &store, due, 1, Settings::Tuned));
+        }
+    }
+    for (i, (what, _)) in specs.iter().enumerate() {
+        let note = if i == 0 {
+            String::new()
+        } else {
+            format!("{:+.1}% against no limit", 100.0 * (best[i] - best[0]) / best[0])
+        };
+        row(format!("drain {due}, 1 tuned worker, {what} (best of 3)"), format!("{:.0}", best[i]), note);
+    }
+}
+
 fn main() {
     if let Ok(url) = std::env::var("BW_BENCH_WORKER") {
         pg::worker(&url);
@@ -318,6 +357,11 @@ fn main() {
         rows.push((what, value, note));
     };
     eprintln!("engine bench: {n} no-op jobs");
+    if std::env::var_os("BW_BENCH_LIMITS").is_some() {
+        limits(dir.path(), n / 2, &mut row);
+        print_table(&rows);
+        return;
+    }
 
     let mut made = 0;
     enqueue_rows(

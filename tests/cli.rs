@@ -13,6 +13,8 @@ mod backend;
 mod harness;
 #[path = "cli/incident.rs"]
 mod incident;
+#[path = "cli/limits.rs"]
+mod limits;
 #[path = "common/pty.rs"]
 mod pty;
 #[path = "cli/target.rs"]

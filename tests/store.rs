@@ -16,6 +16,8 @@ mod hostile;
 mod incident;
 #[path = "store/lifecycle.rs"]
 mod lifecycle;
+#[path = "store/limits.rs"]
+mod limits;
 #[path = "store/log.rs"]
 mod log;
 #[path = "store/open.rs"]

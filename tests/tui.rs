@@ -1177,3 +1177,37 @@ fn a_log_entry_at_the_lowest_sequence_number_is_charted_instead_of_overflowing_t
     assert_eq!(app.chart_cursor.map(|c| c.seq), Some(1), "counted up to the enqueue entry");
     assert_eq!(app.log.iter().map(|t| t.seq).collect::<Vec<_>>(), [i64::MIN, 1]);
 }
+
+both_backends! {
+    fn the_header_shows_limits_and_quiet_workers_and_a_queue_whose_limit_is_full_reads_limit() {
+        use backwave::store::{LimitSpec, PauseKind, Rate, WorkerSelector};
+        let f = Fixture::with_jobs();
+        // bulk's Scheduled job claimed now under a concurrency of 1: the limit is full.
+        let full = LimitSpec { concurrency: Some(1), rate: None };
+        f.store.set_limit(ACTOR, PauseKind::Queue, "bulk", &full, None).unwrap();
+        let policy = backwave::RetryPolicy::default();
+        let bulk = ["bulk".to_string()];
+        let req = backwave::store::ClaimRequest {
+            worker_id: "another-host/1/default#0001",
+            group: "default",
+            queues: &bulk,
+            limit: 5,
+            lease: std::time::Duration::from_secs(600),
+            policy: &policy,
+        };
+        assert_eq!(f.store.claim(&req).unwrap().len(), 1, "the limit lets one run");
+        let rate = LimitSpec { concurrency: None, rate: Some(Rate::parse("50/s").unwrap()) };
+        f.store.set_limit(ACTOR, PauseKind::WireName, "send-email", &rate, None).unwrap();
+        let worker = f.store.workers().unwrap()[0].id.clone();
+        f.store.quiet_workers(ACTOR, &WorkerSelector::Id(worker)).unwrap();
+        let mut app = f.app(200, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "5");
+        let s = screen(&f, &app);
+        let title = s.lines().next().unwrap();
+        assert!(title.contains("LIMITED: queue bulk concurrency 1 full, wire-name send-email rate 50/s"), "{title}");
+        assert!(title.contains("QUIET 1, STOPPING 0 workers (0 running)"), "{title}");
+        assert!(s.lines().any(|l| l.contains("bulk") && l.contains("LIMIT")), "{s}");
+        assert!(!s.lines().any(|l| l.contains("critical") && l.contains("LIMIT ")), "{s}");
+    }
+}

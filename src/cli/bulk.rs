@@ -179,9 +179,10 @@ impl Render for IdResults {
         let mut t = Table::new(&["ID", "RESULT", "NOTE"]).flex(2);
         for r in &self.results {
             let (text, style) = match (r.result, r.state) {
-                ("NotRequeueable" | "NotCancellable" | "NotScheduled" | "Conflict" | "WouldConflict" | "NotTerminal", Some(s)) => {
-                    (format!("{} ({s})", r.result), Style::Yellow)
-                }
+                (
+                    "NotRequeueable" | "NotCancellable" | "NotScheduled" | "Conflict" | "WouldConflict" | "NotTerminal",
+                    Some(s),
+                ) => (format!("{} ({s})", r.result), Style::Yellow),
                 ("NotFound", _) => (r.result.to_string(), Style::Red),
                 (res, _) => (res.to_string(), Style::Green),
             };

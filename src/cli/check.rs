@@ -44,9 +44,11 @@ pub fn exit_status(status: Status) -> u8 {
   unhandled-quarantine  warning   a wire name Quarantined in --window, no live worker handles it
   stale-workers         warning   workers that stopped heartbeating in the last --window
   forgotten-pause       warning   a queue or wire name paused for longer than --max-pause
+  quiet-worker          warning   a worker process quiet (bw workers quiet) longer than --max-quiet
 
 A paused queue is reported, not judged by latency or unworked-queue; the due jobs of a paused
-wire name are counted as held, apart from its queue's latency.
+wire name are counted as held, apart from its queue's latency. A limit holding due jobs back
+is named after the latency verdict.
 
 Exit: 0 OK, 1 warning, 2 critical (or a usage error), 3 store unavailable (Nagios UNKNOWN).")]
 pub struct Args {
@@ -81,6 +83,9 @@ pub struct ThresholdArgs {
     /// Warning when a queue or wire name has been paused for longer than this.
     #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "DUR")]
     pub max_pause: Duration,
+    /// Warning when a worker process has been quiet for longer than this.
+    #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "DUR")]
+    pub max_quiet: Duration,
     /// Leave a queue out of the latency checks (repeatable): one unserved on purpose.
     #[arg(long = "exclude-queue", value_name = "QUEUE")]
     pub exclude_queues: Vec<String>,
@@ -97,6 +102,7 @@ impl ThresholdArgs {
             unworked_after: self.unworked_after,
             max_stale: self.max_stale,
             max_pause: self.max_pause,
+            max_quiet: self.max_quiet,
             exclude_queues: self.exclude_queues.iter().cloned().collect::<BTreeSet<_>>(),
         }
     }

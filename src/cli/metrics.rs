@@ -305,6 +305,43 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
     e.family("backwave_workers", "gauge", "Registered workers, live (heartbeating) or stale.");
     e.sample("backwave_workers", &[("status", "live")], h.workers.live as f64);
     e.sample("backwave_workers", &[("status", "stale")], h.workers.stale as f64);
+    e.family(
+        "backwave_workers_quiet",
+        "gauge",
+        "Registered workers quieted (bw workers quiet): they claim nothing and finish what they run.",
+    );
+    e.sample("backwave_workers_quiet", &[], h.worker_states.iter().filter(|s| s.quiet_at.is_some()).count() as f64);
+
+    // Limits are few and set by hand, so every one is labelled (no --top cut).
+    e.family("backwave_limit_concurrency", "gauge", "The concurrency limit in force per queue or wire name.");
+    for l in &h.limits {
+        if let Some(c) = l.effective.concurrency {
+            e.sample("backwave_limit_concurrency", &[("kind", l.kind.as_str()), ("name", &l.name)], f64::from(c));
+        }
+    }
+    e.family(
+        "backwave_limit_rate_per_second",
+        "gauge",
+        "The rate limit in force per queue or wire name, as claims per second.",
+    );
+    for l in &h.limits {
+        if let Some(r) = l.effective.rate {
+            let per_s = f64::from(r.n) / r.per.as_secs_f64();
+            e.sample("backwave_limit_rate_per_second", &[("kind", l.kind.as_str()), ("name", &l.name)], per_s);
+        }
+    }
+    e.family("backwave_limit_running", "gauge", "Jobs running under each limit now (live leases).");
+    for l in &h.limits {
+        e.sample("backwave_limit_running", &[("kind", l.kind.as_str()), ("name", &l.name)], l.running as f64);
+    }
+    e.family(
+        "backwave_limit_held_back",
+        "gauge",
+        "Scheduled jobs due now that a limit holds back (its budget is spent), per queue or wire name.",
+    );
+    for l in &h.limits {
+        e.sample("backwave_limit_held_back", &[("kind", l.kind.as_str()), ("name", &l.name)], l.held_back as f64);
+    }
 
     e.family("backwave_check_status", "gauge", "bw check's verdict per check: 0 ok, 1 warning, 2 critical.");
     for name in CheckName::ALL {

@@ -25,6 +25,7 @@ mod enqueue;
 mod generate;
 mod init;
 mod jobs;
+mod limit;
 mod log;
 mod metrics;
 mod pause;
@@ -67,6 +68,8 @@ pub enum Command {
     Pause(pause::PauseArgs),
     Resume(pause::ResumeArgs),
     Pauses(pause::PausesArgs),
+    Limit(limit::LimitArgs),
+    Limits(limit::LimitsArgs),
     /// The transition log: `bw log tail` (`--follow` keeps printing)
     #[command(subcommand)]
     Log(log::Command),
@@ -106,6 +109,8 @@ pub fn main() -> ExitCode {
         Command::Pause(a) => pause::pause(&a, &ctx),
         Command::Resume(a) => pause::resume(&a, &ctx),
         Command::Pauses(a) => pause::list(&a, &ctx),
+        Command::Limit(a) => limit::limit(&a, &ctx),
+        Command::Limits(a) => limit::list(&a, &ctx),
         Command::Log(c) => log::run(&c, &ctx),
         Command::Stats(a) => stats::run(&a, &ctx),
         Command::Workers(a) => workers::run(&a, &ctx),

@@ -16,7 +16,7 @@ use super::{CliError, Ctx};
 use crate::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
 use crate::JobState;
 
-/// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses.
+/// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses, limits.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many dead-letter cause groups to show.
@@ -33,6 +33,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         causes: store.cause_groups(a.top)?,
         quarantines: store.quarantine_groups()?,
         pauses: super::pause::PausesView(store.pauses()?),
+        limits: super::limit::LimitsView(store.limits()?),
     };
     printer.print(&view)?;
     Ok(ExitCode::SUCCESS)
@@ -44,6 +45,7 @@ struct Stats {
     causes: Vec<CauseGroup>,
     quarantines: Vec<QuarantineGroup>,
     pauses: super::pause::PausesView,
+    limits: super::limit::LimitsView,
 }
 
 impl Serialize for Stats {
@@ -89,6 +91,8 @@ impl Serialize for Stats {
             quarantines: Vec<Quarantine<'a>>,
             /// Queues and wire names no worker claims now (`bw pauses`).
             pauses: Vec<super::pause::PauseJson<'a>>,
+            /// Limits in force (`bw limits`).
+            limits: Vec<super::limit::LimitJson<'a>>,
         }
         Doc {
             totals: JobState::ALL.iter().map(|s| (s.as_str(), self.counts.total(*s))).collect(),
@@ -140,6 +144,7 @@ impl Serialize for Stats {
                 })
                 .collect(),
             pauses: self.pauses.json(),
+            limits: self.limits.json(),
         }
         .serialize(s)
     }
@@ -287,6 +292,7 @@ impl Render for Stats {
                 writeln!(out, "{}", Style::Dim.paint(hint, c))?;
             }
         }
-        self.pauses.section(out, term)
+        self.pauses.section(out, term)?;
+        self.limits.section(out, term)
     }
 }

@@ -205,8 +205,10 @@ pub(crate) fn application_frames(trace: &str) -> String {
 pub enum CancelReason {
     /// An operator cancelled the job (`bw cancel`): the attempt ends Cancelled.
     Operator,
-    /// The process is shutting down and the grace period is over: nothing is reported, the
-    /// lease lapses and another worker inherits the job.
+    /// The process is shutting down and the deadline has passed: a handler that stops now (returns
+    /// the cancellation) has its attempt recorded as a failed one, reason
+    /// [`crate::store::STOPPED_AT_SHUTDOWN`], and the job goes back at once (retried at its
+    /// delay table); one that does not stop is left to its lease.
     Shutdown,
     /// The lease was lost (it lapsed and the job was reaped elsewhere): whatever this attempt
     /// reports now is discarded by the fence.

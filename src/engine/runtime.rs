@@ -16,7 +16,7 @@ use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::registry::Registry;
 use crate::error::{panic_message, Error, Result};
 use crate::model::{JobId, WorkerInfo};
-use crate::store::{Clock, Store, StoreTarget};
+use crate::store::{Clock, LimitDefault, LimitSpec, PauseKind, Store, StoreTarget};
 
 /// The embedded engine: a store, a registry of handlers, and worker groups.
 ///
@@ -44,6 +44,7 @@ pub struct Engine {
     clock: Clock,
     sweep_interval: Duration,
     capture_failure_detail: bool,
+    limits: Vec<LimitDefault>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -64,7 +65,18 @@ impl Engine {
             clock: Clock::System,
             sweep_interval: Duration::from_secs(60),
             capture_failure_detail: true,
+            limits: Vec::new(),
         }
+    }
+
+    /// Declare the application's default limit on a queue or a wire name: at most
+    /// `spec.concurrency` Running at once across every host, at most `spec.rate` claimed per
+    /// window. Written to the store when the engine starts; an operator's `bw limit` on the same
+    /// name wins over it, and `bw limits` shows both.
+    pub fn limit(&mut self, kind: PauseKind, name: &str, spec: LimitSpec) -> &mut Self {
+        self.limits.retain(|l| !(l.kind == kind && l.name == name));
+        self.limits.push(LimitDefault { kind, name: name.to_string(), spec });
+        self
     }
 
     /// Seed 000's `backwave.AddWorkerGroup(...)`.
@@ -109,11 +121,19 @@ impl Engine {
                 return Err(Error::InvalidInput(format!("two worker groups are named '{}'", g.name)));
             }
         }
-        drop(Store::create(&self.db)?);
+        let first = Store::create(&self.db)?.with_clock(self.clock.clone());
+        first.declare_limits(&format!("{}/{}", hostname(), std::process::id()), &self.limits)?;
+        drop(first);
         install_panic_hook();
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
-        let mut handle = EngineHandle { groups: Vec::new(), wakers: Vec::new(), registry: Arc::clone(&self.registry) };
+        let quiet = Arc::new(AtomicBool::new(false));
+        let mut handle = EngineHandle {
+            groups: Vec::new(),
+            wakers: Vec::new(),
+            registry: Arc::clone(&self.registry),
+            quiet: Arc::clone(&quiet),
+        };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
             // Readable in every log line and still unique: a restarted container may reuse a pid,
@@ -154,6 +174,7 @@ impl Engine {
                 done_rx,
                 stats: Arc::clone(&stats),
                 stop: Arc::clone(&stop),
+                quiet: Arc::clone(&quiet),
                 sweep_interval: (i == 0).then_some(self.sweep_interval),
             });
             let thread = std::thread::Builder::new()
@@ -245,6 +266,9 @@ impl Counters {
 pub(super) struct StopFlag {
     pub requested: AtomicBool,
     pub grace: Mutex<Option<Instant>>,
+    /// A shutdown, not a drop: at the deadline, running handlers are asked to stop and those
+    /// that do are recorded. A dropped handle reports nothing for them, as a crash would.
+    pub record_stopped: AtomicBool,
 }
 
 struct GroupHandle {
@@ -261,6 +285,8 @@ pub struct EngineHandle {
     groups: Vec<GroupHandle>,
     wakers: Vec<Sender<Done>>,
     registry: Arc<Registry>,
+    /// This process's own quiet (SIGTSTP, or [`EngineHandle::quiet`]), beside the store's.
+    quiet: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -275,8 +301,11 @@ pub struct ShutdownReport {
     /// Claimed jobs no handler had started: given back to the store as Scheduled, due as
     /// before, without consuming an attempt, so any worker may run them at once.
     pub handed_back: u64,
-    /// Handlers still running when the grace period ended: nothing was reported for them, so
-    /// their leases lapse and another worker inherits the jobs.
+    /// Handlers still running when the grace period ended that did not stop when asked (within
+    /// half a second): nothing was reported for them, so their leases lapse and another worker
+    /// inherits the jobs. Those that stopped had their outcome recorded (a handler that gave up
+    /// because it was asked failed its attempt, reason `stopped at shutdown`: retried at once
+    /// by its delay table rather than after its lease).
     pub abandoned: u64,
 }
 
@@ -317,20 +346,51 @@ impl EngineHandle {
             .collect()
     }
 
-    /// Stop claiming, give running handlers up to `grace` to finish (their outcomes are
-    /// recorded), then signal the rest to stop and report nothing for them: their leases lapse
-    /// and another worker inherits the jobs. Each worker leaves the registry.
-    pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
-        self.stop_all(grace)
+    /// Quiet this process: every group claims nothing from its next poll on and finishes what
+    /// it runs, as `bw workers quiet` does from the store. Lifted by [`EngineHandle::resume`].
+    pub fn quiet(&self) {
+        self.quiet.store(true, Ordering::SeqCst);
     }
 
-    fn stop_all(&mut self, grace: Duration) -> ShutdownReport {
+    /// Lift this process's own quiet (one set through the store stays until `bw workers resume`).
+    pub fn resume(&self) {
+        self.quiet.store(false, Ordering::SeqCst);
+        for w in &self.wakers {
+            let _ = w.send(Done::Wake);
+        }
+    }
+
+    /// Quiet this process when it receives SIGTSTP, as Sidekiq and asynq do: a deploy script
+    /// signals the old process, which stops claiming at its next poll and finishes what it runs
+    /// (then stop it with [`EngineHandle::shutdown`]). Replaces the terminal's default stop.
+    pub fn quiet_on_sigtstp(&self) -> Result<()> {
+        signal_hook::flag::register(signal_hook::consts::SIGTSTP, Arc::clone(&self.quiet))
+            .map(drop)
+            .map_err(|e| Error::InvalidInput(format!("cannot install the SIGTSTP handler: {e}")))
+    }
+
+    /// Whether this process was quieted locally (by [`EngineHandle::quiet`] or SIGTSTP).
+    pub fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+
+    /// Stop claiming in every group at once, under one deadline `grace` from now: hand back
+    /// at once every claimed job no handler started (no attempt spent), give running handlers
+    /// until the deadline to finish (their outcomes are recorded), then ask the rest to stop and
+    /// record those that do within half a second; the others are reported on never (their
+    /// leases lapse). Each worker is marked stopping, then leaves the registry.
+    pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
+        self.stop_all(grace, true)
+    }
+
+    fn stop_all(&mut self, grace: Duration, record_stopped: bool) -> ShutdownReport {
         let deadline = later(Instant::now(), grace);
         // Hand-backs before the stop (of jobs held behind stalled handlers) are not this report's.
         let handed_back_before: Vec<u64> =
             self.groups.iter().map(|g| g.stats.handed_back.load(Ordering::Relaxed)).collect();
         for g in &self.groups {
             *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
+            g.stop.record_stopped.store(record_stopped, Ordering::SeqCst);
             g.stop.requested.store(true, Ordering::SeqCst);
         }
         for w in &self.wakers {
@@ -350,7 +410,7 @@ impl EngineHandle {
 
 impl Drop for EngineHandle {
     fn drop(&mut self) {
-        self.stop_all(Duration::ZERO);
+        self.stop_all(Duration::ZERO, false);
     }
 }
 

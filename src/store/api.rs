@@ -115,6 +115,18 @@ forward! {
     /// their leases lapse.
     pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>>;
 
+    // worker_state.rs
+    /// Quiet the matching workers (needs `operate`; audited): each claims nothing from its next
+    /// poll and finishes what it runs. Returns the ids that became quiet (already quiet ones keep
+    /// their time and actor); a selector matching no registered worker is refused.
+    pub fn quiet_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>>;
+    /// Lift a quiet (needs `operate`; audited). Returns the ids that were quiet.
+    pub fn resume_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>>;
+    /// Record that a worker's engine began to shut down.
+    pub fn mark_stopping(&self, worker_id: &str) -> Result<()>;
+    /// Quiet and stopping state and live Running count of every registered worker, by id.
+    pub fn worker_states(&self) -> Result<Vec<WorkerState>>;
+
     // groups.rs
     /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
     /// fingerprint, the largest groups first.
@@ -188,6 +200,21 @@ forward! {
     /// when an operator had asked. Returns how many were reaped. Any process may call it: it
     /// needs nothing from the worker that held the lease.
     pub fn reap_expired(&self, limit: usize) -> Result<usize>;
+
+    // limit.rs
+    /// Limit a queue or a wire name (needs `operate`; audited): the fields of `change` that are
+    /// set replace those of the operator's limit in force, the others stay. `until`: it lapses
+    /// then by itself. Enforced by every claim from the next one, on every host.
+    pub fn set_limit(&self, actor: &str, kind: PauseKind, name: &str, change: &LimitSpec, until: Option<Millis>) -> Result<LimitResult>;
+    /// Remove the operator's limit (needs `operate`; audited); the application's default, if
+    /// any, applies again. Returns whether one was in force.
+    pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool>;
+    /// Write an application's default limits (by the engine at start; no permission needed, not
+    /// audited): each replaces the application's earlier default for its name.
+    pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()>;
+    /// Every limit in force, the operator's and the application's side by side, with what runs
+    /// under it, its current window and what it holds back now.
+    pub fn limits(&self) -> Result<Vec<LimitStatus>>;
 
     // log.rs
     /// The last `n` log entries matching `filter`, oldest first, in cursor order; only entries a

@@ -12,8 +12,18 @@ use crate::error::{Error, Result};
 
 /// Every table of `schema.sql` (the version lives in `PRAGMA user_version`), the log before the
 /// jobs it refers to.
-pub(crate) const TABLES: [&str; 8] =
-    ["transitions", "jobs", "job_counts", "workers", "pauses", "grants", "audit", "settings"];
+pub(crate) const TABLES: [&str; 10] = [
+    "transitions",
+    "jobs",
+    "job_counts",
+    "workers",
+    "pauses",
+    "limits",
+    "limit_windows",
+    "grants",
+    "audit",
+    "settings",
+];
 
 /// The refusal of a reset on a store the demo did not make.
 pub(crate) fn not_a_demo_store(target: &StoreTarget) -> Error {
@@ -93,6 +103,22 @@ mod tests {
                 stale_after_ms: 30_000,
             })
             .unwrap();
+        let spec = crate::store::LimitSpec { concurrency: None, rate: Some(crate::store::Rate::parse("5/s").unwrap()) };
+        store.set_limit("alice", PauseKind::Queue, "low", &spec, None).unwrap();
+        store.resume("alice", PauseKind::Queue, "low").unwrap();
+        let low = ["low".to_string()];
+        let policy = crate::RetryPolicy::default();
+        let req = crate::store::ClaimRequest {
+            worker_id: "h/1/g#a",
+            group: "g",
+            queues: &low,
+            limit: 1,
+            lease: std::time::Duration::from_secs(60),
+            policy: &policy,
+        };
+        store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap();
+        assert_eq!(store.claim(&req).unwrap().len(), 1, "a claim under the rate limit writes its window");
+        store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
         for table in TABLES {
             assert!(rows(&store, table) > 0, "the test left {table} empty before the reset");
         }

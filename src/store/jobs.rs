@@ -137,12 +137,14 @@ impl SqliteStore {
     }
 
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
-        let now = self.now();
-        let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
         let max = req.policy.max_attempts();
         // Without jitter every job gets the same table: compute (and encode) it once per batch.
         let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
         self.write(|tx| {
+            // Read under the write lock, not before waiting for it: claims then see time in the
+            // order they commit, which a rate limit's windows count by.
+            let now = self.now();
+            let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
             let mut pick = tx.prepare_cached(CLAIM_SQL)?;
             let mut update = tx.prepare_cached(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2, delay_table = ?3,
@@ -150,7 +152,11 @@ impl SqliteStore {
                  WHERE id = ?1 AND state = 'scheduled'",
             )?;
             let mut claimed = Vec::with_capacity(req.limit.min(1024));
+            if super::worker_state::is_quiet(tx, req.worker_id)? {
+                return Ok(claimed);
+            }
             let pauses = super::pause::active(tx, now)?;
+            let mut limits = super::limit::for_claim(tx, now)?;
             for queue in req.queues {
                 let want = req.limit.saturating_sub(claimed.len());
                 if want == 0 {
@@ -159,16 +165,39 @@ impl SqliteStore {
                 if pauses.queues.contains(queue) {
                     continue;
                 }
-                let rows = if pauses.wire_names.is_empty() || !paused_due(tx, queue, now, &pauses.wire_names)? {
-                    // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
-                    // every new value bound to a LIMIT, and the index order makes stopping early free.
-                    pick.query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
-                        .filter(|r| !unreadable(r))
-                        .take(want)
-                        .collect::<Result<Vec<_>, _>>()?
-                } else {
-                    claim_around_paused(tx, queue, now, want, &pauses.wire_names)?
-                };
+                let plan = limits.plan(queue, want, &pauses.wire_names);
+                let mut rows = Vec::new();
+                let mut excluded = plan.excluded;
+                // A wire name with fewer slots left than this claim wants is taken apart, up to
+                // its budget, then left out of the rest of the queue's claim.
+                for (name, cap) in plan.capped {
+                    let take = cap.min(plan.want - rows.len());
+                    if take > 0 {
+                        let mut due_of = tx.prepare_cached(CLAIM_WIRE_NAME_SQL)?;
+                        let due = due_of
+                            .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                            .filter(|r| !unreadable(r))
+                            .take(take)
+                            .collect::<Result<Vec<_>, _>>()?;
+                        rows.extend(due);
+                    }
+                    excluded.push(name);
+                }
+                let want = plan.want - rows.len();
+                if want > 0 {
+                    if excluded.is_empty() || !paused_due(tx, queue, now, &excluded)? {
+                        // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
+                        // every new value bound to a LIMIT, and the index order makes stopping early free.
+                        let due = pick
+                            .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                            .filter(|r| !unreadable(r))
+                            .take(want)
+                            .collect::<Result<Vec<_>, _>>()?;
+                        rows.extend(due);
+                    } else {
+                        rows.extend(claim_around_paused(tx, queue, now, want, &excluded)?);
+                    }
+                }
                 for (mut job, seed) in rows {
                     let own_table;
                     let table = match &shared_table {
@@ -198,8 +227,14 @@ impl SqliteStore {
                     let mut e = Entry::new(job.id, now, Some(JobState::Scheduled), JobState::Running, job.attempt);
                     e.worker_id = Some(req.worker_id);
                     log(tx, &e)?;
+                    if !limits.is_empty() {
+                        limits.charge(queue, &job.wire_name);
+                    }
                     claimed.push(job);
                 }
+            }
+            if !limits.is_empty() {
+                super::limit::charge_windows(tx, &limits, now)?;
             }
             Ok(claimed)
         })
@@ -293,8 +328,8 @@ pub const CLAIM_WIRE_NAME_SQL: &str = concat!(
      ORDER BY due_at"
 );
 
-/// Whether any of the paused wire names has a due job in `queue`: one index probe per paused
-/// name, so a pause of a wire name that is not waiting in this queue leaves its claim as it was.
+/// Whether any of the paused (or limited) wire names has a due job in `queue`: one index probe
+/// per name, so a pause of a wire name that is not waiting in this queue leaves its claim as it was.
 fn paused_due(tx: &Connection, queue: &str, now: Millis, paused: &[String]) -> Result<bool> {
     let mut probe = tx.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claim_wire
@@ -467,6 +502,10 @@ fn succeed(tx: &Connection, now: Millis, c: &Completion) -> Result<Fenced> {
 
 /// The reason logged when a handler reports its own, unrequested cancellation.
 pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
+
+/// The reason logged when a handler stopped because its engine's shutdown deadline passed: the
+/// attempt ran, so it counts, and the job goes back at once instead of when its lease lapses.
+pub const STOPPED_AT_SHUTDOWN: &str = "stopped at shutdown";
 
 /// A failed attempt of a Running job: retry at its delay table, or dead-letter when this was
 /// attempt `max_attempts`. `detail` is `None` for a lapsed lease (no detail exists), and

@@ -20,6 +20,7 @@ mod groups;
 mod health;
 mod incident;
 mod jobs;
+mod limit;
 mod load;
 mod log;
 mod migrate;
@@ -34,6 +35,7 @@ mod row;
 mod sqlite;
 mod target;
 mod unique;
+mod worker_state;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -55,8 +57,9 @@ pub use health::{
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
-    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+    LEASE_EXPIRED, STOPPED_AT_SHUTDOWN, UNREQUESTED_CANCEL,
 };
+pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
@@ -67,6 +70,7 @@ pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use target::{PostgresUrl, StoreTarget};
 pub use unique::validate as validate_unique_rule;
+pub use worker_state::{WorkerSelector, WorkerState};
 
 #[cfg(feature = "postgres")]
 use crate::error::Error;

@@ -46,8 +46,7 @@ fn disk_full(path: &Path, e: Error) -> Error {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     // Both are u64 on 64-bit Linux, narrower on 32-bit targets.
     #[allow(clippy::useless_conversion)]
-    let free = nix::sys::statvfs::statvfs(dir)
-        .map(|fs| fs.blocks_available().saturating_mul(fs.fragment_size()));
+    let free = nix::sys::statvfs::statvfs(dir).map(|fs| fs.blocks_available().saturating_mul(fs.fragment_size()));
     match free {
         Ok(free) if free < NEARLY_FULL => Error::DiskFull {
             why: format!(

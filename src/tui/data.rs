@@ -139,6 +139,11 @@ pub struct Snapshot {
     /// Workers view: every registered worker ([`Store::workers`]), and the jobs each runs.
     pub workers: Vec<WorkerInfo>,
     pub running_by_worker: HashMap<String, Vec<Job>>,
+    /// Limits in force ([`Store::limits`], what `bw limits` prints), for the header and the
+    /// Queues view.
+    pub limits: Vec<crate::store::LimitStatus>,
+    /// Workers quiet or stopping ([`Store::worker_states`]), for the header.
+    pub quiet_workers: Vec<crate::store::WorkerState>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }
@@ -229,6 +234,9 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     }
     s.latency = store.queue_latency()?;
     s.pauses = store.pauses()?;
+    s.limits = store.limits()?;
+    s.quiet_workers =
+        store.worker_states()?.into_iter().filter(|w| w.quiet_at.is_some() || w.stopping_at.is_some()).collect();
     if let (Some(filter), false) = (&q.filter, q.grouped) {
         s.page = Some(store.list_jobs(filter, q.limit.max(1), q.offset)?);
     }

@@ -191,6 +191,14 @@ fn a_worker_role_with_the_readmes_grants_drains_and_sweeps_and_can_do_nothing_mo
     store.bootstrap_admin("alice").unwrap();
     store.set_setting("alice", SettingKey::Retention, "1ms").unwrap();
     store.enqueue_many(&(0..50).map(|i| NewJob::new("work", "q", format!("{i}"))).collect::<Vec<_>>()).unwrap();
+    // A limit in force that never binds: every claim reads it, counts under it and charges its
+    // rate window, with the worker's grants.
+    let spec = backwave::store::LimitSpec {
+        concurrency: Some(1000),
+        rate: Some(backwave::store::Rate::parse("100000/s").unwrap()),
+    };
+    store.set_limit("alice", backwave::store::PauseKind::WireName, "work", &spec, None).unwrap();
+
     let mut roles = Roles::new(&db);
     let (_, worker) = roles.login("worker", "worker");
 

@@ -16,7 +16,7 @@ both_backends! {
         let fx = Fx::new();
         fx.worker("w1", &["high"], &["send-email"], NOW);
         fx.scheduled("high", NOW - 10 * SECOND);
-        fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 7 checks pass\n"));
+        fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 8 checks pass\n"));
     }
 }
 
@@ -66,7 +66,8 @@ both_backends! {
                 "new-cause",
                 "unhandled-quarantine",
                 "stale-workers",
-                "forgotten-pause"
+                "forgotten-pause",
+                "quiet-worker"
             ]
         );
         for c in checks {

@@ -403,6 +403,11 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert!(store.claim(&req).unwrap().is_empty(), "the one due job is charge-card, paused");
     store.resume("alice", PauseKind::WireName, "charge-card").unwrap();
     assert_eq!(store.claim(&req).unwrap().len(), 1);
+    // Version 5's tables too: a limit, and a quiet worker's columns.
+    let spec = backwave::store::LimitSpec { concurrency: Some(1), rate: None };
+    store.set_limit("alice", PauseKind::Queue, "critical", &spec, None).unwrap();
+    assert_eq!(store.limits().unwrap()[0].running, 1);
+    assert!(store.worker_states().is_ok());
     // Opening again finds it migrated and changes nothing.
     drop(store);
     assert_eq!(Store::open(&path).unwrap().schema_version(), SCHEMA_VERSION);

@@ -33,6 +33,9 @@ pub struct Thresholds {
     /// `forgotten-pause` warns when a pause has been in force longer than this: a pause nobody
     /// lifted stops work silently.
     pub max_pause: Duration,
+    /// `quiet-worker` warns when a worker process has been quiet longer than this: a deploy that
+    /// quieted it and never stopped it leaves its slots idle.
+    pub max_quiet: Duration,
     /// Queues the latency checks leave out (known to be unserved on purpose). Paused queues are
     /// left out without being named here (they are reported as paused instead).
     pub exclude_queues: BTreeSet<String>,
@@ -49,6 +52,7 @@ impl Default for Thresholds {
             unworked_after: Duration::from_secs(60),
             max_stale: 0,
             max_pause: Duration::from_secs(60 * 60),
+            max_quiet: Duration::from_secs(60 * 60),
             exclude_queues: BTreeSet::new(),
         }
     }
@@ -91,10 +95,12 @@ pub enum CheckName {
     StaleWorkers,
     /// A pause in force for longer than `max_pause` (warning).
     ForgottenPause,
+    /// A worker process quiet for longer than `max_quiet` (warning).
+    QuietWorker,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 7] = [
+    pub const ALL: [CheckName; 8] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
         CheckName::DeadLettered,
@@ -102,6 +108,7 @@ impl CheckName {
         CheckName::UnhandledQuarantine,
         CheckName::StaleWorkers,
         CheckName::ForgottenPause,
+        CheckName::QuietWorker,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +120,7 @@ impl CheckName {
             CheckName::UnhandledQuarantine => "unhandled-quarantine",
             CheckName::StaleWorkers => "stale-workers",
             CheckName::ForgottenPause => "forgotten-pause",
+            CheckName::QuietWorker => "quiet-worker",
         }
     }
 
@@ -123,14 +131,17 @@ impl CheckName {
             CheckName::NewCause
             | CheckName::UnhandledQuarantine
             | CheckName::StaleWorkers
-            | CheckName::ForgottenPause => Status::Warning,
+            | CheckName::ForgottenPause
+            | CheckName::QuietWorker => Status::Warning,
         }
     }
 
     /// The unit of `value` and `threshold`.
     pub fn unit(self) -> &'static str {
         match self {
-            CheckName::Latency | CheckName::UnworkedQueue | CheckName::ForgottenPause => "seconds",
+            CheckName::Latency | CheckName::UnworkedQueue | CheckName::ForgottenPause | CheckName::QuietWorker => {
+                "seconds"
+            }
             CheckName::DeadLettered => "jobs",
             CheckName::NewCause => "causes",
             CheckName::UnhandledQuarantine => "wire names",
@@ -221,6 +232,21 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
             format!("; not judged, paused: {}", list(named))
         }
     };
+    // The limits holding due jobs back now, named after a latency verdict as pauses are: a queue
+    // throttled on purpose waits, and the reader should see why.
+    let limited = || -> String {
+        let named: Vec<String> = h
+            .limits
+            .iter()
+            .filter(|l| l.budget == 0 && l.held_back > 0)
+            .map(|l| format!("{} {} ({}), {} due held", l.kind, quote(&l.name), l.effective, l.held_back))
+            .collect();
+        if named.is_empty() {
+            String::new()
+        } else {
+            format!("; held back by a limit: {}", list(named))
+        }
+    };
     let (value, threshold, message) = match name {
         CheckName::Latency => {
             let limit = t.max_latency.as_millis() as u64;
@@ -241,7 +267,7 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     .collect();
                 format!("oldest due job waited longer than {}: {}", ago(limit), list(named))
             };
-            (secs(worst), secs(limit), message + &paused_queues())
+            (secs(worst), secs(limit), message + &paused_queues() + &limited())
         }
         CheckName::UnworkedQueue => {
             let grace = t.unworked_after.as_millis() as u64;
@@ -353,6 +379,40 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 "nothing is paused".into()
             } else {
                 format!("{} pause(s) in force, the longest for {}", h.pauses.len(), counted(worst))
+            };
+            (secs(worst), secs(limit), message)
+        }
+        CheckName::QuietWorker => {
+            let limit = t.max_quiet.as_millis() as u64;
+            let quiet: Vec<(&str, Option<&str>, u64, u64)> = h
+                .worker_states
+                .iter()
+                .filter_map(|s| {
+                    s.quiet_at.map(|at| {
+                        (s.id.as_str(), s.quiet_by.as_deref(), h.at.saturating_sub(at).max(0) as u64, s.running)
+                    })
+                })
+                .collect();
+            let worst = quiet.iter().map(|q| q.2).max().unwrap_or(0);
+            let mut long: Vec<_> = quiet.iter().filter(|q| q.2 > limit).collect();
+            long.sort_by_key(|q| std::cmp::Reverse(q.2));
+            let message = if !long.is_empty() {
+                let named = long
+                    .iter()
+                    .map(|(id, by, age, running)| {
+                        format!(
+                            "{} quiet by {} for {}, {running} running",
+                            quote(id),
+                            quote(by.unwrap_or("?")),
+                            ago(*age)
+                        )
+                    })
+                    .collect();
+                format!("quiet longer than {}: {}", ago(limit), list(named))
+            } else if quiet.is_empty() {
+                "no worker is quiet".into()
+            } else {
+                format!("{} worker(s) quiet, the longest for {}", quiet.len(), counted(worst))
             };
             (secs(worst), secs(limit), message)
         }

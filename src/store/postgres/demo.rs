@@ -12,8 +12,19 @@ use crate::store::demo::not_a_demo_store;
 use crate::store::StoreTarget;
 
 /// Every table of `schema-postgres.sql` but `backwave_schema` (the version stays).
-pub(crate) const TABLES: [&str; 9] =
-    ["transitions", "jobs", "job_counts", "job_count_deltas", "workers", "pauses", "grants", "audit", "settings"];
+pub(crate) const TABLES: [&str; 11] = [
+    "transitions",
+    "jobs",
+    "job_counts",
+    "job_count_deltas",
+    "workers",
+    "pauses",
+    "limits",
+    "limit_windows",
+    "grants",
+    "audit",
+    "settings",
+];
 
 impl PgStore {
     pub fn reset_demo(&self) -> Result<()> {

@@ -104,6 +104,20 @@ const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
     claim_tail!()
 );
 
+/// [`CLAIM_SQL`] for the one wire name `$4` (text, not an array) of queue `$1`: how a claim takes
+/// a limited wire name's few remaining slots apart from the rest of the queue. The name as a
+/// range, as in [`CLAIM_AROUND_PAUSED_SQL`], so that only `jobs_claim_wire` yields the order.
+const CLAIM_WIRE_NAME_SQL: &str = concat!(
+    "WITH picked AS (
+         SELECT id AS pick FROM jobs
+         WHERE state = 'scheduled' AND queue = $1 AND wire_name >= $4::text AND wire_name <= $4::text
+               AND due_at <= $2 AND attempt < 4294967295
+         ORDER BY wire_name, due_at LIMIT $3
+         FOR UPDATE SKIP LOCKED
+     ),",
+    claim_tail!()
+);
+
 /// Whether any of the paused wire names `$3` has a due job in queue `$1` at `$2`: one probe of
 /// `jobs_claim_wire` per name (the name as a range, as in [`CLAIM_AROUND_PAUSED_SQL`]: with
 /// `= ANY($3)` the generic plan scans the table, measured 25 ms against 0.1 ms).
@@ -242,9 +256,14 @@ impl PgStore {
         let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
         let pinned = self.pinned_now();
         self.write(|tx| {
-            let (now, paused_queues, paused_names) = time_and_pauses(tx, pinned)?;
-            let lease_until = now.saturating_add(duration_ms(req.lease));
+            let (now, paused_queues, paused_names, limited, quiet) = time_and_pauses(tx, pinned, req.worker_id)?;
             let mut claimed: Vec<Job> = Vec::with_capacity(req.limit.min(1024));
+            if quiet {
+                return Ok(claimed);
+            }
+            let mut limits = if limited { super::limit::for_claim(tx, now, req.queues)? } else { Default::default() };
+            let lease_until = now.saturating_add(duration_ms(req.lease));
+            let table = shared_table.as_ref().map(|t| t.json.as_str());
             for queue in req.queues {
                 let want = req.limit.saturating_sub(claimed.len());
                 if want == 0 {
@@ -253,15 +272,33 @@ impl PgStore {
                 if paused_queues.contains(queue) {
                     continue;
                 }
-                let around = !paused_names.is_empty()
-                    && tx.query_one(PAUSED_DUE_SQL, &[queue, &now, &paused_names])?.get::<_, bool>(0);
-                let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
-                let want = want.min(i64::MAX as usize) as i64;
-                let table = shared_table.as_ref().map(|t| t.json.as_str());
-                let rows = tx.query(
-                    sql,
-                    &[queue, &now, &want, &paused_names, &req.worker_id, &req.group, &lease_until, &max, &table],
-                )?;
+                let plan = limits.plan(queue, want, &paused_names);
+                let mut rows = Vec::new();
+                let mut excluded = plan.excluded;
+                // A wire name with fewer slots left than this claim wants is taken apart, up to
+                // its budget, then left out of the rest of the queue's claim.
+                for (name, cap) in plan.capped {
+                    let take = cap.min(plan.want - rows.len());
+                    if take > 0 {
+                        let take = take as i64;
+                        rows.extend(tx.query(
+                            CLAIM_WIRE_NAME_SQL,
+                            &[queue, &now, &take, &name, &req.worker_id, &req.group, &lease_until, &max, &table],
+                        )?);
+                    }
+                    excluded.push(name);
+                }
+                let want = plan.want - rows.len();
+                if want > 0 {
+                    let around = !excluded.is_empty()
+                        && tx.query_one(PAUSED_DUE_SQL, &[queue, &now, &excluded])?.get::<_, bool>(0);
+                    let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
+                    let want = want.min(i64::MAX as usize) as i64;
+                    rows.extend(tx.query(
+                        sql,
+                        &[queue, &now, &want, &excluded, &req.worker_id, &req.group, &lease_until, &max, &table],
+                    )?);
+                }
                 let mut seeded = Vec::new();
                 for r in &rows {
                     let mut job = row::job(r)?;
@@ -273,6 +310,9 @@ impl PgStore {
                             Some(t.ms)
                         }
                     };
+                    if !limits.is_empty() {
+                        limits.charge(queue, &job.wire_name);
+                    }
                     claimed.push(job);
                 }
                 if !seeded.is_empty() {
@@ -283,6 +323,9 @@ impl PgStore {
                         &[&ids, &tables],
                     )?;
                 }
+            }
+            if !limits.is_empty() {
+                super::limit::charge_windows(tx, &limits, now)?;
             }
             Ok(claimed)
         })
@@ -541,17 +584,31 @@ pub(crate) fn fold_counts(tx: &mut Tx<'_>) -> Result<()> {
 
 /// What a claim reads before it claims, in one round trip: the transaction's time (`pinned`, a
 /// test's manual clock, else the database clock) and the queues and wire names paused then.
-fn time_and_pauses(tx: &mut Tx<'_>, pinned: Option<Millis>) -> Result<(Millis, HashSet<String>, Vec<String>)> {
+/// The claim's time, the pauses in force, whether any limit is in force, and whether the
+/// claiming worker is quiet: one round trip, so that a claim with no limit in force and a worker
+/// not quiet costs what it did before either existed.
+#[allow(clippy::type_complexity)]
+fn time_and_pauses(
+    tx: &mut Tx<'_>,
+    pinned: Option<Millis>,
+    worker_id: &str,
+) -> Result<(Millis, HashSet<String>, Vec<String>, bool, bool)> {
     let rows = tx.query(
-        "SELECT t.now, p.kind, p.name FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
+        "SELECT t.now, p.kind, p.name,
+                EXISTS (SELECT 1 FROM limits l WHERE l.until IS NULL OR l.until > t.now),
+                EXISTS (SELECT 1 FROM workers w WHERE w.id = $2 AND w.quiet_at IS NOT NULL)
+         FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
          LEFT JOIN pauses p ON p.until IS NULL OR p.until > t.now",
-        &[&pinned],
+        &[&pinned, &worker_id],
     )?;
     let mut now = pinned.unwrap_or_default();
     let mut queues = HashSet::new();
     let mut wire_names = Vec::new();
+    let (mut limited, mut quiet) = (false, false);
     for r in &rows {
         now = r.try_get(0)?;
+        limited = r.try_get(3)?;
+        quiet = r.try_get(4)?;
         let (kind, name): (Option<String>, Option<String>) = (r.try_get(1)?, r.try_get(2)?);
         match (kind.as_deref(), name) {
             (Some("queue"), Some(name)) => {
@@ -561,7 +618,7 @@ fn time_and_pauses(tx: &mut Tx<'_>, pinned: Option<Millis>) -> Result<(Millis, H
             _ => {}
         }
     }
-    Ok((now, queues, wire_names))
+    Ok((now, queues, wire_names, limited, quiet))
 }
 
 /// `(id, attempt)` pairs as the two arrays a fenced statement unnests, in id order: the order

@@ -16,6 +16,7 @@ mod filter;
 mod health;
 mod incident;
 mod jobs;
+mod limit;
 mod load;
 mod log;
 mod operator;

@@ -318,8 +318,14 @@ impl App {
                     String::new()
                 };
                 // Its expiry is in the header: the row only has room for the mark.
+                // A queue whose own limit is full waits on it, not on a worker: marked like a pause.
+                let limit_full =
+                    s.limits.iter().any(|l| l.kind == PauseKind::Queue && l.name == **queue && l.budget == 0);
                 let waited = match self.paused_until(PauseKind::Queue, queue) {
                     Some(_) => Line::from(vec![Span::styled("PAUSED", t.error()), Span::raw(held)]),
+                    None if limit_full => {
+                        Line::from(vec![Span::styled("LIMIT ", t.fg(Color::Yellow)), Span::raw(waited)])
+                    }
                     None => Line::from(format!("{waited}{held}")),
                 };
                 let mut cells =

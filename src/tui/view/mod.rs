@@ -221,6 +221,27 @@ impl App {
             if !paused.is_empty() {
                 spans.push(Span::styled(format!("─ PAUSED: {} ", paused.join(", ")), t.error()));
             }
+            // Limits whose budget is spent hold jobs back; the others only say what they allow.
+            let limited: Vec<String> = s
+                .limits
+                .iter()
+                .map(|l| {
+                    let full = if l.budget == 0 { " full" } else { "" };
+                    format!("{} {} {}{full}", l.kind, clean(&l.name, 24), l.effective)
+                })
+                .collect();
+            if !limited.is_empty() {
+                spans.push(Span::styled(format!("─ LIMITED: {} ", limited.join(", ")), t.fg(Color::Yellow)));
+            }
+            let quiet = s.quiet_workers.iter().filter(|w| w.stopping_at.is_none()).count();
+            let stopping = s.quiet_workers.len() - quiet;
+            if quiet + stopping > 0 {
+                let running: u64 = s.quiet_workers.iter().map(|w| w.running).sum();
+                spans.push(Span::styled(
+                    format!("─ QUIET {quiet}, STOPPING {stopping} workers ({running} running) "),
+                    t.fg(Color::Yellow),
+                ));
+            }
             let worst = s
                 .latency
                 .iter()
