@@ -37,8 +37,11 @@ pub fn validate(rule: &UniqueRule) -> Result<()> {
             )));
         }
     }
-    if rule.period.is_some_and(|p| p.as_millis() == 0) {
-        return Err(Error::InvalidInput("the unique period '0s' is empty: give at least 1ms".into()));
+    if let Some(p) = rule.period.filter(|p| p.as_millis() == 0) {
+        return Err(Error::InvalidInput(format!(
+            "the unique period '{}' is shorter than 1ms",
+            humantime::format_duration(p)
+        )));
     }
     Ok(())
 }

@@ -42,8 +42,11 @@ impl PgStore {
                 }
             }
             plan.sort();
-            let conflicts: i64 = tx.query_one(&unique::conflicts_sql(&w.sql), &w.params(&[]))?.get(0);
-            plan.would_conflict = conflicts as u64;
+            // A version-2 store opened read-only has no unique keys to conflict.
+            if self.version >= 3 {
+                let conflicts: i64 = tx.query_one(&unique::conflicts_sql(&w.sql), &w.params(&[]))?.get(0);
+                plan.would_conflict = conflicts as u64;
+            }
             Ok(plan)
         })
     }
@@ -57,6 +60,9 @@ impl PgStore {
                 .iter()
                 .map(|r| job(r).map(|j| (j.id.0, j)))
                 .collect::<Result<_>>()?;
+            if self.version < 3 {
+                return Ok((found, HashMap::new()));
+            }
             let holders = tx
                 .query(
                     &format!(
