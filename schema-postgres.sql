@@ -1,4 +1,4 @@
--- BackWave store contract on PostgreSQL, schema version 4.
+-- BackWave store contract on PostgreSQL: the base (version 2), then one block per later version.
 --
 -- The same tables, columns, state spellings, millisecond times and JSON shapes as schema.sql
 -- (the SQLite contract; read its comments for what each column means); a test compares the two
@@ -26,12 +26,15 @@
 --     entry of it since the last vacuum per completion (docs/postgres.md §3a).
 --   * Times are still written by the library, from the database clock (`bw_now_ms()`), so that
 --     host clock skew cannot shorten a lease.
+--   * Who did what is the server's to say (migration 4): triggers stamp the
+--     authenticated role as the actor and check BackWave's grants; failure detail is read
+--     through a view (type and size) and an audited function (the text).
 
 CREATE TABLE backwave_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version  bigint  NOT NULL CHECK (version > 0)
 );
-INSERT INTO backwave_schema (version) VALUES (4);
+INSERT INTO backwave_schema (version) VALUES (2);
 
 -- Milliseconds since the Unix epoch from the database clock (the transaction's start).
 CREATE FUNCTION bw_now_ms() RETURNS bigint LANGUAGE sql STABLE
@@ -186,7 +189,331 @@ CREATE TABLE pauses (
     PRIMARY KEY (kind, name)
 );
 
+-- Later versions. Each step is one block between `-- migration N begin` and `-- migration N end`
+-- (N = 3, 4, …, in order), and it ends by setting the version row to N: a writable open of an
+-- older store runs the blocks it lacks, one transaction each, under the schema's advisory lock;
+-- a new store runs the whole file. Steps are additive, as on SQLite.
+
+-- migration 3 begin
+
+-- Unique jobs: the columns and index of schema.sql's migration 3, with the same meaning.
+ALTER TABLE jobs ADD COLUMN unique_key text CHECK (unique_key IS NULL OR length(unique_key) > 0);
+ALTER TABLE jobs ADD COLUMN unique_states bigint
+    CHECK ((unique_states IS NULL) = (unique_key IS NULL) AND (unique_states IS NULL OR unique_states & 3 = 3));
+ALTER TABLE jobs ADD COLUMN unique_window bigint CHECK ((unique_window IS NULL) = (unique_key IS NULL));
+CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
+    WHERE unique_key IS NOT NULL AND (unique_states & (CASE state
+        WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8
+        WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
+UPDATE backwave_schema SET version = 3;
+
+-- migration 3 end
+
 -- migration 4 begin
+-- Who did what is decided by the server (issue 24). Functions, triggers and a view only: no
+-- table changes, and every statement here may run again (the migration and a fresh store alike).
+--
+-- The actor of every log entry, audit row, pause, grant and cancel request is the role the
+-- server authenticated (`session_user`: unchanged by SET ROLE or a SECURITY DEFINER function),
+-- stamped by the triggers below over whatever the client wrote. The one exception is a role the
+-- server cannot restrain anyway: a superuser, the owner of these tables, or a member of that
+-- owner can ALTER or DROP any table or trigger here, so its claim (the OS user running `bw`) is
+-- taken as given. BackWave's own `grants` rows are checked here too, by that same name, so a
+-- permission cannot be had by writing SQL past `bw`: see README "Who may do what".
+--
+-- Every function here pins its search_path (set below): a trigger or SECURITY DEFINER function
+-- that resolved names through the caller's search_path would let the caller put a table or
+-- function of its own in their place (CVE-2018-1058).
+
+-- Whether the session's role could rewrite this store's tables regardless of any trigger: a
+-- member of their owner (superusers are members of every role). The owner is written in as a
+-- constant, so that the function is inlined into the triggers' WHEN clauses and costs a store
+-- owner's bulk actions next to nothing (a catalog lookup per row cost 4 us); its names are
+-- schema-qualified because an inlined body is read under the caller's search_path. Changing
+-- the owner of the tables means running this block again.
+DO $$
+BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION bw_trusted() RETURNS boolean LANGUAGE sql STABLE
+             AS $f$ SELECT pg_catalog.pg_has_role(session_user, %s::pg_catalog.oid, ''MEMBER'') $f$',
+        (SELECT c.relowner FROM pg_class c WHERE c.oid = format('%I.backwave_schema', current_schema())::regclass));
+END
+$$;
+
+-- The actor the server vouches for: the authenticated role, or a trusted role's own claim.
+CREATE OR REPLACE FUNCTION bw_actor(claimed text) RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN claimed IS NOT NULL AND bw_trusted() THEN claimed ELSE session_user::text END
+$$;
+
+-- Whether the session's actor holds `permission` in `grants` (admin implies every permission).
+-- SECURITY DEFINER: a worker may not read `grants`, yet its writes are checked against it.
+-- (`wanted`, not `permission`: in a SQL function a column of that name would win over it.)
+CREATE OR REPLACE FUNCTION bw_may(wanted text) RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT bw_trusted() OR EXISTS (SELECT 1 FROM grants g
+                                   WHERE g.actor = session_user AND g.permission IN (wanted, 'admin'))
+$$;
+
+CREATE OR REPLACE FUNCTION bw_require(wanted text) RETURNS void LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT bw_may(wanted) THEN
+        RAISE EXCEPTION 'permission denied: % lacks the ''%'' permission', session_user, wanted
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END
+$$;
+
+-- Stamps the actor column of the row being written with bw_actor(), after checking that the
+-- actor holds the permission the row stands for.
+CREATE OR REPLACE FUNCTION bw_stamp_actor() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF bw_trusted() THEN
+        RETURN NEW;
+    END IF;
+    IF TG_TABLE_NAME = 'transitions' THEN
+        -- A worker ends a job an operator asked to stop under that operator's name: the name
+        -- this trigger stamped on the request, not one the worker chose.
+        IF NEW.to_state = 'cancelled'
+           AND NEW.actor = (SELECT j.cancel_requested_by FROM jobs j WHERE j.id = NEW.job_id) THEN
+            RETURN NEW;
+        END IF;
+        PERFORM bw_require('operate');
+        NEW.actor := session_user;
+    ELSIF TG_TABLE_NAME = 'audit' THEN
+        PERFORM bw_require(CASE WHEN NEW.action IN ('grant', 'revoke', 'config') THEN 'admin'
+                                WHEN NEW.action = 'reveal-failure-detail' THEN 'view-failure-detail'
+                                ELSE 'operate' END);
+        NEW.actor := session_user;
+        NEW.at := bw_now_ms();
+    ELSIF TG_TABLE_NAME = 'pauses' THEN
+        PERFORM bw_require('operate');
+        NEW.paused_by := session_user;
+    ELSIF TG_TABLE_NAME = 'grants' THEN
+        PERFORM bw_require('admin');
+        NEW.granted_by := session_user;
+    ELSIF TG_TABLE_NAME = 'jobs' THEN
+        PERFORM bw_require('operate');
+        NEW.cancel_requested_by := session_user;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- Writes that need `admin` (grants, settings) or `operate` (anything a worker does not do to a
+-- job: requeue, cancel, run now, deleting a job that has not finished) and name no actor.
+CREATE OR REPLACE FUNCTION bw_check_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM bw_require(TG_ARGV[0]);
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+
+DROP TRIGGER IF EXISTS transitions_actor ON transitions;
+CREATE TRIGGER transitions_actor BEFORE INSERT ON transitions
+    FOR EACH ROW WHEN (NEW.actor IS NOT NULL AND NOT bw_trusted()) EXECUTE FUNCTION bw_stamp_actor();
+DROP TRIGGER IF EXISTS audit_actor ON audit;
+CREATE TRIGGER audit_actor BEFORE INSERT ON audit FOR EACH ROW WHEN (NOT bw_trusted())
+    EXECUTE FUNCTION bw_stamp_actor();
+DROP TRIGGER IF EXISTS pauses_actor ON pauses;
+CREATE TRIGGER pauses_actor BEFORE INSERT OR UPDATE ON pauses FOR EACH ROW EXECUTE FUNCTION bw_stamp_actor();
+DROP TRIGGER IF EXISTS pauses_delete ON pauses;
+CREATE TRIGGER pauses_delete BEFORE DELETE ON pauses FOR EACH ROW EXECUTE FUNCTION bw_check_write('operate');
+DROP TRIGGER IF EXISTS grants_actor ON grants;
+CREATE TRIGGER grants_actor BEFORE INSERT OR UPDATE ON grants FOR EACH ROW EXECUTE FUNCTION bw_stamp_actor();
+DROP TRIGGER IF EXISTS grants_delete ON grants;
+CREATE TRIGGER grants_delete BEFORE DELETE ON grants FOR EACH ROW EXECUTE FUNCTION bw_check_write('admin');
+DROP TRIGGER IF EXISTS settings_write ON settings;
+CREATE TRIGGER settings_write BEFORE INSERT OR UPDATE OR DELETE ON settings
+    FOR EACH ROW EXECUTE FUNCTION bw_check_write('admin');
+DROP TRIGGER IF EXISTS jobs_cancel_request ON jobs;
+CREATE TRIGGER jobs_cancel_request BEFORE UPDATE OF cancel_requested_by ON jobs FOR EACH ROW
+    WHEN (NEW.cancel_requested_by IS NOT NULL AND NEW.cancel_requested_by IS DISTINCT FROM OLD.cancel_requested_by
+          AND NOT bw_trusted())
+    EXECUTE FUNCTION bw_stamp_actor();
+DROP TRIGGER IF EXISTS jobs_cancel_request_insert ON jobs;
+CREATE TRIGGER jobs_cancel_request_insert BEFORE INSERT ON jobs FOR EACH ROW
+    WHEN (NEW.cancel_requested_by IS NOT NULL AND NOT bw_trusted()) EXECUTE FUNCTION bw_stamp_actor();
+-- What a worker does to a job (claim, heartbeat, complete, retry, reap) changes a Scheduled or
+-- Running job and never ends one Cancelled unasked; the sweep deletes finished jobs. Anything
+-- else is an operator's. The WHEN clauses keep the engine's own updates off this trigger.
+DROP TRIGGER IF EXISTS jobs_operator_update ON jobs;
+CREATE TRIGGER jobs_operator_update BEFORE UPDATE ON jobs FOR EACH ROW
+    WHEN ((OLD.state NOT IN ('scheduled', 'running')
+           OR (NEW.state = 'cancelled' AND NEW.cancel_requested_by IS NULL)
+           OR (OLD.state = 'scheduled' AND NEW.state = 'scheduled'))
+          AND NOT bw_trusted())
+    EXECUTE FUNCTION bw_check_write('operate');
+DROP TRIGGER IF EXISTS jobs_operator_delete ON jobs;
+CREATE TRIGGER jobs_operator_delete BEFORE DELETE ON jobs FOR EACH ROW
+    WHEN (OLD.finished_at IS NULL AND NOT bw_trusted()) EXECUTE FUNCTION bw_check_write('operate');
+
+-- The type and size of each entry's failure detail, never its text: what a role without
+-- `view-failure-detail` is shown (`hidden: panic, 449 B`). No role but the owner is granted
+-- SELECT on `transitions.failure_detail` (README); this view reads it with its owner's rights.
+CREATE OR REPLACE VIEW bw_failure_detail_shapes AS
+    SELECT seq, failure_detail ->> 'type' AS kind, octet_length(failure_detail::text) AS bytes
+    FROM transitions WHERE failure_detail IS NOT NULL;
+
+-- The failure detail of a job's entries, for an actor holding `view-failure-detail`, audited in
+-- the same transaction: the only way to it for a role that may not read the column, so no
+-- reveal goes unaudited. `at` and `claimed` count only for a trusted role (see bw_actor).
+CREATE OR REPLACE FUNCTION bw_reveal_failure_detail(job uuid, at bigint, claimed text)
+    RETURNS TABLE (seq bigint, detail text) LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    who text := bw_actor(claimed);
+    n bigint;
+BEGIN
+    IF NOT bw_may('view-failure-detail') THEN
+        RAISE EXCEPTION 'permission denied: % lacks the ''view-failure-detail'' permission', who
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF coalesce((SELECT s.value FROM settings s WHERE s.key = 'failure_detail'), 'on') = 'off' THEN
+        RAISE EXCEPTION 'failure detail is switched off for this store' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN QUERY SELECT t.seq, t.failure_detail::text FROM transitions t
+                 WHERE t.job_id = job AND t.failure_detail IS NOT NULL ORDER BY t.seq;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    -- The wording of store/admin.rs `revealed`.
+    INSERT INTO audit (at, actor, action, job_id, detail)
+        VALUES (CASE WHEN bw_trusted() THEN coalesce(at, bw_now_ms()) ELSE bw_now_ms() END, who,
+                'reveal-failure-detail', job, n || ' entries');
+END
+$$;
+
+-- bw_now_ms and bw_trusted stay unpinned so that they can be inlined into the statements that
+-- call them; they name only built-in functions.
+DO $$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+             WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'bw\_%'
+               AND p.proname NOT IN ('bw_now_ms', 'bw_trusted')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+    END LOOP;
+END
+$$;
+-- Every statement above may also simply run again on an open store: no table changes.
+UPDATE backwave_schema SET version = 4;
+
+-- migration 4 end
+
+-- migration 5 begin
+-- The payload limit, for every program that writes jobs (schema.sql explains it). The
+-- insert check runs once per statement over its new rows (sharing the transition table of the
+-- count trigger), so a COPY of a million rows pays one scan, not a call per row; the update check
+-- runs only for an UPDATE that sets `payload`, so a job stored under a higher limit still runs.
+-- Both are AFTER triggers: a BEFORE row trigger would make every UPDATE of a job (each claim and
+-- completion) fetch and lock the row once more before its column list is even looked at.
+-- SECURITY DEFINER: a role that may enqueue need not read `settings`.
+CREATE FUNCTION bw_payload_limit() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT coalesce((SELECT CASE WHEN value ~ '^[0-9]{1,18}$' THEN value::bigint END
+                     FROM settings WHERE key = 'payload_limit'), 1048576)
+$$;
+
+CREATE FUNCTION bw_check_payloads() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    lim     bigint := bw_payload_limit();
+    largest bigint;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT max(octet_length(payload)) INTO largest FROM new_rows;
+    ELSE
+        largest := octet_length(NEW.payload);
+    END IF;
+    IF largest > lim THEN
+        RAISE EXCEPTION 'backwave: a payload of % bytes is over the store''s payload_limit of % bytes', largest, lim
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER jobs_payload_limit_insert AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION bw_check_payloads();
+CREATE TRIGGER jobs_payload_limit_update AFTER UPDATE OF payload ON jobs
+    FOR EACH ROW EXECUTE FUNCTION bw_check_payloads();
+
+-- Pinned like migration 4's functions: never resolved through the caller's search_path.
+DO $$
+DECLARE
+    f text;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['bw_payload_limit()', 'bw_check_payloads()']
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+    END LOOP;
+END
+$$;
+UPDATE backwave_schema SET version = 5;
+
+-- migration 5 end
+
+-- migration 6 begin
+-- Limits and quiet workers (schema.sql's migration 6 says what each means).
+CREATE TABLE limits (
+    kind           text   NOT NULL CHECK (kind IN ('queue', 'wire-name')),
+    name           text   NOT NULL CHECK (length(name) > 0),
+    source         text   NOT NULL CHECK (source IN ('operator', 'application')),
+    concurrency    bigint CHECK (concurrency IS NULL OR concurrency >= 1),
+    rate           bigint CHECK (rate IS NULL OR rate >= 1),
+    rate_window_ms bigint CHECK (rate_window_ms IS NULL OR rate_window_ms >= 1),
+    set_by         text   NOT NULL,
+    set_at         bigint NOT NULL,
+    until          bigint,
+    PRIMARY KEY (kind, name, source),
+    CHECK ((rate IS NULL) = (rate_window_ms IS NULL)),
+    CHECK (concurrency IS NOT NULL OR rate IS NOT NULL)
+);
+
+CREATE TABLE limit_windows (
+    kind         text   NOT NULL,
+    name         text   NOT NULL,
+    window_start bigint NOT NULL,
+    claimed      bigint NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+
+ALTER TABLE workers ADD COLUMN quiet_at bigint;
+ALTER TABLE workers ADD COLUMN quiet_by text;
+ALTER TABLE workers ADD COLUMN stopping_at bigint;
+
+-- Who set a limit, and who quieted a worker, is the server's to say too (as migration 4 does for
+-- the log, audit, pauses and grants): an operator's limit and a quiet need `operate`; an
+-- application's default is written by its engine under its own role.
+CREATE OR REPLACE FUNCTION bw_stamp_control() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF bw_trusted() THEN
+        RETURN NEW;
+    END IF;
+    IF TG_TABLE_NAME = 'limits' THEN
+        IF NEW.source = 'operator' THEN
+            PERFORM bw_require('operate');
+        END IF;
+        NEW.set_by := session_user;
+    ELSIF TG_TABLE_NAME = 'workers' THEN
+        IF NEW.quiet_at IS DISTINCT FROM OLD.quiet_at OR NEW.quiet_by IS DISTINCT FROM OLD.quiet_by THEN
+            PERFORM bw_require('operate');
+            NEW.quiet_by := CASE WHEN NEW.quiet_at IS NULL THEN NULL ELSE session_user END;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER limits_actor BEFORE INSERT OR UPDATE ON limits
+    FOR EACH ROW EXECUTE FUNCTION bw_stamp_control();
+CREATE TRIGGER workers_quiet_actor BEFORE UPDATE OF quiet_at, quiet_by ON workers
+    FOR EACH ROW EXECUTE FUNCTION bw_stamp_control();
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION bw_stamp_control() SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+UPDATE backwave_schema SET version = 6;
+
+-- migration 6 end
+
+-- migration 7 begin
+-- Recurring schedules (schema.sql's migration 7 says what each column means).
 CREATE TABLE schedules (
     name          text    PRIMARY KEY CHECK (length(name) > 0),
     cron          text    NOT NULL,
@@ -208,4 +535,60 @@ CREATE TABLE schedules (
     paused_until  bigint,
     CHECK ((paused_by IS NULL) = (paused_at IS NULL))
 );
--- migration 4 end
+
+-- Who paused a schedule is the server's to say too (as migration 6 does for limits and quiet
+-- workers): a pause or resume needs `operate`, and `paused_by` is the authenticated role. An
+-- engine declaring its schedules, firing their ticks or noting that it still runs them changes
+-- no pause columns and needs no BackWave permission.
+CREATE OR REPLACE FUNCTION bw_stamp_schedule() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF bw_trusted() THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.paused_at IS NOT NULL OR NEW.paused_by IS NOT NULL THEN
+            PERFORM bw_require('operate');
+            NEW.paused_by := CASE WHEN NEW.paused_at IS NULL THEN NULL ELSE session_user END;
+        END IF;
+    ELSIF NEW.paused_at IS DISTINCT FROM OLD.paused_at OR NEW.paused_by IS DISTINCT FROM OLD.paused_by
+          OR NEW.paused_until IS DISTINCT FROM OLD.paused_until THEN
+        PERFORM bw_require('operate');
+        NEW.paused_by := CASE WHEN NEW.paused_at IS NULL THEN NULL ELSE session_user END;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER schedules_pause_actor BEFORE INSERT OR UPDATE ON schedules
+    FOR EACH ROW EXECUTE FUNCTION bw_stamp_schedule();
+
+-- An engine audits the schedules it declares (`schedule-declare`, `schedule-update`) under its
+-- own role, as it writes its application's limits: those two actions need no BackWave
+-- permission, and their actor and time are stamped all the same. Every other action stays with
+-- migration 4's trigger.
+CREATE OR REPLACE FUNCTION bw_stamp_declarer() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.actor := session_user;
+    NEW.at := bw_now_ms();
+    RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS audit_actor ON audit;
+CREATE TRIGGER audit_actor BEFORE INSERT ON audit FOR EACH ROW
+    WHEN (NOT bw_trusted() AND NEW.action NOT IN ('schedule-declare', 'schedule-update'))
+    EXECUTE FUNCTION bw_stamp_actor();
+CREATE TRIGGER audit_declare_actor BEFORE INSERT ON audit FOR EACH ROW
+    WHEN (NOT bw_trusted() AND NEW.action IN ('schedule-declare', 'schedule-update'))
+    EXECUTE FUNCTION bw_stamp_declarer();
+DO $$
+DECLARE
+    f text;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['bw_stamp_schedule()', 'bw_stamp_declarer()']
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+    END LOOP;
+END
+$$;
+UPDATE backwave_schema SET version = 7;
+
+-- migration 7 end

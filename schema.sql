@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 4.
+-- BackWave store contract, schema version 7.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -11,16 +11,19 @@
 --   * States are spelled as on the command line:
 --       scheduled running succeeded dead-lettered quarantined cancelled
 --   * `PRAGMA user_version` is the schema version. A reader refuses a version it does not know.
---     Version 2 added the `pauses` table and the `jobs_claim_wire` index (the section marked
---     below); a writable open of a version-1 store applies that section in one transaction.
---     Version 4 added the `schedules` table; each later version is a marked section the same way.
+--     Version 2 added the `pauses` table and the `jobs_claim_wire` index, version 3 the unique
+--     job columns and the `jobs_unique` index, version 4 nothing here (PostgreSQL's roles),
+--     version 5 the payload limit's triggers, version 6 the `limits` and `limit_windows` tables
+--     and the quiet columns of `workers`, version 7 the `schedules` table (the sections marked
+--     below); a writable open of an older store applies each section it lacks, in order, in one
+--     transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 7;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -168,6 +171,8 @@ END;
 -- Store-wide settings. Known keys:
 --   failure_detail  'on' | 'off'   capture failure detail at all (default on)
 --   retention       humantime       how long terminal jobs are kept (default 14d)
+--   payload_limit   bytes           the largest payload a job may hold (default 1048576, 1 MiB):
+--                                   the triggers of migration 3 below refuse larger ones
 --   store_kind      'demo'          set by `bw demo` on the stores it creates
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
@@ -220,12 +225,115 @@ CREATE INDEX jobs_claim_wire ON jobs (queue, wire_name, due_at) WHERE state = 's
 
 -- migration 2 end
 
--- Version 2 -> 3: reserved for the step of another branch (unique jobs); empty on this one.
+-- Version 2 -> 3: unique jobs.
 -- migration 3 begin
+
+-- A job enqueued with a uniqueness rule carries it in three columns, all NULL for other jobs:
+--   unique_key     the rule's key: the application's own, or `<wire name>:<sha256 of the
+--                  payload, lower-case hex>` for a rule by payload.
+--   unique_states  the states in which the job holds its key, a bitmask: scheduled 1, running 2,
+--                  succeeded 4, dead-lettered 8, quarantined 16, cancelled 32. Always includes
+--                  scheduled and running (3): a job moves between those two with no insert to
+--                  check the rule.
+--   unique_window  the start (ms) of the rule's period window; 0 for a rule without a period.
+-- The key stays on the row when the job leaves its unique states (it shows which rule it came
+-- under); the index below only counts a job while its state is in its mask. So no transition
+-- needs to know about keys, and neither does another program that moves jobs by this contract.
+-- A program that enqueues unique jobs inserts with `ON CONFLICT DO NOTHING` and, when nothing
+-- was inserted, reads the holder's id with the index's own predicate.
+ALTER TABLE jobs ADD COLUMN unique_key TEXT CHECK (unique_key IS NULL OR length(unique_key) > 0);
+ALTER TABLE jobs ADD COLUMN unique_states INTEGER
+    CHECK ((unique_states IS NULL) = (unique_key IS NULL) AND (unique_states IS NULL OR unique_states & 3 = 3));
+ALTER TABLE jobs ADD COLUMN unique_window INTEGER CHECK ((unique_window IS NULL) = (unique_key IS NULL));
+
+-- At most one job per (key, window) among the jobs whose state is in their own mask.
+CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key, unique_window)
+    WHERE unique_key IS NOT NULL AND (unique_states & (CASE state
+        WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8
+        WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
+
 -- migration 3 end
 
--- Version 3 -> 4: recurring schedules.
+-- Version 3 -> 4: PostgreSQL only (who did what is decided by the server: its roles, triggers
+-- and functions). Nothing changes on SQLite, where the file's permissions are the wall.
 -- migration 4 begin
+-- nothing on SQLite
+-- migration 4 end
+
+-- Version 4 -> 5: the payload limit.
+-- migration 5 begin
+
+-- The payload limit, for every program that writes jobs: a row inserted, or a payload updated,
+-- larger than the `payload_limit` setting (bytes; 1048576 when unset or not a number) is refused.
+-- Only an UPDATE that sets `payload` is checked, so a job stored under a higher limit still runs
+-- and finishes after the limit is lowered. `bw` checks first and names both sizes.
+CREATE TRIGGER jobs_payload_limit_insert BEFORE INSERT ON jobs
+WHEN length(CAST(NEW.payload AS BLOB)) > coalesce(
+    (SELECT CAST(value AS INTEGER) FROM settings
+     WHERE key = 'payload_limit' AND value GLOB '[0-9]*' AND NOT value GLOB '*[^0-9]*'), 1048576)
+BEGIN
+    SELECT RAISE(ABORT, 'backwave: the payload is over the store''s payload_limit setting');
+END;
+
+CREATE TRIGGER jobs_payload_limit_update BEFORE UPDATE OF payload ON jobs
+WHEN length(CAST(NEW.payload AS BLOB)) > coalesce(
+    (SELECT CAST(value AS INTEGER) FROM settings
+     WHERE key = 'payload_limit' AND value GLOB '[0-9]*' AND NOT value GLOB '*[^0-9]*'), 1048576)
+BEGIN
+    SELECT RAISE(ABORT, 'backwave: the payload is over the store''s payload_limit setting');
+END;
+
+-- migration 5 end
+
+-- Version 5 -> 6: limits and quiet workers.
+-- migration 6 begin
+
+-- Limits on a queue or a wire name, enforced where jobs are claimed: at most `concurrency` of its
+-- jobs Running under a live lease at once (a lapsed lease frees its slot), and at most `rate`
+-- claimed per `rate_window_ms` (fixed windows, counted in `limit_windows`). A job over a limit
+-- stays Scheduled: it spends no worker slot and no attempt. Two sources per name: the operator's
+-- (`bw limit`, audited, optionally until a time) wins over the application's default (written by
+-- each engine that declares one). A program that claims with its own SQL honours a limit by
+-- counting as above before it claims.
+CREATE TABLE limits (
+    kind           TEXT    NOT NULL CHECK (kind = 'queue' OR kind = 'wire-name'),
+    name           TEXT    NOT NULL CHECK (length(name) > 0),
+    source         TEXT    NOT NULL CHECK (source = 'operator' OR source = 'application'),
+    -- NULL: no concurrency limit.
+    concurrency    INTEGER CHECK (concurrency IS NULL OR concurrency >= 1),
+    -- Both NULL, or both set: at most `rate` claims per window of `rate_window_ms`.
+    rate           INTEGER CHECK (rate IS NULL OR rate >= 1),
+    rate_window_ms INTEGER CHECK (rate_window_ms IS NULL OR rate_window_ms >= 1),
+    set_by         TEXT    NOT NULL,
+    set_at         INTEGER NOT NULL,
+    -- NULL: until cleared. A lapsed row is ignored by claims.
+    until          INTEGER,
+    PRIMARY KEY (kind, name, source),
+    CHECK ((rate IS NULL) = (rate_window_ms IS NULL)),
+    CHECK (concurrency IS NOT NULL OR rate IS NOT NULL)
+) WITHOUT ROWID;
+
+-- The current rate window of each rate-limited name: the window that began at `window_start`
+-- (a multiple of the window length) has had `claimed` claims.
+CREATE TABLE limit_windows (
+    kind         TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    window_start INTEGER NOT NULL,
+    claimed      INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
+) WITHOUT ROWID;
+
+-- A quiet worker claims nothing from its next poll on and finishes what it runs; `bw workers
+-- quiet` sets these, `bw workers resume` clears them. `stopping_at`: the worker's engine began
+-- to shut down.
+ALTER TABLE workers ADD COLUMN quiet_at INTEGER;
+ALTER TABLE workers ADD COLUMN quiet_by TEXT;
+ALTER TABLE workers ADD COLUMN stopping_at INTEGER;
+
+-- migration 6 end
+
+-- Version 6 -> 7: recurring schedules.
+-- migration 7 begin
 
 -- Recurring schedules, declared in code by the applications that run them. Every tick of `cron`
 -- (5 fields, or 6 with seconds first) read in the IANA zone `zone` enqueues one job with this
@@ -264,4 +372,4 @@ CREATE TABLE schedules (
     CHECK ((paused_by IS NULL) = (paused_at IS NULL))
 ) WITHOUT ROWID;
 
--- migration 4 end
+-- migration 7 end

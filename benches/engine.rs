@@ -7,10 +7,14 @@
 //! same claim + fenced complete + transition rows in plain SQL at 1, 10, 32, 256 and 1024 jobs
 //! per transaction (best of 2 each; the engine's claims reach about 1,000); drains due jobs with
 //! and without a 100,000-job backlog of future-due retries in the same queue (best of 3 each);
-//! and times enqueue-to-start of single jobs into an idle default group. Then the same on
+//! and times enqueue-to-start of single jobs into an idle default group. Enqueue rates come
+//! first, on both backends: plain jobs, and unique jobs (a new key each, then every key taken,
+//! so each answer is a `Duplicate`); `BW_BENCH_ONLY=enqueue` stops after them. Then the same on
 //! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections and the
 //! drain by 1, 2 and 4 worker processes, on the tests' server (`BW_TEST_PG`, or a throwaway
-//! cluster). `BW_BENCH_JOBS=20000` shrinks the run.
+//! cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
+//! of limits (issue 21): the same drain with no limit, with a limit in force that never binds
+//! (every claim reads and counts it), and with a concurrency limit that does, on SQLite.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,7 +23,7 @@ use std::sync::{mpsc, Mutex};
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup, DEFAULT_QUEUE};
 use backwave::store::CLAIM_SQL;
-use backwave::{JobState, RetryPolicy, Store};
+use backwave::{JobState, RetryPolicy, Store, UniqueRule};
 use rusqlite::{params, OptionalExtension};
 
 /// The queue `WorkerGroup::default()` serves, so the default rows change nothing but the name.
@@ -64,6 +68,58 @@ fn enqueue(store: &Store, n: usize, backlog: usize) -> f64 {
         store.enqueue_many(&jobs).expect("enqueue");
     }
     n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Enqueue `n` no-op jobs due now, each unique by a key of its own, in batches of
+/// [`ENQUEUE_BATCH`]; returns jobs/s. Then the same `n` keys again, every job answered
+/// `Duplicate`; returns that rate too.
+fn enqueue_unique(store: &Store, n: usize) -> (f64, f64) {
+    let registry = registry();
+    let mut rates = [0.0f64; 2];
+    for (pass, rate) in rates.iter_mut().enumerate() {
+        let start = Instant::now();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(ENQUEUE_BATCH) {
+            let now = store.now();
+            let jobs: Vec<_> = chunk
+                .iter()
+                .map(|i| {
+                    let rule = UniqueRule::key(format!("bench-{i}"));
+                    registry.job("noop", &(*i as u32)).unwrap().unique(rule).into_new_job(now)
+                })
+                .collect();
+            let answers = store.insert_many(&jobs).expect("enqueue unique");
+            assert!(answers.iter().all(|a| a.is_duplicate() == (pass == 1)), "pass {pass}: unexpected answers");
+        }
+        *rate = n as f64 / start.elapsed().as_secs_f64();
+    }
+    (rates[0], rates[1])
+}
+
+/// The enqueue rows of one backend: plain jobs and unique jobs (new keys, then every key taken)
+/// into fresh stores made by `fresh`, alternating, best of 2 each.
+fn enqueue_rows(
+    backend: &str,
+    n: usize,
+    mut fresh: impl FnMut(&str) -> Store,
+    row: &mut impl FnMut(String, String, String),
+) {
+    let (mut plain, mut unique, mut duplicate) = (0.0f64, 0.0f64, 0.0f64);
+    for run in 0..2 {
+        plain = plain.max(enqueue(&fresh(&format!("enqueue_plain_{run}")), n, 0));
+        let (u, d) = enqueue_unique(&fresh(&format!("enqueue_unique_{run}")), n);
+        (unique, duplicate) = (unique.max(u), duplicate.max(d));
+    }
+    row(format!("{backend}enqueue, batches of 1000 (best of 2)"), format!("{plain:.0}"), String::new());
+    row(
+        format!("{backend}enqueue unique, a new key each (best of 2)"),
+        format!("{unique:.0}"),
+        format!("{:.0}% of plain enqueue", 100.0 * unique / plain),
+    );
+    row(
+        format!("{backend}enqueue unique, every key taken: Duplicate (best of 2)"),
+        format!("{duplicate:.0}"),
+        format!("{:.0}% of plain enqueue", 100.0 * duplicate / plain),
+    );
 }
 
 /// The worker groups a drain runs.
@@ -251,6 +307,43 @@ mod backend;
 #[path = "engine/pg.rs"]
 mod pg;
 
+/// The drain of `due` jobs by one tuned worker, alternating three stores (best of 3 each): no
+/// limit, a concurrency limit in force that never binds (above the worker's slots: the claim
+/// reads, counts and charges it every time), a rate limit that never binds, and a concurrency
+/// limit of 8 that does.
+fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) {
+    use backwave::store::{LimitSpec, PauseKind, Rate};
+    let specs: [(&str, Option<LimitSpec>); 4] = [
+        ("no limit", None),
+        ("concurrency 100000 (never binds)", Some(LimitSpec { concurrency: Some(100_000), rate: None })),
+        (
+            "rate 1000000/s (never binds)",
+            Some(LimitSpec { concurrency: None, rate: Some(Rate { n: 1_000_000, per: Duration::from_secs(1) }) }),
+        ),
+        ("concurrency 8 (binds: 32 threads)", Some(LimitSpec { concurrency: Some(8), rate: None })),
+    ];
+    let mut best = [0.0f64; 4];
+    for run in 0..3 {
+        for (i, (_, spec)) in specs.iter().enumerate() {
+            let (path, store) = fresh_store(dir, &format!("limits-{i}-{run}.db"));
+            store.bootstrap_admin("bench").expect("admin");
+            if let Some(spec) = spec {
+                store.set_limit("bench", PauseKind::WireName, "noop", spec, None).expect("limit");
+            }
+            enqueue(&store, due, 0);
+            best[i] = best[i].max(drain(&path, &store, due, 1, Settings::Tuned));
+        }
+    }
+    for (i, (what, _)) in specs.iter().enumerate() {
+        let note = if i == 0 {
+            String::new()
+        } else {
+            format!("{:+.1}% against no limit", 100.0 * (best[i] - best[0]) / best[0])
+        };
+        row(format!("drain {due}, 1 tuned worker, {what} (best of 3)"), format!("{:.0}", best[i]), note);
+    }
+}
+
 fn main() {
     if let Ok(url) = std::env::var("BW_BENCH_WORKER") {
         pg::worker(&url);
@@ -264,6 +357,40 @@ fn main() {
         rows.push((what, value, note));
     };
     eprintln!("engine bench: {n} no-op jobs");
+    if std::env::var_os("BW_BENCH_LIMITS").is_some() {
+        limits(dir.path(), n / 2, &mut row);
+        print_table(&rows);
+        return;
+    }
+
+    let mut made = 0;
+    enqueue_rows(
+        "",
+        n,
+        |name| {
+            made += 1;
+            fresh_store(dir.path(), &format!("{name}-{made}.db")).1
+        },
+        &mut row,
+    );
+    let pg_schemas = std::cell::RefCell::new(Vec::new());
+    enqueue_rows(
+        "postgres ",
+        n,
+        |name| {
+            let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
+            let store = Store::create(schema.url.as_str()).expect("create the store");
+            pg_schemas.borrow_mut().push(schema);
+            store
+        },
+        &mut row,
+    );
+    drop(pg_schemas);
+    // `BW_BENCH_ONLY=enqueue`: the enqueue rows alone, a minute rather than a quarter hour.
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "enqueue") {
+        print_table(&rows);
+        return;
+    }
 
     let mut best_ceiling = 0.0f64;
     for per_tx in [1, 10, 32, 256, 1024] {
@@ -290,10 +417,7 @@ fn main() {
         for run in 0..2 {
             for (i, settings) in [Settings::Default, Settings::Tuned].into_iter().enumerate() {
                 let (path, store) = fresh_store(dir.path(), &format!("drain-{workers}-{i}-{run}.db"));
-                let enq = enqueue(&store, n, 0);
-                if workers == 1 && run == 0 && settings == Settings::Default {
-                    row("enqueue, batches of 1000".into(), format!("{enq:.0}"), String::new());
-                }
+                enqueue(&store, n, 0);
                 rates[i] = rates[i].max(drain(&path, &store, n, workers, settings));
             }
         }
@@ -347,13 +471,7 @@ fn main() {
         ),
     );
 
-    println!();
-    println!("| measurement                                                  |     jobs/s | note");
-    println!("|--------------------------------------------------------------|-----------:|------");
-    for (what, value, note) in &rows {
-        println!("| {what:<60} | {value:>10} | {note}");
-    }
-    println!();
+    print_table(&rows);
     println!(
         "default settings: 1 worker {:.0} jobs/s = {:.0}% of the best raw ceiling {best_ceiling:.0} (target >= 70%), \
          {:.0}% of the tuned 1-worker drain {:.0} (target >= 85%)",
@@ -374,4 +492,14 @@ fn main() {
          ceiling {pg_ceiling:.0} (target >= 70%)",
         100.0 * pg_best / pg_ceiling,
     );
+}
+
+fn print_table(rows: &[(String, String, String)]) {
+    println!();
+    println!("| measurement                                                  |     jobs/s | note");
+    println!("|--------------------------------------------------------------|-----------:|------");
+    for (what, value, note) in rows {
+        println!("| {what:<60} | {value:>10} | {note}");
+    }
+    println!();
 }

@@ -8,6 +8,10 @@
 //!
 //! The store is built once with the hidden `bw generate --jobs 1000000` and kept at
 //! target/bench/top-1m.db (or BW_BENCH_STORE); BW_BENCH_JOBS changes the size.
+//!
+//! A second table (issue 24): 50 Dead-Lettered jobs with 1 MiB payloads (the default
+//! `payload_limit`) all in the list on screen, the same measures at 120x64 on a store of their
+//! own. `BW_BENCH_TOP=payloads` runs that table alone.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -16,13 +20,21 @@ use std::time::{Duration, Instant};
 mod common;
 
 use backwave::cli::output::thousands;
+use backwave::store::{ClaimRequest, Completion, Outcome, DEFAULT_PAYLOAD_LIMIT};
 use backwave::tui::{serve, Action, App, Config, Request, Response, View};
-use backwave::Store;
+use backwave::{NewJob, RetryPolicy, Store};
 
 const ACTOR: &str = "bench";
 
 fn main() {
     let bin = env!("CARGO_BIN_EXE_bw");
+    if std::env::var("BW_BENCH_TOP").as_deref() != Ok("payloads") {
+        large_store_table(bin);
+    }
+    payloads_table(bin);
+}
+
+fn large_store_table(bin: &str) {
     let (path, _) = common::large_store(bin);
     let store = Store::open(&path).expect("open the bench store");
     let total: u64 = store.counts().unwrap().by_queue.values().flat_map(|m| m.values()).sum();
@@ -38,6 +50,7 @@ fn main() {
             interval: Duration::from_secs(1),
             read_only: true,
             color: true,
+            ask_before_quit: false,
         },
         store.now(),
     );
@@ -120,7 +133,86 @@ fn main() {
     rows.insert(1, ("first refresh (chart search, log tail)".into(), ms(first.unwrap()), String::new()));
 
     // The real dashboard, idle, in a real terminal.
-    let (cpu, rss, hwm) = idle_in_tmux(bin, &path);
+    idle_rows(&mut rows, idle_in_tmux(bin, &path, 32));
+    print_table(&format!("bw top on {}", path.display()), rows);
+}
+
+/// 50 Dead-Lettered jobs with payloads of the default limit, 1 MiB each, every one in the list
+/// `bw top` shows first: one refresh of that list, and a real `bw top` on it refreshing every
+/// second (issue 24: three jobs of 50 MiB made it 270-470 MB and a whole core).
+fn payloads_table(bin: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("top-payloads.db");
+    let _ = std::fs::remove_file(&path);
+    let store = Store::create(&path).expect("create the payloads store");
+    store.bootstrap_admin(ACTOR).unwrap();
+    // A JSON string of exactly the limit.
+    let mut payload = vec![b'x'; DEFAULT_PAYLOAD_LIMIT as usize];
+    payload[0] = b'"';
+    payload[DEFAULT_PAYLOAD_LIMIT as usize - 1] = b'"';
+    let jobs: Vec<NewJob> = (0..50).map(|_| NewJob::new("ingest-blob", "bulk", payload.clone())).collect();
+    store.enqueue_many(&jobs).unwrap();
+    let policy = RetryPolicy::new(1, Duration::from_secs(1)).unwrap();
+    let queues = ["bulk".to_string()];
+    let claim = ClaimRequest {
+        worker_id: "bench-worker",
+        group: "bench",
+        queues: &queues,
+        limit: 50,
+        lease: Duration::from_secs(60),
+        policy: &policy,
+    };
+    let completions: Vec<Completion> = store
+        .claim(&claim)
+        .unwrap()
+        .iter()
+        .map(|j| Completion {
+            job_id: j.id,
+            worker_id: "bench-worker".into(),
+            attempt: j.attempt,
+            outcome: Outcome::Failed { message: "blob store unreachable".into(), detail: None },
+        })
+        .collect();
+    assert_eq!(store.complete_many(&completions).unwrap().len(), 50);
+
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let mut app = App::new(
+        Config {
+            store: path.display().to_string(),
+            actor: ACTOR.into(),
+            interval: Duration::from_secs(1),
+            read_only: true,
+            color: true,
+            ask_before_quit: false,
+        },
+        store.now(),
+    );
+    app.update(Action::Resize(120, 64));
+    app.update(Action::ShowView(View::DeadLettered));
+    let mut times = Vec::new();
+    for _ in 0..21 {
+        let q = app.query();
+        let t = Instant::now();
+        let resp = serve(&store, ACTOR, &Request::Refresh(Box::new(q)));
+        times.push(t.elapsed());
+        let Response::Snapshot(s) = &resp else { panic!("refresh failed: {resp:?}") };
+        assert_eq!(s.page.as_ref().map(|p| p.jobs.len()), Some(50), "all 50 in the list");
+        app.update(Action::Store(resp));
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    rows.push(("jobs in the list (1 MiB payloads)".into(), "50".into(), String::new()));
+    rows.push((
+        "refresh: Dead-Lettered".into(),
+        format!("median {} · max {}", ms(median), ms(times[20])),
+        verdict(median),
+    ));
+    idle_rows(&mut rows, idle_in_tmux(bin, &path, 64));
+    print_table(&format!("bw top, 50 jobs of 1 MiB payloads in the list, on {}", path.display()), rows);
+}
+
+fn idle_rows(rows: &mut Vec<(String, String, String)>, (cpu, rss, hwm): (f64, f64, f64)) {
     rows.push((
         "idle CPU of bw top (10 s)".into(),
         format!("{cpu:.2} % of a core"),
@@ -131,21 +223,24 @@ fn main() {
         format!("{:.1} MB / {:.1} MB", rss, hwm),
         if hwm <= 50.0 { "ok (<= 50 MB)".into() } else { "OVER 50 MB".into() },
     ));
+}
 
+fn print_table(title: &str, rows: Vec<(String, String, String)>) {
     let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap();
     let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap();
-    println!("\nbw top on {}", path.display());
+    println!("\n{title}");
     println!("{:<w0$}  {:<w1$}  TARGET", "MEASURE", "RESULT");
     for (a, b, c) in rows {
         println!("{a:<w0$}  {b:<w1$}  {c}");
     }
 }
 
-/// Start `bw top` in a detached tmux at 120x32, let it settle, then measure 10 s of idling.
-fn idle_in_tmux(bin: &str, path: &std::path::Path) -> (f64, f64, f64) {
+/// Start `bw top` in a detached tmux, 120 columns by `height` rows, let it settle, then measure
+/// 10 s of idling (a refresh every second).
+fn idle_in_tmux(bin: &str, path: &std::path::Path, height: u16) -> (f64, f64, f64) {
     let session = format!("bwtopbench{}", std::process::id());
     let status = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "32"])
+        .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", &height.to_string()])
         .arg(format!("exec {bin} --db {} top", path.display()))
         .status()
         .expect("tmux is needed for the idle measurement");

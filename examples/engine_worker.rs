@@ -7,6 +7,9 @@
 //! engine_worker <db> charge <ledger-db> <lease-ms>
 //!     handles "charge-card" (queue "payments") with seed 000's idempotent ChargeCard handler,
 //!     then takes 3 s over a receipt: a window in which the test can stall the process.
+//! engine_worker <db> limits <concurrency> <lease-ms>
+//!     handles "limited" (3 ms), "rated" and "free" (instant), all in queue "mixed", with
+//!     <concurrency> handlers; SIGTSTP quiets it (the limits and quiet tests).
 //! engine_worker <db> ticks <clock-file> <missed>
 //!     declares the schedule "every-second" (`* * * * * *`, wire name "tick", queue "ticks",
 //!     missed-tick policy `latest`, `skip` or `catch-up-N`) on a manual clock that follows the
@@ -31,14 +34,27 @@ struct ChargeCard {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: engine_worker <db> sleepy <max-attempts> <lease-ms> | <db> charge <ledger-db> <lease-ms> \
-                 | <db> ticks <clock-file> <missed>";
+                 | <db> limits <concurrency> <lease-ms> | <db> ticks <clock-file> <missed>";
     let [db, mode, arg, last] = args.as_slice() else { return Err(usage.into()) };
     if mode == "ticks" {
         return ticks(db, &PathBuf::from(arg), last);
     }
     let lease = Duration::from_millis(last.parse()?);
     let mut registry = Registry::new();
+    let mut concurrency = 1;
     let (queue, max_attempts) = match mode.as_str() {
+        "limits" => {
+            registry
+                .handle::<u32>("limited", |_, _| {
+                    std::thread::sleep(Duration::from_millis(3));
+                    Ok(())
+                })
+                .queue("mixed");
+            registry.handle::<u32>("rated", |_, _| Ok(())).queue("mixed");
+            registry.handle::<u32>("free", |_, _| Ok(())).queue("mixed");
+            concurrency = arg.parse()?;
+            ("mixed", 3)
+        }
         "sleepy" => {
             registry.handle::<String>("sleepy", |_, ctx| ctx.sleep(Duration::from_secs(60))).queue("sleepy");
             ("sleepy", arg.parse()?)
@@ -79,11 +95,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         policy: DispatchPolicy::strict([queue]),
         poll_interval: Duration::from_millis(50),
         retry_policy: RetryPolicy::new(max_attempts, |_| Duration::ZERO)?,
-        concurrency: 1,
+        concurrency,
         lease,
         ..WorkerGroup::default()
     });
     let running = engine.start()?;
+    if mode == "limits" {
+        running.quiet_on_sigtstp()?;
+    }
     println!("ready {}", running.worker_ids()[0].1);
     loop {
         std::thread::park();

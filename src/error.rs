@@ -38,6 +38,10 @@ pub enum Error {
     #[error("the store is read-only here: {why}")]
     ReadOnly { why: String },
 
+    /// The disk (or the server's) holding the store has no room left: nothing was written.
+    #[error("the disk holding the store is full: {why}")]
+    DiskFull { why: String },
+
     #[error("pragma {name} is {actual:?} after setting it to {wanted:?}")]
     Pragma { name: &'static str, wanted: String, actual: String },
 
@@ -46,6 +50,15 @@ pub enum Error {
 
     #[error("{0}")]
     InvalidInput(String),
+
+    /// A payload over the store's `payload_limit` setting; nothing was written.
+    #[error(
+        "{}the payload is {} ({bytes} bytes), over the store's payload_limit of {} ({limit} bytes): store the data elsewhere and enqueue a reference to it, or an admin raises the limit (`bw config set payload_limit SIZE`)",
+        job.map(|i| format!("job {} of the batch: ", i + 1)).unwrap_or_default(),
+        size(*bytes),
+        size(*limit)
+    )]
+    PayloadTooLarge { bytes: u64, limit: u64, job: Option<usize> },
 
     #[error("no job matches '{0}'")]
     JobNotFound(String),
@@ -70,6 +83,29 @@ pub enum Error {
     /// so a second backend can come without changing this enum's callers.
     #[error(transparent)]
     Database(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// Whether asking again later may succeed without anyone changing the store: it was locked,
+    /// unreachable, or its server connection was lost (a restart, a failover). Followers (`bw log
+    /// tail --follow`, `bw demo`) wait and retry these; anything else is the caller's to report.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Busy | Error::Unreachable { .. } => true,
+            e @ Error::Database(_) => crate::store::is_connection_lost(e),
+            _ => false,
+        }
+    }
+}
+
+/// A byte count as people read it in an error: `1.0 MiB`, `900 B`.
+fn size(n: u64) -> String {
+    match n {
+        n if n < 1 << 10 => format!("{n} B"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n if n < 1 << 30 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+    }
 }
 
 /// The message of a caught panic (`panic!("...")` carries a `&str` or a `String`): a handler's

@@ -21,8 +21,8 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use model::{
-    cause_fingerprint, DetailStatus, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob, Permission,
-    QuarantineReason, Transition, WorkerInfo,
+    cause_fingerprint, DetailStatus, Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob,
+    Permission, QuarantineReason, Transition, UniqueBy, UniqueRule, WorkerInfo,
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
 pub use schedule::{MissedTicks, Schedule};

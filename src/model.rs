@@ -108,6 +108,13 @@ impl JobState {
         !matches!(self, JobState::Scheduled | JobState::Running)
     }
 
+    /// This state's bit in a uniqueness rule's state mask (`jobs.unique_states`): its place in
+    /// [`JobState::ALL`], so scheduled = 1, running = 2, succeeded = 4, dead-lettered = 8,
+    /// quarantined = 16, cancelled = 32.
+    pub fn unique_bit(self) -> i64 {
+        1 << JobState::ALL.iter().position(|s| *s == self).unwrap_or(0)
+    }
+
     /// Requeue applies to these two only.
     pub fn is_requeueable(self) -> bool {
         matches!(self, JobState::DeadLettered | JobState::Quarantined)
@@ -355,6 +362,8 @@ pub struct NewJob {
     pub payload: Vec<u8>,
     /// When the job may first run; `None` is now.
     pub due_at: Option<Millis>,
+    /// At most one job per key in the rule's states: see [`UniqueRule`].
+    pub unique: Option<UniqueRule>,
 }
 
 impl NewJob {
@@ -365,7 +374,15 @@ impl NewJob {
             labels: BTreeMap::new(),
             payload: payload.into(),
             due_at: None,
+            unique: None,
         }
+    }
+
+    /// Make the job unique under `rule`: enqueued while another job holds the same key, it is
+    /// not stored and the enqueue answers [`Enqueued::Duplicate`] with that job's id.
+    pub fn unique(mut self, rule: UniqueRule) -> Self {
+        self.unique = Some(rule);
+        self
     }
 
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
@@ -376,6 +393,92 @@ impl NewJob {
     pub fn due_at(mut self, at: Millis) -> Self {
         self.due_at = Some(at);
         self
+    }
+}
+
+/// What a uniqueness rule compares jobs by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UniqueBy {
+    /// A key the application chooses (`report:2026-12-01`), whatever the wire name or payload.
+    Key(String),
+    /// The wire name and the payload's bytes: the same call twice is one job.
+    Payload,
+}
+
+/// At most one job per key among the jobs in `states`, optionally per `period`.
+///
+/// Enforced by a unique index in the store (never a lock or a read before the write), so it
+/// holds across every process and host. `states` must include Scheduled and Running (the
+/// default): a job moves between those two without an insert that could check the rule, so a
+/// rule that left one out could be broken by a claim or a retry. Add terminal states to keep a
+/// finished job's key too (e.g. Succeeded: "once only"). With a `period`, the key is held per
+/// window of that length (counted from the Unix epoch, by the store's clock at enqueue): the
+/// same key enqueued in the next window is a new job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UniqueRule {
+    pub by: UniqueBy,
+    pub states: Vec<JobState>,
+    #[serde(serialize_with = "period_ms")]
+    pub period: Option<Duration>,
+}
+
+fn period_ms<S: serde::Serializer>(p: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    p.map(|d| d.as_millis() as u64).serialize(s)
+}
+
+impl UniqueRule {
+    /// The states a rule holds in unless it says otherwise.
+    pub const DEFAULT_STATES: [JobState; 2] = [JobState::Scheduled, JobState::Running];
+
+    /// Unique by an explicit key, in the default states, without a period.
+    pub fn key(key: impl Into<String>) -> Self {
+        UniqueRule { by: UniqueBy::Key(key.into()), states: Self::DEFAULT_STATES.to_vec(), period: None }
+    }
+
+    /// Unique by wire name and payload, in the default states, without a period.
+    pub fn by_payload() -> Self {
+        UniqueRule { by: UniqueBy::Payload, states: Self::DEFAULT_STATES.to_vec(), period: None }
+    }
+
+    /// Hold the key in these states (which must include Scheduled and Running).
+    pub fn states(mut self, states: &[JobState]) -> Self {
+        self.states = states.to_vec();
+        self
+    }
+
+    /// Hold the key per window of `period`.
+    pub fn period(mut self, period: Duration) -> Self {
+        self.period = Some(period);
+        self
+    }
+
+    /// The states as the store's bitmask: bit n for `JobState::ALL[n]`.
+    pub fn state_bits(&self) -> i64 {
+        self.states.iter().fold(0, |bits, s| bits | s.unique_bit())
+    }
+}
+
+/// What an enqueue did with one job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "result", content = "id", rename_all = "kebab-case")]
+pub enum Enqueued {
+    /// Stored as a new job with this id.
+    Created(JobId),
+    /// Not stored: the job with this id holds the same unique key.
+    Duplicate(JobId),
+}
+
+impl Enqueued {
+    /// The new job's id, or the id of the job that holds the key.
+    pub fn id(self) -> JobId {
+        match self {
+            Enqueued::Created(id) | Enqueued::Duplicate(id) => id,
+        }
+    }
+
+    pub fn is_duplicate(self) -> bool {
+        matches!(self, Enqueued::Duplicate(_))
     }
 }
 
@@ -398,6 +501,15 @@ impl WorkerInfo {
         // Saturating: another program may write any integer as the heartbeat time.
         now.saturating_sub(self.last_heartbeat_at) <= self.stale_after_ms
     }
+}
+
+/// Whether a run of hex digits without a decimal digit is an id rather than a word: 8 or more
+/// letters `a`-`f`, all one case. A random hex id has no decimal digit once in 2,600 at 8
+/// characters and 133,000 at 12, so ids like `cdfabdfdebcd` do turn up; no English word is
+/// that long in those six letters (the longest, `defaced`, `effaced`, `acceded`, have 7), and a
+/// mixed-case run (`Fabaceae`) is a name. `deadbeef` and its kin are masked: they are ids.
+fn letters_only_hex(run: &str) -> bool {
+    run.len() >= 8 && (run.bytes().all(|b| matches!(b, b'a'..=b'f')) || run.bytes().all(|b| matches!(b, b'A'..=b'F')))
 }
 
 /// Normalise a cause for grouping: quoted values, ids, hex and digits are masked so that
@@ -442,7 +554,7 @@ pub fn cause_fingerprint(cause: &str) -> String {
             let has_digit = word.chars().any(|d| d.is_ascii_digit());
             if word.chars().all(|d| d.is_ascii_digit()) {
                 out.push('#');
-            } else if hexish && has_digit && word.len() >= 6 {
+            } else if hexish && ((has_digit && word.len() >= 6) || letters_only_hex(bare)) {
                 out.push_str("<hex>");
             } else {
                 // A word with digits inside (e.g. `host3`) keeps its letters.
@@ -488,6 +600,20 @@ mod tests {
         assert_eq!(cause_fingerprint("smtp1.example.net refused"), "smtp#.example.net refused");
         assert_eq!(cause_fingerprint("s3.eu-west-1 down"), "s#.eu-west-# down");
         assert_eq!(cause_fingerprint(""), "");
+    }
+
+    #[test]
+    fn hex_ids_without_a_digit_are_masked_and_words_in_hex_letters_are_not() {
+        // Regression: `cdfabdfdebcd` has no digit, so each such cause was a group of its own.
+        assert_eq!(cause_fingerprint("upload cdfabdfdebcd failed"), "upload <hex> failed");
+        assert_eq!(cause_fingerprint("upload fedcbafedcba failed"), "upload <hex> failed");
+        assert_eq!(cause_fingerprint("object CDFABDFDEBCD missing"), "object <hex> missing");
+        assert_eq!(cause_fingerprint("/tmp/backwave-deadbeef gone"), "/tmp/backwave-<hex> gone");
+        assert_eq!(cause_fingerprint("token 0xabcdefab expired"), "token <hex> expired");
+        // Words made of a-f letters are at most 7 long; mixed case is a name.
+        assert_eq!(cause_fingerprint("account defaced by a faded decade"), "account defaced by a faded decade");
+        assert_eq!(cause_fingerprint("effaced acceded Fabaceae"), "effaced acceded Fabaceae");
+        assert_eq!(cause_fingerprint("cafe abcdefa"), "cafe abcdefa");
     }
 
     #[test]

@@ -5,12 +5,16 @@
 //! by matching its text; a test about one property (a width, an exit code under odd conditions,
 //! what the store holds afterwards) asserts that property. At a terminal, `bw` runs on a pty.
 
+#[path = "cli/at3am.rs"]
+mod at3am;
 #[path = "common/backend.rs"]
 mod backend;
 #[path = "cli/harness.rs"]
 mod harness;
 #[path = "cli/incident.rs"]
 mod incident;
+#[path = "cli/limits.rs"]
+mod limits;
 #[path = "common/pty.rs"]
 mod pty;
 #[path = "cli/schedules.rs"]
@@ -216,6 +220,8 @@ both_backends! {
             (&["jobs", "show", "zz;drop"], "'zz;drop'"),
             (&["requeue", "not-an-id"], "'not-an-id'"),
             (&["enqueue", "x", "--payload", "{oops"], "'{oops'"),
+            (&["enqueue", "x", "--unique-key", "k", "--unique-states", "scheduled,finished"], "'finished'"),
+            (&["enqueue", "x", "--unique-key", "k", "--unique-states", "succeeded"], "'succeeded'"),
             (&["--busy-timeout", "soon", "stats"], "'soon'"),
             (&["backoff", "exponential", "2s", "--jitter", "7"], "jitter"),
             (&["config", "set", "colour", "blue"], "'colour'"),
@@ -513,8 +519,9 @@ both_backends! {
 both_backends! {
     fn bulk_requeue_dry_run_says_undecodable_payloads_will_quarantine_again() {
         // charge-card has a live worker, so its undecodable quarantines counted as "would be
-        // requeued" with nothing said: requeued, they all quarantined again.
-        let f = Fixture::hostile();
+        // requeued" with nothing said: requeued, they all quarantined again. (A plan needs the
+        // permission to act: see `a_bulk_action_without_operate_is_refused_before_its_plan`.)
+        let f = Fixture::hostile_admin();
         // The second says nothing about decoding: nothing there is undecodable.
         let runs = [
             f.run(&["requeue", "--state", "quarantined", "--wire-name", "charge-card", "--dry-run"]),
@@ -549,9 +556,10 @@ both_backends! {
         let seqs: Vec<i64> = e.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
         assert!(seqs.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(seqs[2], f.store().log_end().unwrap().seq);
-        // One job's eleven entries, its failure detail hidden ("[detail hidden: panic, 449 B]").
+        // One job's eleven entries under the header, its failure detail hidden ("[detail hidden:
+        // panic, 449 B]").
         let job = f.run_env(&[("COLUMNS", "400")], &["log", "tail", "--job", "a0000004"]);
-        assert_eq!(job.stdout.lines().count(), 11, "{job}");
+        assert_eq!(job.stdout.lines().count(), 12, "{job}");
         insta::assert_snapshot!("cli__log_tail_shows_the_last_entries_oldest_first", job);
         let dl = json(
             &f.bw()
@@ -682,6 +690,38 @@ both_backends! {
         assert_eq!(job.due_at, T_MS + 90_000);
         let v = json(&f.bw().args(["--format", "json", "enqueue", "ping"]).output().unwrap().stdout);
         assert!(v["id"].as_str().unwrap().parse::<backwave::JobId>().is_ok());
+    }
+}
+
+both_backends! {
+    fn enqueue_with_a_unique_key_prints_the_job_that_holds_the_key() {
+        let f = Fixture::hostile_admin();
+        let before = f.store().counts().unwrap().total(JobState::Scheduled);
+        let key = ["enqueue", "nightly-report", "--unique-key", "report:2026-12-01"];
+        let first = f.run(&key);
+        assert_eq!(first.code, Some(0), "{first}");
+        let id = first.stdout.trim().to_string();
+        let again = f.run(&key);
+        assert_eq!((again.code, again.stdout.trim()), (Some(0), id.as_str()), "{again}");
+        let as_json = f.run(&[&["--format", "json"][..], &key[..]].concat());
+        let v = json(as_json.stdout.as_bytes());
+        assert_eq!((v["id"].as_str(), v["result"].as_str()), (Some(id.as_str()), Some("duplicate")));
+        assert_eq!(v["unique_key"], "report:2026-12-01");
+        let other = f.run(&[
+            "enqueue",
+            "nightly-report",
+            "--unique-key",
+            "report:2026-12-02",
+            "--unique-states",
+            "scheduled,running,succeeded",
+            "--unique-for",
+            "1d",
+        ]);
+        let other_id = other.stdout.trim().to_string();
+        assert_ne!(other_id, id);
+        assert_eq!(f.store().counts().unwrap().total(JobState::Scheduled), before + 2);
+        let text = transcript(&[first, again, as_json, other]).replace(&id, "[ID 1]").replace(&other_id, "[ID 2]");
+        insta::assert_snapshot!("cli__enqueue_with_a_unique_key_prints_the_job_that_holds_the_key", text);
     }
 }
 
@@ -823,7 +863,7 @@ both_backends! {
             assert!(actions.contains(&a), "{actions:?}");
         }
         let list = json(&f.bw().args(["--format", "json", "config", "list"]).output().unwrap().stdout);
-        assert_eq!(list["settings"].as_array().unwrap().len(), 2);
+        assert_eq!(list["settings"].as_array().unwrap().len(), 3, "failure_detail, retention, payload_limit");
     }
 }
 

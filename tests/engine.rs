@@ -9,6 +9,7 @@ mod backend;
 mod engine {
     pub mod claim_ahead;
     pub mod durations;
+    pub mod limits;
     pub mod pause;
     pub mod schedules;
     pub mod self_cancel;

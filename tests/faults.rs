@@ -34,3 +34,9 @@ mod cli_files;
 mod postgres_only;
 #[path = "faults/terminal.rs"]
 mod terminal;
+
+#[path = "faults/own_server.rs"]
+mod own_server;
+
+#[path = "faults/disk_full.rs"]
+mod disk_full;

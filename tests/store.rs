@@ -16,12 +16,16 @@ mod hostile;
 mod incident;
 #[path = "store/lifecycle.rs"]
 mod lifecycle;
+#[path = "store/limits.rs"]
+mod limits;
 #[path = "store/log.rs"]
 mod log;
 #[path = "store/open.rs"]
 mod open;
 #[path = "store/operator.rs"]
 mod operator;
+#[path = "store/payloads.rs"]
+mod payloads;
 #[path = "store/plan.rs"]
 mod plan;
 #[path = "store/postgres.rs"]
@@ -34,6 +38,8 @@ mod retry;
 mod schedules;
 #[path = "store/server.rs"]
 mod server;
+#[path = "store/unique.rs"]
+mod unique;
 
 use std::path::PathBuf;
 use std::time::Duration;

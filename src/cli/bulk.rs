@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::jobs::FilterArgs;
+use super::jobs::{Described, FilterArgs};
 use super::json::IdResult;
 use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
 use super::{eprint_quiet, exit, CliError, Ctx};
@@ -36,7 +36,7 @@ pub struct Selection {
 pub struct PlanView<P, X = ()> {
     pub plan: P,
     /// The filter in words: `dead-lettered jobs in queue "low"`.
-    pub what: String,
+    pub what: Described,
     pub dry_run: bool,
     /// Whatever else the verb prints (requeue: `--force`; run-now: the time "now" means).
     pub extra: X,
@@ -62,7 +62,7 @@ impl<P, X> PlanView<P, X> {
             writeln!(out, "No {} to {verb}.", self.what)?;
             return Ok(None);
         }
-        writeln!(out, "{} {} match.", thousands(matching), self.what)?;
+        writeln!(out, "{} {}.", self.what.count(matching), if matching == 1 { "matches" } else { "match" })?;
         Ok(Some(thousands(matching).len()))
     }
 
@@ -73,6 +73,24 @@ impl<P, X> PlanView<P, X> {
         }
         Ok(())
     }
+}
+
+/// After a bulk action's result line: the planned jobs it left because they changed meanwhile,
+/// and the jobs it left because they arrived after the plan (the operator confirmed the plan's
+/// set, not whatever matches later), with how to act on those.
+pub fn after_plan(out: &mut dyn Write, changed_meanwhile: u64, arrived: u64, to_do: &str) -> io::Result<()> {
+    let jobs = |n: u64| format!("{} job{}", thousands(n), if n == 1 { "" } else { "s" });
+    if changed_meanwhile > 0 {
+        writeln!(
+            out,
+            "{} of the plan had changed meanwhile (a worker or another operator got there first): left as they are.",
+            jobs(changed_meanwhile)
+        )?;
+    }
+    if arrived > 0 {
+        writeln!(out, "{} arrived after the plan: left alone. Run the command again to {to_do}.", jobs(arrived))?;
+    }
+    Ok(())
 }
 
 /// Ids or filters, never both: filters select the jobs themselves. `example` names a filter
@@ -161,9 +179,10 @@ impl Render for IdResults {
         let mut t = Table::new(&["ID", "RESULT", "NOTE"]).flex(2);
         for r in &self.results {
             let (text, style) = match (r.result, r.state) {
-                ("NotRequeueable" | "NotCancellable" | "NotScheduled", Some(s)) => {
-                    (format!("{} ({s})", r.result), Style::Yellow)
-                }
+                (
+                    "NotRequeueable" | "NotCancellable" | "NotScheduled" | "Conflict" | "WouldConflict" | "NotTerminal",
+                    Some(s),
+                ) => (format!("{} ({s})", r.result), Style::Yellow),
                 ("NotFound", _) => (r.result.to_string(), Style::Red),
                 (res, _) => (res.to_string(), Style::Green),
             };
@@ -175,6 +194,9 @@ impl Render for IdResults {
                     "WouldRunNow" => "would be due now; attempt and budget unchanged".into(),
                     "WouldCancel" => "scheduled: would end Cancelled at once".into(),
                     "WouldRequestCancel" => "running: its handler would be asked to stop".into(),
+                    "Deleted" => "deleted with its log; the audit trail keeps what it was".into(),
+                    "WouldDelete" => "would be deleted with its log".into(),
+                    "NotTerminal" => "not finished: cancel it first, then purge it".into(),
                     "CancelRequested" => {
                         "running: its handler is asked to stop; Cancelled when it does or its lease lapses".into()
                     }

@@ -77,16 +77,20 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
     let filter = a.select.filter.to_filter(store.now());
-    let plan = store.plan_cancel(&filter)?;
-    let what = a.select.filter.describe("jobs");
+    // Refused here, before the count, when the actor may not cancel.
+    let plan = store.plan_cancel(ctx.actor(), &filter)?;
+    let what = a.select.filter.described();
     let todo = plan.would_cancel + plan.would_ask_to_stop;
+    if plan.matching == 0 {
+        a.select.filter.warn_unknown_names(&store)?;
+    }
     if a.select.dry_run || todo == 0 {
         printer.print(&PlanView { plan, what, dry_run: a.select.dry_run, extra: () })?;
         return Ok(ExitCode::SUCCESS);
     }
     let question = format!(
-        "Cancel {} {what} ({} at once, {} running asked to stop)?",
-        thousands(todo),
+        "Cancel {} ({} at once, {} running asked to stop)?",
+        what.count(todo),
         thousands(plan.would_cancel),
         thousands(plan.would_ask_to_stop)
     );
@@ -94,10 +98,11 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing cancelled\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    let mut progress = Progress::new("cancelled");
-    let done = store.cancel_matching(ctx.actor(), &filter, |p| progress.update(p.done, p.total))?;
+    let mut progress = Progress::interruptible("cancelled", "cancel the rest")?;
+    let done = store.cancel_planned(ctx.actor(), &plan, |p| progress.update(p.done, p.total))?;
     drop(progress);
-    printer.print(&Done { done, what })?;
+    let changed_meanwhile = todo.saturating_sub(done.cancelled + done.asked_to_stop);
+    printer.print(&Done { done, changed_meanwhile, what })?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -112,31 +117,35 @@ impl Render for PlanView<CancelPlan> {
             thousands(p.would_ask_to_stop)
         )?;
         if p.already_asked > 0 {
-            writeln!(out, "  {:>w$} running were asked to stop already: left as they are", thousands(p.already_asked))?;
+            let were = if p.already_asked == 1 { "was" } else { "were" };
+            writeln!(
+                out,
+                "  {:>w$} running {were} asked to stop already: left as they are",
+                thousands(p.already_asked)
+            )?;
         }
         self.closing(out, p.would_cancel + p.would_ask_to_stop > 0, "cancel them")
     }
 }
 
+#[derive(Serialize)]
 struct Done {
+    #[serde(flatten)]
     done: CancelDone,
-    what: String,
-}
-
-impl Serialize for Done {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.done.serialize(s)
-    }
+    /// Planned jobs that changed meanwhile (finished, or asked to stop by someone else): left.
+    changed_meanwhile: u64,
+    #[serde(skip)]
+    what: super::jobs::Described,
 }
 
 impl Render for Done {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
         writeln!(
             out,
-            "Cancelled {} {}; asked {} running to stop.",
-            thousands(self.done.cancelled),
-            self.what,
+            "Cancelled {}; asked {} running to stop.",
+            self.what.count(self.done.cancelled),
             thousands(self.done.asked_to_stop)
-        )
+        )?;
+        super::bulk::after_plan(out, self.changed_meanwhile, self.done.arrived_after_plan, "cancel them")
     }
 }

@@ -44,10 +44,12 @@ pub fn exit_status(status: Status) -> u8 {
   unhandled-quarantine  warning   a wire name Quarantined in --window, no live worker handles it
   stale-workers         warning   workers that stopped heartbeating in the last --window
   forgotten-pause       warning   a queue or wire name paused for longer than --max-pause
+  quiet-worker          warning   a worker process quiet (bw workers quiet) longer than --max-quiet
   overdue-schedule      warning   a schedule's tick unfired for longer than --schedule-grace
 
 A paused queue is reported, not judged by latency or unworked-queue; the due jobs of a paused
-wire name are counted as held, apart from its queue's latency.
+wire name are counted as held, apart from its queue's latency. A limit holding due jobs back
+is named after the latency verdict.
 
 Exit: 0 OK, 1 warning, 2 critical (or a usage error), 3 store unavailable (Nagios UNKNOWN).")]
 pub struct Args {
@@ -82,6 +84,9 @@ pub struct ThresholdArgs {
     /// Warning when a queue or wire name has been paused for longer than this.
     #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "DUR")]
     pub max_pause: Duration,
+    /// Warning when a worker process has been quiet for longer than this.
+    #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "DUR")]
+    pub max_quiet: Duration,
     /// Warning when a schedule's tick has gone unfired for longer than this (nobody runs it).
     #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "DUR")]
     pub schedule_grace: Duration,
@@ -101,6 +106,7 @@ impl ThresholdArgs {
             unworked_after: self.unworked_after,
             max_stale: self.max_stale,
             max_pause: self.max_pause,
+            max_quiet: self.max_quiet,
             schedule_grace: self.schedule_grace,
             exclude_queues: self.exclude_queues.iter().cloned().collect::<BTreeSet<_>>(),
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::exit::CliError;
 use super::output;
+use crate::text::shell_quote;
 use crate::text::{parse_duration, parse_instant};
 use crate::{Clock, Store, StoreTarget};
 use clap::ValueEnum;
@@ -57,9 +58,26 @@ impl Ctx {
         self.actor.get_or_init(crate::store::current_actor)
     }
 
-    /// Open the existing store (never creates one).
+    /// Open the existing store (never creates one). A missing file that is one typo away from
+    /// a store beside it (`--db demo2` for `demo2.db`) names that store: `bw init` there would
+    /// make a second, empty store and hide the one meant.
     pub fn open(&self) -> Result<Store, CliError> {
-        let store = Store::open(&self.global.db)?.with_clock(self.clock()?);
+        let store = match Store::open(&self.global.db) {
+            Err(crate::Error::StoreMissing { path }) => match store_meant(&path) {
+                Some(meant) => {
+                    return Err(CliError::NoStore(format!(
+                        "no BackWave store at '{}': did you mean --db {}? (`bw init --db {}` would create a new, \
+                         empty store)",
+                        path.display(),
+                        shell_quote(&meant.display().to_string()),
+                        shell_quote(&path.display().to_string())
+                    )))
+                }
+                None => return Err(crate::Error::StoreMissing { path }.into()),
+            },
+            other => other?,
+        };
+        let store = store.with_clock(self.clock()?);
         store.set_busy_timeout(self.global.busy_timeout)?;
         Ok(store)
     }
@@ -89,15 +107,32 @@ impl Ctx {
         })
     }
 
-    /// Whether a question can be put to a person: stdin and stderr are both terminals.
+    /// Whether a question can be put to a person: stdin is a terminal. Stderr need not be: with
+    /// `bw … 2>&1 | tee log` the person is still at the keyboard, and the question goes to the
+    /// terminal itself ([`Ctx::confirm`]).
     pub fn interactive(&self) -> bool {
-        std::io::IsTerminal::is_terminal(&std::io::stdin()) && std::io::IsTerminal::is_terminal(&std::io::stderr())
+        std::io::IsTerminal::is_terminal(&std::io::stdin())
     }
 
-    /// Ask `question` on stderr and read y/N from stdin.
+    /// Ask `question` and read y/N from stdin. The question goes to stderr when that is a
+    /// terminal, else to the controlling terminal (`/dev/tty`), so that it is seen when stderr
+    /// is piped or logged; to stderr when there is no terminal at all.
     pub fn confirm(&self, question: &str) -> Result<bool, CliError> {
-        eprint_quiet(format_args!("{question} [y/N] "));
-        std::io::stderr().flush()?;
+        let tty = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            None
+        } else {
+            std::fs::OpenOptions::new().write(true).open("/dev/tty").ok()
+        };
+        match tty {
+            Some(mut t) => {
+                write!(t, "{question} [y/N] ")?;
+                t.flush()?;
+            }
+            None => {
+                eprint_quiet(format_args!("{question} [y/N] "));
+                std::io::stderr().flush()?;
+            }
+        }
         let mut answer = String::new();
         std::io::stdin().read_line(&mut answer)?;
         Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
@@ -123,6 +158,35 @@ impl Ctx {
 /// into exit 101 and could stop a bulk requeue part-way.
 pub(crate) fn eprint_quiet(args: std::fmt::Arguments) {
     let _ = std::io::stderr().write_fmt(args);
+}
+
+/// The SQLite store beside the missing `path` that it most likely meant: the same name with a
+/// store's extension, or a store file whose name is a typo away. Only files that begin with the
+/// SQLite header count.
+fn store_meant(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path.file_name()?.to_str()?;
+    let is_store = |p: &std::path::Path| {
+        let mut head = [0u8; 16];
+        std::fs::File::open(p).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).is_ok()
+            && &head == b"SQLite format 3\0"
+    };
+    for ext in ["db", "sqlite", "sqlite3"] {
+        let p = path.with_file_name(format!("{name}.{ext}"));
+        if is_store(&p) {
+            return Some(p);
+        }
+    }
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|f| is_store(&dir.join(f)))
+        .collect();
+    let meant = crate::text::did_you_mean(name, files.iter().map(String::as_str))?;
+    Some(path.with_file_name(meant))
 }
 
 /// `--db` / `BW_DB`: a path or a URL. Never an error here: clap's own message would quote the

@@ -66,7 +66,11 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let tui = !args.no_tui && std::io::IsTerminal::is_terminal(&std::io::stdout());
     let (report, ran_for, top_result) = if tui {
         let started = Instant::now();
+        // The dashboard shows the store's errors as they happen; the demo's own follow it.
         let result = run_top(&target, ctx);
+        for e in demo.take_events() {
+            eprintln!("bw demo: {}", sanitize(&e));
+        }
         (demo.stop(GRACE), started.elapsed(), result)
     } else {
         let (report, ran_for) = run_headless(demo, args, &shown)?;
@@ -91,6 +95,13 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
     }
     top_result?;
+    if let Some(e) = report.enqueue_failure {
+        eprintln!(
+            "bw demo: enqueuing stopped after {} jobs and the store did not recover before the end",
+            thousands(report.enqueued)
+        );
+        return Err(e.into());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -116,7 +127,8 @@ fn run_top(target: &StoreTarget, ctx: &Ctx) -> Result<(), CliError> {
     if ctx.global.no_color {
         top.arg("--no-color");
     }
-    let status = top.arg("top").status()?;
+    // q asks there before quitting: it stops the workers too.
+    let status = top.arg("top").arg("--ask-before-quit").status()?;
     if status.success() {
         Ok(())
     } else {
@@ -199,15 +211,38 @@ fn run_headless(demo: Demo, args: &Args, shown: &str) -> Result<(DemoReport, Dur
         signal_hook::flag::register(sig, Arc::clone(&interrupted))?;
     }
     eprintln!(
-        "bw demo: seed 000's worker groups on {} for {}, {} jobs/s; Ctrl-C stops early",
+        "bw demo: the retry guide's two worker groups on {} for {}, {} jobs/s; Ctrl-C stops early",
         sanitize(shown),
         super::output::compact_duration(args.duration),
         args.rate
     );
     let started = Instant::now();
     let mut next_progress = started + Duration::from_secs(5);
+    // Each worker group's error count when last looked at, to say when it meets new ones.
+    let mut group_errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut next_errors = started;
     while started.elapsed() < args.duration && !interrupted.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50).min(args.duration.saturating_sub(started.elapsed())));
+        for e in demo.take_events() {
+            eprintln!("bw demo: {}", sanitize(&e));
+        }
+        // Store errors of the workers, as they happen (at most once a second per group: a
+        // worker polling a restarting server meets one every poll).
+        if Instant::now() >= next_errors {
+            next_errors = Instant::now() + Duration::from_secs(1);
+            for g in demo.stats() {
+                let seen = group_errors.entry(g.group.clone()).or_insert(0);
+                if g.errors > *seen {
+                    eprintln!(
+                        "bw demo: worker group {}: {} store error(s), retrying; the last: {}",
+                        sanitize(&g.group),
+                        g.errors - *seen,
+                        sanitize(g.last_error.as_deref().unwrap_or("?"))
+                    );
+                    *seen = g.errors;
+                }
+            }
+        }
         if Instant::now() >= next_progress {
             next_progress += Duration::from_secs(5);
             let stats = demo.stats();
@@ -224,7 +259,14 @@ fn run_headless(demo: Demo, args: &Args, shown: &str) -> Result<(DemoReport, Dur
         }
     }
     let ran_for = started.elapsed();
-    eprintln!("bw demo: stopping the workers ({} grace for running handlers)", super::output::compact_duration(GRACE));
+    for e in demo.take_events() {
+        eprintln!("bw demo: {}", sanitize(&e));
+    }
+    eprintln!(
+        "bw demo: stopping the workers: running handlers get {} to finish; any still running then is left to its \
+         lease and runs again later",
+        super::output::compact_duration(GRACE)
+    );
     Ok((demo.stop(GRACE), ran_for))
 }
 

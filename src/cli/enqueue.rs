@@ -1,5 +1,6 @@
 //! bw enqueue: put one job on a queue by hand (a retry of something lost, a smoke test). Prints
-//! the new job's id on stdout so scripts can capture it.
+//! the new job's id on stdout so scripts can capture it; with a unique key, the id of the job
+//! that already holds the key when there is one (and says so on stderr).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -7,9 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::output::{Render, Term};
-use super::{parse_duration, parse_label, CliError, Ctx};
-use crate::{Error, Millis, NewJob, Permission};
+use super::output::{sanitize, Render, Term};
+use super::{eprint_quiet, parse_duration, parse_label, parse_state, CliError, Ctx};
+use crate::{Enqueued, Error, JobState, Millis, NewJob, Permission, UniqueRule};
 
 /// Enqueue a job (needs operate); prints its id.
 #[derive(Debug, clap::Args)]
@@ -28,14 +29,29 @@ pub struct Args {
     /// Run no earlier than this long from now.
     #[arg(long = "in", value_name = "DUR", value_parser = parse_duration)]
     pub delay: Option<Duration>,
+    /// Enqueue only if no job holds this key (scheduled or running, by default); else print the
+    /// id of the job that does.
+    #[arg(long, value_name = "KEY")]
+    pub unique_key: Option<String>,
+    /// The states in which a job holds its unique key (comma-separated; must include scheduled
+    /// and running), e.g. scheduled,running,succeeded for "once only".
+    #[arg(long, value_name = "STATES", value_parser = parse_state, value_delimiter = ',', requires = "unique_key")]
+    pub unique_states: Vec<JobState>,
+    /// Hold the unique key per window of this length (e.g. 1h: one job per key per hour).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "unique_key")]
+    pub unique_for: Option<Duration>,
 }
 
 #[derive(Serialize)]
-struct Enqueued {
+struct View {
     id: String,
+    /// `created`, or `duplicate` when a job already held the unique key (`id` is that job).
+    result: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unique_key: Option<String>,
 }
 
-impl Render for Enqueued {
+impl Render for View {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
         writeln!(out, "{}", self.id)
     }
@@ -44,6 +60,20 @@ impl Render for Enqueued {
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     if let Err(e) = serde_json::from_str::<serde_json::Value>(&a.payload) {
         return Err(CliError::Usage(format!("--payload is not valid JSON ({e}): '{}'", a.payload)));
+    }
+    let rule = a.unique_key.as_ref().map(|key| {
+        let mut rule = UniqueRule::key(key.clone());
+        if !a.unique_states.is_empty() {
+            rule = rule.states(&a.unique_states);
+        }
+        if let Some(period) = a.unique_for {
+            rule = rule.period(period);
+        }
+        rule
+    });
+    // Bad input is a usage error whoever runs it: checked before the store and the permission.
+    if let Some(rule) = &rule {
+        crate::store::validate_unique_rule(rule)?;
     }
     let store = ctx.open()?;
     if !store.permissions(ctx.actor())?.contains(&Permission::Operate) {
@@ -56,7 +86,17 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     if let Some(d) = a.delay {
         job = job.due_at(store.now() + d.as_millis() as Millis);
     }
-    let id = store.enqueue(&job)?;
-    ctx.printer()?.print(&Enqueued { id: id.to_string() })?;
+    if let Some(rule) = rule {
+        job = job.unique(rule);
+    }
+    let done = store.insert(&job)?;
+    if let Enqueued::Duplicate(id) = done {
+        eprint_quiet(format_args!(
+            "bw: job {id} already holds unique key '{}': nothing enqueued\n",
+            sanitize(a.unique_key.as_deref().unwrap_or_default())
+        ));
+    }
+    let result = if done.is_duplicate() { "duplicate" } else { "created" };
+    ctx.printer()?.print(&View { id: done.id().to_string(), result, unique_key: a.unique_key.clone() })?;
     Ok(ExitCode::SUCCESS)
 }

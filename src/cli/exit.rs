@@ -11,7 +11,7 @@ pub const REFUSED: u8 = 1;
 /// A usage error: bad flags, an unknown state, a malformed id, duration or payload.
 pub const USAGE: u8 = 2;
 /// The store is unavailable: missing, locked past the busy timeout, corrupt, read-only for a
-/// write, or of an unknown schema version.
+/// write, out of disk space, or of an unknown schema version.
 pub const STORE: u8 = 3;
 
 /// Why a command did not finish.
@@ -28,6 +28,9 @@ pub enum CliError {
     Refused(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// No store at `--db`, said with the store it probably meant (exit 3, as a missing store).
+    #[error("{0}")]
+    NoStore(String),
 }
 
 /// The one place that maps errors to exit statuses.
@@ -35,7 +38,7 @@ pub fn exit_code(e: &CliError) -> u8 {
     match e {
         CliError::Usage(_) => USAGE,
         CliError::Refused(_) => REFUSED,
-        CliError::Io(_) => STORE,
+        CliError::Io(_) | CliError::NoStore(_) => STORE,
         CliError::Store(e) => match e {
             Error::StoreMissing { .. }
             | Error::NotAStore { .. }
@@ -44,11 +47,13 @@ pub fn exit_code(e: &CliError) -> u8 {
             | Error::Busy
             | Error::Unreachable { .. }
             | Error::ReadOnly { .. }
+            | Error::DiskFull { .. }
             | Error::Pragma { .. }
             | Error::Database(_) => STORE,
             Error::PostgresNotBuilt { .. }
             | Error::InvalidPolicy(_)
             | Error::InvalidInput(_)
+            | Error::PayloadTooLarge { .. }
             | Error::AmbiguousId { .. }
             | Error::Encode(_) => USAGE,
             Error::JobNotFound(_)

@@ -106,9 +106,10 @@ impl LogEntryJson {
 pub struct IdResult {
     /// The full id when it resolved, else the text given.
     pub id: String,
-    /// `Requeued`, `NotRequeueable`, `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`,
-    /// `Due`, `NotScheduled`; with `--dry-run`: `WouldRequeue`, `WouldCancel`,
-    /// `WouldRequestCancel`, `WouldRunNow`.
+    /// `Requeued`, `NotRequeueable`, `Conflict` (another job holds its unique key: `warning`
+    /// names it), `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`, `Due`,
+    /// `NotScheduled`, `Deleted`, `NotTerminal`; with `--dry-run`: `WouldRequeue`,
+    /// `WouldConflict`, `WouldCancel`, `WouldRequestCancel`, `WouldRunNow`, `WouldDelete`.
     pub result: &'static str,
     /// The job's state after the action (`null` when not found).
     pub state: Option<&'static str>,
@@ -119,6 +120,6 @@ pub struct IdResult {
 
 impl IdResult {
     pub fn ok(&self) -> bool {
-        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested" | "Due")
+        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested" | "Due" | "Deleted")
     }
 }

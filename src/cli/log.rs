@@ -3,14 +3,18 @@
 //! seq alone: PostgreSQL hands out seq before commit, so a later seq can commit first, and a
 //! seq cursor would skip the earlier one; (xid, seq) delivered below the oldest running
 //! transaction cannot (on SQLite xid is 0). No entry is missed or printed twice; Ctrl-C ends it
-//! with status 0.
+//! with status 0, and so does a reader that went away (`| head -2`), noticed even while the
+//! store is quiet. A store that stops answering (a server restart, a lock held past the busy
+//! timeout) is tried again with backoff, said on stderr, and followed on from the cursor. The
+//! table has a header, each job's wire name, and dates once the entries shown span more than
+//! today.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -63,7 +67,8 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let mark = store.log_end()?;
     let entries = store.log_tail(&filter, a.n)?;
     let mut last = entries.last().map_or(mark, |e| e.cursor().max(mark));
-    let view = LogView { entries: reveal.fill(entries)? };
+    let mut layout = Layout::new(&store, &entries)?;
+    let view = LogView { entries: reveal.fill(entries)?, layout: std::cell::RefCell::new(layout.clone()) };
     if !a.follow {
         printer.print(&view)?;
         return reveal.finish();
@@ -75,7 +80,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
-    let emit = |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)]| {
+    let mut emit = |out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], header: bool| {
         match &printer {
             // One JSON object per line: a stream cannot be one document.
             Printer::Json => {
@@ -84,25 +89,72 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
                 }
                 Ok(())
             }
-            Printer::Table(term) => write_entries(out, entries, term),
+            Printer::Table(term) => {
+                if header {
+                    layout.header(out, term)?;
+                }
+                write_entries(out, entries, term, &mut layout)
+            }
         }
     };
-    emit(&mut out, &view.entries)?;
+    emit(&mut out, &view.entries, true)?;
+    let mut lost: Option<Lost> = None;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(POLL);
-        loop {
-            let batch = store.log_after(&filter, last, BATCH)?;
-            let Some(tail) = batch.last() else { break };
-            last = tail.cursor();
-            let full = batch.len() == BATCH;
-            emit(&mut out, &reveal.fill(batch)?)?;
-            if !full || stop.load(Ordering::Relaxed) {
-                break;
+        std::thread::sleep(lost.as_ref().map_or(POLL, |l| l.wait));
+        // A reader that went away (`| head -2`) ends the follow even when nothing new comes to
+        // be written, which is when a write would have told us.
+        if reader_gone() {
+            return reveal.finish();
+        }
+        // Each batch is printed before the cursor moves past it, so a batch the store failed to
+        // read (or to reveal) is read again, whole, once it answers: nothing lost or repeated.
+        let polled = (|| -> Result<(), CliError> {
+            loop {
+                let batch = store.log_after(&filter, last, BATCH)?;
+                let Some(cursor) = batch.last().map(Transition::cursor) else { return Ok(()) };
+                let full = batch.len() == BATCH;
+                emit(&mut out, &reveal.fill(batch)?, false)?;
+                last = cursor;
+                if !full || stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
             }
+        })();
+        match polled {
+            Ok(()) => {
+                if let Some(l) = lost.take() {
+                    eprintln!(
+                        "bw log tail: the store answers again after {:.1}s; following on from the last entry shown",
+                        l.since.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            Err(CliError::Store(e)) if e.is_transient() => match &mut lost {
+                None => {
+                    eprintln!(
+                        "bw log tail: lost the store: {}; reconnecting (waiting up to {}s between tries)",
+                        sanitize(&e.to_string()),
+                        RECONNECT_MAX.as_secs()
+                    );
+                    lost = Some(Lost { since: Instant::now(), wait: RECONNECT_FIRST });
+                }
+                Some(l) => l.wait = (l.wait * 2).min(RECONNECT_MAX),
+            },
+            Err(e) => return Err(e),
         }
     }
     out.flush()?;
     reveal.finish()
+}
+
+/// The first wait after the store stops answering, doubled on each failed try up to the last.
+const RECONNECT_FIRST: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// `--follow` while the store does not answer: since when, and the wait before the next try.
+struct Lost {
+    since: Instant,
+    wait: Duration,
 }
 
 /// Reveals failure detail once per job when `--detail` was given, remembering a refusal so the
@@ -150,11 +202,107 @@ impl<'a> Revealer<'a> {
     }
 }
 
-struct LogView {
-    entries: Vec<(Transition, Option<FailureDetail>)>,
+/// Whether stdout is a pipe whose reader has closed it: `poll` reports an error condition on
+/// the write end of such a pipe (a terminal or a file never does).
+fn reader_gone() -> bool {
+    use nix::poll::{poll, PollFd, PollFlags};
+    use std::os::fd::AsFd;
+    let stdout = io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, 0u16), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
 }
 
-impl Serialize for LogView {
+/// How log lines are laid out: dated or not, the wire-name column's width, and the wire name
+/// of each job seen (the log holds job ids only; each job is read once).
+#[derive(Clone)]
+struct Layout<'a> {
+    store: &'a Store,
+    /// Dates in the TIME column: the entries span more than one day, or are not of today.
+    dated: bool,
+    /// The day (UTC) of the last entry printed.
+    last_day: Option<i64>,
+    wire_width: usize,
+    wire_names: HashMap<JobId, String>,
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+impl<'a> Layout<'a> {
+    fn new(store: &'a Store, first: &[Transition]) -> Result<Self, CliError> {
+        let today = store.now().div_euclid(DAY_MS);
+        let dated = first.iter().any(|t| t.at.div_euclid(DAY_MS) != today);
+        let mut l = Layout { store, dated, last_day: None, wire_width: "WIRE NAME".len(), wire_names: HashMap::new() };
+        for t in first {
+            let w = crate::text::width(&sanitize(&l.wire_name(t.job_id)?));
+            l.wire_width = l.wire_width.max(w.min(24));
+        }
+        Ok(l)
+    }
+
+    /// The wire name of `job`, read from the store the first time (empty when the job is gone).
+    fn wire_name(&mut self, job: JobId) -> Result<String, CliError> {
+        if let Some(w) = self.wire_names.get(&job) {
+            return Ok(w.clone());
+        }
+        if self.wire_names.len() > 50_000 {
+            // A long follow meets many jobs: forget them rather than grow without end.
+            self.wire_names.clear();
+        }
+        let name = self.store.job(job)?.map(|j| j.wire_name).unwrap_or_default();
+        self.wire_names.insert(job, name.clone());
+        Ok(name)
+    }
+
+    fn time(&mut self, at: crate::Millis) -> String {
+        let day = at.div_euclid(DAY_MS);
+        // A follow that crosses midnight dates every line from then on.
+        if self.last_day.is_some_and(|d| d != day) {
+            self.dated = true;
+        }
+        self.last_day = Some(day);
+        let full = crate::text::rfc3339(at);
+        if self.dated {
+            format!("{} {}", full.get(..10).unwrap_or(&full), clock_time(at))
+        } else {
+            clock_time(at)
+        }
+    }
+
+    fn time_width(&self) -> usize {
+        if self.dated {
+            23
+        } else {
+            12
+        }
+    }
+
+    fn header(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
+        let line = format!(
+            "{:<tw$}  {:<8}  {:<ww$}  {:<27}  {:<7}  BY / WHY",
+            "TIME",
+            "JOB",
+            "WIRE NAME",
+            "TRANSITION",
+            "ATTEMPT",
+            tw = self.time_width(),
+            ww = self.wire_width
+        );
+        let line = match term.width {
+            Some(w) => super::output::truncate(&line, w).into_owned(),
+            None => line,
+        };
+        writeln!(out, "{}", Style::Bold.paint(&line, term.color))
+    }
+}
+
+struct LogView<'a> {
+    entries: Vec<(Transition, Option<FailureDetail>)>,
+    /// Drawing only reads the entries; the layout's cache of wire names fills as it goes.
+    layout: std::cell::RefCell<Layout<'a>>,
+}
+
+impl Serialize for LogView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Doc {
@@ -164,25 +312,36 @@ impl Serialize for LogView {
     }
 }
 
-impl Render for LogView {
+impl Render for LogView<'_> {
     fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
         if self.entries.is_empty() {
             return writeln!(out, "No log entries.");
         }
-        write_entries(out, &self.entries, term)
+        let mut layout = self.layout.borrow_mut();
+        layout.header(out, term)?;
+        write_entries(out, &self.entries, term, &mut layout)
     }
 }
 
-/// One line per entry, like the design:
-/// `14:02:12.512  0192f3a1  Running → Scheduled  attempt 2  gateway timeout  [detail hidden: …]`
-fn write_entries(out: &mut dyn Write, entries: &[(Transition, Option<FailureDetail>)], term: &Term) -> io::Result<()> {
+/// One line per entry under the header:
+/// `14:02:12.512  9c2e01f4a7b3  send-email  Running → Scheduled  2  worker w-1  gateway timeout`
+fn write_entries(
+    out: &mut dyn Write,
+    entries: &[(Transition, Option<FailureDetail>)],
+    term: &Term,
+    layout: &mut Layout<'_>,
+) -> io::Result<()> {
     for (t, detail) in entries {
+        let wire = layout.wire_name(t.job_id).map_err(io::Error::other)?;
+        let wire = sanitize(&wire);
         let mut line = format!(
-            "{}  {}  {:<27}  attempt {:<2}",
-            clock_time(t.at),
+            "{}  {:<8}  {:<ww$}  {:<27}  {:<7}",
+            layout.time(t.at),
             t.job_id.short(),
+            super::output::truncate(&wire, layout.wire_width),
             transition_text(t.from, t.to),
-            t.attempt
+            t.attempt,
+            ww = layout.wire_width
         );
         if let Some(a) = &t.actor {
             line.push_str(&format!("  by {}", sanitize(a)));

@@ -55,13 +55,13 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(addr) => serve(&store, addr, a),
+        Some(addr) => serve(store, ctx, addr, a),
     }
 }
 
 /// Serve until SIGTERM or SIGINT: each scrape is one health read. One thread; a scrape that
 /// arrives while another is read waits its turn (Prometheus scrapes one at a time anyway).
-fn serve(store: &Store, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError> {
+fn serve(store: Store, ctx: &Ctx, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
@@ -72,6 +72,7 @@ fn serve(store: &Store, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError
     let thresholds = a.thresholds.thresholds();
     let mut transitions = TransitionCounter::default();
     store.count_transitions(&mut transitions)?;
+    let mut store = Some(store);
     eprint_quiet(format_args!("bw metrics: serving http://{bound}/metrics (SIGTERM or Ctrl-C stops)\n"));
     if !bound.ip().is_loopback() {
         eprint_quiet(format_args!(
@@ -87,7 +88,10 @@ fn serve(store: &Store, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError
             (false, _) => text(405, "only GET and HEAD are served\n".into()),
             (true, "/metrics") => {
                 let started = Instant::now();
-                let read = store.count_transitions(&mut transitions).and_then(|()| store.health(&thresholds));
+                let read = current(&mut store, ctx, &mut transitions).and_then(|store| {
+                    store.count_transitions(&mut transitions)?;
+                    Ok(store.health(&thresholds)?)
+                });
                 match read {
                     Ok(h) => text(200, render(&h, Some(&transitions), a.top.into(), Some(started.elapsed()))),
                     Err(e) => {
@@ -105,6 +109,33 @@ fn serve(store: &Store, addr: SocketAddr, a: &Args) -> Result<ExitCode, CliError
     }
     eprint_quiet(format_args!("bw metrics: stopped\n"));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The store a scrape reads: the one open, unless its file was removed or replaced since (a
+/// restore from a backup renamed into place, which the open connection would go on reading
+/// unseen); then the file at the path now, opened afresh, or the error while there is none
+/// (the scrape answers 503, and the next one tries again). The old store is closed first, so
+/// that its `-wal` is checkpointed into the old file and removed, never read with the new one.
+/// The transition counter carries on from the new store's end of log: its totals never drop.
+fn current<'a>(
+    slot: &'a mut Option<Store>,
+    ctx: &Ctx,
+    transitions: &mut TransitionCounter,
+) -> Result<&'a Store, CliError> {
+    if let Some(why) = slot.as_ref().and_then(Store::replaced) {
+        eprint_quiet(format_args!("bw metrics: {why}; reopening it\n"));
+        *slot = None;
+    }
+    match slot {
+        Some(store) => Ok(store),
+        None => {
+            let store = ctx.open()?;
+            transitions.last = None;
+            store.count_transitions(transitions)?;
+            eprint_quiet(format_args!("bw metrics: opened {}\n", store.target()));
+            Ok(slot.insert(store))
+        }
+    }
 }
 
 fn text(status: u16, body: String) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
@@ -274,6 +305,43 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
     e.family("backwave_workers", "gauge", "Registered workers, live (heartbeating) or stale.");
     e.sample("backwave_workers", &[("status", "live")], h.workers.live as f64);
     e.sample("backwave_workers", &[("status", "stale")], h.workers.stale as f64);
+    e.family(
+        "backwave_workers_quiet",
+        "gauge",
+        "Registered workers quieted (bw workers quiet): they claim nothing and finish what they run.",
+    );
+    e.sample("backwave_workers_quiet", &[], h.worker_states.iter().filter(|s| s.quiet_at.is_some()).count() as f64);
+
+    // Limits are few and set by hand, so every one is labelled (no --top cut).
+    e.family("backwave_limit_concurrency", "gauge", "The concurrency limit in force per queue or wire name.");
+    for l in &h.limits {
+        if let Some(c) = l.effective.concurrency {
+            e.sample("backwave_limit_concurrency", &[("kind", l.kind.as_str()), ("name", &l.name)], f64::from(c));
+        }
+    }
+    e.family(
+        "backwave_limit_rate_per_second",
+        "gauge",
+        "The rate limit in force per queue or wire name, as claims per second.",
+    );
+    for l in &h.limits {
+        if let Some(r) = l.effective.rate {
+            let per_s = f64::from(r.n) / r.per.as_secs_f64();
+            e.sample("backwave_limit_rate_per_second", &[("kind", l.kind.as_str()), ("name", &l.name)], per_s);
+        }
+    }
+    e.family("backwave_limit_running", "gauge", "Jobs running under each limit now (live leases).");
+    for l in &h.limits {
+        e.sample("backwave_limit_running", &[("kind", l.kind.as_str()), ("name", &l.name)], l.running as f64);
+    }
+    e.family(
+        "backwave_limit_held_back",
+        "gauge",
+        "Scheduled jobs due now that a limit holds back (its budget is spent), per queue or wire name.",
+    );
+    for l in &h.limits {
+        e.sample("backwave_limit_held_back", &[("kind", l.kind.as_str()), ("name", &l.name)], l.held_back as f64);
+    }
 
     // Schedules are declared in code, so their names are bounded by the applications: no --top.
     e.family(

@@ -25,6 +25,7 @@ mod enqueue;
 mod generate;
 mod init;
 mod jobs;
+mod limit;
 mod log;
 mod metrics;
 mod pause;
@@ -68,6 +69,8 @@ pub enum Command {
     Pause(pause::PauseArgs),
     Resume(pause::ResumeArgs),
     Pauses(pause::PausesArgs),
+    Limit(limit::LimitArgs),
+    Limits(limit::LimitsArgs),
     Schedules(schedules::ListArgs),
     #[command(subcommand)]
     Schedule(schedules::Command),
@@ -96,7 +99,10 @@ pub enum Command {
 
 /// Parse and run; returns the process exit status.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
     let ctx = Ctx::new(cli.global);
     let result = match cli.command {
         Command::Init(a) => init::run(&a, &ctx),
@@ -107,6 +113,8 @@ pub fn main() -> ExitCode {
         Command::Pause(a) => pause::pause(&a, &ctx),
         Command::Resume(a) => pause::resume(&a, &ctx),
         Command::Pauses(a) => pause::list(&a, &ctx),
+        Command::Limit(a) => limit::limit(&a, &ctx),
+        Command::Limits(a) => limit::list(&a, &ctx),
         Command::Schedules(a) => schedules::list(&a, &ctx),
         Command::Schedule(c) => schedules::run(&c, &ctx),
         Command::Log(c) => log::run(&c, &ctx),
@@ -136,6 +144,23 @@ pub fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// Clap's own refusals (an unknown flag, a bad value) said as every other error is: `bw:
+/// error: …` on stderr, exit 2. Help and version print as clap prints them.
+fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    // Rendered without colour (StyledStr's Display drops the styles): one plain line to start.
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprint_quiet(format_args!("bw: error: {text}"));
+    ExitCode::from(exit::USAGE)
 }
 
 #[cfg(test)]

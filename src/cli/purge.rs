@@ -1,6 +1,7 @@
 //! bw purge: the retention sweep on demand: delete terminal jobs (and their log) that finished
-//! longer ago than `--older-than` (default: the store's retention setting). Batched and
-//! audited by the store; confirmed first unless --yes.
+//! longer ago than `--older-than` (default: the store's retention setting), or the terminal
+//! jobs named by id. Batched and audited by the store; confirmed first unless --yes, after the
+//! permission check.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -8,13 +9,21 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::bulk::{finish, not_found, per_id, resolve_all, IdResults};
+use super::json::IdResult;
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
 use super::progress::Progress;
 use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
+use crate::store::PurgeResult;
+use crate::Permission;
 
-/// Delete terminal jobs older than the retention (needs operate).
+/// Delete terminal jobs older than the retention, or by id (needs operate).
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Terminal jobs to delete by id or unique prefix (audited one by one). Leave out to delete
+    /// by age.
+    #[arg(value_name = "ID", conflicts_with = "older_than")]
+    pub ids: Vec<String>,
     /// Delete terminal jobs that finished longer ago than this (default: the store's retention).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub older_than: Option<Duration>,
@@ -49,7 +58,12 @@ impl Render for Purge {
 }
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    if !a.ids.is_empty() {
+        return by_id(a, ctx);
+    }
     let store = ctx.open()?;
+    // Before the count and the question: nobody should confirm a purge they may not run.
+    store.require(ctx.actor(), Permission::Operate)?;
     let older = match a.older_than {
         Some(d) => d,
         None => store.retention()?,
@@ -69,9 +83,55 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing deleted\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    let mut progress = Progress::new("deleted");
+    let mut progress = Progress::interruptible("deleted", "delete the rest")?;
     view.jobs = store.purge(ctx.actor(), cutoff, |p| progress.update(p.done, p.total))?;
     drop(progress);
     ctx.printer()?.print(&view)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `bw purge ID…`: every id resolved before any is deleted; a job that is not terminal is
+/// refused (exit 1) and kept.
+fn by_id(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+    let store = ctx.open()?;
+    store.require(ctx.actor(), Permission::Operate)?;
+    let resolved = resolve_all(&store, &a.ids)?;
+    let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
+    if a.dry_run {
+        let jobs = found.iter().map(|id| store.job(*id)).collect::<Result<Vec<_>, _>>()?;
+        let results = per_id(&resolved, jobs, |text, id, job| match job {
+            None => not_found(text),
+            Some(j) if j.state.is_terminal() => {
+                IdResult { id: id.to_string(), result: "WouldDelete", state: Some(j.state.as_str()), warning: None }
+            }
+            Some(j) => {
+                IdResult { id: id.to_string(), result: "NotTerminal", state: Some(j.state.as_str()), warning: None }
+            }
+        });
+        ctx.printer()?.print(&IdResults { results, verb: "deleted" })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !found.is_empty() {
+        let (n, s) = (found.len(), if found.len() == 1 { "" } else { "s" });
+        let q = format!(
+            "Delete {n} job{s} and {} log for good (terminal ones only)?",
+            if n == 1 { "its" } else { "their" }
+        );
+        if !ctx.confirm_or_refuse(a.yes, &q, "purge")? {
+            eprint_quiet(format_args!("bw: nothing deleted\n"));
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+    }
+    let outcomes = store.purge_jobs(ctx.actor(), &found)?;
+    let results = per_id(&resolved, outcomes, |text, id, r| match r {
+        PurgeResult::Deleted { state } => {
+            let _ = state;
+            IdResult { id: id.to_string(), result: "Deleted", state: None, warning: None }
+        }
+        PurgeResult::NotTerminal { state } => {
+            IdResult { id: id.to_string(), result: "NotTerminal", state: Some(state.as_str()), warning: None }
+        }
+        PurgeResult::NotFound => not_found(text),
+    });
+    finish(ctx, IdResults { results, verb: "deleted" })
 }

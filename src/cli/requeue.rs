@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::bulk::{finish, ids_or_filters, not_found, per_id, resolve_all, IdResults, PlanView, Selection};
+use super::bulk::{self, finish, ids_or_filters, not_found, per_id, resolve_all, IdResults, PlanView, Selection};
+use super::jobs::Described;
 use super::json::IdResult;
 use super::output::{sanitize, thousands, Render, Table, Term};
 use super::progress::Progress;
@@ -49,6 +50,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             RequeueCheck::NotRequeueable { state } => {
                 IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
             }
+            RequeueCheck::Conflict { state, existing } => IdResult {
+                id: id.to_string(),
+                result: "WouldConflict",
+                state: Some(state.as_str()),
+                warning: Some(conflict_warning(*existing)),
+            },
         });
         printer.print(&IdResults { results, verb: "requeued" })?;
         return Ok(ExitCode::SUCCESS);
@@ -64,9 +71,31 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         RequeueResult::NotRequeueable { state } => {
             IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
         }
+        RequeueResult::Conflict { existing } => IdResult {
+            id: id.to_string(),
+            result: "Conflict",
+            state: check_state(check),
+            warning: Some(conflict_warning(*existing)),
+        },
         RequeueResult::NotFound => not_found(text),
     });
     finish(ctx, IdResults { results, verb: "requeued" })
+}
+
+/// Why a requeue is refused for its unique key, naming the job that holds it in full (scripts
+/// read it from the JSON `warning`).
+fn conflict_warning(existing: JobId) -> String {
+    format!("job {existing} holds its unique key; nothing changed")
+}
+
+/// The state a job was seen in before the requeue (it stays in it when refused).
+fn check_state(check: &RequeueCheck) -> Option<&'static str> {
+    match check {
+        RequeueCheck::WouldRequeue { state, .. }
+        | RequeueCheck::NotRequeueable { state }
+        | RequeueCheck::Conflict { state, .. } => Some(state.as_str()),
+        RequeueCheck::NotFound => None,
+    }
 }
 
 fn requarantine_warning(check: &RequeueCheck) -> Option<String> {
@@ -95,14 +124,18 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
     let filter = a.select.filter.to_filter(store.now());
-    let plan = store.plan_requeue(&filter)?;
-    let what = a.select.filter.describe("jobs");
+    // Refused here, before the count, when the actor may not requeue.
+    let plan = store.plan_requeue(ctx.actor(), &filter)?;
+    let what = a.select.filter.described();
+    if plan.matching == 0 {
+        a.select.filter.warn_unknown_names(&store)?;
+    }
     if a.select.dry_run {
         printer.print(&PlanView { plan, what, dry_run: true, extra: Force(a.force) })?;
         return Ok(ExitCode::SUCCESS);
     }
     if plan.matching == 0 {
-        printer.print(&BulkDone { requeued: 0, skipped_requarantine: 0, unhandled: String::new(), what })?;
+        printer.print(&BulkDone::default().what(what))?;
         return Ok(ExitCode::SUCCESS);
     }
     let todo = if a.force { plan.matching } else { plan.would_requeue };
@@ -114,7 +147,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             unhandled_names(&plan)
         )));
     }
-    let mut question = format!("Requeue {} {what} with a fresh attempt budget?", thousands(todo));
+    let mut question = format!("Requeue {} with a fresh attempt budget?", what.count(todo));
     if !a.force && plan.would_requarantine > 0 {
         question.push_str(&format!(
             " ({} more would quarantine again and are skipped; --force includes them)",
@@ -125,11 +158,18 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         eprint_quiet(format_args!("bw: nothing requeued\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    let mut progress = Progress::new("requeued");
-    let requeued = store.requeue_planned(ctx.actor(), &filter, a.force, |p| progress.update(p.done, p.total))?;
+    let mut progress = Progress::interruptible("requeued", "requeue the rest")?;
+    let done = store.requeue_planned(ctx.actor(), &plan, a.force, |p| progress.update(p.done, p.total))?;
     drop(progress);
     let skipped = if a.force { 0 } else { plan.would_requarantine };
-    let view = BulkDone { requeued, skipped_requarantine: skipped, unhandled: unhandled_names(&plan), what };
+    let view = BulkDone {
+        requeued: done.done,
+        skipped_requarantine: skipped,
+        arrived_after_plan: done.arrived_after_plan,
+        changed_meanwhile: todo.saturating_sub(done.done),
+        unhandled: unhandled_names(&plan),
+        what,
+    };
     printer.print(&view)?;
     Ok(if skipped > 0 { ExitCode::from(exit::REFUSED) } else { ExitCode::SUCCESS })
 }
@@ -158,12 +198,22 @@ impl Render for PlanView<RequeuePlan, Force> {
             thousands(p.would_requarantine),
             if p.would_requarantine > 0 && !self.extra.0 { " (skipped unless --force)" } else { "" }
         )?;
+        if p.would_conflict > 0 {
+            writeln!(
+                out,
+                "  {:>w$} would be left as they are: another job holds their unique key",
+                thousands(p.would_conflict)
+            )?;
+        }
         if p.undecodable > 0 {
             writeln!(
                 out,
-                "  {:>w$} were quarantined because their payload did not decode: requeued, they quarantine again \
+                "  {:>w$} {} quarantined because {} payload did not decode: requeued, {} quarantine again \
                  unless the handler now accepts it",
-                thousands(p.undecodable)
+                thousands(p.undecodable),
+                if p.undecodable == 1 { "was" } else { "were" },
+                if p.undecodable == 1 { "its" } else { "their" },
+                if p.undecodable == 1 { "it would" } else { "they" }
             )?;
         }
         if !p.unhandled.is_empty() {
@@ -177,22 +227,33 @@ impl Render for PlanView<RequeuePlan, Force> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 struct BulkDone {
     requeued: u64,
     skipped_requarantine: u64,
+    /// Jobs that came to match after the plan: left, since the plan's set was confirmed.
+    arrived_after_plan: u64,
+    /// Planned jobs that changed meanwhile (another operator, a retention sweep): left.
+    changed_meanwhile: u64,
     #[serde(skip)]
     unhandled: String,
     #[serde(skip)]
-    what: String,
+    what: Described,
+}
+
+impl BulkDone {
+    fn what(self, what: Described) -> Self {
+        BulkDone { what, ..self }
+    }
 }
 
 impl Render for BulkDone {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
-        if self.requeued == 0 && self.skipped_requarantine == 0 {
+        if self.requeued == 0 && self.skipped_requarantine == 0 && self.arrived_after_plan == 0 {
             return writeln!(out, "No {} to requeue.", self.what);
         }
-        writeln!(out, "Requeued {} {}.", thousands(self.requeued), self.what)?;
+        writeln!(out, "Requeued {}.", self.what.count(self.requeued))?;
+        bulk::after_plan(out, self.changed_meanwhile, self.arrived_after_plan, "requeue them")?;
         if self.skipped_requarantine > 0 {
             writeln!(
                 out,

@@ -80,21 +80,30 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
     let filter = a.select.filter.to_filter(store.now());
-    let plan = store.plan_run_now(&filter)?;
-    let what = FilterArgs { states: vec![JobState::Scheduled], ..a.select.filter.clone() }.describe("jobs");
+    // Refused here, before the count, when the actor may not act.
+    let plan = store.plan_run_now(ctx.actor(), &filter)?;
+    let what = FilterArgs { states: vec![JobState::Scheduled], ..a.select.filter.clone() }.described();
+    if plan.matching == 0 {
+        a.select.filter.warn_unknown_names(&store)?;
+    }
     if a.select.dry_run || plan.would_run_now == 0 {
         printer.print(&PlanView { plan, what, dry_run: a.select.dry_run, extra: rfc3339(store.now()) })?;
         return Ok(ExitCode::SUCCESS);
     }
-    let question = format!("Make {} {what} due now (attempt and budget unchanged)?", thousands(plan.would_run_now));
+    let question = format!("Make {} due now (attempt and budget unchanged)?", what.count(plan.would_run_now));
     if !ctx.confirm_or_refuse(a.select.yes, &question, "run jobs now in bulk")? {
         eprint_quiet(format_args!("bw: nothing changed\n"));
         return Ok(ExitCode::from(exit::REFUSED));
     }
-    let mut progress = Progress::new("made due");
-    let made_due = store.run_now_matching(ctx.actor(), &filter, |p| progress.update(p.done, p.total))?;
+    let mut progress = Progress::interruptible("made due", "make the rest due")?;
+    let done = store.run_now_planned(ctx.actor(), &plan, |p| progress.update(p.done, p.total))?;
     drop(progress);
-    printer.print(&Done { made_due, what })?;
+    printer.print(&Done {
+        made_due: done.done,
+        arrived_after_plan: done.arrived_after_plan,
+        changed_meanwhile: plan.would_run_now.saturating_sub(done.done),
+        what,
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -108,7 +117,8 @@ impl Render for PlanView<RunNowPlan, String> {
             thousands(p.would_run_now),
             self.extra
         )?;
-        writeln!(out, "  {:>w$} are due already: left as they are", thousands(p.already_due))?;
+        let are = if p.already_due == 1 { "is" } else { "are" };
+        writeln!(out, "  {:>w$} {are} due already: left as they are", thousands(p.already_due))?;
         self.closing(out, p.would_run_now > 0, "do it")
     }
 }
@@ -116,12 +126,15 @@ impl Render for PlanView<RunNowPlan, String> {
 #[derive(Serialize)]
 struct Done {
     made_due: u64,
+    arrived_after_plan: u64,
+    changed_meanwhile: u64,
     #[serde(skip)]
-    what: String,
+    what: super::jobs::Described,
 }
 
 impl Render for Done {
     fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
-        writeln!(out, "Made {} {} due now.", thousands(self.made_due), self.what)
+        writeln!(out, "Made {} due now.", self.what.count(self.made_due))?;
+        super::bulk::after_plan(out, self.changed_meanwhile, self.arrived_after_plan, "make them due now")
     }
 }

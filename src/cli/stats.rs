@@ -16,7 +16,7 @@ use super::{CliError, Ctx};
 use crate::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
 use crate::JobState;
 
-/// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses.
+/// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses, limits.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many dead-letter cause groups to show.
@@ -33,6 +33,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         causes: store.cause_groups(a.top)?,
         quarantines: store.quarantine_groups()?,
         pauses: super::pause::PausesView(store.pauses()?),
+        limits: super::limit::LimitsView(store.limits()?),
     };
     printer.print(&view)?;
     Ok(ExitCode::SUCCESS)
@@ -44,6 +45,7 @@ struct Stats {
     causes: Vec<CauseGroup>,
     quarantines: Vec<QuarantineGroup>,
     pauses: super::pause::PausesView,
+    limits: super::limit::LimitsView,
 }
 
 impl Serialize for Stats {
@@ -81,7 +83,7 @@ impl Serialize for Stats {
         struct Doc<'a> {
             /// state -> count over all queues, every state present.
             totals: std::collections::BTreeMap<&'static str, u64>,
-            /// queue -> state -> count (non-zero only).
+            /// queue -> state -> count, every state present (0 included), as in `totals`.
             by_queue: std::collections::BTreeMap<&'a str, std::collections::BTreeMap<&'static str, u64>>,
             /// queue -> Scheduled jobs due now and the oldest one's wait (queues with Scheduled jobs).
             latency: std::collections::BTreeMap<&'a str, Latency>,
@@ -89,6 +91,8 @@ impl Serialize for Stats {
             quarantines: Vec<Quarantine<'a>>,
             /// Queues and wire names no worker claims now (`bw pauses`).
             pauses: Vec<super::pause::PauseJson<'a>>,
+            /// Limits in force (`bw limits`).
+            limits: Vec<super::limit::LimitJson<'a>>,
         }
         Doc {
             totals: JobState::ALL.iter().map(|s| (s.as_str(), self.counts.total(*s))).collect(),
@@ -96,7 +100,9 @@ impl Serialize for Stats {
                 .counts
                 .by_queue
                 .iter()
-                .map(|(q, m)| (q.as_str(), m.iter().map(|(s, n)| (s.as_str(), *n)).collect()))
+                .map(|(q, m)| {
+                    (q.as_str(), JobState::ALL.iter().map(|s| (s.as_str(), m.get(s).copied().unwrap_or(0))).collect())
+                })
                 .collect(),
             latency: self
                 .latency
@@ -138,8 +144,23 @@ impl Serialize for Stats {
                 })
                 .collect(),
             pauses: self.pauses.json(),
+            limits: self.limits.json(),
         }
         .serialize(s)
+    }
+}
+
+/// How much of a cause or example a table shows when nothing else bounds it (stdout is a pipe
+/// or a file, so no terminal width): a multi-KB cause (a stack, a response body) printed whole
+/// buried the table. `bw jobs show ID` prints it in full.
+const PIPED_TEXT: usize = 160;
+
+/// `text` sanitized, shortened to [`PIPED_TEXT`] when the table has no width to fit.
+fn example(text: &str, term: &Term) -> String {
+    let clean = sanitize(text);
+    match term.width {
+        Some(_) => clean.into_owned(),
+        None => super::output::truncate(&clean, PIPED_TEXT).into_owned(),
     }
 }
 
@@ -234,7 +255,7 @@ impl Render for Stats {
                     sanitize(&g.wire_name).into_owned().into(),
                     relative(now, g.first_seen).into(),
                     relative(now, g.last_seen).into(),
-                    sanitize(&g.example).into_owned().into(),
+                    example(&g.example, term).into(),
                 ]);
             }
             t.write(out, term)?;
@@ -260,7 +281,7 @@ impl Render for Stats {
                     g.reason.as_str().into(),
                     live,
                     relative(now, g.last_seen).into(),
-                    sanitize(&g.example).into_owned().into(),
+                    example(&g.example, term).into(),
                 ]);
             }
             t.write(out, term)?;
@@ -271,6 +292,7 @@ impl Render for Stats {
                 writeln!(out, "{}", Style::Dim.paint(hint, c))?;
             }
         }
-        self.pauses.section(out, term)
+        self.pauses.section(out, term)?;
+        self.limits.section(out, term)
     }
 }

@@ -17,6 +17,9 @@ pub struct Args {
     /// Look only: requeue, cancel and reveal are disabled.
     #[arg(long)]
     pub read_only: bool,
+    /// `q` asks before quitting (set by `bw demo`, whose workers stop with the dashboard).
+    #[arg(long, hide = true)]
+    pub ask_before_quit: bool,
 }
 
 pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
@@ -39,6 +42,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         interval: args.interval,
         read_only: args.read_only,
         color: ctx.color,
+        ask_before_quit: args.ask_before_quit,
     };
     let app = App::new(cfg, clock.now());
     let path = ctx.global.db.clone();

@@ -1,29 +1,122 @@
-//! bw workers: the live worker registry: which groups run where, what they handle, and which
-//! registrations belong to processes that stopped heartbeating.
+//! bw workers: the live worker registry: which groups run where, what they handle, which are
+//! quiet or stopping and what each still runs, and which registrations belong to processes that
+//! stopped heartbeating. `bw workers quiet|resume` quiet a process, a host or a group.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
+
+use std::collections::HashMap;
 
 use serde::Serialize;
 
 use super::output::{relative, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{CliError, Ctx};
+use crate::store::{WorkerSelector, WorkerState};
 use crate::WorkerInfo;
 
-/// Live and stale workers: group, host, pid, wire names, last heartbeat.
+/// Live and stale workers: group, host, pid, state (running, quiet, stopping) and what each
+/// still runs, wire names, last heartbeat.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+}
 
-pub fn run(_a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Stop the matching worker processes claiming, from their next poll (needs operate); they
+    /// finish what they run. Other hosts go on: a fleet-wide stop is `bw pause`.
+    Quiet(Select),
+    /// Let quieted workers claim again (needs operate).
+    Resume(Select),
+}
+
+/// Which workers: one by id, every one on a host, or every one of a worker group.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct Select {
+    /// A worker id as `bw workers` shows it.
+    pub id: Option<String>,
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
+}
+
+impl Select {
+    fn selector(&self) -> WorkerSelector {
+        match (&self.id, &self.host, &self.group) {
+            (Some(id), _, _) => WorkerSelector::Id(id.clone()),
+            (_, Some(h), _) => WorkerSelector::Host(h.clone()),
+            (_, _, Some(g)) => WorkerSelector::Group(g.clone()),
+            // clap's group makes one of the three required.
+            _ => WorkerSelector::Id(String::new()),
+        }
+    }
+}
+
+pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
+    if let Some(action) = &a.action {
+        let (quiet, sel) = match action {
+            Action::Quiet(s) => (true, s.selector()),
+            Action::Resume(s) => (false, s.selector()),
+        };
+        let ids =
+            if quiet { store.quiet_workers(ctx.actor(), &sel)? } else { store.resume_workers(ctx.actor(), &sel)? };
+        ctx.printer()?.print(&QuietView { quiet, ids })?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let printer = ctx.printer()?;
     let now = store.now();
-    printer.print(&Workers { workers: store.workers()?, now, pauses: super::pause::PausesView(store.pauses()?) })?;
+    let states = store.worker_states()?.into_iter().map(|s| (s.id.clone(), s)).collect();
+    printer.print(&Workers {
+        workers: store.workers()?,
+        states,
+        now,
+        pauses: super::pause::PausesView(store.pauses()?),
+    })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct QuietView {
+    #[serde(skip)]
+    quiet: bool,
+    /// The workers that changed (already quiet, or not quiet, ones are left as they were).
+    ids: Vec<String>,
+}
+
+impl Render for QuietView {
+    fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
+        match (self.quiet, self.ids.is_empty()) {
+            (true, true) => writeln!(out, "Every matching worker was quiet already."),
+            (false, true) => writeln!(out, "No matching worker was quiet."),
+            (true, false) => {
+                writeln!(out, "Quiet: these workers claim nothing from their next poll and finish what they run:")?;
+                self.ids.iter().try_for_each(|id| writeln!(out, "  {}", sanitize(id)))
+            }
+            (false, false) => {
+                writeln!(out, "Resumed: these workers claim again from their next poll:")?;
+                self.ids.iter().try_for_each(|id| writeln!(out, "  {}", sanitize(id)))
+            }
+        }
+    }
+}
+
+/// A worker's state word: what the dashboard and `bw workers` show.
+pub(crate) fn state_word(live: bool, s: Option<&WorkerState>) -> &'static str {
+    match s {
+        _ if !live => "stale",
+        Some(s) if s.stopping_at.is_some() => "stopping",
+        Some(s) if s.quiet_at.is_some() => "quiet",
+        _ => "live",
+    }
 }
 
 struct Workers {
     workers: Vec<WorkerInfo>,
+    states: HashMap<String, WorkerState>,
     now: i64,
     pauses: super::pause::PausesView,
 }
@@ -41,6 +134,12 @@ impl Serialize for Workers {
             started_at: String,
             last_heartbeat_at: String,
             live: bool,
+            /// `live`, `quiet`, `stopping` or `stale`.
+            state: &'static str,
+            quiet_since: Option<String>,
+            quiet_by: Option<&'a str>,
+            /// Jobs Running under its lease now.
+            running: u64,
         }
         #[derive(Serialize)]
         struct Doc<'a> {
@@ -52,16 +151,23 @@ impl Serialize for Workers {
             workers: self
                 .workers
                 .iter()
-                .map(|w| W {
-                    id: &w.id,
-                    group: &w.group,
-                    host: &w.host,
-                    pid: w.pid,
-                    wire_names: &w.wire_names,
-                    queues: &w.queues,
-                    started_at: rfc3339(w.started_at),
-                    last_heartbeat_at: rfc3339(w.last_heartbeat_at),
-                    live: w.is_live(self.now),
+                .map(|w| {
+                    let st = self.states.get(&w.id);
+                    W {
+                        id: &w.id,
+                        group: &w.group,
+                        host: &w.host,
+                        pid: w.pid,
+                        wire_names: &w.wire_names,
+                        queues: &w.queues,
+                        started_at: rfc3339(w.started_at),
+                        last_heartbeat_at: rfc3339(w.last_heartbeat_at),
+                        live: w.is_live(self.now),
+                        state: state_word(w.is_live(self.now), st),
+                        quiet_since: st.and_then(|s| s.quiet_at).map(rfc3339),
+                        quiet_by: st.and_then(|s| s.quiet_by.as_deref()),
+                        running: st.map_or(0, |s| s.running),
+                    }
                 })
                 .collect(),
             pauses: self.pauses.json(),
@@ -83,10 +189,18 @@ impl Render for Workers {
             .max_width(0, 48)
             .max_width(3, 24);
         for w in &self.workers {
-            let status = if w.is_live(term.now) {
-                Cell::styled("live", Style::Green)
-            } else {
-                Cell::styled("stale", Style::Yellow)
+            let st = self.states.get(&w.id);
+            let status = match state_word(w.is_live(term.now), st) {
+                "live" => Cell::styled("live", Style::Green),
+                "stale" => Cell::styled("stale", Style::Yellow),
+                word => {
+                    // Quiet or stopping: since when, by whom, and what it still runs.
+                    let s = st.expect("a quiet or stopping worker has a state");
+                    let since = s.quiet_at.or(s.stopping_at).map(|t| relative(term.now, t)).unwrap_or_default();
+                    let by = s.quiet_by.as_deref().filter(|_| word == "quiet").map(|b| format!(" by {}", sanitize(b)));
+                    let text = format!("{word} {since}{}, {} running", by.unwrap_or_default(), s.running);
+                    Cell::styled(&text, Style::Yellow)
+                }
             };
             t.row(vec![
                 sanitize(&w.id).into_owned().into(),

@@ -1,7 +1,9 @@
 //! `bw demo` at work: the seed's two worker groups and a crashing node running in this process,
 //! and a steady mix of jobs enqueued at a rate, including jobs no handler can take, until told
 //! to stop. The store must already exist (a file or a PostgreSQL database: anything `Engine::new`
-//! takes); the command line decides which and prints.
+//! takes); the command line decides which and prints. A store that stops answering (a server
+//! restart, a full disk) is retried with backoff, each job exactly once; the demo says so as it
+//! happens ([`Demo::take_events`]) and reports an enqueuer that never recovered.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,9 +15,17 @@ use serde_json::json;
 use super::handlers::{self, ChargeCard, ChargeLedger, ExportReport, ResizeImage, SendEmail, SyncInventory, Wedge};
 use super::rng::Rng;
 use crate::engine::{Engine, EngineHandle, Enqueue, GroupStats, Registry};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{JobId, NewJob};
-use crate::store::{Store, StoreTarget};
+use crate::store::{JobFilter, Store, StoreTarget};
+
+/// The label that numbers the demo's jobs from 0 in enqueue order: after a store error that
+/// leaves it unknown whether an enqueue committed (the connection dropped during COMMIT), the
+/// enqueuer looks for the number before enqueuing again, so no job is made twice.
+pub const SEQ_LABEL: &str = "demo-seq";
+/// The first wait after a store error, doubled on each failed try up to the last.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// How the demo runs.
 #[derive(Clone, Debug)]
@@ -31,7 +41,7 @@ pub struct DemoOptions {
 }
 
 /// What the demo did, for its summary.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct DemoReport {
     pub enqueued: u64,
     /// Handlers still running when the workers stopped: left to lapse, as a host shutdown does.
@@ -42,6 +52,9 @@ pub struct DemoReport {
     pub groups: Vec<GroupStats>,
     /// Errors of the enqueuer or the crashing node (the engine's own are in `groups`).
     pub errors: Vec<String>,
+    /// Why the enqueuer stopped enqueuing before the end: an error retrying cannot mend (a
+    /// read-only store), or the store still failing when the demo stopped.
+    pub enqueue_failure: Option<Error>,
 }
 
 /// The kinds of job the demo enqueues: one for each path through BackWave.
@@ -97,6 +110,22 @@ pub struct Demo {
     ledger: Arc<ChargeLedger>,
     enqueued: Arc<AtomicU64>,
     errors: Arc<Mutex<Vec<String>>>,
+    events: Arc<Mutex<Vec<String>>>,
+    failure: Arc<Mutex<Option<Error>>>,
+}
+
+/// What the demo's own threads share to say what went wrong: `events` as it happens (taken by
+/// the command line), `errors` for the summary.
+#[derive(Clone, Default)]
+struct Trouble {
+    errors: Arc<Mutex<Vec<String>>>,
+    events: Arc<Mutex<Vec<String>>>,
+}
+
+impl Trouble {
+    fn event(&self, e: String) {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+    }
 }
 
 impl Demo {
@@ -114,27 +143,37 @@ impl Demo {
 
         let stop = Arc::new(AtomicBool::new(false));
         let enqueued = Arc::new(AtomicU64::new(0));
-        let errors = Arc::new(Mutex::new(Vec::new()));
+        let trouble = Trouble::default();
+        let failure = Arc::new(Mutex::new(None));
         let mut threads = Vec::new();
         {
-            let (db, stop, errors) = (opts.db.clone(), Arc::clone(&stop), Arc::clone(&errors));
+            let (db, stop, trouble) = (opts.db.clone(), Arc::clone(&stop), trouble.clone());
             threads.push(spawn("bw-demo-node", move || {
-                if let Err(e) = crashing_node(&db, &stop) {
-                    note(&errors, format!("crashing node: {e}"));
+                if let Err(e) = crashing_node(&db, &stop, &trouble) {
+                    note(&trouble.errors, format!("crashing node: {e}"));
                 }
             }));
         }
         {
-            let (opts, stop, enqueued, errors) =
-                (opts.clone(), Arc::clone(&stop), Arc::clone(&enqueued), Arc::clone(&errors));
+            let (opts, stop, enqueued, trouble, failure) =
+                (opts.clone(), Arc::clone(&stop), Arc::clone(&enqueued), trouble.clone(), Arc::clone(&failure));
             let registry = handlers::registry(Arc::clone(&ledger));
             threads.push(spawn("bw-demo-enqueue", move || {
-                if let Err(e) = enqueue_loop(&opts, &registry, &stop, &enqueued) {
-                    note(&errors, format!("enqueue: {e}"));
+                let retry = Retry { stop: &stop, trouble: &trouble, what: "enqueue" };
+                if let Err(e) = enqueue_loop(&opts, &registry, &retry, &enqueued) {
+                    note(&trouble.errors, format!("enqueue: {e}"));
+                    trouble.event(format!("enqueuing stopped: {e}"));
+                    *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
             }));
         }
-        Ok(Demo { engine, stop, threads, ledger, enqueued, errors })
+        Ok(Demo { engine, stop, threads, ledger, enqueued, errors: trouble.errors, events: trouble.events, failure })
+    }
+
+    /// What went wrong (or came right again) since the last call, one line each: a store error
+    /// the enqueuer or the crashing node met and is retrying, the store answering again.
+    pub fn take_events(&self) -> Vec<String> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Each group's counters so far.
@@ -157,6 +196,7 @@ impl Demo {
         let shutdown = self.engine.shutdown(grace);
         let (charges, double_charges) = self.ledger.totals();
         let errors = std::mem::take(&mut *self.errors.lock().unwrap_or_else(|p| p.into_inner()));
+        let enqueue_failure = self.failure.lock().unwrap_or_else(|p| p.into_inner()).take();
         DemoReport {
             enqueued: self.enqueued.load(Ordering::Relaxed),
             abandoned: shutdown.abandoned,
@@ -164,6 +204,7 @@ impl Demo {
             double_charges,
             groups,
             errors,
+            enqueue_failure,
         }
     }
 }
@@ -192,11 +233,17 @@ fn nap(stop: &AtomicBool, d: Duration) -> bool {
 /// A worker process that keeps dying mid-job: start it, let it claim, drop it without grace.
 /// Its handlers' results are never reported, so their leases lapse and the seed groups reap
 /// them as failed attempts.
-fn crashing_node(db: &StoreTarget, stop: &AtomicBool) -> Result<()> {
+fn crashing_node(db: &StoreTarget, stop: &AtomicBool, trouble: &Trouble) -> Result<()> {
+    let retry = Retry { stop, trouble, what: "crashing node" };
     while !stop.load(Ordering::SeqCst) {
-        let mut node = Engine::new(db, handlers::crashing_node_registry());
-        node.add_worker_group(handlers::crashing_node()?);
-        let running = node.start()?;
+        let group = handlers::crashing_node()?;
+        // A store that does not answer (a server restarting) is waited for, as a restarted
+        // host would.
+        let running = retry.call(|| {
+            let mut node = Engine::new(db, handlers::crashing_node_registry());
+            node.add_worker_group(group.clone());
+            node.start()
+        })?;
         let born = Instant::now();
         while running.stats().iter().all(|g| g.claimed == 0) && born.elapsed() < Duration::from_secs(2) {
             if !nap(stop, Duration::from_millis(50)) {
@@ -204,21 +251,92 @@ fn crashing_node(db: &StoreTarget, stop: &AtomicBool) -> Result<()> {
             }
         }
         nap(stop, Duration::from_millis(200));
-        // The node dies: no grace, nothing reported for the wedged handlers.
-        running.shutdown(Duration::ZERO);
+        // The node dies: dropped, with no grace and nothing reported for the wedged handlers
+        // (a shutdown would ask them to stop and record it).
+        drop(running);
     }
     Ok(())
 }
 
+/// Calls into the store on the demo's behalf, again and again while the store cannot answer,
+/// with a wait that doubles from [`RETRY_FIRST`] to [`RETRY_MAX`]; said as events when it
+/// starts failing and when it answers again.
+struct Retry<'a> {
+    stop: &'a AtomicBool,
+    trouble: &'a Trouble,
+    what: &'static str,
+}
+
+impl Retry<'_> {
+    /// `f`'s value; the last error when the demo stopped while the store was still failing;
+    /// an error that waiting cannot mend (read-only, a permission, bad input) at once.
+    fn call<T>(&self, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut failing: Option<(Instant, Duration)> = None;
+        loop {
+            match f() {
+                Ok(v) => {
+                    if let Some((since, _)) = failing {
+                        self.trouble.event(format!(
+                            "{}: the store answers again after {:.1}s; carrying on",
+                            self.what,
+                            since.elapsed().as_secs_f64()
+                        ));
+                    }
+                    return Ok(v);
+                }
+                Err(e) if retryable(&e) => {
+                    let wait = match failing {
+                        None => {
+                            note(&self.trouble.errors, format!("{}: {e}", self.what));
+                            self.trouble.event(format!("{}: {e}; retrying until the store answers", self.what));
+                            RETRY_FIRST
+                        }
+                        Some((_, wait)) => (wait * 2).min(RETRY_MAX),
+                    };
+                    failing = Some((failing.map_or_else(Instant::now, |(since, _)| since), wait));
+                    if !nap(self.stop, wait) {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A store error that may pass with time: the store locked, unreachable or restarting, a full
+/// disk, a server error. Not: a read-only store, a missing permission, bad input.
+fn retryable(e: &Error) -> bool {
+    e.is_transient() || matches!(e, Error::DiskFull { .. } | Error::Database(_))
+}
+
 /// A first round of one job of each kind (so every path shows within seconds), then the mix
-/// at `rate` per second. A few seconds in, the demo's operator cancels a reminder.
-fn enqueue_loop(opts: &DemoOptions, registry: &Registry, stop: &AtomicBool, count: &AtomicU64) -> Result<()> {
-    let store = Store::open(&opts.db)?;
+/// at `rate` per second. A few seconds in, the demo's operator cancels a reminder. Each job is
+/// enqueued once: a failed enqueue is retried until it is in the store (or the demo stops).
+fn enqueue_loop(opts: &DemoOptions, registry: &Registry, retry: &Retry<'_>, count: &AtomicU64) -> Result<()> {
+    let stop = retry.stop;
+    let store = retry.call(|| Store::open(&opts.db))?;
     let mut rng = Rng(opts.seed);
     let mut n = 0u64;
     let mut reminder: Option<JobId> = None;
+    // Enqueue job number `n`, retried until it is in the store.
+    let enqueue_once = |sample: Sample, n: u64, rng: &mut Rng| -> Result<JobId> {
+        let mut tried = false;
+        // The mix draws from `rng` while building the job: draw once, whatever the retries.
+        let job = build(registry, sample, n, rng, store.now())?;
+        retry.call(|| {
+            // A retry after an error that may have come after the commit: look before writing.
+            if std::mem::replace(&mut tried, true) {
+                let filter = JobFilter { labels: vec![(SEQ_LABEL.into(), n.to_string())], ..Default::default() };
+                if let Some(found) = store.list_jobs(&filter, 1, 0)?.jobs.first() {
+                    return Ok(found.id);
+                }
+            }
+            store.enqueue(&job)
+        })
+    };
     for (sample, _) in Sample::MIX {
-        let id = enqueue(&store, registry, sample, n, &mut rng)?;
+        let id = enqueue_once(sample, n, &mut rng)?;
         if sample == Sample::Reminder {
             reminder = Some(id);
         }
@@ -232,8 +350,9 @@ fn enqueue_loop(opts: &DemoOptions, registry: &Registry, stop: &AtomicBool, coun
     while nap(stop, Duration::from_millis(50)) {
         let elapsed = started.elapsed();
         if let Some(id) = reminder.filter(|_| elapsed > Duration::from_secs(2)) {
-            // An operator changes their mind: Cancelled, with the actor in the log.
-            store.cancel(&opts.actor, &[id])?;
+            // An operator changes their mind: Cancelled, with the actor in the log. (Run again
+            // after an error, it finds the job cancelled already and changes nothing.)
+            retry.call(|| store.cancel(&opts.actor, &[id]))?;
             reminder = None;
         }
         let due = (elapsed.as_secs_f64() * rate) as u64;
@@ -247,7 +366,7 @@ fn enqueue_loop(opts: &DemoOptions, registry: &Registry, stop: &AtomicBool, coun
                     hit
                 })
                 .map_or(Sample::SendEmail, |(s, _)| *s);
-            enqueue(&store, registry, sample, n, &mut rng)?;
+            enqueue_once(sample, n, &mut rng)?;
             sent += 1;
             n += 1;
             count.store(n, Ordering::Relaxed);
@@ -258,25 +377,24 @@ fn enqueue_loop(opts: &DemoOptions, registry: &Registry, stop: &AtomicBool, coun
 
 const TENANTS: [&str; 4] = ["acme", "globex", "initech", "umbrella"];
 
-/// Enqueue one job of `sample`. Jobs of registered wire names go through the registry (their
-/// queue and payload type come from the registration); the broken ones are written the way a
-/// stale client or an older deploy would write them.
-fn enqueue(store: &Store, registry: &Registry, sample: Sample, n: u64, rng: &mut Rng) -> Result<JobId> {
+/// Job number `n`, of `sample`, labelled with its number ([`SEQ_LABEL`]), due times resolved
+/// against `now`. Jobs of registered wire names go through the registry (their queue and
+/// payload type come from the registration); the broken ones are written the way a stale
+/// client or an older deploy would write them.
+fn build(registry: &Registry, sample: Sample, n: u64, rng: &mut Rng, now: crate::model::Millis) -> Result<NewJob> {
     let tenant = rng.pick(&TENANTS);
-    match sample {
+    let job = match sample {
         Sample::SendEmail => registry
             .job("send-email", &SendEmail { to: format!("user{n}@example.com"), subject: "your receipt".into() })?
-            .label("tenant", tenant)
-            .enqueue(store),
+            .label("tenant", tenant),
         Sample::Reminder => registry
             .job("send-email", &SendEmail { to: format!("user{n}@example.com"), subject: "still there?".into() })?
             .label("tenant", tenant)
             .label("kind", "reminder")
-            .due_in(Duration::from_secs(600))
-            .enqueue(store),
-        Sample::SyncInventory => registry
-            .job("sync-inventory", &SyncInventory { warehouse: format!("wh-{}", rng.below(9) + 1) })?
-            .enqueue(store),
+            .due_in(Duration::from_secs(600)),
+        Sample::SyncInventory => {
+            registry.job("sync-inventory", &SyncInventory { warehouse: format!("wh-{}", rng.below(9) + 1) })?
+        }
         Sample::ChargeCard => registry
             .job(
                 "charge-card",
@@ -285,36 +403,31 @@ fn enqueue(store: &Store, registry: &Registry, sample: Sample, n: u64, rng: &mut
                     amount_cents: 100 + rng.below(9900),
                 },
             )?
-            .label("tenant", tenant)
-            .enqueue(store),
-        Sample::ResizeImage => registry
-            .job(
-                "resize-image",
-                &ResizeImage { image: format!("img-{n}.png"), width: 640 + rng.below(1280) as u32, height: 480 },
-            )?
-            .enqueue(store),
-        Sample::ResizeImageZeroWidth => registry
-            .job("resize-image", &ResizeImage { image: format!("broken-{n}.png"), width: 0, height: 480 })?
-            .enqueue(store),
+            .label("tenant", tenant),
+        Sample::ResizeImage => registry.job(
+            "resize-image",
+            &ResizeImage { image: format!("img-{n}.png"), width: 640 + rng.below(1280) as u32, height: 480 },
+        )?,
+        Sample::ResizeImageZeroWidth => {
+            registry.job("resize-image", &ResizeImage { image: format!("broken-{n}.png"), width: 0, height: 480 })?
+        }
         Sample::ExportReport => registry
             .job("export-report", &ExportReport { report: format!("report-{n}"), steps: 3 + rng.below(4) as u32 })?
-            .label("tenant", tenant)
-            .enqueue(store),
-        Sample::Flaky => registry.enqueue(store, "flaky", rng.pick(&["nightly", "hourly", "daily"])),
-        Sample::LegacyReport => {
-            Enqueue::new("legacy-report", "low", &json!({ "report": format!("archive-{n}") }))?.enqueue(store)
-        }
+            .label("tenant", tenant),
+        Sample::Flaky => registry.job("flaky", rng.pick(&["nightly", "hourly", "daily"]))?,
+        Sample::LegacyReport => Enqueue::new("legacy-report", "low", &json!({ "report": format!("archive-{n}") }))?,
         Sample::ChargeCardDrifted => Enqueue::new(
             "charge-card",
             "critical",
             // The old shape: a decimal string amount where the handler now takes cents.
             &json!({ "card_token": format!("tok_{:08x}", rng.next() as u32), "amount": "12.50" }),
         )?
-        .label("tenant", tenant)
-        .enqueue(store),
+        .label("tenant", tenant),
         Sample::ChargeCardGarbage => {
-            store.enqueue(&NewJob::new("charge-card", "critical", vec![0xff, 0xfe, 0x00, 0xc3, 0x28, 0x9f, 0x92, 0x96]))
+            let job = NewJob::new("charge-card", "critical", vec![0xff, 0xfe, 0x00, 0xc3, 0x28, 0x9f, 0x92, 0x96]);
+            return Ok(job.label(SEQ_LABEL, n.to_string()));
         }
-        Sample::Wedge => Enqueue::new("wedge", "fragile", &Wedge { note: format!("wedge-{n}") })?.enqueue(store),
-    }
+        Sample::Wedge => Enqueue::new("wedge", "fragile", &Wedge { note: format!("wedge-{n}") })?,
+    };
+    Ok(job.label(SEQ_LABEL, &n.to_string()).into_new_job(now))
 }

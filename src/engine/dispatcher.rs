@@ -9,7 +9,7 @@
 //! around; what stands alone is out already (`pool.rs`, `pace.rs`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +21,9 @@ use super::pool::{Done, ReadyBuffer, Work};
 use super::runtime::{later, Counters, StopFlag};
 use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
-use crate::store::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, Store};
+use crate::store::{
+    ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, Store, STOPPED_AT_SHUTDOWN, UNREQUESTED_CANCEL,
+};
 
 /// How often a worker says it is alive in the registry, and after how long without that it
 /// counts as gone.
@@ -42,6 +44,9 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// transaction for all of them is far cheaper than one each.
 const COLLECT_LINGER: Duration = Duration::from_micros(200);
 const COLLECT_MAX: Duration = Duration::from_millis(5);
+/// At the shutdown deadline, how long the running handlers just asked to stop get to say they
+/// did, so that their jobs go back at once rather than when their leases lapse.
+const STOP_WAIT: Duration = Duration::from_millis(500);
 /// A job claimed ahead that has waited this long means the handlers stalled after it was
 /// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
 /// handed back so that another worker can run them now.
@@ -70,6 +75,8 @@ pub(super) struct Setup {
     pub done_rx: Receiver<Done>,
     pub stats: Arc<Counters>,
     pub stop: Arc<StopFlag>,
+    /// The process's own quiet (SIGTSTP, `EngineHandle::quiet`): no claims while set.
+    pub quiet: Arc<AtomicBool>,
     /// Only the first group of an engine sweeps.
     pub sweep_interval: Option<Duration>,
 }
@@ -92,6 +99,7 @@ pub(super) struct Dispatcher {
     done_rx: Receiver<Done>,
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
+    quiet: Arc<AtomicBool>,
     sweep_interval: Option<Duration>,
     pace: Pace,
     /// The last claim failed without an answer: the store may have committed it (on PostgreSQL
@@ -117,6 +125,7 @@ impl Dispatcher {
             done_rx: s.done_rx,
             stats: s.stats,
             stop: s.stop,
+            quiet: s.quiet,
             sweep_interval: s.sweep_interval,
             pace: Pace::new(Instant::now()),
             claim_in_doubt: false,
@@ -131,11 +140,20 @@ impl Dispatcher {
         let mut next_heartbeat = later(start, heartbeat_every);
         let mut next_worker_heartbeat = start + WORKER_HEARTBEAT;
         let mut next_sweep = self.sweep_interval.map(|_| later(start, self.cfg.poll_interval));
+        let mut marked_stopping = false;
         loop {
             let stopping = self.stop.requested.load(Ordering::SeqCst);
             let grace_end = *self.stop.grace.lock().unwrap_or_else(|p| p.into_inner());
             if stopping {
                 self.hand_back_unstarted();
+                // `bw workers` shows it stopping, with what it still runs. Once: a failure
+                // costs only the display.
+                if !marked_stopping {
+                    marked_stopping = true;
+                    if let Err(e) = self.store.mark_stopping(&self.worker_id) {
+                        self.stats.error(&e);
+                    }
+                }
             }
             let now = Instant::now();
             let mut wake = [next_heartbeat, next_worker_heartbeat, next_reap].into_iter().min().unwrap_or(now);
@@ -203,6 +221,9 @@ impl Dispatcher {
     /// a claim; past that, the buffer is topped up only once half the claim-ahead has drained,
     /// so claims stay wide.
     fn claim_room(&self) -> Option<usize> {
+        if self.quiet.load(Ordering::SeqCst) {
+            return None;
+        }
         let ahead = self.pace.ahead();
         let held = self.inflight.len();
         let room = (self.cfg.concurrency + ahead).saturating_sub(held);
@@ -232,7 +253,7 @@ impl Dispatcher {
                         job_id: f.job_id,
                         worker_id: self.worker_id.to_string(),
                         attempt: f.attempt,
-                        outcome,
+                        outcome: stopped_at_shutdown(outcome, &f.cancel),
                     }),
                     // A stale run: the job was claimed again since, so its word is discarded.
                     Some(_) => Counters::add(&self.stats.fenced_out, 1),
@@ -553,7 +574,8 @@ impl Dispatcher {
     }
 
     /// Leave: anything finished is recorded, unstarted jobs are handed back, handlers still
-    /// running after the grace period are told to stop and reported on never (their leases
+    /// running after the grace period are told to stop; those that stop within [`STOP_WAIT`]
+    /// are recorded (their jobs go back now), the others reported on never (their leases
     /// lapse); the worker leaves the registry.
     fn finish(mut self) {
         // Anything that finished during the last wait still counts.
@@ -563,12 +585,36 @@ impl Dispatcher {
         for f in self.inflight.values() {
             f.cancel.cancel(CancelReason::Shutdown);
         }
+        // A dropped handle (no grace, as a crash) waits for none of them.
+        let wait = if self.stop.record_stopped.load(Ordering::SeqCst) { STOP_WAIT } else { Duration::ZERO };
+        let until = Instant::now() + wait;
+        loop {
+            let now = Instant::now();
+            if self.inflight.is_empty() || now >= until {
+                break;
+            }
+            self.collect(until - now, true);
+        }
+        self.flush();
         Counters::add(&self.stats.abandoned, (self.inflight.len() + self.handing_back.len()) as u64);
         if let Err(e) = self.store.unregister_worker(&self.worker_id) {
             self.stats.error(&e);
         }
         // Dropping self closes the ready buffer: idle handler threads end now, busy ones after
         // their job.
+    }
+}
+
+/// A handler that gave up because the shutdown deadline asked it to failed its attempt for that
+/// reason, not for one of its own: the log says so.
+fn stopped_at_shutdown(outcome: Outcome, cancel: &CancelSignal) -> Outcome {
+    match outcome {
+        Outcome::Failed { message, .. }
+            if message == UNREQUESTED_CANCEL && cancel.reason() == Some(CancelReason::Shutdown) =>
+        {
+            Outcome::Failed { message: STOPPED_AT_SHUTDOWN.to_string(), detail: None }
+        }
+        other => other,
     }
 }
 

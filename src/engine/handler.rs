@@ -128,8 +128,76 @@ fn source_chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
     std::iter::successors(e.source(), |s| s.source()).map(ToString::to_string).collect()
 }
 
+/// A captured backtrace, trimmed to the application's frames; none when no frame is left. A
+/// plain `HandlerError::msg` otherwise stored some forty frames of std, the engine and libc per
+/// attempt, which buried the one line an operator needed under internals nobody can change.
 fn captured(bt: Backtrace) -> Option<String> {
-    (bt.status() == BacktraceStatus::Captured).then(|| bt.to_string())
+    if bt.status() != BacktraceStatus::Captured {
+        return None;
+    }
+    let frames = application_frames(&bt.to_string());
+    (!frames.is_empty()).then_some(frames)
+}
+
+/// A panic's trace: where it panicked, then the application's frames (a panic always says
+/// something, so its location is kept even when no application frame is left).
+pub(crate) fn panic_trace(location: &str, bt: &Backtrace) -> String {
+    let frames = application_frames(&bt.to_string());
+    if frames.is_empty() {
+        location.trim_end().to_string()
+    } else {
+        format!("{}\n{frames}", location.trim_end())
+    }
+}
+
+/// Symbols of frames that are not the application's: the standard library, the runtime's entry
+/// and thread start, the backtrace machinery, and this engine's dispatch (which runs every
+/// handler, so it says nothing about one failure). Trait-impl frames (`<T as core::…>::f`) are
+/// judged by their type.
+const FOREIGN_FRAMES: [&str; 16] = [
+    "std::",
+    "core::",
+    "alloc::",
+    "backtrace::",
+    "panic_unwind::",
+    "backwave::engine::",
+    "rust_begin_unwind",
+    "rust_panic",
+    "__rust",
+    "_start",
+    "__libc_start",
+    "start_thread",
+    "clone",
+    "__clone",
+    "<unknown>",
+    "test::",
+];
+
+/// The frames of a `Backtrace`'s text (`  N: symbol` then `at file:line` lines) whose symbol is
+/// the application's, as they were written (numbers kept, so gaps show where frames went).
+pub(crate) fn application_frames(trace: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut keep = false;
+    for line in trace.lines() {
+        let trimmed = line.trim_start();
+        let symbol = trimmed
+            .split_once(": ")
+            .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .map(|(_, s)| s);
+        match symbol {
+            Some(symbol) => {
+                let symbol = symbol.trim_start_matches('<');
+                keep = !FOREIGN_FRAMES.iter().any(|p| symbol.starts_with(p));
+                if keep {
+                    kept.push(line);
+                }
+            }
+            // An `at file:line` line (or anything else) belongs to the frame above it.
+            None if keep => kept.push(line),
+            None => {}
+        }
+    }
+    kept.join("\n")
 }
 
 /// Why a [`CancelSignal`] fired.
@@ -137,8 +205,10 @@ fn captured(bt: Backtrace) -> Option<String> {
 pub enum CancelReason {
     /// An operator cancelled the job (`bw cancel`): the attempt ends Cancelled.
     Operator,
-    /// The process is shutting down and the grace period is over: nothing is reported, the
-    /// lease lapses and another worker inherits the job.
+    /// The process is shutting down and the deadline has passed: a handler that stops now (returns
+    /// the cancellation) has its attempt recorded as a failed one, reason
+    /// [`crate::store::STOPPED_AT_SHUTDOWN`], and the job goes back at once (retried at its
+    /// delay table); one that does not stop is left to its lease.
     Shutdown,
     /// The lease was lost (it lapsed and the job was reaped elsewhere): whatever this attempt
     /// reports now is discarded by the fence.
@@ -293,5 +363,50 @@ impl JobContext {
             Some(_) => Err(HandlerError::cancelled()),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::application_frames;
+
+    /// A `HandlerError::msg` trace as std prints it: the capture point in the engine, the
+    /// application's handler, then the dispatch machinery and the thread start.
+    const TRACE: &str = "   0: backwave::engine::handler::HandlerError::msg
+             at ./src/engine/handler.rs:38:24
+   1: shop::jobs::charge_card
+             at ./src/jobs.rs:42:9
+   2: <shop::jobs::Charge as backwave::engine::registry::Handler>::handle
+             at ./src/jobs.rs:80:5
+   3: backwave::engine::pool::run_one
+             at ./src/engine/pool.rs:190:20
+   4: core::ops::function::FnOnce::call_once
+             at /rustc/abc/library/core/src/ops/function.rs:250:5
+   5: std::sys::backtrace::__rust_begin_short_backtrace
+             at /rustc/abc/library/std/src/sys/backtrace.rs:152:18
+   6: <alloc::boxed::Box<F,A> as core::ops::function::FnOnce<Args>>::call_once
+   7: start_thread
+   8: clone";
+
+    #[test]
+    fn a_backtrace_keeps_only_the_application_frames() {
+        let kept = application_frames(TRACE);
+        assert_eq!(
+            kept,
+            "   1: shop::jobs::charge_card
+             at ./src/jobs.rs:42:9
+   2: <shop::jobs::Charge as backwave::engine::registry::Handler>::handle
+             at ./src/jobs.rs:80:5"
+        );
+    }
+
+    #[test]
+    fn a_backtrace_of_internals_only_is_dropped() {
+        let internals: String = TRACE
+            .lines()
+            .filter(|l| !l.contains("shop::") && !l.contains("./src/jobs.rs"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(application_frames(&internals), "");
     }
 }

@@ -155,7 +155,7 @@ pub(super) fn install_panic_hook() {
             Some(capture) => {
                 if capture {
                     let at = info.location().map(|l| format!("panicked at {l}\n")).unwrap_or_default();
-                    let trace = format!("{at}{}", std::backtrace::Backtrace::force_capture());
+                    let trace = super::handler::panic_trace(&at, &std::backtrace::Backtrace::force_capture());
                     PANIC_TRACE.with(|t| *t.borrow_mut() = Some(trace));
                 }
             }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::handler::{HandlerResult, JobContext};
 use crate::error::{Error, Result};
-use crate::model::{JobId, Millis, NewJob};
+use crate::model::{Enqueued, JobId, Millis, NewJob, UniqueRule};
 use crate::store::Store;
 
 /// The queue a wire name's jobs go to when its registration names none.
@@ -211,8 +211,19 @@ impl Enqueue {
         job
     }
 
+    /// At most one such job at a time under `rule` (see [`UniqueRule`]).
+    pub fn unique(mut self, rule: UniqueRule) -> Self {
+        self.job.unique = Some(rule);
+        self
+    }
+
     pub fn enqueue(self, store: &Store) -> Result<JobId> {
+        Ok(self.insert(store)?.id())
+    }
+
+    /// Enqueue, telling a new job from a duplicate of one that holds the same unique key.
+    pub fn insert(self, store: &Store) -> Result<Enqueued> {
         let now = store.now();
-        store.enqueue(&self.into_new_job(now))
+        store.insert(&self.into_new_job(now))
     }
 }

@@ -18,7 +18,7 @@ use super::ticker::{Ticker, TickerStats};
 use crate::error::{panic_message, Error, Result};
 use crate::model::{JobId, WorkerInfo};
 use crate::schedule::Schedule;
-use crate::store::{Clock, Store, StoreTarget};
+use crate::store::{Clock, LimitDefault, LimitSpec, PauseKind, Store, StoreTarget};
 
 /// The embedded engine: a store, a registry of handlers, and worker groups.
 ///
@@ -48,6 +48,7 @@ pub struct Engine {
     capture_failure_detail: bool,
     schedules: Vec<Schedule>,
     schedule_poll: Duration,
+    limits: Vec<LimitDefault>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -70,6 +71,7 @@ impl Engine {
             capture_failure_detail: true,
             schedules: Vec::new(),
             schedule_poll: Duration::from_secs(1),
+            limits: Vec::new(),
         }
     }
 
@@ -85,6 +87,16 @@ impl Engine {
     /// a pause or a redeclaration by another process is seen. It wakes for each tick anyway.
     pub fn schedule_poll(&mut self, every: Duration) -> &mut Self {
         self.schedule_poll = every;
+        self
+    }
+
+    /// Declare the application's default limit on a queue or a wire name: at most
+    /// `spec.concurrency` Running at once across every host, at most `spec.rate` claimed per
+    /// window. Written to the store when the engine starts; an operator's `bw limit` on the same
+    /// name wins over it, and `bw limits` shows both.
+    pub fn limit(&mut self, kind: PauseKind, name: &str, spec: LimitSpec) -> &mut Self {
+        self.limits.retain(|l| !(l.kind == kind && l.name == name));
+        self.limits.push(LimitDefault { kind, name: name.to_string(), spec });
         self
     }
 
@@ -131,16 +143,24 @@ impl Engine {
             }
         }
         crate::store::validate_schedules(&self.schedules)?;
-        let store = Store::create(&self.db)?;
+        let first = Store::create(&self.db)?.with_clock(self.clock.clone());
+        let actor = format!("{}/{}", hostname(), std::process::id());
+        first.declare_limits(&actor, &self.limits)?;
         if !self.schedules.is_empty() {
-            let actor = format!("{}/{}", hostname(), std::process::id());
-            store.with_clock(self.clock.clone()).declare_schedules(&actor, &self.schedules)?;
+            first.declare_schedules(&actor, &self.schedules)?;
         }
+        drop(first);
         install_panic_hook();
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
-        let mut handle =
-            EngineHandle { groups: Vec::new(), wakers: Vec::new(), registry: Arc::clone(&self.registry), ticker: None };
+        let quiet = Arc::new(AtomicBool::new(false));
+        let mut handle = EngineHandle {
+            groups: Vec::new(),
+            wakers: Vec::new(),
+            registry: Arc::clone(&self.registry),
+            quiet: Arc::clone(&quiet),
+            ticker: None,
+        };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
             // Readable in every log line and still unique: a restarted container may reuse a pid,
@@ -181,6 +201,7 @@ impl Engine {
                 done_rx,
                 stats: Arc::clone(&stats),
                 stop: Arc::clone(&stop),
+                quiet: Arc::clone(&quiet),
                 sweep_interval: (i == 0).then_some(self.sweep_interval),
             });
             let thread = std::thread::Builder::new()
@@ -304,6 +325,9 @@ impl Counters {
 pub(super) struct StopFlag {
     pub requested: AtomicBool,
     pub grace: Mutex<Option<Instant>>,
+    /// A shutdown, not a drop: at the deadline, running handlers are asked to stop and those
+    /// that do are recorded. A dropped handle reports nothing for them, as a crash would.
+    pub record_stopped: AtomicBool,
 }
 
 struct GroupHandle {
@@ -321,6 +345,8 @@ pub struct EngineHandle {
     wakers: Vec<Sender<Done>>,
     registry: Arc<Registry>,
     ticker: Option<TickerHandle>,
+    /// This process's own quiet (SIGTSTP, or [`EngineHandle::quiet`]), beside the store's.
+    quiet: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -335,8 +361,11 @@ pub struct ShutdownReport {
     /// Claimed jobs no handler had started: given back to the store as Scheduled, due as
     /// before, without consuming an attempt, so any worker may run them at once.
     pub handed_back: u64,
-    /// Handlers still running when the grace period ended: nothing was reported for them, so
-    /// their leases lapse and another worker inherits the jobs.
+    /// Handlers still running when the grace period ended that did not stop when asked (within
+    /// half a second): nothing was reported for them, so their leases lapse and another worker
+    /// inherits the jobs. Those that stopped had their outcome recorded (a handler that gave up
+    /// because it was asked failed its attempt, reason `stopped at shutdown`: retried at once
+    /// by its delay table rather than after its lease).
     pub abandoned: u64,
 }
 
@@ -386,14 +415,44 @@ impl EngineHandle {
         })
     }
 
-    /// Stop claiming, give running handlers up to `grace` to finish (their outcomes are
-    /// recorded), then signal the rest to stop and report nothing for them: their leases lapse
-    /// and another worker inherits the jobs. Each worker leaves the registry.
-    pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
-        self.stop_all(grace)
+    /// Quiet this process: every group claims nothing from its next poll on and finishes what
+    /// it runs, as `bw workers quiet` does from the store. Lifted by [`EngineHandle::resume`].
+    pub fn quiet(&self) {
+        self.quiet.store(true, Ordering::SeqCst);
     }
 
-    fn stop_all(&mut self, grace: Duration) -> ShutdownReport {
+    /// Lift this process's own quiet (one set through the store stays until `bw workers resume`).
+    pub fn resume(&self) {
+        self.quiet.store(false, Ordering::SeqCst);
+        for w in &self.wakers {
+            let _ = w.send(Done::Wake);
+        }
+    }
+
+    /// Quiet this process when it receives SIGTSTP, as Sidekiq and asynq do: a deploy script
+    /// signals the old process, which stops claiming at its next poll and finishes what it runs
+    /// (then stop it with [`EngineHandle::shutdown`]). Replaces the terminal's default stop.
+    pub fn quiet_on_sigtstp(&self) -> Result<()> {
+        signal_hook::flag::register(signal_hook::consts::SIGTSTP, Arc::clone(&self.quiet))
+            .map(drop)
+            .map_err(|e| Error::InvalidInput(format!("cannot install the SIGTSTP handler: {e}")))
+    }
+
+    /// Whether this process was quieted locally (by [`EngineHandle::quiet`] or SIGTSTP).
+    pub fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+
+    /// Stop claiming in every group at once, under one deadline `grace` from now: hand back
+    /// at once every claimed job no handler started (no attempt spent), give running handlers
+    /// until the deadline to finish (their outcomes are recorded), then ask the rest to stop and
+    /// record those that do within half a second; the others are reported on never (their
+    /// leases lapse). Each worker is marked stopping, then leaves the registry.
+    pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
+        self.stop_all(grace, true)
+    }
+
+    fn stop_all(&mut self, grace: Duration, record_stopped: bool) -> ShutdownReport {
         // The ticker first: no tick fires into an engine that is going away.
         if let Some(t) = self.ticker.as_mut() {
             let _ = t.stop.send(());
@@ -407,6 +466,7 @@ impl EngineHandle {
             self.groups.iter().map(|g| g.stats.handed_back.load(Ordering::Relaxed)).collect();
         for g in &self.groups {
             *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
+            g.stop.record_stopped.store(record_stopped, Ordering::SeqCst);
             g.stop.requested.store(true, Ordering::SeqCst);
         }
         for w in &self.wakers {
@@ -426,7 +486,7 @@ impl EngineHandle {
 
 impl Drop for EngineHandle {
     fn drop(&mut self) {
-        self.stop_all(Duration::ZERO);
+        self.stop_all(Duration::ZERO, false);
     }
 }
 

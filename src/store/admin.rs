@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::{Error, Result};
-use crate::model::{FailureDetail, JobId, Millis, Permission, WorkerInfo};
+use crate::model::{FailureDetail, JobId, Millis, NewJob, Permission, WorkerInfo};
 
 /// Settings `bw config` may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,15 +16,26 @@ pub enum SettingKey {
     FailureDetail,
     /// A duration (`14d`): how long terminal jobs are kept.
     Retention,
+    /// Bytes (`1MiB`, `262144`): the largest payload any enqueue or payload edit may store.
+    PayloadLimit,
 }
 
+/// The payload limit of a store whose settings name none: 1 MiB. Google Cloud Tasks takes 1 MB
+/// a task (100 KB on App Engine queues), SQS 256 KiB a message, and Sidekiq's advice is ids,
+/// not data; `bw top` with 50 jobs of 1 MiB in its list stays at 16 MB, within its 50 MB
+/// (README, Benchmarks). Larger data belongs in a file or object store the payload names.
+pub const DEFAULT_PAYLOAD_LIMIT: u64 = 1 << 20;
+/// The most `payload_limit` may be set to: the largest value either database stores (1 GB).
+pub const MAX_PAYLOAD_LIMIT: u64 = 1_000_000_000;
+
 impl SettingKey {
-    pub const ALL: [SettingKey; 2] = [SettingKey::FailureDetail, SettingKey::Retention];
+    pub const ALL: [SettingKey; 3] = [SettingKey::FailureDetail, SettingKey::Retention, SettingKey::PayloadLimit];
 
     pub fn as_str(self) -> &'static str {
         match self {
             SettingKey::FailureDetail => "failure_detail",
             SettingKey::Retention => "retention",
+            SettingKey::PayloadLimit => "payload_limit",
         }
     }
 
@@ -32,13 +43,14 @@ impl SettingKey {
         match self {
             SettingKey::FailureDetail => "on",
             SettingKey::Retention => "14d",
+            SettingKey::PayloadLimit => "1048576",
         }
     }
 
     pub fn parse(key: &str) -> Result<Self> {
         let k = key.trim().replace('-', "_");
         SettingKey::ALL.into_iter().find(|s| s.as_str() == k).ok_or_else(|| {
-            Error::InvalidInput(format!("unknown setting '{key}': expected failure_detail or retention"))
+            Error::InvalidInput(format!("unknown setting '{key}': expected failure_detail, retention or payload_limit"))
         })
     }
 
@@ -53,8 +65,74 @@ impl SettingKey {
                 Ok(_) => Ok(value.trim().to_string()),
                 Err(e) => Err(Error::InvalidInput(format!("retention: {e}"))),
             },
+            // Stored as plain bytes: the schema's triggers read the same row.
+            SettingKey::PayloadLimit => match parse_size(value) {
+                Some(n) if (1..=MAX_PAYLOAD_LIMIT).contains(&n) => Ok(n.to_string()),
+                _ => Err(Error::InvalidInput(format!(
+                    "payload_limit is a size from 1 byte to 1GB (e.g. 1MiB, 256KiB, 65536), not '{value}'"
+                ))),
+            },
         }
     }
+}
+
+/// A size in bytes: digits with an optional unit, `B`, `KiB`, `MiB`, `GiB` (powers of 1024) or
+/// `KB`, `MB`, `GB` (powers of 1000), case-insensitive, a space allowed before the unit.
+pub(crate) fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: u64 = t[..digits].parse().ok()?;
+    let factor: u64 = match t[digits..].trim_start().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+/// The payload limit from the stored setting (`None`: not set, the default): plain bytes, as
+/// `validate` stores it and the schema's triggers read it. A value another program wrote that is
+/// not is an error naming it, never a silent default. Both backends.
+pub(crate) fn payload_limit_from(stored: Option<&str>) -> Result<u64> {
+    match stored {
+        None => Ok(DEFAULT_PAYLOAD_LIMIT),
+        Some(text) => text.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            Error::InvalidInput(format!("the store's payload_limit setting '{text}' is not a number of bytes"))
+        }),
+    }
+}
+
+/// Refuse a payload of `bytes` over `limit`, naming both. A payload edit of either backend calls
+/// this in the transaction that writes it; enqueues call [`check_new_payloads`].
+pub(crate) fn check_payload_size(bytes: usize, limit: u64, job: Option<usize>) -> Result<()> {
+    if bytes as u64 > limit {
+        return Err(Error::PayloadTooLarge { bytes: bytes as u64, limit, job });
+    }
+    Ok(())
+}
+
+/// Refuse a batch to enqueue if any payload is over `limit`, naming the first such job by its
+/// place when the batch has several. Both backends, in the transaction that writes the batch.
+pub(crate) fn check_new_payloads(jobs: &[NewJob], limit: u64) -> Result<()> {
+    let many = jobs.len() > 1;
+    for (i, job) in jobs.iter().enumerate() {
+        check_payload_size(job.payload.len(), limit, many.then_some(i))?;
+    }
+    Ok(())
+}
+
+/// The store's payload limit, read inside the caller's transaction.
+pub(crate) fn payload_limit(conn: &Connection) -> Result<u64> {
+    let stored: Option<String> = conn
+        .prepare_cached("SELECT value FROM settings WHERE key = 'payload_limit'")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    payload_limit_from(stored.as_deref())
 }
 
 /// One audited operator action.
@@ -145,6 +223,10 @@ impl SqliteStore {
 
     pub fn retention(&self) -> Result<std::time::Duration> {
         parse_retention(&self.setting(SettingKey::Retention)?)
+    }
+
+    pub fn payload_limit(&self) -> Result<u64> {
+        payload_limit(&self.conn)
     }
 
     pub fn failure_detail_enabled(&self) -> Result<bool> {
@@ -308,7 +390,8 @@ pub(crate) fn parse_retention(text: &str) -> Result<std::time::Duration> {
         .map_err(|e| Error::InvalidInput(format!("the store's retention setting '{text}' is not a duration ({e})")))
 }
 
-/// The audit detail of a reveal of `n` entries. Both backends.
+/// The audit detail of a reveal of `n` entries (on PostgreSQL, `bw_reveal_failure_detail` in
+/// schema-postgres.sql words it the same: there the server writes the audit row).
 pub(crate) fn revealed(n: usize) -> String {
     format!("{n} entries")
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::error::Result;
-use crate::model::{FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo};
+use crate::model::{
+    Enqueued, FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo,
+};
 use crate::schedule::Schedule;
 
 macro_rules! forward {
@@ -56,6 +58,11 @@ forward! {
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()>;
     /// How long terminal jobs are kept before the retention sweep deletes them (default 14 days).
     pub fn retention(&self) -> Result<std::time::Duration>;
+    /// The largest payload, in bytes, that an enqueue or a payload edit may store: the
+    /// `payload_limit` setting, 1 MiB by default. Over it they fail with
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge) and write nothing; the schema's
+    /// triggers refuse the same rows from any other program.
+    pub fn payload_limit(&self) -> Result<u64>;
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool>;
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
@@ -109,6 +116,18 @@ forward! {
     /// their leases lapse.
     pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>>;
 
+    // worker_state.rs
+    /// Quiet the matching workers (needs `operate`; audited): each claims nothing from its next
+    /// poll and finishes what it runs. Returns the ids that became quiet (already quiet ones keep
+    /// their time and actor); a selector matching no registered worker is refused.
+    pub fn quiet_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>>;
+    /// Lift a quiet (needs `operate`; audited). Returns the ids that were quiet.
+    pub fn resume_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>>;
+    /// Record that a worker's engine began to shut down.
+    pub fn mark_stopping(&self, worker_id: &str) -> Result<()>;
+    /// Quiet and stopping state and live Running count of every registered worker, by id.
+    pub fn worker_states(&self) -> Result<Vec<WorkerState>>;
+
     // groups.rs
     /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
     /// fingerprint, the largest groups first.
@@ -150,14 +169,11 @@ forward! {
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
     /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>>;
-    /// Count, exactly, what a bulk run-now of `filter` would do now.
-    pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan>;
     /// Make every matching Scheduled job that is due later due now, in batches of
     /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
     /// the run starts (jobs enqueued during it are left alone). Returns how many changed.
+    /// [`Store::run_now_planned`] is the same on the set a plan counted.
     pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64>;
-    /// Count, exactly, what a bulk cancel of `filter` would do now.
-    pub fn plan_cancel(&self, filter: &JobFilter) -> Result<CancelPlan>;
     /// Cancel every matching Scheduled job and ask every matching Running one to stop, in
     /// batches of [`BULK_BATCH`] (each job exactly as [`Store::cancel`] does it, logged with
     /// the actor). The set is fixed when the run starts. Needs `operate`.
@@ -165,14 +181,11 @@ forward! {
     /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
     /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
     /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
-    /// is refused with [`Error::WrongState`] and nothing changes.
+    /// is refused with [`Error::WrongState`] and nothing changes; so is a payload over the
+    /// store's [`payload_limit`](Store::payload_limit) ([`Error::PayloadTooLarge`]).
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
 
     // jobs.rs
-    /// Enqueue one job; returns its id.
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId>;
-    /// Enqueue several jobs in one transaction.
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>>;
     /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each
     /// claim raises the attempt and writes the group's retry budget and delay table into the job.
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>>;
@@ -188,6 +201,21 @@ forward! {
     /// when an operator had asked. Returns how many were reaped. Any process may call it: it
     /// needs nothing from the worker that held the lease.
     pub fn reap_expired(&self, limit: usize) -> Result<usize>;
+
+    // limit.rs
+    /// Limit a queue or a wire name (needs `operate`; audited): the fields of `change` that are
+    /// set replace those of the operator's limit in force, the others stay. `until`: it lapses
+    /// then by itself. Enforced by every claim from the next one, on every host.
+    pub fn set_limit(&self, actor: &str, kind: PauseKind, name: &str, change: &LimitSpec, until: Option<Millis>) -> Result<LimitResult>;
+    /// Remove the operator's limit (needs `operate`; audited); the application's default, if
+    /// any, applies again. Returns whether one was in force.
+    pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool>;
+    /// Write an application's default limits (by the engine at start; no permission needed, not
+    /// audited): each replaces the application's earlier default for its name.
+    pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()>;
+    /// Every limit in force, the operator's and the application's side by side, with what runs
+    /// under it, its current window and what it holds back now.
+    pub fn limits(&self) -> Result<Vec<LimitStatus>>;
 
     // log.rs
     /// The last `n` log entries matching `filter`, oldest first, in cursor order; only entries a
@@ -226,6 +254,10 @@ forward! {
     /// `bw purge`: the retention sweep on demand, in batches, each audited in its own
     /// transaction. Needs `operate`.
     pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64>;
+    /// `bw purge ID…`: delete terminal jobs by id with their log, in one transaction, each
+    /// audited (`purge`, with its state, wire name and queue). A Scheduled or Running job is
+    /// refused (`NotTerminal`) and nothing of it changes. Needs `operate`.
+    pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>>;
     /// How many terminal jobs finished before `cutoff`.
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64>;
 
@@ -261,8 +293,9 @@ forward! {
     pub fn touch_schedules(&self, names: &[String]) -> Result<()>;
     /// Move schedule `name`'s cursor from `expected_last` to `through` and insert `jobs`, in one
     /// transaction; `None` (nothing written) when the cursor is no longer `expected_last`:
-    /// another process fired those ticks. The exactly-once primitive under
-    /// [`Store::fire_due_schedules`].
+    /// another process fired those ticks. The jobs go in as [`Store::insert_many`]'s do (payload
+    /// limit, uniqueness): each answered by its id, or by its holder's for a duplicate. The
+    /// exactly-once primitive under [`Store::fire_due_schedules`].
     pub fn claim_ticks(&self, name: &str, expected_last: Millis, through: Millis, jobs: &[NewJob]) -> Result<Option<Vec<JobId>>>;
     /// Pause a schedule until `until` (epoch ms) or until resumed: the ticks that fall in the
     /// pause are dropped, never fired later. Needs `operate`; audited.
@@ -274,8 +307,6 @@ forward! {
     pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger>;
 
     // preview.rs
-    /// Count, exactly, what a bulk requeue of `filter` would do now.
-    pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan>;
     /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
     /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>>;
@@ -301,6 +332,9 @@ forward! {
     pub fn count_jobs(&self, filter: &JobFilter) -> Result<u64>;
     /// Counts of jobs by queue and state, from the trigger-kept table: O(queues), not O(jobs).
     pub fn counts(&self) -> Result<StateCounts>;
+    /// Every wire name a job in the store has, sorted. A scan of the jobs: for telling a typo
+    /// from a name that has no jobs (`bw jobs list --wire-name flakey`), not for every listing.
+    pub fn wire_names(&self) -> Result<Vec<String>>;
 
     // raw.rs: hidden hooks for the tests and benches
     #[doc(hidden)]
@@ -324,6 +358,53 @@ forward! {
 }
 
 impl Store {
+    /// Enqueue several jobs in one transaction, each answered [`Enqueued::Created`] with its new
+    /// id, or, for a job whose [`UniqueRule`](crate::UniqueRule) key another job holds (one
+    /// stored earlier, or earlier in `jobs`), [`Enqueued::Duplicate`] with that job's id and
+    /// nothing stored for it. A rule the store could not keep (a state set without Scheduled and
+    /// Running, an empty key, a zero period) is [`Error::InvalidInput`](crate::Error) and
+    /// nothing is stored; so is a payload over the store's [`payload_limit`](Store::payload_limit)
+    /// ([`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge)): all of the jobs, or none. The unique index decides, never a lock or a read before the write, so
+    /// racing enqueues of one key from any number of processes and hosts store one job.
+    pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.enqueue_many(jobs),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.enqueue_many(jobs),
+        }
+    }
+
+    /// [`Store::insert_many`] for one job.
+    pub fn insert(&self, job: &NewJob) -> Result<Enqueued> {
+        Ok(self.insert_many(std::slice::from_ref(job))?[0])
+    }
+
+    /// Enqueue one job; returns its id (for a unique job's duplicate, the id of the job holding
+    /// the key: [`Store::insert`] tells the two apart).
+    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
+        Ok(self.insert(job)?.id())
+    }
+
+    /// Enqueue several jobs in one transaction; returns their ids as [`Store::enqueue`] does.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+        Ok(self.insert_many(jobs)?.into_iter().map(Enqueued::id).collect())
+    }
+
+    /// Every queue name a job has now or a registered worker serves, sorted: what a filter's
+    /// `--queue` is checked against when it matched nothing.
+    pub fn queue_names(&self) -> Result<Vec<String>> {
+        let mut names: std::collections::BTreeSet<String> = self.counts()?.by_queue.into_keys().collect();
+        names.extend(self.workers()?.into_iter().flat_map(|w| w.queues));
+        Ok(names.into_iter().collect())
+    }
+
+    /// [`Store::wire_names`] of the jobs, and those registered workers handle, sorted.
+    pub fn known_wire_names(&self) -> Result<Vec<String>> {
+        let mut names: std::collections::BTreeSet<String> = self.wire_names()?.into_iter().collect();
+        names.extend(self.workers()?.into_iter().flat_map(|w| w.wire_names));
+        Ok(names.into_iter().collect())
+    }
+
     /// The jobs [`Store::requeue_matching`] would act on for `filter`: the requeueable states it
     /// names (dead-lettered and quarantined when it names none), finished before now.
     pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {
@@ -339,34 +420,6 @@ impl Store {
     /// matches (both when it names neither).
     pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
         incident::cancel_scope(filter)
-    }
-
-    /// Requeue what `plan_requeue` counted: every matching job when `force`, else only those
-    /// whose wire name a live worker handles now (one run per such wire name, progress counted
-    /// across them). Batched and resumable like [`Store::requeue_matching`]. Returns how many
-    /// were requeued. Written once, over the backend's plan and requeue.
-    pub fn requeue_planned(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        force: bool,
-        mut progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        if force {
-            return self.requeue_matching(actor, filter, &mut progress);
-        }
-        let plan = self.plan_requeue(filter)?;
-        if plan.unhandled.is_empty() {
-            return self.requeue_matching(actor, filter, &mut progress);
-        }
-        let total = plan.would_requeue;
-        let mut done_before = 0;
-        for w in &plan.handled {
-            let f = JobFilter { wire_name: Some(w.wire_name.clone()), ..filter.clone() };
-            done_before +=
-                self.requeue_matching(actor, &f, |p| progress(BulkProgress { done: done_before + p.done, total }))?;
-        }
-        Ok(done_before)
     }
 
     /// How many live workers handle `wire_name` now.

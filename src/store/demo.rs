@@ -12,8 +12,19 @@ use crate::error::{Error, Result};
 
 /// Every table of `schema.sql` (the version lives in `PRAGMA user_version`), the log before the
 /// jobs it refers to.
-pub(crate) const TABLES: [&str; 9] =
-    ["transitions", "jobs", "job_counts", "workers", "pauses", "schedules", "grants", "audit", "settings"];
+pub(crate) const TABLES: [&str; 11] = [
+    "transitions",
+    "jobs",
+    "job_counts",
+    "workers",
+    "pauses",
+    "limits",
+    "limit_windows",
+    "schedules",
+    "grants",
+    "audit",
+    "settings",
+];
 
 /// The refusal of a reset on a store the demo did not make.
 pub(crate) fn not_a_demo_store(target: &StoreTarget) -> Error {
@@ -77,7 +88,7 @@ mod tests {
         assert!(store.bootstrap_admin("alice").unwrap());
         store.grant("alice", "bob", Permission::Operate).unwrap();
         store.set_setting("alice", SettingKey::Retention, "3d").unwrap();
-        let id = store.enqueue(&NewJob::new("flaky", "low", b"{}".to_vec())).unwrap();
+        let id = store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap()[0].id();
         store.cancel("alice", &[id]).unwrap();
         store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
         store
@@ -93,6 +104,23 @@ mod tests {
                 stale_after_ms: 30_000,
             })
             .unwrap();
+        let spec = crate::store::LimitSpec { concurrency: None, rate: Some(crate::store::Rate::parse("5/s").unwrap()) };
+        store.set_limit("alice", PauseKind::Queue, "low", &spec, None).unwrap();
+        store.resume("alice", PauseKind::Queue, "low").unwrap();
+        let low = ["low".to_string()];
+        let policy = crate::RetryPolicy::default();
+        let req = crate::store::ClaimRequest {
+            worker_id: "h/1/g#a",
+            group: "g",
+            queues: &low,
+            limit: 1,
+            lease: std::time::Duration::from_secs(60),
+            policy: &policy,
+        };
+        store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap();
+        assert_eq!(store.claim(&req).unwrap().len(), 1, "a claim under the rate limit writes its window");
+        store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
+        store.declare_schedules("app", &[crate::Schedule::new("hourly", "0 * * * *", "report", "low", "{}")]).unwrap();
         for table in TABLES {
             assert!(rows(&store, table) > 0, "the test left {table} empty before the reset");
         }
@@ -107,7 +135,7 @@ mod tests {
         assert!(!store.has_admin().unwrap());
         assert_eq!(store.retention().unwrap(), Duration::from_secs(14 * 86_400), "settings back to defaults");
         assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
-        store.enqueue(&NewJob::new("flaky", "low", b"{}".to_vec())).unwrap();
+        store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap()[0].id();
         assert_eq!(store.counts().unwrap().total(crate::JobState::Scheduled), 1, "the counts start from zero");
     }
 
@@ -116,7 +144,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("real.db");
         let store = SqliteStore::create(&path).unwrap();
-        let id = store.enqueue(&NewJob::new("payroll", "critical", b"{}".to_vec())).unwrap();
+        let id = store.enqueue_many(&[NewJob::new("payroll", "critical", b"{}".to_vec())]).unwrap()[0].id();
         let e = store.reset_demo().unwrap_err();
         assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
         assert_eq!(

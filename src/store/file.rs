@@ -28,6 +28,21 @@ impl InUse {
         InUse::add(&mut in_use, (meta.dev(), meta.ino()))
     }
 
+    /// Why the file at `path` is no longer the one counted here: removed, or another file
+    /// renamed into its place (a new device and inode). `None` while it is the same file.
+    pub(super) fn moved(&self, path: &Path) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let shown = path.display();
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!("'{shown}' was removed")),
+            Err(e) => Some(format!("'{shown}' cannot be looked at: {e}")),
+            Ok(m) if Some((m.dev(), m.ino())) != self.0 => {
+                Some(format!("'{shown}' was replaced by another file (a new device and inode)"))
+            }
+            Ok(_) => None,
+        }
+    }
+
     fn add(in_use: &mut Vec<((u64, u64), usize)>, key: (u64, u64)) -> InUse {
         match in_use.iter_mut().find(|(k, _)| *k == key) {
             Some((_, n)) => *n += 1,

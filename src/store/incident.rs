@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::operator::{cancel_one, requeue_one, BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
-use super::SqliteStore;
+use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
 
@@ -32,8 +32,14 @@ pub enum RunNowResult {
 }
 
 /// What a bulk run-now would do, counted at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunNowPlan {
+    /// The store's time when the plan counted.
+    #[serde(skip)]
+    pub as_of: Millis,
+    /// Exactly the jobs counted: what [`crate::Store::run_now_planned`] acts on.
+    #[serde(skip)]
+    pub scope: JobFilter,
     /// Scheduled jobs that match.
     pub matching: u64,
     /// Of those, jobs due later that would be due now.
@@ -43,8 +49,14 @@ pub struct RunNowPlan {
 }
 
 /// What a bulk cancel would do, counted at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CancelPlan {
+    /// The store's time when the plan counted.
+    #[serde(skip)]
+    pub as_of: Millis,
+    /// Exactly the jobs counted: what [`crate::Store::cancel_planned`] acts on.
+    #[serde(skip)]
+    pub scope: JobFilter,
     /// Scheduled and Running jobs that match.
     pub matching: u64,
     /// Scheduled jobs that would end Cancelled at once.
@@ -61,6 +73,9 @@ pub struct CancelPlan {
 pub struct CancelDone {
     pub cancelled: u64,
     pub asked_to_stop: u64,
+    /// Jobs that came to match after the plan counted (enqueued since): left alone, since the
+    /// operator confirmed the plan's set.
+    pub arrived_after_plan: u64,
 }
 
 /// What a payload repair did.
@@ -72,6 +87,9 @@ pub struct PayloadEdit {
     pub new_bytes: usize,
     /// Also requeued, in the same transaction.
     pub requeued: bool,
+    /// Asked to requeue, but the job with this id holds the repaired job's unique key: the
+    /// payload is repaired, the job stays where it was.
+    pub conflict: Option<JobId>,
 }
 
 impl SqliteStore {
@@ -118,7 +136,13 @@ impl SqliteStore {
         self.read(|c| {
             let matching = count_where(c, &scope, "created_at <= ?", &[now])?;
             let would_run_now = count_where(c, &scope, "created_at <= ? AND due_at > ?", &[now, now])?;
-            Ok(RunNowPlan { matching, would_run_now, already_due: matching - would_run_now })
+            Ok(RunNowPlan {
+                matching,
+                would_run_now,
+                already_due: matching - would_run_now,
+                as_of: now,
+                scope: JobFilter::default(),
+            })
         })
     }
 
@@ -162,6 +186,8 @@ impl SqliteStore {
                 would_cancel,
                 would_ask_to_stop,
                 already_asked: matching - would_cancel - would_ask_to_stop,
+                as_of: now,
+                scope: JobFilter::default(),
             })
         })
     }
@@ -203,20 +229,32 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
+            super::admin::check_payload_size(payload.len(), super::admin::payload_limit(tx)?, None)?;
             let found = tx
-                .prepare_cached("SELECT state, payload FROM jobs WHERE id = ?1")?
-                .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, Vec<u8>>(1)?)))
+                .prepare_cached("SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = ?1")?
+                .query_row([id.to_string()], |r| {
+                    Ok((parse_state(r, 0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+                })
                 .optional()?;
-            let Some((state, old)) = found else { return Err(Error::JobNotFound(id.to_string())) };
+            let Some((state, old, wire_name, key)) = found else { return Err(Error::JobNotFound(id.to_string())) };
             check_editable(id, state)?;
-            tx.prepare_cached("UPDATE jobs SET payload = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
-                id.to_string(),
-                payload,
-                now
-            ])?;
+            let new_key = key.and_then(|k| unique::edited_key(&k, &wire_name, &old, payload));
+            let edited = tx
+                .prepare_cached("UPDATE jobs SET payload = ?2, unique_key = coalesce(?4, unique_key), updated_at = ?3 WHERE id = ?1")?
+                .execute(params![id.to_string(), payload, now, new_key]);
+            if let Err(rusqlite::Error::SqliteFailure(e, _)) = &edited {
+                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE {
+                    return Err(unique::edit_collides(id));
+                }
+            }
+            edited?;
             super::admin::audit(tx, now, actor, "edit-payload", Some(id), &payload_edit_detail(&old, payload))?;
-            let requeued = requeue && matches!(requeue_one(tx, now, actor, id)?, RequeueResult::Requeued { .. });
-            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued })
+            let (requeued, conflict) = match requeue.then(|| requeue_one(tx, now, actor, id)).transpose()? {
+                Some(RequeueResult::Requeued { .. }) => (true, None),
+                Some(RequeueResult::Conflict { existing }) => (false, Some(existing)),
+                _ => (false, None),
+            };
+            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued, conflict })
         })
     }
 }

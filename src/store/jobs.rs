@@ -10,9 +10,11 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::row::{job_columns, job_from_row, parse_budget, parse_id};
-use super::SqliteStore;
+use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
-use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason};
+use crate::model::{
+    cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason,
+};
 use crate::retry::{duration_ms, BackoffFn, RetryPolicy};
 
 /// The cause of a job whose lease lapsed on its last attempt.
@@ -79,30 +81,24 @@ pub enum LeaseStatus {
 }
 
 impl SqliteStore {
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
-        Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
-    }
-
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
-        for job in jobs {
-            validate_name("wire name", &job.wire_name)?;
-            validate_name("queue", &job.queue)?;
-        }
+    /// Each job stored, or answered as the duplicate of the job holding its unique key. Under
+    /// the write lock the one insert decides: the `jobs_unique` index turns it into nothing
+    /// (`ON CONFLICT DO NOTHING`), and only then is the holder read.
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        validate_new_jobs(jobs)?;
         let now = self.now();
-        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
-        self.write(|tx| {
-            insert_jobs(tx, &ids, jobs, now)?;
-            Ok(ids)
-        })
+        self.write(|tx| insert_jobs(tx, jobs, now))
     }
 
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
-        let now = self.now();
-        let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
         let max = req.policy.max_attempts();
         // Without jitter every job gets the same table: compute (and encode) it once per batch.
         let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
         self.write(|tx| {
+            // Read under the write lock, not before waiting for it: claims then see time in the
+            // order they commit, which a rate limit's windows count by.
+            let now = self.now();
+            let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
             let mut pick = tx.prepare_cached(CLAIM_SQL)?;
             let mut update = tx.prepare_cached(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2, delay_table = ?3,
@@ -110,7 +106,11 @@ impl SqliteStore {
                  WHERE id = ?1 AND state = 'scheduled'",
             )?;
             let mut claimed = Vec::with_capacity(req.limit.min(1024));
+            if super::worker_state::is_quiet(tx, req.worker_id)? {
+                return Ok(claimed);
+            }
             let pauses = super::pause::active(tx, now)?;
+            let mut limits = super::limit::for_claim(tx, now)?;
             for queue in req.queues {
                 let want = req.limit.saturating_sub(claimed.len());
                 if want == 0 {
@@ -119,16 +119,39 @@ impl SqliteStore {
                 if pauses.queues.contains(queue) {
                     continue;
                 }
-                let rows = if pauses.wire_names.is_empty() || !paused_due(tx, queue, now, &pauses.wire_names)? {
-                    // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
-                    // every new value bound to a LIMIT, and the index order makes stopping early free.
-                    pick.query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
-                        .filter(|r| !unreadable(r))
-                        .take(want)
-                        .collect::<Result<Vec<_>, _>>()?
-                } else {
-                    claim_around_paused(tx, queue, now, want, &pauses.wire_names)?
-                };
+                let plan = limits.plan(queue, want, &pauses.wire_names);
+                let mut rows = Vec::new();
+                let mut excluded = plan.excluded;
+                // A wire name with fewer slots left than this claim wants is taken apart, up to
+                // its budget, then left out of the rest of the queue's claim.
+                for (name, cap) in plan.capped {
+                    let take = cap.min(plan.want - rows.len());
+                    if take > 0 {
+                        let mut due_of = tx.prepare_cached(CLAIM_WIRE_NAME_SQL)?;
+                        let due = due_of
+                            .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                            .filter(|r| !unreadable(r))
+                            .take(take)
+                            .collect::<Result<Vec<_>, _>>()?;
+                        rows.extend(due);
+                    }
+                    excluded.push(name);
+                }
+                let want = plan.want - rows.len();
+                if want > 0 {
+                    if excluded.is_empty() || !paused_due(tx, queue, now, &excluded)? {
+                        // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
+                        // every new value bound to a LIMIT, and the index order makes stopping early free.
+                        let due = pick
+                            .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                            .filter(|r| !unreadable(r))
+                            .take(want)
+                            .collect::<Result<Vec<_>, _>>()?;
+                        rows.extend(due);
+                    } else {
+                        rows.extend(claim_around_paused(tx, queue, now, want, &excluded)?);
+                    }
+                }
                 for (mut job, seed) in rows {
                     let own_table;
                     let table = match &shared_table {
@@ -158,8 +181,14 @@ impl SqliteStore {
                     let mut e = Entry::new(job.id, now, Some(JobState::Scheduled), JobState::Running, job.attempt);
                     e.worker_id = Some(req.worker_id);
                     log(tx, &e)?;
+                    if !limits.is_empty() {
+                        limits.charge(queue, &job.wire_name);
+                    }
                     claimed.push(job);
                 }
+            }
+            if !limits.is_empty() {
+                super::limit::charge_windows(tx, &limits, now)?;
             }
             Ok(claimed)
         })
@@ -253,8 +282,8 @@ pub const CLAIM_WIRE_NAME_SQL: &str = concat!(
      ORDER BY due_at"
 );
 
-/// Whether any of the paused wire names has a due job in `queue`: one index probe per paused
-/// name, so a pause of a wire name that is not waiting in this queue leaves its claim as it was.
+/// Whether any of the paused (or limited) wire names has a due job in `queue`: one index probe
+/// per name, so a pause of a wire name that is not waiting in this queue leaves its claim as it was.
 fn paused_due(tx: &Connection, queue: &str, now: Millis, paused: &[String]) -> Result<bool> {
     let mut probe = tx.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claim_wire
@@ -427,6 +456,10 @@ fn succeed(tx: &Connection, now: Millis, c: &Completion) -> Result<Fenced> {
 
 /// The reason logged when a handler reports its own, unrequested cancellation.
 pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
+
+/// The reason logged when a handler stopped because its engine's shutdown deadline passed: the
+/// attempt ran, so it counts, and the job goes back at once instead of when its lease lapses.
+pub const STOPPED_AT_SHUTDOWN: &str = "stopped at shutdown";
 
 /// A failed attempt of a Running job: retry at its delay table, or dead-letter when this was
 /// attempt `max_attempts`. `detail` is `None` for a lapsed lease (no detail exists), and
@@ -619,26 +652,63 @@ pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
 
 /// Insert `jobs` as Scheduled under `ids`, each with its creation entry, in the caller's
 /// transaction: enqueue, and a schedule's tick in the transaction that claims it.
-pub(crate) fn insert_jobs(tx: &Connection, ids: &[JobId], jobs: &[NewJob], now: Millis) -> Result<()> {
+/// Insert `jobs` (already validated) as Scheduled, in the caller's transaction: each stored, or
+/// answered as the duplicate of the job holding its unique key. Under the write lock the one
+/// insert decides: the `jobs_unique` index turns it into nothing (`ON CONFLICT DO NOTHING`), and
+/// only then is the holder read. Every insert path (enqueue, a schedule's ticks and triggers)
+/// comes through here, so the payload limit and uniqueness hold on each.
+pub(crate) fn insert_jobs(tx: &Connection, jobs: &[NewJob], now: Millis) -> Result<Vec<Enqueued>> {
+    // Read in the transaction that writes, so a limit lowered meanwhile holds.
+    super::admin::check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
     let mut insert = tx.prepare_cached(
-        "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8)",
+        "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
+                           unique_key, unique_states, unique_window)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8, ?9, ?10, ?11)
+         ON CONFLICT DO NOTHING",
     )?;
-    for (id, job) in ids.iter().zip(jobs) {
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let id = JobId::new();
         let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
-        insert.execute(params![
+        let seed = jitter_seed(&id);
+        let uq = unique::columns(job, now);
+        let inserted = insert.execute(params![
             id.to_string(),
             job.wire_name,
             job.queue,
             labels,
             job.payload,
             job.due_at.unwrap_or(now),
-            jitter_seed(id),
-            now
+            seed,
+            now,
+            uq.as_ref().map(|u| &u.key),
+            uq.as_ref().map(|u| u.states),
+            uq.as_ref().map(|u| u.window)
         ])?;
-        log(tx, &Entry::new(*id, now, None, JobState::Scheduled, 0))?;
+        if inserted == 0 {
+            // Ids are fresh v7 UUIDs: only the unique index refuses a row.
+            let uq = uq.ok_or_else(|| Error::InvalidInput(format!("job id {id} is already taken")))?;
+            let holder = tx
+                .prepare_cached(&unique::holder_sql("?1", "?2"))?
+                .query_row(params![uq.key, uq.window], |r| parse_id(r, 0))
+                .optional()?;
+            out.push(Enqueued::Duplicate(holder.ok_or_else(|| unique::holder_missing(&format!("'{}'", uq.key)))?));
+            continue;
+        }
+        log(tx, &Entry::new(id, now, None, JobState::Scheduled, 0))?;
+        out.push(Enqueued::Created(id));
     }
-    Ok(())
+    Ok(out)
+}
+
+/// What every insert path checks of new jobs before it writes, on both backends: their names
+/// and their uniqueness rules (the payload limit is read in the writing transaction).
+pub(crate) fn validate_new_jobs(jobs: &[NewJob]) -> Result<()> {
+    for job in jobs {
+        validate_name("wire name", &job.wire_name)?;
+        validate_name("queue", &job.queue)?;
+    }
+    unique::validate_all(jobs)
 }
 
 pub(crate) fn validate_name(what: &str, value: &str) -> Result<()> {

@@ -11,6 +11,7 @@
 
 mod admin;
 mod api;
+mod bulk;
 mod demo;
 mod driver_error;
 mod engine_support;
@@ -19,6 +20,7 @@ mod groups;
 mod health;
 mod incident;
 mod jobs;
+mod limit;
 mod load;
 mod log;
 mod migrate;
@@ -33,6 +35,8 @@ mod row;
 pub(crate) mod schedules;
 mod sqlite;
 mod target;
+mod unique;
+mod worker_state;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -42,7 +46,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
-pub use admin::{current_actor, AuditEntry, SettingKey};
+pub use admin::{current_actor, AuditEntry, SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use bulk::BulkDone;
+pub(crate) use driver_error::is_connection_lost;
 pub use engine_support::HANDED_BACK;
 pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{
@@ -53,11 +59,12 @@ pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult
 pub(crate) use jobs::validate_name as validate_job_name;
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
-    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+    LEASE_EXPIRED, STOPPED_AT_SHUTDOWN, UNREQUESTED_CANCEL,
 };
+pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
-pub use operator::{BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
+pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
@@ -68,6 +75,8 @@ pub use schedules::{
     Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
 };
 pub use target::{PostgresUrl, StoreTarget};
+pub use unique::validate as validate_unique_rule;
+pub use worker_state::{WorkerSelector, WorkerState};
 
 #[cfg(feature = "postgres")]
 use crate::error::Error;
@@ -76,7 +85,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 7;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
@@ -225,6 +234,19 @@ impl Store {
             Backend::Sqlite(s) => StoreTarget::File(s.path().to_path_buf()),
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => StoreTarget::Postgres(p.url().clone()),
+        }
+    }
+
+    /// Why this store no longer reads what its target names, if it does not: its SQLite file was
+    /// removed, or another file renamed into its place (a restore from a backup), since it was
+    /// opened. The open connection would go on reading the old file unseen; a long-running
+    /// reader (`bw metrics --listen`) asks before each read and opens the target afresh. Always
+    /// `None` on PostgreSQL, whose broken connections are replaced by themselves.
+    pub fn replaced(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.replaced(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
         }
     }
 

@@ -7,6 +7,8 @@
 
 use std::collections::HashMap;
 
+use rusqlite::OptionalExtension;
+
 use serde::Serialize;
 
 use super::query::JobFilter;
@@ -15,8 +17,15 @@ use crate::error::Result;
 use crate::model::{Job, JobId, JobState, QuarantineReason};
 
 /// The exact effect of a bulk requeue at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RequeuePlan {
+    /// The store's time when the plan counted.
+    #[serde(skip)]
+    pub as_of: crate::model::Millis,
+    /// Exactly the jobs counted: what [`crate::Store::requeue_planned`] acts on (set by
+    /// [`crate::Store::plan_requeue`]).
+    #[serde(skip)]
+    pub scope: JobFilter,
     /// Dead-Lettered or Quarantined jobs that match.
     pub matching: u64,
     /// Of those, jobs whose wire name a live worker handles now: requeued with a fresh budget.
@@ -30,6 +39,9 @@ pub struct RequeuePlan {
     /// Of `would_requeue`, Quarantined jobs whose payload did not decode: a live handler is no
     /// sign they will run; they quarantine again unless the handler now accepts the payload.
     pub undecodable: u64,
+    /// Of `matching`, jobs a requeue leaves as they are because of their unique key: another
+    /// job holds it, or another matching job with the same key is requeued first.
+    pub would_conflict: u64,
 }
 
 /// What requeueing one job by id would do now.
@@ -48,6 +60,12 @@ pub enum RequeueCheck {
     NotRequeueable {
         state: JobState,
     },
+    /// Dead-Lettered or Quarantined, but the job `existing` holds its unique key now: a
+    /// requeue would be refused.
+    Conflict {
+        state: JobState,
+        existing: JobId,
+    },
     NotFound,
 }
 
@@ -61,11 +79,12 @@ pub struct WireNameCount {
 
 impl SqliteStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
-        let scope = requeue_scope(filter, self.now());
+        let as_of = self.now();
+        let scope = requeue_scope(filter, as_of);
         let handlers = self.live_handlers()?;
         self.read(|_| {
             let matching = self.count_jobs(&scope)?;
-            let mut plan = RequeuePlan { matching, ..Default::default() };
+            let mut plan = RequeuePlan { matching, as_of, ..Default::default() };
             for wire_name in self.requeueable_wire_names(&scope)? {
                 let mut f = scope.clone();
                 f.wire_name = Some(wire_name.clone());
@@ -73,6 +92,14 @@ impl SqliteStore {
                 plan.add(wire_name, count, &handlers);
             }
             plan.sort();
+            if self.version >= 3 {
+                let (clause, args) = scope.where_clause();
+                plan.would_conflict = self
+                    .conn
+                    .prepare_cached(&super::unique::conflicts_sql(&clause))?
+                    .query_row(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(0))?
+                    as u64;
+            }
             if undecodable_in_scope(&scope) {
                 for w in &plan.handled {
                     plan.undecodable += self.count_jobs(&JobFilter {
@@ -89,7 +116,21 @@ impl SqliteStore {
 
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
         let handlers = self.live_handlers()?;
-        self.read(|_| ids.iter().map(|id| Ok(check_one(self.job(*id)?, &handlers))).collect())
+        let holder_sql = super::unique::holder_of_sql("?1");
+        self.read(|c| {
+            ids.iter()
+                .map(|id| {
+                    let holder = if self.version >= 3 {
+                        c.prepare_cached(&holder_sql)?
+                            .query_row([id.to_string()], |r| super::row::parse_id(r, 0))
+                            .optional()?
+                    } else {
+                        None
+                    };
+                    Ok(check_one(self.job(*id)?, holder, &handlers))
+                })
+                .collect()
+        })
     }
 
     /// Distinct wire names among the scope's jobs, read from the per-state partial indexes
@@ -143,10 +184,12 @@ impl RequeuePlan {
 }
 
 /// What requeueing one job found by id would do, given the live handlers now.
-pub(crate) fn check_one(job: Option<Job>, handlers: &HashMap<String, u64>) -> RequeueCheck {
+/// `holder` is the job other than this one that holds its unique key now, if any.
+pub(crate) fn check_one(job: Option<Job>, holder: Option<JobId>, handlers: &HashMap<String, u64>) -> RequeueCheck {
     match job {
         None => RequeueCheck::NotFound,
         Some(j) if !j.state.is_requeueable() => RequeueCheck::NotRequeueable { state: j.state },
+        Some(j) if holder.is_some() => RequeueCheck::Conflict { state: j.state, existing: holder.unwrap_or(j.id) },
         Some(j) => {
             let requarantine = handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
             RequeueCheck::WouldRequeue {

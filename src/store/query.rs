@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::row::{job_from_row, parse_id, transition_from_row, JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{job_from_row, transition_from_row, JOB_COLUMNS, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, Millis, QuarantineReason, Transition};
@@ -172,6 +172,8 @@ impl std::str::FromStr for Cursor {
 /// One page of jobs and where it stands in the whole list.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobPage {
+    /// The jobs, each with an empty `payload`: a list never reads payloads, which may be large
+    /// and are not shown; [`Store::job`](crate::Store::job) reads one job whole.
     pub jobs: Vec<Job>,
     /// Rows matching the filter in all.
     pub total: u64,
@@ -259,7 +261,7 @@ impl SqliteStore {
         }
         let dir = if order.descending() { "DESC" } else { "ASC" };
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY {col} {dir}, id {dir} LIMIT {} OFFSET {}",
+            "SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY {col} {dir}, id {dir} LIMIT {} OFFSET {}",
             // Clamped: `usize::MAX` means "all", and SQLite reads no integer past i64::MAX.
             limit.saturating_add(1).min(i64::MAX as usize),
             offset.unwrap_or(0).min(i64::MAX as u64)
@@ -284,6 +286,12 @@ impl SqliteStore {
         count_with(&self.conn, filter)
     }
 
+    pub fn wire_names(&self) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare_cached("SELECT DISTINCT wire_name FROM jobs ORDER BY wire_name")?;
+        let names = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
+        Ok(names)
+    }
+
     pub fn counts(&self) -> Result<StateCounts> {
         let mut counts = StateCounts::default();
         let mut stmt = self.conn.prepare_cached("SELECT queue, state, n FROM job_counts WHERE n != 0")?;
@@ -303,16 +311,6 @@ fn count_with(conn: &Connection, filter: &JobFilter) -> Result<u64> {
     Ok(conn
         .prepare_cached(&format!("SELECT count(*) FROM jobs WHERE {clause}"))?
         .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
-}
-
-/// Ids of up to `limit` jobs matching `filter`, for a bulk batch.
-pub(crate) fn matching_ids(conn: &Connection, filter: &JobFilter, limit: usize) -> Result<Vec<JobId>> {
-    let (clause, mut args) = filter.where_clause();
-    args.push(Value::Integer(limit as i64));
-    Ok(conn
-        .prepare_cached(&format!("SELECT id FROM jobs WHERE {clause} LIMIT ?"))?
-        .query_map(params_from_iter(args), |r| parse_id(r, 0))?
-        .collect::<Result<_, _>>()?)
 }
 
 /// The sort key of `job` in a listing ordered by `order`: what a [`Cursor`] holds.

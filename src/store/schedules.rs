@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{SqliteStore, Store};
 use crate::error::{Error, Result};
-use crate::model::{JobId, JobState, Millis, NewJob, Permission};
+use crate::model::{Enqueued, JobId, JobState, Millis, NewJob, Permission};
 use crate::schedule::{
     check_schedule_name, tick_label, MissedTicks, Schedule, Timetable, SCHEDULE_LABEL, SCHEDULE_ORPHANED_AFTER,
     TICK_GRACE, TICK_LABEL, TRIGGERED_BY_LABEL,
@@ -297,21 +297,21 @@ pub(crate) fn select_rows(c: &Connection, name: Option<&str>) -> Result<Vec<Sche
 
 impl SqliteStore {
     fn require_schedules(&self) -> Result<()> {
-        if self.version < 4 {
+        if self.version < 7 {
             return Err(no_schedules_table(self.version));
         }
         Ok(())
     }
 
     pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
-        if self.version < 4 {
+        if self.version < 7 {
             return Ok(Vec::new());
         }
         self.read(|c| select_rows(c, None))
     }
 
     pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
-        if self.version < 4 {
+        if self.version < 7 {
             return Ok(None);
         }
         self.read(|c| Ok(select_rows(c, Some(name))?.pop()))
@@ -403,22 +403,22 @@ impl SqliteStore {
         through: Millis,
         jobs: &[NewJob],
     ) -> Result<Option<Vec<JobId>>> {
+        crate::store::jobs::validate_new_jobs(jobs)?;
         self.require_schedules()?;
         let now = self.now();
-        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
         self.write(|tx| {
             let moved = tx
-                .prepare_cached(
-                    "UPDATE schedules SET last_tick = ?3,
-                            last_job_id = coalesce(?4, last_job_id),
-                            last_fired_at = CASE WHEN ?4 IS NULL THEN last_fired_at ELSE ?5 END
-                     WHERE name = ?1 AND last_tick = ?2",
-                )?
-                .execute(params![name, expected_last, through, ids.last().map(|i| i.to_string()), now])?;
+                .prepare_cached("UPDATE schedules SET last_tick = ?3 WHERE name = ?1 AND last_tick = ?2")?
+                .execute(params![name, expected_last, through])?;
             if moved == 0 {
                 return Ok(None);
             }
-            super::jobs::insert_jobs(tx, &ids, jobs, now)?;
+            // A tick's job that is the duplicate of a unique job answers with the holder's id.
+            let ids: Vec<JobId> = super::jobs::insert_jobs(tx, jobs, now)?.into_iter().map(Enqueued::id).collect();
+            if let Some(last) = ids.last() {
+                tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
+                    .execute(params![name, last.to_string(), now])?;
+            }
             Ok(Some(ids))
         })
     }
@@ -467,12 +467,11 @@ impl SqliteStore {
         check_schedule_name(name)?;
         self.require_schedules()?;
         let now = self.now();
-        let id = JobId::new();
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
             let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             let job = trigger_job(&row.schedule, actor);
-            super::jobs::insert_jobs(tx, &[id], std::slice::from_ref(&job), now)?;
+            let id = super::jobs::insert_jobs(tx, std::slice::from_ref(&job), now)?[0].id();
             tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
                 .execute(params![name, id.to_string(), now])?;
             super::admin::audit(tx, now, actor, "schedule-trigger", Some(id), &format!("schedule {name}"))?;

@@ -30,6 +30,34 @@ pub struct SqliteStore {
     _in_use: InUse,
 }
 
+/// Below this much room left for this user, a write that failed with SQLite's generic "disk I/O
+/// error" is taken to have failed for want of space.
+const NEARLY_FULL: u64 = 64 * 1024;
+
+/// `e`, or [`Error::DiskFull`] when it is SQLite's "disk I/O error" and the filesystem holding
+/// `path` has (nearly) no room left. SQLite reports ENOSPC as `SQLITE_FULL` only while writing
+/// the database's pages; a write that fails elsewhere (sizing a new `-shm` file on the first
+/// open of a store without one, the WAL's first frame) is `SQLITE_IOERR`, whose errno rusqlite
+/// does not expose: the free space tells the two apart.
+fn disk_full(path: &Path, e: Error) -> Error {
+    if !super::driver_error::is_sqlite_io_error(&e) {
+        return e;
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // Both are u64 on 64-bit Linux, narrower on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let free = nix::sys::statvfs::statvfs(dir).map(|fs| fs.blocks_available().saturating_mul(fs.fragment_size()));
+    match free {
+        Ok(free) if free < NEARLY_FULL => Error::DiskFull {
+            why: format!(
+                "'{}' could not be written ({e}): its filesystem has {free} bytes left; free some space and try again",
+                path.display()
+            ),
+        },
+        _ => e,
+    }
+}
+
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore").field("path", &self.path).field("read_only", &self.read_only).finish()
@@ -46,6 +74,10 @@ impl SqliteStore {
     ///
     /// A PostgreSQL URL is refused with [`Error::PostgresNotBuilt`] before anything is touched.
     pub(crate) fn open(path: &Path) -> Result<SqliteStore> {
+        Self::open_inner(path).map_err(|e| disk_full(path, e))
+    }
+
+    fn open_inner(path: &Path) -> Result<SqliteStore> {
         let path = path.to_path_buf();
         let in_use = check_file(&path)?;
         let writable = is_writable(&path);
@@ -70,6 +102,10 @@ impl SqliteStore {
     /// engine's create-if-missing). A new file is readable by its owner and group only.
     /// A PostgreSQL URL is refused with [`Error::PostgresNotBuilt`] before anything is touched.
     pub(crate) fn create(path: &Path) -> Result<SqliteStore> {
+        Self::create_inner(path).map_err(|e| disk_full(path, e))
+    }
+
+    fn create_inner(path: &Path) -> Result<SqliteStore> {
         let path = path.to_path_buf();
         let in_use = match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -133,6 +169,11 @@ impl SqliteStore {
         self.read_only
     }
 
+    /// Why the file at the store's path is no longer the one open here, if it is not.
+    pub fn replaced(&self) -> Option<String> {
+        self._in_use.moved(&self.path)
+    }
+
     /// `PRAGMA integrity_check` and `foreign_key_check`: the problems found, none when clean.
     pub fn check_integrity(&self) -> Result<Vec<String>> {
         let mut problems: Vec<String> = self
@@ -158,13 +199,16 @@ impl SqliteStore {
                 why: format!("'{}' or its folder is not writable by this user", self.path.display()),
             });
         }
-        // Cached statements: the engine runs thousands of these small transactions a second.
-        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let guard = RollbackOnDrop(&self.conn);
-        let value = f(&self.conn)?;
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
-        std::mem::forget(guard);
-        Ok(value)
+        let out = (|| {
+            // Cached statements: the engine runs thousands of these small transactions a second.
+            self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            let guard = RollbackOnDrop(&self.conn);
+            let value = f(&self.conn)?;
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
+            std::mem::forget(guard);
+            Ok(value)
+        })();
+        out.map_err(|e| disk_full(&self.path, e))
     }
 
     /// Run `f` in one read transaction, so that several queries see one snapshot.

@@ -7,6 +7,7 @@ mod escape;
 mod format;
 mod palette;
 mod parse;
+mod suggest;
 
 pub use escape::{json_terminal_safe, sanitize, sanitize_bytes, sanitize_multiline};
 pub use format::{
@@ -15,3 +16,4 @@ pub use format::{
 };
 pub use palette::{state_tone, Tone};
 pub use parse::{parse_duration, parse_instant, parse_label, parse_state, parse_when, When};
+pub use suggest::{did_you_mean, state_alias};

@@ -24,7 +24,14 @@ pub fn parse_instant(s: &str) -> Result<Millis, String> {
 
 /// `--state` values: the command-line spelling (`dead-lettered`), with the accepted list in the error.
 pub fn parse_state(s: &str) -> Result<JobState, String> {
-    s.parse::<JobState>().map_err(|e| e.to_string())
+    s.parse::<JobState>().map_err(|e| {
+        let names = JobState::ALL.map(|s| s.as_str());
+        let meant = super::state_alias(s).or_else(|| super::did_you_mean(s, names));
+        match meant {
+            Some(m) => format!("unknown state '{s}': did you mean '{m}'? (the states are {})", names.join(", ")),
+            None => e.to_string(),
+        }
+    })
 }
 
 /// `--label K=V`.

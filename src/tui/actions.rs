@@ -5,7 +5,8 @@
 //! Only [`super::data::serve`] calls in.
 
 use crate::store::{CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, ResumeResult, RunNowResult};
-use crate::{Error, JobId, JobState, QuarantineReason, Store};
+use crate::text::thousands;
+use crate::{Error, JobId, JobState, Millis, QuarantineReason, Store};
 
 /// Which jobs an action covers.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,6 +122,55 @@ pub struct Preview {
     /// Requeue of a group only: also requeue the jobs no live worker handles. Never the
     /// default; the dialog's `f` turns it on, as `--force` does for `bw requeue`.
     pub force: bool,
+    /// The store's clock when the plan was counted: a bulk run acts on the jobs that matched
+    /// then (see [`How::planned_at`]).
+    pub planned_at: Millis,
+}
+
+/// How to run a confirmed action.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct How {
+    /// See [`Preview::force`].
+    pub force: bool,
+    /// A group requeue or a filtered cancel acts on the set its plan counted at this instant:
+    /// jobs that turned Dead-Lettered (or were enqueued) after it are left alone, and the
+    /// report says how many. Without it the run took in whatever had arrived since, and the
+    /// dashboard cancelled 69 after asking about 68.
+    pub planned_at: Option<Millis>,
+    /// A pause that ends by itself after this long (the dialog's 1, 2, 3; `bw pause --for`).
+    pub pause_for: Option<std::time::Duration>,
+}
+
+/// The filter of a bulk target, bounded to the jobs its plan at `planned_at` counted: terminal
+/// jobs finished by then, others created by then (the reference times the store's filter uses).
+fn as_planned(filter: &JobFilter, planned_at: Option<Millis>) -> JobFilter {
+    let mut f = filter.clone();
+    if let Some(at) = planned_at {
+        let end = at.saturating_add(1);
+        if f.states.iter().all(|s| s.is_terminal()) && !f.states.is_empty() {
+            f.finished_before = Some(f.finished_before.map_or(end, |b| b.min(end)));
+        } else {
+            f.before = Some(f.before.map_or(end, |b| b.min(end)));
+        }
+    }
+    f
+}
+
+/// Jobs of `filter` that arrived after the plan at `planned_at` (left alone by the run).
+fn arrived_since(store: &Store, filter: &JobFilter, planned_at: Option<Millis>) -> crate::Result<u64> {
+    let Some(at) = planned_at else { return Ok(0) };
+    let from = at.saturating_add(1);
+    let f = JobFilter { since: Some(filter.since.map_or(from, |s| s.max(from))), ..filter.clone() };
+    store.count_jobs(&f)
+}
+
+/// The report's line for jobs that arrived after the plan, if any did.
+fn arrivals_line(n: u64, what: &str) -> Option<String> {
+    match n {
+        0 => None,
+        1 => Some(format!("1 job {what} after the plan: left alone (not in what you confirmed)")),
+        n => Some(format!("{} jobs {what} after the plan: left alone (not in what you confirmed)", thousands(n))),
+    }
 }
 
 /// What an action did, job by job.
@@ -132,7 +182,7 @@ pub struct Report {
     pub refused: bool,
 }
 
-pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<Preview> {
+pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Preview> {
     let mut p = Preview {
         op,
         target: target.clone(),
@@ -145,6 +195,7 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
         running: 0,
         already_due: 0,
         force: false,
+        planned_at: store.now(),
     };
     let mut unhandled = std::collections::BTreeSet::new();
     match target {
@@ -162,6 +213,9 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                             RequeueCheck::NotFound => p.skipped.push(gone(id)),
                             RequeueCheck::NotRequeueable { state } => {
                                 p.skipped.push(format!("{} is {state}", id.short()))
+                            }
+                            RequeueCheck::Conflict { existing, .. } => {
+                                p.skipped.push(format!("{}: job {} holds its unique key", id.short(), existing.short()))
                             }
                             RequeueCheck::WouldRequeue { wire_name, requarantine, undecodable, .. } => {
                                 p.affected += 1;
@@ -230,8 +284,9 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                 Target::QuarantineGroup { reason, .. } => format!("{wire_name} · {reason}"),
                 _ => unreachable!("matched above"),
             };
-            // The same plan `bw requeue --dry-run` prints.
-            let plan = store.plan_requeue(&filter)?;
+            // The same plan `bw requeue --dry-run` prints, of the jobs finished by now: the run
+            // acts on exactly these.
+            let plan = store.plan_requeue(actor, &as_planned(&filter, Some(p.planned_at)))?;
             p.affected = plan.matching;
             p.would_requarantine = plan.would_requarantine;
             p.undecodable = plan.undecodable;
@@ -242,8 +297,9 @@ pub(super) fn preview(store: &Store, op: Op, target: &Target) -> crate::Result<P
                 return Err(not_for(op, "a filtered list"));
             }
             p.what = described.clone();
-            // The plan `bw cancel --state … --dry-run` prints.
-            let plan = store.plan_cancel(filter)?;
+            // The plan `bw cancel --state … --dry-run` prints, of the jobs enqueued by now: the
+            // run acts on exactly these.
+            let plan = store.plan_cancel(actor, &as_planned(filter, Some(p.planned_at)))?;
             p.affected = plan.would_cancel + plan.would_ask_to_stop;
             p.running = plan.would_ask_to_stop;
             if plan.already_asked > 0 {
@@ -285,7 +341,8 @@ fn not_for(op: Op, what: &str) -> Error {
     Error::InvalidInput(format!("{} does not apply to {what}", op.name()))
 }
 
-pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bool) -> crate::Result<Report> {
+pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How) -> crate::Result<Report> {
+    let force = how.force;
     use crate::store::RequeueResult;
     let mut report = Report { title: String::new(), lines: Vec::new(), refused: false };
     match (op, target) {
@@ -301,6 +358,10 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
                     RequeueResult::NotRequeueable { state } => {
                         report.refused = true;
                         format!("{}  not requeued: it is {state}", id.short())
+                    }
+                    RequeueResult::Conflict { existing } => {
+                        report.refused = true;
+                        format!("{}  not requeued: job {} holds its unique key", id.short(), existing.short())
                     }
                     RequeueResult::NotFound => {
                         report.refused = true;
@@ -356,13 +417,19 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
             }
         }
         (Op::Pause, Target::Paused { kind, name }) => {
-            let result = store.pause(actor, *kind, name, None, false)?;
-            report.title = format!("Paused {kind} {name}");
+            let until = how.pause_for.map(|d| store.now().saturating_add(d.as_millis() as Millis));
+            let result = store.pause(actor, *kind, name, until, false)?;
+            let till = match until {
+                Some(u) => format!("until {} (UTC)", crate::text::rfc3339(u).get(11..16).unwrap_or("?")),
+                None => "until resumed".to_string(),
+            };
+            report.title = match how.pause_for {
+                Some(d) => format!("Paused {kind} {name} for {}", crate::text::compact_duration(d)),
+                None => format!("Paused {kind} {name}"),
+            };
             report.lines.push(match result {
-                PauseResult::Paused => {
-                    format!("no worker claims from {kind} {name} until resumed; running jobs finish")
-                }
-                PauseResult::Extended { .. } => format!("{kind} {name} was paused already: now until resumed"),
+                PauseResult::Paused => format!("no worker claims from {kind} {name} {till}; running jobs finish"),
+                PauseResult::Extended { .. } => format!("{kind} {name} was paused already: now {till}"),
             });
         }
         (Op::Resume, Target::Paused { kind, name }) => match store.resume(actor, *kind, name)? {
@@ -387,16 +454,21 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
             ));
             report.lines.push(if done.requeued {
                 format!("{}  requeued (was {}): Scheduled now, attempt budget reset", id.short(), done.from)
+            } else if let Some(existing) = done.conflict {
+                report.refused = true;
+                format!("{}  left {}: job {} holds its unique key", id.short(), done.from, existing.short())
             } else {
                 format!("{}  left {} (r requeues it)", id.short(), done.from)
             });
         }
         (Op::Requeue, group @ (Target::CauseGroup { .. } | Target::QuarantineGroup { .. })) => {
-            let filter = group.group_filter().unwrap_or_default();
+            let all = group.group_filter().unwrap_or_default();
+            let filter = as_planned(&all, how.planned_at);
             // The same plan and the same call as `bw requeue --state …`: jobs no live worker
             // handles are left alone unless forced (the dialog's `f`, like `--force`).
-            let plan = store.plan_requeue(&filter)?;
-            let done = store.requeue_planned(actor, &filter, force, |_| {})?;
+            let plan = store.plan_requeue(actor, &filter)?;
+            let done = store.requeue_planned(actor, &plan, force, |_| {})?.done;
+            let arrived = arrived_since(store, &all, how.planned_at)?;
             let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
             report.title = format!("Requeued {done} {jobs}");
             report.lines.push(match group {
@@ -416,23 +488,36 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, force: bo
                     plan.unhandled.iter().map(|w| w.wire_name.as_str()).collect::<Vec<_>>().join(", ")
                 ));
             }
+            report.lines.extend(arrivals_line(arrived, "joined the group"));
         }
         (Op::Cancel, Target::Matching { filter, .. }) => {
-            // The same call as `bw cancel --state … --yes`: batches, each job whole.
-            let done = store.cancel_matching(actor, filter, |_| {})?;
-            report.title = format!("Cancelled {}", done.cancelled + done.asked_to_stop);
-            report.lines.push(format!("{} Scheduled ended Cancelled", done.cancelled));
+            // The same call as `bw cancel --state … --yes`: batches, each job whole; on the
+            // jobs the plan counted.
+            let done = store.cancel_matching(actor, &as_planned(filter, how.planned_at), |_| {})?;
+            let arrived = arrived_since(store, &store.cancel_scope(filter), how.planned_at)?;
+            report.title = format!("Cancelled {}", thousands(done.cancelled + done.asked_to_stop));
+            report.lines.push(format!("{} Scheduled ended Cancelled", thousands(done.cancelled)));
             report.lines.push(format!(
                 "{} Running asked to stop: they end Cancelled when their handler stops",
-                done.asked_to_stop
+                thousands(done.asked_to_stop)
             ));
+            report.lines.extend(arrivals_line(arrived, "were enqueued"));
         }
         (Op::Pause, Target::Schedule { name }) => {
-            let result = store.pause_schedule(actor, name, None)?;
-            report.title = format!("Paused schedule {name}");
+            // The dialog's durations (1 2 3) hold for a schedule as for a queue.
+            let until = how.pause_for.map(|d| store.now().saturating_add(d.as_millis() as Millis));
+            let result = store.pause_schedule(actor, name, until)?;
+            let till = match until {
+                Some(u) => format!("until {} (UTC)", crate::text::rfc3339(u).get(11..16).unwrap_or("?")),
+                None => "until resumed".to_string(),
+            };
+            report.title = match how.pause_for {
+                Some(d) => format!("Paused schedule {name} for {}", crate::text::compact_duration(d)),
+                None => format!("Paused schedule {name}"),
+            };
             report.lines.push(match result {
-                crate::store::SchedulePauseResult::Paused => "its ticks are dropped until resumed".into(),
-                crate::store::SchedulePauseResult::Extended { .. } => "it was paused already: now until resumed".into(),
+                crate::store::SchedulePauseResult::Paused => format!("its ticks are dropped {till}"),
+                crate::store::SchedulePauseResult::Extended { .. } => format!("it was paused already: now {till}"),
             });
         }
         (Op::Resume, Target::Schedule { name }) => match store.resume_schedule(actor, name)? {

@@ -9,13 +9,14 @@
 //! (pause target, bulk cancel, the editor round trip, the `operate` check) live in
 //! `app/incident.rs`, called from here.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use super::data::{
-    Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES, GROUPS_EVERY_MS,
+    How, Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES, GROUPS_EVERY_MS,
 };
 use super::filter::Filter;
+use super::prompt::{self, InputRequest, Prompt};
 mod incident;
 
 use crate::{FailureDetail, Job, JobId, LogCursor, Millis, Transition};
@@ -27,6 +28,9 @@ pub enum Action {
     Quit,
     /// `q`: back out of whatever is open, quit from the top.
     Back,
+    /// Esc: back out of whatever is open; never quits (one Esc too many ended the dashboard,
+    /// and `bw demo` with it).
+    Close,
     NextView,
     PrevView,
     ShowView(View),
@@ -58,13 +62,19 @@ pub enum Action {
     TogglePause,
     Help,
     StartFilter,
-    FilterChar(char),
-    FilterBackspace,
+    /// A key of the line editor (typing, Ctrl-U, Ctrl-W, Ctrl-A/E, arrows…).
+    FilterEdit(InputRequest),
+    /// Up (`older`) or Down in the prompt: the filters applied before.
+    FilterRecall {
+        older: bool,
+    },
     FilterSubmit,
     FilterCancel,
     Confirm,
     /// `f` in a group requeue's confirmation: include the jobs no live worker handles.
     ConfirmForced,
+    /// `1`…`3` in a pause's confirmation: pause for [`PAUSE_FOR`]`[i]` only.
+    ConfirmPauseFor(usize),
     /// `y` / `r` after a payload edit: save it, and with `requeue` requeue the job too.
     SaveEdit {
         requeue: bool,
@@ -74,6 +84,16 @@ pub enum Action {
     /// The editor closed (sent by the terminal loop): the file's bytes, or why there are none.
     Edited(Result<Vec<u8>, String>),
     Decline,
+    /// A left click at a cell: a tab shows its view, a list row is selected (a click on the
+    /// selected row opens it, as Enter).
+    Click {
+        column: u16,
+        row: u16,
+    },
+    /// The mouse wheel: move the selection (scroll the detail pane).
+    Wheel {
+        down: bool,
+    },
     /// Time passes (the event loop's tick, or a test's).
     Tick(Millis),
     Resize(u16, u16),
@@ -84,10 +104,12 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
     Normal,
-    /// Typing a filter; `input` is what is typed so far.
+    /// Typing a filter; `input` is the line being edited.
     Filter {
-        input: String,
+        input: Prompt,
     },
+    /// `q` at the top of a dashboard whose quitting stops something (`bw demo`'s workers).
+    ConfirmQuit,
     /// Waiting for the store to count what an action would do.
     Preparing {
         op: Op,
@@ -183,7 +205,16 @@ pub struct Config {
     pub interval: Duration,
     pub read_only: bool,
     pub color: bool,
+    /// `q` asks first: quitting stops more than the dashboard (`bw demo` stops its workers).
+    pub ask_before_quit: bool,
 }
+
+/// The durations a pause's confirmation offers besides "until resumed" (keys 1, 2, 3).
+pub const PAUSE_FOR: [Duration; 3] =
+    [Duration::from_secs(15 * 60), Duration::from_secs(60 * 60), Duration::from_secs(4 * 60 * 60)];
+
+/// The screen row of the tabs (see `view`).
+pub const TABS_ROW: u16 = 4;
 
 /// How long a lone `g` waits for a second one before it means "group".
 pub const G_TIMEOUT_MS: Millis = 400;
@@ -225,11 +256,17 @@ pub struct App {
     outbox: Vec<Request>,
     /// A payload waiting to be opened in the editor by the terminal loop.
     editor: Option<EditorRequest>,
+    /// `E` on a listed job: its payload is read by the next refresh, then the editor opens.
+    edit_on_load: Option<JobId>,
     /// When the groups on screen were read (None: read them at the next refresh).
     groups_read_at: Option<Millis>,
     /// Per-queue terminal counts at an earlier refresh, for throughput.
     pub throughput_base: Option<(Millis, BTreeMap<String, u64>)>,
     pub throughput: BTreeMap<String, f64>,
+    /// Filters applied, oldest first, for Up/Down in the prompt.
+    pub filter_history: Vec<String>,
+    /// Wire names of the jobs in the log (the log holds only ids), read as rows come on screen.
+    pub log_wire_names: HashMap<JobId, String>,
 }
 
 impl App {
@@ -265,9 +302,12 @@ impl App {
             pending_g: None,
             outbox: Vec::new(),
             editor: None,
+            edit_on_load: None,
             groups_read_at: None,
             throughput_base: None,
             throughput: BTreeMap::new(),
+            filter_history: Vec::new(),
+            log_wire_names: HashMap::new(),
         }
     }
 
@@ -317,10 +357,27 @@ impl App {
             offset: vs.offset,
             limit: self.page_rows(),
             detail: self.detail.as_ref().map(|d| d.id),
+            payload: self.edit_on_load,
             log_cursor: self.log_cursor,
             chart_cursor: self.chart_cursor,
             actor: self.cfg.actor.clone(),
+            wire_names: if self.view == View::Log { self.unnamed_log_rows() } else { Vec::new() },
         }
+    }
+
+    /// Jobs of the Log view's rows on screen whose wire name is not known yet.
+    fn unnamed_log_rows(&self) -> Vec<JobId> {
+        let mut ids: Vec<JobId> = self
+            .log_rows()
+            .iter()
+            .skip(self.vs().offset as usize)
+            .take(self.page_rows())
+            .map(|t| t.job_id)
+            .filter(|id| !self.log_wire_names.contains_key(id))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 
     /// Queue names (from the counts) and wire names (from the groups and live workers) that
@@ -356,6 +413,7 @@ impl App {
             (View::Quarantined, true) => s.quarantine_groups.len() as u64,
             (View::Queues, _) => s.counts.by_queue.len() as u64,
             (View::Log, _) => self.log_rows().len() as u64,
+            (View::Workers, _) => s.workers.len() as u64,
             (View::Schedules, _) => s.schedules.len() as u64,
             _ => s.page.as_ref().map(|p| p.total).unwrap_or(0),
         }
@@ -449,7 +507,8 @@ impl App {
                             d.reveal = Reveal::Asked;
                         }
                     }
-                    self.outbox.push(Request::Run { op: p.op, target: p.target, force: p.force });
+                    let how = How { force: p.force, planned_at: Some(p.planned_at), pause_for: None };
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, how });
                 }
                 // Offered only where it changes something: a group requeue that would leave
                 // jobs alone because no live worker handles them.
@@ -457,7 +516,14 @@ impl App {
                     if p.op == Op::Requeue && p.would_requarantine > 0 && p.target.group_filter().is_some() =>
                 {
                     self.mode = Mode::Running { op: p.op };
-                    self.outbox.push(Request::Run { op: p.op, target: p.target, force: true });
+                    let how = How { force: true, planned_at: Some(p.planned_at), pause_for: None };
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, how });
+                }
+                // A pause for a while (the CLI's `--for`): it ends by itself.
+                Action::ConfirmPauseFor(i) if p.op == Op::Pause && i < PAUSE_FOR.len() => {
+                    self.mode = Mode::Running { op: p.op };
+                    let how = How { force: false, planned_at: Some(p.planned_at), pause_for: Some(PAUSE_FOR[i]) };
+                    self.outbox.push(Request::Run { op: p.op, target: p.target, how });
                 }
                 Action::Decline | Action::Back => {
                     self.mode = Mode::Normal;
@@ -470,7 +536,7 @@ impl App {
                 Action::SaveEdit { requeue } => {
                     self.mode = Mode::Running { op: Op::EditPayload };
                     let target = Target::Payload { id, payload, requeue };
-                    self.outbox.push(Request::Run { op: Op::EditPayload, target, force: false });
+                    self.outbox.push(Request::Run { op: Op::EditPayload, target, how: How::default() });
                 }
                 Action::ReopenEditor => self.open_editor(id, payload),
                 Action::Decline | Action::Back => {
@@ -493,18 +559,26 @@ impl App {
                     self.notice = Some("still waiting for the store…".into());
                 }
             }
+            // Only the editor's own actions: nothing typed here reaches a command.
             Mode::Filter { mut input } => match action {
-                Action::FilterChar(c) => {
-                    input.push(c);
+                Action::FilterEdit(request) => {
+                    input.edit(request);
                     self.mode = Mode::Filter { input };
                 }
-                Action::FilterBackspace => {
-                    input.pop();
+                Action::FilterRecall { older } => {
+                    input.recall(&self.filter_history, older);
                     self.mode = Mode::Filter { input };
                 }
                 Action::FilterCancel => self.mode = Mode::Normal,
                 Action::FilterSubmit => self.apply_filter(input),
                 _ => {}
+            },
+            Mode::ConfirmQuit => match action {
+                Action::Confirm => self.quit = true,
+                _ => {
+                    self.mode = Mode::Normal;
+                    self.notice = Some("still running: q then y quits".into());
+                }
             },
             Mode::Normal => self.on_normal(action),
         }
@@ -512,7 +586,7 @@ impl App {
 
     fn on_normal(&mut self, action: Action) {
         match action {
-            Action::Back => {
+            Action::Back | Action::Close => {
                 if self.detail.is_some() {
                     self.detail = None;
                     self.dirty = true;
@@ -532,6 +606,12 @@ impl App {
                     vs.filter_text.clear();
                     vs.grouped = true;
                     self.reset_position();
+                } else if matches!(action, Action::Close) {
+                    // An active filter is not a level to back out of, and Esc is the key that
+                    // closes popups: pressed once too often it must not end the dashboard.
+                    self.notice = Some("nothing to close here: q quits".into());
+                } else if self.cfg.ask_before_quit {
+                    self.mode = Mode::ConfirmQuit;
                 } else {
                     self.quit = true;
                 }
@@ -545,8 +625,11 @@ impl App {
             Action::PageDown => self.scroll_or_move(self.page_rows() as i64),
             Action::Top => self.move_to(0),
             Action::Bottom => {
-                if let Some(d) = &mut self.detail {
-                    d.scroll = u16::MAX / 2;
+                if self.detail.is_some() {
+                    let max = self.detail_max_scroll();
+                    if let Some(d) = &mut self.detail {
+                        d.scroll = max;
+                    }
                 } else {
                     self.move_to(self.list_len().saturating_sub(1));
                 }
@@ -580,7 +663,13 @@ impl App {
                 }
             }
             Action::Help => self.mode = Mode::Help,
-            Action::StartFilter => self.mode = Mode::Filter { input: self.vs().filter_text.clone() },
+            Action::Wheel { down } => self.scroll_or_move(if down { 3 } else { -3 }),
+            Action::Click { column, row } => self.click(column, row),
+            // Every registered worker is listed: there is nothing to filter.
+            Action::StartFilter if self.view == View::Workers => {
+                self.notice = Some("the Workers view lists every worker: / filters the job lists and the Log".into())
+            }
+            Action::StartFilter => self.mode = Mode::Filter { input: Prompt::new(&self.vs().filter_text) },
             _ => {}
         }
     }
@@ -610,9 +699,12 @@ impl App {
 
     fn on_response(&mut self, r: Response) {
         match r {
-            Response::Snapshot(s) => {
+            Response::Snapshot(mut s) => {
                 self.in_flight = None;
                 self.db = DbStatus::Ok { query_ms: s.query_time.as_secs_f64() * 1000.0 };
+                if let Some(loaded) = s.payload.take() {
+                    self.payload_loaded(loaded);
+                }
                 self.absorb(*s);
             }
             Response::RefreshFailed { error, busy } => {
@@ -695,6 +787,11 @@ impl App {
         while self.log.len() > LOG_KEEP {
             self.log.pop_front();
         }
+        if self.log_wire_names.len() > 4 * LOG_KEEP {
+            // Bounded: the names are read again for the rows on screen.
+            self.log_wire_names.clear();
+        }
+        self.log_wire_names.extend(s.wire_names.drain());
         for (minute, (ok, failed)) in &s.chart {
             let e = self.chart.entry(*minute).or_default();
             e.0 += ok;
@@ -798,8 +895,11 @@ impl App {
     }
 
     fn scroll_or_move(&mut self, by: i64) {
-        if let Some(d) = &mut self.detail {
-            d.scroll = (d.scroll as i64 + by).clamp(0, u16::MAX as i64 / 2) as u16;
+        if self.detail.is_some() {
+            let max = self.detail_max_scroll();
+            if let Some(d) = &mut self.detail {
+                d.scroll = (d.scroll as i64 + by).clamp(0, max as i64) as u16;
+            }
             return;
         }
         let len = self.list_len();
@@ -894,6 +994,29 @@ impl App {
         }
     }
 
+    fn click(&mut self, column: u16, row: u16) {
+        if row == TABS_ROW {
+            let tab = self.tab_labels(self.width).into_iter().find(|(_, _, from, to)| (*from..*to).contains(&column));
+            if let Some((v, ..)) = tab {
+                self.show_view(v);
+            }
+            return;
+        }
+        let first = self.first_list_row();
+        if self.detail.is_some() || row < first || row >= first + self.page_rows() as u16 {
+            return;
+        }
+        let index = self.vs().offset + (row - first) as u64;
+        if index >= self.list_len() {
+            return;
+        }
+        if index == self.vs().selected {
+            self.open();
+        } else {
+            self.move_to(index);
+        }
+    }
+
     fn toggle_mark(&mut self) {
         if let Some(id) = self.selected_job().map(|j| j.id) {
             if self.marks.remove(&id).is_none() {
@@ -908,7 +1031,9 @@ impl App {
             self.error = Some(format!("{} is disabled: bw top was started with --read-only", op_key(op)));
             return;
         }
-        if op == Op::RunNow && !self.may_operate(op) {
+        // Refused before the plan: counting a million jobs to then say the permission is missing
+        // wasted the operator's time (issue 19, finding 5).
+        if matches!(op, Op::RunNow | Op::Requeue | Op::Cancel) && !self.may_operate(op) {
             return;
         }
         let target = match op {
@@ -952,8 +1077,8 @@ impl App {
         self.outbox.push(Request::Preview { op, target });
     }
 
-    fn apply_filter(&mut self, input: String) {
-        match Filter::parse(&input, self.now) {
+    fn apply_filter(&mut self, input: Prompt) {
+        match Filter::parse(input.value(), self.now) {
             Ok(f) => {
                 if self.view == View::Log {
                     if let Err(e) = f.check_log() {
@@ -962,9 +1087,10 @@ impl App {
                         return;
                     }
                 }
+                prompt::remember(&mut self.filter_history, input.value());
                 let vs = self.vs_mut();
                 vs.filter = f;
-                vs.filter_text = input.trim().to_string();
+                vs.filter_text = input.value().trim().to_string();
                 // A filter typed by hand is the operator's own list: q quits from it again.
                 vs.back_to = None;
                 self.mode = Mode::Normal;

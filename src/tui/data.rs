@@ -9,12 +9,12 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::actions::{preview, run};
-pub use super::actions::{Op, Preview, Report, Target};
+pub use super::actions::{How, Op, Preview, Report, Target};
 use crate::store::{
     CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, ScheduleInfo, StateCounts,
     HANDED_BACK,
 };
-use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition};
+use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition, WorkerInfo};
 
 /// The seven views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -25,18 +25,21 @@ pub enum View {
     Scheduled,
     Queues,
     Log,
+    /// Every registered worker: host, process, group, heartbeat, and what it runs now.
+    Workers,
     /// Recurring schedules ([`Store::schedules`], what `bw schedules` prints).
     Schedules,
 }
 
 impl View {
-    pub const ALL: [View; 7] = [
+    pub const ALL: [View; 8] = [
         View::DeadLettered,
         View::Quarantined,
         View::Running,
         View::Scheduled,
         View::Queues,
         View::Log,
+        View::Workers,
         View::Schedules,
     ];
 
@@ -52,6 +55,7 @@ impl View {
             View::Scheduled => "Scheduled",
             View::Queues => "Queues",
             View::Log => "Log",
+            View::Workers => "Workers",
             View::Schedules => "Schedules",
         }
     }
@@ -63,7 +67,7 @@ impl View {
             View::Quarantined => Some(JobState::Quarantined),
             View::Running => Some(JobState::Running),
             View::Scheduled => Some(JobState::Scheduled),
-            View::Queues | View::Log | View::Schedules => None,
+            View::Queues | View::Log | View::Workers | View::Schedules => None,
         }
     }
 }
@@ -84,12 +88,17 @@ pub struct Query {
     pub limit: usize,
     /// The job open in the detail pane.
     pub detail: Option<JobId>,
+    /// The job whose payload `E` asked for: lists hold no payloads (they may be large), so an
+    /// edit of a listed job reads its payload on the next refresh.
+    pub payload: Option<JobId>,
     /// The cursor of the newest log entry the app holds (`None`: none yet).
     pub log_cursor: Option<LogCursor>,
     /// The cursor of the last log entry counted into the chart (`None`: start an hour back).
     pub chart_cursor: Option<LogCursor>,
     /// The actor, for the permissions shown in the header.
     pub actor: String,
+    /// Log view: jobs on screen whose wire name the app does not know yet.
+    pub wire_names: Vec<JobId>,
 }
 
 /// Log entries a refresh reads at most, for the tail and for the chart's catch-up. The chart
@@ -97,6 +106,8 @@ pub struct Query {
 pub const LOG_BATCH: usize = 2_000;
 /// Groups listed at most (the largest first).
 pub const GROUP_LIMIT: usize = 200;
+/// Running jobs the Workers view reads at most to say what each worker runs.
+pub const WORKERS_RUNNING_LIMIT: usize = 5_000;
 /// How often grouped views re-read their groups.
 pub const GROUPS_EVERY_MS: Millis = 10_000;
 /// Minutes the chart covers.
@@ -119,6 +130,8 @@ pub struct Snapshot {
     /// Live workers per wire name now.
     pub live_handlers: HashMap<String, u64>,
     pub detail: Option<(Job, Vec<Transition>)>,
+    /// The payload `Query::payload` asked for (`None` inside: the job is gone).
+    pub payload: Option<(JobId, Option<Vec<u8>>)>,
     /// New log entries after `Query::log_cursor`, oldest first. When the app was too far behind,
     /// `log_reset` says these replace what it holds.
     pub log: Vec<Transition>,
@@ -133,6 +146,16 @@ pub struct Snapshot {
     pub latency: Vec<QueueLatency>,
     /// Queues and wire names paused now ([`Store::pauses`]), for the header and the Queues view.
     pub pauses: Vec<Pause>,
+    /// Log view: the wire names of `Query::wire_names` and of the newest entries read.
+    pub wire_names: HashMap<JobId, String>,
+    /// Workers view: every registered worker ([`Store::workers`]), and the jobs each runs.
+    pub workers: Vec<WorkerInfo>,
+    pub running_by_worker: HashMap<String, Vec<Job>>,
+    /// Limits in force ([`Store::limits`], what `bw limits` prints), for the header and the
+    /// Queues view.
+    pub limits: Vec<crate::store::LimitStatus>,
+    /// Workers quiet or stopping ([`Store::worker_states`]), for the header.
+    pub quiet_workers: Vec<crate::store::WorkerState>,
     /// The Schedules view's rows, by name (read only for that view).
     pub schedules: Vec<ScheduleInfo>,
     /// Wall time the queries took.
@@ -147,11 +170,11 @@ pub enum Request {
         op: Op,
         target: Target,
     },
-    /// Do it; `force` as the confirmation left it (see [`Preview::force`]).
+    /// Do it, as the confirmation left it (see [`How`]).
     Run {
         op: Op,
         target: Target,
-        force: bool,
+        how: How,
     },
 }
 
@@ -186,7 +209,7 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
             Ok(s) => Response::Snapshot(Box::new(s)),
             Err(e) => Response::RefreshFailed { busy: matches!(e, Error::Busy), error: e.to_string() },
         },
-        Request::Preview { op, target } => match preview(store, *op, target) {
+        Request::Preview { op, target } => match preview(store, actor, *op, target) {
             Ok(p) => Response::Preview(p),
             Err(e) => Response::PreviewFailed(e.to_string()),
         },
@@ -196,7 +219,7 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
                 Err(e) => Response::RevealFailed { job: ids[0], error: e.to_string() },
             }
         }
-        Request::Run { op, target, force } => match run(store, actor, *op, target, *force) {
+        Request::Run { op, target, how } => match run(store, actor, *op, target, how) {
             Ok(r) => Response::Done(r),
             Err(e) => Response::Done(Report {
                 title: format!("{} refused", op.verb()),
@@ -225,6 +248,9 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     }
     s.latency = store.queue_latency()?;
     s.pauses = store.pauses()?;
+    s.limits = store.limits()?;
+    s.quiet_workers =
+        store.worker_states()?.into_iter().filter(|w| w.quiet_at.is_some() || w.stopping_at.is_some()).collect();
     if let (Some(filter), false) = (&q.filter, q.grouped) {
         s.page = Some(store.list_jobs(filter, q.limit.max(1), q.offset)?);
     }
@@ -233,6 +259,20 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     }
     if matches!(q.view, View::Schedules) {
         s.schedules = store.schedules()?;
+    }
+    if q.view == View::Workers {
+        s.workers = store.workers()?;
+        // What each runs: the Running jobs by lease owner (the worker's id). Capped: a store
+        // with more jobs running than this has the Running view to page through them.
+        let running = store.list_jobs(&JobFilter::state(JobState::Running), WORKERS_RUNNING_LIMIT, 0)?;
+        for j in running.jobs {
+            if let Some(owner) = j.lease_owner.clone() {
+                s.running_by_worker.entry(owner).or_default().push(j);
+            }
+        }
+    }
+    if let Some(id) = q.payload {
+        s.payload = Some((id, store.job(id)?.map(|j| j.payload)));
     }
     if let Some(id) = q.detail {
         if let Some(job) = store.job(id)? {
@@ -279,9 +319,22 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
         s.chart_cursor = Some(t.cursor());
     }
     s.chart.retain(|_, v| *v != (0, 0));
+    if q.view == View::Log {
+        // The log holds job ids only: the wire names of the rows on screen, and of the newest
+        // entries (about to be on screen), one lookup by key each.
+        let newest = s.log.iter().rev().take(q.limit).map(|t| t.job_id);
+        for id in q.wire_names.iter().copied().chain(newest) {
+            if let std::collections::hash_map::Entry::Vacant(e) = s.wire_names.entry(id) {
+                e.insert(store.job(id)?.map(|j| j.wire_name).unwrap_or_else(|| PURGED.to_string()));
+            }
+        }
+    }
     s.query_time = started.elapsed();
     Ok(s)
 }
+
+/// The wire name shown for a log entry whose job is gone (retention or `bw purge`).
+pub const PURGED: &str = "(purged)";
 
 /// For the chart: `Some(true)` a success, `Some(false)` a failed attempt (retried,
 /// Dead-Lettered or Quarantined), `None` anything else.

@@ -18,17 +18,24 @@ pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
         return Some(Action::Quit);
     }
     match mode {
+        // The line editor's keys (tui-input's table: Ctrl-U, Ctrl-W, Ctrl-A/E, Ctrl-K, arrows,
+        // Home/End, Delete); any other key does nothing: none reaches the command keys.
         Mode::Filter { .. } => match key.code {
             KeyCode::Enter => Some(Action::FilterSubmit),
             KeyCode::Esc => Some(Action::FilterCancel),
-            KeyCode::Backspace => Some(Action::FilterBackspace),
-            KeyCode::Char('u') if ctrl => Some(Action::FilterCancel),
-            KeyCode::Char(c) if !ctrl => Some(Action::FilterChar(c)),
-            _ => None,
+            KeyCode::Up => Some(Action::FilterRecall { older: true }),
+            KeyCode::Down => Some(Action::FilterRecall { older: false }),
+            _ => tui_input::backend::crossterm::to_input_request(&crossterm::event::Event::Key(key))
+                .map(Action::FilterEdit),
+        },
+        Mode::ConfirmQuit => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Char('q') => Some(Action::Confirm),
+            _ => Some(Action::Decline),
         },
         Mode::Confirm(_) => match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => Some(Action::Confirm),
             KeyCode::Char('f') => Some(Action::ConfirmForced),
+            KeyCode::Char(c @ '1'..='3') => Some(Action::ConfirmPauseFor(c as usize - '1' as usize)),
             KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => Some(Action::Decline),
             _ => None,
         },
@@ -139,8 +146,8 @@ pub const BINDINGS: [Binding; 21] = [
         hints: &[Hint { key: "Tab", word: |p| (!p.detail).then_some("view"), rank: (11, NEVER) }],
     },
     Binding {
-        keys: "1 … 7",
-        does: "Dead-Lettered Quarantined Running Scheduled Queues Log Schedules",
+        keys: "1 … 8",
+        does: "Dead-Lettered Quarantined Running Scheduled Queues Log Workers Schedules",
         acts: &[
             (key('1'), Action::ShowView(View::ALL[0])),
             (key('2'), Action::ShowView(View::ALL[1])),
@@ -149,6 +156,7 @@ pub const BINDINGS: [Binding; 21] = [
             (key('5'), Action::ShowView(View::ALL[4])),
             (key('6'), Action::ShowView(View::ALL[5])),
             (key('7'), Action::ShowView(View::ALL[6])),
+            (key('8'), Action::ShowView(View::ALL[7])),
         ],
         hints: &[],
     },
@@ -188,6 +196,7 @@ pub const BINDINGS: [Binding; 21] = [
             key: "Enter",
             word: |p| match p.view {
                 _ if p.detail => None,
+                View::Workers => None,
                 View::Queues => Some("scheduled jobs"),
                 View::Log => Some("open job"),
                 _ => Some("open"),
@@ -197,8 +206,8 @@ pub const BINDINGS: [Binding; 21] = [
     },
     Binding {
         keys: "Esc, q",
-        does: "back: pane, marks, group; quit at the top",
-        acts: &[(key('q'), Action::Back), (code(KeyCode::Esc), Action::Back)],
+        does: "back: pane, marks, group; q quits at the top (Esc never quits)",
+        acts: &[(key('q'), Action::Back), (code(KeyCode::Esc), Action::Close)],
         hints: &[
             Hint { key: "Esc", word: |p| p.detail.then_some("back"), rank: (NEVER, 1) },
             Hint { key: "q", word: |p| Some(if p.detail { "back" } else { "quit" }), rank: (7, 6) },
@@ -218,7 +227,11 @@ pub const BINDINGS: [Binding; 21] = [
         keys: "/",
         does: "filter: wire:W queue:Q cause:TEXT since:1h, or text",
         acts: &[(key('/'), Action::StartFilter)],
-        hints: &[Hint { key: "/", word: |p| (!p.detail).then_some("filter"), rank: (5, NEVER) }],
+        hints: &[Hint {
+            key: "/",
+            word: |p| (!p.detail && p.view != View::Workers).then_some("filter"),
+            rank: (5, NEVER),
+        }],
     },
     Binding {
         keys: "Space",

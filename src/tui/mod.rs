@@ -7,6 +7,7 @@ pub mod app;
 pub mod data;
 pub mod filter;
 pub mod keymap;
+pub mod prompt;
 pub mod terminal;
 pub mod view;
 

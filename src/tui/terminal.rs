@@ -18,6 +18,7 @@ use crate::{Clock, Store};
 /// What wakes the loop.
 enum Wake {
     Key(event::KeyEvent),
+    Mouse(Action),
     Resize(u16, u16),
     Store(Response),
     Signal,
@@ -32,10 +33,22 @@ const TICK: Duration = Duration::from_millis(200);
 /// cursor shown. Safe to call more than once and from a panic or a signal; errors are ignored,
 /// since `ratatui::restore` would print them with `eprintln!`, which panics when stderr is gone.
 pub fn restore() {
-    let _ = ratatui::try_restore();
     let mut out = io::stdout();
+    let _ = out.write_all(MOUSE_OFF.as_bytes());
+    let _ = ratatui::try_restore();
     let _ = execute!(out, cursor::Show);
     let _ = out.flush();
+}
+
+/// Mouse reporting of presses and the wheel only (1000) in SGR form (1006). Not crossterm's
+/// EnableMouseCapture, which also asks for every motion: a stream of events for nothing.
+const MOUSE_ON: &str = "\x1b[?1000h\x1b[?1006h";
+const MOUSE_OFF: &str = "\x1b[?1006l\x1b[?1000l";
+
+fn mouse_on() -> io::Result<()> {
+    let mut out = io::stdout();
+    out.write_all(MOUSE_ON.as_bytes())?;
+    out.flush()
 }
 
 struct Guard;
@@ -63,6 +76,7 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     };
     let _guard = Guard;
     execute!(io::stdout(), cursor::Hide)?;
+    mouse_on()?;
     term.clear()?;
 
     // Whether the input thread reads keys: off while the editor has the terminal.
@@ -105,6 +119,10 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
             Ok(false) => continue,
             Ok(true) => match event::read() {
                 Ok(Event::Key(k)) => Wake::Key(k),
+                Ok(Event::Mouse(m)) => match mouse_action(m) {
+                    Some(a) => Wake::Mouse(a),
+                    None => continue,
+                },
                 Ok(Event::Resize(w, h)) => Wake::Resize(w, h),
                 Ok(_) => continue,
                 Err(_) => Wake::InputGone,
@@ -142,6 +160,7 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
             // Back on the alternate screen in raw mode, whatever the editor did to the terminal.
             term = ratatui::try_init()?;
             execute!(io::stdout(), cursor::Hide)?;
+            mouse_on()?;
             term.clear()?;
             app.update(Action::Edited(result));
             redraw = true;
@@ -169,6 +188,7 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
                     app.update(a);
                 }
             }
+            Wake::Mouse(a) => app.update(a),
             Wake::Resize(w, h) => {
                 term.autoresize()?;
                 app.update(Action::Resize(w, h));
@@ -182,6 +202,17 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     // The store thread finishes its current statement; we do not wait for a slow one.
     drop(worker);
     Ok(())
+}
+
+/// A click or the wheel as an action; other mouse events (releases, drags) are nothing.
+pub fn mouse_action(m: event::MouseEvent) -> Option<Action> {
+    use event::{MouseButton, MouseEventKind};
+    match m.kind {
+        MouseEventKind::Down(MouseButton::Left) => Some(Action::Click { column: m.column, row: m.row }),
+        MouseEventKind::ScrollDown => Some(Action::Wheel { down: true }),
+        MouseEventKind::ScrollUp => Some(Action::Wheel { down: false }),
+        _ => None,
+    }
 }
 
 /// The input thread reads keys.

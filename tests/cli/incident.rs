@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use backwave::store::{current_actor, Completion, Outcome, PauseKind};
-use backwave::tui::data::{Op, Target};
+use backwave::tui::data::{How, Op, Target};
 use backwave::tui::{Request, Response};
 use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, Store, WorkerInfo};
 use predicates::prelude::*;
@@ -268,9 +268,11 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
         .success();
     let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
     let store = Store::open(top.db.file()).unwrap().with_clock(Clock::manual(T_MS));
-    let Response::Done(done) =
-        backwave::tui::serve(&store, &current_actor(), &Request::Run { op: Op::Requeue, target, force: true })
-    else {
+    let Response::Done(done) = backwave::tui::serve(
+        &store,
+        &current_actor(),
+        &Request::Run { op: Op::Requeue, target, how: How { force: true, ..How::default() } },
+    ) else {
         panic!("no report")
     };
     assert_eq!(done.title, "Requeued 2 jobs");
@@ -282,7 +284,7 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
 
 fn dashboard_run(db: &Path, op: Op, target: Target) -> backwave::tui::data::Report {
     let store = Store::open(db).unwrap().with_clock(Clock::manual(T_MS));
-    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, force: false }) {
+    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, how: How::default() }) {
         Response::Done(report) => report,
         other => panic!("expected a report, got {other:?}"),
     }
@@ -434,7 +436,7 @@ fn bulk_run_now_prints_its_exact_plan_and_asks_for_confirmation() {
     f.bw().args(["run-now", "--state", "running"]).assert().code(2).stderr(predicate::str::contains("'running'"));
     let out = f.bw().args(["--format", "json", "run-now", "--queue", "q", "--yes"]).assert().success();
     assert_eq!(json(&out.get_output().stdout)["made_due"], 3);
-    assert_eq!(f.store().plan_run_now(&Default::default()).unwrap().would_run_now, 0);
+    assert_eq!(f.store().plan_run_now(&current_actor(), &Default::default()).unwrap().would_run_now, 0);
 }
 
 // ---- bulk cancel --------------------------------------------------------------------------------
@@ -535,6 +537,38 @@ fn jobs_edit_refuses_malformed_json_and_a_succeeded_job_in_one_line_changing_not
     );
     f.bw().args(["jobs", "edit", &q.to_string(), "--payload", "@/nonexistent/payload.json"]).assert().code(2);
     assert_eq!(dump(f.db.file()), before);
+}
+
+/// Issue 24 finding 7: `bw jobs edit --payload @FILE` accepted 50 MiB. Every way `bw` writes a
+/// payload refuses one over the store's limit in one line naming both sizes, exit 2, nothing
+/// changed; the limit is a `bw config` setting.
+#[test]
+fn payloads_over_the_store_limit_are_refused_by_enqueue_and_jobs_edit_in_one_line_with_exit_2() {
+    let f = admin_store();
+    let store = f.store();
+    let q = quarantine(&store, "resize", QuarantineReason::UndecodablePayload, 1)[0];
+    let out = f.bw().args(["config", "get", "payload_limit"]).assert().success();
+    assert_eq!(text(&out.get_output().stdout), "1048576\n", "the default, 1 MiB");
+    f.bw().args(["config", "set", "payload-limit", "1KiB"]).assert().success();
+    let out = f.bw().args(["config", "get", "payload_limit"]).assert().success();
+    assert_eq!(text(&out.get_output().stdout), "1024\n");
+    let before = dump(f.db.file());
+
+    let big = format!("\"{}\"", "x".repeat(1100));
+    let out = f.bw().args(["enqueue", "resize", "--payload", &big]).assert().code(2);
+    one_line_error(&out.get_output().stderr, "(1102 bytes), over the store's payload_limit of 1.0 KiB (1024 bytes)");
+    let file = f._dir.path().join("big.json");
+    std::fs::write(&file, &big).unwrap();
+    for requeue in [None, Some("--requeue")] {
+        let mut cmd = f.bw();
+        cmd.args(["jobs", "edit", &q.to_string(), "--payload", &format!("@{}", file.display())]);
+        cmd.args(requeue);
+        let out = cmd.assert().code(2);
+        one_line_error(&out.get_output().stderr, "the payload is 1.1 KiB (1102 bytes)");
+    }
+    let out = f.bw().args(["config", "set", "payload_limit", "lots"]).assert().code(2);
+    one_line_error(&out.get_output().stderr, "'lots'");
+    assert_eq!(dump(f.db.file()), before, "nothing changed");
 }
 
 #[test]

@@ -448,7 +448,7 @@ fn find_or_start() -> Result<Server, String> {
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin` (Debian's layout), else `pg_config --bindir`.
-fn postgres_bindir() -> Option<PathBuf> {
+pub fn postgres_bindir() -> Option<PathBuf> {
     let newest = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
         .flatten()

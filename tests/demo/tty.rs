@@ -32,7 +32,17 @@ fn demo_dashboard_stays_whole_while_handlers_panic_and_quitting_prints_the_summa
         assert!(screen.contains("Dead-Lettered") && screen.contains("Quarantined"), "{screen}");
     }
 
+    // q asks first here: quitting stops the demo's workers (issue 19); Esc never quits.
     t.send("q");
+    t.wait_for("Quit, and stop the demo?", wait);
+    t.send("n");
+    std::thread::sleep(Duration::from_millis(300));
+    t.send("\x1b");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(t.screen().contains("BackWave ─"), "n and Esc keep the demo running:\n{}", t.screen());
+    t.send("q");
+    t.wait_for("Quit, and stop the demo?", wait);
+    t.send("y");
     assert_eq!(t.wait_exit(wait), 0);
     let s = t.screen();
     assert!(!t.alternate_screen() && !t.cursor_hidden() && t.cooked(), "the terminal came back:\n{s}");

@@ -146,6 +146,22 @@ both_backends! {
 }
 
 both_backends! {
+    fn causes_differing_only_by_a_hex_id_without_digits_are_one_group_and_not_new() {
+        let fx = Fx::new();
+        // Regression: a hex id with no decimal digit kept its letters, so each was its own group
+        // and set off new-cause.
+        fx.dead("upload", "upload of blob cdfabdfdebcd failed", NOW - 24 * HOUR);
+        fx.dead("upload", "upload of blob fedcbafedcba failed", NOW - 5 * MINUTE);
+        let h = fx.health();
+        assert_eq!(h.cause_groups_total, 1, "{:?}", h.causes);
+        assert_eq!(h.causes[0].fingerprint, "upload of blob <hex> failed");
+        assert_eq!(h.causes[0].count, 2);
+        assert!(h.new_causes.is_empty(), "{:?}", h.new_causes);
+        assert_eq!(h.check(CheckName::NewCause).status, Status::Ok);
+    }
+}
+
+both_backends! {
     fn a_flood_of_distinct_new_causes_is_counted_whole_and_carried_bounded() {
         let fx = Fx::new();
         for i in 0..150 {

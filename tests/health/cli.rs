@@ -16,7 +16,7 @@ both_backends! {
         let fx = Fx::new();
         fx.worker("w1", &["high"], &["send-email"], NOW);
         fx.scheduled("high", NOW - 10 * SECOND);
-        fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 8 checks pass\n"));
+        fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 9 checks pass\n"));
     }
 }
 
@@ -67,6 +67,7 @@ both_backends! {
                 "unhandled-quarantine",
                 "stale-workers",
                 "forgotten-pause",
+                "quiet-worker",
                 "overdue-schedule"
             ]
         );

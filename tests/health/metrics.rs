@@ -179,3 +179,83 @@ both_backends! {
         assert_eq!(rest.trim(), "bw metrics: stopped");
     }
 }
+
+/// A store file at `path` with `due` Scheduled jobs of queue `high`, closed (its WAL folded in):
+/// a file as a backup leaves it.
+fn store_file(path: &std::path::Path, due: usize) {
+    let store = backwave::Store::create(path).unwrap();
+    for n in 0..due {
+        store
+            .raw_execute(
+                &format!(
+                    "INSERT INTO jobs (id, wire_name, queue, state, due_at, created_at, updated_at)
+                     VALUES ('00000000-0000-7000-8000-{n:012x}', 'send-email', 'high', 'scheduled', {t}, {t}, {t})",
+                    t = NOW - MINUTE
+                ),
+                &[],
+            )
+            .unwrap();
+    }
+}
+
+/// SQLite only: a file is what can be removed, or replaced by a rename, under a running exporter
+/// (a PostgreSQL store's connection is replaced on a break; see tests/faults for restarts).
+#[test]
+fn bw_metrics_listen_answers_503_for_a_removed_store_and_reads_the_file_renamed_into_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("live.db");
+    store_file(&db, 1);
+    let bin = assert_cmd::cargo::cargo_bin("bw");
+    let mut child = std::process::Command::new(bin)
+        .env("BW_DB", &db)
+        .env("BW_NOW", NOW_TEXT)
+        .args(["metrics", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let url = line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
+    let agent = ureq::Agent::new_with_defaults();
+    // The due count of a scrape answered 200, or the status and body of any other answer.
+    let scrape = || -> Result<f64, (u16, String)> {
+        match agent.get(url).config().http_status_as_error(false).build().call() {
+            Ok(mut r) if r.status() == 200 => {
+                let e = parse(&r.body_mut().read_to_string().unwrap());
+                Ok(value(&e, "backwave_queue_due_jobs", &[("queue", "high")]).unwrap_or(0.0))
+            }
+            Ok(mut r) => Err((r.status().as_u16(), r.body_mut().read_to_string().unwrap())),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(scrape(), Ok(1.0));
+
+    // Regression: removed, the file went on answering 200 with its last figures.
+    std::fs::remove_file(&db).unwrap();
+    let (status, body) = scrape().unwrap_err();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("live.db"), "{body}");
+    assert_eq!(scrape().unwrap_err().0, 503, "still gone, still 503");
+
+    // A backup renamed into the place: the next scrape reads it.
+    let backup = dir.path().join("backup.db");
+    store_file(&backup, 3);
+    std::fs::rename(&backup, &db).unwrap();
+    assert_eq!(scrape(), Ok(3.0));
+
+    // Replaced by a rename while the exporter has it open: the figures follow the new file.
+    store_file(&backup, 2);
+    std::fs::rename(&backup, &db).unwrap();
+    assert_eq!(scrape(), Ok(2.0));
+    assert_eq!(scrape(), Ok(2.0));
+
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(rest.contains("live.db' was removed; reopening it"), "{rest}");
+    assert!(rest.contains("live.db' was replaced by another file"), "{rest}");
+}

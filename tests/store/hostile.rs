@@ -163,7 +163,7 @@ both_backends! {
         fx.report(&job, crate::failed("boom"));
         fx.clock.set(i64::MAX);
         let all = backwave::store::JobFilter::default();
-        assert_eq!(fx.store.plan_requeue(&all).unwrap().matching, 1);
+        assert_eq!(fx.store.plan_requeue(crate::ADMIN, &all).unwrap().matching, 1);
         assert_eq!(fx.store.requeue_matching(crate::ADMIN, &all, |_| {}).unwrap(), 1);
         assert_eq!(fx.job(id).state, JobState::Scheduled);
     }

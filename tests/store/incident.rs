@@ -241,15 +241,15 @@ both_backends! {
         jobs.push(NewJob::new("w", "elsewhere", vec![]).due_at(T0 + 99));
         fx.store.enqueue_many(&jobs).unwrap();
         let filter = JobFilter { queue: Some("q".into()), ..Default::default() };
-        let plan = fx.store.plan_run_now(&filter).unwrap();
+        let plan = fx.store.plan_run_now(ADMIN, &filter).unwrap();
         assert_eq!((plan.matching, plan.would_run_now, plan.already_due), (1_203, 1_200, 3));
         let mut seen = Vec::new();
         let n = fx.store.run_now_matching(ADMIN, &filter, |p| seen.push(p)).unwrap();
         assert_eq!(n, 1_200);
         assert_eq!(seen.iter().map(|p| p.done).collect::<Vec<_>>(), [500, 1_000, 1_200], "batches of 500");
-        let after = fx.store.plan_run_now(&filter).unwrap();
+        let after = fx.store.plan_run_now(ADMIN, &filter).unwrap();
         assert_eq!((after.would_run_now, after.already_due), (0, 1_203));
-        assert_eq!(fx.store.plan_run_now(&JobFilter::default()).unwrap().would_run_now, 1, "the other queue untouched");
+        assert_eq!(fx.store.plan_run_now(ADMIN, &JobFilter::default()).unwrap().would_run_now, 1, "the other queue untouched");
         fx.assert_sound();
     }
 }
@@ -266,7 +266,7 @@ both_backends! {
         assert!(running.iter().all(|j| j.wire_name == "charge-card"));
         fx.store.cancel(ADMIN, &[running[0].id]).unwrap();
         let filter = JobFilter { wire_name: Some("charge-card".into()), ..Default::default() };
-        let plan = fx.store.plan_cancel(&filter).unwrap();
+        let plan = fx.store.plan_cancel(ADMIN, &filter).unwrap();
         assert_eq!((plan.matching, plan.would_cancel, plan.would_ask_to_stop, plan.already_asked), (700, 698, 1, 1));
         let mut batches = 0;
         let done = fx.store.cancel_matching(ADMIN, &filter, |_| batches += 1).unwrap();
@@ -276,7 +276,7 @@ both_backends! {
         assert_eq!(counts.total(JobState::Cancelled), 698);
         assert_eq!(counts.total(JobState::Scheduled), 4, "the other wire name is untouched");
         assert_eq!(counts.total(JobState::Running), 2, "running jobs end Cancelled when their handler stops");
-        let after = fx.store.plan_cancel(&filter).unwrap();
+        let after = fx.store.plan_cancel(ADMIN, &filter).unwrap();
         assert_eq!((after.would_cancel, after.would_ask_to_stop, after.already_asked), (0, 0, 2));
         // Each cancelled job has its own log entry with the actor.
         let h =
@@ -376,13 +376,16 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     let store = Store::open(&path).unwrap().with_clock(Clock::manual(V1_T));
     assert_eq!(store.schema_version(), SCHEMA_VERSION);
     assert_eq!(store.pragma("user_version").unwrap().as_i64(), SCHEMA_VERSION);
-    let jobs_after: Vec<String> = store
-        .raw_query("SELECT * FROM jobs ORDER BY id", &[])
-        .unwrap()
+    // Every column a version-1 job had, as it was; the columns added since (version 3's unique
+    // job columns) are NULL.
+    let columns = jobs_before.first().map_or(0, |row| row.split('|').count());
+    let rows_after = store.raw_query("SELECT * FROM jobs ORDER BY id", &[]).unwrap();
+    let jobs_after: Vec<String> = rows_after
         .iter()
-        .map(|row| row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
+        .map(|row| row[..columns].iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
         .collect();
     assert_eq!(jobs_after, jobs_before, "the migration is additive");
+    assert!(rows_after.iter().all(|row| row[columns..].iter().all(|v| *v == backwave::store::RawValue::Null)));
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
     super::assert_counts_exact(&store);
     // The new tables work at once: pause the queue of the due job, then claim.
@@ -400,6 +403,11 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert!(store.claim(&req).unwrap().is_empty(), "the one due job is charge-card, paused");
     store.resume("alice", PauseKind::WireName, "charge-card").unwrap();
     assert_eq!(store.claim(&req).unwrap().len(), 1);
+    // Version 5's tables too: a limit, and a quiet worker's columns.
+    let spec = backwave::store::LimitSpec { concurrency: Some(1), rate: None };
+    store.set_limit("alice", PauseKind::Queue, "critical", &spec, None).unwrap();
+    assert_eq!(store.limits().unwrap()[0].running, 1);
+    assert!(store.worker_states().is_ok());
     // Opening again finds it migrated and changes nothing.
     drop(store);
     assert_eq!(Store::open(&path).unwrap().schema_version(), SCHEMA_VERSION);
@@ -451,4 +459,103 @@ fn a_version_1_store_opened_read_only_is_read_as_it_is_and_not_migrated() {
     }
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), before, "a read-only open changed the file");
+}
+
+// ---- issue 19: the plan's set, the permission first ----------------------------------------------
+
+both_backends! {
+    fn a_bulk_cancel_acts_on_the_set_its_plan_counted_and_counts_what_arrived_after() {
+        // The dashboard's filter said 65, the plan 68, the cancel did 69: jobs enqueued after
+        // the plan were cancelled too, though nobody had confirmed them.
+        let fx = Fixture::new();
+        let jobs: Vec<NewJob> = (0..3).map(|_| NewJob::new("send-email", "q", vec![])).collect();
+        fx.store.enqueue_many(&jobs).unwrap();
+        let filter = JobFilter { wire_name: Some("send-email".into()), ..Default::default() };
+        let plan = fx.store.plan_cancel(ADMIN, &filter).unwrap();
+        assert_eq!(plan.would_cancel, 3);
+        fx.clock.advance(Duration::from_secs(1));
+        let late = fx.store.enqueue_many(&[NewJob::new("send-email", "q", vec![]), NewJob::new("send-email", "q", vec![])]).unwrap();
+        let done = fx.store.cancel_planned(ADMIN, &plan, |_| {}).unwrap();
+        assert_eq!((done.cancelled, done.asked_to_stop, done.arrived_after_plan), (3, 0, 2));
+        for id in late {
+            assert_eq!(fx.job(id).state, JobState::Scheduled, "a job the plan did not count was cancelled");
+        }
+        fx.assert_sound();
+    }
+}
+
+both_backends! {
+    fn a_bulk_requeue_and_run_now_act_on_the_set_their_plan_counted() {
+        let fx = Fixture::new();
+        let once = policy(1, Duration::from_secs(1));
+        for _ in 0..2 {
+            fx.enqueue("w", "q");
+            let job = fx.claim_one("q", &once);
+            fx.report(&job, failed("boom"));
+        }
+        let dead = JobFilter::state(JobState::DeadLettered);
+        let plan = fx.store.plan_requeue(ADMIN, &dead).unwrap();
+        assert_eq!(plan.matching, 2);
+        // A third dead-letters after the plan.
+        fx.clock.advance(Duration::from_secs(1));
+        let late = fx.enqueue("w", "q");
+        let job = fx.claim_one("q", &once);
+        fx.report(&job, failed("boom"));
+        let done = fx.store.requeue_planned(ADMIN, &plan, true, |_| {}).unwrap();
+        assert_eq!((done.done, done.arrived_after_plan), (2, 1));
+        assert_eq!(fx.job(late).state, JobState::DeadLettered);
+
+        // Run now: jobs enqueued after its plan stay due later.
+        let due_later = |n| (0..n).map(|_| NewJob::new("w", "r", vec![]).due_at(T0 + 3_600_000)).collect::<Vec<_>>();
+        fx.store.enqueue_many(&due_later(2)).unwrap();
+        let queue_r = JobFilter { queue: Some("r".into()), ..Default::default() };
+        let plan = fx.store.plan_run_now(ADMIN, &queue_r).unwrap();
+        fx.clock.advance(Duration::from_secs(1));
+        let late = fx.store.enqueue_many(&due_later(1)).unwrap();
+        let done = fx.store.run_now_planned(ADMIN, &plan, |_| {}).unwrap();
+        assert_eq!((done.done, done.arrived_after_plan), (2, 1));
+        assert!(fx.job(late[0]).due_at > fx.store.now(), "a job the plan did not count was made due");
+        fx.assert_sound();
+    }
+}
+
+both_backends! {
+    fn a_bulk_plan_refuses_an_actor_without_operate_before_counting() {
+        let fx = Fixture::new();
+        fx.enqueue("w", "q");
+        let all = JobFilter::default();
+        assert!(matches!(fx.store.plan_requeue(STRANGER, &all), Err(Error::PermissionDenied { .. })));
+        assert!(matches!(fx.store.plan_cancel(STRANGER, &all), Err(Error::PermissionDenied { .. })));
+        assert!(matches!(fx.store.plan_run_now(STRANGER, &all), Err(Error::PermissionDenied { .. })));
+        assert!(fx.store.plan_cancel(ADMIN, &all).is_ok());
+    }
+}
+
+both_backends! {
+    fn purge_by_id_deletes_only_terminal_jobs_and_audits_each() {
+        let fx = Fixture::new();
+        let once = policy(1, Duration::from_secs(1));
+        let dead = fx.enqueue("w", "q");
+        let job = fx.claim_one("q", &once);
+        fx.report(&job, failed("boom"));
+        let waiting = fx.enqueue("w", "q");
+        let missing: backwave::JobId = "a0000099-0000-7000-8000-000000000099".parse().unwrap();
+        let results = fx.store.purge_jobs(ADMIN, &[dead, waiting, missing]).unwrap();
+        use backwave::store::PurgeResult;
+        assert_eq!(
+            results,
+            [
+                PurgeResult::Deleted { state: JobState::DeadLettered },
+                PurgeResult::NotTerminal { state: JobState::Scheduled },
+                PurgeResult::NotFound
+            ]
+        );
+        assert!(fx.store.job(dead).unwrap().is_none());
+        assert!(fx.store.history(dead).unwrap().is_empty());
+        assert_eq!(fx.job(waiting).state, JobState::Scheduled);
+        let audit = fx.store.audit_entries(0, 10).unwrap();
+        assert_eq!(audit.iter().filter(|e| e.action == "purge" && e.job_id == Some(dead)).count(), 1);
+        assert!(matches!(fx.store.purge_jobs(STRANGER, &[waiting]), Err(Error::PermissionDenied { .. })));
+        fx.assert_sound();
+    }
 }

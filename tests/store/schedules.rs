@@ -270,7 +270,7 @@ fn names_of(actions: &[backwave::store::AuditEntry]) -> Vec<&str> {
 #[test]
 fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_declare() {
     let f = Fixture::new();
-    f.store.raw_batch("DROP TABLE schedules; PRAGMA user_version = 2").unwrap();
+    f.store.raw_batch("DROP TABLE schedules; PRAGMA user_version = 6").unwrap();
     drop(f.store);
     let old = Store::open(&f.db);
     // A writable open migrates it back to the current version with an empty table.

@@ -161,3 +161,40 @@ both_backends! {
         assert_terminal_restored(&t, "Ctrl-C after the editor");
     }
 }
+
+both_backends! {
+    /// Issue 19 on a real terminal: Esc after a filter kept the dashboard open (it quit it),
+    /// Ctrl-U in the `/` prompt clears the line instead of closing it (what was typed next ran
+    /// as commands), and a click on a tab shows its view.
+    fn e2e_esc_never_quits_ctrl_u_only_clears_the_prompt_and_a_click_shows_a_tab() {
+        let f = Fixture::with_jobs();
+        let mut t = bw_top(&f, Term::new(120, 32).env("BW_NOW", T0.to_string()), &[]);
+        t.wait_for("1 Dead-Lettered 4", WAIT);
+        t.send("/wire:send-email");
+        t.send(keys::ENTER);
+        t.wait_for("filter: wire:send-email", WAIT);
+        for _ in 0..2 {
+            t.send(keys::ESC);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        t.wait_for("nothing to close here: q quits", WAIT);
+        t.send("/");
+        t.wait_for("Enter apply", WAIT);
+        t.send("\x15"); // Ctrl-U
+        t.send("3");
+        let s = t.wait_for(" / 3", WAIT);
+        assert!(s.contains("Enter apply") && s.contains("1 Dead-Lettered 4"), "still in the prompt, same view:\n{s}");
+        t.send(keys::ESC);
+        std::thread::sleep(Duration::from_millis(300));
+        let s = t.wait_for("filter: wire:send-email", WAIT);
+        let tabs = s.lines().nth(4).unwrap().to_string();
+        // A left click (SGR mouse report, 1-based columns) on the Queues tab.
+        let at = tabs.find("5 Queues").unwrap_or_else(|| panic!("the tabs: {tabs}"));
+        let col = tabs[..at].chars().count() + 2;
+        t.send(&format!("\x1b[<0;{col};5M\x1b[<0;{col};5m"));
+        t.wait_for("DONE/MIN", WAIT);
+        t.send("q");
+        assert_eq!(t.wait_exit(WAIT), 0);
+        assert_terminal_restored(&t, "q after Esc");
+    }
+}

@@ -140,6 +140,15 @@ impl Fixture {
         id
     }
 
+    /// A job of `wire_name` quarantined now because no handler is registered for it.
+    pub fn quarantine_no_handler_now(&mut self, wire_name: &str) -> JobId {
+        let id = self.enqueue(NewJob::new(wire_name, "arrivals", "{}"));
+        self.claim_one("arrivals", &RetryPolicy::new(3, Duration::from_secs(2)).unwrap());
+        let cause = format!("no handler registered for wire name '{wire_name}'");
+        self.complete(id, 1, Outcome::Quarantined { reason: QuarantineReason::NoHandler, cause });
+        id
+    }
+
     /// A `charge-card` job (a wire name with a live worker) whose payload did not decode.
     pub fn quarantine_undecodable_now(&mut self) -> JobId {
         let id = self.enqueue(NewJob::new("charge-card", "arrivals", "{\"amount\":\"ten\"}"));
@@ -193,6 +202,7 @@ impl Fixture {
                 interval: Duration::from_secs(1),
                 read_only: false,
                 color: true,
+                ask_before_quit: false,
             },
             self.clock.now(),
         );

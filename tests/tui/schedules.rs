@@ -51,7 +51,7 @@ both_backends! {
         let f = with_schedules();
         let mut app = f.app(120, 24);
         f.refresh(&mut app);
-        press_key(&mut app, &f, '7');
+        press_key(&mut app, &f, '8');
         assert_eq!(app.view, View::Schedules);
         snapshot("tui__schedules_view", &f.redact(&render(&app)));
 
@@ -77,6 +77,16 @@ both_backends! {
         assert!(!f.store.schedule("heartbeat").unwrap().paused);
         press_key(&mut app, &f, 'q');
 
+        // The dialog's durations hold for a schedule too: 2 pauses it for an hour.
+        press_key(&mut app, &f, 'P');
+        press_key(&mut app, &f, '2');
+        let Mode::Results(r) = &app.mode else { panic!("no results: {:?}", app.mode) };
+        assert_eq!(r.title, "Paused schedule heartbeat for 1h");
+        let row = f.store.schedule("heartbeat").unwrap().row;
+        assert_eq!(row.paused_until, Some(f.clock.now() + 3_600_000));
+        press_key(&mut app, &f, 'q');
+        f.store.resume_schedule(ACTOR, "heartbeat").unwrap();
+
         // t triggers the selected one: one job now, the cursor left where it was.
         let before = f.store.schedule("heartbeat").unwrap().row;
         press_key(&mut app, &f, 't');
@@ -97,7 +107,7 @@ both_backends! {
         f.store.revoke("root", ACTOR, Permission::Operate).unwrap();
         let mut app = f.app(120, 24);
         f.refresh(&mut app);
-        press_key(&mut app, &f, '7');
+        press_key(&mut app, &f, '8');
         press_key(&mut app, &f, 't');
         assert_eq!(app.mode, Mode::Normal);
         assert!(app.error.as_deref().unwrap_or("").contains("needs the operate permission"), "{:?}", app.error);
@@ -114,7 +124,7 @@ both_backends! {
         let mut t: Pty = Term::new(120, 32).env("BW_NOW", f.clock.now().to_string()).spawn(env!("CARGO_BIN_EXE_bw"), &argv);
         let wait = Duration::from_secs(10);
         t.wait_for("1 Dead-Lettered", wait);
-        t.send("7");
+        t.send("8");
         let s = t.wait_for("nightly-export", wait);
         assert!(s.contains("heartbeat") && s.contains("Europe/Berlin"), "{s}");
         t.send("t");

@@ -31,9 +31,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let id = store.resolve_id(&a.id)?;
     let edit = store.edit_payload(ctx.actor(), id, &payload, a.requeue)?;
     let state = if edit.requeued { JobState::Scheduled } else { edit.from };
-    let warning = (edit.requeued
-        && store.live_handler_count(&store.job(id)?.map(|j| j.wire_name).unwrap_or_default())? == 0)
-        .then(|| "no live worker handles its wire name: it will quarantine again".to_string());
+    let warning = match edit.conflict {
+        Some(existing) => Some(format!("not requeued: job {existing} holds its unique key")),
+        None => (edit.requeued
+            && store.live_handler_count(&store.job(id)?.map(|j| j.wire_name).unwrap_or_default())? == 0)
+            .then(|| "no live worker handles its wire name: it will quarantine again".to_string()),
+    };
     ctx.printer()?.print(&View {
         id: id.to_string(),
         result: if edit.requeued { "EditedAndRequeued" } else { "Edited" },
@@ -42,7 +45,8 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         new_bytes: edit.new_bytes,
         warning,
     })?;
-    Ok(ExitCode::SUCCESS)
+    // Asked to requeue and refused: the edit stands, the command did not do all it was asked.
+    Ok(if edit.conflict.is_some() { ExitCode::from(crate::cli::exit::REFUSED) } else { ExitCode::SUCCESS })
 }
 
 /// `@FILE` or `@-` read as given; anything else is the JSON itself.

@@ -28,8 +28,12 @@ pub(super) fn list(a: &ListArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
         None => store.list_jobs(&filter, limit, (a.page.unwrap_or(1) - 1) * a.limit)?,
     };
+    let empty = page.total == 0;
     let view = JobList { page, filter: a.filter.clone(), limit: a.limit, page_no: a.page, after: a.after.is_some() };
     printer.print(&view)?;
+    if empty {
+        a.filter.warn_unknown_names(&store)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

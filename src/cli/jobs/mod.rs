@@ -77,6 +77,25 @@ impl FilterArgs {
             && self.before.is_none()
     }
 
+    /// After a filter matched nothing: say on stderr when its queue or wire name is one no job
+    /// has and no worker serves (a typo, most likely), with the nearest known name. Silence
+    /// read as "nothing to do" while the operator had asked for a queue that does not exist.
+    /// The wire-name check scans the jobs once, so it runs only on an empty result.
+    pub fn warn_unknown_names(&self, store: &crate::Store) -> Result<(), CliError> {
+        if let Some(q) = &self.queue {
+            warn_unknown(q, "queue", &store.queue_names()?);
+        }
+        if let Some(w) = &self.wire_name {
+            warn_unknown(w, "wire name", &store.known_wire_names()?);
+        }
+        Ok(())
+    }
+
+    /// The filter in words, in both numbers: see [`Described`].
+    pub fn described(&self) -> Described {
+        Described { one: self.describe("job"), many: self.describe("jobs") }
+    }
+
     /// `dead-lettered jobs in queue "low"`: the filter in words, for empty results and prompts.
     pub fn describe(&self, noun: &str) -> String {
         let mut s = String::new();
@@ -109,6 +128,44 @@ impl FilterArgs {
         }
         s
     }
+}
+
+/// A filter in words in both numbers (`dead-lettered job` / `dead-lettered jobs in queue
+/// "low"`), so that a count of one reads "1 dead-lettered job", never "1 … jobs".
+#[derive(Clone, Debug, Default)]
+pub struct Described {
+    pub one: String,
+    pub many: String,
+}
+
+impl Described {
+    /// `1 dead-lettered job`, `281 dead-lettered jobs`.
+    pub fn count(&self, n: u64) -> String {
+        format!("{} {}", super::output::thousands(n), if n == 1 { &self.one } else { &self.many })
+    }
+}
+
+impl std::fmt::Display for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.many)
+    }
+}
+
+/// `bw: no job or worker has queue 'critcal'; did you mean 'critical'?`, unless `name` is known.
+fn warn_unknown(name: &str, what: &str, known: &[String]) {
+    if known.iter().any(|k| k == name) {
+        return;
+    }
+    let hint = match crate::text::did_you_mean(name, known.iter().map(String::as_str)) {
+        Some(m) => format!("did you mean '{}'?", sanitize(m)),
+        None if known.is_empty() => "the store has no jobs yet".to_string(),
+        None => format!(
+            "known: {}{}",
+            known.iter().take(8).map(|k| format!("'{}'", sanitize(k))).collect::<Vec<_>>().join(", "),
+            if known.len() > 8 { ", …" } else { "" }
+        ),
+    };
+    super::eprint_quiet(format_args!("bw: no job or worker has {what} '{}'; {hint}\n", sanitize(name)));
 }
 
 /// List jobs.

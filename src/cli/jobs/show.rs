@@ -14,6 +14,7 @@ use crate::cli::output::{
     state_style, write_fields, Cell, Render, Style, Table, Term,
 };
 use crate::cli::{CliError, Ctx};
+use crate::store::{LimitStatus, PauseKind};
 use crate::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
 
 use super::{due_text, lease_left, worker_label, ShowArgs};
@@ -39,7 +40,20 @@ pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     } else {
         (HashMap::new(), None)
     };
-    let view = JobShow { job, history, live, detail_on, revealed, asked_detail: a.detail };
+    // A due Scheduled job that a limit holds back says so: the same store function `bw limits`
+    // reads, so the two cannot disagree.
+    let waits_on = if job.state == JobState::Scheduled && job.due_at <= store.now() {
+        store.limits()?.into_iter().find(|l| {
+            l.budget == 0
+                && match l.kind {
+                    PauseKind::Queue => l.name == job.queue,
+                    PauseKind::WireName => l.name == job.wire_name,
+                }
+        })
+    } else {
+        None
+    };
+    let view = JobShow { job, history, live, detail_on, revealed, asked_detail: a.detail, waits_on };
     printer.print(&view)?;
     match refusal {
         Some(e) => Err(e.into()),
@@ -54,6 +68,8 @@ struct JobShow {
     detail_on: bool,
     revealed: HashMap<i64, FailureDetail>,
     asked_detail: bool,
+    /// The limit holding this due job back now, if any.
+    waits_on: Option<LimitStatus>,
 }
 
 impl JobShow {
@@ -85,7 +101,16 @@ impl Serialize for JobShow {
             job: Full<'a>,
             live_handlers: u64,
             failure_detail: &'static str,
+            /// The limit this due job waits on now (`bw limits`), or null.
+            waits_on_limit: Option<WaitsOn<'a>>,
             history: Vec<LogEntryJson>,
+        }
+        #[derive(Serialize)]
+        struct WaitsOn<'a> {
+            kind: PauseKind,
+            name: &'a str,
+            limit: String,
+            running: u64,
         }
         let j = &self.job;
         let payload = serde_json::from_slice(&j.payload)
@@ -105,6 +130,12 @@ impl Serialize for JobShow {
             },
             live_handlers: self.live,
             failure_detail: if self.detail_on { "on" } else { "off" },
+            waits_on_limit: self.waits_on.as_ref().map(|l| WaitsOn {
+                kind: l.kind,
+                name: &l.name,
+                limit: l.effective.to_string(),
+                running: l.running,
+            }),
             history: self.history.iter().map(|t| LogEntryJson::new(t, self.revealed.get(&t.seq))).collect(),
         }
         .serialize(s)
@@ -189,6 +220,18 @@ impl Render for JobShow {
                     f.push(("Finished", format!("{} ({})", rfc3339(fin), relative(now, fin))));
                 }
             }
+        }
+        if let Some(l) = &self.waits_on {
+            f.push((
+                "Waits on",
+                format!(
+                    "the limit on {} '{}' ({}, {} running): it stays Scheduled and spends no attempt",
+                    l.kind,
+                    sanitize(&l.name),
+                    l.effective,
+                    l.running
+                ),
+            ));
         }
         if let Some(by) = &j.cancel_requested_by {
             f.push(("Cancel", format!("requested by {}", sanitize(by))));

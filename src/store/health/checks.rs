@@ -34,6 +34,9 @@ pub struct Thresholds {
     /// `forgotten-pause` warns when a pause has been in force longer than this: a pause nobody
     /// lifted stops work silently.
     pub max_pause: Duration,
+    /// `quiet-worker` warns when a worker process has been quiet longer than this: a deploy that
+    /// quieted it and never stopped it leaves its slots idle.
+    pub max_quiet: Duration,
     /// `overdue-schedule` warns when a schedule's first unfired tick is later than this: no
     /// running application fires it (a paused schedule is not judged).
     pub schedule_grace: Duration,
@@ -53,6 +56,7 @@ impl Default for Thresholds {
             unworked_after: Duration::from_secs(60),
             max_stale: 0,
             max_pause: Duration::from_secs(60 * 60),
+            max_quiet: Duration::from_secs(60 * 60),
             schedule_grace: crate::schedule::TICK_GRACE,
             exclude_queues: BTreeSet::new(),
         }
@@ -96,12 +100,14 @@ pub enum CheckName {
     StaleWorkers,
     /// A pause in force for longer than `max_pause` (warning).
     ForgottenPause,
+    /// A worker process quiet for longer than `max_quiet` (warning).
+    QuietWorker,
     /// A schedule whose tick is overdue by more than `schedule_grace`: nobody fires it (warning).
     OverdueSchedule,
 }
 
 impl CheckName {
-    pub const ALL: [CheckName; 8] = [
+    pub const ALL: [CheckName; 9] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
         CheckName::DeadLettered,
@@ -109,6 +115,7 @@ impl CheckName {
         CheckName::UnhandledQuarantine,
         CheckName::StaleWorkers,
         CheckName::ForgottenPause,
+        CheckName::QuietWorker,
         CheckName::OverdueSchedule,
     ];
 
@@ -121,6 +128,7 @@ impl CheckName {
             CheckName::UnhandledQuarantine => "unhandled-quarantine",
             CheckName::StaleWorkers => "stale-workers",
             CheckName::ForgottenPause => "forgotten-pause",
+            CheckName::QuietWorker => "quiet-worker",
             CheckName::OverdueSchedule => "overdue-schedule",
         }
     }
@@ -133,6 +141,7 @@ impl CheckName {
             | CheckName::UnhandledQuarantine
             | CheckName::StaleWorkers
             | CheckName::ForgottenPause
+            | CheckName::QuietWorker
             | CheckName::OverdueSchedule => Status::Warning,
         }
     }
@@ -140,9 +149,11 @@ impl CheckName {
     /// The unit of `value` and `threshold`.
     pub fn unit(self) -> &'static str {
         match self {
-            CheckName::Latency | CheckName::UnworkedQueue | CheckName::ForgottenPause | CheckName::OverdueSchedule => {
-                "seconds"
-            }
+            CheckName::Latency
+            | CheckName::UnworkedQueue
+            | CheckName::ForgottenPause
+            | CheckName::QuietWorker
+            | CheckName::OverdueSchedule => "seconds",
             CheckName::DeadLettered => "jobs",
             CheckName::NewCause => "causes",
             CheckName::UnhandledQuarantine => "wire names",
@@ -233,6 +244,21 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
             format!("; not judged, paused: {}", list(named))
         }
     };
+    // The limits holding due jobs back now, named after a latency verdict as pauses are: a queue
+    // throttled on purpose waits, and the reader should see why.
+    let limited = || -> String {
+        let named: Vec<String> = h
+            .limits
+            .iter()
+            .filter(|l| l.budget == 0 && l.held_back > 0)
+            .map(|l| format!("{} {} ({}), {} due held", l.kind, quote(&l.name), l.effective, l.held_back))
+            .collect();
+        if named.is_empty() {
+            String::new()
+        } else {
+            format!("; held back by a limit: {}", list(named))
+        }
+    };
     let (value, threshold, message) = match name {
         CheckName::Latency => {
             let limit = t.max_latency.as_millis() as u64;
@@ -253,7 +279,7 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     .collect();
                 format!("oldest due job waited longer than {}: {}", ago(limit), list(named))
             };
-            (secs(worst), secs(limit), message + &paused_queues())
+            (secs(worst), secs(limit), message + &paused_queues() + &limited())
         }
         CheckName::UnworkedQueue => {
             let grace = t.unworked_after.as_millis() as u64;
@@ -365,6 +391,40 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 "nothing is paused".into()
             } else {
                 format!("{} pause(s) in force, the longest for {}", h.pauses.len(), counted(worst))
+            };
+            (secs(worst), secs(limit), message)
+        }
+        CheckName::QuietWorker => {
+            let limit = t.max_quiet.as_millis() as u64;
+            let quiet: Vec<(&str, Option<&str>, u64, u64)> = h
+                .worker_states
+                .iter()
+                .filter_map(|s| {
+                    s.quiet_at.map(|at| {
+                        (s.id.as_str(), s.quiet_by.as_deref(), h.at.saturating_sub(at).max(0) as u64, s.running)
+                    })
+                })
+                .collect();
+            let worst = quiet.iter().map(|q| q.2).max().unwrap_or(0);
+            let mut long: Vec<_> = quiet.iter().filter(|q| q.2 > limit).collect();
+            long.sort_by_key(|q| std::cmp::Reverse(q.2));
+            let message = if !long.is_empty() {
+                let named = long
+                    .iter()
+                    .map(|(id, by, age, running)| {
+                        format!(
+                            "{} quiet by {} for {}, {running} running",
+                            quote(id),
+                            quote(by.unwrap_or("?")),
+                            ago(*age)
+                        )
+                    })
+                    .collect();
+                format!("quiet longer than {}: {}", ago(limit), list(named))
+            } else if quiet.is_empty() {
+                "no worker is quiet".into()
+            } else {
+                format!("{} worker(s) quiet, the longest for {}", quiet.len(), counted(worst))
             };
             (secs(worst), secs(limit), message)
         }

@@ -35,6 +35,7 @@ pub(crate) use latency::{latency, DueProbe, InForce};
 
 use super::groups::{live_handlers_from, quarantine_groups_from, quarantine_rows, QuarantineRow};
 use crate::model::WorkerInfo;
+use crate::store::{LimitStatus, WorkerState};
 use causes::{cause_groups, dead_since, example};
 use checks::judge;
 use latency::SqliteProbe;
@@ -121,6 +122,10 @@ pub struct Health {
     /// Quarantined jobs by wire name and reason, with their live handlers.
     pub quarantines: Vec<QuarantineGroup>,
     pub workers: WorkerHealth,
+    /// The limits in force (`bw limits`), with what each holds back now.
+    pub limits: Vec<LimitStatus>,
+    /// Registered workers that are quiet or stopping, by id, with what each still runs.
+    pub worker_states: Vec<WorkerState>,
     /// The transition log's sequence: every transition ever appended (it never goes back, even
     /// when the retention sweep deletes old entries). A Prometheus counter.
     pub log_seq: i64,
@@ -173,7 +178,11 @@ pub(crate) trait HealthRead: DueProbe {
     fn dead_since(&mut self, since: Millis) -> Result<u64>;
     /// The transition log's sequence ([`Health::log_seq`]).
     fn log_seq(&mut self) -> Result<i64>;
-    /// Every stored schedule (none before schema version 4).
+    /// The limits in force at `now`, with their counts.
+    fn limits(&mut self, now: Millis) -> Result<Vec<LimitStatus>>;
+    /// Every registered worker's quiet and stopping state at `now`.
+    fn worker_states(&mut self, now: Millis) -> Result<Vec<WorkerState>>;
+    /// Every stored schedule (none before schema version 7).
     fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>>;
 }
 
@@ -230,8 +239,22 @@ impl HealthRead for SqliteHealth<'_> {
         log_seq(self.conn)
     }
 
+    fn limits(&mut self, now: Millis) -> Result<Vec<LimitStatus>> {
+        if self.store.version < 5 {
+            return Ok(Vec::new());
+        }
+        crate::store::limit::read_statuses(self.conn, now)
+    }
+
+    fn worker_states(&mut self, now: Millis) -> Result<Vec<WorkerState>> {
+        if self.store.version < 5 {
+            return Ok(Vec::new());
+        }
+        crate::store::worker_state::read_states(self.conn, now)
+    }
+
     fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>> {
-        if self.store.version < 4 {
+        if self.store.version < 7 {
             return Ok(Vec::new());
         }
         super::schedules::select_rows(self.conn, None)
@@ -251,6 +274,9 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
     let quarantines = quarantine_groups_from(r.quarantine_rows()?, &live_handlers_from(&workers, now));
     let dead_lettered_in_window = r.dead_since(window_start)?;
     let log_seq = r.log_seq()?;
+    let limits = r.limits(now)?;
+    let worker_states: Vec<WorkerState> =
+        r.worker_states(now)?.into_iter().filter(|s| s.quiet_at.is_some() || s.stopping_at.is_some()).collect();
     let schedules = r.schedule_rows()?.into_iter().map(|row| super::schedules::schedule_info(row, now)).collect();
 
     let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
@@ -303,6 +329,8 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
         new_causes_total,
         quarantines,
         workers: worker_health,
+        limits,
+        worker_states,
         log_seq,
         schedules,
     };

@@ -5,6 +5,10 @@
 //!
 //! Also the two helpers every audited PostgreSQL operation uses inside its own write:
 //! [`require`] and [`audit`].
+//!
+//! The `actor` these take is the client's claim; the server decides who acts (`bw_actor()` in
+//! schema-postgres.sql): the authenticated role, unless that role owns the store. Permissions
+//! are looked up, and refused, under the server's answer; its triggers stamp it on every row.
 
 use std::time::Duration;
 
@@ -12,7 +16,8 @@ use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{FailureDetail, JobId, Millis, Permission};
 use crate::store::admin::{
-    allowed, bootstrap_detail, config_detail, grant_detail, parse_details, parse_retention, permissions_from, revealed,
+    allowed, bootstrap_detail, config_detail, grant_detail, parse_details, parse_retention, payload_limit_from,
+    permissions_from,
 };
 use crate::store::{AuditEntry, SettingKey};
 
@@ -22,7 +27,7 @@ const BOOTSTRAP_LOCK: &str = ":bootstrap-admin";
 
 impl PgStore {
     pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>> {
-        self.read(|tx| permissions_of(tx, actor))
+        self.read(|tx| Ok(permissions_of(tx, actor)?.1))
     }
 
     pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
@@ -63,8 +68,9 @@ impl PgStore {
                 return Ok(false);
             }
             let now = tx.now()?;
+            // The first admin is the role the server names (for the store's owner, its claim).
             tx.execute(
-                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ($1, 'admin', $1, $2)",
+                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (bw_actor($1), 'admin', $1, $2)",
                 &[&actor, &now],
             )?;
             audit(tx, now, actor, "grant", None, &bootstrap_detail(actor))?;
@@ -94,6 +100,10 @@ impl PgStore {
         parse_retention(&self.setting(SettingKey::Retention)?)
     }
 
+    pub fn payload_limit(&self) -> Result<u64> {
+        self.read(payload_limit)
+    }
+
     pub fn failure_detail_enabled(&self) -> Result<bool> {
         self.read(detail_enabled)
     }
@@ -118,24 +128,24 @@ impl PgStore {
     }
 
     pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>> {
-        self.write(|tx| {
+        // Through `bw_reveal_failure_detail`, the only way to the detail for a role other than
+        // the owner: it checks the permission and writes the audit row itself, so a role that
+        // may not update jobs (opened read-only) reveals too, and no reveal by SQL goes
+        // unaudited.
+        self.write_anyway(|tx| {
             // The permission comes first: without it, not even whether detail exists is told.
+            // The function checks it again; this check names the refusal as `bw` words it.
             require(tx, actor, Permission::ViewFailureDetail)?;
-            // As text, byte for byte as the worker wrote it (the column is `json`, not `jsonb`).
-            let rows: Vec<(i64, String)> = tx
-                .query(
-                    "SELECT seq, failure_detail::text FROM transitions
-                     WHERE job_id = $1 AND failure_detail IS NOT NULL ORDER BY seq",
-                    &[&job.0],
-                )?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
             if !detail_enabled(tx)? {
                 return Err(Error::FailureDetailOff);
             }
             let now = tx.now()?;
-            audit(tx, now, actor, "reveal-failure-detail", Some(job), &revealed(rows.len()))?;
+            // As text, byte for byte as the worker wrote it (the column is `json`, not `jsonb`).
+            let rows: Vec<(i64, String)> = tx
+                .query("SELECT seq, detail FROM bw_reveal_failure_detail($1, $2, $3)", &[&job.0, &now, &actor])?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
             Ok(parse_details(rows))
         })
     }
@@ -167,17 +177,23 @@ impl PgStore {
     }
 }
 
-/// The permissions `actor` holds, as of `tx`.
-pub(super) fn permissions_of(tx: &mut Tx<'_>, actor: &str) -> Result<Vec<Permission>> {
-    let held: Vec<String> =
-        tx.query("SELECT permission FROM grants WHERE actor = $1", &[&actor])?.iter().map(|r| r.get(0)).collect();
-    Ok(permissions_from(&held))
+/// Who the server says acts for the claimed `actor` (see the module doc), and the permissions
+/// that one holds, as of `tx`.
+pub(super) fn permissions_of(tx: &mut Tx<'_>, actor: &str) -> Result<(String, Vec<Permission>)> {
+    let r = tx.query_one(
+        "SELECT w.a, ARRAY(SELECT g.permission FROM grants g WHERE g.actor = w.a) FROM bw_actor($1) AS w(a)",
+        &[&actor],
+    )?;
+    let held: Vec<String> = r.try_get(1)?;
+    Ok((r.try_get(0)?, permissions_from(&held)))
 }
 
-/// Fail with `PermissionDenied` unless `actor` holds `permission` (admin implies all): the first
-/// statement of every audited write, so a refused actor changes nothing.
+/// Fail with `PermissionDenied` unless the actor holds `permission` (admin implies all): the
+/// first statement of every audited write, so a refused actor changes nothing. The server's
+/// triggers check again, by the same name, whatever a client sends.
 pub(super) fn require(tx: &mut Tx<'_>, actor: &str, permission: Permission) -> Result<()> {
-    allowed(&permissions_of(tx, actor)?, actor, permission)
+    let (who, held) = permissions_of(tx, actor)?;
+    allowed(&held, &who, permission)
 }
 
 /// Append one entry to the audit trail, in the caller's transaction.
@@ -199,6 +215,13 @@ pub(super) fn audit(
 /// Whether failure detail is captured: on unless the setting says `off`.
 pub(super) fn detail_enabled(tx: &mut Tx<'_>) -> Result<bool> {
     Ok(setting(tx, SettingKey::FailureDetail)? != "off")
+}
+
+/// The store's payload limit, read inside the caller's transaction.
+pub(super) fn payload_limit(tx: &mut Tx<'_>) -> Result<u64> {
+    let stored: Option<String> =
+        tx.query_opt("SELECT value FROM settings WHERE key = 'payload_limit'", &[])?.map(|r| r.get(0));
+    payload_limit_from(stored.as_deref())
 }
 
 fn setting(tx: &mut Tx<'_>, key: SettingKey) -> Result<String> {

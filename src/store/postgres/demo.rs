@@ -12,13 +12,15 @@ use crate::store::demo::not_a_demo_store;
 use crate::store::StoreTarget;
 
 /// Every table of `schema-postgres.sql` but `backwave_schema` (the version stays).
-pub(crate) const TABLES: [&str; 10] = [
+pub(crate) const TABLES: [&str; 12] = [
     "transitions",
     "jobs",
     "job_counts",
     "job_count_deltas",
     "workers",
     "pauses",
+    "limits",
+    "limit_windows",
     "schedules",
     "grants",
     "audit",

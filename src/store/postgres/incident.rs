@@ -12,12 +12,14 @@ use super::filter::where_clause;
 use super::operator::{
     ask_to_stop_locked, cancel_locked, decide_cancel, lock_ids, lock_matching, matching_ids, requeue_ids,
 };
-use super::{PgStore, Tx};
+use super::{is_unique_violation, PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
+use crate::store::admin::check_payload_size;
 use crate::store::incident::{
     cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_detail, run_now_scope,
 };
+use crate::store::unique;
 use crate::store::{
     BulkProgress, CancelDone, CancelPlan, CancelResult, JobFilter, PayloadEdit, RequeueResult, RunNowPlan, RunNowResult,
 };
@@ -91,6 +93,8 @@ impl PgStore {
                 matching: matching as u64,
                 would_run_now: would_run_now as u64,
                 already_due: (matching - would_run_now) as u64,
+                as_of: now,
+                scope: JobFilter::default(),
             })
         })
     }
@@ -138,6 +142,8 @@ impl PgStore {
                 would_cancel: would_cancel as u64,
                 would_ask_to_stop: would_ask_to_stop as u64,
                 already_asked: (matching - would_cancel - would_ask_to_stop) as u64,
+                as_of: now,
+                scope: JobFilter::default(),
             })
         })
     }
@@ -166,7 +172,7 @@ impl PgStore {
                 }
                 let cancelled = cancel_locked(tx, now, actor, &cancel)?;
                 let asked_to_stop = ask_to_stop_locked(tx, now, actor, &ask)?;
-                Ok((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop }))
+                Ok((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop, arrived_after_plan: 0 }))
             },
             |batch| {
                 done.cancelled += batch.cancelled;
@@ -181,16 +187,32 @@ impl PgStore {
         check_new_payload(payload)?;
         self.write(|tx| {
             require(tx, actor, Permission::Operate)?;
+            check_payload_size(payload.len(), super::admin::payload_limit(tx)?, None)?;
             let now = tx.now()?;
-            let found = tx.query_opt("SELECT state, payload FROM jobs WHERE id = $1 FOR UPDATE", &[&id.0])?;
+            let found = tx.query_opt(
+                "SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = $1 FOR UPDATE",
+                &[&id.0],
+            )?;
             let Some(row) = found else { return Err(Error::JobNotFound(id.to_string())) };
             let (state, old): (JobState, Vec<u8>) = (super::row::state(&row, 0)?, row.try_get(1)?);
+            let (wire_name, key): (String, Option<String>) = (row.try_get(2)?, row.try_get(3)?);
             check_editable(id, state)?;
-            tx.execute("UPDATE jobs SET payload = $2, updated_at = $3 WHERE id = $1", &[&id.0, &payload, &now])?;
+            let new_key = key.and_then(|k| unique::edited_key(&k, &wire_name, &old, payload));
+            tx.execute(
+                "UPDATE jobs SET payload = $2, unique_key = coalesce($4, unique_key), updated_at = $3 WHERE id = $1",
+                &[&id.0, &payload, &now, &new_key],
+            )
+            .map_err(|e| if is_unique_violation(&e) { unique::edit_collides(id) } else { e })?;
             audit(tx, now, actor, "edit-payload", Some(id), &payload_edit_detail(&old, payload))?;
-            let requeued =
-                requeue && matches!(requeue_ids(tx, now, actor, &[id])?.first(), Some(RequeueResult::Requeued { .. }));
-            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued })
+            let (requeued, conflict) = match requeue.then(|| requeue_ids(tx, now, actor, &[id])).transpose()? {
+                Some(r) => match r.first() {
+                    Some(RequeueResult::Requeued { .. }) => (true, None),
+                    Some(RequeueResult::Conflict { existing }) => (false, Some(*existing)),
+                    _ => (false, None),
+                },
+                None => (false, None),
+            };
+            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued, conflict })
         })
     }
 

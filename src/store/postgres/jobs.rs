@@ -20,13 +20,15 @@ use postgres::types::ToSql;
 use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
-use crate::model::{cause_fingerprint, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::model::{cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::jobs::{
-    cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_name,
+    cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_new_jobs,
     Decision, DelayTable, Entry, RunningAttempt, LEASE_EXPIRED,
 };
 use crate::store::row::job_columns;
+use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
 
 /// The part of a claim after `picked`: move the picked rows to running under the lease, log
@@ -102,6 +104,20 @@ const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
     claim_tail!()
 );
 
+/// [`CLAIM_SQL`] for the one wire name `$4` (text, not an array) of queue `$1`: how a claim takes
+/// a limited wire name's few remaining slots apart from the rest of the queue. The name as a
+/// range, as in [`CLAIM_AROUND_PAUSED_SQL`], so that only `jobs_claim_wire` yields the order.
+const CLAIM_WIRE_NAME_SQL: &str = concat!(
+    "WITH picked AS (
+         SELECT id AS pick FROM jobs
+         WHERE state = 'scheduled' AND queue = $1 AND wire_name >= $4::text AND wire_name <= $4::text
+               AND due_at <= $2 AND attempt < 4294967295
+         ORDER BY wire_name, due_at LIMIT $3
+         FOR UPDATE SKIP LOCKED
+     ),",
+    claim_tail!()
+);
+
 /// Whether any of the paused wire names `$3` has a due job in queue `$1` at `$2`: one probe of
 /// `jobs_claim_wire` per name (the name as a range, as in [`CLAIM_AROUND_PAUSED_SQL`]: with
 /// `= ANY($3)` the generic plan scans the table, measured 25 ms against 0.1 ms).
@@ -111,29 +127,131 @@ const PAUSED_DUE_SQL: &str = "SELECT EXISTS (SELECT 1 FROM unnest($3::text[]) AS
          ORDER BY wire_name, due_at LIMIT 1
      ) due)";
 
+/// Insert the jobs at `which` (indexes into `jobs`, `ids`, `keys`) and log each one stored, in
+/// that order; returns the ids stored (the others met the unique index).
+fn insert_jobs(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    keys: &[Option<UniqueColumns>],
+    which: &[usize],
+) -> Result<HashSet<uuid::Uuid>> {
+    let uuids: Vec<uuid::Uuid> = which.iter().map(|&i| ids[i].0).collect();
+    let wire_names: Vec<&str> = which.iter().map(|&i| jobs[i].wire_name.as_str()).collect();
+    let queues: Vec<&str> = which.iter().map(|&i| jobs[i].queue.as_str()).collect();
+    let labels = which
+        .iter()
+        .map(|&i| serde_json::to_string(&jobs[i].labels).map_err(Error::Encode))
+        .collect::<Result<Vec<String>>>()?;
+    let payloads: Vec<&[u8]> = which.iter().map(|&i| jobs[i].payload.as_slice()).collect();
+    let due: Vec<Option<i64>> = which.iter().map(|&i| jobs[i].due_at).collect();
+    let seeds: Vec<i64> = which.iter().map(|&i| jitter_seed(&ids[i])).collect();
+    let unique_keys: Vec<Option<&str>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.key.as_str())).collect();
+    let unique_states: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.states)).collect();
+    let unique_windows: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.window)).collect();
+    let rows = tx.query(
+        "WITH new AS (
+             INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
+                               created_at, updated_at, unique_key, unique_states, unique_window)
+             SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw
+             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
+                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[]) AS n(id, w, q, l, p, d, s, uk, us, uw)
+             ON CONFLICT DO NOTHING
+             RETURNING id
+         ), logged AS (
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+             SELECT new.id, $8, NULL, 'scheduled', 0
+             FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
+             ORDER BY o.n
+         )
+         SELECT id FROM new",
+        &[
+            &uuids,
+            &wire_names,
+            &queues,
+            &labels,
+            &payloads,
+            &due,
+            &seeds,
+            &now,
+            &unique_keys,
+            &unique_states,
+            &unique_windows,
+        ],
+    )?;
+    rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+}
+
+/// The answer for job `i`, which the unique index refused: the id of the job holding its key.
+/// The holder was committed (or is ours) when the insert met it, but may have left its unique
+/// states since (a job that finished): then the key is free and job `i` goes in after all.
+fn settle_duplicate(
+    tx: &mut Tx<'_>,
+    now: Millis,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    keys: &[Option<UniqueColumns>],
+    i: usize,
+    key: &UniqueColumns,
+) -> Result<Enqueued> {
+    let holder_sql = unique::holder_sql("$1", "$2");
+    // Each round that finds no holder is a job that left its states between two statements:
+    // a handful of rounds only under a storm of finishing duplicates.
+    for _ in 0..100 {
+        if let Some(r) = tx.query_opt(&holder_sql, &[&key.key, &key.window])? {
+            return Ok(Enqueued::Duplicate(JobId(r.try_get(0)?)));
+        }
+        if !insert_jobs(tx, now, jobs, ids, keys, &[i])?.is_empty() {
+            return Ok(Enqueued::Created(ids[i]));
+        }
+    }
+    Err(unique::holder_missing(&format!("'{}'", key.key)))
+}
+
 /// What the fence and a failed attempt need of a Running job (never the payload or labels), in
 /// the order [`attempt_from_row`] reads.
 const ATTEMPT_COLUMNS: &str = "id, attempt, max_attempts, delay_table::text, cancel_requested_by, lease_owner";
 
-impl PgStore {
-    pub fn enqueue(&self, job: &NewJob) -> Result<JobId> {
-        Ok(self.enqueue_many(std::slice::from_ref(job))?[0])
+/// Insert `jobs` (already validated) as Scheduled in the caller's transaction: one statement for
+/// the whole batch, the rows in as arrays, the log entries from the same ids in the same order.
+/// A row the `jobs_unique` index refuses is skipped by `ON CONFLICT DO NOTHING` (which first
+/// waits for a racing insert of the key to commit or roll back) and answered with the holder's
+/// id, read afterwards in a new snapshot. Every insert path (enqueue, a schedule's ticks and
+/// triggers) comes through here, so the payload limit and uniqueness hold on each.
+pub(crate) fn insert_new_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
     }
+    // Read in the transaction that writes; the schema's trigger checks the same setting.
+    check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
+    let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+    let all: Vec<usize> = (0..jobs.len()).collect();
+    let keys: Vec<Option<UniqueColumns>> = jobs.iter().map(|j| unique::columns(j, now)).collect();
+    let inserted = insert_jobs(tx, now, jobs, &ids, &keys, &all)?;
+    let mut out = Vec::with_capacity(jobs.len());
+    for (i, id) in ids.iter().enumerate() {
+        if inserted.contains(&id.0) {
+            out.push(Enqueued::Created(*id));
+            continue;
+        }
+        let Some(key) = &keys[i] else {
+            return Err(Error::InvalidInput(format!("job id {id} is already taken")));
+        };
+        out.push(settle_duplicate(tx, now, jobs, &ids, &keys, i, key)?);
+    }
+    Ok(out)
+}
 
-    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+impl PgStore {
+    pub fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        for job in jobs {
-            validate_name("wire name", &job.wire_name)?;
-            validate_name("queue", &job.queue)?;
-        }
-        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
-        let rows = JobRows::new(&ids, jobs)?;
+        validate_new_jobs(jobs)?;
         self.write(|tx| {
             let now = tx.now()?;
-            rows.insert(tx, now)?;
-            Ok(ids.clone())
+            insert_new_jobs(tx, now, jobs)
         })
     }
 
@@ -143,9 +261,14 @@ impl PgStore {
         let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
         let pinned = self.pinned_now();
         self.write(|tx| {
-            let (now, paused_queues, paused_names) = time_and_pauses(tx, pinned)?;
-            let lease_until = now.saturating_add(duration_ms(req.lease));
+            let (now, paused_queues, paused_names, limited, quiet) = time_and_pauses(tx, pinned, req.worker_id)?;
             let mut claimed: Vec<Job> = Vec::with_capacity(req.limit.min(1024));
+            if quiet {
+                return Ok(claimed);
+            }
+            let mut limits = if limited { super::limit::for_claim(tx, now, req.queues)? } else { Default::default() };
+            let lease_until = now.saturating_add(duration_ms(req.lease));
+            let table = shared_table.as_ref().map(|t| t.json.as_str());
             for queue in req.queues {
                 let want = req.limit.saturating_sub(claimed.len());
                 if want == 0 {
@@ -154,15 +277,33 @@ impl PgStore {
                 if paused_queues.contains(queue) {
                     continue;
                 }
-                let around = !paused_names.is_empty()
-                    && tx.query_one(PAUSED_DUE_SQL, &[queue, &now, &paused_names])?.get::<_, bool>(0);
-                let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
-                let want = want.min(i64::MAX as usize) as i64;
-                let table = shared_table.as_ref().map(|t| t.json.as_str());
-                let rows = tx.query(
-                    sql,
-                    &[queue, &now, &want, &paused_names, &req.worker_id, &req.group, &lease_until, &max, &table],
-                )?;
+                let plan = limits.plan(queue, want, &paused_names);
+                let mut rows = Vec::new();
+                let mut excluded = plan.excluded;
+                // A wire name with fewer slots left than this claim wants is taken apart, up to
+                // its budget, then left out of the rest of the queue's claim.
+                for (name, cap) in plan.capped {
+                    let take = cap.min(plan.want - rows.len());
+                    if take > 0 {
+                        let take = take as i64;
+                        rows.extend(tx.query(
+                            CLAIM_WIRE_NAME_SQL,
+                            &[queue, &now, &take, &name, &req.worker_id, &req.group, &lease_until, &max, &table],
+                        )?);
+                    }
+                    excluded.push(name);
+                }
+                let want = plan.want - rows.len();
+                if want > 0 {
+                    let around = !excluded.is_empty()
+                        && tx.query_one(PAUSED_DUE_SQL, &[queue, &now, &excluded])?.get::<_, bool>(0);
+                    let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
+                    let want = want.min(i64::MAX as usize) as i64;
+                    rows.extend(tx.query(
+                        sql,
+                        &[queue, &now, &want, &excluded, &req.worker_id, &req.group, &lease_until, &max, &table],
+                    )?);
+                }
                 let mut seeded = Vec::new();
                 for r in &rows {
                     let mut job = row::job(r)?;
@@ -174,6 +315,9 @@ impl PgStore {
                             Some(t.ms)
                         }
                     };
+                    if !limits.is_empty() {
+                        limits.charge(queue, &job.wire_name);
+                    }
                     claimed.push(job);
                 }
                 if !seeded.is_empty() {
@@ -184,6 +328,9 @@ impl PgStore {
                         &[&ids, &tables],
                     )?;
                 }
+            }
+            if !limits.is_empty() {
+                super::limit::charge_windows(tx, &limits, now)?;
             }
             Ok(claimed)
         })
@@ -442,17 +589,31 @@ pub(crate) fn fold_counts(tx: &mut Tx<'_>) -> Result<()> {
 
 /// What a claim reads before it claims, in one round trip: the transaction's time (`pinned`, a
 /// test's manual clock, else the database clock) and the queues and wire names paused then.
-fn time_and_pauses(tx: &mut Tx<'_>, pinned: Option<Millis>) -> Result<(Millis, HashSet<String>, Vec<String>)> {
+/// The claim's time, the pauses in force, whether any limit is in force, and whether the
+/// claiming worker is quiet: one round trip, so that a claim with no limit in force and a worker
+/// not quiet costs what it did before either existed.
+#[allow(clippy::type_complexity)]
+fn time_and_pauses(
+    tx: &mut Tx<'_>,
+    pinned: Option<Millis>,
+    worker_id: &str,
+) -> Result<(Millis, HashSet<String>, Vec<String>, bool, bool)> {
     let rows = tx.query(
-        "SELECT t.now, p.kind, p.name FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
+        "SELECT t.now, p.kind, p.name,
+                EXISTS (SELECT 1 FROM limits l WHERE l.until IS NULL OR l.until > t.now),
+                EXISTS (SELECT 1 FROM workers w WHERE w.id = $2 AND w.quiet_at IS NOT NULL)
+         FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
          LEFT JOIN pauses p ON p.until IS NULL OR p.until > t.now",
-        &[&pinned],
+        &[&pinned, &worker_id],
     )?;
     let mut now = pinned.unwrap_or_default();
     let mut queues = HashSet::new();
     let mut wire_names = Vec::new();
+    let (mut limited, mut quiet) = (false, false);
     for r in &rows {
         now = r.try_get(0)?;
+        limited = r.try_get(3)?;
+        quiet = r.try_get(4)?;
         let (kind, name): (Option<String>, Option<String>) = (r.try_get(1)?, r.try_get(2)?);
         match (kind.as_deref(), name) {
             (Some("queue"), Some(name)) => {
@@ -462,7 +623,7 @@ fn time_and_pauses(tx: &mut Tx<'_>, pinned: Option<Millis>) -> Result<(Millis, H
             _ => {}
         }
     }
-    Ok((now, queues, wire_names))
+    Ok((now, queues, wire_names, limited, quiet))
 }
 
 /// `(id, attempt)` pairs as the two arrays a fenced statement unnests, in id order: the order
@@ -642,57 +803,6 @@ fn finish_cancelled(
 /// byte for byte (`json`, not `jsonb`).
 /// New jobs as the columns of one insert: enqueue, and a schedule's tick in the transaction
 /// that claims it. Built before the transaction, so a retried transaction encodes nothing again.
-pub(crate) struct JobRows<'a> {
-    uuids: Vec<uuid::Uuid>,
-    wire_names: Vec<&'a str>,
-    queues: Vec<&'a str>,
-    labels: Vec<String>,
-    payloads: Vec<&'a [u8]>,
-    due: Vec<Option<i64>>,
-    seeds: Vec<i64>,
-}
-
-impl<'a> JobRows<'a> {
-    pub(crate) fn new(ids: &[JobId], jobs: &'a [NewJob]) -> Result<Self> {
-        Ok(JobRows {
-            uuids: ids.iter().map(|id| id.0).collect(),
-            wire_names: jobs.iter().map(|j| j.wire_name.as_str()).collect(),
-            queues: jobs.iter().map(|j| j.queue.as_str()).collect(),
-            labels: jobs
-                .iter()
-                .map(|j| serde_json::to_string(&j.labels).map_err(Error::Encode))
-                .collect::<Result<Vec<String>>>()?,
-            payloads: jobs.iter().map(|j| j.payload.as_slice()).collect(),
-            due: jobs.iter().map(|j| j.due_at).collect(),
-            seeds: ids.iter().map(jitter_seed).collect(),
-        })
-    }
-
-    /// One statement for the whole batch: the rows go in as arrays, the log entries from the
-    /// same ids in the same order.
-    pub(crate) fn insert(&self, tx: &mut Tx<'_>, now: Millis) -> Result<()> {
-        if self.uuids.is_empty() {
-            return Ok(());
-        }
-        tx.execute(
-            "WITH new AS (
-                 INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
-                                   created_at, updated_at)
-                 SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8
-                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                             $7::bigint[]) AS n(id, w, q, l, p, d, s)
-                 RETURNING id
-             )
-             INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
-             SELECT new.id, $8, NULL, 'scheduled', 0
-             FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) JOIN new ON new.id = o.id
-             ORDER BY o.n",
-            &[&self.uuids, &self.wire_names, &self.queues, &self.labels, &self.payloads, &self.due, &self.seeds, &now],
-        )?;
-        Ok(())
-    }
-}
-
 pub(crate) fn log(tx: &mut Tx<'_>, e: &Entry<'_>) -> Result<()> {
     let params: [&(dyn ToSql + Sync); 10] = [
         &e.job_id.0,

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use postgres::types::ToSql;
 
-use super::row::{self, TRANSITION_COLUMNS};
+use super::row;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{JobState, LogCursor, Millis, Transition};
@@ -123,7 +123,8 @@ impl PgStore {
     pub fn log_tail(&self, filter: &LogFilter, n: usize) -> Result<Vec<Transition>> {
         let (clause, params) = filter_clause(filter, self.horizon()?, 1);
         let sql = format!(
-            "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE {clause} ORDER BY {NEWEST_FIRST} LIMIT ${}",
+            "SELECT {} FROM transitions WHERE {clause} ORDER BY {NEWEST_FIRST} LIMIT ${}",
+            self.transition_columns(),
             params.len() + 1
         );
         let n = limit(n);
@@ -139,7 +140,8 @@ impl PgStore {
     pub fn log_after(&self, filter: &LogFilter, after: LogCursor, limit: usize) -> Result<Vec<Transition>> {
         let (clause, params) = filter_clause(filter, self.horizon()?, 3);
         let sql = format!(
-            "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE {AFTER} AND {clause} ORDER BY {OLDEST_FIRST} LIMIT ${}",
+            "SELECT {} FROM transitions WHERE {AFTER} AND {clause} ORDER BY {OLDEST_FIRST} LIMIT ${}",
+            self.transition_columns(),
             params.len() + 3
         );
         let (xid, seq, n) = (xid_bound(after), after.seq, self::limit(limit));

@@ -16,6 +16,7 @@ mod filter;
 mod health;
 mod incident;
 mod jobs;
+mod limit;
 mod load;
 mod log;
 mod operator;
@@ -25,6 +26,7 @@ mod query;
 mod raw;
 mod row;
 pub(crate) mod schedules;
+mod tls;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,6 +36,8 @@ use std::time::Duration;
 use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
+use self::tls::{Connector, TlsSettings};
+use super::driver_error::{is_connection_lost, pg_error};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -50,10 +54,15 @@ const STATEMENT_CACHE: usize = 256;
 pub(crate) struct PgStore {
     url: PostgresUrl,
     config: Config,
+    tls: TlsSettings,
+    connector: Connector,
     /// `None` after the connection broke: the next call connects again.
     conn: RefCell<Option<Conn>>,
     clock: Clock,
     read_only: bool,
+    /// Whether this role may read `transitions.failure_detail` (README: only the store's
+    /// owner may); when not, its type and size come from `bw_failure_detail_shapes`.
+    detail_readable: bool,
     version: i64,
     lock_timeout: std::cell::Cell<Duration>,
 }
@@ -147,6 +156,7 @@ impl PgStore {
                     why: "the database has no BackWave schema (create a store with `bw init`)".into(),
                 })
             }
+            v if v < SCHEMA_VERSION && !store.read_only => store.migrate()?,
             v => v,
         };
         Ok(store)
@@ -169,37 +179,95 @@ impl PgStore {
                 Ok(())
             })?;
         }
-        store.version = store.read_version()?;
+        store.version = match store.read_version()? {
+            v if v < SCHEMA_VERSION && !store.read_only => store.migrate()?,
+            v => v,
+        };
         Ok(store)
     }
 
+    /// Bring an older store up to [`SCHEMA_VERSION`], one step a transaction, each running the
+    /// statements `schema-postgres.sql` marks for it (`-- migration N begin/end`; the step sets
+    /// the version row itself, so the file applied whole by psql is the newest schema too).
+    /// The version is read again under the schema's advisory lock: processes opening one old
+    /// store at once migrate it once. Returns the version afterwards.
+    fn migrate(&self) -> Result<i64> {
+        loop {
+            let version = self
+                .write(|tx| {
+                    tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schema'))", &[])?;
+                    let version = empty_or_version(tx, &self.url)?;
+                    if version >= SCHEMA_VERSION {
+                        return Ok(version);
+                    }
+                    let to = version + 1;
+                    let sql = super::migrate::step_sql(SCHEMA_POSTGRES_SQL, to);
+                    if sql.trim().is_empty() {
+                        return Err(Error::NotAStore {
+                            path: self.url.to_string().into(),
+                            why: format!("this build has no migration from schema version {version} to {to}"),
+                        });
+                    }
+                    tx.batch(sql)?;
+                    match empty_or_version(tx, &self.url)? {
+                        now if now == to => Ok(to),
+                        now => Err(Error::NotAStore {
+                            path: self.url.to_string().into(),
+                            why: format!("migration {to} left the schema at version {now}"),
+                        }),
+                    }
+                })
+                .map_err(|e| match pg_error(&e).and_then(|d| d.code()) {
+                    Some(c) if *c == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => Error::ReadOnly {
+                        why: format!(
+                            "'{}' is at an older schema version and this role may not migrate it: open it once as \
+                             the schema's owner (e.g. `bw init --db URL`)",
+                            self.url
+                        ),
+                    },
+                    _ => e,
+                })?;
+            if version >= SCHEMA_VERSION {
+                return Ok(version);
+            }
+        }
+    }
+
     fn connect(url: &PostgresUrl) -> Result<PgStore> {
-        let raw = url.secret()?;
+        let shown = url.to_string();
+        let (raw, tls) = TlsSettings::from_url(url.secret()?, &shown)?;
         let mut config =
-            Config::from_str(raw).map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
+            Config::from_str(&raw).map_err(|e| Error::InvalidInput(format!("'{url}' is not a PostgreSQL URL: {e}")))?;
         if config.get_application_name().is_none() {
             config.application_name("backwave");
         }
         config.connect_timeout(Duration::from_secs(10));
+        let connector = tls.connector(&config, &shown)?;
         let store = PgStore {
             url: url.clone(),
             config,
+            tls,
+            connector,
             conn: RefCell::new(None),
             clock: Clock::System,
             read_only: false,
+            detail_readable: true,
             version: 0,
             lock_timeout: std::cell::Cell::new(BUSY_TIMEOUT),
         };
         store.ensure_connected()?;
-        let read_only: bool = store.with_client(|c| {
-            Ok(c.query_one(
+        // A worker role may update some columns of `jobs` only (README): any is enough to write.
+        let (read_only, detail_readable): (bool, bool) = store.with_client(|c| {
+            let r = c.query_one(
                 "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'
-                        OR (to_regclass('jobs') IS NOT NULL AND NOT has_table_privilege('jobs', 'UPDATE'))",
+                        OR (to_regclass('jobs') IS NOT NULL AND NOT has_any_column_privilege('jobs', 'UPDATE')),
+                        to_regclass('transitions') IS NULL
+                        OR has_column_privilege('transitions', 'failure_detail', 'SELECT')",
                 &[],
-            )?
-            .get(0))
+            )?;
+            Ok((r.get(0), r.get(1)))
         })?;
-        Ok(PgStore { read_only, ..store })
+        Ok(PgStore { read_only, detail_readable, ..store })
     }
 
     /// The connection, opened (and its session settings applied and read back) if it is not.
@@ -208,10 +276,14 @@ impl PgStore {
         if slot.is_some() {
             return Ok(());
         }
-        let mut client = self
-            .config
-            .connect(NoTls)
-            .map_err(|e| Error::Unreachable { target: self.url.to_string(), why: connect_error(&e) })?;
+        let connected = match &self.connector {
+            Connector::Plain => self.config.connect(NoTls),
+            Connector::Tls(tls) => self.config.connect(tls.clone()),
+        };
+        let mut client = connected.map_err(|e| Error::Unreachable {
+            target: self.url.to_string(),
+            why: self.tls.explain(connect_error(&e)),
+        })?;
         let lock_ms = self.lock_timeout.get().as_millis();
         // A crashed or stopped `bw` must not pin row locks or the log's horizon: the server ends
         // a session idle inside a transaction after a minute.
@@ -249,10 +321,16 @@ impl PgStore {
     /// Run `f` in one READ COMMITTED transaction, committing everything or nothing. `f` locks
     /// the rows it decides on. A serialization failure or deadlock runs it again from the start
     /// (so `f` may run more than once: it must not have effects outside the transaction).
-    pub(crate) fn write<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
         }
+        self.write_anyway(f)
+    }
+
+    /// [`PgStore::write`] for a role that may not update jobs: a reveal, whose one write is the
+    /// audit row a SECURITY DEFINER function makes for it. A replica still refuses it.
+    pub(crate) fn write_anyway<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         let mut tries = 0;
         loop {
             tries += 1;
@@ -305,6 +383,11 @@ impl PgStore {
 
     pub fn now(&self) -> Millis {
         self.clock.now()
+    }
+
+    /// The columns `row::transition` reads, as this role may read them.
+    pub(crate) fn transition_columns(&self) -> &'static str {
+        row::transition_columns(self.detail_readable)
     }
 
     pub fn is_read_only(&self) -> bool {
@@ -408,28 +491,24 @@ fn connect_error(e: &postgres::Error) -> String {
     why.lines().next().unwrap_or_default().to_string()
 }
 
-/// The driver's error behind one of ours, if any.
-fn driver_error(e: &Error) -> Option<&postgres::Error> {
-    match e {
-        Error::Database(b) => b.downcast_ref::<postgres::Error>(),
-        _ => None,
-    }
-}
-
 /// A serialization failure or deadlock: the transaction lost a race and may simply run again.
 fn is_retryable(e: &Error) -> bool {
     use postgres::error::SqlState;
-    driver_error(e)
+    pg_error(e)
         .and_then(|e| e.code())
         .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
+/// The `jobs_unique` index refused a row: another job holds its unique key.
+pub(crate) fn is_unique_violation(e: &Error) -> bool {
+    pg_error(e).and_then(|e| e.as_db_error()).is_some_and(|db| {
+        *db.code() == postgres::error::SqlState::UNIQUE_VIOLATION && db.constraint() == Some("jobs_unique")
+    })
+}
+
 /// The connection is gone (server restart, network, `pg_terminate_backend`).
 fn is_broken(e: &Error) -> bool {
-    matches!(e, Error::Unreachable { .. })
-        || driver_error(e).is_some_and(|e| {
-            e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"))
-        })
+    matches!(e, Error::Unreachable { .. }) || is_connection_lost(e)
 }
 
 #[cfg(test)]

@@ -6,18 +6,19 @@
 //! checks `operate` in the transaction that acts, and writes the same log entries and audit rows
 //! as SQLite.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
 use super::admin::{audit, require};
 use super::filter::where_clause;
-use super::{PgStore, Tx};
+use super::{is_unique_violation, PgStore, Tx};
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
-use crate::store::operator::{cancel_cause, purge_detail, REQUEUE_REASON};
+use crate::store::operator::{cancel_cause, decide_purge, purge_detail, purge_job_detail, REQUEUE_REASON};
 use crate::store::preview::requeue_scope;
-use crate::store::{BulkProgress, CancelResult, JobFilter, RequeueResult, BULK_BATCH};
+use crate::store::unique;
+use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RequeueResult, BULK_BATCH};
 
 /// A job as the transaction that locked it sees it: what the operator actions decide on.
 #[derive(Clone, Copy, Debug)]
@@ -63,7 +64,7 @@ impl PgStore {
             &ids,
             |tx, now, chunk| {
                 let ids: Vec<Uuid> = lock_matching(tx, &scope, "true", chunk)?.iter().map(|(id, _)| *id).collect();
-                Ok((requeue_locked(tx, now, actor, &ids)?, ()))
+                Ok((requeue_some(tx, now, actor, &ids)?, ()))
             },
             |()| {},
             progress,
@@ -145,6 +146,31 @@ impl PgStore {
         Ok(done)
     }
 
+    pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
+        self.write(|tx| {
+            require(tx, actor, Permission::Operate)?;
+            let now = tx.now()?;
+            let mut results = Vec::with_capacity(ids.len());
+            for id in ids {
+                let found =
+                    tx.query_opt("SELECT state, wire_name, queue FROM jobs WHERE id = $1 FOR UPDATE", &[&id.0])?;
+                let Some(row) = found else {
+                    results.push(PurgeResult::NotFound);
+                    continue;
+                };
+                let state = super::row::state(&row, 0)?;
+                let (wire_name, queue): (String, String) = (row.try_get(1)?, row.try_get(2)?);
+                let result = decide_purge(state);
+                if let PurgeResult::Deleted { .. } = result {
+                    tx.execute("DELETE FROM jobs WHERE id = $1", &[&id.0])?;
+                    audit(tx, now, actor, "purge", Some(*id), &purge_job_detail(state, &wire_name, &queue))?;
+                }
+                results.push(result);
+            }
+            Ok(results)
+        })
+    }
+
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
         self.read(|tx| {
             let n: i64 = tx
@@ -203,22 +229,83 @@ impl PgStore {
 /// gives (an id named twice is requeued once, then found Scheduled).
 pub(super) fn requeue_ids(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
     let mut jobs = lock_ids(tx, ids)?;
+    let keyed = keyed(tx, &jobs.keys().copied().collect::<Vec<_>>())?;
     let mut chosen = Vec::new();
-    let results = ids
-        .iter()
-        .map(|id| match jobs.get_mut(&id.0) {
+    let mut results = Vec::with_capacity(ids.len());
+    for id in ids {
+        results.push(match jobs.get_mut(&id.0) {
             None => RequeueResult::NotFound,
             Some(job) if !job.state.is_requeueable() => RequeueResult::NotRequeueable { state: job.state },
             Some(job) => {
                 let from = job.state;
-                job.state = JobState::Scheduled;
-                chosen.push(id.0);
-                RequeueResult::Requeued { from }
+                let conflict = if keyed.contains(&id.0) { requeue_keyed(tx, now, actor, id.0)? } else { None };
+                match conflict {
+                    Some(existing) => RequeueResult::Conflict { existing },
+                    None => {
+                        job.state = JobState::Scheduled;
+                        if !keyed.contains(&id.0) {
+                            chosen.push(id.0);
+                        }
+                        RequeueResult::Requeued { from }
+                    }
+                }
             }
-        })
-        .collect();
+        });
+    }
     requeue_locked(tx, now, actor, &chosen)?;
     Ok(results)
+}
+
+/// Which of the jobs `ids` carry a unique key.
+fn keyed(tx: &mut Tx<'_>, ids: &[Uuid]) -> Result<HashSet<Uuid>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    tx.query("SELECT id FROM jobs WHERE id = ANY($1) AND unique_key IS NOT NULL", &[&ids])?
+        .iter()
+        .map(|r| Ok(r.try_get(0)?))
+        .collect()
+}
+
+/// Requeue the locked requeueable jobs `ids` (each once), as [`requeue_locked`] does; those
+/// with a unique key one by one, so that one whose key another job holds is left alone.
+/// Returns how many were requeued.
+pub(super) fn requeue_some(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[Uuid]) -> Result<u64> {
+    let keyed = keyed(tx, ids)?;
+    let plain: Vec<Uuid> = ids.iter().filter(|id| !keyed.contains(id)).copied().collect();
+    let mut n = requeue_locked(tx, now, actor, &plain)?;
+    for id in ids.iter().filter(|id| keyed.contains(id)) {
+        if requeue_keyed(tx, now, actor, *id)?.is_none() {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Requeue one locked job that has a unique key, behind a savepoint: when the `jobs_unique`
+/// index refuses the move (another job holds the key; a racing insert of it is waited for
+/// first), only the savepoint is undone and the answer is the holder's id. `None`: requeued.
+fn requeue_keyed(tx: &mut Tx<'_>, now: Millis, actor: &str, id: Uuid) -> Result<Option<JobId>> {
+    let holder_sql = unique::holder_of_sql("$1");
+    // A round ends without an answer only when the holder left its states between the refused
+    // update and the read of it: the key is free, so the next round's update goes through.
+    for _ in 0..100 {
+        tx.batch("SAVEPOINT bw_requeue_unique")?;
+        match requeue_locked(tx, now, actor, &[id]) {
+            Ok(_) => {
+                tx.batch("RELEASE SAVEPOINT bw_requeue_unique")?;
+                return Ok(None);
+            }
+            Err(e) if is_unique_violation(&e) => {
+                tx.batch("ROLLBACK TO SAVEPOINT bw_requeue_unique; RELEASE SAVEPOINT bw_requeue_unique")?;
+                if let Some(r) = tx.query_opt(&holder_sql, &[&id])? {
+                    return Ok(Some(JobId(r.try_get(0)?)));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(unique::holder_missing(&format!("of job {id}")))
 }
 
 /// What cancelling one locked job does, recorded in `cancel` (Scheduled: cancelled now) or

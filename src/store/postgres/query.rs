@@ -6,7 +6,7 @@ use postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::filter::where_clause;
-use super::row::{self, JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{self, JOB_COLUMNS, LISTED_JOB_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Job, JobId, Transition};
@@ -56,7 +56,7 @@ impl PgStore {
     pub fn history(&self, id: JobId) -> Result<Vec<Transition>> {
         // One job's entries are in `seq` order: each writer logs under the job's row lock, so
         // a later change takes its seq after the earlier one committed.
-        let sql = format!("SELECT {TRANSITION_COLUMNS} FROM transitions WHERE job_id = $1 ORDER BY seq");
+        let sql = format!("SELECT {} FROM transitions WHERE job_id = $1 ORDER BY seq", self.transition_columns());
         self.read(|tx| tx.query(&sql, &[&id.0])?.iter().map(row::transition).collect())
     }
 
@@ -72,7 +72,7 @@ impl PgStore {
         let order = filter.order();
         let (col, dir) = (order.column(), if order.descending() { "DESC" } else { "ASC" });
         let clause = where_clause(filter, 1);
-        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE {}", clause.sql);
+        let mut sql = format!("SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {}", clause.sql);
         // The page's own parameters, numbered after the filter's.
         let mut own: Vec<Box<dyn ToSql + Sync>> = Vec::new();
         let mut bind = |value: Box<dyn ToSql + Sync>| {
@@ -109,6 +109,15 @@ impl PgStore {
 
     pub fn counts(&self) -> Result<StateCounts> {
         self.read(super::health::counts)
+    }
+
+    pub fn wire_names(&self) -> Result<Vec<String>> {
+        self.read(|tx| {
+            tx.query("SELECT DISTINCT wire_name FROM jobs ORDER BY wire_name", &[])?
+                .iter()
+                .map(|r| Ok(r.try_get(0)?))
+                .collect()
+        })
     }
 }
 

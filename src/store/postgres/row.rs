@@ -10,6 +10,8 @@ use crate::store::row::labels_from_json;
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::row::JOB_COLUMNS;
+/// The same with an empty payload in place of the stored one, for lists (see SQLite's).
+pub(crate) const LISTED_JOB_COLUMNS: &str = crate::store::row::job_columns!("''::bytea");
 
 pub(crate) fn job(r: &Row) -> Result<Job> {
     Ok(Job {
@@ -36,10 +38,29 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
     })
 }
 
-/// The columns [`transition`] reads, in order. As on SQLite, the failure detail itself is not
-/// read: only its type and size. The writing transaction's id comes last, as a bigint.
-pub(crate) const TRANSITION_COLUMNS: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
+/// The columns [`transition`] reads, in order, for a role that may read the failure detail
+/// column. As on SQLite, the failure detail itself is not read: only its type and size. The
+/// writing transaction's id comes last, as a bigint.
+const TRANSITION_COLUMNS: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
      reason, detail_status, failure_detail ->> 'type', octet_length(failure_detail::text), xid::text::bigint";
+
+/// The same for a role that may not (README "Who may do what"): the type and size from the
+/// view that shows only those, looked up for the entries that have detail.
+const TRANSITION_COLUMNS_WITHOUT_DETAIL: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
+     reason, detail_status, \
+     (SELECT s.kind FROM bw_failure_detail_shapes s WHERE s.seq = transitions.seq AND transitions.detail_status = 'captured'), \
+     (SELECT s.bytes FROM bw_failure_detail_shapes s WHERE s.seq = transitions.seq AND transitions.detail_status = 'captured'), \
+     xid::text::bigint";
+
+/// The columns [`transition`] reads, as a role that may (`detail_readable`) or may not read the
+/// failure detail column reads them.
+pub(crate) fn transition_columns(detail_readable: bool) -> &'static str {
+    if detail_readable {
+        TRANSITION_COLUMNS
+    } else {
+        TRANSITION_COLUMNS_WITHOUT_DETAIL
+    }
+}
 
 pub(crate) fn transition(r: &Row) -> Result<Transition> {
     let status: Option<String> = r.try_get(9)?;

@@ -5,10 +5,10 @@
 //! are decided one at a time (an advisory lock on the name), as with SQLite's one writer.
 
 use super::admin::{audit, require};
-use super::jobs::JobRows;
+use super::jobs::insert_new_jobs;
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
-use crate::model::{JobId, Millis, NewJob, Permission};
+use crate::model::{Enqueued, JobId, Millis, NewJob, Permission};
 use crate::schedule::{check_schedule_name, MissedTicks, Schedule};
 use crate::store::pause::check_until;
 use crate::store::row::labels_from_json;
@@ -63,21 +63,21 @@ fn labels_text(d: &Schedule) -> Result<String> {
 
 impl PgStore {
     fn require_schedules(&self) -> Result<()> {
-        if self.version < 4 {
+        if self.version < 7 {
             return Err(no_schedules_table(self.version));
         }
         Ok(())
     }
 
     pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
-        if self.version < 4 {
+        if self.version < 7 {
             return Ok(Vec::new());
         }
         self.read(|tx| select_rows(tx, None))
     }
 
     pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
-        if self.version < 4 {
+        if self.version < 7 {
             return Ok(None);
         }
         self.read(|tx| Ok(select_rows(tx, Some(name))?.pop()))
@@ -160,24 +160,26 @@ impl PgStore {
         through: Millis,
         jobs: &[NewJob],
     ) -> Result<Option<Vec<JobId>>> {
+        crate::store::jobs::validate_new_jobs(jobs)?;
         self.require_schedules()?;
-        let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
-        let rows = JobRows::new(&ids, jobs)?;
-        let last = ids.last().map(|i| i.0);
         self.write(|tx| {
             let now = tx.now()?;
             let moved = tx.execute(
-                "UPDATE schedules SET last_tick = $3,
-                        last_job_id = coalesce($4, last_job_id),
-                        last_fired_at = CASE WHEN $4::uuid IS NULL THEN last_fired_at ELSE $5 END
-                 WHERE name = $1 AND last_tick = $2",
-                &[&name, &expected_last, &through, &last, &now],
+                "UPDATE schedules SET last_tick = $3 WHERE name = $1 AND last_tick = $2",
+                &[&name, &expected_last, &through],
             )?;
             if moved == 0 {
                 return Ok(None);
             }
-            rows.insert(tx, now)?;
-            Ok(Some(ids.clone()))
+            // A tick's job that is the duplicate of a unique job answers with the holder's id.
+            let ids: Vec<JobId> = insert_new_jobs(tx, now, jobs)?.into_iter().map(Enqueued::id).collect();
+            if let Some(last) = ids.last() {
+                tx.execute(
+                    "UPDATE schedules SET last_job_id = $2, last_fired_at = $3 WHERE name = $1",
+                    &[&name, &last.0, &now],
+                )?;
+            }
+            Ok(Some(ids))
         })
     }
 
@@ -226,13 +228,12 @@ impl PgStore {
     pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger> {
         check_schedule_name(name)?;
         self.require_schedules()?;
-        let id = JobId::new();
         self.write(|tx| {
             let now = tx.now()?;
             require(tx, actor, Permission::Operate)?;
             let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             let job = [trigger_job(&row.schedule, actor)];
-            JobRows::new(&[id], &job)?.insert(tx, now)?;
+            let id = insert_new_jobs(tx, now, &job)?[0].id();
             tx.execute(
                 "UPDATE schedules SET last_job_id = $2, last_fired_at = $3 WHERE name = $1",
                 &[&name, &id.0, &now],

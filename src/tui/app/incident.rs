@@ -105,6 +105,9 @@ impl App {
             self.error = Some("X (cancel the list) is disabled: bw top was started with --read-only".into());
             return;
         }
+        if !self.may_operate(op) {
+            return;
+        }
         let q = self.query();
         let (Some(filter), true, None) = (q.filter, self.view.state().is_some_and(|s| !s.is_terminal()), &self.detail)
         else {
@@ -151,7 +154,30 @@ impl App {
             ));
             return;
         }
-        self.open_editor(job.id, job.payload);
+        if self.detail.is_some() {
+            self.open_editor(job.id, job.payload);
+        } else {
+            // A listed job comes without its payload: the next refresh reads it, then the
+            // editor opens (`payload_loaded`). Never an editor on an empty stand-in.
+            self.edit_on_load = Some(job.id);
+            self.dirty = true;
+        }
+    }
+
+    /// The payload `E` asked for arrived with a refresh: open the editor on it, unless the
+    /// operator has started something else meanwhile.
+    pub(super) fn payload_loaded(&mut self, (id, payload): (JobId, Option<Vec<u8>>)) {
+        if self.edit_on_load != Some(id) {
+            return;
+        }
+        self.edit_on_load = None;
+        if !matches!(self.mode, Mode::Normal) {
+            return;
+        }
+        match payload {
+            Some(p) => self.open_editor(id, p),
+            None => self.error = Some(format!("job {} is gone: nothing to edit", id.short())),
+        }
     }
 
     pub(super) fn open_editor(&mut self, id: JobId, payload: Vec<u8>) {

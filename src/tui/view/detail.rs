@@ -3,22 +3,48 @@
 
 use super::*;
 
+/// Text the detail pane shows whole (wrapped), up to this many characters: a multi-KB cause
+/// is cut with an ellipsis rather than filling screens.
+const LONG: usize = 2_000;
+
 impl App {
     pub(super) fn detail_pane(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
         let Some(d) = &self.detail else { return };
-        let found = self.snapshot.as_ref().and_then(|s| s.detail.as_ref()).filter(|(j, _)| j.id == d.id);
         let block = Block::default().borders(Borders::TOP).title(Line::styled(format!(" job {} ", d.id), t.heading()));
         let inner = block.inner(area);
         block.render(area, buf);
-        let Some((job, history)) = found else {
+        let Some(lines) = self.detail_lines(t) else {
             let asked = self.snapshot.as_ref().and_then(|s| s.query.as_ref()).and_then(|q| q.detail) == Some(d.id);
             let text =
                 if asked { "this job is gone (purged by retention or `bw purge`)" } else { "reading the job…" };
             Paragraph::new(text).render(inner, buf);
             return;
         };
+        // Long lines wrap instead of running off the edge (a cause, a reason or a worker id
+        // cut at the border could not be read at all); j/k scroll by wrapped rows, and End
+        // and j stop at the last screenful (see `detail_max_scroll`).
+        let text = Paragraph::new(lines).wrap(Wrap { trim: false });
+        let last = (text.line_count(inner.width) as u16).saturating_sub(inner.height);
+        text.scroll((d.scroll.min(last), 0)).render(inner, buf);
+    }
+
+    /// How far the detail pane scrolls at the current size: its wrapped rows past one screen.
+    /// The app clamps `j`/`k`/End to it, so `k` after End moves at once.
+    pub fn detail_max_scroll(&self) -> u16 {
+        let t = Theme { color: self.cfg.color };
+        let Some(lines) = self.detail_lines(&t) else { return 0 };
+        // The body under the header (and the filter line), less the footer and the pane's title.
+        let rows = self.height.saturating_sub(HEADER_ROWS + 1 + self.filter_line_shown() as u16 + 1);
+        let wrapped = Paragraph::new(lines).wrap(Wrap { trim: false }).line_count(self.width);
+        (wrapped as u16).saturating_sub(rows)
+    }
+
+    /// The detail pane's lines, unwrapped; `None` until the open job has been read.
+    fn detail_lines(&self, t: &Theme) -> Option<Vec<Line<'static>>> {
+        let d = self.detail.as_ref()?;
+        let (job, history) = self.snapshot.as_ref().and_then(|s| s.detail.as_ref()).filter(|(j, _)| j.id == d.id)?;
         let now = self.now;
-        let mut lines: Vec<Line> = Vec::new();
+        let mut lines: Vec<Line<'static>> = Vec::new();
         let kv = |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<16}"), t.dim()), Span::raw(v)]);
         lines.push(Line::from(vec![
             Span::styled(clean(&job.wire_name, 40), t.heading()),
@@ -34,7 +60,7 @@ impl App {
         if let Some(cause) = &job.terminal_cause {
             lines.push(Line::from(vec![
                 Span::styled(format!("{:<16}", "terminal cause"), t.dim()),
-                Span::styled(clean(cause, 300), t.state(job.state)),
+                Span::styled(clean(cause, LONG), t.state(job.state)),
             ]));
         }
         if let Some(r) = job.quarantine_reason {
@@ -56,7 +82,7 @@ impl App {
             lines.push(kv("finished", format!("{} ({})", rfc3339(f), relative(now, f))));
         }
         if let (Some(owner), Some(exp)) = (&job.lease_owner, job.lease_expires_at) {
-            lines.push(kv("lease", format!("{} until {}", clean(owner, 40), relative(now, exp))));
+            lines.push(kv("lease", format!("{} until {}", clean(owner, LONG), relative(now, exp))));
         }
         if let Some(who) = &job.cancel_requested_by {
             lines.push(kv("cancel asked", clean(who, 40)));
@@ -83,12 +109,14 @@ impl App {
                     lines.push(Line::from("  no failure detail was captured for this job"));
                 }
                 for (seq, fd) in details {
-                    lines.push(Line::from(format!("  #{seq} {}: {}", clean(&fd.kind, 60), clean(&fd.message, 300))));
+                    lines.push(Line::from(format!("  #{seq} {}: {}", clean(&fd.kind, 60), clean(&fd.message, LONG))));
                     for c in &fd.chain {
-                        lines.push(Line::from(format!("    caused by: {}", clean(c, 300))));
+                        lines.push(Line::from(format!("    caused by: {}", clean(c, LONG))));
                     }
                     if let Some(bt) = &fd.backtrace {
-                        for l in sanitize_multiline(bt).lines().take(12) {
+                        // Traces are trimmed to the application's frames when captured (see
+                        // engine::handler); older ones may still hold std's, hence the cap.
+                        for l in sanitize_multiline(bt).lines().take(40) {
                             lines.push(Line::styled(format!("    {}", sanitize(l)), t.dim()));
                         }
                     }
@@ -134,20 +162,25 @@ impl App {
         for h in history {
             let who = match (&h.actor, &h.worker_id) {
                 (Some(a), _) => format!("by {}", clean(a, 20)),
-                (None, Some(w)) => format!("worker {}", clean(w, 20)),
+                (None, Some(w)) => format!("worker {}", clean(w, LONG)),
                 _ => String::new(),
             };
+            let when = rfc3339(h.at);
+            let when = when.get(5..23).unwrap_or(&when).replacen('T', " ", 1);
             lines.push(Line::from(vec![
-                Span::raw(format!("  {}  ", clock_time(h.at))),
+                Span::raw(format!("  {when}  ")),
                 Span::raw(format!("{:<13}", h.from.map(|s| s.title()).unwrap_or("(new)"))),
                 Span::styled(format!("→ {:<14}", h.to.title()), t.state(h.to)),
-                Span::raw(format!("attempt {:<3} {:<28} ", h.attempt, who)),
-                Span::raw(clean(h.reason.as_deref().unwrap_or(""), 200)),
+                Span::raw(match h.reason.as_deref() {
+                    // Padded only when a reason follows: trailing blanks wrapped into empty rows.
+                    Some(reason) if !reason.is_empty() => {
+                        format!("attempt {:<3} {who:<28} {}", h.attempt, clean(reason, LONG))
+                    }
+                    _ => format!("attempt {:<3} {who}", h.attempt).trim_end().to_string(),
+                }),
             ]));
         }
-        // j/k and End may ask past the end: stop at the last screenful.
-        let last = (lines.len() as u16).saturating_sub(inner.height);
-        Paragraph::new(lines).scroll((d.scroll.min(last), 0)).render(inner, buf);
+        Some(lines)
     }
 
     /// The job's delay table, the wait before its next attempt marked `[ ]`.

@@ -23,8 +23,8 @@ use super::data::{Op, View, CHART_MINUTES};
 use super::keymap;
 use crate::text::Tone;
 use crate::text::{
-    attempts, clock_time, compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands,
-    truncate,
+    attempts, compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands, truncate,
+    width,
 };
 use crate::{DetailStatus, Job, JobState, Millis};
 
@@ -140,6 +140,24 @@ impl Widget for &App {
             Mode::Preparing { op } => {
                 popup(&theme, area, buf, op.verb(), vec![Line::from("counting what this would change…")], None)
             }
+            Mode::ConfirmQuit => popup(
+                &theme,
+                area,
+                buf,
+                "Quit, and stop the demo?",
+                vec![
+                    Line::from("bw demo started this dashboard: quitting it stops the demo's workers"),
+                    Line::from("(running handlers get a short grace, then the demo prints its summary)"),
+                    Line::from(""),
+                    Line::from(vec![
+                        Span::styled("[y]", theme.heading()),
+                        Span::raw(" quit    "),
+                        Span::styled("[n]", theme.heading()),
+                        Span::raw(" stay"),
+                    ]),
+                ],
+                None,
+            ),
             Mode::Running { op } => {
                 popup(&theme, area, buf, op.verb(), vec![Line::from("working: the store is changing the jobs…")], None)
             }
@@ -204,6 +222,27 @@ impl App {
             if !paused.is_empty() {
                 spans.push(Span::styled(format!("─ PAUSED: {} ", paused.join(", ")), t.error()));
             }
+            // Limits whose budget is spent hold jobs back; the others only say what they allow.
+            let limited: Vec<String> = s
+                .limits
+                .iter()
+                .map(|l| {
+                    let full = if l.budget == 0 { " full" } else { "" };
+                    format!("{} {} {}{full}", l.kind, clean(&l.name, 24), l.effective)
+                })
+                .collect();
+            if !limited.is_empty() {
+                spans.push(Span::styled(format!("─ LIMITED: {} ", limited.join(", ")), t.fg(Color::Yellow)));
+            }
+            let quiet = s.quiet_workers.iter().filter(|w| w.stopping_at.is_none()).count();
+            let stopping = s.quiet_workers.len() - quiet;
+            if quiet + stopping > 0 {
+                let running: u64 = s.quiet_workers.iter().map(|w| w.running).sum();
+                spans.push(Span::styled(
+                    format!("─ QUIET {quiet}, STOPPING {stopping} workers ({running} running) "),
+                    t.fg(Color::Yellow),
+                ));
+            }
             let worst = s
                 .latency
                 .iter()
@@ -240,60 +279,103 @@ impl App {
             JobState::Quarantined => "Quar",
             JobState::Cancelled => "Canc",
         };
-        let width = |gap: usize, name: &dyn Fn(JobState) -> &'static str| -> usize {
-            JobState::ALL.iter().map(|s| name(*s).len() + 1 + thousands(n(*s)).len() + gap).sum::<usize>() + 1
+        type Name<'a> = &'a dyn Fn(JobState) -> &'static str;
+        type Figure<'a> = &'a dyn Fn(u64) -> String;
+        let width = |gap: usize, name: Name, figure: Figure| -> usize {
+            JobState::ALL.iter().map(|s| name(*s).len() + 1 + figure(n(*s)).len() + gap).sum::<usize>() + 1
         };
         let full = |s: JobState| s.title();
-        let (gap, name): (usize, &dyn Fn(JobState) -> &'static str) = if width(3, &full) <= area.width as usize {
-            (3, &full)
-        } else if width(2, &full) <= area.width as usize {
-            (2, &full)
-        } else {
-            (2, &short)
-        };
+        let exact = |v: u64| thousands(v);
+        let compact = |v: u64| compact_count(v);
+        // Full names when they fit, then tighter spacing, then short names, then counts in the
+        // millions as `99.2M`: every state's count stays on screen at 80 columns.
+        let choices: [(usize, Name, Figure); 4] = [
+            (3, &full as Name, &exact as Figure),
+            (2, &full as Name, &exact as Figure),
+            (2, &short as Name, &exact as Figure),
+            (2, &short as Name, &compact as Figure),
+        ];
+        let (gap, name, figure) = choices
+            .into_iter()
+            .find(|(gap, name, figure)| width(*gap, *name, *figure) <= area.width as usize)
+            .unwrap_or((1, &short as Name, &compact as Figure));
         let mut spans = vec![Span::raw(" ")];
         for s in JobState::ALL {
             spans.push(Span::styled(format!("{} ", name(s)), t.state(s)));
-            spans.push(Span::styled(thousands(n(s)), t.state(s).add_modifier(Modifier::BOLD)));
+            spans.push(Span::styled(figure(n(s)), t.state(s).add_modifier(Modifier::BOLD)));
             spans.push(Span::raw(" ".repeat(gap)));
         }
         Line::from(spans).render(area, buf);
     }
 
-    /// Two rows of one bar per minute, on one scale so that the rows compare.
-    fn tabs(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
+    /// Each tab's label and the columns it covers (from, to exclusive) at `width`: drawn by
+    /// the tab row, and read by a mouse click to find the tab under it.
+    pub fn tab_labels(&self, width: u16) -> Vec<(View, String, u16, u16)> {
         let count = |v: View| -> Option<u64> {
             let s = self.snapshot.as_ref()?;
             v.state().map(|st| s.counts.total(st))
         };
-        let label = |v: View, with_count: bool| match (with_count, count(v)) {
-            (true, Some(n)) => format!(" {} {} {} ", v.index() + 1, v.title(), thousands(n)),
-            _ => format!(" {} {} ", v.index() + 1, v.title()),
+        // Full titles with exact counts, then without counts (the counts row has them), then
+        // short titles (but the current view's) with compact counts, then without: all eight
+        // tabs at 80 columns.
+        let short = |v: View| match v {
+            View::DeadLettered => "Dead",
+            View::Quarantined => "Quar",
+            View::Running => "Run",
+            View::Scheduled => "Sched",
+            View::Workers => "Wrk",
+            View::Schedules => "Cron",
+            other => other.title(),
+        };
+        let label = |v: View, level: usize| {
+            // The view on screen keeps its full title.
+            let title = if level < 2 || v == self.view { v.title() } else { short(v) };
+            match (level % 2, count(v)) {
+                (0, Some(n)) => {
+                    format!(" {} {title} {} ", v.index() + 1, if level == 0 { thousands(n) } else { compact_count(n) })
+                }
+                _ => format!(" {} {title} ", v.index() + 1),
+            }
         };
         // One space between labels; none is needed after the last.
-        let wanted = View::ALL.iter().map(|v| label(*v, true).chars().count() + 1).sum::<usize>() - 1;
-        let fits = wanted <= area.width as usize;
+        let level = (0..4)
+            .find(|l| View::ALL.iter().map(|v| width_of(&label(*v, *l)) + 1).sum::<usize>() - 1 <= width as usize)
+            .unwrap_or(3);
+        let mut x = 0u16;
+        View::ALL
+            .iter()
+            .map(|v| {
+                let text = label(*v, level);
+                let w = width_of(&text) as u16;
+                let out = (*v, text, x, x + w);
+                x += w + 1;
+                out
+            })
+            .collect()
+    }
+
+    fn tabs(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
         let mut spans = Vec::new();
-        for v in View::ALL {
+        for (v, text, ..) in self.tab_labels(area.width) {
             let style = if v == self.view {
                 t.selected().add_modifier(Modifier::BOLD)
             } else {
                 v.state().map(|s| t.state(s)).unwrap_or_default()
             };
-            spans.push(Span::styled(label(v, fits), style));
+            spans.push(Span::styled(text, style));
             spans.push(Span::raw(" "));
         }
         Line::from(spans).render(area, buf);
     }
 
+    /// The screen row of the first list row (under the column headings) at the current size.
+    pub fn first_list_row(&self) -> u16 {
+        HEADER_ROWS + self.filter_line_shown() as u16 + 1
+    }
+
     fn filter_line(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
         let line = match &self.mode {
-            Mode::Filter { input } => Line::from(vec![
-                Span::styled(" / ", t.heading()),
-                Span::raw(sanitize(input).into_owned()),
-                Span::styled("█", t.dim()),
-                Span::styled("   Enter apply · Esc cancel · wire: queue: cause: since: text", t.dim()),
-            ]),
+            Mode::Filter { input } => prompt_line(t, input, area.width as usize),
             _ => {
                 let n = self.list_len();
                 Line::from(vec![
@@ -313,6 +395,7 @@ impl App {
             (View::Quarantined, true) => self.quarantine_groups(t, area, buf),
             (View::Queues, _) => self.queues(t, area, buf),
             (View::Log, _) => self.log_view(t, area, buf),
+            (View::Workers, _) => self.workers_view(t, area, buf),
             (View::Schedules, _) => self.schedules(t, area, buf),
             _ => self.jobs(t, area, buf),
         }
@@ -414,6 +497,40 @@ impl App {
     }
 }
 
+/// The `/` prompt: the part of the line around the cursor that fits, the cursor as a reversed
+/// cell, and the keys when there is room after the text.
+fn prompt_line(t: &Theme, input: &crate::tui::prompt::Prompt, cols: usize) -> Line<'static> {
+    const HINT: &str = "   Enter apply · Esc cancel · ↑↓ history · Ctrl-U clear · wire: queue: cause: since: text";
+    const SHORT: &str = "   Enter apply · Esc cancel · ↑↓ history";
+    let room = cols.saturating_sub(4).max(1);
+    let (_, scroll) = input.visual(room);
+    // Typed text is shown as typed, but a control character must not reach the terminal.
+    let cells: Vec<String> =
+        input.value().chars().map(|c| if c.is_control() { "�".to_string() } else { c.to_string() }).collect();
+    let mut spans = vec![Span::styled(" / ", t.heading())];
+    let (mut before, mut at, mut after) = (String::new(), " ".to_string(), String::new());
+    let mut cell = 0;
+    for (i, c) in cells.iter().enumerate() {
+        let w = width(c);
+        if cell >= scroll && cell + w <= scroll + room {
+            match i.cmp(&input.cursor()) {
+                std::cmp::Ordering::Less => before.push_str(c),
+                std::cmp::Ordering::Equal => at = c.clone(),
+                std::cmp::Ordering::Greater => after.push_str(c),
+            }
+        }
+        cell += w;
+    }
+    let used = 3 + cell.min(room) + 1;
+    spans.push(Span::raw(before));
+    spans.push(Span::styled(at, Style::default().add_modifier(Modifier::REVERSED)));
+    spans.push(Span::raw(after));
+    if let Some(hint) = [HINT, SHORT].into_iter().find(|h| used + h.chars().count() <= cols) {
+        spans.push(Span::styled(hint, t.dim()));
+    }
+    Line::from(spans)
+}
+
 /// `HH:MM` (UTC) of an instant, for pause expiries in the header.
 fn hh_mm(at: Millis) -> String {
     let full = rfc3339(at);
@@ -443,6 +560,31 @@ fn fill_width(area: Rect, widths: &[Constraint]) -> usize {
     let fixed: u16 = widths.iter().map(|c| if let Constraint::Length(n) = c { *n } else { 0 }).sum();
     let gaps = widths.len().saturating_sub(1) as u16;
     area.width.saturating_sub(fixed + gaps) as usize
+}
+
+/// A count in at most six cells: `9,999`, then `12.3k`, `999k`, `1.2M`, `99.2M`, `1.2B`. For
+/// the dashboard at widths where exact counts in the millions would not fit their columns.
+pub fn compact_count(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1_000_000_000, "B"), (1_000_000, "M"), (1_000, "k")];
+    if n < 10_000 {
+        return thousands(n);
+    }
+    for (unit, suffix) in UNITS {
+        if n >= unit {
+            let v = n as f64 / unit as f64;
+            // Cut, never rounded up: 999,999 is not "1000k".
+            return if v < 100.0 {
+                format!("{:.1}{suffix}", (v * 10.0).floor() / 10.0)
+            } else {
+                format!("{}{suffix}", v.floor() as u64)
+            };
+        }
+    }
+    thousands(n)
+}
+
+fn width_of(s: &str) -> usize {
+    width(s)
 }
 
 fn handlers(n: u64) -> String {

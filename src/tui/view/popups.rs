@@ -57,10 +57,13 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
     // its type, and "0 would re-quarantine" once sent them all back to quarantine.
     let undecodable = (p.undecodable > 0).then(|| {
         Line::styled(
-            format!(
-                "{}: payload did not decode; they quarantine again unless the handler now accepts them",
-                thousands(p.undecodable)
-            ),
+            match p.undecodable {
+                1 => "1: payload did not decode; it quarantines again unless the handler now accepts it".to_string(),
+                n => format!(
+                    "{}: payload did not decode; they quarantine again unless the handler now accepts them",
+                    thousands(n)
+                ),
+            },
             t.error(),
         )
     });
@@ -73,10 +76,13 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
                 thousands(p.affected - left_alone)
             )));
             lines.push(Line::styled(
-                format!(
-                    "{} have no live worker ({unhandled}) and are left alone: they would quarantine again",
-                    thousands(left_alone)
-                ),
+                match left_alone {
+                    1 => format!("1 has no live worker ({unhandled}) and is left alone: it would quarantine again"),
+                    n => format!(
+                        "{} have no live worker ({unhandled}) and are left alone: they would quarantine again",
+                        thousands(n)
+                    ),
+                },
                 t.error(),
             ));
             lines.extend(undecodable);
@@ -115,8 +121,11 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
                 thousands(later)
             )));
             if p.already_due > 0 {
-                lines
-                    .push(Line::styled(format!("{} already due: left as they are", thousands(p.already_due)), t.dim()));
+                let text = match p.already_due {
+                    1 => "1 already due: left as it is".to_string(),
+                    n => format!("{} already due: left as they are", thousands(n)),
+                };
+                lines.push(Line::styled(text, t.dim()));
             }
         }
         Op::Pause if schedule => {
@@ -128,7 +137,7 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
         }
         Op::Pause => {
             lines.push(Line::from(format!(
-                "{} Scheduled will wait: no worker of any process claims them until resumed",
+                "{} Scheduled will wait: no worker of any process claims them while paused",
                 thousands(p.affected)
             )));
             lines.push(Line::from(format!("{} Running finish normally; new jobs still enqueue", thousands(p.running))));
@@ -151,7 +160,18 @@ pub(super) fn confirm(t: &Theme, p: &crate::tui::data::Preview, area: Rect, buf:
         lines.push(Line::styled(format!("… and {} more skipped", p.skipped.len() - 5), t.dim()));
     }
     lines.push(Line::from(""));
-    let mut answer = vec![Span::styled("[y]", t.heading()), Span::raw(" yes    ")];
+    let mut answer = vec![Span::styled("[y]", t.heading())];
+    if p.op == Op::Pause {
+        // The CLI's `--for`: a pause that ends by itself, so a forgotten one cannot hold a
+        // queue overnight.
+        answer.push(Span::raw(" until resumed   "));
+        for (i, d) in crate::tui::app::PAUSE_FOR.iter().enumerate() {
+            answer.push(Span::styled(format!("[{}]", i + 1), t.heading()));
+            answer.push(Span::raw(format!(" for {}   ", compact_duration(*d))));
+        }
+    } else {
+        answer.push(Span::raw(" yes    "));
+    }
     if force_offered {
         answer.extend([Span::styled("[f]", t.heading()), Span::raw(" include them anyway    ")]);
     }

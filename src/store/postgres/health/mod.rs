@@ -21,7 +21,7 @@ impl PgStore {
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
         self.read(|tx| {
             let now = tx.now()?;
-            gather(&mut Snapshot { tx, now, schedules: self.version >= 4 }, now, thresholds)
+            gather(&mut Snapshot { tx, now, schedules: self.version >= 7 }, now, thresholds)
         })
     }
 }
@@ -113,6 +113,14 @@ pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerI
 }
 
 impl HealthRead for Snapshot<'_, '_> {
+    fn limits(&mut self, now: Millis) -> Result<Vec<crate::store::LimitStatus>> {
+        super::limit::read_statuses(self.tx, now)
+    }
+
+    fn worker_states(&mut self, now: Millis) -> Result<Vec<crate::store::WorkerState>> {
+        super::limit::read_states(self.tx, now)
+    }
+
     fn pauses(&mut self) -> Result<Vec<Pause>> {
         pauses(self.tx, self.now)
     }

@@ -1,0 +1,160 @@
+//! Bulk actions as the operator confirmed them, written once above both backends: the actor's
+//! permission is checked before anything is counted; a plan fixes the exact set it counted (its
+//! filter cut at the plan's instant), and the action works through that set and no other, then
+//! counts what arrived after the plan and was left. The CLI and the dashboard call only these.
+
+use serde::Serialize;
+
+use super::*;
+use crate::error::{Error, Result};
+use crate::model::{Millis, Permission};
+
+/// What a bulk requeue or run-now did to the set its plan counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BulkDone {
+    /// Jobs changed. Fewer than planned when some changed meanwhile (a worker ran them, another
+    /// operator acted first): those are left as they are.
+    pub done: u64,
+    /// Jobs that came to match after the plan counted: left alone, since the operator confirmed
+    /// the plan's set. Running the command again plans and acts on them.
+    pub arrived_after_plan: u64,
+}
+
+/// `filter` cut at the plan's instant: only jobs whose reference time (created for active
+/// jobs, finished for terminal ones) is at or before `as_of`.
+fn cut(mut scope: JobFilter, as_of: Millis) -> JobFilter {
+    let end = as_of.saturating_add(1);
+    scope.before = Some(scope.before.map_or(end, |b| b.min(end)));
+    scope
+}
+
+/// The jobs of a plan's `scope` whose reference time is after `as_of`: what arrived after the
+/// plan. The cut [`cut`] (or `requeue_scope`) made is lifted; a `before` of the operator's own
+/// that ends before the plan stays, and then nothing can have arrived.
+fn after(mut scope: JobFilter, as_of: Millis) -> JobFilter {
+    let start = as_of.saturating_add(1);
+    scope.since = Some(scope.since.map_or(start, |s| s.max(start)));
+    scope.finished_before = None;
+    if scope.before == Some(start) {
+        scope.before = None;
+    }
+    scope
+}
+
+impl Store {
+    /// Refuse with [`Error::PermissionDenied`] unless `actor` holds `permission` (admin holds
+    /// all three). Every bulk plan calls it first, so that nobody waits for a count and a
+    /// question only to be told at the end that they may not act.
+    pub fn require(&self, actor: &str, permission: Permission) -> Result<()> {
+        if self.permissions(actor)?.contains(&permission) {
+            return Ok(());
+        }
+        Err(Error::PermissionDenied { actor: actor.to_string(), permission })
+    }
+
+    /// Count, exactly, what a bulk requeue of `filter` by `actor` would do now. Needs `operate`,
+    /// checked before counting.
+    pub fn plan_requeue(&self, actor: &str, filter: &JobFilter) -> Result<RequeuePlan> {
+        self.require(actor, Permission::Operate)?;
+        let mut plan = match &self.backend {
+            Backend::Sqlite(s) => s.plan_requeue(filter)?,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.plan_requeue(filter)?,
+        };
+        plan.scope = preview::requeue_scope(filter, plan.as_of);
+        Ok(plan)
+    }
+
+    /// Requeue what `plan` counted: every job of its set when `force`, else only those whose
+    /// wire name a live worker handled when it was planned (one run per such wire name,
+    /// progress counted across them). Jobs that failed after the plan are left, and counted.
+    /// Batched and resumable like [`Store::requeue_matching`].
+    pub fn requeue_planned(
+        &self,
+        actor: &str,
+        plan: &RequeuePlan,
+        force: bool,
+        mut progress: impl FnMut(BulkProgress),
+    ) -> Result<BulkDone> {
+        let done = if force || plan.unhandled.is_empty() {
+            self.requeue_matching(actor, &plan.scope, &mut progress)?
+        } else {
+            let total = plan.would_requeue;
+            let mut done_before = 0;
+            for w in &plan.handled {
+                let f = JobFilter { wire_name: Some(w.wire_name.clone()), ..plan.scope.clone() };
+                done_before +=
+                    self.requeue_matching(actor, &f, |p| progress(BulkProgress { done: done_before + p.done, total }))?;
+            }
+            done_before
+        };
+        let mut arrived = after(plan.scope.clone(), plan.as_of);
+        if !force {
+            // Of the arrivals, only those a live worker handles would have been requeued.
+            let handled: Vec<&str> = plan.handled.iter().map(|w| w.wire_name.as_str()).collect();
+            if arrived.wire_name.as_deref().is_some_and(|w| !handled.contains(&w)) {
+                return Ok(BulkDone { done, arrived_after_plan: 0 });
+            }
+            let mut n = 0;
+            for w in &handled {
+                arrived.wire_name = Some(w.to_string());
+                n += self.count_jobs(&arrived)?;
+            }
+            return Ok(BulkDone { done, arrived_after_plan: n });
+        }
+        Ok(BulkDone { done, arrived_after_plan: self.count_jobs(&arrived)? })
+    }
+
+    /// Count, exactly, what a bulk cancel of `filter` by `actor` would do now. Needs `operate`,
+    /// checked before counting.
+    pub fn plan_cancel(&self, actor: &str, filter: &JobFilter) -> Result<CancelPlan> {
+        self.require(actor, Permission::Operate)?;
+        let mut plan = match &self.backend {
+            Backend::Sqlite(s) => s.plan_cancel(filter)?,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.plan_cancel(filter)?,
+        };
+        plan.scope = cut(incident::cancel_scope(filter), plan.as_of);
+        Ok(plan)
+    }
+
+    /// Cancel what `plan` counted (each job as [`Store::cancel`] does it), and count the jobs
+    /// enqueued after the plan that match its filter: left alone.
+    pub fn cancel_planned(
+        &self,
+        actor: &str,
+        plan: &CancelPlan,
+        progress: impl FnMut(BulkProgress),
+    ) -> Result<CancelDone> {
+        let mut done = self.cancel_matching(actor, &plan.scope, progress)?;
+        let arrived = after(plan.scope.clone(), plan.as_of);
+        done.arrived_after_plan = self.count_jobs(&arrived)?;
+        Ok(done)
+    }
+
+    /// Count, exactly, what a bulk run-now of `filter` by `actor` would do now. Needs `operate`,
+    /// checked before counting.
+    pub fn plan_run_now(&self, actor: &str, filter: &JobFilter) -> Result<RunNowPlan> {
+        self.require(actor, Permission::Operate)?;
+        let mut plan = match &self.backend {
+            Backend::Sqlite(s) => s.plan_run_now(filter)?,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.plan_run_now(filter)?,
+        };
+        plan.scope = cut(incident::run_now_scope(filter), plan.as_of);
+        Ok(plan)
+    }
+
+    /// Make due now what `plan` counted, and count the Scheduled jobs enqueued after the plan
+    /// that match its filter: left alone.
+    pub fn run_now_planned(
+        &self,
+        actor: &str,
+        plan: &RunNowPlan,
+        progress: impl FnMut(BulkProgress),
+    ) -> Result<BulkDone> {
+        let done = self.run_now_matching(actor, &plan.scope, progress)?;
+        let arrived = after(plan.scope.clone(), plan.as_of);
+        Ok(BulkDone { done, arrived_after_plan: self.count_jobs(&arrived)? })
+    }
+}

@@ -1,0 +1,665 @@
+//! Limits on a queue or a wire name: at most N Running at once across every host, at most N
+//! claimed per window. A limit is a row in `limits` that every claim reads in its own
+//! transaction, like a pause; the policy (which row wins, what budget is left, what a claim
+//! charges) is decided here once for both backends, which only count and write in their SQL.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::pause::check_name;
+use super::{PauseKind, SqliteStore};
+use crate::error::{Error, Result};
+use crate::model::{Millis, Permission};
+
+/// At most `n` claims per `per`: fixed windows aligned on multiples of `per` since the epoch,
+/// so every host agrees on where a window starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub n: u32,
+    pub per: Duration,
+}
+
+impl Rate {
+    /// `50/s`, `10/1m`, `3/500ms`: a count, a slash, and a duration (a bare unit means one of it).
+    pub fn parse(text: &str) -> Result<Rate> {
+        let bad = |why: &str| Error::InvalidInput(format!("'{text}' is not a rate ({why}; e.g. 50/s or 10/1m)"));
+        let (n, per) = text.split_once('/').ok_or_else(|| bad("no '/'"))?;
+        let n: u32 = n.trim().parse().map_err(|_| bad("the count is not a whole number"))?;
+        if n == 0 {
+            return Err(bad("the count must be at least 1: to stop claims, pause it"));
+        }
+        let per = per.trim();
+        let per = if per.starts_with(|c: char| c.is_ascii_digit()) { per.to_string() } else { format!("1{per}") };
+        let per = humantime::parse_duration(&per).map_err(|_| bad("the window is not a duration"))?;
+        if per.as_millis() == 0 {
+            return Err(bad("the window must be at least 1ms"));
+        }
+        Ok(Rate { n, per })
+    }
+
+    pub(crate) fn window_ms(&self) -> Millis {
+        self.per.as_millis().min(i64::MAX as u128) as Millis
+    }
+}
+
+impl fmt::Display for Rate {
+    /// `50/s`, `600/m`, `10/5m`: as `bw limit --rate` takes it (one of a unit is the unit alone).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let per = humantime::format_duration(self.per).to_string();
+        let per = match per.strip_prefix('1') {
+            Some(unit) if unit.chars().all(|c| c.is_ascii_alphabetic()) => unit.to_string(),
+            _ => per,
+        };
+        write!(f, "{}/{per}", self.n)
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct R {
+            n: u32,
+            window_ms: Millis,
+        }
+        R { n: self.n, window_ms: self.window_ms() }.serialize(s)
+    }
+}
+
+/// What a limit allows; at least one of the two is set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LimitSpec {
+    /// At most this many Running under a live lease at once, across every host.
+    pub concurrency: Option<u32>,
+    /// At most this many claimed per window.
+    pub rate: Option<Rate>,
+}
+
+impl LimitSpec {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.concurrency == Some(0) {
+            return Err(Error::InvalidInput(
+                "a concurrency of 0 would stop every claim: pause it instead (bw pause)".into(),
+            ));
+        }
+        if self.concurrency.is_none() && self.rate.is_none() {
+            return Err(Error::InvalidInput("a limit needs a concurrency, a rate, or both".into()));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for LimitSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.concurrency, self.rate) {
+            (Some(c), Some(r)) => write!(f, "concurrency {c}, rate {r}"),
+            (Some(c), None) => write!(f, "concurrency {c}"),
+            (None, Some(r)) => write!(f, "rate {r}"),
+            (None, None) => f.write_str("none"),
+        }
+    }
+}
+
+/// Who set a limit: an operator (`bw limit`, audited) or the application's default in code.
+/// The operator's wins while it is in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitSource {
+    Operator,
+    Application,
+}
+
+impl LimitSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitSource::Operator => "operator",
+            LimitSource::Application => "application",
+        }
+    }
+
+    fn parse(s: &str) -> Option<LimitSource> {
+        match s {
+            "operator" => Some(LimitSource::Operator),
+            "application" => Some(LimitSource::Application),
+            _ => None,
+        }
+    }
+}
+
+/// One row of `limits`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Limit {
+    pub kind: PauseKind,
+    pub name: String,
+    pub source: LimitSource,
+    #[serde(flatten)]
+    pub spec: LimitSpec,
+    pub set_by: String,
+    pub set_at: Millis,
+    /// When it lapses by itself; `None` until cleared.
+    pub until: Option<Millis>,
+}
+
+/// An application's default limit, declared in code (see `Engine::limit`): written to the store
+/// when the engine starts, where an operator's limit overrides it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitDefault {
+    pub kind: PauseKind,
+    pub name: String,
+    pub spec: LimitSpec,
+}
+
+/// A limited name as `bw limits`, `bw stats`, the dashboard and the metrics show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LimitStatus {
+    pub kind: PauseKind,
+    pub name: String,
+    /// The operator's limit in force, if any.
+    pub operator: Option<Limit>,
+    /// The application's default in force, if any.
+    pub application: Option<Limit>,
+    /// What claims honour now: the operator's when set, else the application's.
+    pub effective: LimitSpec,
+    /// Running under a live lease now.
+    pub running: u64,
+    /// Claims in the current rate window (0 without a rate).
+    pub window_claimed: u64,
+    /// How many more a claim may take now: 0 means its due jobs wait on this limit.
+    pub budget: u64,
+    /// Scheduled jobs due now that it holds back (only counted when the budget is 0).
+    pub held_back: u64,
+}
+
+/// The result of `bw limit`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result")]
+pub enum LimitResult {
+    /// No operator limit was in force; now it is.
+    Limited,
+    /// An operator limit was in force: this is what it was.
+    Changed { previous: LimitSpec },
+}
+
+/// The start of the fixed window holding `now`.
+pub(crate) fn window_start(now: Millis, window_ms: Millis) -> Millis {
+    now - now.rem_euclid(window_ms.max(1))
+}
+
+/// How many more jobs a limit allows now, given `running` (live leases) and the current window's
+/// row `(window_start, claimed)`.
+pub(crate) fn budget(spec: &LimitSpec, running: u64, window: Option<(Millis, u64)>, now: Millis) -> u64 {
+    let by_concurrency = spec.concurrency.map_or(u64::MAX, |c| u64::from(c).saturating_sub(running));
+    let by_rate = spec.rate.map_or(u64::MAX, |r| {
+        let start = window_start(now, r.window_ms());
+        // A window later than ours was charged by a claim that committed first: ours is really
+        // that one (our `now` was read before we got the lock), so its count is ours too.
+        let used = window.filter(|(s, _)| *s >= start).map_or(0, |(_, n)| n);
+        u64::from(r.n).saturating_sub(used)
+    });
+    by_concurrency.min(by_rate)
+}
+
+/// The rows in force at `now` folded to one per name: the operator's wins over the application's.
+pub(crate) fn fold(rows: Vec<Limit>) -> Vec<(PauseKind, String, Option<Limit>, Option<Limit>)> {
+    let mut by_name: HashMap<(PauseKind, String), (Option<Limit>, Option<Limit>)> = HashMap::new();
+    for l in rows {
+        let e = by_name.entry((l.kind, l.name.clone())).or_default();
+        match l.source {
+            LimitSource::Operator => e.0 = Some(l),
+            LimitSource::Application => e.1 = Some(l),
+        }
+    }
+    let mut out: Vec<_> = by_name.into_iter().map(|((k, n), (o, a))| (k, n, o, a)).collect();
+    out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    out
+}
+
+/// One limit a claim honours, with what is left of it in this transaction.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub kind: PauseKind,
+    pub name: String,
+    pub spec: LimitSpec,
+    /// Jobs this claim may still take.
+    pub left: u64,
+    /// Jobs this claim took (charged to the rate window at the end).
+    pub taken: u64,
+}
+
+/// The limits one claim transaction honours.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimLimits {
+    pub active: Vec<Active>,
+}
+
+/// What one queue's claim may take: at most `want`, none of `excluded` (paused, or with no budget
+/// left, or, on PostgreSQL, limited by a name another claim holds), and at most the given number
+/// of each `capped` wire name.
+#[derive(Debug, Default)]
+pub(crate) struct QueuePlan {
+    pub want: usize,
+    pub excluded: Vec<String>,
+    pub capped: Vec<(String, usize)>,
+}
+
+impl ClaimLimits {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// The plan for claiming up to `want` from `queue` with `paused` wire names.
+    pub(crate) fn plan(&self, queue: &str, want: usize, paused: &[String]) -> QueuePlan {
+        let mut want = want;
+        if let Some(q) = self.active.iter().find(|a| a.kind == PauseKind::Queue && a.name == queue) {
+            want = want.min(q.left.min(usize::MAX as u64) as usize);
+        }
+        let mut plan = QueuePlan { want, excluded: paused.to_vec(), capped: Vec::new() };
+        for a in self.active.iter().filter(|a| a.kind == PauseKind::WireName) {
+            if paused.contains(&a.name) {
+                continue;
+            }
+            match a.left {
+                0 => plan.excluded.push(a.name.clone()),
+                n if (n as usize) < want => plan.capped.push((a.name.clone(), n as usize)),
+                _ => {}
+            }
+        }
+        plan
+    }
+
+    /// Count `n` claimed jobs of `queue` with `wire_name` against the limits they fall under.
+    pub(crate) fn charge(&mut self, queue: &str, wire_name: &str) {
+        for a in &mut self.active {
+            let hit = match a.kind {
+                PauseKind::Queue => a.name == queue,
+                PauseKind::WireName => a.name == wire_name,
+            };
+            if hit {
+                a.left = a.left.saturating_sub(1);
+                a.taken += 1;
+            }
+        }
+    }
+
+    /// The rate windows to add to at the end of the claim: `(kind, name, window_start, taken)`.
+    pub(crate) fn window_charges(&self, now: Millis) -> Vec<(PauseKind, String, Millis, i64)> {
+        self.active
+            .iter()
+            .filter(|a| a.taken > 0)
+            .filter_map(|a| {
+                a.spec.rate.map(|r| (a.kind, a.name.clone(), window_start(now, r.window_ms()), a.taken as i64))
+            })
+            .collect()
+    }
+}
+
+/// Adds a claim's count to a rate window: a later window starts the count over, and the window
+/// never moves back (a claim whose `now` was read before another's committed charges the later
+/// window, as [`budget`] counted it). The same text on both backends.
+pub(crate) const CHARGE_WINDOW_SQL: &str = "INSERT INTO limit_windows (kind, name, window_start, claimed)
+     VALUES ($1, $2, $3, $4)
+     ON CONFLICT (kind, name) DO UPDATE SET
+         claimed = CASE WHEN limit_windows.window_start >= excluded.window_start
+                        THEN limit_windows.claimed + excluded.claimed ELSE excluded.claimed END,
+         window_start = CASE WHEN limit_windows.window_start >= excluded.window_start
+                             THEN limit_windows.window_start ELSE excluded.window_start END";
+
+/// The limit rows in force at `?1`/`$1`, in the order [`limit_from_parts`] reads.
+pub(crate) const LIMITS_IN_FORCE_SQL: &str =
+    "SELECT kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until FROM limits
+     WHERE until IS NULL OR until > $1 ORDER BY kind, name, source";
+
+/// A row of [`LIMITS_IN_FORCE_SQL`]; `None` for a kind or source this build does not know.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn limit_from_parts(
+    kind: &str,
+    name: String,
+    source: &str,
+    concurrency: Option<i64>,
+    rate: Option<i64>,
+    window_ms: Option<i64>,
+    set_by: String,
+    set_at: Millis,
+    until: Option<Millis>,
+) -> Option<Limit> {
+    let spec = LimitSpec {
+        concurrency: concurrency.map(|c| c.clamp(1, i64::from(u32::MAX)) as u32),
+        rate: match (rate, window_ms) {
+            (Some(n), Some(w)) => {
+                Some(Rate { n: n.clamp(1, i64::from(u32::MAX)) as u32, per: Duration::from_millis(w.max(1) as u64) })
+            }
+            _ => None,
+        },
+    };
+    Some(Limit {
+        kind: PauseKind::parse(kind)?,
+        name,
+        source: LimitSource::parse(source)?,
+        spec,
+        set_by,
+        set_at,
+        until,
+    })
+}
+
+/// The audit detail of a limit.
+pub(crate) fn limit_detail(kind: PauseKind, name: &str, spec: &LimitSpec, until: Option<Millis>) -> String {
+    let until_text = until.map_or_else(|| "until cleared".to_string(), |u| format!("until {u}"));
+    format!("{kind} {name} {spec} {until_text}")
+}
+
+/// The operator's new limit: the fields given replace those of the limit in force, the others
+/// stay (so a rate can be added to a concurrency limit).
+pub(crate) fn merged(previous: Option<&LimitSpec>, change: &LimitSpec) -> LimitSpec {
+    LimitSpec {
+        concurrency: change.concurrency.or(previous.and_then(|p| p.concurrency)),
+        rate: change.rate.or(previous.and_then(|p| p.rate)),
+    }
+}
+
+pub(crate) fn check_until(until: Option<Millis>, now: Millis) -> Result<()> {
+    match until {
+        Some(u) if u <= now => Err(Error::InvalidInput(format!(
+            "a limit until {u} would end at once: it is not after now ({now}, epoch ms)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What each backend counts for a limit's status, in one snapshot.
+pub(crate) trait LimitCounts {
+    /// Running under a live lease at `now`.
+    fn running(&mut self, kind: PauseKind, name: &str) -> Result<u64>;
+    /// The rate window row: `(window_start, claimed)`.
+    fn window(&mut self, kind: PauseKind, name: &str) -> Result<Option<(Millis, u64)>>;
+    /// Scheduled jobs due at `now`.
+    fn due(&mut self, kind: PauseKind, name: &str) -> Result<u64>;
+}
+
+/// The statuses of every limit in force from its rows and the counts read beside them.
+pub(crate) fn statuses(rows: Vec<Limit>, now: Millis, counts: &mut dyn LimitCounts) -> Result<Vec<LimitStatus>> {
+    let mut out = Vec::new();
+    for (kind, name, operator, application) in fold(rows) {
+        let Some(effective) = operator.as_ref().or(application.as_ref()).map(|l| l.spec) else { continue };
+        let running_now = if effective.concurrency.is_some() { counts.running(kind, &name)? } else { 0 };
+        let win = if effective.rate.is_some() { counts.window(kind, &name)? } else { None };
+        let budget = budget(&effective, running_now, win, now);
+        let window_claimed = effective
+            .rate
+            .and_then(|r| win.filter(|(s, _)| *s >= window_start(now, r.window_ms())))
+            .map_or(0, |(_, n)| n);
+        let held_back = if budget == 0 { counts.due(kind, &name)? } else { 0 };
+        out.push(LimitStatus {
+            kind,
+            name,
+            operator,
+            application,
+            effective,
+            running: running_now,
+            window_claimed,
+            budget,
+            held_back,
+        });
+    }
+    Ok(out)
+}
+
+struct SqliteCounts<'a> {
+    c: &'a Connection,
+    now: Millis,
+}
+
+impl LimitCounts for SqliteCounts<'_> {
+    fn running(&mut self, kind: PauseKind, name: &str) -> Result<u64> {
+        running(self.c, self.now, kind, name)
+    }
+    fn window(&mut self, kind: PauseKind, name: &str) -> Result<Option<(Millis, u64)>> {
+        window(self.c, kind, name)
+    }
+    fn due(&mut self, kind: PauseKind, name: &str) -> Result<u64> {
+        due(self.c, self.now, kind, name)
+    }
+}
+
+fn rows(c: &Connection, now: Millis) -> Result<Vec<Limit>> {
+    let mut stmt = c.prepare_cached(LIMITS_IN_FORCE_SQL)?;
+    let rows = stmt.query_map([now], |r| {
+        Ok(limit_from_parts(
+            &r.get::<_, String>(0)?,
+            r.get(1)?,
+            &r.get::<_, String>(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// Running jobs under a live lease of a queue or wire name: the slots a concurrency limit
+/// counts. The running set is small (every worker slot at most), and `jobs_lease` holds it.
+const RUNNING_SQL_QUEUE: &str =
+    "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= ?1 AND queue = ?2";
+const RUNNING_SQL_WIRE: &str =
+    "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= ?1 AND wire_name = ?2";
+
+fn running(c: &Connection, now: Millis, kind: PauseKind, name: &str) -> Result<u64> {
+    let sql = match kind {
+        PauseKind::Queue => RUNNING_SQL_QUEUE,
+        PauseKind::WireName => RUNNING_SQL_WIRE,
+    };
+    let n: i64 = c.prepare_cached(sql)?.query_row(params![now, name], |r| r.get(0))?;
+    Ok(n.max(0) as u64)
+}
+
+fn window(c: &Connection, kind: PauseKind, name: &str) -> Result<Option<(Millis, u64)>> {
+    Ok(c.prepare_cached("SELECT window_start, claimed FROM limit_windows WHERE kind = ?1 AND name = ?2")?
+        .query_row(params![kind.as_str(), name], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+        .optional()?)
+}
+
+fn due(c: &Connection, now: Millis, kind: PauseKind, name: &str) -> Result<u64> {
+    let n: i64 = match kind {
+        PauseKind::Queue => c
+            .prepare_cached(
+                "SELECT count(*) FROM jobs INDEXED BY jobs_claim WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2",
+            )?
+            .query_row(params![name, now], |r| r.get(0))?,
+        PauseKind::WireName => c
+            .prepare_cached(
+                "SELECT coalesce(sum((SELECT count(*) FROM jobs INDEXED BY jobs_claim_wire
+                                      WHERE state = 'scheduled' AND queue = q.queue AND wire_name = ?1 AND due_at <= ?2)), 0)
+                 FROM (SELECT DISTINCT queue FROM job_counts) q",
+            )?
+            .query_row(params![name, now], |r| r.get(0))?,
+    };
+    Ok(n.max(0) as u64)
+}
+
+/// Every limit in force at `now` with its counts, in the caller's snapshot (a health read's too).
+pub(crate) fn read_statuses(c: &Connection, now: Millis) -> Result<Vec<LimitStatus>> {
+    statuses(rows(c, now)?, now, &mut SqliteCounts { c, now })
+}
+
+/// The limits a SQLite claim honours at `now` (the claim holds the write lock, so the counts
+/// cannot move under it). With no limit in force this is one read of an empty table.
+pub(crate) fn for_claim(c: &Connection, now: Millis) -> Result<ClaimLimits> {
+    let mut out = ClaimLimits::default();
+    for (kind, name, operator, application) in fold(rows(c, now)?) {
+        let Some(spec) = operator.or(application).map(|l| l.spec) else { continue };
+        let running_now = if spec.concurrency.is_some() { running(c, now, kind, &name)? } else { 0 };
+        let win = if spec.rate.is_some() { window(c, kind, &name)? } else { None };
+        out.active.push(Active { kind, left: budget(&spec, running_now, win, now), name, spec, taken: 0 });
+    }
+    Ok(out)
+}
+
+/// Write a claim's rate charges.
+pub(crate) fn charge_windows(c: &Connection, limits: &ClaimLimits, now: Millis) -> Result<()> {
+    let sql = CHARGE_WINDOW_SQL.replace('$', "?");
+    for (kind, name, start, n) in limits.window_charges(now) {
+        c.prepare_cached(&sql)?.execute(params![kind.as_str(), name, start, n])?;
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    pub fn set_limit(
+        &self,
+        actor: &str,
+        kind: PauseKind,
+        name: &str,
+        change: &LimitSpec,
+        until: Option<Millis>,
+    ) -> Result<LimitResult> {
+        check_name(kind, name)?;
+        let now = self.now();
+        check_until(until, now)?;
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let previous = rows(tx, now)?
+                .into_iter()
+                .find(|l| l.kind == kind && l.name == name && l.source == LimitSource::Operator)
+                .map(|l| l.spec);
+            let spec = merged(previous.as_ref(), change);
+            spec.validate()?;
+            write_row(tx, kind, name, LimitSource::Operator, &spec, actor, now, until)?;
+            super::admin::audit(tx, now, actor, "limit", None, &limit_detail(kind, name, &spec, until))?;
+            Ok(match previous {
+                Some(previous) => LimitResult::Changed { previous },
+                None => LimitResult::Limited,
+            })
+        })
+    }
+
+    pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool> {
+        let now = self.now();
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let was: Option<bool> = tx
+                .prepare_cached(
+                    "DELETE FROM limits WHERE kind = ?1 AND name = ?2 AND source = 'operator'
+                     RETURNING until IS NULL OR until > ?3",
+                )?
+                .query_row(params![kind.as_str(), name, now], |r| r.get(0))
+                .optional()?;
+            if was != Some(true) {
+                return Ok(false);
+            }
+            super::admin::audit(tx, now, actor, "unlimit", None, &format!("{kind} {name}"))?;
+            Ok(true)
+        })
+    }
+
+    pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()> {
+        for d in defaults {
+            check_name(d.kind, &d.name)?;
+            d.spec.validate()?;
+        }
+        if defaults.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        self.write(|tx| {
+            for d in defaults {
+                write_row(tx, d.kind, &d.name, LimitSource::Application, &d.spec, declared_by, now, None)?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn limits(&self) -> Result<Vec<LimitStatus>> {
+        if self.version < 5 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        self.read(|c| read_statuses(c, now))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_row(
+    tx: &Connection,
+    kind: PauseKind,
+    name: &str,
+    source: LimitSource,
+    spec: &LimitSpec,
+    by: &str,
+    now: Millis,
+    until: Option<Millis>,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO limits (kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (kind, name, source) DO UPDATE SET concurrency = ?4, rate = ?5, rate_window_ms = ?6,
+                set_by = ?7, set_at = ?8, until = ?9",
+    )?
+    .execute(params![
+        kind.as_str(),
+        name,
+        source.as_str(),
+        spec.concurrency,
+        spec.rate.map(|r| r.n),
+        spec.rate.map(|r| r.window_ms()),
+        by,
+        now,
+        until
+    ])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_with_or_without_a_count_of_units() {
+        assert_eq!(Rate::parse("50/s").unwrap(), Rate { n: 50, per: Duration::from_secs(1) });
+        assert_eq!(Rate::parse("10/5m").unwrap(), Rate { n: 10, per: Duration::from_secs(300) });
+        for text in ["50/s", "600/m", "10/5m", "3/500ms", "7/1h 30m"] {
+            assert_eq!(Rate::parse(text).unwrap().to_string(), text, "shown as it is typed");
+        }
+        for bad in ["50", "0/s", "x/s", "5/lots", "5/0s"] {
+            assert!(Rate::parse(bad).unwrap_err().to_string().contains(&format!("'{bad}'")), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_budget_is_the_smaller_of_the_free_slots_and_the_window_left() {
+        let spec = LimitSpec { concurrency: Some(3), rate: Some(Rate { n: 5, per: Duration::from_secs(1) }) };
+        assert_eq!(budget(&spec, 1, None, 10_500), 2);
+        assert_eq!(budget(&spec, 0, Some((10_000, 4)), 10_500), 1);
+        // A window that has passed counts for nothing; a later one counts in full.
+        assert_eq!(budget(&spec, 0, Some((9_000, 5)), 10_500), 3);
+        assert_eq!(budget(&spec, 0, Some((11_000, 4)), 10_500), 1);
+        assert_eq!(budget(&spec, 4, None, 10_500), 0);
+    }
+
+    #[test]
+    fn a_capped_wire_name_is_planned_apart_and_an_exhausted_one_excluded() {
+        let mut limits = ClaimLimits {
+            active: vec![
+                Active { kind: PauseKind::WireName, name: "a".into(), spec: LimitSpec::default(), left: 2, taken: 0 },
+                Active { kind: PauseKind::WireName, name: "b".into(), spec: LimitSpec::default(), left: 0, taken: 0 },
+                Active { kind: PauseKind::Queue, name: "q".into(), spec: LimitSpec::default(), left: 5, taken: 0 },
+            ],
+        };
+        let plan = limits.plan("q", 10, &["p".to_string()]);
+        assert_eq!(plan.want, 5);
+        assert_eq!(plan.excluded, vec!["p".to_string(), "b".to_string()]);
+        assert_eq!(plan.capped, vec![("a".to_string(), 2)]);
+        limits.charge("q", "a");
+        assert_eq!(limits.plan("q", 10, &[]).capped, vec![("a".to_string(), 1)]);
+        assert_eq!(limits.plan("q", 10, &[]).want, 4);
+    }
+}

@@ -1,0 +1,300 @@
+//! Limits and quiet workers on PostgreSQL: the same rows and policy as `store/limit.rs` and
+//! `store/worker_state.rs`. What differs is that claims run side by side: a claim that would take
+//! jobs under a limit first takes the limit's advisory lock (`pg_try_advisory_xact_lock`, never
+//! waiting), counts under it and charges before it commits; a claim that cannot get the lock
+//! leaves that name to the claim that holds it.
+
+use super::admin::{audit, require};
+use super::{PgStore, Tx};
+use crate::error::Result;
+use crate::model::{Millis, Permission};
+use crate::store::limit::{
+    budget, check_until, limit_detail, limit_from_parts, merged, statuses, Active, ClaimLimits, Limit, LimitCounts,
+    CHARGE_WINDOW_SQL, LIMITS_IN_FORCE_SQL,
+};
+use crate::store::pause::check_name;
+use crate::store::worker_state::selector_detail;
+use crate::store::{
+    LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, PauseKind, WorkerSelector, WorkerState,
+};
+
+fn rows(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<Limit>> {
+    let mut out = Vec::new();
+    for r in tx.query(LIMITS_IN_FORCE_SQL, &[&now])? {
+        out.extend(limit_from_parts(
+            r.try_get::<_, &str>(0)?,
+            r.try_get(1)?,
+            r.try_get::<_, &str>(2)?,
+            r.try_get(3)?,
+            r.try_get(4)?,
+            r.try_get(5)?,
+            r.try_get(6)?,
+            r.try_get(7)?,
+            r.try_get(8)?,
+        ));
+    }
+    Ok(out)
+}
+
+struct PgCounts<'t, 'a> {
+    tx: &'t mut Tx<'a>,
+    now: Millis,
+}
+
+impl LimitCounts for PgCounts<'_, '_> {
+    fn running(&mut self, kind: PauseKind, name: &str) -> Result<u64> {
+        let sql = match kind {
+            PauseKind::Queue => {
+                "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= $1 AND queue = $2"
+            }
+            PauseKind::WireName => {
+                "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= $1 AND wire_name = $2"
+            }
+        };
+        let n: i64 = self.tx.query_one(sql, &[&self.now, &name])?.try_get(0)?;
+        Ok(n.max(0) as u64)
+    }
+
+    fn window(&mut self, kind: PauseKind, name: &str) -> Result<Option<(Millis, u64)>> {
+        self.tx
+            .query_opt(
+                "SELECT window_start, claimed FROM limit_windows WHERE kind = $1 AND name = $2",
+                &[&kind.as_str(), &name],
+            )?
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as u64)))
+            .transpose()
+    }
+
+    fn due(&mut self, kind: PauseKind, name: &str) -> Result<u64> {
+        let sql = match kind {
+            PauseKind::Queue => "SELECT count(*) FROM jobs WHERE state = 'scheduled' AND queue = $2 AND due_at <= $1",
+            PauseKind::WireName => {
+                "SELECT count(*) FROM jobs WHERE state = 'scheduled' AND wire_name = $2 AND due_at <= $1"
+            }
+        };
+        let n: i64 = self.tx.query_one(sql, &[&self.now, &name])?.try_get(0)?;
+        Ok(n.max(0) as u64)
+    }
+}
+
+/// Every limit in force at `now` with its counts, in the caller's snapshot (a health read's too).
+pub(in crate::store::postgres) fn read_statuses(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<LimitStatus>> {
+    let rows = rows(tx, now)?;
+    statuses(rows, now, &mut PgCounts { tx, now })
+}
+
+/// The limits one claim honours. Each limit that could apply (a queue limit of a queue asked
+/// for, any wire-name limit) is taken under its advisory lock, in name order; one another claim
+/// holds gets no budget in this claim, so two claims never both count the same free slot.
+pub(super) fn for_claim(tx: &mut Tx<'_>, now: Millis, queues: &[String]) -> Result<ClaimLimits> {
+    let mut out = ClaimLimits::default();
+    for (kind, name, operator, application) in crate::store::limit::fold(rows(tx, now)?) {
+        if kind == PauseKind::Queue && !queues.contains(&name) {
+            continue;
+        }
+        let Some(spec) = operator.or(application).map(|l| l.spec) else { continue };
+        let left = if tx.try_lock(&format!(":limit:{kind}:{name}"))? {
+            let mut counts = PgCounts { tx, now };
+            let running_now = if spec.concurrency.is_some() { counts.running(kind, &name)? } else { 0 };
+            let win = if spec.rate.is_some() { counts.window(kind, &name)? } else { None };
+            budget(&spec, running_now, win, now)
+        } else {
+            0
+        };
+        out.active.push(Active { kind, name, spec, left, taken: 0 });
+    }
+    Ok(out)
+}
+
+pub(super) fn charge_windows(tx: &mut Tx<'_>, limits: &ClaimLimits, now: Millis) -> Result<()> {
+    for (kind, name, start, n) in limits.window_charges(now) {
+        tx.execute(CHARGE_WINDOW_SQL, &[&kind.as_str(), &name, &start, &n])?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_row(
+    tx: &mut Tx<'_>,
+    kind: PauseKind,
+    name: &str,
+    source: LimitSource,
+    spec: &LimitSpec,
+    by: &str,
+    now: Millis,
+    until: Option<Millis>,
+) -> Result<()> {
+    let concurrency = spec.concurrency.map(i64::from);
+    let rate = spec.rate.map(|r| i64::from(r.n));
+    let window = spec.rate.map(|r| r.window_ms());
+    tx.execute(
+        "INSERT INTO limits (kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (kind, name, source) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+                rate_window_ms = excluded.rate_window_ms, set_by = excluded.set_by, set_at = excluded.set_at,
+                until = excluded.until",
+        &[&kind.as_str(), &name, &source.as_str(), &concurrency, &rate, &window, &by, &now, &until],
+    )?;
+    Ok(())
+}
+
+impl PgStore {
+    pub fn set_limit(
+        &self,
+        actor: &str,
+        kind: PauseKind,
+        name: &str,
+        change: &LimitSpec,
+        until: Option<Millis>,
+    ) -> Result<LimitResult> {
+        check_name(kind, name)?;
+        self.write(|tx| {
+            let now = tx.now()?;
+            check_until(until, now)?;
+            require(tx, actor, Permission::Operate)?;
+            // One change of a name at a time, so that two operators' changes merge in order.
+            tx.query_one(
+                "SELECT pg_advisory_xact_lock(hashtext(current_schema() || $1))",
+                &[&format!(":limit-set:{kind}:{name}")],
+            )?;
+            let previous = rows(tx, now)?
+                .into_iter()
+                .find(|l| l.kind == kind && l.name == name && l.source == LimitSource::Operator)
+                .map(|l| l.spec);
+            let spec = merged(previous.as_ref(), change);
+            spec.validate()?;
+            write_row(tx, kind, name, LimitSource::Operator, &spec, actor, now, until)?;
+            audit(tx, now, actor, "limit", None, &limit_detail(kind, name, &spec, until))?;
+            Ok(match previous {
+                Some(previous) => LimitResult::Changed { previous },
+                None => LimitResult::Limited,
+            })
+        })
+    }
+
+    pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool> {
+        self.write(|tx| {
+            let now = tx.now()?;
+            require(tx, actor, Permission::Operate)?;
+            let was: Option<bool> = tx
+                .query_opt(
+                    "DELETE FROM limits WHERE kind = $1 AND name = $2 AND source = 'operator'
+                     RETURNING until IS NULL OR until > $3",
+                    &[&kind.as_str(), &name, &now],
+                )?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            if was != Some(true) {
+                return Ok(false);
+            }
+            audit(tx, now, actor, "unlimit", None, &format!("{kind} {name}"))?;
+            Ok(true)
+        })
+    }
+
+    pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()> {
+        for d in defaults {
+            check_name(d.kind, &d.name)?;
+            d.spec.validate()?;
+        }
+        if defaults.is_empty() {
+            return Ok(());
+        }
+        self.write(|tx| {
+            let now = tx.now()?;
+            for d in defaults {
+                write_row(tx, d.kind, &d.name, LimitSource::Application, &d.spec, declared_by, now, None)?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn limits(&self) -> Result<Vec<LimitStatus>> {
+        self.read(|tx| {
+            let now = tx.now()?;
+            read_statuses(tx, now)
+        })
+    }
+
+    pub fn quiet_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>> {
+        self.set_quiet(actor, selector, true)
+    }
+
+    pub fn resume_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>> {
+        self.set_quiet(actor, selector, false)
+    }
+
+    fn set_quiet(&self, actor: &str, selector: &WorkerSelector, quiet: bool) -> Result<Vec<String>> {
+        let (col, value) = selector.column();
+        self.write(|tx| {
+            let now = tx.now()?;
+            require(tx, actor, Permission::Operate)?;
+            let matched: i64 =
+                tx.query_one(&format!("SELECT count(*) FROM workers WHERE {col} = $1"), &[&value])?.try_get(0)?;
+            if matched == 0 {
+                return Err(selector.unmatched());
+            }
+            let rows = if quiet {
+                tx.query(
+                    &format!(
+                        "UPDATE workers SET quiet_at = $2, quiet_by = $3 WHERE {col} = $1 AND quiet_at IS NULL
+                         RETURNING id"
+                    ),
+                    &[&value, &now, &actor],
+                )?
+            } else {
+                tx.query(
+                    &format!(
+                        "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE {col} = $1 AND quiet_at IS NOT NULL
+                         RETURNING id"
+                    ),
+                    &[&value],
+                )?
+            };
+            let mut ids = rows.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?;
+            ids.sort();
+            if !ids.is_empty() {
+                let action = if quiet { "quiet" } else { "resume-worker" };
+                audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
+            }
+            Ok(ids)
+        })
+    }
+
+    pub fn mark_stopping(&self, worker_id: &str) -> Result<()> {
+        self.write(|tx| {
+            let now = tx.now()?;
+            tx.execute("UPDATE workers SET stopping_at = $2 WHERE id = $1", &[&worker_id, &now])?;
+            Ok(())
+        })
+    }
+
+    pub fn worker_states(&self) -> Result<Vec<WorkerState>> {
+        self.read(|tx| {
+            let now = tx.now()?;
+            read_states(tx, now)
+        })
+    }
+}
+
+/// Every registered worker's state at `now`, in the caller's snapshot (a health read's too).
+pub(in crate::store::postgres) fn read_states(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<WorkerState>> {
+    tx.query(
+        "SELECT w.id, w.quiet_at, w.quiet_by, w.stopping_at,
+                (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id
+                                               AND j.lease_expires_at >= $1)
+         FROM workers w ORDER BY w.id",
+        &[&now],
+    )?
+    .iter()
+    .map(|r| {
+        Ok(WorkerState {
+            id: r.try_get(0)?,
+            quiet_at: r.try_get(1)?,
+            quiet_by: r.try_get(2)?,
+            stopping_at: r.try_get(3)?,
+            running: r.try_get::<_, i64>(4)?.max(0) as u64,
+        })
+    })
+    .collect()
+}

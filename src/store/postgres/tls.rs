@@ -1,0 +1,344 @@
+//! TLS to the server, as libpq reads it from the URL: `sslmode` (`disable`, `prefer` — the
+//! default —, `require`, `verify-ca`, `verify-full`) and `sslrootcert=FILE` (else the system's
+//! root certificates). Built on rustls (pure Rust: no system OpenSSL to build or ship). This
+//! file owns reading the two keys, the certificate checks each mode makes, and the message
+//! when a server's certificate is refused.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use postgres::config::Host;
+use postgres::Config;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::error::{Error, Result};
+
+/// How much the client checks, libpq's `sslmode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    Disable,
+    /// TLS when the server offers it, unchecked; plain otherwise. libpq's default.
+    Prefer,
+    /// TLS or no connection; the certificate is not checked (unless `sslrootcert` is given,
+    /// which makes it `verify-ca`, as in libpq).
+    Require,
+    /// TLS with a certificate signed by a trusted CA, for any host name.
+    VerifyCa,
+    /// As `verify-ca`, and the certificate names the host connected to.
+    VerifyFull,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Disable => "disable",
+            Mode::Prefer => "prefer",
+            Mode::Require => "require",
+            Mode::VerifyCa => "verify-ca",
+            Mode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// The TLS part of a URL, read before the `postgres` crate parses the rest (it knows only
+/// `disable`, `prefer` and `require`, and no `sslrootcert`).
+#[derive(Clone, Debug)]
+pub(super) struct TlsSettings {
+    mode: Mode,
+    root_cert: Option<PathBuf>,
+}
+
+/// What the connection is made with.
+#[derive(Clone)]
+pub(super) enum Connector {
+    Plain,
+    Tls(MakeRustlsConnect),
+}
+
+impl TlsSettings {
+    /// Split `sslmode` and `sslrootcert` off the URL `raw`: the URL for `Config::from_str` (its
+    /// `sslmode` one the crate knows), and the settings. `shown` is the URL as messages quote it.
+    pub(super) fn from_url(raw: &str, shown: &str) -> Result<(String, TlsSettings)> {
+        let (base, query) = match raw.split_once('?') {
+            Some((b, q)) => (b, q),
+            None => return Ok((raw.to_string(), TlsSettings { mode: Mode::Prefer, root_cert: None })),
+        };
+        let mut mode = Mode::Prefer;
+        let mut root_cert = None;
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "sslmode" => {
+                    mode = match percent_decode(value).as_str() {
+                        "disable" => Mode::Disable,
+                        "prefer" => Mode::Prefer,
+                        "require" => Mode::Require,
+                        "verify-ca" => Mode::VerifyCa,
+                        "verify-full" => Mode::VerifyFull,
+                        other => {
+                            return Err(Error::InvalidInput(format!(
+                        "'{shown}': sslmode '{other}' is not one of disable, prefer, require, verify-ca, verify-full"
+                    )))
+                        }
+                    }
+                }
+                "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(value))),
+                _ => kept.push(pair),
+            }
+        }
+        if mode == Mode::Require && root_cert.is_some() {
+            mode = Mode::VerifyCa;
+        }
+        // Given to the crate so that it asks the server for TLS, and insists on it.
+        kept.push(match mode {
+            Mode::Disable => "sslmode=disable",
+            Mode::Prefer => "sslmode=prefer",
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => "sslmode=require",
+        });
+        Ok((format!("{base}?{}", kept.join("&")), TlsSettings { mode, root_cert }))
+    }
+
+    /// The connector for `config`: plain for `disable` and for `prefer` over unix sockets only
+    /// (the server offers no TLS there, as libpq knows), else rustls checking what the mode asks.
+    pub(super) fn connector(&self, config: &Config, shown: &str) -> Result<Connector> {
+        let sockets_only = config.get_hosts().iter().all(|h| matches!(h, Host::Unix(_)));
+        if self.mode == Mode::Disable || (self.mode == Mode::Prefer && sockets_only) {
+            return Ok(Connector::Plain);
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::InvalidInput(format!("TLS for '{shown}': {e}")))?;
+        let config = match self.mode {
+            Mode::Disable | Mode::Prefer | Mode::Require => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Unchecked { provider }))
+                .with_no_client_auth(),
+            Mode::VerifyCa | Mode::VerifyFull => {
+                let roots = Arc::new(self.roots(shown)?);
+                let webpki = WebPkiServerVerifier::builder_with_provider(roots, Arc::clone(&provider))
+                    .build()
+                    .map_err(|e| Error::InvalidInput(format!("TLS for '{shown}': {e}")))?;
+                let verifier: Arc<dyn ServerCertVerifier> =
+                    if self.mode == Mode::VerifyCa { Arc::new(AnyName(webpki)) } else { webpki };
+                builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()
+            }
+        };
+        Ok(Connector::Tls(MakeRustlsConnect::new(config)))
+    }
+
+    /// The trusted CAs: the `sslrootcert` file, else the system's store.
+    fn roots(&self, shown: &str) -> Result<RootCertStore> {
+        let mut roots = RootCertStore::empty();
+        match &self.root_cert {
+            Some(file) => {
+                let bad =
+                    |why: String| Error::InvalidInput(format!("'{shown}': sslrootcert '{}' {why}", file.display()));
+                let pem = std::fs::read(file).map_err(|e| bad(format!("cannot be read: {e}")))?;
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(format!("is not PEM certificates: {e:?}")))?;
+                let (added, _) = roots.add_parsable_certificates(certs);
+                if added == 0 {
+                    return Err(bad("holds no CA certificate".into()));
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                let (added, _) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    return Err(Error::InvalidInput(format!(
+                        "'{shown}': sslmode={} found no system root certificates; give the server's CA with sslrootcert=FILE",
+                        self.mode.name()
+                    )));
+                }
+            }
+        }
+        Ok(roots)
+    }
+
+    /// Why a connection failed, naming the mode when TLS refused it.
+    pub(super) fn explain(&self, why: String) -> String {
+        if !why.contains("TLS") && !why.contains("certificate") {
+            return why;
+        }
+        let trusted = match (&self.root_cert, self.mode) {
+            (_, Mode::Disable | Mode::Prefer | Mode::Require) => String::new(),
+            (Some(file), _) => format!(" (trusting the CA in '{}')", file.display()),
+            (None, _) => " (trusting the system's root certificates)".to_string(),
+        };
+        format!("sslmode={}{trusted}: {why}", self.mode.name())
+    }
+}
+
+/// `%XX` escapes decoded (the URL's shape was checked: each `%` has two hex digits).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `prefer` and `require`: the channel is encrypted but anyone may be at the other end, as in
+/// libpq. The handshake's signatures are still checked, with the certificate's key.
+#[derive(Debug)]
+struct Unchecked {
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Unchecked {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain must lead to a trusted CA; the name in it is not compared.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn sslmode_and_sslrootcert_are_read_off_the_url_and_the_rest_kept() {
+        let (url, s) = TlsSettings::from_url(
+            "postgres://h/db?user=u&sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&x=1",
+            "shown",
+        )
+        .unwrap();
+        assert_eq!(url, "postgres://h/db?user=u&x=1&sslmode=require");
+        assert_eq!(s.mode, Mode::VerifyFull);
+        assert_eq!(s.root_cert.as_deref(), Some(Path::new("/tmp/ca.pem")));
+
+        let (url, s) = TlsSettings::from_url("postgres://h/db", "shown").unwrap();
+        assert_eq!((url.as_str(), s.mode), ("postgres://h/db", Mode::Prefer));
+        let (url, s) = TlsSettings::from_url("postgres://h/db?sslmode=disable", "shown").unwrap();
+        assert_eq!((url.as_str(), s.mode), ("postgres://h/db?sslmode=disable", Mode::Disable));
+        // libpq: `require` with a root certificate checks the chain, as verify-ca.
+        let (_, s) = TlsSettings::from_url("postgres://h/db?sslmode=require&sslrootcert=ca.pem", "shown").unwrap();
+        assert_eq!(s.mode, Mode::VerifyCa);
+
+        let e = TlsSettings::from_url("postgres://h/db?sslmode=verify-everything", "postgres://h/db?…").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "'postgres://h/db?…': sslmode 'verify-everything' is not one of disable, prefer, require, verify-ca, verify-full"
+        );
+    }
+
+    #[test]
+    fn a_root_certificate_file_that_is_missing_or_not_pem_is_one_line_naming_it() {
+        let dir = tempfile_dir();
+        let missing = dir.join("nope.pem");
+        let url = format!("postgres://127.0.0.1/db?sslmode=verify-full&sslrootcert={}", missing.display());
+        let (raw, s) = TlsSettings::from_url(&url, "shown").unwrap();
+        let config: Config = raw.parse().unwrap();
+        let e = s.connector(&config, "shown").err().unwrap();
+        assert!(
+            e.to_string().starts_with(&format!("'shown': sslrootcert '{}' cannot be read", missing.display())),
+            "{e}"
+        );
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let url = format!("postgres://127.0.0.1/db?sslmode=verify-ca&sslrootcert={}", junk.display());
+        let (raw, s) = TlsSettings::from_url(&url, "shown").unwrap();
+        let e = s.connector(&raw.parse().unwrap(), "shown").err().unwrap();
+        assert_eq!(e.to_string(), format!("'shown': sslrootcert '{}' holds no CA certificate", junk.display()));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bw-tls-{}-{}", std::process::id(), uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,153 @@
+//! Quiet and stopping worker processes. Quiet is two columns of the worker's registry row that
+//! every claim of that worker reads in its own transaction: a quiet worker claims nothing from
+//! its next poll and finishes what it runs. Quiet and resume need `operate` and are audited;
+//! `stopping_at` is written by the engine itself when it begins to shut down.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::SqliteStore;
+use crate::error::{Error, Result};
+use crate::model::{Millis, Permission};
+
+/// Which worker processes an operator means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerSelector {
+    /// One worker (one group of one process), by its registry id.
+    Id(String),
+    /// Every worker registered from this host.
+    Host(String),
+    /// Every worker of this worker group, on every host.
+    Group(String),
+}
+
+impl WorkerSelector {
+    /// The column and value of the registry the selector matches.
+    pub(crate) fn column(&self) -> (&'static str, &str) {
+        match self {
+            WorkerSelector::Id(v) => ("id", v),
+            WorkerSelector::Host(v) => ("host", v),
+            WorkerSelector::Group(v) => ("worker_group", v),
+        }
+    }
+
+    /// The refusal of a selector that matches no registered worker: quieting nothing must not
+    /// look done.
+    pub(crate) fn unmatched(&self) -> Error {
+        let (what, v) = match self {
+            WorkerSelector::Id(v) => ("id", v),
+            WorkerSelector::Host(v) => ("host", v),
+            WorkerSelector::Group(v) => ("worker group", v),
+        };
+        Error::InvalidInput(format!("no registered worker has {what} '{v}' (see `bw workers`)"))
+    }
+}
+
+/// What a worker process is doing, as `bw workers` and the dashboard show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerState {
+    pub id: String,
+    /// Set while quiet: when, and by whom.
+    pub quiet_at: Option<Millis>,
+    pub quiet_by: Option<String>,
+    /// Set once its engine began to shut down.
+    pub stopping_at: Option<Millis>,
+    /// Jobs Running under its lease now.
+    pub running: u64,
+}
+
+/// Whether `worker_id` is quiet: one primary-key read per claim.
+pub(crate) fn is_quiet(c: &Connection, worker_id: &str) -> Result<bool> {
+    Ok(c.prepare_cached("SELECT quiet_at IS NOT NULL FROM workers WHERE id = ?1")?
+        .query_row([worker_id], |r| r.get::<_, bool>(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
+/// The audit detail of a quiet or resume.
+pub(crate) fn selector_detail(sel: &WorkerSelector, ids: &[String]) -> String {
+    let (col, v) = sel.column();
+    format!("{col} {v}: {}", ids.join(", "))
+}
+
+impl SqliteStore {
+    pub fn quiet_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>> {
+        self.set_quiet(actor, selector, true)
+    }
+
+    pub fn resume_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>> {
+        self.set_quiet(actor, selector, false)
+    }
+
+    fn set_quiet(&self, actor: &str, selector: &WorkerSelector, quiet: bool) -> Result<Vec<String>> {
+        let now = self.now();
+        let (col, value) = selector.column();
+        self.write(|tx| {
+            super::admin::require(tx, actor, Permission::Operate)?;
+            let matched: i64 =
+                tx.query_row(&format!("SELECT count(*) FROM workers WHERE {col} = ?1"), [value], |r| r.get(0))?;
+            if matched == 0 {
+                return Err(selector.unmatched());
+            }
+            // Only the rows that change: a second quiet keeps the first one's time and actor.
+            let sql = if quiet {
+                format!(
+                    "UPDATE workers SET quiet_at = ?2, quiet_by = ?3 WHERE {col} = ?1 AND quiet_at IS NULL RETURNING id"
+                )
+            } else {
+                format!(
+                    "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE {col} = ?1 AND quiet_at IS NOT NULL
+                     RETURNING id"
+                )
+            };
+            let mut ids: Vec<String> = if quiet {
+                tx.prepare(&sql)?.query_map(params![value, now, actor], |r| r.get(0))?.collect::<Result<_, _>>()?
+            } else {
+                tx.prepare(&sql)?.query_map(params![value], |r| r.get(0))?.collect::<Result<_, _>>()?
+            };
+            ids.sort();
+            if !ids.is_empty() {
+                let action = if quiet { "quiet" } else { "resume-worker" };
+                super::admin::audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
+            }
+            Ok(ids)
+        })
+    }
+
+    pub fn mark_stopping(&self, worker_id: &str) -> Result<()> {
+        let now = self.now();
+        self.write(|tx| {
+            tx.execute("UPDATE workers SET stopping_at = ?2 WHERE id = ?1", params![worker_id, now])?;
+            Ok(())
+        })
+    }
+
+    pub fn worker_states(&self) -> Result<Vec<WorkerState>> {
+        if self.version < 5 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        self.read(|c| read_states(c, now))
+    }
+}
+
+/// Every registered worker's state at `now`, in the caller's snapshot (a health read's too).
+pub(crate) fn read_states(c: &Connection, now: Millis) -> Result<Vec<WorkerState>> {
+    c.prepare_cached(
+        "SELECT w.id, w.quiet_at, w.quiet_by, w.stopping_at,
+                (SELECT count(*) FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id
+                                               AND j.lease_expires_at >= ?1)
+         FROM workers w ORDER BY w.id",
+    )?
+    .query_map([now], |r| {
+        Ok(WorkerState {
+            id: r.get(0)?,
+            quiet_at: r.get(1)?,
+            quiet_by: r.get(2)?,
+            stopping_at: r.get(3)?,
+            running: r.get::<_, i64>(4)?.max(0) as u64,
+        })
+    })?
+    .collect::<Result<_, _>>()
+    .map_err(Into::into)
+}

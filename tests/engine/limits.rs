@@ -1,0 +1,277 @@
+//! Limits, quiet and deploys as worker processes meet them (issue 21): four `engine_worker`
+//! processes under a concurrency limit sampled from the store while one is SIGKILLed, a rate
+//! limit checked window by window from the log, a quieted process (from the store, and by
+//! SIGTSTP) claiming nothing while the others drain, and a deploy (quiet, then a 2 s shutdown
+//! with long handlers running) losing no job and charging no attempt to a job that never ran.
+//! The engine has no limit code: the store's claim enforces it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backwave::engine::{DispatchPolicy, Engine, Registry};
+use backwave::store::{LimitSpec, PauseKind, Rate, WorkerSelector};
+use backwave::{JobId, JobState, NewJob, Store};
+
+use super::support::*;
+use crate::backend::{both_backends, plain_query};
+
+fn enqueue(store: &Store, wire_name: &str, n: usize) -> Vec<JobId> {
+    let jobs: Vec<NewJob> = (0..n).map(|i| NewJob::new(wire_name, "mixed", i.to_string().into_bytes())).collect();
+    jobs.chunks(500).flat_map(|c| store.enqueue_many(c).unwrap()).collect()
+}
+
+/// Jobs of `wire_name` in `state`: one query, not one per job (the waits poll it).
+fn count_state(store: &Store, wire_name: &str, state: JobState) -> usize {
+    let sql = format!("SELECT count(*) FROM jobs WHERE wire_name = '{wire_name}' AND state = '{}'", state.as_str());
+    store.raw_query(&sql, &[]).unwrap()[0][0].as_i64() as usize
+}
+
+/// The last time a job of `wire_name` moved to `state`, by the store's clock.
+fn last_at(db: &crate::backend::TestDb, wire_name: &str, state: JobState) -> i64 {
+    let sql = format!(
+        "SELECT max(t.at) FROM transitions t JOIN jobs j ON j.id = t.job_id
+         WHERE j.wire_name = '{wire_name}' AND t.to_state = '{}'",
+        state.as_str()
+    );
+    plain_query(db, &sql)[0][0].as_i64()
+}
+
+/// Running jobs of `wire_name` under a live lease, by the database's own clock read after the
+/// statement's snapshot (so that a claim visible to it is never older than the time it counts
+/// leases against): what a concurrency limit counts.
+fn running_now(store: &Store, postgres: bool, wire_name: &str) -> i64 {
+    let now = if postgres {
+        "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    } else {
+        "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+    };
+    let sql = format!(
+        "SELECT count(*) FROM jobs WHERE state = 'running' AND wire_name = '{wire_name}' AND lease_expires_at >= {now}"
+    );
+    store.raw_query(&sql, &[]).unwrap()[0][0].as_i64()
+}
+
+fn workers(t: &TestStore, n: usize, concurrency: u32) -> Vec<ChildWorker> {
+    (0..n).map(|_| ChildWorker::spawn(&[t.db.arg(), "limits", &concurrency.to_string(), "800"])).collect()
+}
+
+both_backends! {
+    fn a_concurrency_limit_of_3_holds_across_four_processes_while_one_is_killed() {
+        let t = test_store();
+        let limited = enqueue(&t.store, "limited", 2_000);
+        let free = enqueue(&t.store, "free", 2_000);
+        let spec = LimitSpec { concurrency: Some(3), rate: None };
+        t.store.set_limit(ACTOR, PauseKind::WireName, "limited", &spec, None).unwrap();
+
+        // Sample from the store every few ms on a thread of its own, for the whole run.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (most, samples) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let sampler = {
+            let (stop, most, samples) = (Arc::clone(&stop), Arc::clone(&most), Arc::clone(&samples));
+            let (target, postgres) = (t.db.target(), t.db.schema().is_some());
+            std::thread::spawn(move || {
+                let store = Store::open(&target).unwrap();
+                while !stop.load(Ordering::SeqCst) {
+                    most.fetch_max(running_now(&store, postgres, "limited") as u64, Ordering::SeqCst);
+                    samples.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+            })
+        };
+        let mut procs = workers(&t, 4, 4);
+        wait_for("a quarter of the limited jobs", Duration::from_secs(60), || {
+            (count_state(&t.store, "limited", JobState::Succeeded) >= 500).then_some(())
+        });
+        // Killed with its claims in hand: their leases lapse and free their slots.
+        procs[0].kill();
+        wait_for("every job", Duration::from_secs(180), || {
+            (count_state(&t.store, "limited", JobState::Succeeded) == limited.len()
+                && count_state(&t.store, "free", JobState::Succeeded) == free.len())
+            .then_some(())
+        });
+        stop.store(true, Ordering::SeqCst);
+        sampler.join().unwrap();
+        drop(procs);
+
+        let most = most.load(Ordering::SeqCst);
+        let samples = samples.load(Ordering::SeqCst);
+        assert!(samples > 100, "only {samples} samples were taken");
+        assert!(most <= 3, "{most} limited jobs ran at once under a limit of 3");
+        assert_eq!(most, 3, "the limit's slots were never all used");
+        // The other wire name of the same queue drained meanwhile, not after (the store's times).
+        let (free_done, limited_done) =
+            (last_at(&t.db, "free", JobState::Succeeded), last_at(&t.db, "limited", JobState::Succeeded));
+        assert!(free_done < limited_done, "free drained at {free_done}, limited at {limited_done}");
+        // A job over the limit spent no attempt: only the killed process's runs were retried.
+        let retried = limited.iter().filter(|id| job(&t.store, **id).attempt > 1).count();
+        assert!(retried <= 4 * 5, "{retried} limited jobs ran more than once");
+    }
+
+    fn a_rate_limit_of_50_a_second_holds_in_every_window_while_other_work_drains() {
+        let t = test_store();
+        let rated = enqueue(&t.store, "rated", 150);
+        let free = enqueue(&t.store, "free", 2_000);
+        let spec = LimitSpec { concurrency: None, rate: Some(Rate::parse("50/s").unwrap()) };
+        t.store.set_limit(ACTOR, PauseKind::WireName, "rated", &spec, None).unwrap();
+        let procs = workers(&t, 4, 4);
+        wait_for("every job", Duration::from_secs(120), || {
+            (count_state(&t.store, "rated", JobState::Succeeded) == rated.len()
+                && count_state(&t.store, "free", JobState::Succeeded) == free.len())
+            .then_some(())
+        });
+        drop(procs);
+        // Every claim of a rated job, by the time the claim counted it against.
+        let claims = plain_query(
+            &t.db,
+            "SELECT t.at FROM transitions t JOIN jobs j ON j.id = t.job_id
+             WHERE j.wire_name = 'rated' AND t.to_state = 'running' ORDER BY t.at",
+        );
+        let at: Vec<i64> = claims.iter().map(|r| r[0].as_i64()).collect();
+        let mut per_window = std::collections::BTreeMap::<i64, u32>::new();
+        for a in &at {
+            *per_window.entry(a - a.rem_euclid(1000)).or_default() += 1;
+        }
+        assert!(per_window.values().all(|n| *n <= 50), "claims per 1 s window: {per_window:?}");
+        // 150 at 50 a window take at least three windows: the limit held them back.
+        assert!(per_window.len() >= 3, "claims per 1 s window: {per_window:?}");
+        let span = at.last().unwrap() - at.first().unwrap();
+        assert!(span >= 1_000, "150 claims in {span} ms under 50/s");
+        // The free jobs went on being claimed in a window whose rated budget was spent: the
+        // held-back wire name did not hold up the rest of its queue.
+        let free_at: Vec<i64> = plain_query(
+            &t.db,
+            "SELECT t.at FROM transitions t JOIN jobs j ON j.id = t.job_id
+             WHERE j.wire_name = 'free' AND t.to_state = 'running'",
+        )
+        .iter()
+        .map(|r| r[0].as_i64())
+        .collect();
+        let spent: Vec<(i64, i64)> = per_window
+            .iter()
+            .filter(|(_, n)| **n == 50)
+            .map(|(w, _)| (*w, *at.iter().filter(|a| **a >= *w && **a < w + 1000).max().unwrap()))
+            .collect();
+        assert!(!spent.is_empty(), "no window spent its budget: {per_window:?}");
+        assert!(
+            spent.iter().any(|(w, last)| free_at.iter().any(|f| f > last && *f < w + 1000)),
+            "no free job was claimed after the rated budget was spent in a window: {spent:?}"
+        );
+    }
+
+    fn a_quieted_process_claims_nothing_after_its_next_poll_while_the_others_drain() {
+        let t = test_store();
+        let mut procs = workers(&t, 3, 2);
+        let quiet = procs[0].worker_id.clone();
+        let changed = t.store.quiet_workers(ACTOR, &WorkerSelector::Id(quiet.clone())).unwrap();
+        assert_eq!(changed, vec![quiet.clone()]);
+        // SIGTSTP quiets the second one locally, without the store.
+        procs[1].signal(libc::SIGTSTP);
+        std::thread::sleep(Duration::from_millis(200)); // four polls of each
+        let since = t.store.now();
+        let ids = enqueue(&t.store, "free", 500);
+        wait_for("the others to drain", Duration::from_secs(60), || {
+            (count_state(&t.store, "free", JobState::Succeeded) == ids.len()).then_some(())
+        });
+        let claimers = plain_query(
+            &t.db,
+            &format!("SELECT DISTINCT worker_id FROM transitions WHERE to_state = 'running' AND at >= {since}"),
+        );
+        let claimers: Vec<&str> = claimers.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(claimers, vec![procs[2].worker_id.as_str()], "only the process not quieted claims");
+        let states = t.store.worker_states().unwrap();
+        let q = states.iter().find(|s| s.id == quiet).unwrap();
+        assert_eq!(q.quiet_by.as_deref(), Some(ACTOR));
+        assert!(q.quiet_at.is_some());
+        let audit = t.store.audit_entries(0, 100).unwrap();
+        assert!(audit.iter().any(|a| a.action == "quiet" && a.detail.as_deref().is_some_and(|d| d.contains(&quiet))));
+
+        // Resumed, it claims again from its next poll.
+        assert_eq!(t.store.resume_workers(ACTOR, &WorkerSelector::Id(quiet.clone())).unwrap(), vec![quiet.clone()]);
+        procs[2].kill();
+        let more = enqueue(&t.store, "limited", 50);
+        wait_for("the resumed process to drain", Duration::from_secs(60), || {
+            (count_state(&t.store, "limited", JobState::Succeeded) == more.len()).then_some(())
+        });
+        let claimers = plain_query(
+            &t.db,
+            "SELECT DISTINCT t.worker_id FROM transitions t JOIN jobs j ON j.id = t.job_id
+             WHERE j.wire_name = 'limited' AND t.to_state = 'running'",
+        );
+        let claimers: Vec<&str> = claimers.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(claimers, vec![quiet.as_str()], "the resumed process claims again; the SIGTSTP one does not");
+        let unknown = t.store.quiet_workers(ACTOR, &WorkerSelector::Host("no-such-host".into())).unwrap_err();
+        assert!(unknown.to_string().contains("'no-such-host'"), "{unknown}");
+    }
+
+    fn a_deploy_quiets_then_stops_in_2s_losing_no_job_and_charging_no_attempt_to_unstarted_ones() {
+        let t = test_store();
+        let slow = Arc::new(AtomicBool::new(true));
+        let started = Arc::new(AtomicU64::new(0));
+        let registry = |slow: Arc<AtomicBool>| {
+            let mut r = Registry::new();
+            let started = Arc::clone(&started);
+            r.handle::<u32>("report", move |_, ctx| {
+                started.fetch_add(1, Ordering::SeqCst);
+                if slow.load(Ordering::SeqCst) {
+                    ctx.sleep(Duration::from_secs(30))
+                } else {
+                    Ok(())
+                }
+            })
+            .queue("reports");
+            r
+        };
+        let ids: Vec<JobId> =
+            (0..12).map(|i| registry(Arc::clone(&slow)).enqueue(&t.store, "report", &i).unwrap()).collect();
+        let mut old = Engine::new(&t.db, registry(Arc::clone(&slow)));
+        let policy = DispatchPolicy::strict(["reports"]);
+        old.add_worker_group(group("a", policy.clone(), 3));
+        let mut b = group("b", policy.clone(), 3);
+        b.concurrency = 2;
+        old.add_worker_group(b);
+        let old = old.start().unwrap();
+        // Three handler threads (1 + 2), all busy with long jobs, more claimed ahead behind them.
+        wait_for("three long handlers to run", Duration::from_secs(30), || {
+            (started.load(Ordering::SeqCst) == 3).then_some(())
+        });
+        for (_, id) in old.worker_ids() {
+            t.store.quiet_workers(ACTOR, &WorkerSelector::Id(id)).unwrap();
+        }
+        let stopping = Instant::now();
+        let report = old.shutdown(Duration::from_secs(2));
+        let took = stopping.elapsed();
+        assert!(took < Duration::from_secs(4), "the two groups stopped in {took:?}, not under one 2 s deadline");
+        // The long handlers heeded the request to stop: recorded, nothing left to lapse.
+        assert_eq!(report.abandoned, 0, "{report:?}");
+
+        // The new version drains everything; what never ran costs it nothing.
+        slow.store(false, Ordering::SeqCst);
+        let mut new = Engine::new(&t.db, registry(Arc::clone(&slow)));
+        let mut g = group("new", policy, 3);
+        g.lease = Duration::from_millis(300);
+        new.add_worker_group(g);
+        let new = new.start().unwrap();
+        for id in &ids {
+            assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded, "job {id}");
+        }
+        new.shutdown(Duration::from_secs(1));
+        for id in &ids {
+            let started = t.store.history(*id).unwrap().iter().filter(|e| e.to == JobState::Running).count() as u32;
+            let handed_back =
+                t.store.history(*id).unwrap().iter().filter(|e| e.reason.as_deref() == Some(backwave::store::HANDED_BACK)).count()
+                    as u32;
+            // Each attempt is a run that started: a hand-back gave its claim back.
+            assert_eq!(job(&t.store, *id).attempt, started - handed_back, "job {id}");
+        }
+        let never_started = ids.iter().filter(|id| job(&t.store, **id).attempt == 1).count();
+        assert_eq!(never_started, 12 - 3, "only the 3 running at the stop ran twice");
+        let stopped = ids
+            .iter()
+            .filter(|id| {
+                t.store.history(**id).unwrap().iter().any(|e| e.reason.as_deref() == Some(backwave::store::STOPPED_AT_SHUTDOWN))
+            })
+            .count();
+        assert_eq!(stopped, 3, "the jobs running at the deadline were stopped and recorded");
+    }
+}
