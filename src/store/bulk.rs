@@ -45,11 +45,19 @@ impl Store {
     /// Refuse with [`Error::PermissionDenied`] unless `actor` holds `permission` (admin holds
     /// all three). Every bulk plan calls it first, so that nobody waits for a count and a
     /// question only to be told at the end that they may not act.
+    /// On PostgreSQL the name checked (and refused) is the one the server vouches for: the
+    /// session's role unless that role owns the store.
     pub fn require(&self, actor: &str, permission: Permission) -> Result<()> {
-        if self.permissions(actor)?.contains(&permission) {
-            return Ok(());
+        match &self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.require(actor, permission),
+            Backend::Sqlite(_) => {
+                if self.permissions(actor)?.contains(&permission) {
+                    return Ok(());
+                }
+                Err(Error::PermissionDenied { actor: actor.to_string(), permission })
+            }
         }
-        Err(Error::PermissionDenied { actor: actor.to_string(), permission })
     }
 
     /// Count, exactly, what a bulk requeue of `filter` by `actor` would do now. Needs `operate`,

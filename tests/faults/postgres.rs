@@ -533,10 +533,11 @@ fn a_role_without_view_failure_detail_reads_everything_but_the_detail_and_bw_ref
     let reveal = audit.iter().find(|a| a.action == "reveal-failure-detail").expect("the reveal is audited");
     assert_eq!((reveal.actor.as_str(), reveal.job_id), (reader.as_str(), Some(dead)));
 
-    // And it may not write: the store opens read-only, and its writes exit 3.
+    // And it may not act: refused before the plan, under the role's own name (not the OS user
+    // running `bw`), as a permission it lacks; nothing changes.
     let (code, _, stderr) = bw(&["cancel", "--state", "scheduled", "--yes"]);
-    assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("read-only"), "{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("{reader} lacks the 'operate' permission")), "{stderr}");
     assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 1, "nothing changed");
 }
 

@@ -30,6 +30,11 @@ impl PgStore {
         self.read(|tx| Ok(permissions_of(tx, actor)?.1))
     }
 
+    /// Refuse unless the actor the server vouches for holds `permission`, naming that actor.
+    pub fn require(&self, actor: &str, permission: Permission) -> Result<()> {
+        self.read(|tx| require(tx, actor, permission))
+    }
+
     pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
         self.write(|tx| {
             require(tx, actor, Permission::Admin)?;
