@@ -592,3 +592,11 @@ $$;
 UPDATE backwave_schema SET version = 7;
 
 -- migration 7 end
+
+-- migration 8 begin
+-- A schedule whose ticks do not pile up behind a slow job (schema.sql's migration 8 says how).
+ALTER TABLE schedules ADD COLUMN unique_pending boolean NOT NULL DEFAULT false;
+ALTER TABLE schedules ADD COLUMN skipped_ticks bigint NOT NULL DEFAULT 0 CHECK (skipped_ticks >= 0);
+UPDATE backwave_schema SET version = 8;
+
+-- migration 8 end
