@@ -594,6 +594,14 @@ UPDATE backwave_schema SET version = 7;
 -- migration 7 end
 
 -- migration 8 begin
+-- A schedule whose ticks do not pile up behind a slow job (schema.sql's migration 8 says how).
+ALTER TABLE schedules ADD COLUMN unique_pending boolean NOT NULL DEFAULT false;
+ALTER TABLE schedules ADD COLUMN skipped_ticks bigint NOT NULL DEFAULT 0 CHECK (skipped_ticks >= 0);
+UPDATE backwave_schema SET version = 8;
+
+-- migration 8 end
+
+-- migration 9 begin
 -- Enqueue from SQL, inside the caller's own transaction (as graphile-worker's `add_job`): any
 -- driver or language enqueues with the validation, unique rule, payload limit, counts and log
 -- entry of the library's `Store::enqueue`, and a rollback leaves nothing. The library's
@@ -756,6 +764,6 @@ END
 $$;
 REVOKE ALL ON FUNCTION backwave_enqueue_bytes(text, bytea, text, bigint, jsonb, text, boolean, text[], bigint),
     backwave_enqueue(text, json, text, timestamptz, jsonb, text, boolean, text[], interval) FROM PUBLIC;
-UPDATE backwave_schema SET version = 8;
+UPDATE backwave_schema SET version = 9;
 
--- migration 8 end
+-- migration 9 end

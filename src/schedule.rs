@@ -117,6 +117,8 @@ pub struct Schedule {
     pub payload: Vec<u8>,
     pub labels: BTreeMap<String, String>,
     pub missed: MissedTicks,
+    /// One tick's job at a time: see [`Schedule::unique`].
+    pub unique: bool,
 }
 
 impl Schedule {
@@ -136,6 +138,7 @@ impl Schedule {
             payload: payload.into(),
             labels: BTreeMap::new(),
             missed: MissedTicks::Latest,
+            unique: false,
         }
     }
 
@@ -154,6 +157,18 @@ impl Schedule {
         self
     }
 
+    /// Never start a tick's job while the previous tick's job is still scheduled or running (a
+    /// slow nightly report is not started again by the next night's tick). Each tick's job holds
+    /// the unique key [`unique_key`] while Scheduled or Running; a tick that comes meanwhile makes
+    /// no job, and is consumed all the same: the schedule's cursor moves past it and its
+    /// `skipped_ticks` counts it (`bw schedules` shows it), so uniqueness can never hold the
+    /// schedule back. Missed ticks caught up together make one job. `bw schedule trigger`'s jobs
+    /// are outside the tick sequence and hold no key.
+    pub fn unique(mut self) -> Self {
+        self.unique = true;
+        self
+    }
+
     /// Every check a declaration makes before anything is stored: the name, the cron expression,
     /// the zone, the wire name and queue, the catch-up bound.
     pub fn validate(&self) -> Result<Timetable> {
@@ -168,6 +183,11 @@ impl Schedule {
         }
         Timetable::parse(&self.cron, &self.zone)
     }
+}
+
+/// The unique key the jobs of a [`Schedule::unique`] schedule's ticks hold.
+pub fn unique_key(schedule: &str) -> String {
+    format!("schedule:{schedule}")
 }
 
 /// A schedule name: not empty, no control characters (it is printed in tables and logs).

@@ -355,6 +355,18 @@ pub fn render(h: &Health, transitions: Option<&TransitionCounter>, top: usize, t
             e.sample("backwave_schedule_seconds_since_last_fire", &[("schedule", &i.row.schedule.name)], secs);
         }
     }
+    e.family(
+        "backwave_schedule_skipped_ticks_total",
+        "counter",
+        "Ticks of a unique schedule that made no job because its previous tick's job was still pending.",
+    );
+    for i in &h.schedules {
+        e.sample(
+            "backwave_schedule_skipped_ticks_total",
+            &[("schedule", &i.row.schedule.name)],
+            i.row.skipped_ticks as f64,
+        );
+    }
     e.family("backwave_schedule_paused", "gauge", "1 when the schedule is paused now, else 0.");
     for i in &h.schedules {
         e.sample("backwave_schedule_paused", &[("schedule", &i.row.schedule.name)], f64::from(u8::from(i.paused)));

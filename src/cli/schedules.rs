@@ -198,6 +198,10 @@ struct ScheduleJson<'a> {
     /// `latest`, `catch-up` (with `catch_up_max`) or `skip`.
     missed: &'static str,
     catch_up_max: Option<i64>,
+    /// One tick's job at a time (`Schedule::unique`): a tick while the last is pending is skipped.
+    unique: bool,
+    /// Ticks skipped so, since the schedule was first declared.
+    skipped_ticks: i64,
     next_fire: Option<String>,
     last_tick: String,
     last_fire: Option<String>,
@@ -233,6 +237,8 @@ impl Serialize for SchedulesView {
                     labels: &r.schedule.labels,
                     missed: r.schedule.missed.as_str(),
                     catch_up_max: r.schedule.missed.catch_up_max(),
+                    unique: r.schedule.unique,
+                    skipped_ticks: r.skipped_ticks,
                     next_fire: i.next_fire.map(rfc3339),
                     last_tick: rfc3339(r.last_tick),
                     last_fire: r.last_fired_at.map(rfc3339),
@@ -259,11 +265,14 @@ impl Render for SchedulesView {
         let mut t = Table::new(&["NAME", "CRON", "ZONE", "NEXT", "LAST FIRE", "LAST JOB", "STATUS"]).flex(0);
         for i in &self.schedules {
             let r = &i.row;
+            // A unique schedule's skipped ticks are told beside the job that held them back.
+            let skipped =
+                if r.skipped_ticks > 0 { format!(", {} ticks skipped", r.skipped_ticks) } else { String::new() };
             let last_job = match (r.last_job_id, r.last_job_state) {
                 (Some(id), Some(state)) => {
-                    Cell::styled(format!("{} {state}", id.short()), super::output::state_style(state))
+                    Cell::styled(format!("{} {state}{skipped}", id.short()), super::output::state_style(state))
                 }
-                (Some(id), None) => format!("{} (swept)", id.short()).into(),
+                (Some(id), None) => format!("{} (swept){skipped}", id.short()).into(),
                 _ => "-".into(),
             };
             t.row(vec![

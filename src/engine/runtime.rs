@@ -257,6 +257,8 @@ struct TickerHandle {
 pub struct TickerReport {
     /// Jobs this engine enqueued for ticks (each tick's job is made by exactly one engine).
     pub fired: u64,
+    /// Ticks of unique schedules it consumed without a job: the previous tick's job was pending.
+    pub skipped: u64,
     /// Store errors it retried through.
     pub errors: u64,
     pub last_error: Option<String>,
@@ -410,6 +412,7 @@ impl EngineHandle {
     pub fn ticker(&self) -> Option<TickerReport> {
         self.ticker.as_ref().map(|t| TickerReport {
             fired: t.stats.fired.load(Ordering::Relaxed),
+            skipped: t.stats.skipped.load(Ordering::Relaxed),
             errors: t.stats.errors.load(Ordering::Relaxed),
             last_error: t.stats.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         })

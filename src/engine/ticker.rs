@@ -15,6 +15,7 @@ use crate::store::{Clock, Store};
 #[derive(Default)]
 pub(super) struct TickerStats {
     pub fired: AtomicU64,
+    pub skipped: AtomicU64,
     pub errors: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
@@ -37,7 +38,9 @@ impl Ticker {
             let sleep = match self.store.fire_due_schedules(&self.names) {
                 Ok((fired, next)) => {
                     let jobs: usize = fired.iter().map(|f| f.fired.len()).sum();
+                    let skipped: usize = fired.iter().map(|f| f.skipped.len()).sum();
                     self.stats.fired.fetch_add(jobs as u64, Ordering::Relaxed);
+                    self.stats.skipped.fetch_add(skipped as u64, Ordering::Relaxed);
                     self.until(next)
                 }
                 Err(e) => {

@@ -294,9 +294,9 @@ forward! {
     /// Move schedule `name`'s cursor from `expected_last` to `through` and insert `jobs`, in one
     /// transaction; `None` (nothing written) when the cursor is no longer `expected_last`:
     /// another process fired those ticks. The jobs go in as [`Store::insert_many`]'s do (payload
-    /// limit, uniqueness): each answered by its id, or by its holder's for a duplicate. The
+    /// limit, uniqueness): each `Created`, or `Duplicate` naming the job that holds its key. The
     /// exactly-once primitive under [`Store::fire_due_schedules`].
-    pub fn claim_ticks(&self, name: &str, expected_last: Millis, through: Millis, jobs: &[NewJob]) -> Result<Option<Vec<JobId>>>;
+    pub fn claim_ticks(&self, name: &str, expected_last: Millis, through: Millis, jobs: &[NewJob]) -> Result<Option<Vec<Enqueued>>>;
     /// Pause a schedule until `until` (epoch ms) or until resumed: the ticks that fall in the
     /// pause are dropped, never fired later. Needs `operate`; audited.
     pub fn pause_schedule(&self, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult>;

@@ -1,7 +1,7 @@
 //! Enqueue inside the application's own transaction: the job exists if and only if the
 //! application's transaction commits. On SQLite through the store's own insert code on the
 //! application's `rusqlite` transaction; on PostgreSQL through the schema's `backwave_enqueue_bytes`
-//! function (migration 8), the same SQL any other driver or language calls.
+//! function (migration 9), the same SQL any other driver or language calls.
 
 use super::jobs::{insert_jobs, validate_new_jobs};
 use super::{system_now, SCHEMA_VERSION};

@@ -16,8 +16,8 @@ use super::{SqliteStore, Store};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, JobState, Millis, NewJob, Permission};
 use crate::schedule::{
-    check_schedule_name, tick_label, MissedTicks, Schedule, Timetable, SCHEDULE_LABEL, SCHEDULE_ORPHANED_AFTER,
-    TICK_GRACE, TICK_LABEL, TRIGGERED_BY_LABEL,
+    check_schedule_name, tick_label, unique_key, MissedTicks, Schedule, Timetable, SCHEDULE_LABEL,
+    SCHEDULE_ORPHANED_AFTER, TICK_GRACE, TICK_LABEL, TRIGGERED_BY_LABEL,
 };
 
 /// A schedule as stored, with the state of the last job it made.
@@ -37,6 +37,9 @@ pub struct ScheduleRow {
     pub paused_by: Option<String>,
     pub paused_at: Option<Millis>,
     pub paused_until: Option<Millis>,
+    /// Ticks of a [`Schedule::unique`] schedule that made no job because the previous tick's
+    /// job was still pending.
+    pub skipped_ticks: i64,
 }
 
 impl ScheduleRow {
@@ -82,6 +85,9 @@ pub struct TickFire {
     pub name: String,
     /// The ticks that got a job, with it.
     pub fired: Vec<(Millis, JobId)>,
+    /// The ticks of a [`Schedule::unique`] schedule that got none: the job that still held
+    /// the schedule's key, with each.
+    pub skipped: Vec<(Millis, JobId)>,
     /// The cursor moved here (ticks up to it that got no job were dropped by the policy or a pause).
     pub through: Millis,
 }
@@ -144,6 +150,7 @@ pub(crate) fn differences(stored: &Schedule, declared: &Schedule) -> Vec<String>
     );
     field("labels", format!("{:?}", stored.labels), format!("{:?}", declared.labels));
     field("missed", stored.missed.to_string(), declared.missed.to_string());
+    field("unique", stored.unique.to_string(), declared.unique.to_string());
     out
 }
 
@@ -169,6 +176,9 @@ pub(crate) fn tick_job(s: &Schedule, tick: Millis) -> NewJob {
     job.labels = s.labels.clone();
     job.labels.insert(SCHEDULE_LABEL.into(), s.name.clone());
     job.labels.insert(TICK_LABEL.into(), tick_label(tick));
+    if s.unique {
+        job.unique = Some(crate::model::UniqueRule::key(unique_key(&s.name)));
+    }
     job
 }
 
@@ -217,12 +227,20 @@ impl Store {
             let mut cursor = row.last_tick;
             if let Some(plan) = table.due(row.last_tick, now, row.schedule.missed, row.is_paused(now)) {
                 let jobs: Vec<NewJob> = plan.fire.iter().map(|&t| tick_job(&row.schedule, t)).collect();
-                if let Some(ids) = self.claim_ticks(&row.schedule.name, row.last_tick, plan.through, &jobs)? {
-                    fired.push(TickFire {
+                if let Some(made) = self.claim_ticks(&row.schedule.name, row.last_tick, plan.through, &jobs)? {
+                    let mut fire = TickFire {
                         name: row.schedule.name.clone(),
-                        fired: plan.fire.iter().copied().zip(ids).collect(),
+                        fired: Vec::new(),
+                        skipped: Vec::new(),
                         through: plan.through,
-                    });
+                    };
+                    for (&tick, made) in plan.fire.iter().zip(made) {
+                        match made {
+                            Enqueued::Created(id) => fire.fired.push((tick, id)),
+                            Enqueued::Duplicate(id) => fire.skipped.push((tick, id)),
+                        }
+                    }
+                    fired.push(fire);
                 }
                 cursor = plan.through;
             }
@@ -247,10 +265,29 @@ pub(crate) fn schedule_info(row: ScheduleRow, now: Millis) -> ScheduleInfo {
     ScheduleInfo { orphaned: row.is_orphaned(now), next_fire, paused, overdue, row }
 }
 
-/// The columns a [`ScheduleRow`] is read from, in order (the last job's state joined).
-pub(crate) const ROW_COLUMNS: &str = "s.name, s.cron, s.zone, s.wire_name, s.queue, s.payload, s.labels, s.missed,
-     s.catch_up_max, s.last_tick, s.last_job_id, j.state, s.last_fired_at, s.declared_at, s.updated_at, s.seen_at,
-     s.paused_by, s.paused_at, s.paused_until";
+/// The columns a [`ScheduleRow`] is read from, in order (the last job's state joined), on a
+/// store of schema `version` (7 has no uniqueness columns: read as a plain schedule).
+pub(crate) fn row_columns(version: i64) -> String {
+    let unique = if version >= 8 { "s.unique_pending, s.skipped_ticks" } else { "0, 0" };
+    format!(
+        "s.name, s.cron, s.zone, s.wire_name, s.queue, s.payload, s.labels, s.missed, s.catch_up_max, s.last_tick,
+         s.last_job_id, j.state, s.last_fired_at, s.declared_at, s.updated_at, s.seen_at, s.paused_by, s.paused_at,
+         s.paused_until, {unique}"
+    )
+}
+
+/// How many of a claim's answers made no job: the ticks a unique schedule skipped.
+pub(crate) fn skipped(made: &[Enqueued]) -> i64 {
+    made.iter().filter(|e| matches!(e, Enqueued::Duplicate(_))).count() as i64
+}
+
+/// The last job a claim created, if any (a skipped tick's holder is no new fire).
+pub(crate) fn last_created(made: &[Enqueued]) -> Option<JobId> {
+    made.iter().rev().find_map(|e| match e {
+        Enqueued::Created(id) => Some(*id),
+        Enqueued::Duplicate(_) => None,
+    })
+}
 
 fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
     let labels: String = r.get(6)?;
@@ -267,6 +304,7 @@ fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
             payload: r.get(5)?,
             labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
             missed: MissedTicks::from_columns(&missed, r.get(8)?)?,
+            unique: r.get::<_, i64>(19)? != 0,
         },
         last_tick: r.get(9)?,
         last_job_id: last_job.and_then(|s| s.parse().ok()),
@@ -278,13 +316,15 @@ fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
         paused_by: r.get(16)?,
         paused_at: r.get(17)?,
         paused_until: r.get(18)?,
+        skipped_ticks: r.get(20)?,
     })
 }
 
-pub(crate) fn select_rows(c: &Connection, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
+pub(crate) fn select_rows(c: &Connection, version: i64, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
     let sql = format!(
-        "SELECT {ROW_COLUMNS} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
-         WHERE ?1 IS NULL OR s.name = ?1 ORDER BY s.name"
+        "SELECT {} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
+         WHERE ?1 IS NULL OR s.name = ?1 ORDER BY s.name",
+        row_columns(version)
     );
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows = stmt.query([name])?;
@@ -307,14 +347,14 @@ impl SqliteStore {
         if self.version < 7 {
             return Ok(Vec::new());
         }
-        self.read(|c| select_rows(c, None))
+        self.read(|c| select_rows(c, self.version, None))
     }
 
     pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
         if self.version < 7 {
             return Ok(None);
         }
-        self.read(|c| Ok(select_rows(c, Some(name))?.pop()))
+        self.read(|c| Ok(select_rows(c, self.version, Some(name))?.pop()))
     }
 
     pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>> {
@@ -325,13 +365,14 @@ impl SqliteStore {
             let mut out = Vec::with_capacity(defs.len());
             for d in defs {
                 let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
-                let stored = select_rows(tx, Some(&d.name))?.pop();
+                let stored = select_rows(tx, self.version, Some(&d.name))?.pop();
                 let result = match stored {
                     None => {
                         tx.prepare_cached(
                             "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed,
-                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10)",
+                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at,
+                                                    unique_pending)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10, ?11)",
                         )?
                         .execute(params![
                             d.name,
@@ -343,7 +384,8 @@ impl SqliteStore {
                             labels,
                             d.missed.as_str(),
                             d.missed.catch_up_max(),
-                            now
+                            now,
+                            d.unique
                         ])?;
                         super::admin::audit(tx, now, actor, "schedule-declare", None, &declare_detail(d))?;
                         Declared::New
@@ -357,7 +399,8 @@ impl SqliteStore {
                         } else {
                             tx.prepare_cached(
                                 "UPDATE schedules SET cron = ?2, zone = ?3, wire_name = ?4, queue = ?5, payload = ?6,
-                                        labels = ?7, missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10
+                                        labels = ?7, missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10,
+                                        unique_pending = ?11
                                  WHERE name = ?1",
                             )?
                             .execute(params![
@@ -370,7 +413,8 @@ impl SqliteStore {
                                 labels,
                                 d.missed.as_str(),
                                 d.missed.catch_up_max(),
-                                now
+                                now,
+                                d.unique
                             ])?;
                             let detail = format!("{}: {}", d.name, changes.join("; "));
                             super::admin::audit(tx, now, actor, "schedule-update", None, &detail)?;
@@ -402,7 +446,7 @@ impl SqliteStore {
         expected_last: Millis,
         through: Millis,
         jobs: &[NewJob],
-    ) -> Result<Option<Vec<JobId>>> {
+    ) -> Result<Option<Vec<Enqueued>>> {
         crate::store::jobs::validate_new_jobs(jobs)?;
         self.require_schedules()?;
         let now = self.now();
@@ -414,12 +458,17 @@ impl SqliteStore {
                 return Ok(None);
             }
             // A tick's job that is the duplicate of a unique job answers with the holder's id.
-            let ids: Vec<JobId> = super::jobs::insert_jobs(tx, jobs, now)?.into_iter().map(Enqueued::id).collect();
-            if let Some(last) = ids.last() {
+            let made = super::jobs::insert_jobs(tx, jobs, now)?;
+            if let Some(last) = last_created(&made) {
                 tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
                     .execute(params![name, last.to_string(), now])?;
             }
-            Ok(Some(ids))
+            let skipped = skipped(&made);
+            if skipped > 0 {
+                tx.prepare_cached("UPDATE schedules SET skipped_ticks = skipped_ticks + ?2 WHERE name = ?1")?
+                    .execute(params![name, skipped])?;
+            }
+            Ok(Some(made))
         })
     }
 
@@ -430,7 +479,7 @@ impl SqliteStore {
         super::pause::check_until(until, now)?;
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             tx.prepare_cached(
                 "UPDATE schedules SET paused_by = ?2, paused_at = ?3, paused_until = ?4 WHERE name = ?1",
             )?
@@ -450,7 +499,7 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             tx.prepare_cached(
                 "UPDATE schedules SET paused_by = NULL, paused_at = NULL, paused_until = NULL WHERE name = ?1",
             )?
@@ -469,7 +518,7 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             super::admin::require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             let job = trigger_job(&row.schedule, actor);
             let id = super::jobs::insert_jobs(tx, std::slice::from_ref(&job), now)?[0].id();
             tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?

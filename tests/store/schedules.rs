@@ -24,6 +24,12 @@ fn jobs_of(store: &Store, wire_name: &str) -> i64 {
     store.raw_scalar(&format!("SELECT count(*) FROM jobs WHERE wire_name = '{wire_name}'"), &[]).unwrap().as_i64()
 }
 
+/// The unique key a job holds, if any.
+fn unique_key(store: &Store, id: JobId) -> Option<String> {
+    let sql = format!("SELECT unique_key FROM jobs WHERE id = '{id}'");
+    store.raw_scalar(&sql, &[]).unwrap().as_opt_str().map(str::to_string)
+}
+
 fn names(actions: &[backwave::store::AuditEntry]) -> Vec<&str> {
     actions.iter().map(|a| a.action.as_str()).collect()
 }
@@ -101,6 +107,68 @@ both_backends! {
         assert_eq!(jobs_of(&f.store, "beat"), 1);
         let row = f.store.schedule("heartbeat").unwrap().row;
         assert_eq!((row.last_tick, row.last_job_id, row.last_job_state), (T0 + 1_000, Some(id), Some(JobState::Scheduled)));
+        f.assert_sound();
+    }
+
+    fn a_unique_schedule_skips_the_ticks_that_come_while_its_last_job_is_pending_and_never_stalls() {
+        let f = Fixture::new();
+        f.store.declare_schedules("app", &[every_second().unique()]).unwrap();
+        let names = vec!["heartbeat".to_string()];
+        let fire = |by_ms: u64| {
+            f.clock.advance(Duration::from_millis(by_ms));
+            let (mut fired, _) = f.store.fire_due_schedules(&names).unwrap();
+            assert_eq!(fired.len(), 1, "a tick is due");
+            fired.pop().unwrap()
+        };
+        let first = fire(1_500);
+        assert_eq!(first.skipped, vec![]);
+        let (_, job) = first.fired[0];
+        assert_eq!(unique_key(&f.store, job).as_deref(), Some("schedule:heartbeat"));
+
+        // Pending (scheduled, then running): each tick is consumed without a job.
+        let second = fire(1_000);
+        assert_eq!((second.fired, second.skipped, second.through), (vec![], vec![(T0 + 2_000, job)], T0 + 2_000));
+        let claimed = f.claim_one("ticks", &backwave::RetryPolicy::default());
+        assert_eq!(claimed.id, job);
+        let third = fire(1_000);
+        assert_eq!((third.fired, third.skipped), (vec![], vec![(T0 + 3_000, job)]));
+        let row = f.store.schedule("heartbeat").unwrap().row;
+        assert_eq!((row.last_tick, row.skipped_ticks, row.last_job_id), (T0 + 3_000, 2, Some(job)));
+        assert_eq!(jobs_of(&f.store, "beat"), 1);
+
+        // Done: the very next tick makes a job again.
+        f.report(&claimed, backwave::store::Outcome::Succeeded);
+        let fourth = fire(1_000);
+        assert_eq!(fourth.skipped, vec![]);
+        let (tick, next_job) = fourth.fired[0];
+        assert_ne!(next_job, job);
+        assert_eq!(tick, T0 + 4_000);
+        assert_eq!(f.store.schedule("heartbeat").unwrap().row.last_job_id, Some(next_job));
+
+        // A trigger is outside the tick sequence: it holds no key and is never skipped.
+        let triggered = f.store.trigger_schedule(ADMIN, "heartbeat").unwrap().job;
+        assert_eq!(unique_key(&f.store, triggered), None);
+        f.assert_sound();
+    }
+
+    fn missed_ticks_caught_up_by_a_unique_schedule_make_one_job_and_count_the_rest_skipped() {
+        let f = Fixture::new();
+        let s = every_second().unique().missed(MissedTicks::CatchUp { max: 5 });
+        f.store.declare_schedules("app", std::slice::from_ref(&s)).unwrap();
+        f.clock.advance(Duration::from_millis(4_500));
+        let (fired, _) = f.store.fire_due_schedules(&["heartbeat".to_string()]).unwrap();
+        let job = fired[0].fired[0].1;
+        assert_eq!(fired[0].fired, vec![(T0 + 1_000, job)]);
+        assert_eq!(fired[0].skipped, vec![(T0 + 2_000, job), (T0 + 3_000, job), (T0 + 4_000, job)]);
+        let row = f.store.schedule("heartbeat").unwrap().row;
+        assert_eq!((row.last_tick, row.skipped_ticks, row.schedule.unique), (T0 + 4_000, 3, true));
+        assert_eq!(jobs_of(&f.store, "beat"), 1);
+
+        // Declaring it without `unique` is an audited change like any other.
+        let Declared::Updated { changes } = &f.store.declare_schedules("app", &[every_second().missed(MissedTicks::CatchUp { max: 5 })]).unwrap()[0] else {
+            panic!("not updated")
+        };
+        assert_eq!(changes, &["unique \"true\" -> \"false\""]);
         f.assert_sound();
     }
 

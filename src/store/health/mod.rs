@@ -257,7 +257,7 @@ impl HealthRead for SqliteHealth<'_> {
         if self.store.version < 7 {
             return Ok(Vec::new());
         }
-        super::schedules::select_rows(self.conn, None)
+        super::schedules::select_rows(self.conn, self.store.version, None)
     }
 }
 

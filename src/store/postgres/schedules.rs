@@ -13,8 +13,8 @@ use crate::schedule::{check_schedule_name, MissedTicks, Schedule};
 use crate::store::pause::check_until;
 use crate::store::row::labels_from_json;
 use crate::store::schedules::{
-    declare_detail, differences, no_schedules_table, pause_detail, trigger_job, unknown_schedule, validate_all,
-    ROW_COLUMNS,
+    declare_detail, differences, last_created, no_schedules_table, pause_detail, row_columns, skipped, trigger_job,
+    unknown_schedule, validate_all,
 };
 use crate::store::{Declared, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, Trigger};
 
@@ -30,6 +30,7 @@ fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
             payload: r.try_get(5)?,
             labels: labels_from_json(r.try_get(6)?),
             missed: MissedTicks::from_columns(&missed, r.try_get(8)?)?,
+            unique: r.try_get(19)?,
         },
         last_tick: r.try_get(9)?,
         last_job_id: r.try_get::<_, Option<uuid::Uuid>>(10)?.map(JobId),
@@ -41,12 +42,15 @@ fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
         paused_by: r.try_get(16)?,
         paused_at: r.try_get(17)?,
         paused_until: r.try_get(18)?,
+        skipped_ticks: r.try_get(20)?,
     })
 }
 
-pub(crate) fn select_rows(tx: &mut Tx<'_>, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
+pub(crate) fn select_rows(tx: &mut Tx<'_>, version: i64, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
+    // Version 7's stand-ins for the uniqueness columns, typed as PostgreSQL's columns are.
+    let columns = row_columns(version).replace("0, 0", "false, 0::bigint");
     let sql = format!(
-        "SELECT {ROW_COLUMNS} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
+        "SELECT {columns} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
          WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name"
     );
     tx.query(&sql, &[&name])?.iter().map(row_from).collect()
@@ -73,14 +77,14 @@ impl PgStore {
         if self.version < 7 {
             return Ok(Vec::new());
         }
-        self.read(|tx| select_rows(tx, None))
+        self.read(|tx| select_rows(tx, self.version, None))
     }
 
     pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
         if self.version < 7 {
             return Ok(None);
         }
-        self.read(|tx| Ok(select_rows(tx, Some(name))?.pop()))
+        self.read(|tx| Ok(select_rows(tx, self.version, Some(name))?.pop()))
     }
 
     pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>> {
@@ -93,7 +97,7 @@ impl PgStore {
             for (d, labels) in defs.iter().zip(&labels) {
                 lock_name(tx, &d.name)?;
                 let max = d.missed.catch_up_max();
-                let params: [&(dyn postgres::types::ToSql + Sync); 10] = [
+                let params: [&(dyn postgres::types::ToSql + Sync); 11] = [
                     &d.name,
                     &d.cron,
                     &d.zone,
@@ -104,13 +108,15 @@ impl PgStore {
                     &d.missed.as_str(),
                     &max,
                     &now,
+                    &d.unique,
                 ];
-                let result = match select_rows(tx, Some(&d.name))?.pop() {
+                let result = match select_rows(tx, self.version, Some(&d.name))?.pop() {
                     None => {
                         tx.execute(
                             "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed,
-                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $10, $10, $10)",
+                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at,
+                                                    unique_pending)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $10, $10, $10, $11)",
                             &params,
                         )?;
                         audit(tx, now, actor, "schedule-declare", None, &declare_detail(d))?;
@@ -128,7 +134,7 @@ impl PgStore {
                             tx.execute(
                                 "UPDATE schedules SET cron = $2, zone = $3, wire_name = $4, queue = $5, payload = $6,
                                         labels = $7::text::jsonb, missed = $8, catch_up_max = $9, updated_at = $10,
-                                        seen_at = $10
+                                        seen_at = $10, unique_pending = $11
                                  WHERE name = $1",
                                 &params,
                             )?;
@@ -159,7 +165,7 @@ impl PgStore {
         expected_last: Millis,
         through: Millis,
         jobs: &[NewJob],
-    ) -> Result<Option<Vec<JobId>>> {
+    ) -> Result<Option<Vec<Enqueued>>> {
         crate::store::jobs::validate_new_jobs(jobs)?;
         self.require_schedules()?;
         self.write(|tx| {
@@ -172,14 +178,21 @@ impl PgStore {
                 return Ok(None);
             }
             // A tick's job that is the duplicate of a unique job answers with the holder's id.
-            let ids: Vec<JobId> = insert_new_jobs(tx, now, jobs)?.into_iter().map(Enqueued::id).collect();
-            if let Some(last) = ids.last() {
+            let made = insert_new_jobs(tx, now, jobs)?;
+            if let Some(last) = last_created(&made) {
                 tx.execute(
                     "UPDATE schedules SET last_job_id = $2, last_fired_at = $3 WHERE name = $1",
                     &[&name, &last.0, &now],
                 )?;
             }
-            Ok(Some(ids))
+            let skipped = skipped(&made);
+            if skipped > 0 {
+                tx.execute(
+                    "UPDATE schedules SET skipped_ticks = skipped_ticks + $2 WHERE name = $1",
+                    &[&name, &skipped],
+                )?;
+            }
+            Ok(Some(made))
         })
     }
 
@@ -191,7 +204,7 @@ impl PgStore {
             check_until(until, now)?;
             require(tx, actor, Permission::Operate)?;
             lock_name(tx, name)?;
-            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             tx.execute(
                 "UPDATE schedules SET paused_by = $2, paused_at = $3, paused_until = $4 WHERE name = $1",
                 &[&name, &actor, &now, &until],
@@ -212,7 +225,7 @@ impl PgStore {
             let now = tx.now()?;
             require(tx, actor, Permission::Operate)?;
             lock_name(tx, name)?;
-            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             tx.execute(
                 "UPDATE schedules SET paused_by = NULL, paused_at = NULL, paused_until = NULL WHERE name = $1",
                 &[&name],
@@ -231,7 +244,7 @@ impl PgStore {
         self.write(|tx| {
             let now = tx.now()?;
             require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
+            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
             let job = [trigger_job(&row.schedule, actor)];
             let id = insert_new_jobs(tx, now, &job)?[0].id();
             tx.execute(

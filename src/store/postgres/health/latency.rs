@@ -35,7 +35,7 @@ impl PgStore {
             let pauses = super::pauses(tx, now)?;
             let in_force = InForce::new(&pauses);
             let counts = super::counts(tx)?;
-            let mut snapshot = Snapshot { tx, now, schedules: false };
+            let mut snapshot = Snapshot { tx, now, version: 0 };
             let mut held = BTreeMap::new();
             counts.by_queue.keys().map(|q| latency(&mut snapshot, &counts, q, now, &in_force, &mut held)).collect()
         })

@@ -21,7 +21,7 @@ impl PgStore {
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
         self.read(|tx| {
             let now = tx.now()?;
-            gather(&mut Snapshot { tx, now, schedules: self.version >= 7 }, now, thresholds)
+            gather(&mut Snapshot { tx, now, version: self.version }, now, thresholds)
         })
     }
 }
@@ -31,8 +31,8 @@ impl PgStore {
 pub(super) struct Snapshot<'t, 'a> {
     pub(super) tx: &'t mut Tx<'a>,
     pub(super) now: Millis,
-    /// Whether the store's schema has the `schedules` table (version 4 on).
-    pub(super) schedules: bool,
+    /// The store's schema version (the `schedules` table is there from version 7 on).
+    pub(super) version: i64,
 }
 
 /// The pauses in force at `now`, queues first, then by name (`queue` sorts before `wire-name`).
@@ -155,10 +155,10 @@ impl HealthRead for Snapshot<'_, '_> {
     }
 
     fn schedule_rows(&mut self) -> Result<Vec<crate::store::ScheduleRow>> {
-        if !self.schedules {
+        if self.version < 7 {
             return Ok(Vec::new());
         }
-        crate::store::postgres::schedules::select_rows(self.tx, None)
+        crate::store::postgres::schedules::select_rows(self.tx, self.version, None)
     }
 }
 
