@@ -6,7 +6,9 @@
 use super::jobs::{insert_jobs, validate_new_jobs};
 use super::{system_now, SCHEMA_VERSION};
 use crate::error::{Error, Result};
-use crate::model::{Enqueued, NewJob, UniqueBy};
+#[cfg(feature = "postgres")]
+use crate::model::UniqueBy;
+use crate::model::{Enqueued, NewJob};
 
 /// Enqueue `job` in the application's own transaction on the store's SQLite file: the same
 /// validation, payload limit, unique rule, counts and log entry as [`Store::insert`](super::Store::insert),
