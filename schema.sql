@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 8.
+-- BackWave store contract, schema version 9.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -14,16 +14,17 @@
 --     Version 2 added the `pauses` table and the `jobs_claim_wire` index, version 3 the unique
 --     job columns and the `jobs_unique` index, version 4 nothing here (PostgreSQL's roles),
 --     version 5 the payload limit's triggers, version 6 the `limits` and `limit_windows` tables
---     and the quiet columns of `workers`, version 7 the `schedules` table, version 8 the schedules' `unique_pending` and
---     `skipped_ticks` columns (the sections marked below); a writable open of an older store applies each section it lacks, in order, in one
---     transaction each.
+--     and the quiet columns of `workers`, version 7 the `schedules` table, version 8 the
+--     schedules' `unique_pending` and `skipped_ticks` columns, version 9 nothing here
+--     (PostgreSQL's `backwave_enqueue`) (the sections marked below); a writable open of an older
+--     store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -385,3 +386,10 @@ ALTER TABLE schedules ADD COLUMN unique_pending INTEGER NOT NULL DEFAULT 0 CHECK
 ALTER TABLE schedules ADD COLUMN skipped_ticks INTEGER NOT NULL DEFAULT 0 CHECK (skipped_ticks >= 0);
 
 -- migration 8 end
+
+-- Version 8 -> 9: PostgreSQL only (`backwave_enqueue`, the SQL function that enqueues inside the
+-- caller's transaction). On SQLite an application enqueues in its own transaction through the
+-- library (`backwave::enqueue_in_sqlite`), on the same file.
+-- migration 9 begin
+-- nothing on SQLite
+-- migration 9 end

@@ -9,7 +9,8 @@
 //! and without a 100,000-job backlog of future-due retries in the same queue (best of 3 each);
 //! and times enqueue-to-start of single jobs into an idle default group. Enqueue rates come
 //! first, on both backends: plain jobs, and unique jobs (a new key each, then every key taken,
-//! so each answer is a `Duplicate`); `BW_BENCH_ONLY=enqueue` stops after them. Then the same on
+//! so each answer is a `Duplicate`), and enqueue from async code against sync
+//! (`engine/async_enqueue.rs`); `BW_BENCH_ONLY=enqueue` stops after them. Then the same on
 //! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections and the
 //! drain by 1, 2 and 4 worker processes, on the tests' server (`BW_TEST_PG`, or a throwaway
 //! cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
@@ -305,6 +306,8 @@ fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+#[path = "engine/async_enqueue.rs"]
+mod async_enqueue;
 #[path = "../tests/common/backend.rs"]
 mod backend;
 #[path = "engine/pg.rs"]
@@ -387,6 +390,28 @@ fn main() {
         n,
         |name| {
             let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
+            let store = Store::create(schema.url.as_str()).expect("create the store");
+            pg_schemas.borrow_mut().push(schema);
+            store
+        },
+        &mut row,
+    );
+    drop(pg_schemas);
+    async_enqueue::rows(
+        "",
+        n,
+        |name| {
+            made += 1;
+            fresh_store(dir.path(), &format!("async_{name}-{made}.db")).1
+        },
+        &mut row,
+    );
+    let pg_schemas = std::cell::RefCell::new(Vec::new());
+    async_enqueue::rows(
+        "postgres ",
+        n,
+        |name| {
+            let schema = pg::Schema::new(backend::server_url(), &format!("bench_async_{name}"));
             let store = Store::create(schema.url.as_str()).expect("create the store");
             pg_schemas.borrow_mut().push(schema);
             store

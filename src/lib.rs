@@ -26,7 +26,19 @@ pub use model::{
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
 pub use schedule::{MissedTicks, Schedule};
-pub use store::{Clock, Store, StoreTarget};
+#[cfg(feature = "tokio")]
+pub use store::AsyncStore;
+#[cfg(feature = "postgres")]
+pub use store::{enqueue_in_postgres, enqueue_in_tokio_postgres};
+pub use store::{enqueue_in_sqlite, Clock, Store, StoreTarget};
+
+// The drivers an application's own transaction comes from, at the versions this build links:
+// `backwave::rusqlite::Transaction` is the type `enqueue_in_sqlite` takes.
+#[cfg(feature = "postgres")]
+pub use postgres;
+pub use rusqlite;
+#[cfg(feature = "postgres")]
+pub use tokio_postgres;
 
 #[cfg(feature = "cli")]
 pub mod cli;

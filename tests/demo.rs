@@ -9,6 +9,8 @@ mod programs;
 mod pty;
 #[path = "demo/readme.rs"]
 mod readme;
+#[path = "demo/shop.rs"]
+mod shop;
 #[path = "demo/tty.rs"]
 mod tty;
 

@@ -6,12 +6,16 @@
 //! Tests in `both_backends!` run once on an SQLite file and once on PostgreSQL (`name::sqlite`,
 //! `name::postgres`); the others are about SQLite files and run on SQLite only.
 
+#[path = "store/async_enqueue.rs"]
+mod async_enqueue;
 #[path = "common/backend.rs"]
 mod backend;
 #[path = "store/contract.rs"]
 mod contract;
 #[path = "store/hostile.rs"]
 mod hostile;
+#[path = "store/in_tx.rs"]
+mod in_tx;
 #[path = "store/incident.rs"]
 mod incident;
 #[path = "store/lifecycle.rs"]

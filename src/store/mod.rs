@@ -11,6 +11,8 @@
 
 mod admin;
 mod api;
+#[cfg(feature = "tokio")]
+mod async_store;
 mod bulk;
 mod demo;
 mod driver_error;
@@ -18,6 +20,7 @@ mod engine_support;
 mod file;
 mod groups;
 mod health;
+mod in_tx;
 mod incident;
 mod jobs;
 mod limit;
@@ -47,6 +50,8 @@ use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
 pub use admin::{current_actor, AuditEntry, SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+#[cfg(feature = "tokio")]
+pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};
 pub use bulk::BulkDone;
 pub(crate) use driver_error::is_connection_lost;
 pub use engine_support::HANDED_BACK;
@@ -55,6 +60,9 @@ pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
     CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL,
 };
+pub use in_tx::enqueue_in_sqlite;
+#[cfg(feature = "postgres")]
+pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub(crate) use jobs::validate_name as validate_job_name;
 pub use jobs::{
@@ -85,7 +93,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 /// The store contract, embedded verbatim.
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.

@@ -89,7 +89,7 @@ struct Roles {
     made: Vec<String>,
 }
 
-const GROUPS: [&str; 5] = ["read", "operate", "admin", "worker", "scheduler"];
+const GROUPS: [&str; 6] = ["read", "operate", "admin", "worker", "scheduler", "app"];
 
 impl Roles {
     fn new(db: &TestDb) -> Roles {
@@ -646,4 +646,54 @@ fn a_scheduler_role_declares_and_fires_schedules_and_only_an_operator_pauses_one
     as_operator.resume_schedule("mallory", "heartbeat").unwrap();
     assert_eq!(store.schedule("heartbeat").unwrap().row.paused_by, None);
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn an_application_role_enqueues_by_the_sql_function_in_its_transaction_and_can_do_nothing_more() {
+    let _g = use_backend(Backend::Postgres);
+    let db = TestDb::postgres();
+    let store = Store::create(&db).unwrap();
+    let mut roles = Roles::new(&db);
+    let (app, app_url) = roles.login("shop", "app");
+    let (_, reader_url) = roles.login("reader", "read");
+    let mut c = connect(&app_url);
+
+    // In the application's transaction: a rollback leaves nothing, a commit is the job.
+    let mut tx = c.transaction().unwrap();
+    let rolled_back: uuid::Uuid = tx.query_one("SELECT job_id FROM backwave_enqueue('ship', '1')", &[]).unwrap().get(0);
+    tx.rollback().unwrap();
+    let mut tx = c.transaction().unwrap();
+    let row =
+        tx.query_one("SELECT job_id, created FROM backwave_enqueue('ship', '2', unique_key => 'o-2')", &[]).unwrap();
+    let id = JobId(row.get(0));
+    assert!(row.get::<_, bool>(1));
+    let again =
+        tx.query_one("SELECT job_id, created FROM backwave_enqueue('ship', '2', unique_key => 'o-2')", &[]).unwrap();
+    assert_eq!((JobId(again.get(0)), again.get::<_, bool>(1)), (id, false));
+    tx.commit().unwrap();
+    assert!(store.job(JobId(rolled_back)).unwrap().is_none());
+    assert_eq!(store.job(id).unwrap().unwrap().state, JobState::Scheduled);
+    assert_eq!(store.history(id).unwrap().len(), 1);
+    // Through the library too, on the application's own connection.
+    let mut tx = c.transaction().unwrap();
+    let lib = backwave::enqueue_in_postgres(&mut tx, &NewJob::new("ship", "default", "3")).unwrap();
+    tx.commit().unwrap();
+    assert!(store.job(lib.id()).unwrap().is_some());
+
+    // Nothing more: no table of the store, and no one else's function.
+    assert_denied(
+        &mut c,
+        "insert a job directly",
+        "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
+         VALUES (gen_random_uuid(), 'x', 'q', 0, 0, 0)",
+    );
+    assert_denied(&mut c, "read the jobs", "SELECT count(*) FROM jobs");
+    assert_denied(&mut c, "read the settings", "SELECT count(*) FROM settings");
+    // And a role without the grant cannot enqueue by the function.
+    assert_denied(
+        &mut connect(&reader_url),
+        "enqueue without the grant",
+        "SELECT * FROM backwave_enqueue('ship', '4')",
+    );
+    assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 2, "{app}");
 }

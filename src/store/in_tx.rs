@@ -1,0 +1,132 @@
+//! Enqueue inside the application's own transaction: the job exists if and only if the
+//! application's transaction commits. On SQLite through the store's own insert code on the
+//! application's `rusqlite` transaction; on PostgreSQL through the schema's `backwave_enqueue_bytes`
+//! function (migration 9), the same SQL any other driver or language calls.
+
+use super::jobs::{insert_jobs, validate_new_jobs};
+use super::{system_now, SCHEMA_VERSION};
+use crate::error::{Error, Result};
+use crate::model::{Enqueued, NewJob, UniqueBy};
+
+/// Enqueue `job` in the application's own transaction on the store's SQLite file: the same
+/// validation, payload limit, unique rule, counts and log entry as [`Store::insert`](super::Store::insert),
+/// written by the same code, and nothing of it stays if `tx` rolls back. Committed, the job is
+/// claimable at once (its due time is the system clock's now, or `job.due_at`).
+///
+/// Start `tx` with [`TransactionBehavior::Immediate`](rusqlite::TransactionBehavior::Immediate)
+/// as the store does, so it never fails half-way on a lock upgrade. The file must be a store at
+/// this build's schema version: create it with `Store::create` first (it migrates an older one),
+/// then add the application's tables to it.
+pub fn enqueue_in_sqlite(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
+    let jobs = std::slice::from_ref(job);
+    validate_new_jobs(jobs)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version != SCHEMA_VERSION {
+        let path = tx.path().unwrap_or("an in-memory database").into();
+        return Err(if version > SCHEMA_VERSION {
+            Error::SchemaTooNew { path, found: version, supported: SCHEMA_VERSION }
+        } else {
+            Error::NotAStore {
+                path,
+                why: format!(
+                    "its schema version is {version}, not {SCHEMA_VERSION}: create or migrate it with Store::create first"
+                ),
+            }
+        });
+    }
+    Ok(insert_jobs(tx, jobs, system_now())?[0])
+}
+
+/// The statement both PostgreSQL forms run: one call of the schema's function, found through the
+/// connection's `search_path` (the store's schema must be on it, as it is for the store's URL).
+#[cfg(feature = "postgres")]
+const ENQUEUE_SQL: &str =
+    "SELECT job_id, created FROM backwave_enqueue_bytes($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9)";
+
+/// The arguments of [`ENQUEUE_SQL`] for `job`, validated as the store validates them so that a
+/// library caller gets the library's errors.
+#[cfg(feature = "postgres")]
+struct Args {
+    labels: String,
+    unique_key: Option<String>,
+    by_payload: bool,
+    states: Option<Vec<String>>,
+    period_ms: Option<i64>,
+}
+
+#[cfg(feature = "postgres")]
+impl Args {
+    fn of(job: &NewJob) -> Result<Args> {
+        validate_new_jobs(std::slice::from_ref(job))?;
+        let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
+        let rule = job.unique.as_ref();
+        Ok(Args {
+            labels,
+            unique_key: rule.and_then(|r| match &r.by {
+                UniqueBy::Key(k) => Some(k.clone()),
+                UniqueBy::Payload => None,
+            }),
+            by_payload: rule.is_some_and(|r| r.by == UniqueBy::Payload),
+            states: rule.map(|r| r.states.iter().map(|s| s.as_str().to_string()).collect()),
+            // As `unique::columns`: a period under 1 ms was refused above.
+            period_ms: rule.and_then(|r| r.period).map(|p| i64::try_from(p.as_millis()).unwrap_or(i64::MAX)),
+        })
+    }
+
+    fn params<'a>(&'a self, job: &'a NewJob) -> [&'a (dyn postgres::types::ToSql + Sync); 9] {
+        [
+            &job.wire_name,
+            &job.payload,
+            &job.queue,
+            &job.due_at,
+            &self.labels,
+            &self.unique_key,
+            &self.by_payload,
+            &self.states,
+            &self.period_ms,
+        ]
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn answer(row: &postgres::Row) -> Result<Enqueued> {
+    let id = crate::model::JobId(row.try_get(0)?);
+    Ok(if row.try_get(1)? { Enqueued::Created(id) } else { Enqueued::Duplicate(id) })
+}
+
+/// The function's payload refusal as the library words it (`Error::PayloadTooLarge`), from its
+/// message `backwave: a payload of N bytes is over the store's payload_limit of L bytes`.
+#[cfg(feature = "postgres")]
+fn map_error(e: postgres::Error) -> Error {
+    let too_large =
+        e.as_db_error().filter(|d| d.code() == &postgres::error::SqlState::PROGRAM_LIMIT_EXCEEDED).and_then(|d| {
+            let numbers: Vec<u64> = d.message().split(' ').filter_map(|w| w.parse().ok()).collect();
+            match numbers[..] {
+                [bytes, limit] if d.message().starts_with("backwave: a payload of") => {
+                    Some(Error::PayloadTooLarge { bytes, limit, job: None })
+                }
+                _ => None,
+            }
+        });
+    too_large.unwrap_or_else(|| e.into())
+}
+
+/// Enqueue `job` in the application's own PostgreSQL transaction (the blocking `postgres`
+/// client), through the schema's `backwave_enqueue_bytes` function: the store's validation,
+/// payload limit, unique rule, counts and log entry, and nothing of it if `tx` rolls back.
+/// Times are the database clock's. The store's schema must be on the connection's `search_path`.
+#[cfg(feature = "postgres")]
+pub fn enqueue_in_postgres(tx: &mut postgres::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
+    let args = Args::of(job)?;
+    let row = tx.query_one(ENQUEUE_SQL, &args.params(job)).map_err(map_error)?;
+    answer(&row)
+}
+
+/// [`enqueue_in_postgres`] for an application on `tokio-postgres` (a `Transaction`, or any
+/// `GenericClient` already inside one).
+#[cfg(feature = "postgres")]
+pub async fn enqueue_in_tokio_postgres(tx: &impl tokio_postgres::GenericClient, job: &NewJob) -> Result<Enqueued> {
+    let args = Args::of(job)?;
+    let row = tx.query_one(ENQUEUE_SQL, &args.params(job)).await.map_err(map_error)?;
+    answer(&row)
+}
