@@ -16,6 +16,9 @@
 //! cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
 //! of limits (issue 21): the same drain with no limit, with a limit in force that never binds
 //! (every claim reads and counts it), and with a concurrency limit that does, on SQLite.
+//! `BW_BENCH_SCHEDULES=1` runs only the cost of schedules (issue 20): the same drain with no
+//! schedule, and with 20 schedules ticking every second beside it (their jobs on a queue of
+//! their own, served by a second group, as an application would), on SQLite.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -365,6 +368,11 @@ fn main() {
         print_table(&rows);
         return;
     }
+    if std::env::var_os("BW_BENCH_SCHEDULES").is_some() {
+        schedules(dir.path(), n / 2, &mut row);
+        print_table(&rows);
+        return;
+    }
 
     let mut made = 0;
     enqueue_rows(
@@ -527,4 +535,64 @@ fn print_table(rows: &[(String, String, String)]) {
         println!("| {what:<60} | {value:>10} | {note}");
     }
     println!();
+}
+
+/// The drain of `due` jobs by one tuned worker, alone and with 20 every-second schedules
+/// declared by the same engine (their ticker's claims, inserts and the tick jobs' own runs on a
+/// queue of their own), alternating, best of 3 each.
+fn schedules(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) {
+    const SCHEDULES: usize = 20;
+    let mut best = [0.0f64; 2];
+    let mut fired = 0;
+    for run in 0..3 {
+        for (i, count) in [0, SCHEDULES].into_iter().enumerate() {
+            let (path, store) = fresh_store(dir, &format!("schedules-{i}-{run}.db"));
+            enqueue(&store, due, 0);
+            let mut registry = registry();
+            registry.handle::<u32>("tick", |_, _| Ok(())).queue("ticks");
+            let mut engine = Engine::new(&path, registry);
+            engine.add_worker_group(Settings::Tuned.group("bench".into()));
+            engine.add_worker_group(WorkerGroup {
+                name: "ticks".into(),
+                policy: DispatchPolicy::strict(["ticks"]),
+                ..WorkerGroup::default()
+            });
+            for k in 0..count {
+                engine.add_schedule(backwave::Schedule::new(
+                    format!("every-second-{k}"),
+                    "* * * * * *",
+                    "tick",
+                    "ticks",
+                    "0",
+                ));
+            }
+            let start = Instant::now();
+            let running = engine.start().expect("start engine");
+            while store
+                .counts()
+                .expect("counts")
+                .by_queue
+                .get(QUEUE)
+                .and_then(|m| m.get(&JobState::Succeeded))
+                .copied()
+                .unwrap_or(0)
+                < due as u64
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            best[i] = best[i].max(due as f64 / start.elapsed().as_secs_f64());
+            if count > 0 {
+                fired += running.ticker().map_or(0, |t| t.fired);
+            }
+            let stats = running.stats();
+            assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
+            running.shutdown(Duration::from_secs(5));
+        }
+    }
+    row(format!("drain {due}, 1 tuned worker, no schedule (best of 3)"), format!("{:.0}", best[0]), String::new());
+    row(
+        format!("drain {due}, 1 tuned worker, {SCHEDULES} schedules every second (best of 3)"),
+        format!("{:.0}", best[1]),
+        format!("{:+.1}% against none; {fired} tick jobs made over the 3 runs", 100.0 * (best[1] - best[0]) / best[0]),
+    );
 }
