@@ -595,7 +595,7 @@ UPDATE backwave_schema SET version = 7;
 
 -- migration 8 begin
 -- A schedule whose ticks do not pile up behind a slow job (schema.sql's migration 8 says how).
-ALTER TABLE schedules ADD COLUMN unique_pending boolean NOT NULL DEFAULT false;
+ALTER TABLE schedules ADD COLUMN unique_pending bigint NOT NULL DEFAULT 0 CHECK (unique_pending IN (0, 1));
 ALTER TABLE schedules ADD COLUMN skipped_ticks bigint NOT NULL DEFAULT 0 CHECK (skipped_ticks >= 0);
 UPDATE backwave_schema SET version = 8;
 

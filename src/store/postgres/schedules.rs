@@ -30,7 +30,7 @@ fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
             payload: r.try_get(5)?,
             labels: labels_from_json(r.try_get(6)?),
             missed: MissedTicks::from_columns(&missed, r.try_get(8)?)?,
-            unique: r.try_get(19)?,
+            unique: r.try_get::<_, i64>(19)? != 0,
         },
         last_tick: r.try_get(9)?,
         last_job_id: r.try_get::<_, Option<uuid::Uuid>>(10)?.map(JobId),
@@ -48,7 +48,7 @@ fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
 
 pub(crate) fn select_rows(tx: &mut Tx<'_>, version: i64, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
     // Version 7's stand-ins for the uniqueness columns, typed as PostgreSQL's columns are.
-    let columns = row_columns(version).replace("0, 0", "false, 0::bigint");
+    let columns = row_columns(version).replace("0, 0", "0::bigint, 0::bigint");
     let sql = format!(
         "SELECT {columns} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
          WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name"
@@ -97,6 +97,7 @@ impl PgStore {
             for (d, labels) in defs.iter().zip(&labels) {
                 lock_name(tx, &d.name)?;
                 let max = d.missed.catch_up_max();
+                let unique = i64::from(d.unique);
                 let params: [&(dyn postgres::types::ToSql + Sync); 11] = [
                     &d.name,
                     &d.cron,
@@ -108,7 +109,7 @@ impl PgStore {
                     &d.missed.as_str(),
                     &max,
                     &now,
-                    &d.unique,
+                    &unique,
                 ];
                 let result = match select_rows(tx, self.version, Some(&d.name))?.pop() {
                     None => {
