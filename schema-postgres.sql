@@ -592,3 +592,11 @@ $$;
 UPDATE backwave_schema SET version = 7;
 
 -- migration 7 end
+
+-- Version 7 -> 8: SQLite only (a listing index that keeps payload overflow pages out of the
+-- lists). PostgreSQL keeps a large payload out of line (TOAST), so reading the columns of a list
+-- never touches it: nothing to create here.
+-- migration 8 begin
+-- nothing on PostgreSQL
+UPDATE backwave_schema SET version = 8;
+-- migration 8 end

@@ -23,7 +23,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 7;
+PRAGMA user_version = 8;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -373,3 +373,17 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 
 -- migration 7 end
+
+-- Version 7 -> 8: the lists an operator reads in an incident without walking payloads.
+-- migration 8 begin
+
+-- Dead-Lettered and Quarantined jobs listed (`bw jobs list`, `bw top`) from the index alone. A
+-- row's columns after `payload` sit behind its overflow pages, so listing 50 jobs of 1 MiB
+-- payloads read 50 MiB per refresh (2.9 % of a core for an idle `bw top`). Only jobs that end
+-- failed are written here, never the claim and completion of a job that succeeds.
+CREATE INDEX jobs_failed_list ON jobs (state, finished_at, id, wire_name, queue, labels, attempt,
+    max_attempts, due_at, lease_owner, lease_expires_at, worker_group, delay_table, cancel_requested_by,
+    terminal_cause, cause_fingerprint, quarantine_reason, created_at, updated_at)
+    WHERE state IN ('dead-lettered', 'quarantined');
+
+-- migration 8 end
