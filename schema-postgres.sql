@@ -767,3 +767,11 @@ REVOKE ALL ON FUNCTION backwave_enqueue_bytes(text, bytea, text, bigint, jsonb, 
 UPDATE backwave_schema SET version = 9;
 
 -- migration 9 end
+
+-- Version 9 -> 10: SQLite only (a listing index that keeps payload overflow pages out of the
+-- lists). PostgreSQL keeps a large payload out of line (TOAST), so reading the columns of a list
+-- never touches it: nothing to create here.
+-- migration 10 begin
+-- nothing on PostgreSQL
+UPDATE backwave_schema SET version = 10;
+-- migration 10 end

@@ -11,7 +11,8 @@
 //!
 //! A second table (issue 24): 50 Dead-Lettered jobs with 1 MiB payloads (the default
 //! `payload_limit`) all in the list on screen, the same measures at 120x64 on a store of their
-//! own. `BW_BENCH_TOP=payloads` runs that table alone.
+//! own. `BW_BENCH_TOP=payloads` runs that table alone. With `BW_TEST_PG` set (a server URL, as
+//! for the tests), the same table again on a PostgreSQL store in a schema of its own.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,7 +32,33 @@ fn main() {
     if std::env::var("BW_BENCH_TOP").as_deref() != Ok("payloads") {
         large_store_table(bin);
     }
-    payloads_table(bin);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("top-payloads.db");
+    let _ = std::fs::remove_file(&path);
+    payloads_table(bin, &path.display().to_string());
+    match std::env::var("BW_TEST_PG") {
+        Ok(server) if !server.trim().is_empty() => {
+            let schema = pg_schema(&server, "bw_bench_top_payloads");
+            payloads_table(bin, &schema);
+            pg_drop_schema(&server, "bw_bench_top_payloads");
+        }
+        _ => println!("\n(PostgreSQL: set BW_TEST_PG to a server URL to run the payloads table there too)"),
+    }
+}
+
+/// A fresh schema `name` on `server`, as a store URL whose connections use it.
+fn pg_schema(server: &str, name: &str) -> String {
+    let mut c = postgres::Client::connect(server, postgres::NoTls).expect("connect to BW_TEST_PG");
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}")).unwrap();
+    let sep = if server.contains('?') { '&' } else { '?' };
+    format!("{server}{sep}options=-csearch_path%3D{name}")
+}
+
+fn pg_drop_schema(server: &str, name: &str) {
+    if let Ok(mut c) = postgres::Client::connect(server, postgres::NoTls) {
+        let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
+    }
 }
 
 fn large_store_table(bin: &str) {
@@ -133,22 +160,27 @@ fn large_store_table(bin: &str) {
     rows.insert(1, ("first refresh (chart search, log tail)".into(), ms(first.unwrap()), String::new()));
 
     // The real dashboard, idle, in a real terminal.
-    idle_rows(&mut rows, idle_in_tmux(bin, &path, 32));
+    idle_rows(&mut rows, idle_in_tmux(bin, &path.display().to_string(), 32));
     print_table(&format!("bw top on {}", path.display()), rows);
 }
 
 /// 50 Dead-Lettered jobs with payloads of the default limit, 1 MiB each, every one in the list
 /// `bw top` shows first: one refresh of that list, and a real `bw top` on it refreshing every
 /// second (issue 24: three jobs of 50 MiB made it 270-470 MB and a whole core).
-fn payloads_table(bin: &str) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("top-payloads.db");
-    let _ = std::fs::remove_file(&path);
-    let store = Store::create(&path).expect("create the payloads store");
+fn payloads_table(bin: &str, target: &str) {
+    let store = Store::create(target).expect("create the payloads store");
     store.bootstrap_admin(ACTOR).unwrap();
-    // A JSON string of exactly the limit.
-    let mut payload = vec![b'x'; DEFAULT_PAYLOAD_LIMIT as usize];
+    // A JSON string of exactly the limit, of letters that do not compress (PostgreSQL would
+    // otherwise keep a run of one letter as a few kilobytes, inline).
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut payload: Vec<u8> = (0..DEFAULT_PAYLOAD_LIMIT)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            b'a' + (seed % 26) as u8
+        })
+        .collect();
     payload[0] = b'"';
     payload[DEFAULT_PAYLOAD_LIMIT as usize - 1] = b'"';
     let jobs: Vec<NewJob> = (0..50).map(|_| NewJob::new("ingest-blob", "bulk", payload.clone())).collect();
@@ -177,9 +209,27 @@ fn payloads_table(bin: &str) {
     assert_eq!(store.complete_many(&completions).unwrap().len(), 50);
 
     let mut rows: Vec<(String, String, String)> = Vec::new();
+    rows.push(("jobs in the list (1 MiB payloads)".into(), "50".into(), String::new()));
+    measure_payloads(bin, target, &store, &mut rows, "");
+    if !target.contains("://") {
+        // The same again as before migration 8: without the listing index, each listed row is
+        // read from the table, through its payload's overflow pages.
+        store.raw_batch("DROP INDEX jobs_failed_list").unwrap();
+        measure_payloads(bin, target, &store, &mut rows, " (without jobs_failed_list)");
+    }
+    // The control: the same jobs with 3-byte payloads, so what remains is the refresh itself.
+    let small = if target.contains("://") { "'\\x227822'::bytea" } else { "X'227822'" };
+    store.raw_execute(&format!("UPDATE jobs SET payload = {small}"), &[]).unwrap();
+    measure_payloads(bin, target, &store, &mut rows, " (the same jobs, 3-byte payloads)");
+    let on = if target.contains("://") { "PostgreSQL (BW_TEST_PG)" } else { target };
+    print_table(&format!("bw top, 50 jobs of 1 MiB payloads in the list, on {on}"), rows);
+}
+
+/// One refresh of the Dead-Lettered list timed 21 times, then a real `bw top` idling on it.
+fn measure_payloads(bin: &str, target: &str, store: &Store, rows: &mut Vec<(String, String, String)>, label: &str) {
     let mut app = App::new(
         Config {
-            store: path.display().to_string(),
+            store: target.to_string(),
             actor: ACTOR.into(),
             interval: Duration::from_secs(1),
             read_only: true,
@@ -194,7 +244,7 @@ fn payloads_table(bin: &str) {
     for _ in 0..21 {
         let q = app.query();
         let t = Instant::now();
-        let resp = serve(&store, ACTOR, &Request::Refresh(Box::new(q)));
+        let resp = serve(store, ACTOR, &Request::Refresh(Box::new(q)));
         times.push(t.elapsed());
         let Response::Snapshot(s) = &resp else { panic!("refresh failed: {resp:?}") };
         assert_eq!(s.page.as_ref().map(|p| p.jobs.len()), Some(50), "all 50 in the list");
@@ -202,14 +252,14 @@ fn payloads_table(bin: &str) {
     }
     times.sort();
     let median = times[times.len() / 2];
-    rows.push(("jobs in the list (1 MiB payloads)".into(), "50".into(), String::new()));
     rows.push((
-        "refresh: Dead-Lettered".into(),
+        format!("refresh: Dead-Lettered{label}"),
         format!("median {} · max {}", ms(median), ms(times[20])),
         verdict(median),
     ));
-    idle_rows(&mut rows, idle_in_tmux(bin, &path, 64));
-    print_table(&format!("bw top, 50 jobs of 1 MiB payloads in the list, on {}", path.display()), rows);
+    let mut idle = Vec::new();
+    idle_rows(&mut idle, idle_in_tmux(bin, target, 64));
+    rows.extend(idle.into_iter().map(|(a, b, c)| (format!("{a}{label}"), b, c)));
 }
 
 fn idle_rows(rows: &mut Vec<(String, String, String)>, (cpu, rss, hwm): (f64, f64, f64)) {
@@ -237,11 +287,11 @@ fn print_table(title: &str, rows: Vec<(String, String, String)>) {
 
 /// Start `bw top` in a detached tmux, 120 columns by `height` rows, let it settle, then measure
 /// 10 s of idling (a refresh every second).
-fn idle_in_tmux(bin: &str, path: &std::path::Path, height: u16) -> (f64, f64, f64) {
+fn idle_in_tmux(bin: &str, target: &str, height: u16) -> (f64, f64, f64) {
     let session = format!("bwtopbench{}", std::process::id());
     let status = Command::new("tmux")
         .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", &height.to_string()])
-        .arg(format!("exec {bin} --db {} top", path.display()))
+        .arg(format!("exec {bin} --db '{target}' top"))
         .status()
         .expect("tmux is needed for the idle measurement");
     assert!(status.success());

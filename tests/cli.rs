@@ -17,6 +17,8 @@ mod incident;
 mod limits;
 #[path = "common/pty.rs"]
 mod pty;
+#[path = "cli/refusals.rs"]
+mod refusals;
 #[path = "cli/schedules.rs"]
 mod schedules;
 #[path = "cli/target.rs"]

@@ -72,7 +72,7 @@ pub fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let now = store.now();
     let until = a.for_.map(|d| now.saturating_add(d.as_millis().min(i64::MAX as u128) as Millis));
     // The plan also checks the name: a typo is refused before anything is written.
-    let plan = store.plan_pause(kind, &a.name, a.force)?;
+    let plan = store.plan_pause(ctx.actor(), kind, &a.name, a.force)?;
     let result = if a.dry_run {
         "WouldPause"
     } else {

@@ -65,11 +65,19 @@ pub fn run(c: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
 }
 
+/// The store, once the actor is known to hold `operate`: refused before the schedule's name is
+/// looked up, the order every action decides in (one who may not act learns nothing else).
+fn open_to_operate(ctx: &Ctx) -> Result<crate::Store, CliError> {
+    let store = ctx.open()?;
+    store.require(ctx.actor(), crate::Permission::Operate)?;
+    Ok(store)
+}
+
 fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     if a.for_.is_some_and(|d| d.is_zero()) {
         return Err(CliError::Usage("--for '0s' would end the pause at once: give a longer duration, e.g. 2h".into()));
     }
-    let store = ctx.open()?;
+    let store = open_to_operate(ctx)?;
     // Refuses a name no schedule has before anything is written.
     let info = store.schedule(&a.name)?;
     let now = store.now();
@@ -88,7 +96,7 @@ fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
 }
 
 fn resume(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let store = ctx.open()?;
+    let store = open_to_operate(ctx)?;
     let info = store.schedule(&a.name)?;
     let resumed = if a.dry_run {
         if info.paused {
@@ -112,7 +120,7 @@ fn resume(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
 }
 
 fn trigger(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let store = ctx.open()?;
+    let store = open_to_operate(ctx)?;
     let info = store.schedule(&a.name)?;
     let (result, job) = if a.dry_run {
         ("WouldTrigger", None)

@@ -155,6 +155,7 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             require(tx, actor, Permission::Admin)?;
+            check_grantee(who)?;
             tx.execute(
                 "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (actor, permission) DO NOTHING",
@@ -209,10 +210,10 @@ impl SqliteStore {
     }
 
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
-        let value = key.validate(value)?;
         let now = self.now();
         self.write(|tx| {
             require(tx, actor, Permission::Admin)?;
+            let value = key.validate(value)?;
             tx.execute(
                 "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
                 params![key.as_str(), value],
@@ -367,6 +368,16 @@ pub(crate) fn permissions_from(held: &[String]) -> Vec<Permission> {
     }
     held.sort();
     held
+}
+
+/// A name a permission may be granted to: not blank, no control characters (a name with an
+/// escape sequence would act on the terminal of whoever lists the grants). Checked after the
+/// granter's permission, on both backends; a revoke takes any stored name, to clean one up.
+pub(crate) fn check_grantee(who: &str) -> Result<()> {
+    if who.trim().is_empty() || who.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!("{who:?} is not a name to grant a permission to")));
+    }
+    Ok(())
 }
 
 /// Fail with `PermissionDenied` unless `actor` holds `permission` (admin implies all).

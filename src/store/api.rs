@@ -268,9 +268,10 @@ forward! {
     /// expiry. Applies from every worker's next claim.
     pub fn pause(&self, actor: &str, kind: PauseKind, name: &str, until: Option<Millis>, force: bool) -> Result<PauseResult>;
     /// Count what pausing `kind` `name` would hold now, after the same checks as
-    /// [`Store::pause`]. Index-bound: a queue's counts come from `job_counts`; a wire name's from
-    /// one `jobs_claim_wire` range per queue and the (few) running jobs.
-    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan>;
+    /// [`Store::pause`] in the same order (`actor`'s `operate` first, then the name). Index-bound:
+    /// a queue's counts come from `job_counts`; a wire name's from one `jobs_claim_wire` range
+    /// per queue and the (few) running jobs.
+    pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan>;
     /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
     /// as not paused (its row is removed all the same).
     pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult>;

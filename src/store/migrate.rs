@@ -73,8 +73,9 @@ mod tests {
         use crate::store::postgres::SCHEMA_POSTGRES_SQL;
         for to in 3..=SCHEMA_VERSION {
             let sql = step_sql(SCHEMA_POSTGRES_SQL, to);
+            // A step for SQLite alone says so here, and only sets the version row.
             assert!(
-                sql.contains("CREATE") || sql.contains("ALTER"),
+                sql.contains("CREATE") || sql.contains("ALTER") || sql.contains("-- nothing on PostgreSQL"),
                 "schema-postgres.sql has no statements marked for migration {to}"
             );
             assert!(

@@ -120,12 +120,10 @@ impl SqliteStore {
         until: Option<Millis>,
         force: bool,
     ) -> Result<PauseResult> {
-        check_name(kind, name)?;
         let now = self.now();
-        check_until(until, now)?;
         self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            check_known(tx, kind, name, force)?;
+            let mut read = tx;
+            decide_pause(&mut read, actor, kind, name, Some((until, now)), force)?;
             let previous: Option<Option<Millis>> = tx
                 .prepare_cached(
                     "SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)",
@@ -145,10 +143,10 @@ impl SqliteStore {
         })
     }
 
-    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
-        check_name(kind, name)?;
+    pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|c| {
-            check_known(c, kind, name, force)?;
+            let mut read = c;
+            decide_pause(&mut read, actor, kind, name, None, force)?;
             let (scheduled, running): (i64, i64) = match kind {
                 PauseKind::Queue => c
                     .prepare_cached(
@@ -231,14 +229,6 @@ pub(crate) fn check_name(kind: PauseKind, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Refuse a name nothing mentions, unless forced: a typo would pause nothing and look done.
-fn check_known(c: &Connection, kind: PauseKind, name: &str, force: bool) -> Result<()> {
-    if force || is_known(c, kind, name)? {
-        return Ok(());
-    }
-    Err(unknown_name(kind, name))
-}
-
 /// The refusal of a name nothing mentions.
 pub(crate) fn unknown_name(kind: PauseKind, name: &str) -> Error {
     Error::InvalidInput(format!(
@@ -247,19 +237,56 @@ pub(crate) fn unknown_name(kind: PauseKind, name: &str) -> Error {
     ))
 }
 
-/// Whether any job or any registered worker mentions the queue or wire name. Workers and the
-/// per-queue counts are small tables; a wire name with no worker falls back to the jobs table,
-/// which stops at the first match (a full scan only for a name that is nowhere, the typo case).
-fn is_known(tx: &Connection, kind: PauseKind, name: &str) -> Result<bool> {
-    let sql = match kind {
-        PauseKind::Queue => {
-            "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = ?1)
+/// What a pause decision reads, per dialect: the actor's permission and whether a name is known.
+pub(crate) trait PauseRead {
+    /// `PermissionDenied` unless the actor (on PostgreSQL, the one the server vouches for)
+    /// holds `permission`.
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
+    /// Whether any job or any registered worker mentions the queue or wire name.
+    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool>;
+}
+
+/// The one order a pause (and its plan, `expiry` `None`) is checked in, on both backends: the
+/// actor's permission first, so that someone who may not pause learns nothing else; then the
+/// name's spelling, the expiry against now, and a name nothing mentions (unless `force`).
+pub(crate) fn decide_pause(
+    read: &mut impl PauseRead,
+    actor: &str,
+    kind: PauseKind,
+    name: &str,
+    expiry: Option<(Option<Millis>, Millis)>,
+    force: bool,
+) -> Result<()> {
+    read.require(actor, Permission::Operate)?;
+    check_name(kind, name)?;
+    if let Some((until, now)) = expiry {
+        check_until(until, now)?;
+    }
+    if force || read.is_known(kind, name)? {
+        return Ok(());
+    }
+    Err(unknown_name(kind, name))
+}
+
+impl PauseRead for &Connection {
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        super::admin::require(self, actor, permission)
+    }
+
+    /// Workers and the per-queue counts are small tables; a wire name with no worker falls back
+    /// to the jobs table, which stops at the first match (a full scan only for a name that is
+    /// nowhere, the typo case).
+    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool> {
+        let sql = match kind {
+            PauseKind::Queue => {
+                "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = ?1)
                  OR EXISTS (SELECT 1 FROM workers, json_each(workers.queues) WHERE json_each.value = ?1)"
-        }
-        PauseKind::WireName => {
-            "SELECT EXISTS (SELECT 1 FROM workers, json_each(workers.wire_names) WHERE json_each.value = ?1)
+            }
+            PauseKind::WireName => {
+                "SELECT EXISTS (SELECT 1 FROM workers, json_each(workers.wire_names) WHERE json_each.value = ?1)
                  OR EXISTS (SELECT 1 FROM jobs WHERE wire_name = ?1)"
-        }
-    };
-    Ok(tx.prepare_cached(sql)?.query_row([name], |r| r.get(0))?)
+            }
+        };
+        Ok(self.prepare_cached(sql)?.query_row([name], |r| r.get(0))?)
+    }
 }

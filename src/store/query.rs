@@ -66,6 +66,12 @@ impl JobFilter {
                 // Implied by a terminal state; spelled out so jobs_finished (a partial index on
                 // finished_at IS NOT NULL) is usable.
                 sql.push("finished_at IS NOT NULL".into());
+                if self.states.iter().all(|s| matches!(s, JobState::DeadLettered | JobState::Quarantined)) {
+                    // Spelled out for jobs_failed_list, which holds every listed column of these
+                    // jobs: a page is read from it alone, never walking a large payload's
+                    // overflow pages to reach the columns stored after it.
+                    sql.push("state IN ('dead-lettered', 'quarantined')".into());
+                }
             } else if self.order() == SortOrder::DueAsc {
                 // Implied by an active state; spelled out so jobs_active (a partial index on
                 // state IN ('scheduled', 'running')) is usable: without it the Running and

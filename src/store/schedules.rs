@@ -165,6 +165,21 @@ pub(crate) fn validate_all(defs: &[Schedule]) -> Result<()> {
     Ok(())
 }
 
+/// Refuse a schedule whose payload is over the store's `payload_limit`: every tick would fail to
+/// enqueue its job, silently but for the ticker's error count (issue 20). Both backends, in the
+/// declaring transaction, so nothing is stored.
+pub(crate) fn check_payloads(defs: &[Schedule], limit: u64) -> Result<()> {
+    match defs.iter().find(|d| d.payload.len() as u64 > limit) {
+        Some(d) => Err(Error::InvalidInput(format!(
+            "schedule '{}': its payload is {} bytes, over the store's payload_limit of {limit} bytes, so every tick \
+             would fail to enqueue; make it smaller or raise the limit (bw config set payload_limit)",
+            d.name,
+            d.payload.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The audit detail of a declaration.
 pub(crate) fn declare_detail(d: &Schedule) -> String {
     format!("{} '{}' in {} -> {} on {} (missed: {})", d.name, d.cron, d.zone, d.wire_name, d.queue, d.missed)
@@ -362,6 +377,7 @@ impl SqliteStore {
         self.require_schedules()?;
         let now = self.now();
         self.write(|tx| {
+            check_payloads(defs, super::admin::payload_limit(tx)?)?;
             let mut out = Vec::with_capacity(defs.len());
             for d in defs {
                 let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;

@@ -16,4 +16,4 @@ pub use format::{
 };
 pub use palette::{state_tone, Tone};
 pub use parse::{parse_duration, parse_instant, parse_label, parse_state, parse_when, When};
-pub use suggest::{did_you_mean, state_alias};
+pub use suggest::{did_you_mean, state_alias, unknown_filter_names};

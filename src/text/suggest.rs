@@ -27,6 +27,39 @@ pub fn did_you_mean<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a st
     best.map(|(_, c)| c)
 }
 
+/// What a filter's queue and wire name would tell an operator who typed one that nothing has
+/// (`no job or worker has queue 'critcal'; did you mean 'critical'?`), one line each, sanitized;
+/// none for names the store knows. `bw jobs list`, the bulk commands and `bw top`'s `/` filter
+/// all say it this way. Reads the known names, so call it when a filter matched nothing.
+pub fn unknown_filter_names(store: &crate::Store, filter: &crate::store::JobFilter) -> crate::Result<Vec<String>> {
+    let mut out = Vec::new();
+    if let Some(q) = &filter.queue {
+        out.extend(unknown_name(q, "queue", &store.queue_names()?));
+    }
+    if let Some(w) = &filter.wire_name {
+        out.extend(unknown_name(w, "wire name", &store.known_wire_names()?));
+    }
+    Ok(out)
+}
+
+/// `no job or worker has {what} '{name}'; {hint}`, unless `name` is among `known`.
+fn unknown_name(name: &str, what: &str, known: &[String]) -> Option<String> {
+    use super::sanitize;
+    if known.iter().any(|k| k == name) {
+        return None;
+    }
+    let hint = match did_you_mean(name, known.iter().map(String::as_str)) {
+        Some(m) => format!("did you mean '{}'?", sanitize(m)),
+        None if known.is_empty() => "the store has no jobs yet".to_string(),
+        None => format!(
+            "known: {}{}",
+            known.iter().take(8).map(|k| format!("'{}'", sanitize(k))).collect::<Vec<_>>().join(", "),
+            if known.len() > 8 { ", …" } else { "" }
+        ),
+    };
+    Some(format!("no job or worker has {what} '{}'; {hint}", sanitize(name)))
+}
+
 /// A state name as people say it, for the ones that are not our words: `failed` and `dead`
 /// are Dead-Lettered, `done` is Succeeded, `queued` is Scheduled.
 pub fn state_alias(typed: &str) -> Option<&'static str> {

@@ -311,8 +311,8 @@ pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> cr
             // The plan `bw pause --dry-run` prints. A resume counts the same jobs (they become
             // claimable again); it is not refused as an unknown name, since it is paused.
             let plan = match op {
-                Op::Pause => store.plan_pause(*kind, name, false)?,
-                Op::Resume => store.plan_pause(*kind, name, true)?,
+                Op::Pause => store.plan_pause(actor, *kind, name, false)?,
+                Op::Resume => store.plan_pause(actor, *kind, name, true)?,
                 _ => return Err(not_for(op, "a queue or wire name")),
             };
             p.affected = plan.scheduled;

@@ -158,6 +158,9 @@ pub struct Snapshot {
     pub quiet_workers: Vec<crate::store::WorkerState>,
     /// The Schedules view's rows, by name (read only for that view).
     pub schedules: Vec<ScheduleInfo>,
+    /// When the page is empty under a filter naming a queue or wire name nothing has: what
+    /// `bw jobs list` says of it on stderr, with its did-you-mean ([`crate::text::unknown_filter_names`]).
+    pub unknown_names: Vec<String>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }
@@ -252,7 +255,12 @@ fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
     s.quiet_workers =
         store.worker_states()?.into_iter().filter(|w| w.quiet_at.is_some() || w.stopping_at.is_some()).collect();
     if let (Some(filter), false) = (&q.filter, q.grouped) {
-        s.page = Some(store.list_jobs(filter, q.limit.max(1), q.offset)?);
+        let page = store.list_jobs(filter, q.limit.max(1), q.offset)?;
+        if page.total == 0 {
+            // Only an empty list pays for the known names (a scan of the wire names).
+            s.unknown_names = crate::text::unknown_filter_names(store, filter)?;
+        }
+        s.page = Some(page);
     }
     if matches!(q.view, View::Quarantined) {
         s.live_handlers = store.live_handlers()?;

@@ -260,3 +260,28 @@ both_backends! {
         assert_eq!(fx.health().log_seq, 5);
     }
 }
+
+both_backends! {
+    // Issue 20: a schedule stored with a payload over payload_limit (the limit lowered since)
+    // fails every tick, seen only in the ticker's error count. bw check names it at once.
+    fn a_stored_schedule_whose_payload_is_over_the_payload_limit_is_named_by_overdue_schedule() {
+        let fx = Fx::new();
+        fx.store.bootstrap_admin(ADMIN).unwrap();
+        let payload = format!("\"{}\"", "x".repeat(2000));
+        let s = backwave::Schedule::new("nightly-export", "0 2 * * *", "export", "bulk", payload);
+        fx.store.declare_schedules("app", &[s]).unwrap();
+        assert_eq!(status(&fx, CheckName::OverdueSchedule), Status::Ok, "within the default 1 MiB");
+        fx.store.set_setting(ADMIN, backwave::store::SettingKey::PayloadLimit, "1KiB").unwrap();
+        let h = fx.health();
+        let check = h.check(CheckName::OverdueSchedule);
+        assert_eq!(check.status, Status::Warning, "{check:?}");
+        assert!(
+            check.message.contains("'nightly-export' payload is 2002 bytes, over payload_limit (1024 bytes): every tick fails"),
+            "{}",
+            check.message
+        );
+        // Paused, it fires nothing anyway: not named.
+        fx.store.pause_schedule(ADMIN, "nightly-export", None).unwrap();
+        assert_eq!(status(&fx, CheckName::OverdueSchedule), Status::Ok);
+    }
+}

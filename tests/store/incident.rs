@@ -76,9 +76,9 @@ both_backends! {
             NewJob::new("charge-card", "default", vec![]).due_at(T0 - 10),
         ];
         let ids = fx.store.enqueue_many(&jobs).unwrap();
-        let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
+        let plan = fx.store.plan_pause(ADMIN, PauseKind::WireName, "charge-card", false).unwrap();
         assert_eq!((plan.scheduled, plan.running), (3, 0), "both queues, due now or not");
-        let plan = fx.store.plan_pause(PauseKind::Queue, "critical", false).unwrap();
+        let plan = fx.store.plan_pause(ADMIN, PauseKind::Queue, "critical", false).unwrap();
         assert_eq!((plan.scheduled, plan.running), (5, 0));
         let until = T0 + 30 * 60_000;
         fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
@@ -89,7 +89,7 @@ both_backends! {
         // A running job of a paused wire name finishes normally.
         fx.store.resume(ADMIN, PauseKind::WireName, "charge-card").unwrap();
         let running = fx.claim_as(WORKER, "default", 1, &p).remove(0);
-        let plan = fx.store.plan_pause(PauseKind::WireName, "charge-card", false).unwrap();
+        let plan = fx.store.plan_pause(ADMIN, PauseKind::WireName, "charge-card", false).unwrap();
         assert_eq!((plan.scheduled, plan.running), (2, 1));
         fx.store.pause(ADMIN, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
         assert_eq!(
@@ -164,6 +164,27 @@ both_backends! {
         // Ahead of time, on purpose.
         fx.store.pause(ADMIN, PauseKind::Queue, "bulk-import", None, true).unwrap();
         assert_eq!(fx.store.pauses().unwrap()[0].name, "bulk-import");
+    }
+}
+
+both_backends! {
+    // Issue 18: SQLite checked a past expiry before the permission (InvalidInput, exit 2) and
+    // PostgreSQL the permission first (PermissionDenied, exit 1). One order now, both backends:
+    // permission, then the input; the plan of a pause too.
+    fn a_pause_is_refused_for_its_permission_before_its_input_on_both_backends() {
+        let fx = Fixture::new();
+        fx.enqueue("charge-card", "critical");
+        let denied = |r: backwave::Result<()>| matches!(r, Err(Error::PermissionDenied { .. }));
+        let pause = |actor, name, until, force| fx.store.pause(actor, PauseKind::Queue, name, until, force).map(|_| ());
+        let plan = |actor, name| fx.store.plan_pause(actor, PauseKind::Queue, name, false).map(|_| ());
+        assert!(denied(pause(STRANGER, "critical", Some(T0 - 1), false)), "past expiry");
+        assert!(denied(pause(STRANGER, "critcal", None, false)), "unknown name");
+        assert!(denied(pause(STRANGER, "bad\nname", None, true)), "control character");
+        assert!(denied(plan(STRANGER, "critcal")), "plan");
+        let bad = |r: backwave::Result<()>| matches!(r, Err(Error::InvalidInput(_)));
+        assert!(bad(pause(ADMIN, "critical", Some(T0 - 1), false)), "past expiry");
+        assert!(bad(plan(ADMIN, "critcal")), "unknown name");
+        assert!(fx.store.pauses().unwrap().is_empty());
     }
 }
 

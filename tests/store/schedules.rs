@@ -82,6 +82,23 @@ both_backends! {
         assert!(e.to_string().contains("two schedules are named 'hourly'"), "{e}");
     }
 
+    // Issue 20: a schedule whose payload is over the store's payload_limit was stored, and then
+    // every tick failed to enqueue, seen only in the ticker's error count.
+    fn a_schedule_whose_payload_is_over_the_payload_limit_is_refused_when_declared() {
+        let f = Fixture::new();
+        f.store.set_setting(ADMIN, backwave::store::SettingKey::PayloadLimit, "1KiB").unwrap();
+        let big = format!("\"{}\"", "x".repeat(2000));
+        let e = f.store.declare_schedules("app", &[every_second(), Schedule::new("nightly-export", "0 2 * * *", "export", "bulk", big)]).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains("schedule 'nightly-export'") && text.contains("2002 bytes") && text.contains("1024"), "{text}");
+        assert!(f.store.schedules().unwrap().is_empty(), "nothing stored");
+        // At the limit exactly, it is stored and fires.
+        let fits = format!("\"{}\"", "x".repeat(1022));
+        f.store.declare_schedules("app", &[Schedule::new("nightly-export", "0 2 * * *", "export", "bulk", fits)]).unwrap();
+        assert_eq!(f.store.schedules().unwrap().len(), 1);
+    }
+
     fn each_due_tick_fires_once_and_a_second_firing_of_the_same_cursor_changes_nothing() {
         let f = Fixture::new();
         f.store.declare_schedules("app", &[every_second()]).unwrap();
@@ -338,7 +355,7 @@ fn names_of(actions: &[backwave::store::AuditEntry]) -> Vec<&str> {
 #[test]
 fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_declare() {
     let f = Fixture::new();
-    f.store.raw_batch("DROP TABLE schedules; PRAGMA user_version = 6").unwrap();
+    f.store.raw_batch("DROP TABLE schedules; DROP INDEX jobs_failed_list; PRAGMA user_version = 6").unwrap();
     drop(f.store);
     let old = Store::open(&f.db);
     // A writable open migrates it back to the current version with an empty table.

@@ -36,6 +36,39 @@ fn prompt(app: &backwave::tui::App) -> (String, usize) {
     }
 }
 
+// ---- 6. Typos answer with a did-you-mean, here as in `bw jobs list` ----
+
+both_backends! {
+    // Issue 19's note: `/queue:bluk` showed "no jobs match the filter", while `bw jobs list
+    // --queue bluk` says on stderr that no job has that queue, and which one was meant.
+    fn a_filter_naming_an_unknown_queue_or_wire_name_says_which_was_meant() {
+        let f = Fixture::with_jobs();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "/queue:bluk");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        assert_eq!(app.list_len(), 0);
+        let text = screen(&f, &app);
+        assert!(text.contains("no job or worker has queue 'bluk'; did you mean 'bulk'?"), "{text}");
+        keys(&mut app, &f, "/");
+        ctrl(&mut app, &f, 'u');
+        keys(&mut app, &f, "wire:resize-imag");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        let text = screen(&f, &app);
+        assert!(text.contains("wire name 'resize-imag'; did you mean 'resize-image'?"), "{text}");
+        // A known name that matches nothing in this view is just an empty list.
+        keys(&mut app, &f, "/");
+        ctrl(&mut app, &f, 'u');
+        keys(&mut app, &f, "queue:critical wire:noop");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        let text = screen(&f, &app);
+        assert!(text.contains("jobs match the filter (/ to change it)") && !text.contains("did you mean"), "{text}");
+    }
+}
+
 // ---- 1. Esc never quits ----
 
 both_backends! {

@@ -82,11 +82,13 @@ impl FilterArgs {
     /// read as "nothing to do" while the operator had asked for a queue that does not exist.
     /// The wire-name check scans the jobs once, so it runs only on an empty result.
     pub fn warn_unknown_names(&self, store: &crate::Store) -> Result<(), CliError> {
-        if let Some(q) = &self.queue {
-            warn_unknown(q, "queue", &store.queue_names()?);
-        }
-        if let Some(w) = &self.wire_name {
-            warn_unknown(w, "wire name", &store.known_wire_names()?);
+        let filter = crate::store::JobFilter {
+            queue: self.queue.clone(),
+            wire_name: self.wire_name.clone(),
+            ..Default::default()
+        };
+        for line in crate::text::unknown_filter_names(store, &filter)? {
+            super::eprint_quiet(format_args!("bw: {line}\n"));
         }
         Ok(())
     }
@@ -149,23 +151,6 @@ impl std::fmt::Display for Described {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.many)
     }
-}
-
-/// `bw: no job or worker has queue 'critcal'; did you mean 'critical'?`, unless `name` is known.
-fn warn_unknown(name: &str, what: &str, known: &[String]) {
-    if known.iter().any(|k| k == name) {
-        return;
-    }
-    let hint = match crate::text::did_you_mean(name, known.iter().map(String::as_str)) {
-        Some(m) => format!("did you mean '{}'?", sanitize(m)),
-        None if known.is_empty() => "the store has no jobs yet".to_string(),
-        None => format!(
-            "known: {}{}",
-            known.iter().take(8).map(|k| format!("'{}'", sanitize(k))).collect::<Vec<_>>().join(", "),
-            if known.len() > 8 { ", …" } else { "" }
-        ),
-    };
-    super::eprint_quiet(format_args!("bw: no job or worker has {what} '{}'; {hint}\n", sanitize(name)));
 }
 
 /// List jobs.

@@ -439,8 +439,15 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     .and_then(|tt| tt.overdue(s.row.last_tick, h.at, Duration::ZERO))
                     .map_or(0, |d| d.as_millis() as u64)
             };
-            let mut over: Vec<(&ScheduleInfo, u64)> =
-                h.schedules.iter().map(|s| (s, late(s))).filter(|(_, l)| *l > grace.as_millis() as u64).collect();
+            // Stored before the limit was lowered (or by an older build): every tick fails to
+            // enqueue, so it is named now rather than once its tick is overdue.
+            let too_big = |s: &ScheduleInfo| !s.paused && s.row.schedule.payload.len() as u64 > h.payload_limit;
+            let mut over: Vec<(&ScheduleInfo, u64)> = h
+                .schedules
+                .iter()
+                .map(|s| (s, late(s)))
+                .filter(|(s, l)| *l > grace.as_millis() as u64 || too_big(s))
+                .collect();
             over.sort_by_key(|(_, l)| std::cmp::Reverse(*l));
             let worst = h.schedules.iter().map(late).max().unwrap_or(0);
             let message = if !over.is_empty() {
@@ -448,10 +455,23 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                     .iter()
                     .map(|(s, l)| {
                         let why = if s.orphaned { ", orphaned: no running application declares it" } else { "" };
-                        format!("{} tick overdue by {}{why}", quote(&s.row.schedule.name), ago(*l))
+                        let name = quote(&s.row.schedule.name);
+                        if too_big(s) {
+                            let size = s.row.schedule.payload.len();
+                            format!(
+                                "{name} payload is {size} bytes, over payload_limit ({} bytes): every tick fails{why}",
+                                h.payload_limit
+                            )
+                        } else {
+                            format!("{name} tick overdue by {}{why}", ago(*l))
+                        }
                     })
                     .collect();
-                format!("nobody fired within {}: {}", counted(grace.as_millis() as u64), list(named))
+                if over.iter().any(|(s, _)| too_big(s)) {
+                    format!("schedules that fire no job: {}", list(named))
+                } else {
+                    format!("nobody fired within {}: {}", counted(grace.as_millis() as u64), list(named))
+                }
             } else if h.schedules.is_empty() {
                 "no schedules".into()
             } else {
@@ -460,5 +480,7 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
             (secs(worst), secs(grace.as_millis() as u64), message)
         }
     };
-    Check { name, status: verdict(value > threshold), value, threshold, unit: name.unit(), message }
+    let over_limit = name == CheckName::OverdueSchedule
+        && h.schedules.iter().any(|s| !s.paused && s.row.schedule.payload.len() as u64 > h.payload_limit);
+    Check { name, status: verdict(value > threshold || over_limit), value, threshold, unit: name.unit(), message }
 }

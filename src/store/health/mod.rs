@@ -133,6 +133,9 @@ pub struct Health {
     /// `bw metrics` exports each one's time since its last fire.
     #[serde(skip)]
     pub schedules: Vec<super::ScheduleInfo>,
+    /// The store's `payload_limit`: a schedule whose payload is over it fails every tick.
+    #[serde(skip)]
+    pub payload_limit: u64,
 }
 
 impl Health {
@@ -184,6 +187,8 @@ pub(crate) trait HealthRead: DueProbe {
     fn worker_states(&mut self, now: Millis) -> Result<Vec<WorkerState>>;
     /// Every stored schedule (none before schema version 7).
     fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>>;
+    /// The store's `payload_limit` setting.
+    fn payload_limit(&mut self) -> Result<u64>;
 }
 
 /// [`HealthRead`] inside an SQLite read transaction.
@@ -259,6 +264,10 @@ impl HealthRead for SqliteHealth<'_> {
         }
         super::schedules::select_rows(self.conn, self.store.version, None)
     }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        super::admin::payload_limit(self.conn)
+    }
 }
 
 /// The store's health at `now` against `thresholds`, from what `r` reads in its snapshot: the
@@ -278,6 +287,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
     let worker_states: Vec<WorkerState> =
         r.worker_states(now)?.into_iter().filter(|s| s.quiet_at.is_some() || s.stopping_at.is_some()).collect();
     let schedules = r.schedule_rows()?.into_iter().map(|row| super::schedules::schedule_info(row, now)).collect();
+    let payload_limit = r.payload_limit()?;
 
     let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
     let mut worker_health = WorkerHealth::default();
@@ -333,6 +343,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
         worker_states,
         log_seq,
         schedules,
+        payload_limit,
     };
     health.checks = CheckName::ALL.iter().map(|n| judge(*n, &health, thresholds)).collect();
     health.status = health.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);

@@ -16,8 +16,8 @@ use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{FailureDetail, JobId, Millis, Permission};
 use crate::store::admin::{
-    allowed, bootstrap_detail, config_detail, grant_detail, parse_details, parse_retention, payload_limit_from,
-    permissions_from,
+    allowed, bootstrap_detail, check_grantee, config_detail, grant_detail, parse_details, parse_retention,
+    payload_limit_from, permissions_from,
 };
 use crate::store::{AuditEntry, SettingKey};
 
@@ -38,6 +38,7 @@ impl PgStore {
     pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
         self.write(|tx| {
             require(tx, actor, Permission::Admin)?;
+            check_grantee(who)?;
             let now = tx.now()?;
             tx.execute(
                 "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ($1, $2, $3, $4)
@@ -88,9 +89,9 @@ impl PgStore {
     }
 
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
-        let value = key.validate(value)?;
         self.write(|tx| {
             require(tx, actor, Permission::Admin)?;
+            let value = key.validate(value)?;
             let now = tx.now()?;
             tx.execute(
                 "INSERT INTO settings (key, value) VALUES ($1, $2)

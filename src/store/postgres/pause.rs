@@ -7,7 +7,7 @@ use super::admin::{audit, require};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
-use crate::store::pause::{check_name, check_until, pause_detail, unknown_name};
+use crate::store::pause::{decide_pause, pause_detail, PauseRead};
 use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 
 impl PgStore {
@@ -19,12 +19,9 @@ impl PgStore {
         until: Option<Millis>,
         force: bool,
     ) -> Result<PauseResult> {
-        check_name(kind, name)?;
         self.write(|tx| {
             let now = tx.now()?;
-            check_until(until, now)?;
-            require(tx, actor, Permission::Operate)?;
-            check_known(tx, kind, name, force)?;
+            decide_pause(tx, actor, kind, name, Some((until, now)), force)?;
             lock_name(tx, kind, name)?;
             let previous: Option<Option<Millis>> = tx
                 .query_opt(
@@ -47,10 +44,9 @@ impl PgStore {
         })
     }
 
-    pub fn plan_pause(&self, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
-        check_name(kind, name)?;
+    pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|tx| {
-            check_known(tx, kind, name, force)?;
+            decide_pause(tx, actor, kind, name, None, force)?;
             let r = match kind {
                 // The kept counts plus the deltas not yet folded in: exact in this snapshot.
                 PauseKind::Queue => tx.query_one(
@@ -112,27 +108,24 @@ fn lock_name(tx: &mut Tx<'_>, kind: PauseKind, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Refuse a name nothing mentions, unless forced: a typo would pause nothing and look done.
-fn check_known(tx: &mut Tx<'_>, kind: PauseKind, name: &str, force: bool) -> Result<()> {
-    if force || is_known(tx, kind, name)? {
-        return Ok(());
+impl PauseRead for Tx<'_> {
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        require(self, actor, permission)
     }
-    Err(unknown_name(kind, name))
-}
 
-/// Whether any job or any registered worker mentions the queue or wire name (the same sources
-/// as SQLite; `?` asks whether a jsonb array holds the string).
-fn is_known(tx: &mut Tx<'_>, kind: PauseKind, name: &str) -> Result<bool> {
-    let sql = match kind {
-        PauseKind::Queue => {
-            "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = $1)
+    /// The same sources as SQLite's; `?` asks whether a jsonb array holds the string.
+    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool> {
+        let sql = match kind {
+            PauseKind::Queue => {
+                "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = $1)
                  OR EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = $1)
                  OR EXISTS (SELECT 1 FROM workers WHERE queues ? $1)"
-        }
-        PauseKind::WireName => {
-            "SELECT EXISTS (SELECT 1 FROM workers WHERE wire_names ? $1)
+            }
+            PauseKind::WireName => {
+                "SELECT EXISTS (SELECT 1 FROM workers WHERE wire_names ? $1)
                  OR EXISTS (SELECT 1 FROM jobs WHERE wire_name = $1)"
-        }
-    };
-    Ok(tx.query_one(sql, &[&name])?.try_get(0)?)
+            }
+        };
+        Ok(self.query_one(sql, &[&name])?.try_get(0)?)
+    }
 }

@@ -13,8 +13,8 @@ use crate::schedule::{check_schedule_name, MissedTicks, Schedule};
 use crate::store::pause::check_until;
 use crate::store::row::labels_from_json;
 use crate::store::schedules::{
-    declare_detail, differences, last_created, no_schedules_table, pause_detail, row_columns, skipped, trigger_job,
-    unknown_schedule, validate_all,
+    check_payloads, declare_detail, differences, last_created, no_schedules_table, pause_detail, row_columns, skipped,
+    trigger_job, unknown_schedule, validate_all,
 };
 use crate::store::{Declared, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, Trigger};
 
@@ -93,6 +93,7 @@ impl PgStore {
         let labels = defs.iter().map(labels_text).collect::<Result<Vec<String>>>()?;
         let now = self.now();
         self.write(|tx| {
+            check_payloads(defs, super::admin::payload_limit(tx)?)?;
             let mut out = Vec::with_capacity(defs.len());
             for (d, labels) in defs.iter().zip(&labels) {
                 lock_name(tx, &d.name)?;

@@ -405,6 +405,9 @@ impl App {
         let text = match (&self.snapshot, &self.db) {
             (None, DbStatus::Failed { error }) => format!("cannot read the store: {}", clean(error, 200)),
             (None, _) => "reading the store…".to_string(),
+            (Some(s), _) if !s.unknown_names.is_empty() => {
+                format!("no {what} match the filter: {} (/ to change it)", s.unknown_names.join("; "))
+            }
             _ if !self.vs().filter_text.is_empty() => format!("no {what} match the filter (/ to change it)"),
             _ => format!("no {what} — nothing to do here"),
         };

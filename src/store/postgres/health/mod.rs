@@ -160,6 +160,10 @@ impl HealthRead for Snapshot<'_, '_> {
         }
         crate::store::postgres::schedules::select_rows(self.tx, self.version, None)
     }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        super::admin::payload_limit(self.tx)
+    }
 }
 
 // The latency probes, for `gather`'s per-queue latency.

@@ -1,0 +1,195 @@
+//! The refusal table (issue 18): every operator action refused for each reason it can be
+//! refused for (a permission missing, bad input, a job or name not found, a wrong state), through
+//! the real `bw`, on both backends. Each row asserts its kind and exit status, and the whole
+//! transcript is one snapshot both backends share, so a backend that decides in another order
+//! (as pause with a past expiry once did) or words a refusal differently fails here.
+//!
+//! The one order, on both backends: what the command line alone shows to be wrong is refused
+//! before the store is opened (exit 2); then the actor's permission (exit 1), before any name,
+//! value or job is looked at, so that someone who may not act learns nothing else first; then
+//! input checked against the store (exit 2; a name nothing has is such input: a typo); then per
+//! job or name, not found or in a wrong state (exit 1). A refusal changes nothing: the audit
+//! trail is the same afterwards.
+
+use backwave::schedule::Schedule;
+use backwave::{Store, WorkerInfo};
+
+use super::backend::both_backends;
+use super::harness::*;
+
+/// Why a row is refused, and so its exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// The actor lacks this permission: exit 1, before anything else is looked at.
+    Permission(&'static str),
+    /// Bad input: exit 2.
+    BadInput,
+    /// A queue, wire name, schedule or worker nothing has: most likely a typo, so bad input
+    /// (exit 2), named with what exists.
+    UnknownName,
+    /// No such job (by id), or no pause or limit in force to lift: exit 1.
+    NotFound,
+    /// The job or name is in a state the action does not apply to: exit 1.
+    WrongState,
+}
+
+/// Who runs the row: the test user holding nothing, or holding admin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    Stranger,
+    Admin,
+}
+
+use Kind::*;
+use Who::*;
+
+/// A job no store holds.
+const MISSING: &str = "a00000ff-0000-7000-8000-0000000000ff";
+
+/// Every operator action, refused for each reason it can be. Jobs of fixtures/hostile.sql:
+/// a0000001 Succeeded, a0000003 Dead-Lettered, a0000017 Scheduled.
+const TABLE: &[(Who, &[&str], Kind)] = &[
+    // requeue
+    (Stranger, &["requeue", "a0000003"], Permission("operate")),
+    (Stranger, &["requeue", "--state", "dead-lettered", "--yes"], Permission("operate")),
+    (Admin, &["requeue", "not-an-id"], BadInput),
+    (Admin, &["requeue", MISSING], NotFound),
+    (Admin, &["requeue", "a0000017"], WrongState),
+    // cancel
+    (Stranger, &["cancel", "a0000017"], Permission("operate")),
+    (Stranger, &["cancel", "--state", "scheduled", "--yes"], Permission("operate")),
+    (Admin, &["cancel", "--state", "nope", "--yes"], BadInput),
+    (Admin, &["cancel", MISSING], NotFound),
+    (Admin, &["cancel", "a0000001"], WrongState),
+    // run-now
+    (Stranger, &["run-now", "a0000017"], Permission("operate")),
+    (Admin, &["run-now", "a0000017x"], BadInput),
+    (Admin, &["run-now", MISSING], NotFound),
+    (Admin, &["run-now", "a0000003"], WrongState),
+    // pause / resume
+    (Stranger, &["pause", "queue", "high"], Permission("operate")),
+    (Stranger, &["pause", "queue", "hgih"], Permission("operate")),
+    (Stranger, &["pause", "queue", "high", "--dry-run"], Permission("operate")),
+    (Stranger, &["resume", "queue", "high"], Permission("operate")),
+    (Admin, &["pause", "queue", "high", "--for", "0s"], BadInput),
+    (Admin, &["pause", "queue", "hgih"], UnknownName),
+    (Admin, &["pause", "wire-name", "bad\u{7}name", "--force"], BadInput),
+    (Admin, &["resume", "queue", "high"], WrongState),
+    // purge
+    (Stranger, &["purge", "a0000001", "--yes"], Permission("operate")),
+    (Stranger, &["purge", "--older-than", "1d", "--yes"], Permission("operate")),
+    (Admin, &["purge", "--older-than", "soon", "--yes"], BadInput),
+    (Admin, &["purge", MISSING, "--yes"], NotFound),
+    (Admin, &["purge", "a0000017", "--yes"], WrongState),
+    // payload edit
+    (Stranger, &["jobs", "edit", "a0000003", "--payload", "{}"], Permission("operate")),
+    (Admin, &["jobs", "edit", "a0000003", "--payload", "{oops"], BadInput),
+    (Admin, &["jobs", "edit", MISSING, "--payload", "{}"], NotFound),
+    (Admin, &["jobs", "edit", "a0000017", "--payload", "{}"], WrongState),
+    // grant / revoke
+    (Stranger, &["grant", "bob", "operate"], Permission("admin")),
+    (Stranger, &["revoke", "someone-else", "admin"], Permission("admin")),
+    (Admin, &["grant", "bob", "superuser"], BadInput),
+    (Admin, &["grant", "bad\u{1b}name", "operate"], BadInput),
+    // limit
+    (Stranger, &["limit", "queue", "high", "--concurrency", "2"], Permission("operate")),
+    (Stranger, &["limit", "queue", "high", "--clear"], Permission("operate")),
+    (Admin, &["limit", "queue", "high", "--rate", "fast"], BadInput),
+    (Admin, &["limit", "queue", "high", "--concurrency", "0"], BadInput),
+    (Admin, &["limit", "queue", "high", "--clear"], NotFound),
+    // quiet / resume workers
+    (Stranger, &["workers", "quiet", "web-1/7/payments#0001"], Permission("operate")),
+    (Stranger, &["workers", "resume", "--host", "web-1"], Permission("operate")),
+    (Admin, &["workers", "quiet", "--host", ""], BadInput),
+    (Admin, &["workers", "quiet", "no-such-worker"], UnknownName),
+    // schedules
+    (Stranger, &["schedule", "pause", "nightly"], Permission("operate")),
+    (Stranger, &["schedule", "resume", "nightly"], Permission("operate")),
+    (Stranger, &["schedule", "trigger", "nightly"], Permission("operate")),
+    (Stranger, &["schedule", "trigger", "nosuch"], Permission("operate")),
+    (Admin, &["schedule", "pause", "nightly", "--for", "0s"], BadInput),
+    (Admin, &["schedule", "pause", "nosuch"], UnknownName),
+    (Admin, &["schedule", "trigger", "nosuch"], UnknownName),
+    (Admin, &["schedule", "resume", "nightly"], WrongState),
+    // settings
+    (Stranger, &["config", "set", "retention", "7d"], Permission("admin")),
+    (Stranger, &["config", "set", "retention", "forever"], Permission("admin")),
+    (Admin, &["config", "set", "retention", "forever"], BadInput),
+    (Admin, &["config", "set", "colour", "on"], BadInput),
+];
+
+/// The hostile store with one registered worker and one schedule; the test user holds admin or
+/// nothing.
+fn store(who: Who) -> Fixture {
+    let f = match who {
+        Stranger => Fixture::hostile_stranger(),
+        Admin => Fixture::hostile_admin(),
+    };
+    let store = f.store();
+    store
+        .register_worker(&WorkerInfo {
+            id: "web-1/7/payments#0001".into(),
+            group: "payments".into(),
+            host: "web-1".into(),
+            pid: 1,
+            wire_names: vec!["charge-card".into()],
+            queues: vec!["critical".into()],
+            started_at: T_MS - 60_000,
+            last_heartbeat_at: T_MS,
+            stale_after_ms: 30_000,
+        })
+        .unwrap();
+    store.declare_schedules("app", &[Schedule::new("nightly", "0 2 * * *", "export", "bulk", "{}")]).unwrap();
+    f
+}
+
+fn audit_rows(store: &Store) -> usize {
+    store.audit_entries(0, 10_000).unwrap().len()
+}
+
+both_backends! {
+    fn every_operator_action_is_refused_alike_on_both_backends_in_one_order() {
+        let fixtures = [(Stranger, store(Stranger)), (Admin, store(Admin))];
+        let audited: Vec<usize> = fixtures.iter().map(|(_, f)| audit_rows(&f.store())).collect();
+        let mut runs = Vec::new();
+        let mut wrong = Vec::new();
+        for &(who, args, kind) in TABLE {
+            let f = &fixtures.iter().find(|(w, _)| *w == who).unwrap().1;
+            let r = f.run(args);
+            let ok = match kind {
+                Permission(p) => {
+                    r.code == Some(1)
+                        && r.stdout.is_empty()
+                        && r.stderr.contains(&format!("lacks the '{p}' permission"))
+                }
+                BadInput => r.code == Some(2) && r.stdout.is_empty() && r.stderr.starts_with("bw: error: "),
+                UnknownName => {
+                    r.code == Some(2)
+                        && r.stdout.is_empty()
+                        && (r.stderr.contains("unknown") || r.stderr.contains("no schedule named")
+                            || r.stderr.contains("no registered worker"))
+                }
+                NotFound => {
+                    let out = format!("{}{}", r.stdout, r.stderr);
+                    r.code == Some(1) && ["NotFound", "no job matches", "no operator limit"].iter().any(|w| out.contains(w))
+                }
+                WrongState => {
+                    let out = format!("{}{}", r.stdout, r.stderr);
+                    r.code == Some(1)
+                        && ["NotRequeueable", "NotCancellable", "NotScheduled", "NotTerminal", "is not paused", ", not "]
+                            .iter()
+                            .any(|w| out.contains(w))
+                }
+            };
+            if !ok {
+                wrong.push(format!("{who:?} expected {kind:?}:\n{r}"));
+            }
+            runs.push(format!("# {who:?}, {kind:?}\n{r}"));
+        }
+        assert!(wrong.is_empty(), "{} of {} rows refused otherwise:\n\n{}", wrong.len(), TABLE.len(), wrong.join("\n"));
+        for ((_, f), before) in fixtures.iter().zip(audited) {
+            assert_eq!(audit_rows(&f.store()), before, "a refusal wrote to the audit trail");
+        }
+        insta::assert_snapshot!("cli__refusal_table", runs.join("\n"));
+    }
+}
