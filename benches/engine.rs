@@ -19,6 +19,9 @@
 //! `BW_BENCH_SCHEDULES=1` runs only the cost of schedules (issue 20): the same drain with no
 //! schedule, and with 20 schedules ticking every second beside it (their jobs on a queue of
 //! their own, served by a second group, as an application would), on SQLite.
+//! Async handlers (issue 22): the default drain with the no-op registered by `handle_async`
+//! beside the same drain with `handle`, on both backends, alternating, best of 3 each;
+//! `BW_BENCH_ONLY=async` runs only those rows.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,7 +30,7 @@ use std::sync::{mpsc, Mutex};
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup, DEFAULT_QUEUE};
 use backwave::store::CLAIM_SQL;
-use backwave::{JobState, RetryPolicy, Store, UniqueRule};
+use backwave::{JobState, RetryPolicy, Store, StoreTarget, UniqueRule};
 use rusqlite::{params, OptionalExtension};
 
 /// The queue `WorkerGroup::default()` serves, so the default rows change nothing but the name.
@@ -363,6 +366,12 @@ fn main() {
         rows.push((what, value, note));
     };
     eprintln!("engine bench: {n} no-op jobs");
+    // `BW_BENCH_ONLY=async`: the async rows alone.
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "async") {
+        async_rows(dir.path(), n, &mut row);
+        print_table(&rows);
+        return;
+    }
     if std::env::var_os("BW_BENCH_LIMITS").is_some() {
         limits(dir.path(), n / 2, &mut row);
         print_table(&rows);
@@ -492,6 +501,7 @@ fn main() {
     // PostgreSQL: the server of the tests (BW_TEST_PG, or a throwaway cluster on a unix socket
     // with fsync off: compare the drain with the ceiling of the same run, not with SQLite).
     let (pg_ceiling, pg_best) = pg::run(backend::server_url(), n, &mut row);
+    async_rows(dir.path(), n, &mut row);
 
     let (median, max) = idle_latency(dir.path());
     row(
@@ -525,6 +535,67 @@ fn main() {
          ceiling {pg_ceiling:.0} (target >= 70%)",
         100.0 * pg_best / pg_ceiling,
     );
+}
+
+/// The no-op as an async handler: the same work as [`registry`]'s, a future instead of a call.
+fn async_registry() -> Registry {
+    let mut r = Registry::new();
+    r.handle_async::<u32, _, _>("noop", |_, _| async { Ok(()) }).queue(QUEUE);
+    r
+}
+
+/// Drain `n` due jobs with one default engine over `registry`; jobs/s to the last success.
+fn drain_registry(db: &StoreTarget, store: &Store, n: usize, registry: Registry) -> f64 {
+    let start = Instant::now();
+    let mut engine = Engine::new(db, registry);
+    engine.add_worker_group(Settings::Default.group("bench".into()));
+    let running = engine.start().expect("start engine");
+    while store.counts().expect("counts").total(JobState::Succeeded) < n as u64 {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let stats = running.stats();
+    assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
+    running.shutdown(Duration::from_secs(5));
+    rate
+}
+
+/// The default drain, plain handler against async handler (on the engine's own runtime), on
+/// SQLite and PostgreSQL: alternating, the best of 3 each (target: async >= 0.9x plain).
+fn async_rows(dir: &Path, n: usize, row: &mut impl FnMut(String, String, String)) {
+    for backend in ["sqlite", "postgres"] {
+        let mut best = [0.0f64; 2];
+        for run in 0..3 {
+            for (i, registry) in [registry as fn() -> Registry, async_registry].into_iter().enumerate() {
+                let name = format!("async_{i}_{run}");
+                let (db, store, _schema) = match backend {
+                    "sqlite" => {
+                        let (path, store) = fresh_store(dir, &format!("{name}.db"));
+                        (StoreTarget::from(path), store, None)
+                    }
+                    _ => {
+                        let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
+                        let store = Store::create(schema.url.as_str()).expect("create the store");
+                        (StoreTarget::from(schema.url.as_str()), store, Some(schema))
+                    }
+                };
+                enqueue(&store, n, 0);
+                best[i] = best[i].max(drain_registry(&db, &store, n, registry()));
+                // The store's connection closes before its schema is dropped.
+                drop(store);
+            }
+        }
+        row(
+            format!("drain, {backend}, 1 worker, default, plain handler (best of 3)"),
+            format!("{:.0}", best[0]),
+            String::new(),
+        );
+        row(
+            format!("drain, {backend}, 1 worker, default, async handler (best of 3)"),
+            format!("{:.0}", best[1]),
+            format!("{:.2}x the plain handler (target >= 0.9x)", best[1] / best[0]),
+        );
+    }
 }
 
 fn print_table(rows: &[(String, String, String)]) {

@@ -16,12 +16,16 @@
 //!     epoch milliseconds written in <clock-file>, so that a test moves the time of several
 //!     processes at once; its ticker looks every 2 ms.
 //! ```
-//! It prints `ready <worker-id>` once its worker group runs, and serves until killed.
+//! It prints `ready <worker-id>` once its worker group runs, and serves until killed. With
+//! `BW_WORKER_ASYNC=1` every handler is registered with `handle_async` (the engine tests run each
+//! child scenario with plain and with async handlers).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry, WorkerGroup};
+use backwave::engine::{
+    DispatchPolicy, Engine, HandlerError, HandlerResult, JobContext, Registration, Registry, WorkerGroup,
+};
 use backwave::{Clock, MissedTicks, RetryPolicy, Schedule};
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +33,30 @@ use serde::{Deserialize, Serialize};
 struct ChargeCard {
     card_token: String,
     amount: u64,
+}
+
+/// Register `handler` plainly, or (with `BW_WORKER_ASYNC=1`) as an async handler whose future
+/// yields once to the runtime and then runs the same body.
+fn handle<'r, T: serde::de::DeserializeOwned + Send + 'static>(
+    registry: &'r mut Registry,
+    wire_name: &str,
+    handler: impl Fn(T, &JobContext) -> HandlerResult + Send + Sync + 'static,
+) -> Registration<'r> {
+    if !is_async() {
+        return registry.handle::<T>(wire_name, handler);
+    }
+    let handler = std::sync::Arc::new(handler);
+    registry.handle_async::<T, _, _>(wire_name, move |payload, ctx| {
+        let handler = std::sync::Arc::clone(&handler);
+        async move {
+            tokio::task::yield_now().await;
+            handler(payload, &ctx)
+        }
+    })
+}
+
+fn is_async() -> bool {
+    std::env::var("BW_WORKER_ASYNC").is_ok_and(|v| v == "1")
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,47 +72,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut concurrency = 1;
     let (queue, max_attempts) = match mode.as_str() {
         "limits" => {
-            registry
-                .handle::<u32>("limited", |_, _| {
-                    std::thread::sleep(Duration::from_millis(3));
-                    Ok(())
-                })
-                .queue("mixed");
-            registry.handle::<u32>("rated", |_, _| Ok(())).queue("mixed");
-            registry.handle::<u32>("free", |_, _| Ok(())).queue("mixed");
+            handle::<u32>(&mut registry, "limited", |_, _| {
+                std::thread::sleep(Duration::from_millis(3));
+                Ok(())
+            })
+            .queue("mixed");
+            handle::<u32>(&mut registry, "rated", |_, _| Ok(())).queue("mixed");
+            handle::<u32>(&mut registry, "free", |_, _| Ok(())).queue("mixed");
             concurrency = arg.parse()?;
             ("mixed", 3)
         }
         "sleepy" => {
-            registry.handle::<String>("sleepy", |_, ctx| ctx.sleep(Duration::from_secs(60))).queue("sleepy");
+            if is_async() {
+                registry
+                    .handle_async::<String, _, _>("sleepy", |_, ctx| async move {
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(60)) => Ok(()),
+                            _ = ctx.cancelled() => Err(HandlerError::cancelled()),
+                        }
+                    })
+                    .queue("sleepy");
+            } else {
+                registry.handle::<String>("sleepy", |_, ctx| ctx.sleep(Duration::from_secs(60))).queue("sleepy");
+            }
             ("sleepy", arg.parse()?)
         }
         "charge" => {
             let ledger = PathBuf::from(arg);
-            registry
-                .handle::<ChargeCard>("charge-card", move |job, ctx| {
-                    // The application's own ledger database, not the store: which driver an
-                    // application uses for its side effects is its own choice.
-                    let db = rusqlite::Connection::open(&ledger)?;
-                    db.busy_timeout(Duration::from_secs(5))?;
-                    let key = format!("charge:{}", ctx.job_id());
-                    let already: bool =
-                        db.query_row("SELECT EXISTS (SELECT 1 FROM ledger WHERE key = ?1)", [&key], |r| r.get(0))?;
-                    if already {
-                        return Ok(()); // a prior attempt already committed this side effect
-                    }
-                    // The gateway: every call is a charge on the card.
-                    db.execute(
-                        "INSERT INTO gateway (card_token, amount, key) VALUES (?1, ?2, ?3)",
-                        rusqlite::params![job.card_token, job.amount, key],
-                    )?;
-                    db.execute("INSERT INTO ledger (key) VALUES (?1)", [&key])?;
-                    println!("charged {key}");
-                    // Sending the receipt is slow; a stall here outlives the lease.
-                    std::thread::sleep(Duration::from_secs(3));
-                    Ok::<(), HandlerError>(())
-                })
-                .queue("payments");
+            handle::<ChargeCard>(&mut registry, "charge-card", move |job, ctx| {
+                // The application's own ledger database, not the store: which driver an
+                // application uses for its side effects is its own choice.
+                let db = rusqlite::Connection::open(&ledger)?;
+                db.busy_timeout(Duration::from_secs(5))?;
+                let key = format!("charge:{}", ctx.job_id());
+                let already: bool =
+                    db.query_row("SELECT EXISTS (SELECT 1 FROM ledger WHERE key = ?1)", [&key], |r| r.get(0))?;
+                if already {
+                    return Ok(()); // a prior attempt already committed this side effect
+                }
+                // The gateway: every call is a charge on the card.
+                db.execute(
+                    "INSERT INTO gateway (card_token, amount, key) VALUES (?1, ?2, ?3)",
+                    rusqlite::params![job.card_token, job.amount, key],
+                )?;
+                db.execute("INSERT INTO ledger (key) VALUES (?1)", [&key])?;
+                println!("charged {key}");
+                // Sending the receipt is slow; a stall here outlives the lease.
+                std::thread::sleep(Duration::from_secs(3));
+                Ok::<(), HandlerError>(())
+            })
+            .queue("payments");
             ("payments", 3)
         }
         _ => return Err(usage.into()),

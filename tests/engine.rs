@@ -7,6 +7,7 @@
 mod backend;
 
 mod engine {
+    pub mod async_handlers;
     pub mod claim_ahead;
     pub mod durations;
     pub mod limits;
@@ -39,14 +40,13 @@ fn strict(q: &str) -> DispatchPolicy {
     DispatchPolicy::strict([q])
 }
 
-both_backends! {
+both_flavors! {
     fn flaky_on_max_attempts_3_runs_three_times_then_dead_letters_with_the_last_message() {
         let t = test_store();
         let runs = Arc::new(AtomicU32::new(0));
         let mut registry = Registry::new();
         let r = Arc::clone(&runs);
-        registry
-            .handle::<String>("flaky", move |label, ctx| {
+        handle::<String>(&mut registry, "flaky", move |label, ctx| {
                 r.fetch_add(1, Ordering::SeqCst);
                 Err(HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt())))
             })
@@ -86,15 +86,14 @@ struct Payments {
     gateway: Mutex<Vec<(String, u64)>>,
 }
 
-both_backends! {
+both_flavors! {
     fn charge_card_succeeding_from_attempt_3_ends_succeeded_after_3_attempts_with_one_charge() {
         let t = test_store();
         let payments = Arc::new(Payments::default());
         let succeed_on_attempt = 3;
         let mut registry = Registry::new();
         let p = Arc::clone(&payments);
-        registry
-            .handle::<ChargeCard>("charge-card", move |job, ctx| {
+        handle::<ChargeCard>(&mut registry, "charge-card", move |job, ctx| {
                 if ctx.attempt() < succeed_on_attempt {
                     return Err(HandlerError::msg(format!("gateway timeout (attempt {})", ctx.attempt())));
                 }
@@ -122,7 +121,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     /// A worker stalls (SIGSTOP) after charging but before reporting: its lease lapses, another
     /// worker runs the job again, and the ledger keeps the card charged once. When the stalled
     /// worker wakes, the fence discards its late success.
@@ -175,7 +174,7 @@ both_backends! {
 fn noop_registry(queues: &[&str]) -> Registry {
     let mut registry = Registry::new();
     for q in queues {
-        registry.handle::<u32>(&format!("noop-{q}"), |_, _| Ok(())).queue(q);
+        handle::<u32>(&mut registry, &format!("noop-{q}"), |_, _| Ok(())).queue(q);
     }
     registry
 }
@@ -194,7 +193,7 @@ fn run_until_all_succeeded(t: &TestStore, engine: Engine, total: u64) {
     running.shutdown(Duration::from_secs(1));
 }
 
-both_backends! {
+both_flavors! {
     fn strict_dispatch_drains_the_first_non_empty_queue_first() {
         let t = test_store();
         let registry = noop_registry(&["critical", "bulk", "limited"]);
@@ -215,7 +214,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn weighted_six_to_one_holds_over_700_claims_while_both_queues_are_full() {
         let t = test_store();
         let registry = noop_registry(&["high", "low"]);
@@ -236,7 +235,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn weighted_an_empty_queue_gives_its_share_to_the_other() {
         let t = test_store();
         let registry = noop_registry(&["high", "low"]);
@@ -261,7 +260,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn a_sigkilled_worker_s_job_runs_again_elsewhere_as_the_next_attempt() {
         let t = test_store();
         let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
@@ -275,8 +274,7 @@ both_backends! {
         let ran = Arc::new(Mutex::new(Vec::new()));
         let mut registry = Registry::new();
         let r = Arc::clone(&ran);
-        registry
-            .handle::<String>("sleepy", move |_, ctx| {
+        handle::<String>(&mut registry, "sleepy", move |_, ctx| {
                 r.lock().unwrap().push(ctx.attempt());
                 Ok(())
             })
@@ -297,7 +295,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn a_sigkilled_worker_on_its_last_attempt_dead_letters_the_job_as_lease_expired() {
         let t = test_store();
         let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
@@ -317,12 +315,11 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn a_panicking_handler_is_a_failed_attempt_and_the_worker_keeps_serving() {
         let t = test_store();
         let mut registry = Registry::new();
-        registry
-            .handle::<String>("explode", |what, _| {
+        handle::<String>(&mut registry, "explode", |what, _| {
                 if what == "boom" {
                     panic!("kaboom: the {what} payload");
                 }
@@ -352,15 +349,14 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn an_unknown_wire_name_quarantines_at_attempt_1_until_a_handler_is_registered_and_requeued() {
         let t = test_store();
         let id = Enqueue::new("send-invoice", "q", &serde_json::json!({"invoice": 7})).unwrap().enqueue(&t.store).unwrap();
         let other_runs = Arc::new(AtomicU32::new(0));
         let o = Arc::clone(&other_runs);
         let mut registry = Registry::new();
-        registry
-            .handle::<serde_json::Value>("something-else", move |_, _| {
+        handle::<serde_json::Value>(&mut registry, "something-else", move |_, _| {
                 o.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             })
@@ -385,8 +381,7 @@ both_backends! {
         let runs = Arc::new(Mutex::new(Vec::new()));
         let r = Arc::clone(&runs);
         let mut registry = Registry::new();
-        registry
-            .handle::<serde_json::Value>("send-invoice", move |v, ctx| {
+        handle::<serde_json::Value>(&mut registry, "send-invoice", move |v, ctx| {
                 r.lock().unwrap().push((v, ctx.attempt()));
                 Ok(())
             })
@@ -402,7 +397,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn an_undecodable_payload_quarantines_without_running_the_handler_until_the_type_accepts_it() {
         let t = test_store();
         // A payload written before `amount` existed.
@@ -413,8 +408,7 @@ both_backends! {
         let runs = Arc::new(AtomicU32::new(0));
         let r = Arc::clone(&runs);
         let mut registry = Registry::new();
-        registry
-            .handle::<ChargeCard>("charge-card", move |_, _| {
+        handle::<ChargeCard>(&mut registry, "charge-card", move |_, _| {
                 r.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             })
@@ -443,8 +437,7 @@ both_backends! {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
         let mut registry = Registry::new();
-        registry
-            .handle::<ChargeCardV2>("charge-card", move |job, ctx| {
+        handle::<ChargeCardV2>(&mut registry, "charge-card", move |job, ctx| {
                 Ok(tx.lock().unwrap().send((job.amount, ctx.attempt()))?)
             })
             .queue("payments");
@@ -458,14 +451,13 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn operator_cancel_ends_a_scheduled_and_a_running_job_cancelled() {
         let t = test_store();
         let (started_tx, started_rx) = mpsc::channel();
         let started_tx = Mutex::new(started_tx);
         let mut registry = Registry::new();
-        registry
-            .handle::<String>("long", move |_, ctx| {
+        handle::<String>(&mut registry, "long", move |_, ctx| {
                 started_tx.lock().unwrap().send(ctx.job_id()).unwrap();
                 ctx.sleep(Duration::from_secs(30))?;
                 Err(HandlerError::msg("ran for 30 s without being cancelled"))
@@ -489,14 +481,13 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn a_handler_s_own_timeout_or_unrequested_cancellation_is_a_plain_failure_that_retries() {
         let t = test_store();
         let (_never_tx, never_rx) = mpsc::channel::<()>();
         let never_rx = Mutex::new(never_rx);
         let mut registry = Registry::new();
-        registry
-            .handle::<String>("call-gateway", move |_, ctx| {
+        handle::<String>(&mut registry, "call-gateway", move |_, ctx| {
                 if ctx.attempt() == 1 {
                     // The gateway never answers: the handler's own deadline gives up.
                     never_rx.lock().unwrap().recv_timeout(Duration::from_millis(30))?;
@@ -504,8 +495,7 @@ both_backends! {
                 Ok(())
             })
             .queue("q");
-        registry
-            .handle::<String>(
+        handle::<String>(&mut registry,
                 "self-cancel",
                 |_, ctx| if ctx.attempt() == 1 { Err(HandlerError::cancelled()) } else { Ok(()) },
             )
@@ -526,7 +516,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn failure_detail_is_not_captured_when_the_host_or_the_store_switches_it_off() {
         for host_off in [true, false] {
             let t = test_store();
@@ -534,7 +524,7 @@ both_backends! {
                 t.store.set_setting(ACTOR, SettingKey::FailureDetail, "off").unwrap();
             }
             let mut registry = Registry::new();
-            registry.handle::<String>("fail", |s, _| Err(HandlerError::msg(format!("card {s} declined")))).queue("q");
+            handle::<String>(&mut registry, "fail", |s, _| Err(HandlerError::msg(format!("card {s} declined")))).queue("q");
             let id = registry.enqueue(&t.store, "fail", "4242").unwrap();
             let mut engine = Engine::new(&t.db, registry);
             engine.capture_failure_detail(!host_off).add_worker_group(group("g", strict("q"), 1));
@@ -548,13 +538,12 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn shutdown_lets_handlers_finish_within_the_grace_period_and_leaves_the_rest_to_lapse() {
         let t = test_store();
         let started = Arc::new(AtomicU32::new(0));
         let mut registry = Registry::new();
-        registry
-            .handle::<u64>("work", {
+        handle::<u64>(&mut registry, "work", {
                 let started = Arc::clone(&started);
                 move |ms, ctx| {
                     started.fetch_add(1, Ordering::SeqCst);
@@ -584,7 +573,7 @@ both_backends! {
 
         // Another worker inherits the job once the lease lapses.
         let mut registry = Registry::new();
-        registry.handle::<u64>("work", |_, _| Ok(())).queue("q");
+        handle::<u64>(&mut registry, "work", |_, _| Ok(())).queue("q");
         let mut engine = Engine::new(&t.db, registry);
         engine.add_worker_group(group("heir", strict("q"), 3));
         let running = engine.start().unwrap();
@@ -705,12 +694,11 @@ impl std::error::Error for GatewayError {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn failure_detail_holds_the_error_type_message_and_source_chain() {
         let t = test_store();
         let mut registry = Registry::new();
-        registry
-            .handle::<String>("charge", |_, _| {
+        handle::<String>(&mut registry, "charge", |_, _| {
                 let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
                 Err(GatewayError { source: refused })?
             })
@@ -729,12 +717,11 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn heartbeats_keep_the_lease_of_a_handler_that_runs_longer_than_it() {
         let t = test_store();
         let mut registry = Registry::new();
-        registry
-            .handle::<u64>("slow", |ms, _| {
+        handle::<u64>(&mut registry, "slow", |ms, _| {
                 std::thread::sleep(Duration::from_millis(ms));
                 Ok(())
             })

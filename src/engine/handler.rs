@@ -5,7 +5,10 @@
 use std::backtrace::{Backtrace, BacktraceStatus};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::model::{FailureDetail, JobId};
@@ -215,10 +218,20 @@ pub enum CancelReason {
     LeaseLost,
 }
 
-/// A cancellation signal a handler can poll or wait on. Cloning shares the signal.
+/// A cancellation signal a handler can poll, block on, or await. Cloning shares the signal.
 #[derive(Clone, Debug, Default)]
 pub struct CancelSignal {
-    inner: Arc<(Mutex<Option<CancelReason>>, Condvar)>,
+    inner: Arc<(Mutex<CancelState>, Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    reason: Option<CancelReason>,
+    /// The tasks awaiting [`CancelSignal::cancelled`], by the key of their future: a future
+    /// dropped before the signal fires takes its waker out, so a handler that awaits the signal
+    /// in a loop does not grow this list.
+    wakers: Vec<(u64, Waker)>,
+    next_key: u64,
 }
 
 impl CancelSignal {
@@ -226,18 +239,26 @@ impl CancelSignal {
         Self::default()
     }
 
+    fn lock(&self) -> MutexGuard<'_, CancelState> {
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Fire the signal. The first reason wins.
     pub fn cancel(&self, reason: CancelReason) {
-        let (lock, cv) = &*self.inner;
-        let mut r = lock.lock().unwrap_or_else(|p| p.into_inner());
-        if r.is_none() {
-            *r = Some(reason);
-            cv.notify_all();
+        let mut s = self.lock();
+        if s.reason.is_none() {
+            s.reason = Some(reason);
+            let wakers = std::mem::take(&mut s.wakers);
+            drop(s);
+            self.inner.1.notify_all();
+            for (_, w) in wakers {
+                w.wake();
+            }
         }
     }
 
     pub fn reason(&self) -> Option<CancelReason> {
-        *self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.lock().reason
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -246,23 +267,66 @@ impl CancelSignal {
 
     /// Block until the signal fires or `timeout` passes; returns the reason if it fired.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<CancelReason> {
-        let (lock, cv) = &*self.inner;
         // None: a timeout past what an Instant holds (`Duration::MAX`) waits for the signal only.
         let deadline = Instant::now().checked_add(timeout);
-        let mut r = lock.lock().unwrap_or_else(|p| p.into_inner());
-        while r.is_none() {
-            r = match deadline {
-                None => cv.wait(r).unwrap_or_else(|p| p.into_inner()),
+        let mut s = self.lock();
+        while s.reason.is_none() {
+            s = match deadline {
+                None => self.inner.1.wait(s).unwrap_or_else(|p| p.into_inner()),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         break;
                     }
-                    cv.wait_timeout(r, deadline - now).unwrap_or_else(|p| p.into_inner()).0
+                    self.inner.1.wait_timeout(s, deadline - now).unwrap_or_else(|p| p.into_inner()).0
                 }
             };
         }
-        *r
+        s.reason
+    }
+
+    /// A future that resolves, with the reason, when the signal fires (at once if it has).
+    /// It works on any executor: the signal wakes the awaiting task itself.
+    pub fn cancelled(&self) -> Cancelled {
+        Cancelled { signal: self.clone(), key: None }
+    }
+}
+
+/// The future of [`CancelSignal::cancelled`] and [`JobContext::cancelled`]: owns its signal, so
+/// it can be moved into a spawned task or raced against the work in `tokio::select!`.
+#[derive(Debug)]
+#[must_use = "a future does nothing unless awaited"]
+pub struct Cancelled {
+    signal: CancelSignal,
+    key: Option<u64>,
+}
+
+impl Future for Cancelled {
+    type Output = CancelReason;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CancelReason> {
+        let this = &mut *self;
+        let mut s = this.signal.lock();
+        if let Some(reason) = s.reason {
+            return Poll::Ready(reason);
+        }
+        let key = *this.key.get_or_insert_with(|| {
+            s.next_key += 1;
+            s.next_key
+        });
+        match s.wakers.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, w)) => w.clone_from(cx.waker()),
+            None => s.wakers.push((key, cx.waker().clone())),
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.signal.lock().wakers.retain(|(k, _)| *k != key);
+        }
     }
 }
 
@@ -345,6 +409,13 @@ impl JobContext {
 
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Resolves when the job is asked to stop (an operator's cancel, a lost lease, the end of a
+    /// shutdown's grace period): race it against an async handler's work, e.g.
+    /// `tokio::select! { r = work => r, _ = ctx.cancelled() => Err(HandlerError::cancelled()) }`.
+    pub fn cancelled(&self) -> Cancelled {
+        self.cancel.cancelled()
     }
 
     /// `Err(HandlerError::cancelled())` once the signal has fired: `ctx.check_cancelled()?`

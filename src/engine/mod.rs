@@ -68,6 +68,11 @@
 //! with an error (`ctx.check_cancelled()?`) ends Cancelled, one that finishes its work anyway
 //! ends Succeeded. Its own timeouts, and a cancellation nobody asked for, are plain failures
 //! that retry.
+//!
+//! With the `tokio` feature a handler may instead be async ([`Registry::handle_async`]): its
+//! future runs on the application's runtime ([`Engine::runtime`]) or one the engine owns, and
+//! awaits [`JobContext::cancelled`] to stop when asked. Only handler code runs there: claims,
+//! heartbeats and completions stay on the engine's threads (`tasks.rs`).
 
 mod dispatcher;
 mod group;
@@ -76,9 +81,11 @@ mod pace;
 mod pool;
 mod registry;
 mod runtime;
+#[cfg(feature = "tokio")]
+mod tasks;
 mod ticker;
 
 pub use group::{DispatchPolicy, WorkerGroup};
-pub use handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext};
+pub use handler::{CancelReason, CancelSignal, Cancelled, HandlerError, HandlerResult, JobContext};
 pub use registry::{Enqueue, Registration, Registry, DEFAULT_QUEUE};
 pub use runtime::{Engine, EngineHandle, GroupStats, ShutdownReport, TickerReport};

@@ -10,8 +10,8 @@ use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, MutexGuard, Once};
 use std::time::Instant;
 
-use super::handler::{CancelReason, HandlerError, JobContext};
-use super::registry::Registry;
+use super::handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext};
+use super::registry::{Ready, Registry};
 use crate::error::panic_message;
 use crate::model::{Job, QuarantineReason};
 use crate::store::{Outcome, UNREQUESTED_CANCEL};
@@ -111,7 +111,7 @@ impl ReadyBuffer {
     }
 
     /// The next job to run, waiting for one; `None` once closed.
-    fn next(&self) -> Option<Work> {
+    pub(super) fn next(&self) -> Option<Work> {
         let mut s = self.lock();
         loop {
             if s.closed {
@@ -164,50 +164,79 @@ pub(super) fn install_panic_hook() {
     });
 }
 
-/// Route, decode and run one job. Quarantine happens here, before any handler code runs.
+/// Route, decode and run one job on this thread.
 fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
+    let (ready, ctx) = match prepare(work, registry) {
+        Ok(r) => r,
+        Err(outcome) => return outcome,
+    };
+    match ready {
+        Ready::Sync(run) => run_sync(run, ctx, capture),
+        // Handler threads serve only registries without async routes: the engine gives a
+        // registry with one a feeder for every group (see `tasks.rs`), never threads.
+        #[cfg(feature = "tokio")]
+        Ready::Async(_) => unreachable!("an async handler reached a handler thread"),
+    }
+}
+
+/// Run a decoded plain handler here, its panic caught.
+pub(super) fn run_sync(
+    run: Box<dyn FnOnce(&JobContext) -> HandlerResult + Send>,
+    ctx: JobContext,
+    capture: bool,
+) -> Outcome {
+    let result = in_handler(capture, || run(&ctx));
+    settle(result, &ctx.cancel, capture)
+}
+
+/// Before any handler code runs: an operator's cancel that reached the job while it waited,
+/// and quarantine of a job no handler can take (no route, or a payload that does not decode).
+pub(super) fn prepare(work: Work, registry: &Registry) -> Result<(Ready, JobContext), Outcome> {
     let Work { job, ctx, .. } = work;
     // An operator's cancel that reached the job while it waited: it never starts.
     if ctx.cancel.reason() == Some(CancelReason::Operator) {
-        return Outcome::Cancelled;
+        return Err(Outcome::Cancelled);
     }
     let Some(entry) = registry.entry(&job.wire_name) else {
-        return Outcome::Quarantined {
+        return Err(Outcome::Quarantined {
             reason: QuarantineReason::NoHandler,
             cause: format!("no handler is registered for wire name '{}'", job.wire_name),
-        };
+        });
     };
-    let ready = match entry.route.decode(&job.payload) {
-        Ok(r) => r,
-        Err(e) => {
-            return Outcome::Quarantined {
-                reason: QuarantineReason::UndecodablePayload,
-                cause: format!(
-                    "the payload of '{}' does not decode as {}: {e}",
-                    job.wire_name,
-                    entry.route.type_name()
-                ),
-            }
-        }
-    };
-    IN_HANDLER.with(|h| h.set(Some(capture)));
-    let result = catch_unwind(AssertUnwindSafe(|| ready(&ctx)));
-    IN_HANDLER.with(|h| h.set(None));
+    match entry.route.decode(&job.payload) {
+        Ok(r) => Ok((r, ctx)),
+        Err(e) => Err(Outcome::Quarantined {
+            reason: QuarantineReason::UndecodablePayload,
+            cause: format!("the payload of '{}' does not decode as {}: {e}", job.wire_name, entry.route.type_name()),
+        }),
+    }
+}
+
+/// Run `f` (a handler call, or one poll of a handler's future) with its panic caught: the hook
+/// keeps it off the terminal and, with `capture`, keeps its backtrace for the failure detail.
+pub(super) fn in_handler<R>(capture: bool, f: impl FnOnce() -> R) -> Result<R, HandlerError> {
+    let outer = IN_HANDLER.with(|h| h.replace(Some(capture)));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    IN_HANDLER.with(|h| h.set(outer));
+    result.map_err(|panic| {
+        let message = panic_message(&*panic);
+        let trace = PANIC_TRACE.with(|t| t.borrow_mut().take());
+        HandlerError::panic(message, trace)
+    })
+}
+
+/// What a finished attempt (returned, failed, or panicked) is to the store.
+pub(super) fn settle(result: Result<HandlerResult, HandlerError>, cancel: &CancelSignal, capture: bool) -> Outcome {
     let error = match result {
         Ok(Ok(())) => return Outcome::Succeeded,
-        Ok(Err(e)) => e,
-        Err(panic) => {
-            let message = panic_message(&*panic);
-            let trace = PANIC_TRACE.with(|t| t.borrow_mut().take());
-            HandlerError::panic(message, trace)
-        }
+        Ok(Err(e)) | Err(e) => e,
     };
     // A handler that stopped on an operator's cancel says so: the store ends the job Cancelled.
     // One that stopped on a cancellation nobody requested (its own deadline) failed a plain
     // attempt, and its entry keeps the detail like any failure's (an Outcome::Cancelled
     // would be logged as detail "not captured", as if the switch were off). Any other error
     // after an operator's request also ends Cancelled in the store, its message kept.
-    if error.is_cancelled() && ctx.cancel.reason() == Some(CancelReason::Operator) {
+    if error.is_cancelled() && cancel.reason() == Some(CancelReason::Operator) {
         return Outcome::Cancelled;
     }
     let message = if error.is_cancelled() { UNREQUESTED_CANCEL.to_string() } else { error.message().to_string() };

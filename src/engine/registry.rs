@@ -18,12 +18,26 @@ use crate::store::Store;
 pub const DEFAULT_QUEUE: &str = "default";
 
 /// A decoded job, ready to run: the payload is already inside.
-pub(crate) type Ready = Box<dyn FnOnce(&JobContext) -> HandlerResult + Send>;
+pub(crate) enum Ready {
+    /// A plain handler, run on a handler thread.
+    Sync(Box<dyn FnOnce(&JobContext) -> HandlerResult + Send>),
+    /// An async handler: called with the context it then owns, its future spawned on the
+    /// engine's runtime.
+    #[cfg(feature = "tokio")]
+    Async(Box<dyn FnOnce(JobContext) -> HandlerFuture + Send>),
+}
+
+/// An async handler's future, boxed so that every wire name's futures share one type.
+#[cfg(feature = "tokio")]
+pub(crate) type HandlerFuture = std::pin::Pin<Box<dyn std::future::Future<Output = HandlerResult> + Send>>;
 
 /// A type-erased handler: decode the stored bytes into the handler's type, then run.
 pub(crate) trait Route: Send + Sync {
     fn decode(&self, payload: &[u8]) -> std::result::Result<Ready, String>;
     fn type_name(&self) -> &'static str;
+    fn is_async(&self) -> bool {
+        false
+    }
 }
 
 struct Typed<T, F> {
@@ -39,11 +53,40 @@ where
     fn decode(&self, payload: &[u8]) -> std::result::Result<Ready, String> {
         let value: T = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
         let handler = Arc::clone(&self.handler);
-        Ok(Box::new(move |ctx: &JobContext| handler(value, ctx)))
+        Ok(Ready::Sync(Box::new(move |ctx: &JobContext| handler(value, ctx))))
     }
 
     fn type_name(&self) -> &'static str {
         std::any::type_name::<T>()
+    }
+}
+
+/// An async handler's route: the same decoding, a future instead of a call.
+#[cfg(feature = "tokio")]
+struct TypedAsync<T, F> {
+    handler: Arc<F>,
+    _payload: std::marker::PhantomData<fn() -> T>,
+}
+
+#[cfg(feature = "tokio")]
+impl<T, F, Fut> Route for TypedAsync<T, F>
+where
+    T: DeserializeOwned + Send + 'static,
+    F: Fn(T, JobContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = HandlerResult> + Send + 'static,
+{
+    fn decode(&self, payload: &[u8]) -> std::result::Result<Ready, String> {
+        let value: T = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let handler = Arc::clone(&self.handler);
+        Ok(Ready::Async(Box::new(move |ctx: JobContext| -> HandlerFuture { Box::pin(handler(value, ctx)) })))
+    }
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+
+    fn is_async(&self) -> bool {
+        true
     }
 }
 
@@ -92,9 +135,64 @@ impl Registry {
         T: DeserializeOwned + Send + 'static,
     {
         let route = Typed { handler: Arc::new(handler), _payload: std::marker::PhantomData::<fn() -> T> };
-        let entry = Entry { route: Box::new(route), queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new() };
+        self.register(wire_name, Box::new(route))
+    }
+
+    /// Register an async `handler` for `wire_name` (feature `tokio`): called with the decoded
+    /// payload and a [`JobContext`] it owns, it returns a `Send` future that the engine spawns
+    /// on its runtime ([`Engine::runtime`](super::Engine::runtime), or one the engine owns).
+    /// Everything else is as for [`Registry::handle`]: the payload is decoded before the handler
+    /// runs (one that does not decode is quarantined), `.queue()` and `.label()` chain, and
+    /// registering a wire name again (sync or async) replaces the earlier handler.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use backwave::engine::{Registry, HandlerError};
+    /// let mut registry = Registry::new();
+    /// registry
+    ///     .handle_async::<String, _, _>("fetch", |url, ctx| async move {
+    ///         if ctx.attempt() < 2 {
+    ///             return Err(HandlerError::msg(format!("{url}: timed out")));
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .queue("io");
+    /// ```
+    ///
+    /// The future runs on a multi-thread runtime, so it must be `Send`; one that holds a
+    /// non-`Send` value across an await does not compile:
+    ///
+    /// ```compile_fail
+    /// # use backwave::engine::Registry;
+    /// let mut registry = Registry::new();
+    /// registry.handle_async::<u32, _, _>("counts", |n, _ctx| async move {
+    ///     let shared = std::rc::Rc::new(n);
+    ///     std::future::ready(()).await;
+    ///     let _ = shared;
+    ///     Ok(())
+    /// });
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn handle_async<T, F, Fut>(&mut self, wire_name: &str, handler: F) -> Registration<'_>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(T, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = HandlerResult> + Send + 'static,
+    {
+        let route = TypedAsync { handler: Arc::new(handler), _payload: std::marker::PhantomData::<fn() -> T> };
+        self.register(wire_name, Box::new(route))
+    }
+
+    fn register(&mut self, wire_name: &str, route: Box<dyn Route>) -> Registration<'_> {
+        let entry = Entry { route, queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new() };
         self.entries.insert(wire_name.to_string(), entry);
         Registration { entry: self.entries.get_mut(wire_name).expect("just inserted") }
+    }
+
+    /// Whether any registered handler is async: the engine then runs every group's jobs on a
+    /// runtime.
+    pub fn has_async(&self) -> bool {
+        self.entries.values().any(|e| e.route.is_async())
     }
 
     /// The wire names this registry handles, sorted.

@@ -14,6 +14,8 @@ use super::dispatcher::{Dispatcher, Setup, WORKER_STALE_AFTER};
 use super::group::WorkerGroup;
 use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::registry::Registry;
+#[cfg(feature = "tokio")]
+use super::tasks::{AsyncRuntime, Tasks};
 use super::ticker::{Ticker, TickerStats};
 use crate::error::{panic_message, Error, Result};
 use crate::model::{JobId, WorkerInfo};
@@ -49,6 +51,9 @@ pub struct Engine {
     schedules: Vec<Schedule>,
     schedule_poll: Duration,
     limits: Vec<LimitDefault>,
+    /// Where async handlers' futures run; `None`: a runtime of the engine's own.
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -72,7 +77,20 @@ impl Engine {
             schedules: Vec::new(),
             schedule_poll: Duration::from_secs(1),
             limits: Vec::new(),
+            #[cfg(feature = "tokio")]
+            runtime: None,
         }
+    }
+
+    /// Run async handlers ([`Registry::handle_async`]) on the application's runtime (feature
+    /// `tokio`). Without it, an engine whose registry has an async handler builds a small
+    /// multi-thread runtime of its own at `start`. Either way only handler code runs there:
+    /// claims, heartbeats, lease renewal and completions stay on the engine's threads, so a
+    /// handler that blocks a runtime thread delays its own job, never another job's lease.
+    #[cfg(feature = "tokio")]
+    pub fn runtime(&mut self, handle: tokio::runtime::Handle) -> &mut Self {
+        self.runtime = Some(handle);
+        self
     }
 
     /// Declare a recurring schedule: stored (or updated, audited) when the engine starts, and
@@ -151,6 +169,11 @@ impl Engine {
         }
         drop(first);
         install_panic_hook();
+        #[cfg(feature = "tokio")]
+        let async_rt = match self.registry.has_async() {
+            true => Some(AsyncRuntime::new(self.runtime.clone())?),
+            false => None,
+        };
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
         let quiet = Arc::new(AtomicBool::new(false));
@@ -160,6 +183,8 @@ impl Engine {
             registry: Arc::clone(&self.registry),
             quiet: Arc::clone(&quiet),
             ticker: None,
+            #[cfg(feature = "tokio")]
+            async_rt,
         };
         for (i, cfg) in self.groups.into_iter().enumerate() {
             let store = Store::open(&self.db)?.with_clock(self.clock.clone());
@@ -185,7 +210,25 @@ impl Engine {
             let stop = Arc::new(StopFlag::default());
             let ready = Arc::new(ReadyBuffer::default());
             let (done_tx, done_rx) = mpsc::channel::<Done>();
-            for n in 0..cfg.concurrency {
+            // A registry with an async handler: one feeder thread spawns every job of the group
+            // on the runtime, `concurrency` at a time. Otherwise a thread per handler.
+            #[cfg(feature = "tokio")]
+            let tasks = match &handle.async_rt {
+                Some(rt) => Some(rt.start_feeder(
+                    format!("bw-{}-feed", cfg.name),
+                    cfg.concurrency,
+                    Arc::clone(&ready),
+                    done_tx.clone(),
+                    Arc::clone(&self.registry),
+                    capture,
+                )?),
+                None => None,
+            };
+            #[cfg(feature = "tokio")]
+            let threads = if tasks.is_some() { 0 } else { cfg.concurrency };
+            #[cfg(not(feature = "tokio"))]
+            let threads = cfg.concurrency;
+            for n in 0..threads {
                 let (ready, tx, registry) = (Arc::clone(&ready), done_tx.clone(), Arc::clone(&self.registry));
                 std::thread::Builder::new()
                     .name(format!("bw-{}-{n}", cfg.name))
@@ -224,6 +267,8 @@ impl Engine {
                 stats,
                 stop,
                 thread: Some(thread),
+                #[cfg(feature = "tokio")]
+                tasks,
             });
         }
         if !self.schedules.is_empty() {
@@ -338,6 +383,9 @@ struct GroupHandle {
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
     thread: Option<JoinHandle<()>>,
+    /// The group's async tasks, when its registry has async handlers.
+    #[cfg(feature = "tokio")]
+    tasks: Option<Arc<Tasks>>,
 }
 
 /// A running engine. [`shutdown`](EngineHandle::shutdown) stops it gracefully; dropping it
@@ -349,6 +397,8 @@ pub struct EngineHandle {
     ticker: Option<TickerHandle>,
     /// This process's own quiet (SIGTSTP, or [`EngineHandle::quiet`]), beside the store's.
     quiet: Arc<AtomicBool>,
+    #[cfg(feature = "tokio")]
+    async_rt: Option<AsyncRuntime>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -482,6 +532,15 @@ impl EngineHandle {
                 report.handed_back += g.stats.handed_back.load(Ordering::Relaxed) - before;
                 report.abandoned += g.stats.abandoned.load(Ordering::Relaxed);
             }
+            // The dispatcher has recorded what it will: futures still running are dropped.
+            #[cfg(feature = "tokio")]
+            if let Some(tasks) = &g.tasks {
+                tasks.abort_all();
+            }
+        }
+        #[cfg(feature = "tokio")]
+        if let Some(rt) = self.async_rt.as_mut() {
+            rt.shutdown();
         }
         report
     }

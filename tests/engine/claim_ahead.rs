@@ -35,16 +35,13 @@ impl Probe {
     fn registry(&self) -> Registry {
         let (started, gate) = (Arc::clone(&self.started), Arc::clone(&self.gate));
         let mut registry = Registry::new();
-        registry.handle::<u32>("burst", |_, _| Ok(())).queue("q");
-        registry
-            .handle::<u32>("held", move |_, ctx| {
-                started.lock().unwrap().push(ctx.job_id());
-                while !gate.load(Ordering::SeqCst)
-                    && ctx.cancellation().wait_timeout(Duration::from_millis(5)).is_none()
-                {}
-                Ok(())
-            })
-            .queue("q");
+        handle::<u32>(&mut registry, "burst", |_, _| Ok(())).queue("q");
+        handle::<u32>(&mut registry, "held", move |_, ctx| {
+            started.lock().unwrap().push(ctx.job_id());
+            while !gate.load(Ordering::SeqCst) && ctx.cancellation().wait_timeout(Duration::from_millis(5)).is_none() {}
+            Ok(())
+        })
+        .queue("q");
         registry
     }
 
@@ -98,7 +95,7 @@ fn assert_handed_back(t: &TestStore, id: JobId, worker: &str) {
 /// Run every job left with a second, unstuck engine; each ends Succeeded at attempt 1.
 fn heir_runs_them_at_attempt_1(t: &TestStore, ids: &[JobId]) {
     let mut registry = Registry::new();
-    registry.handle::<u32>("held", |_, _| Ok(())).queue("q");
+    handle::<u32>(&mut registry, "held", |_, _| Ok(())).queue("q");
     let mut engine = Engine::new(&t.db, registry);
     engine.add_worker_group(WorkerGroup { concurrency: 4, ..group("heir", DispatchPolicy::strict(["q"]), 3) });
     let heir = engine.start().unwrap();
@@ -109,7 +106,7 @@ fn heir_runs_them_at_attempt_1(t: &TestStore, ids: &[JobId]) {
     heir.shutdown(Duration::from_secs(1));
 }
 
-both_backends! {
+both_flavors! {
     fn shutdown_hands_back_claimed_jobs_no_handler_started_without_consuming_an_attempt() {
         let t = test_store();
         let probe = Probe::new();
@@ -137,7 +134,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn jobs_claimed_ahead_of_a_stalled_handler_are_handed_back_for_other_workers() {
         let t = test_store();
         let probe = Probe::new();
@@ -171,7 +168,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn an_operator_cancel_reaches_a_job_claimed_ahead_and_it_never_starts() {
         let t = test_store();
         let probe = Probe::new();
@@ -201,9 +198,8 @@ both_backends! {
         let (tx, rx) = mpsc::channel::<Instant>();
         let tx = Mutex::new(tx);
         let mut registry = Registry::new();
-        registry.handle::<u32>("burst", |_, _| Ok(())).queue("q");
-        registry
-            .handle::<u32>("timed", move |_, _| {
+        handle::<u32>(&mut registry, "burst", |_, _| Ok(())).queue("q");
+        handle::<u32>(&mut registry, "timed", move |_, _| {
                 tx.lock().unwrap().send(Instant::now()).unwrap();
                 Ok(())
             })

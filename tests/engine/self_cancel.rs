@@ -8,14 +8,12 @@ use backwave::store::UNREQUESTED_CANCEL;
 use backwave::{DetailStatus, JobState};
 
 use super::support::*;
-use crate::backend::both_backends;
 
-both_backends! {
+both_flavors! {
     fn an_unrequested_cancellation_keeps_its_failure_detail_instead_of_saying_not_captured() {
         let t = test_store();
         let mut registry = Registry::new();
-        registry
-            .handle::<u32>("self-cancel", |_, ctx| if ctx.attempt() == 1 { Err(HandlerError::cancelled()) } else { Ok(()) })
+        handle::<u32>(&mut registry, "self-cancel", |_, ctx| if ctx.attempt() == 1 { Err(HandlerError::cancelled()) } else { Ok(()) })
             .queue("q");
         let id = registry.enqueue(&t.store, "self-cancel", &1u32).unwrap();
         let mut engine = Engine::new(&t.db, registry);

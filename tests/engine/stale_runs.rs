@@ -11,7 +11,6 @@ use backwave::store::{RequeueResult, LEASE_EXPIRED};
 use backwave::{Clock, JobId, JobState, RetryPolicy, Store};
 
 use super::support::*;
-use crate::backend::both_backends;
 
 const LEASE: Duration = Duration::from_millis(300);
 
@@ -30,18 +29,17 @@ impl Gated {
     fn registry(&self, fail_first: bool) -> Registry {
         let (runs, gates) = (Arc::clone(&self.runs), Arc::clone(&self.gates));
         let mut registry = Registry::new();
-        registry
-            .handle::<u32>("gated", move |_, _| {
-                let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
-                while !gates[(run as usize - 1).min(1)].load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                if run == 1 && fail_first {
-                    return Err(HandlerError::msg("stale run 1 finished late"));
-                }
-                Ok(())
-            })
-            .queue("q");
+        handle::<u32>(&mut registry, "gated", move |_, _| {
+            let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            while !gates[(run as usize - 1).min(1)].load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if run == 1 && fail_first {
+                return Err(HandlerError::msg("stale run 1 finished late"));
+            }
+            Ok(())
+        })
+        .queue("q");
         registry
     }
 
@@ -94,7 +92,7 @@ fn outcomes_seen(running: &EngineHandle) -> u64 {
     s.succeeded + s.retried + s.dead_lettered + s.cancelled + s.fenced_out
 }
 
-both_backends! {
+both_flavors! {
     fn a_stale_run_s_late_outcome_never_counts_for_the_same_worker_s_claim_after_a_requeue() {
         let t = test_store();
         let clock = Clock::manual(1_767_225_600_000);
@@ -131,7 +129,7 @@ both_backends! {
     }
 }
 
-both_backends! {
+both_flavors! {
     fn a_stale_run_ending_does_not_stop_the_heartbeat_of_the_same_worker_s_next_attempt() {
         let t = test_store();
         let clock = Clock::manual(1_767_225_600_000);

@@ -1,18 +1,102 @@
 //! Harness for the engine tests: a fresh store per test on the test's backend, short leases and
-//! polls so that every test takes seconds, waiting on the store's own state, and the
-//! `engine_worker` child process.
+//! polls so that every test takes seconds, waiting on the store's own state, the
+//! `engine_worker` child process, and the handler flavor (`both_flavors!`: each behaviour test
+//! runs with plain handlers and with async ones).
 
+use std::cell::Cell;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use backwave::engine::{DispatchPolicy, WorkerGroup};
+use backwave::engine::{DispatchPolicy, HandlerResult, JobContext, Registration, Registry, WorkerGroup};
 use backwave::{Job, JobId, RetryPolicy, Store};
 
 use crate::backend::TestDb;
 
 pub const ACTOR: &str = "tester";
+
+/// How a test's handlers are registered: `Registry::handle`, or `Registry::handle_async` with
+/// the same body inside the future (run on the engine's own runtime).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    Sync,
+    Async,
+}
+
+thread_local! {
+    static FLAVOR: Cell<Flavor> = const { Cell::new(Flavor::Sync) };
+}
+
+pub fn flavor() -> Flavor {
+    FLAVOR.with(Cell::get)
+}
+
+/// Puts this thread's test on a flavor until dropped (as `backend::use_backend`).
+#[must_use]
+pub struct FlavorGuard(Flavor);
+
+pub fn use_flavor(f: Flavor) -> FlavorGuard {
+    FlavorGuard(FLAVOR.with(|c| c.replace(f)))
+}
+
+impl Drop for FlavorGuard {
+    fn drop(&mut self) {
+        FLAVOR.with(|c| c.set(self.0));
+    }
+}
+
+/// Register `handler` in the test's flavor. Async: the future yields to the runtime once (so
+/// that the job really is a task that is suspended and resumed) and then runs the body.
+pub fn handle<'r, T>(
+    registry: &'r mut Registry,
+    wire_name: &str,
+    handler: impl Fn(T, &JobContext) -> HandlerResult + Send + Sync + 'static,
+) -> Registration<'r>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+{
+    match flavor() {
+        Flavor::Sync => registry.handle::<T>(wire_name, handler),
+        Flavor::Async => {
+            let handler = std::sync::Arc::new(handler);
+            registry.handle_async::<T, _, _>(wire_name, move |payload, ctx| {
+                let handler = std::sync::Arc::clone(&handler);
+                async move {
+                    tokio::task::yield_now().await;
+                    handler(payload, &ctx)
+                }
+            })
+        }
+    }
+}
+
+/// `both_flavors! { fn name() { body } … }`: `name::sync_handler::{sqlite,postgres}` and
+/// `name::async_handler::{sqlite,postgres}`, the body run with [`flavor`] set (and child
+/// workers started in it).
+macro_rules! both_flavors {
+    ($($(#[$attr:meta])* fn $name:ident() $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            crate::backend::both_backends! {
+                $(#[$attr])*
+                fn sync_handler() {
+                    let _flavor = $crate::engine::support::use_flavor($crate::engine::support::Flavor::Sync);
+                    $body
+                }
+
+                $(#[$attr])*
+                fn async_handler() {
+                    let _flavor = $crate::engine::support::use_flavor($crate::engine::support::Flavor::Async);
+                    $body
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use both_flavors;
 
 /// Fields drop in order: the store's connections close before its schema is dropped.
 pub struct TestStore {
@@ -111,6 +195,7 @@ impl ChildWorker {
     pub fn spawn(args: &[&str]) -> ChildWorker {
         let mut child = Command::new(worker_binary())
             .args(args)
+            .env("BW_WORKER_ASYNC", if flavor() == Flavor::Async { "1" } else { "0" })
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
