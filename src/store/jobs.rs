@@ -650,55 +650,174 @@ pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Insert `jobs` as Scheduled under `ids`, each with its creation entry, in the caller's
-/// transaction: enqueue, and a schedule's tick in the transaction that claims it.
 /// Insert `jobs` (already validated) as Scheduled, in the caller's transaction: each stored, or
 /// answered as the duplicate of the job holding its unique key. Under the write lock the one
 /// insert decides: the `jobs_unique` index turns it into nothing (`ON CONFLICT DO NOTHING`), and
 /// only then is the holder read. Every insert path (enqueue, a schedule's ticks and triggers)
 /// comes through here, so the payload limit and uniqueness hold on each.
+///
+/// Why it is shaped for speed (issue 23): the rows go in [`INSERT_ROWS`] at a time through
+/// cached multi-row statements, ids are bound from a stack buffer, and the creation entries of
+/// the whole batch are one `INSERT … SELECT` over the rows just written (by rowid) rather than a
+/// statement per job. The count and payload-limit triggers still run per row: they are the
+/// store's contract for every program.
 pub(crate) fn insert_jobs(tx: &Connection, jobs: &[NewJob], now: Millis) -> Result<Vec<Enqueued>> {
     // Read in the transaction that writes, so a limit lowered meanwhile holds.
     super::admin::check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
-                           unique_key, unique_states, unique_window)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', ?6, ?7, ?8, ?8, ?9, ?10, ?11)
-         ON CONFLICT DO NOTHING",
-    )?;
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+    let keys: Vec<Option<unique::UniqueColumns>> = jobs.iter().map(|j| unique::columns(j, now)).collect();
+    // A rowid table hands each new row max(rowid) + 1 until the top of the range: the rows of
+    // this batch are then exactly those above `before`, in the order they were inserted.
+    let before: i64 = tx.prepare_cached("SELECT coalesce(max(rowid), 0) FROM jobs")?.query_row([], |r| r.get(0))?;
+    let mut stored = vec![true; jobs.len()];
+    let mut done = 0;
+    for &rows in &INSERT_ROWS {
+        while jobs.len() - done >= rows {
+            let range = done..done + rows;
+            let changed = insert_rows(tx, now, &jobs[range.clone()], &ids[range.clone()], &keys[range.clone()])?;
+            if changed < rows {
+                // Only the unique index refuses a row (ids are fresh v7 UUIDs): find which.
+                let mut exists = tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)")?;
+                for i in range {
+                    if !exists.query_row([IdText::new(&ids[i]).as_str()], |r| r.get::<_, bool>(0))? {
+                        if keys[i].is_none() {
+                            return Err(Error::InvalidInput(format!("job id {} is already taken", ids[i])));
+                        }
+                        stored[i] = false;
+                    }
+                }
+            }
+            done += rows;
+        }
+    }
+    let created = stored.iter().filter(|s| **s).count();
+    let logged = if before < i64::MAX - jobs.len() as i64 {
+        tx.prepare_cached(
+            "INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+             SELECT id, ?1, NULL, 'scheduled', 0 FROM jobs WHERE rowid > ?2 ORDER BY rowid",
+        )?
+        .execute(params![now, before])?
+    } else {
+        // Rowids at the top of their range are handed out at random: one entry per job instead.
+        for (id, _) in ids.iter().zip(&stored).filter(|(_, s)| **s) {
+            log(tx, &Entry::new(*id, now, None, JobState::Scheduled, 0))?;
+        }
+        created
+    };
+    if logged != created {
+        // Cannot happen under the write lock; refuse rather than commit jobs without their entry.
+        return Err(Error::InvalidInput(format!(
+            "{created} jobs were stored but {logged} creation entries written; nothing was enqueued"
+        )));
+    }
     let mut out = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let id = JobId::new();
-        let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
-        let seed = jitter_seed(&id);
-        let uq = unique::columns(job, now);
-        let inserted = insert.execute(params![
-            id.to_string(),
-            job.wire_name,
-            job.queue,
-            labels,
-            job.payload,
-            job.due_at.unwrap_or(now),
-            seed,
-            now,
-            uq.as_ref().map(|u| &u.key),
-            uq.as_ref().map(|u| u.states),
-            uq.as_ref().map(|u| u.window)
-        ])?;
-        if inserted == 0 {
-            // Ids are fresh v7 UUIDs: only the unique index refuses a row.
-            let uq = uq.ok_or_else(|| Error::InvalidInput(format!("job id {id} is already taken")))?;
-            let holder = tx
-                .prepare_cached(&unique::holder_sql("?1", "?2"))?
-                .query_row(params![uq.key, uq.window], |r| parse_id(r, 0))
-                .optional()?;
-            out.push(Enqueued::Duplicate(holder.ok_or_else(|| unique::holder_missing(&format!("'{}'", uq.key)))?));
+    for (i, id) in ids.iter().enumerate() {
+        if stored[i] {
+            out.push(Enqueued::Created(*id));
             continue;
         }
-        log(tx, &Entry::new(id, now, None, JobState::Scheduled, 0))?;
-        out.push(Enqueued::Created(id));
+        let uq = keys[i].as_ref().expect("only a unique job is refused");
+        let holder = tx
+            .prepare_cached(&unique::holder_sql("?1", "?2"))?
+            .query_row(params![uq.key, uq.window], |r| parse_id(r, 0))
+            .optional()?;
+        out.push(Enqueued::Duplicate(holder.ok_or_else(|| unique::holder_missing(&format!("'{}'", uq.key)))?));
     }
     Ok(out)
+}
+
+/// The row counts of the multi-row INSERTs a batch is cut into, largest first: a few cached
+/// statements cover any batch size with at most 7 + 7 small ones after the large ones.
+const INSERT_ROWS: [usize; 3] = [64, 8, 1];
+
+/// The parameters of one row of [`insert_sql`]; `?1` is the time, shared by every row.
+const ROW_PARAMS: usize = 10;
+
+/// `INSERT INTO jobs … VALUES (…), (…) ON CONFLICT DO NOTHING` for `rows` rows, made once per size.
+fn insert_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        INSERT_ROWS
+            .iter()
+            .map(|&n| {
+                let values: Vec<String> = (0..n)
+                    .map(|r| {
+                        let p = |k: usize| 2 + r * ROW_PARAMS + k;
+                        format!(
+                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{})",
+                            p(0),
+                            p(1),
+                            p(2),
+                            p(3),
+                            p(4),
+                            p(5),
+                            p(6),
+                            p(7),
+                            p(8),
+                            p(9)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
+                                       updated_at, unique_key, unique_states, unique_window)
+                     VALUES {} ON CONFLICT DO NOTHING",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &all[INSERT_ROWS.iter().position(|&n| n == rows).expect("a size of INSERT_ROWS")]
+}
+
+/// Insert one slice of a batch with the statement of its size; returns how many rows went in.
+fn insert_rows(
+    tx: &Connection,
+    now: Millis,
+    jobs: &[NewJob],
+    ids: &[JobId],
+    keys: &[Option<unique::UniqueColumns>],
+) -> Result<usize> {
+    let mut insert = tx.prepare_cached(insert_sql(jobs.len()))?;
+    insert.raw_bind_parameter(1, now)?;
+    for (r, ((job, id), uq)) in jobs.iter().zip(ids).zip(keys).enumerate() {
+        let p = 2 + r * ROW_PARAMS;
+        // Bound as borrowed text: SQLite copies it at once, so one stack buffer serves.
+        insert.raw_bind_parameter(p, IdText::new(id).as_str())?;
+        insert.raw_bind_parameter(p + 1, job.wire_name.as_str())?;
+        insert.raw_bind_parameter(p + 2, job.queue.as_str())?;
+        if job.labels.is_empty() {
+            insert.raw_bind_parameter(p + 3, "{}")?;
+        } else {
+            insert.raw_bind_parameter(p + 3, serde_json::to_string(&job.labels).map_err(Error::Encode)?)?;
+        }
+        insert.raw_bind_parameter(p + 4, job.payload.as_slice())?;
+        insert.raw_bind_parameter(p + 5, job.due_at.unwrap_or(now))?;
+        insert.raw_bind_parameter(p + 6, jitter_seed(id))?;
+        insert.raw_bind_parameter(p + 7, uq.as_ref().map(|u| u.key.as_str()))?;
+        insert.raw_bind_parameter(p + 8, uq.as_ref().map(|u| u.states))?;
+        insert.raw_bind_parameter(p + 9, uq.as_ref().map(|u| u.window))?;
+    }
+    Ok(insert.raw_execute()?)
+}
+
+/// A job id as the store writes it (lower-case hyphenated), without a heap allocation.
+struct IdText([u8; uuid::fmt::Hyphenated::LENGTH]);
+
+impl IdText {
+    fn new(id: &JobId) -> Self {
+        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        id.0.hyphenated().encode_lower(&mut buf);
+        IdText(buf)
+    }
+
+    fn as_str(&self) -> &str {
+        // encode_lower writes ASCII only.
+        std::str::from_utf8(&self.0).expect("a hyphenated uuid is ASCII")
+    }
 }
 
 /// What every insert path checks of new jobs before it writes, on both backends: their names

@@ -460,3 +460,42 @@ both_backends! {
         assert_eq!(revealed, [(entry.seq, detail)]);
     }
 }
+
+both_backends! {
+    fn a_large_batch_stores_every_job_as_given_and_logs_each_once_in_batch_order() {
+        // 1077 jobs: more than one multi-row statement of each size the store cuts a batch into.
+        let fx = Fixture::new();
+        let jobs: Vec<NewJob> = (0..1077)
+            .map(|i| {
+                let job = NewJob::new(format!("w{}", i % 4), format!("q{}", i % 3), format!("{{\"n\":{i}}}").into_bytes());
+                match i % 5 {
+                    0 => job.label("tenant", format!("t{i}")),
+                    1 => job.due_at(T0 + i as i64),
+                    _ => job,
+                }
+            })
+            .collect();
+        let ids = fx.store.enqueue_many(&jobs).unwrap();
+        assert_eq!(ids.len(), jobs.len());
+        for (job, id) in jobs.iter().zip(&ids) {
+            let stored = fx.job(*id);
+            assert_eq!(
+                (&stored.wire_name, &stored.queue, &stored.labels, &stored.payload, stored.due_at, stored.state),
+                (&job.wire_name, &job.queue, &job.labels, &job.payload, job.due_at.unwrap_or(T0), JobState::Scheduled)
+            );
+            let history = fx.store.history(*id).unwrap();
+            assert_eq!(history.len(), 1, "{id}");
+            assert_eq!((history[0].from, history[0].to, history[0].attempt, history[0].at), (None, JobState::Scheduled, 0, T0));
+        }
+        let logged: Vec<backwave::JobId> = fx
+            .store
+            .raw_query("SELECT CAST(job_id AS TEXT) FROM transitions ORDER BY seq", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r[0].as_str().parse().unwrap())
+            .collect();
+        assert_eq!(logged, ids);
+        assert_eq!(fx.store.counts().unwrap().total(JobState::Scheduled), 1077);
+        fx.assert_sound();
+    }
+}

@@ -281,3 +281,51 @@ both_backends! {
         assert_eq!(scheduled(&fx.store), 0);
     }
 }
+
+both_backends! {
+    fn a_large_batch_answers_each_unique_job_across_the_statements_it_is_cut_into() {
+        // 1077 jobs: more than one multi-row statement of each size the store cuts a batch
+        // into, with keys repeated within a statement, across statements, and held before.
+        let fx = Fixture::new();
+        let Enqueued::Created(held) = fx.store.insert(&keyed("k-5")).unwrap() else { panic!("k-5 is new") };
+        let jobs: Vec<NewJob> = (0..1077)
+            .map(|i| match i % 3 {
+                0 => keyed(&format!("k-{}", i % 61)),
+                _ => NewJob::new("report", "q", format!("{{\"n\":{i}}}").into_bytes()),
+            })
+            .collect();
+        let answers = fx.store.insert_many(&jobs).unwrap();
+        assert_eq!(answers.len(), jobs.len());
+        let mut first_of_key: std::collections::HashMap<String, JobId> = [("k-5".to_string(), held)].into();
+        let mut created = vec![held];
+        for (i, (job, answer)) in jobs.iter().zip(&answers).enumerate() {
+            let Some(rule) = &job.unique else {
+                let Enqueued::Created(id) = answer else { panic!("job {i} has no rule: {answer:?}") };
+                created.push(*id);
+                continue;
+            };
+            let backwave::UniqueBy::Key(key) = &rule.by else { unreachable!("keyed jobs only") };
+            match first_of_key.get(key) {
+                Some(holder) => assert_eq!(*answer, Enqueued::Duplicate(*holder), "job {i}, key {key}"),
+                None => {
+                    let Enqueued::Created(id) = answer else { panic!("job {i}: first of {key}: {answer:?}") };
+                    first_of_key.insert(key.clone(), *id);
+                    created.push(*id);
+                }
+            }
+        }
+        // 718 plain jobs and 61 keys, one of them held before the batch.
+        assert_eq!(created.len(), 1 + 718 + 60);
+        assert_eq!(scheduled(&fx.store), created.len() as u64);
+        // One creation entry per stored job, in the order of the batch.
+        let logged: Vec<JobId> = fx
+            .store
+            .raw_query("SELECT CAST(job_id AS TEXT) FROM transitions ORDER BY seq", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r[0].as_str().parse().unwrap())
+            .collect();
+        assert_eq!(logged, created);
+        fx.assert_sound();
+    }
+}

@@ -140,10 +140,7 @@ fn insert_jobs(
     let uuids: Vec<uuid::Uuid> = which.iter().map(|&i| ids[i].0).collect();
     let wire_names: Vec<&str> = which.iter().map(|&i| jobs[i].wire_name.as_str()).collect();
     let queues: Vec<&str> = which.iter().map(|&i| jobs[i].queue.as_str()).collect();
-    let labels = which
-        .iter()
-        .map(|&i| serde_json::to_string(&jobs[i].labels).map_err(Error::Encode))
-        .collect::<Result<Vec<String>>>()?;
+    let labels = labels_json(jobs, which)?;
     let payloads: Vec<&[u8]> = which.iter().map(|&i| jobs[i].payload.as_slice()).collect();
     let due: Vec<Option<i64>> = which.iter().map(|&i| jobs[i].due_at).collect();
     let seeds: Vec<i64> = which.iter().map(|&i| jitter_seed(&ids[i])).collect();
@@ -154,7 +151,7 @@ fn insert_jobs(
         "WITH new AS (
              INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
                                created_at, updated_at, unique_key, unique_states, unique_window)
-             SELECT id, w, q, l::jsonb, p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw
+             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
                          $7::bigint[], $9::text[], $10::bigint[], $11::bigint[]) AS n(id, w, q, l, p, d, s, uk, us, uw)
              ON CONFLICT DO NOTHING
@@ -181,6 +178,53 @@ fn insert_jobs(
         ],
     )?;
     rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+}
+
+/// Each job's labels as JSON text, NULL for none (the column's `'{}'`): most jobs have none, and
+/// an empty map is then neither serialised nor sent.
+fn labels_json(jobs: &[NewJob], which: &[usize]) -> Result<Vec<Option<String>>> {
+    which
+        .iter()
+        .map(|&i| {
+            let labels = &jobs[i].labels;
+            (!labels.is_empty()).then(|| serde_json::to_string(labels).map_err(Error::Encode)).transpose()
+        })
+        .collect()
+}
+
+/// Insert `jobs`, none of them unique, and log each in order: one statement without `ON
+/// CONFLICT` and without `RETURNING`. Without a unique key only the primary key could refuse a
+/// row, and ids are fresh v7 UUIDs, so every row goes in or the statement fails whole; the
+/// speculative insertion `ON CONFLICT` makes for every row (a probe of both unique indexes
+/// first) and the join back to the rows returned are then pure cost (issue 23).
+fn insert_plain_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob], ids: &[JobId]) -> Result<()> {
+    let all: Vec<usize> = (0..jobs.len()).collect();
+    let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
+    let wire_names: Vec<&str> = jobs.iter().map(|j| j.wire_name.as_str()).collect();
+    let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
+    let labels = labels_json(jobs, &all)?;
+    let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
+    let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
+    let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+    let inserted = tx.execute(
+        "WITH logged AS (
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+             SELECT o.id, $8, NULL, 'scheduled', 0 FROM unnest($1::uuid[]) AS o(id)
+         )
+         INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
+         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[])
+              AS n(id, w, q, l, p, d, s)",
+        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
+    )?;
+    if inserted != jobs.len() as u64 {
+        // Cannot happen without ON CONFLICT; refuse rather than answer for rows not stored.
+        return Err(Error::InvalidInput(format!(
+            "{inserted} of {} jobs were stored; nothing was enqueued",
+            jobs.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The answer for job `i`, which the unique index refused: the id of the job holding its key.
@@ -226,6 +270,10 @@ pub(crate) fn insert_new_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob]) -> 
     // Read in the transaction that writes; the schema's trigger checks the same setting.
     check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
     let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+    if jobs.iter().all(|j| j.unique.is_none()) {
+        insert_plain_jobs(tx, now, jobs, &ids)?;
+        return Ok(ids.into_iter().map(Enqueued::Created).collect());
+    }
     let all: Vec<usize> = (0..jobs.len()).collect();
     let keys: Vec<Option<UniqueColumns>> = jobs.iter().map(|j| unique::columns(j, now)).collect();
     let inserted = insert_jobs(tx, now, jobs, &ids, &keys, &all)?;
