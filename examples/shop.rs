@@ -60,11 +60,15 @@ async fn main() -> Result<(), BoxError> {
     .await??;
     let app = Arc::new(App { db: Mutex::new(db), store });
 
-    // The workers, in this process. Their handlers are plain functions on the engine's threads.
+    // The workers, in this process: an async handler on this runtime. Claims, heartbeats and
+    // completions stay on the engine's own threads, so a slow request never costs a lease.
     let mut registry = Registry::new();
-    let shipped_in = path.clone();
-    registry.handle::<ShipOrder>("ship-order", move |job, ctx| ship(&shipped_in, job, ctx)).queue("orders");
+    let shipping = app.clone();
+    registry
+        .handle_async::<ShipOrder, _, _>("ship-order", move |job, ctx| ship(shipping.clone(), job, ctx))
+        .queue("orders");
     let mut engine = Engine::new(path.as_str(), registry);
+    engine.runtime(tokio::runtime::Handle::current());
     engine.add_worker_group(WorkerGroup {
         name: "shipping".into(),
         policy: DispatchPolicy::strict(["orders"]),
@@ -96,12 +100,15 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The `ship-order` handler: mark the order shipped (at least once, so it is idempotent).
-fn ship(path: &str, job: ShipOrder, _ctx: &JobContext) -> HandlerResult {
-    let db = Connection::open(path)?;
-    db.busy_timeout(Duration::from_secs(5))?;
-    db.execute("UPDATE orders SET status = 'shipped' WHERE id = ?1", [job.order])?;
-    Ok(())
+/// The `ship-order` handler: mark the order shipped (at least once, so it is idempotent). The
+/// write blocks, so it runs on the blocking pool, never on a runtime thread.
+async fn ship(app: Arc<App>, job: ShipOrder, _ctx: JobContext) -> HandlerResult {
+    tokio::task::spawn_blocking(move || -> HandlerResult {
+        let db = app.db.lock().unwrap_or_else(|p| p.into_inner());
+        db.execute("UPDATE orders SET status = 'shipped' WHERE id = ?1", [job.order])?;
+        Ok(())
+    })
+    .await?
 }
 
 /// Place an order: the order row and its job in one transaction of the application's own.
