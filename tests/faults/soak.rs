@@ -139,8 +139,6 @@ both_backends! {
 
     /// The same soak with the workers' handlers registered with `handle_async` (their waits
     /// `tokio::time::sleep` raced against `ctx.cancelled()`).
-    #[ignore = "issue 22: on SQLite a never-faulted async worker's lease lapsed (2 of 2 runs, \
-                seed 1796143838731220365, load ~20 on 2 cores); PostgreSQL passed; not diagnosed yet"]
     fn crash_soak_with_async_handlers_every_job_ends_once_with_a_consistent_log() {
         crash_soak("async");
     }
