@@ -281,9 +281,10 @@ pub(crate) fn schedule_info(row: ScheduleRow, now: Millis) -> ScheduleInfo {
 }
 
 /// The columns a [`ScheduleRow`] is read from, in order (the last job's state joined), on a
-/// store of schema `version` (7 has no uniqueness columns: read as a plain schedule).
-pub(crate) fn row_columns(version: i64) -> String {
-    let unique = if version >= 8 { "s.unique_pending, s.skipped_ticks" } else { "0, 0" };
+/// store of schema `version`: 7 has no uniqueness columns, so `zero` (the dialect's literal of
+/// their type) stands in for both and its schedules read as plain ones.
+pub(crate) fn row_columns(version: i64, zero: &str) -> String {
+    let unique = if version >= 8 { "s.unique_pending, s.skipped_ticks".to_string() } else { format!("{zero}, {zero}") };
     format!(
         "s.name, s.cron, s.zone, s.wire_name, s.queue, s.payload, s.labels, s.missed, s.catch_up_max, s.last_tick,
          s.last_job_id, j.state, s.last_fired_at, s.declared_at, s.updated_at, s.seen_at, s.paused_by, s.paused_at,
@@ -339,7 +340,7 @@ pub(crate) fn select_rows(c: &Connection, version: i64, name: Option<&str>) -> R
     let sql = format!(
         "SELECT {} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
          WHERE ?1 IS NULL OR s.name = ?1 ORDER BY s.name",
-        row_columns(version)
+        row_columns(version, "0")
     );
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows = stmt.query([name])?;
@@ -381,6 +382,21 @@ impl SqliteStore {
             let mut out = Vec::with_capacity(defs.len());
             for d in defs {
                 let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
+                // ?1-?11 of both the insert and the update: the whole definition, and now.
+                let missed = d.missed.as_str();
+                let definition = params![
+                    d.name,
+                    d.cron,
+                    d.zone,
+                    d.wire_name,
+                    d.queue,
+                    d.payload,
+                    labels,
+                    missed,
+                    d.missed.catch_up_max(),
+                    now,
+                    d.unique
+                ];
                 let stored = select_rows(tx, self.version, Some(&d.name))?.pop();
                 let result = match stored {
                     None => {
@@ -390,19 +406,7 @@ impl SqliteStore {
                                                     unique_pending)
                              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10, ?11)",
                         )?
-                        .execute(params![
-                            d.name,
-                            d.cron,
-                            d.zone,
-                            d.wire_name,
-                            d.queue,
-                            d.payload,
-                            labels,
-                            d.missed.as_str(),
-                            d.missed.catch_up_max(),
-                            now,
-                            d.unique
-                        ])?;
+                        .execute(definition)?;
                         super::admin::audit(tx, now, actor, "schedule-declare", None, &declare_detail(d))?;
                         Declared::New
                     }
@@ -419,19 +423,7 @@ impl SqliteStore {
                                         unique_pending = ?11
                                  WHERE name = ?1",
                             )?
-                            .execute(params![
-                                d.name,
-                                d.cron,
-                                d.zone,
-                                d.wire_name,
-                                d.queue,
-                                d.payload,
-                                labels,
-                                d.missed.as_str(),
-                                d.missed.catch_up_max(),
-                                now,
-                                d.unique
-                            ])?;
+                            .execute(definition)?;
                             let detail = format!("{}: {}", d.name, changes.join("; "));
                             super::admin::audit(tx, now, actor, "schedule-update", None, &detail)?;
                             Declared::Updated { changes }

@@ -47,8 +47,7 @@ fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
 }
 
 pub(crate) fn select_rows(tx: &mut Tx<'_>, version: i64, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
-    // Version 7's stand-ins for the uniqueness columns, typed as PostgreSQL's columns are.
-    let columns = row_columns(version).replace("0, 0", "0::bigint, 0::bigint");
+    let columns = row_columns(version, "0::bigint");
     let sql = format!(
         "SELECT {columns} FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
          WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name"
