@@ -311,6 +311,7 @@ fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
 
 #[path = "engine/async_enqueue.rs"]
 mod async_enqueue;
+#[allow(dead_code)] // the tests' helpers: the benches take only the server (`server_url`)
 #[path = "../tests/common/backend.rs"]
 mod backend;
 #[path = "engine/pg.rs"]

@@ -7,16 +7,14 @@
 
 #[path = "cli/at3am.rs"]
 mod at3am;
-#[path = "common/backend.rs"]
-mod backend;
+use crate::backend;
 #[path = "cli/harness.rs"]
 mod harness;
 #[path = "cli/incident.rs"]
 mod incident;
 #[path = "cli/limits.rs"]
 mod limits;
-#[path = "common/pty.rs"]
-mod pty;
+use crate::pty;
 #[path = "cli/refusals.rs"]
 mod refusals;
 #[path = "cli/schedules.rs"]

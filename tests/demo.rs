@@ -1,12 +1,9 @@
 //! The fixtures, the large-store generator and `bw demo`, met the way a user meets them: the
 //! fixture loaded through the library, `bw generate` and `bw demo` run as the real binary.
 
-#[path = "common/backend.rs"]
-mod backend;
-#[path = "common/programs.rs"]
-mod programs;
-#[path = "common/pty.rs"]
-mod pty;
+use crate::backend;
+use crate::programs;
+use crate::pty;
 #[path = "demo/readme.rs"]
 mod readme;
 #[path = "demo/shop.rs"]

@@ -3,20 +3,26 @@
 //! backends), and read the outcome back from the store and its log.
 //! Each test follows one item of seed 000 (and issue 3's "Done when").
 
-#[path = "common/backend.rs"]
-mod backend;
+use crate::backend;
 
-mod engine {
-    pub mod async_handlers;
-    pub mod claim_ahead;
-    pub mod durations;
-    pub mod limits;
-    pub mod pause;
-    pub mod schedules;
-    pub mod self_cancel;
-    pub mod stale_runs;
-    pub mod support;
-}
+#[path = "engine/async_handlers.rs"]
+pub mod async_handlers;
+#[path = "engine/claim_ahead.rs"]
+pub mod claim_ahead;
+#[path = "engine/durations.rs"]
+pub mod durations;
+#[path = "engine/limits.rs"]
+pub mod limits;
+#[path = "engine/pause.rs"]
+pub mod pause;
+#[path = "engine/schedules.rs"]
+pub mod schedules;
+#[path = "engine/self_cancel.rs"]
+pub mod self_cancel;
+#[path = "engine/stale_runs.rs"]
+pub mod stale_runs;
+#[path = "engine/support.rs"]
+pub mod support;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -27,8 +33,8 @@ use backend::both_backends;
 use backwave::engine::{DispatchPolicy, Engine, Enqueue, HandlerError, Registry, WorkerGroup};
 use backwave::store::{CancelResult, RequeueResult, SettingKey, LEASE_EXPIRED};
 use backwave::{DetailStatus, JobState, QuarantineReason};
-use engine::support::*;
 use serde::{Deserialize, Serialize};
+use support::*;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct ChargeCard {
@@ -711,7 +717,7 @@ both_flavors! {
         running.shutdown(Duration::from_secs(1));
         assert_eq!(j.terminal_cause.as_deref(), Some("the card gateway failed"));
         let detail = &t.store.reveal_failure_detail(ACTOR, id).unwrap()[0].1;
-        assert_eq!(detail.kind, "engine::GatewayError");
+        assert_eq!(detail.kind, "runner::engine::GatewayError");
         assert_eq!(detail.message, "the card gateway failed");
         assert_eq!(detail.chain, ["connection refused"]);
     }

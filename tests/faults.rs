@@ -3,8 +3,7 @@
 //! promise it keeps; the README's "Guarantees" section points here. The state machine, the
 //! operator races and the crash soak run on both backends (`name::sqlite`, `name::postgres`).
 
-#[path = "common/backend.rs"]
-mod backend;
+use crate::backend;
 
 #[path = "faults/state_machine.rs"]
 mod state_machine;

@@ -5,8 +5,6 @@
 //! Stores are written row by row through the schema contract with the clock pinned. Every test
 //! but those about SQLite's query plans and files runs on both backends.
 
-#[path = "common/backend.rs"]
-mod backend;
 #[path = "health/checks.rs"]
 mod checks;
 #[path = "health/cli.rs"]

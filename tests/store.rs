@@ -8,8 +8,7 @@
 
 #[path = "store/async_enqueue.rs"]
 mod async_enqueue;
-#[path = "common/backend.rs"]
-mod backend;
+use crate::backend;
 #[path = "store/contract.rs"]
 mod contract;
 #[path = "store/hostile.rs"]
@@ -34,8 +33,7 @@ mod payloads;
 mod plan;
 #[path = "store/postgres.rs"]
 mod postgres_only;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::programs;
 #[path = "store/retry.rs"]
 mod retry;
 #[path = "store/schedules.rs"]
@@ -67,7 +65,8 @@ pub struct Fixture {
     pub store: Store,
     pub clock: Clock,
     pub db: TestDb,
-    pub dir: tempfile::TempDir,
+    /// Held, never read: the folder (and an SQLite store in it) lives as long as the fixture.
+    _dir: tempfile::TempDir,
 }
 
 impl Default for Fixture {
@@ -83,7 +82,7 @@ impl Fixture {
         let clock = Clock::manual(T0);
         let store = Store::create(&db).unwrap().with_clock(clock.clone());
         assert!(store.bootstrap_admin(ADMIN).unwrap());
-        Fixture { store, clock, db, dir }
+        Fixture { store, clock, db, _dir: dir }
     }
 
     /// The SQLite file (tests about files only).

@@ -2,14 +2,12 @@
 //! dashboard (no terminal), every view drawn on ratatui's TestBackend and snapshotted with time
 //! pinned and ids named by creation order, and the real binary driven on a pty.
 
-#[path = "common/backend.rs"]
-mod backend;
+use crate::backend;
 #[path = "tui/e2e.rs"]
 mod e2e;
 #[path = "tui/harness.rs"]
 mod harness;
-#[path = "common/pty.rs"]
-mod pty;
+use crate::pty;
 #[path = "tui/schedules.rs"]
 mod schedules;
 #[path = "tui/three_am.rs"]

@@ -12,8 +12,8 @@ use backwave::store::{current_actor, Outcome};
 use backwave::{Clock, JobState, NewJob, Store};
 
 use crate::backend::both_backends;
-use crate::harness::*;
-use crate::{at_a_terminal, pty, PTY_WAIT};
+use crate::cli::harness::*;
+use crate::cli::{at_a_terminal, pty, PTY_WAIT};
 
 /// `bw` against `f`'s store as a plain process, for a test that reads its output as it comes.
 fn plain_bw(f: &Fixture) -> std::process::Command {

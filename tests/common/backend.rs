@@ -19,7 +19,6 @@
 //! puts every connection in it, so tests run in parallel and worker or `bw` child processes
 //! share the test's store through `--db` / `BW_DB`. The schema is dropped with the [`TestDb`];
 //! when the test failed it is kept, and its URL printed, for a look with `psql`.
-#![allow(dead_code)] // each binary uses the part it needs
 
 use std::cell::Cell;
 use std::ffi::OsStr;
@@ -417,6 +416,7 @@ impl Server {
 static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
 
 /// The URL of the test server (for the benches, which make their own schemas).
+#[allow(dead_code)] // the tests ask for schemas (`TestDb`); only benches/engine.rs calls this
 pub fn server_url() -> &'static str {
     &server().url
 }

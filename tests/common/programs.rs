@@ -1,10 +1,12 @@
 //! Outside programs a test drives. Only the `sqlite3` shell is one (it is the store contract's
 //! independent client); every other program a test runs is `bw` itself. A test that needs one
 //! fails, naming what to install, when it is missing: it never passes without having run.
-#![allow(dead_code)] // each binary uses the part it needs
 
+use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
 
 /// The path of `program` on PATH; panics naming what to install when there is none.
 pub fn require(program: &str, install: &str) -> PathBuf {
@@ -18,4 +20,31 @@ pub fn require(program: &str, install: &str) -> PathBuf {
 /// The `sqlite3` shell.
 pub fn sqlite3() -> PathBuf {
     require("sqlite3", "apt-get install sqlite3")
+}
+
+/// The example program `name` (a worker process, the shop service), built by cargo for this
+/// run's profile the first time a test asks in this process. Always built, never just found:
+/// a filtered run (`cargo test --test runner engine::`) does not build examples, and a binary
+/// left from an earlier build would run old code.
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf();
+    let path = dir.join("examples").join(name);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.get_or_insert_with(HashSet::new).insert(name.to_string()) {
+        // target/debug is the `dev` profile; any other folder is named as its profile.
+        let profile = match dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev",
+            Some(other) => other,
+        };
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--profile", profile, "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run cargo to build examples/{name}.rs: {e}"));
+        assert!(status.success(), "building examples/{name}.rs failed");
+    }
+    assert!(path.exists(), "no {name} binary at {}", path.display());
+    path
 }

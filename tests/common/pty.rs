@@ -2,7 +2,6 @@
 //! given size (portable-pty) and everything it writes goes through a vt100 screen parser, so a
 //! test reads what a person would see. Shared by the `tui`, `demo` and `cli` test binaries.
 //! It never shells out: a test that needs a terminal needs only this file.
-#![allow(dead_code)] // each binary uses the part it needs
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -17,7 +16,6 @@ pub mod keys {
     pub const ENTER: &str = "\r";
     pub const CTRL_C: &str = "\x03";
     pub const ESC: &str = "\x1b";
-    pub const TAB: &str = "\t";
 }
 
 /// How to start a program on a pty: its size and environment.
@@ -42,11 +40,6 @@ impl Term {
 
     pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Term {
         self.env.push((key.into(), Some(value.as_ref().to_string_lossy().into_owned())));
-        self
-    }
-
-    pub fn env_remove(mut self, key: &str) -> Term {
-        self.env.push((key.into(), None));
         self
     }
 

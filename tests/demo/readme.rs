@@ -139,7 +139,7 @@ both_backends! {
         let dir = tempfile::tempdir().unwrap();
         let db = TestDb::new(dir.path());
         std::fs::create_dir(dir.path().join("fixtures")).unwrap();
-        std::fs::write(dir.path().join("fixtures/hostile.sql"), crate::HOSTILE_SQL).unwrap();
+        std::fs::write(dir.path().join("fixtures/hostile.sql"), crate::demo::HOSTILE_SQL).unwrap();
         std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.sql"), dir.path().join("schema.sql")).unwrap();
 
         let shown = shown_commands();
@@ -165,7 +165,7 @@ both_backends! {
                 crate::programs::sqlite3();
             }
             let (code, output) = if s.text.starts_with(LOAD_FIXTURE) && db.backend() == Backend::Postgres {
-                load_sqlite_fixture(&db, crate::HOSTILE_SQL);
+                load_sqlite_fixture(&db, crate::demo::HOSTILE_SQL);
                 (0, String::new())
             } else {
                 run(dir.path(), &db, s, &env)

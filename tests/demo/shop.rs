@@ -4,25 +4,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The `shop` example; `cargo test` builds examples, a filtered run may not have.
-fn shop_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let debug = exe.parent().and_then(Path::parent).expect("target/debug");
-    let bin = debug.join("examples").join("shop");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "shop"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build --example shop");
-        assert!(status.success(), "building the shop example failed");
-    }
-    bin
-}
 
 /// One HTTP/1.1 request; the status line and the body.
 fn request(addr: &str, method: &str, path: &str, body: &str) -> (String, serde_json::Value) {
@@ -38,7 +21,7 @@ fn request(addr: &str, method: &str, path: &str, body: &str) -> (String, serde_j
 fn the_shop_example_takes_an_order_ships_it_in_process_and_stops_cleanly_on_sigint() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shop.db");
-    let mut child = Command::new(shop_binary())
+    let mut child = Command::new(crate::programs::example("shop"))
         .arg(&db)
         .env("SHOP_ADDR", "127.0.0.1:0")
         .stdout(Stdio::piped())

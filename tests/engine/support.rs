@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -167,21 +167,9 @@ pub fn claim_order(store: &Store) -> Vec<String> {
         .collect()
 }
 
-/// The `engine_worker` example. `cargo test` builds examples; a filtered run
-/// (`cargo test --test engine`) may not have, so build it then.
+/// The `engine_worker` example, built for this run.
 pub fn worker_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let debug = exe.parent().and_then(Path::parent).expect("target/debug");
-    let bin = debug.join("examples").join("engine_worker");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "engine_worker"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build --example engine_worker");
-        assert!(status.success(), "building the engine_worker example failed");
-    }
-    bin
+    crate::programs::example("engine_worker")
 }
 
 /// A worker child process, SIGKILLed when dropped.

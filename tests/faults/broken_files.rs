@@ -105,7 +105,7 @@ fn read_only_store_file_serves_reads_and_refuses_writes() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
     support::run_unprivileged(
-        "broken_files::read_only_store_file_serves_reads_and_refuses_writes",
+        "faults::broken_files::read_only_store_file_serves_reads_and_refuses_writes",
         &db,
         read_only_checks,
     );
@@ -123,7 +123,7 @@ fn store_in_read_only_folder_serves_reads_and_refuses_writes() {
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o666)).unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
     support::run_unprivileged(
-        "broken_files::store_in_read_only_folder_serves_reads_and_refuses_writes",
+        "faults::broken_files::store_in_read_only_folder_serves_reads_and_refuses_writes",
         &db,
         read_only_checks,
     );

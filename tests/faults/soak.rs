@@ -2,13 +2,13 @@
 //! that succeed, fail, panic or outlive their lease, while the test SIGKILLs a random worker every
 //! few hundred milliseconds (and now and then SIGSTOPs one for twice its lease, so that it wakes
 //! up a stale worker) and starts replacements. Afterwards the log must tell one consistent story
-//! per job. `BW_SOAK_SECS=600 cargo test --test faults soak -- --nocapture` keeps the faults
+//! per job. `BW_SOAK_SECS=600 cargo test --test runner faults::soak -- --nocapture` keeps the faults
 //! coming, topping the queue up, for as long as asked. It runs on both backends: on PostgreSQL
 //! the worker processes stand in for separate hosts sharing one database.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,25 +42,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-}
-
-/// The worker binary cargo built for this run; built on demand when only this test target was.
-fn worker_binary() -> PathBuf {
-    let dir = support::target_dir();
-    let path = dir.join("examples").join("faults_worker");
-    // The same profile as this test binary: target/debug is `dev`, others are named as such.
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--profile", profile, "--example", "faults_worker"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("cannot run cargo to build the soak worker");
-    assert!(status.success(), "building examples/faults_worker failed");
-    assert!(path.exists(), "no worker binary at {}", path.display());
-    path
 }
 
 struct Worker {
@@ -152,7 +133,7 @@ fn crash_soak(flavor: &str) {
     });
     eprintln!("crash soak ({flavor} handlers): seed {seed} (BW_SOAK_SEED={seed} repeats the fault schedule)");
     let mut rng = Rng(seed);
-    let bin = worker_binary();
+    let bin = crate::programs::example("faults_worker");
     let dir = tempfile::tempdir().unwrap();
     let db = TestDb::new(dir.path());
     let store = Store::create(&db).unwrap();

@@ -57,12 +57,6 @@ pub fn run_unprivileged(test: &str, db: &Path, check: impl FnOnce(&Path)) {
     );
 }
 
-/// The directory holding the test binary's siblings: `target/<profile>/`.
-pub fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
 /// The `bw` binary that cargo built for this test run.
 pub fn bw() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bw"))

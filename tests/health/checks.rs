@@ -8,7 +8,7 @@ use backwave::store::{
 use backwave::JobState;
 
 use crate::backend::both_backends;
-use crate::fixture::*;
+use crate::health::fixture::*;
 
 fn status(fx: &Fx, name: CheckName) -> Status {
     fx.health().check(name).status

@@ -5,7 +5,7 @@ use predicates::prelude::*;
 use serde_json::Value;
 
 use crate::backend::both_backends;
-use crate::fixture::*;
+use crate::health::fixture::*;
 
 fn json(out: &[u8]) -> Value {
     serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))

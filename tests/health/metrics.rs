@@ -9,7 +9,7 @@ use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 use predicates::prelude::*;
 
 use crate::backend::both_backends;
-use crate::fixture::*;
+use crate::health::fixture::*;
 
 type Exposition = MetricsExposition<PrometheusType, PrometheusValue>;
 

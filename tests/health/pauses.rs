@@ -12,7 +12,7 @@ use predicates::prelude::*;
 use serde_json::Value;
 
 use crate::backend::both_backends;
-use crate::fixture::*;
+use crate::health::fixture::*;
 
 /// A live worker serving `critical`, and three of its jobs due 20 minutes ago: latency critical.
 fn late_critical_queue() -> Fx {

@@ -174,7 +174,7 @@ both_backends! {
                 .unwrap();
         }
         let p = backwave::RetryPolicy::new(5, backwave::Backoff::exponential(Duration::from_secs(10)).jitter(0.5)).unwrap();
-        let jobs = fx.claim_as(crate::WORKER, "q", 2, &p);
+        let jobs = fx.claim_as(crate::store::WORKER, "q", 2, &p);
         assert_eq!(jobs.len(), 2);
         assert_ne!(jobs[0].delay_table, jobs[1].delay_table, "two jobs must not retry in lockstep");
     }

@@ -160,11 +160,11 @@ both_backends! {
         let fx = Fixture::new();
         let id = fx.enqueue("w", "q");
         let job = fx.claim_one("q", &RetryPolicy::new(1, Duration::from_secs(1)).unwrap());
-        fx.report(&job, crate::failed("boom"));
+        fx.report(&job, crate::store::failed("boom"));
         fx.clock.set(i64::MAX);
         let all = backwave::store::JobFilter::default();
-        assert_eq!(fx.store.plan_requeue(crate::ADMIN, &all).unwrap().matching, 1);
-        assert_eq!(fx.store.requeue_matching(crate::ADMIN, &all, |_| {}).unwrap(), 1);
+        assert_eq!(fx.store.plan_requeue(crate::store::ADMIN, &all).unwrap().matching, 1);
+        assert_eq!(fx.store.requeue_matching(crate::store::ADMIN, &all, |_| {}).unwrap(), 1);
         assert_eq!(fx.job(id).state, JobState::Scheduled);
     }
 }
@@ -185,14 +185,14 @@ both_backends! {
         }
         fx.clock.advance(Duration::from_secs(1));
         let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            fx.store.purge(crate::ADMIN, fx.clock.now(), |_| panic!("the process dies after the first batch"))
+            fx.store.purge(crate::store::ADMIN, fx.clock.now(), |_| panic!("the process dies after the first batch"))
         }));
         assert!(died.is_err());
         let left = fx.store.count_purgeable(fx.clock.now()).unwrap();
         let deleted = n as u64 - left;
         assert_eq!(deleted, BATCH as u64, "one batch committed");
         let audit = fx.store.audit_entries(0, 100).unwrap();
-        let purges: Vec<_> = audit.iter().filter(|a| a.action == "purge" && a.actor == crate::ADMIN).collect();
+        let purges: Vec<_> = audit.iter().filter(|a| a.action == "purge" && a.actor == crate::store::ADMIN).collect();
         assert_eq!(purges.len(), 1, "{audit:?}");
         assert!(purges[0].detail.as_deref().unwrap_or("").starts_with(&format!("{deleted} jobs")), "{purges:?}");
     }

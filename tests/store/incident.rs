@@ -45,7 +45,7 @@ both_backends! {
             group: "g",
             queues: &queues,
             limit: 10,
-            lease: crate::LEASE,
+            lease: crate::store::LEASE,
             policy: &p,
         };
         let claimed: Vec<_> = fx.store.claim(&req).unwrap().into_iter().map(|j| j.id).collect();
@@ -466,7 +466,7 @@ fn a_version_1_store_opened_read_only_is_read_as_it_is_and_not_migrated() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "incident::a_version_1_store_opened_read_only_is_read_as_it_is_and_not_migrated"])
+            .args(["--exact", "store::incident::a_version_1_store_opened_read_only_is_read_as_it_is_and_not_migrated"])
             .arg("--nocapture")
             .env(V1_CHILD_ENV, &path)
             .uid(65534)

@@ -30,7 +30,14 @@ fn claim(fx: &Fixture, worker: &str, queues: &[&str], limit: usize) -> Vec<backw
     let p = policy(3, Duration::from_secs(1));
     let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
     fx.store
-        .claim(&ClaimRequest { worker_id: worker, group: "g", queues: &queues, limit, lease: crate::LEASE, policy: &p })
+        .claim(&ClaimRequest {
+            worker_id: worker,
+            group: "g",
+            queues: &queues,
+            limit,
+            lease: crate::store::LEASE,
+            policy: &p,
+        })
         .unwrap()
 }
 
@@ -61,7 +68,7 @@ both_backends! {
         fx.report(done, backwave::store::Outcome::Succeeded);
         assert_eq!(wire_names(&claim(&fx, OTHER_WORKER, &["mixed"], 10)), ["limited"]);
         // A lease that lapses frees its slot, before any reap.
-        fx.clock.advance(crate::LEASE + Duration::from_millis(1));
+        fx.clock.advance(crate::store::LEASE + Duration::from_millis(1));
         assert_eq!(wire_names(&claim(&fx, OTHER_WORKER, &["mixed"], 10)), ["limited", "limited"]);
         fx.assert_sound();
     }

@@ -194,7 +194,7 @@ fn read_only_stores_read_and_refuse_writes() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "open::read_only_stores_read_and_refuse_writes", "--nocapture"])
+                .args(["--exact", "store::open::read_only_stores_read_and_refuse_writes", "--nocapture"])
                 .env(CHILD_ENV, &path)
                 .uid(65534)
                 .gid(65534)

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use crate::backend::both_backends;
-use crate::{Fixture, ADMIN, T0};
+use crate::store::{Fixture, ADMIN, T0};
 use backwave::schedule::{MissedTicks, Schedule, SCHEDULE_LABEL, TICK_LABEL};
 use backwave::store::{Declared, SchedulePauseResult, ScheduleResumeResult};
 use backwave::{Clock, Error, JobId, JobState, NewJob, Store, StoreTarget};

@@ -1,0 +1,74 @@
+//! Every integration test, in one binary (as jj's `tests/runner.rs`): one link of bundled SQLite,
+//! postgres and ratatui instead of seven. Each area is a module named as its binary was
+//! (`cargo test --test runner store::`, `… cli::refusals`), and the helpers in `tests/common`
+//! are compiled once for all of them. `every_test_file_is_part_of_the_suite` fails when a file
+//! under `tests/` is not reached from here, so a test file can never be left out silently.
+
+#[path = "common/backend.rs"]
+mod backend;
+#[path = "common/programs.rs"]
+mod programs;
+#[path = "common/pty.rs"]
+mod pty;
+
+mod cli;
+mod demo;
+mod engine;
+mod faults;
+mod health;
+mod store;
+mod tui;
+
+/// Every `.rs` file under `tests/` is this file or named by a `#[path = "…"]` or a `mod` of a file
+/// that is itself part of the suite.
+#[test]
+fn every_test_file_is_part_of_the_suite() {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    fn files(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.insert(path);
+            }
+        }
+    }
+    let mut all = BTreeSet::new();
+    files(&root, &mut all);
+
+    // Walk the module tree from this file: `#[path = "x"] mod m;` names x relative to the
+    // declaring file's folder; a plain `mod m;` names m.rs beside it (or m/mod.rs).
+    let mut reached = BTreeSet::new();
+    let mut todo = vec![root.join("runner.rs")];
+    while let Some(file) = todo.pop() {
+        if !reached.insert(file.clone()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let dir = file.parent().unwrap().to_path_buf();
+        let mut path_attr: Option<String> = None;
+        for line in text.lines().map(str::trim) {
+            if let Some(rest) = line.strip_prefix("#[path = \"") {
+                path_attr = rest.strip_suffix("\"]").map(str::to_string);
+                continue;
+            }
+            let decl = line.strip_prefix("pub ").unwrap_or(line);
+            if let Some(name) = decl.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) {
+                let target = match path_attr.take() {
+                    Some(p) => dir.join(p),
+                    None if dir.join(format!("{name}.rs")).exists() => dir.join(format!("{name}.rs")),
+                    None => dir.join(name).join("mod.rs"),
+                };
+                todo.push(target);
+            } else if !line.starts_with("#[") {
+                path_attr = None;
+            }
+        }
+    }
+    let left_out: Vec<_> = all.difference(&reached).collect();
+    assert!(left_out.is_empty(), "test files no module declares, so they never run: {left_out:#?}");
+}
