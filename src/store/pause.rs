@@ -123,7 +123,7 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             let mut read = tx;
-            decide_pause(&mut read, actor, kind, name, Some((until, now)), force)?;
+            decide_name_action(&mut read, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
             let previous: Option<Option<Millis>> = tx
                 .prepare_cached(
                     "SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)",
@@ -146,7 +146,7 @@ impl SqliteStore {
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|c| {
             let mut read = c;
-            decide_pause(&mut read, actor, kind, name, None, force)?;
+            decide_name_action(&mut read, NameAction::Pause, actor, kind, name, None, force)?;
             let (scheduled, running): (i64, i64) = match kind {
                 PauseKind::Queue => c
                     .prepare_cached(
@@ -290,18 +290,6 @@ pub(crate) fn decide_name_action(
         return Ok(());
     }
     Err(unknown_name(action, kind, name))
-}
-
-/// [`decide_name_action`] for a pause.
-pub(crate) fn decide_pause(
-    read: &mut impl PauseRead,
-    actor: &str,
-    kind: PauseKind,
-    name: &str,
-    expiry: Option<(Option<Millis>, Millis)>,
-    force: bool,
-) -> Result<()> {
-    decide_name_action(read, NameAction::Pause, actor, kind, name, expiry, force)
 }
 
 impl PauseRead for &Connection {
