@@ -338,7 +338,7 @@ fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) 
             let (path, store) = fresh_store(dir, &format!("limits-{i}-{run}.db"));
             store.bootstrap_admin("bench").expect("admin");
             if let Some(spec) = spec {
-                store.set_limit("bench", PauseKind::WireName, "noop", spec, None).expect("limit");
+                store.set_limit("bench", PauseKind::WireName, "noop", spec, None, true).expect("limit");
             }
             enqueue(&store, due, 0);
             best[i] = best[i].max(drain(&path, &store, due, 1, Settings::Tuned));

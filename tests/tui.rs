@@ -1184,7 +1184,7 @@ both_backends! {
         let f = Fixture::with_jobs();
         // bulk's Scheduled job claimed now under a concurrency of 1: the limit is full.
         let full = LimitSpec { concurrency: Some(1), rate: None };
-        f.store.set_limit(ACTOR, PauseKind::Queue, "bulk", &full, None).unwrap();
+        f.store.set_limit(ACTOR, PauseKind::Queue, "bulk", &full, None, true).unwrap();
         let policy = backwave::RetryPolicy::default();
         let bulk = ["bulk".to_string()];
         let req = backwave::store::ClaimRequest {
@@ -1197,7 +1197,7 @@ both_backends! {
         };
         assert_eq!(f.store.claim(&req).unwrap().len(), 1, "the limit lets one run");
         let rate = LimitSpec { concurrency: None, rate: Some(Rate::parse("50/s").unwrap()) };
-        f.store.set_limit(ACTOR, PauseKind::WireName, "send-email", &rate, None).unwrap();
+        f.store.set_limit(ACTOR, PauseKind::WireName, "send-email", &rate, None, true).unwrap();
         let worker = f.store.workers().unwrap()[0].id.clone();
         f.store.quiet_workers(ACTOR, &WorkerSelector::Id(worker)).unwrap();
         let mut app = f.app(200, 32);

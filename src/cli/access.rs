@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{rfc3339, sanitize, Render, Table, Term};
-use super::{eprint_quiet, parse_duration, CliError, Ctx};
+use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
 use crate::store::AuditEntry;
 use crate::{Millis, Permission};
 
@@ -96,6 +96,14 @@ pub fn revoke(a: &RevokeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             "bw: warning: this store has no admin now: nobody can grant, revoke or change settings until \
              someone who can write the store runs `bw init` on it (that makes them admin)\n"
         ));
+    }
+    // Nothing to undo is not done, as a resume of what is not paused (README, exit codes).
+    if !changed {
+        return Err(exit::not_all_done(format!(
+            "{} did not hold {}: nothing revoked",
+            sanitize(&a.actor),
+            a.permission.as_str()
+        )));
     }
     Ok(ExitCode::SUCCESS)
 }

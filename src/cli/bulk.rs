@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::jobs::{Described, FilterArgs};
-use super::json::IdResult;
+use super::json::{IdResult, Outcome};
 use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
-use super::{eprint_quiet, exit, CliError, Ctx};
+use super::{exit, CliError, Ctx};
 use crate::{Error, JobId, Store};
 
 /// Which jobs a bulk verb acts on, and how: the flags `requeue`, `cancel` and `run-now` share.
@@ -123,7 +123,7 @@ pub fn per_id<O>(
 }
 
 pub fn not_found(text: &str) -> IdResult {
-    IdResult { id: text.to_string(), result: "NotFound", state: None, warning: None }
+    IdResult { id: text.to_string(), result: Outcome::NotFound, state: None, warning: None }
 }
 
 /// Resolve every id before acting on any: a malformed or ambiguous one stops the whole
@@ -154,8 +154,7 @@ pub fn finish(ctx: &Ctx, view: IdResults) -> Result<ExitCode, CliError> {
     }
     let n = view.results.len();
     let (one, verb) = if refused == 1 { ("id was", view.verb) } else { ("ids were", view.verb) };
-    eprint_quiet(format_args!("bw: {refused} of {n} {one} not {verb}\n"));
-    Ok(ExitCode::from(exit::REFUSED))
+    Err(exit::not_all_done(format!("{refused} of {n} {one} not {verb}")))
 }
 
 /// Per-id results of `requeue` or `cancel`.
@@ -179,29 +178,14 @@ impl Render for IdResults {
         let mut t = Table::new(&["ID", "RESULT", "NOTE"]).flex(2);
         for r in &self.results {
             let (text, style) = match (r.result, r.state) {
-                (
-                    "NotRequeueable" | "NotCancellable" | "NotScheduled" | "Conflict" | "WouldConflict" | "NotTerminal",
-                    Some(s),
-                ) => (format!("{} ({s})", r.result), Style::Yellow),
-                ("NotFound", _) => (r.result.to_string(), Style::Red),
+                (res, Some(s)) if res.refused_for_state() => (format!("{res} ({s})"), Style::Yellow),
+                (Outcome::NotFound, _) => (r.result.to_string(), Style::Red),
                 (res, _) => (res.to_string(), Style::Green),
             };
-            let note =
-                r.warning.as_deref().map(|w| format!("warning: {}", sanitize(w))).unwrap_or_else(|| match r.result {
-                    "Requeued" => "budget reset, due now".into(),
-                    "WouldRequeue" => "would get a fresh budget, due now".into(),
-                    "Due" => "due now; attempt and budget unchanged".into(),
-                    "WouldRunNow" => "would be due now; attempt and budget unchanged".into(),
-                    "WouldCancel" => "scheduled: would end Cancelled at once".into(),
-                    "WouldRequestCancel" => "running: its handler would be asked to stop".into(),
-                    "Deleted" => "deleted with its log; the audit trail keeps what it was".into(),
-                    "WouldDelete" => "would be deleted with its log".into(),
-                    "NotTerminal" => "not finished: cancel it first, then purge it".into(),
-                    "CancelRequested" => {
-                        "running: its handler is asked to stop; Cancelled when it does or its lease lapses".into()
-                    }
-                    _ => String::new(),
-                });
+            let note = r
+                .warning
+                .as_deref()
+                .map_or_else(|| r.result.note().to_string(), |w| format!("warning: {}", sanitize(w)));
             t.row(vec![sanitize(&r.id).into_owned().into(), Cell::styled(text, style), note.into()]);
         }
         // Header-less like the design: one line per id reads better for a handful of ids.

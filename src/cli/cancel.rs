@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::bulk::{finish, ids_or_filters, not_found, per_id, resolve_all, IdResults, PlanView, Selection};
-use super::json::IdResult;
+use super::json::{IdResult, Outcome};
 use super::output::{thousands, Render, Term};
 use super::progress::Progress;
-use super::{eprint_quiet, exit, CliError, Ctx};
+use super::{exit, CliError, Ctx};
 use crate::store::{CancelDone, CancelPlan, CancelResult};
 use crate::JobState;
 
@@ -38,19 +38,19 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         let id = id.to_string();
         match (outcome, dry_run) {
             (CancelResult::Cancelled, false) => {
-                IdResult { id, result: "Cancelled", state: Some(JobState::Cancelled.as_str()), warning: None }
+                IdResult { id, result: Outcome::Cancelled, state: Some(JobState::Cancelled.as_str()), warning: None }
             }
             (CancelResult::Cancelled, true) => {
-                IdResult { id, result: "WouldCancel", state: Some(JobState::Scheduled.as_str()), warning: None }
+                IdResult { id, result: Outcome::WouldCancel, state: Some(JobState::Scheduled.as_str()), warning: None }
             }
             (CancelResult::CancelRequested, dry_run) => IdResult {
                 id,
-                result: if dry_run { "WouldRequestCancel" } else { "CancelRequested" },
+                result: if dry_run { Outcome::WouldRequestCancel } else { Outcome::CancelRequested },
                 state: Some(JobState::Running.as_str()),
                 warning: None,
             },
             (CancelResult::NotCancellable { state }, _) => {
-                IdResult { id, result: "NotCancellable", state: Some(state.as_str()), warning: None }
+                IdResult { id, result: Outcome::NotCancellable, state: Some(state.as_str()), warning: None }
             }
             (CancelResult::NotFound, _) => not_found(text),
         }
@@ -95,8 +95,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         thousands(plan.would_ask_to_stop)
     );
     if !ctx.confirm_or_refuse(a.select.yes, &question, "cancel in bulk")? {
-        eprint_quiet(format_args!("bw: nothing cancelled\n"));
-        return Ok(ExitCode::from(exit::REFUSED));
+        return Err(exit::not_all_done("nothing cancelled"));
     }
     let mut progress = Progress::interruptible("cancelled", "cancel the rest")?;
     let done = store.cancel_planned(ctx.actor(), &plan, |p| progress.update(p.done, p.total))?;

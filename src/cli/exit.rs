@@ -6,7 +6,8 @@ use crate::Error;
 
 /// Done.
 pub const OK: u8 = 0;
-/// Some ids were refused or not found, or the actor lacks a permission.
+/// Some ids were refused or not found, nothing was there to undo, or the actor lacks a
+/// permission.
 pub const REFUSED: u8 = 1;
 /// A usage error: bad flags, an unknown state, a malformed id, duration or payload.
 pub const USAGE: u8 = 2;
@@ -22,10 +23,16 @@ pub enum CliError {
     /// Bad input that clap could not catch: quoted, with what is accepted.
     #[error("{0}")]
     Usage(String),
-    /// The command ran but refused some of what it was asked (the message is already printed
-    /// or is this text).
+    /// The command ran but refused some of what it was asked (the message is this text).
     #[error("{0}")]
     Refused(String),
+    /// The command ran to its end but did not do all it was asked: some ids were refused or not
+    /// found, an operator declined the confirmation, or there was nothing to undo (a resume of
+    /// what is not paused, a `--clear` of no limit, a revoke of a permission not held). Its
+    /// document on stdout says what it did and found; the note, when there is one, is said on
+    /// stderr after it as `bw: NOTE` (not as an error).
+    #[error("{}", .0.as_deref().unwrap_or("not everything asked was done"))]
+    NotAllDone(Option<String>),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     /// No store at `--db`, said with the store it probably meant (exit 3, as a missing store).
@@ -37,7 +44,7 @@ pub enum CliError {
 pub fn exit_code(e: &CliError) -> u8 {
     match e {
         CliError::Usage(_) => USAGE,
-        CliError::Refused(_) => REFUSED,
+        CliError::Refused(_) | CliError::NotAllDone(_) => REFUSED,
         CliError::Io(_) | CliError::NoStore(_) => STORE,
         CliError::Store(e) => match e {
             Error::StoreMissing { .. }
@@ -62,6 +69,11 @@ pub fn exit_code(e: &CliError) -> u8 {
             | Error::FailureDetailOff => REFUSED,
         },
     }
+}
+
+/// The end of a command that did not do all it was asked, with the line stderr says.
+pub fn not_all_done(note: impl Into<String>) -> CliError {
+    CliError::NotAllDone(Some(note.into()))
 }
 
 /// A closed pipe (`bw jobs list | head`) is a quiet success.

@@ -101,16 +101,83 @@ impl LogEntryJson {
     }
 }
 
-/// The outcome for one id given to `bw requeue` or `bw cancel`.
+/// The outcome for one id given to `bw requeue`, `cancel`, `run-now` or `purge`, serialised as
+/// its name (`"Requeued"`); the `Would…` ones answer `--dry-run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    Requeued,
+    NotRequeueable,
+    /// Another job holds its unique key (`warning` names it).
+    Conflict,
+    NotFound,
+    Cancelled,
+    CancelRequested,
+    NotCancellable,
+    Due,
+    NotScheduled,
+    Deleted,
+    NotTerminal,
+    WouldRequeue,
+    WouldConflict,
+    WouldCancel,
+    WouldRequestCancel,
+    WouldRunNow,
+    WouldDelete,
+}
+
+impl Outcome {
+    /// Whether the id was acted on (or, with `--dry-run`, would be): the others make the
+    /// command exit 1.
+    pub fn done(self) -> bool {
+        !matches!(
+            self,
+            Outcome::NotRequeueable
+                | Outcome::Conflict
+                | Outcome::WouldConflict
+                | Outcome::NotFound
+                | Outcome::NotCancellable
+                | Outcome::NotScheduled
+                | Outcome::NotTerminal
+        )
+    }
+
+    /// Refused for the job's state, which the table shows beside it.
+    pub fn refused_for_state(self) -> bool {
+        !self.done() && self != Outcome::NotFound
+    }
+
+    /// What the table says beside an outcome with no warning.
+    pub fn note(self) -> &'static str {
+        match self {
+            Outcome::Requeued => "budget reset, due now",
+            Outcome::WouldRequeue => "would get a fresh budget, due now",
+            Outcome::Due => "due now; attempt and budget unchanged",
+            Outcome::WouldRunNow => "would be due now; attempt and budget unchanged",
+            Outcome::WouldCancel => "scheduled: would end Cancelled at once",
+            Outcome::WouldRequestCancel => "running: its handler would be asked to stop",
+            Outcome::Deleted => "deleted with its log; the audit trail keeps what it was",
+            Outcome::WouldDelete => "would be deleted with its log",
+            Outcome::NotTerminal => "not finished: cancel it first, then purge it",
+            Outcome::CancelRequested => {
+                "running: its handler is asked to stop; Cancelled when it does or its lease lapses"
+            }
+            _ => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The outcome for one id given to `bw requeue`, `cancel`, `run-now` or `purge`.
 #[derive(Clone, Debug, Serialize)]
 pub struct IdResult {
     /// The full id when it resolved, else the text given.
     pub id: String,
-    /// `Requeued`, `NotRequeueable`, `Conflict` (another job holds its unique key: `warning`
-    /// names it), `NotFound`, `Cancelled`, `CancelRequested`, `NotCancellable`, `Due`,
-    /// `NotScheduled`, `Deleted`, `NotTerminal`; with `--dry-run`: `WouldRequeue`,
-    /// `WouldConflict`, `WouldCancel`, `WouldRequestCancel`, `WouldRunNow`, `WouldDelete`.
-    pub result: &'static str,
+    pub result: Outcome,
     /// The job's state after the action (`null` when not found).
     pub state: Option<&'static str>,
     /// Something the operator should know, e.g. that no live worker handles the wire name.
@@ -120,6 +187,6 @@ pub struct IdResult {
 
 impl IdResult {
     pub fn ok(&self) -> bool {
-        matches!(self.result, "Requeued" | "Cancelled" | "CancelRequested" | "Due" | "Deleted")
+        self.result.done()
     }
 }

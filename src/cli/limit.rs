@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::output::{relative, rfc3339, sanitize, thousands, Render, Table, Term};
 use super::pause::Kind;
-use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
+use super::{exit, parse_duration, CliError, Ctx};
 use crate::store::{Limit, LimitResult, LimitSpec, LimitStatus, PauseKind, Rate};
 use crate::Millis;
 
@@ -34,8 +34,11 @@ pub struct LimitArgs {
     #[arg(long = "for", value_name = "DUR", value_parser = parse_duration)]
     pub for_: Option<Duration>,
     /// Remove the operator's limit (the application's default, if any, applies again).
-    #[arg(long, conflicts_with_all = ["concurrency", "rate", "for_"])]
+    #[arg(long, conflicts_with_all = ["concurrency", "rate", "for_", "force"])]
     pub clear: bool,
+    /// Limit a name that no job or worker mentions yet (otherwise refused as a likely typo).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Every limit in force: the operator's and the application's default, what runs under it, its
@@ -77,15 +80,17 @@ pub fn limit(a: &LimitArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
         };
         ctx.printer()?.print(&view)?;
         if !cleared {
-            eprint_quiet(format_args!("bw: {kind} '{}' had no operator limit: nothing cleared\n", sanitize(&a.name)));
-            return Ok(ExitCode::from(exit::REFUSED));
+            return Err(exit::not_all_done(format!(
+                "{kind} '{}' had no operator limit: nothing cleared",
+                sanitize(&a.name)
+            )));
         }
         return Ok(ExitCode::SUCCESS);
     }
     let now = store.now();
     let until = a.for_.map(|d| now.saturating_add(d.as_millis().min(i64::MAX as u128) as Millis));
     let change = LimitSpec { concurrency: a.concurrency, rate: a.rate };
-    let result = store.set_limit(ctx.actor(), kind, &a.name, &change, until)?;
+    let result = store.set_limit(ctx.actor(), kind, &a.name, &change, until, a.force)?;
     let limit = store.limits()?.into_iter().find(|l| l.kind == kind && l.name == a.name);
     let view = LimitView {
         kind,

@@ -137,7 +137,13 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(CliError::Refused(msg)) if msg.is_empty() => ExitCode::from(exit::REFUSED),
+        Err(e @ CliError::NotAllDone(_)) => {
+            if let CliError::NotAllDone(Some(note)) = &e {
+                let _ = std::io::stdout().flush();
+                eprint_quiet(format_args!("bw: {note}\n"));
+            }
+            ExitCode::from(exit_code(&e))
+        }
         Err(e) => {
             let _ = std::io::stdout().flush();
             eprint_quiet(format_args!("bw: error: {}\n", output::sanitize(&e.to_string())));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{relative, rfc3339, sanitize, thousands, Render, Table, Term};
-use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
+use super::{exit, parse_duration, CliError, Ctx};
 use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 use crate::Millis;
 
@@ -110,8 +110,7 @@ pub fn resume(a: &ResumeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     };
     ctx.printer()?.print(&view)?;
     if result == ResumeResult::NotPaused {
-        eprint_quiet(format_args!("bw: {kind} '{}' was not paused: nothing resumed\n", sanitize(&a.name)));
-        return Ok(ExitCode::from(exit::REFUSED));
+        return Err(exit::not_all_done(format!("{kind} '{}' was not paused: nothing resumed", sanitize(&a.name))));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::bulk::{finish, not_found, per_id, resolve_all, IdResults};
-use super::json::IdResult;
+use super::json::{IdResult, Outcome};
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
 use super::progress::Progress;
-use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
+use super::{exit, parse_duration, CliError, Ctx};
 use crate::store::PurgeResult;
 use crate::Permission;
 
@@ -80,8 +80,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let q = format!("Delete {} terminal jobs that finished more than {} ago?", thousands(count), view.older_than);
     if !ctx.confirm_or_refuse(a.yes, &q, "purge")? {
-        eprint_quiet(format_args!("bw: nothing deleted\n"));
-        return Ok(ExitCode::from(exit::REFUSED));
+        return Err(exit::not_all_done("nothing deleted"));
     }
     let mut progress = Progress::interruptible("deleted", "delete the rest")?;
     view.jobs = store.purge(ctx.actor(), cutoff, |p| progress.update(p.done, p.total))?;
@@ -101,12 +100,18 @@ fn by_id(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         let jobs = found.iter().map(|id| store.job(*id)).collect::<Result<Vec<_>, _>>()?;
         let results = per_id(&resolved, jobs, |text, id, job| match job {
             None => not_found(text),
-            Some(j) if j.state.is_terminal() => {
-                IdResult { id: id.to_string(), result: "WouldDelete", state: Some(j.state.as_str()), warning: None }
-            }
-            Some(j) => {
-                IdResult { id: id.to_string(), result: "NotTerminal", state: Some(j.state.as_str()), warning: None }
-            }
+            Some(j) if j.state.is_terminal() => IdResult {
+                id: id.to_string(),
+                result: Outcome::WouldDelete,
+                state: Some(j.state.as_str()),
+                warning: None,
+            },
+            Some(j) => IdResult {
+                id: id.to_string(),
+                result: Outcome::NotTerminal,
+                state: Some(j.state.as_str()),
+                warning: None,
+            },
         });
         ctx.printer()?.print(&IdResults { results, verb: "deleted" })?;
         return Ok(ExitCode::SUCCESS);
@@ -118,18 +123,17 @@ fn by_id(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             if n == 1 { "its" } else { "their" }
         );
         if !ctx.confirm_or_refuse(a.yes, &q, "purge")? {
-            eprint_quiet(format_args!("bw: nothing deleted\n"));
-            return Ok(ExitCode::from(exit::REFUSED));
+            return Err(exit::not_all_done("nothing deleted"));
         }
     }
     let outcomes = store.purge_jobs(ctx.actor(), &found)?;
     let results = per_id(&resolved, outcomes, |text, id, r| match r {
         PurgeResult::Deleted { state } => {
             let _ = state;
-            IdResult { id: id.to_string(), result: "Deleted", state: None, warning: None }
+            IdResult { id: id.to_string(), result: Outcome::Deleted, state: None, warning: None }
         }
         PurgeResult::NotTerminal { state } => {
-            IdResult { id: id.to_string(), result: "NotTerminal", state: Some(state.as_str()), warning: None }
+            IdResult { id: id.to_string(), result: Outcome::NotTerminal, state: Some(state.as_str()), warning: None }
         }
         PurgeResult::NotFound => not_found(text),
     });

@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use super::bulk::{self, finish, ids_or_filters, not_found, per_id, resolve_all, IdResults, PlanView, Selection};
 use super::jobs::Described;
-use super::json::IdResult;
+use super::json::{IdResult, Outcome};
 use super::output::{sanitize, thousands, Render, Table, Term};
 use super::progress::Progress;
-use super::{eprint_quiet, exit, CliError, Ctx};
+use super::{exit, CliError, Ctx};
 use crate::store::{RequeueCheck, RequeuePlan, RequeueResult};
 use crate::{JobId, JobState};
 
@@ -43,16 +43,19 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             RequeueCheck::NotFound => not_found(text),
             RequeueCheck::WouldRequeue { state, .. } => IdResult {
                 id: id.to_string(),
-                result: "WouldRequeue",
+                result: Outcome::WouldRequeue,
                 state: Some(state.as_str()),
                 warning: requarantine_warning(c),
             },
-            RequeueCheck::NotRequeueable { state } => {
-                IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
-            }
+            RequeueCheck::NotRequeueable { state } => IdResult {
+                id: id.to_string(),
+                result: Outcome::NotRequeueable,
+                state: Some(state.as_str()),
+                warning: None,
+            },
             RequeueCheck::Conflict { state, existing } => IdResult {
                 id: id.to_string(),
-                result: "WouldConflict",
+                result: Outcome::WouldConflict,
                 state: Some(state.as_str()),
                 warning: Some(conflict_warning(*existing)),
             },
@@ -64,16 +67,16 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let results = per_id(&resolved, outcomes.iter().zip(&checks), |text, id, (r, check)| match r {
         RequeueResult::Requeued { .. } => IdResult {
             id: id.to_string(),
-            result: "Requeued",
+            result: Outcome::Requeued,
             state: Some(JobState::Scheduled.as_str()),
             warning: requarantine_warning(check),
         },
         RequeueResult::NotRequeueable { state } => {
-            IdResult { id: id.to_string(), result: "NotRequeueable", state: Some(state.as_str()), warning: None }
+            IdResult { id: id.to_string(), result: Outcome::NotRequeueable, state: Some(state.as_str()), warning: None }
         }
         RequeueResult::Conflict { existing } => IdResult {
             id: id.to_string(),
-            result: "Conflict",
+            result: Outcome::Conflict,
             state: check_state(check),
             warning: Some(conflict_warning(*existing)),
         },
@@ -155,8 +158,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         ));
     }
     if !ctx.confirm_or_refuse(a.select.yes, &question, "requeue in bulk")? {
-        eprint_quiet(format_args!("bw: nothing requeued\n"));
-        return Ok(ExitCode::from(exit::REFUSED));
+        return Err(exit::not_all_done("nothing requeued"));
     }
     let mut progress = Progress::interruptible("requeued", "requeue the rest")?;
     let done = store.requeue_planned(ctx.actor(), &plan, a.force, |p| progress.update(p.done, p.total))?;
@@ -171,7 +173,11 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         what,
     };
     printer.print(&view)?;
-    Ok(if skipped > 0 { ExitCode::from(exit::REFUSED) } else { ExitCode::SUCCESS })
+    // Skipped jobs are named in the document: nothing more to say on stderr.
+    if skipped > 0 {
+        return Err(CliError::NotAllDone(None));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn unhandled_names(plan: &RequeuePlan) -> String {

@@ -10,10 +10,10 @@ use serde::Serialize;
 
 use super::bulk::{finish, ids_or_filters, not_found, per_id, resolve_all, IdResults, PlanView, Selection};
 use super::jobs::FilterArgs;
-use super::json::IdResult;
+use super::json::{IdResult, Outcome};
 use super::output::{rfc3339, thousands, Render, Term};
 use super::progress::Progress;
-use super::{eprint_quiet, exit, CliError, Ctx};
+use super::{exit, CliError, Ctx};
 use crate::store::{RunNowPlan, RunNowResult};
 use crate::JobState;
 
@@ -46,13 +46,16 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         match outcome {
             RunNowResult::Due { .. } => IdResult {
                 id,
-                result: if dry_run { "WouldRunNow" } else { "Due" },
+                result: if dry_run { Outcome::WouldRunNow } else { Outcome::Due },
                 state: Some(JobState::Scheduled.as_str()),
                 warning: None,
             },
-            RunNowResult::NotScheduled { state } => {
-                IdResult { id, result: "NotScheduled", state: Some(state.as_str()), warning: not_scheduled_hint(state) }
-            }
+            RunNowResult::NotScheduled { state } => IdResult {
+                id,
+                result: Outcome::NotScheduled,
+                state: Some(state.as_str()),
+                warning: not_scheduled_hint(state),
+            },
             RunNowResult::NotFound => not_found(text),
         }
     });
@@ -92,8 +95,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let question = format!("Make {} due now (attempt and budget unchanged)?", what.count(plan.would_run_now));
     if !ctx.confirm_or_refuse(a.select.yes, &question, "run jobs now in bulk")? {
-        eprint_quiet(format_args!("bw: nothing changed\n"));
-        return Ok(ExitCode::from(exit::REFUSED));
+        return Err(exit::not_all_done("nothing changed"));
     }
     let mut progress = Progress::interruptible("made due", "make the rest due")?;
     let done = store.run_now_planned(ctx.actor(), &plan, |p| progress.update(p.done, p.total))?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{compact_duration, relative, rfc3339, sanitize, Cell, Render, Style, Table, Term};
-use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
+use super::{exit, parse_duration, CliError, Ctx};
 use crate::store::{ScheduleInfo, SchedulePauseResult, ScheduleResumeResult};
 use crate::{JobState, Millis};
 
@@ -113,8 +113,7 @@ fn resume(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let view = ActionView { schedule: a.name.clone(), result: resumed, until: None, job: None, info: None };
     ctx.printer()?.print(&view)?;
     if resumed == "NotPaused" {
-        eprint_quiet(format_args!("bw: schedule '{}' was not paused: nothing resumed\n", sanitize(&a.name)));
-        return Ok(ExitCode::from(exit::REFUSED));
+        return Err(exit::not_all_done(format!("schedule '{}' was not paused: nothing resumed", sanitize(&a.name))));
     }
     Ok(ExitCode::SUCCESS)
 }

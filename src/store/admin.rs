@@ -173,7 +173,11 @@ impl SqliteStore {
                 "DELETE FROM grants WHERE actor = ?1 AND permission = ?2",
                 params![who, permission.as_str()],
             )?;
-            audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+            // A revoke of what was not held changes nothing, so it leaves no trail (as a resume of
+            // what is not paused).
+            if n > 0 {
+                audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+            }
             Ok(n > 0)
         })
     }

@@ -10,7 +10,6 @@ use crate::error::Result;
 use crate::model::{
     Enqueued, FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo,
 };
-use crate::schedule::Schedule;
 
 macro_rules! forward {
     ($( $(#[$attr:meta])* pub fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
@@ -46,7 +45,7 @@ forward! {
     pub fn permissions(&self, actor: &str) -> Result<Vec<Permission>>;
     /// Give `who` a permission. Needs `admin`; audited.
     pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()>;
-    /// Take a permission away. Needs `admin`; audited. Returns whether `who` had it.
+    /// Take a permission away. Needs `admin`; audited when `who` had it. Returns whether `who` had it.
     pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool>;
     /// Whether anybody holds `admin` in this store.
     pub fn has_admin(&self) -> Result<bool>;
@@ -202,17 +201,8 @@ forward! {
     /// needs nothing from the worker that held the lease.
     pub fn reap_expired(&self, limit: usize) -> Result<usize>;
 
-    // limit.rs
-    /// Limit a queue or a wire name (needs `operate`; audited): the fields of `change` that are
-    /// set replace those of the operator's limit in force, the others stay. `until`: it lapses
-    /// then by itself. Enforced by every claim from the next one, on every host.
-    pub fn set_limit(&self, actor: &str, kind: PauseKind, name: &str, change: &LimitSpec, until: Option<Millis>) -> Result<LimitResult>;
-    /// Remove the operator's limit (needs `operate`; audited); the application's default, if
-    /// any, applies again. Returns whether one was in force.
-    pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool>;
-    /// Write an application's default limits (by the engine at start; no permission needed, not
-    /// audited): each replaces the application's earlier default for its name.
-    pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()>;
+    // limit.rs (setting, clearing and declaring limits are written once there, on `Store`, over
+    // the backends' `LimitTx`)
     /// Every limit in force, the operator's and the application's side by side, with what runs
     /// under it, its current window and what it holds back now.
     pub fn limits(&self) -> Result<Vec<LimitStatus>>;
@@ -278,34 +268,6 @@ forward! {
     /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
     /// store opened read-only has none.
     pub fn pauses(&self) -> Result<Vec<Pause>>;
-
-    // schedules.rs
-    /// Every stored schedule by name, with the state of the last job it made. Anyone may read
-    /// them; a store at a schema version before schedules has none.
-    pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>>;
-    /// One stored schedule by name.
-    pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>>;
-    /// Store the schedules an application declares, in one transaction, after validating every
-    /// one (an invalid cron expression, an unknown zone, a name with control characters: nothing
-    /// is stored). A new one starts with its next tick; one whose stored definition differs is
-    /// updated (its cursor kept) and the change audited as `actor`; each is marked as seen.
-    pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>>;
-    /// Say a running application still declares these schedules (they are not orphaned).
-    pub fn touch_schedules(&self, names: &[String]) -> Result<()>;
-    /// Move schedule `name`'s cursor from `expected_last` to `through` and insert `jobs`, in one
-    /// transaction; `None` (nothing written) when the cursor is no longer `expected_last`:
-    /// another process fired those ticks. The jobs go in as [`Store::insert_many`]'s do (payload
-    /// limit, uniqueness): each `Created`, or `Duplicate` naming the job that holds its key. The
-    /// exactly-once primitive under [`Store::fire_due_schedules`].
-    pub fn claim_ticks(&self, name: &str, expected_last: Millis, through: Millis, jobs: &[NewJob]) -> Result<Option<Vec<Enqueued>>>;
-    /// Pause a schedule until `until` (epoch ms) or until resumed: the ticks that fall in the
-    /// pause are dropped, never fired later. Needs `operate`; audited.
-    pub fn pause_schedule(&self, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult>;
-    /// Lift a schedule's pause. Needs `operate`; audited when something was resumed.
-    pub fn resume_schedule(&self, actor: &str, name: &str) -> Result<ScheduleResumeResult>;
-    /// Enqueue one job of the schedule now, outside its tick sequence (the cursor does not
-    /// move). Needs `operate`; audited with the job's id.
-    pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger>;
 
     // preview.rs
     /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half

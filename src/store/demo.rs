@@ -105,7 +105,9 @@ mod tests {
             })
             .unwrap();
         let spec = crate::store::LimitSpec { concurrency: None, rate: Some(crate::store::Rate::parse("5/s").unwrap()) };
-        store.set_limit("alice", PauseKind::Queue, "low", &spec, None).unwrap();
+        // Limits and schedules are written once above the backends, on `Store`.
+        let same = crate::Store::open(dir.path().join("demo.db")).unwrap();
+        same.set_limit("alice", PauseKind::Queue, "low", &spec, None, true).unwrap();
         store.resume("alice", PauseKind::Queue, "low").unwrap();
         let low = ["low".to_string()];
         let policy = crate::RetryPolicy::default();
@@ -120,7 +122,7 @@ mod tests {
         store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap();
         assert_eq!(store.claim(&req).unwrap().len(), 1, "a claim under the rate limit writes its window");
         store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
-        store.declare_schedules("app", &[crate::Schedule::new("hourly", "0 * * * *", "report", "low", "{}")]).unwrap();
+        same.declare_schedules("app", &[crate::Schedule::new("hourly", "0 * * * *", "report", "low", "{}")]).unwrap();
         for table in TABLES {
             assert!(rows(&store, table) > 0, "the test left {table} empty before the reset");
         }

@@ -10,8 +10,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::pause::check_name;
-use super::{PauseKind, SqliteStore};
+use super::pause::{check_name, decide_name_action, NameAction, PauseRead};
+use super::{Backend, PauseKind, SqliteStore, Store};
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
 
@@ -360,15 +360,6 @@ pub(crate) fn merged(previous: Option<&LimitSpec>, change: &LimitSpec) -> LimitS
     }
 }
 
-pub(crate) fn check_until(until: Option<Millis>, now: Millis) -> Result<()> {
-    match until {
-        Some(u) if u <= now => Err(Error::InvalidInput(format!(
-            "a limit until {u} would end at once: it is not after now ({now}, epoch ms)"
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// What each backend counts for a limit's status, in one snapshot.
 pub(crate) trait LimitCounts {
     /// Running under a live lease at `now`.
@@ -377,6 +368,51 @@ pub(crate) trait LimitCounts {
     fn window(&mut self, kind: PauseKind, name: &str) -> Result<Option<(Millis, u64)>>;
     /// Scheduled jobs due at `now`.
     fn due(&mut self, kind: PauseKind, name: &str) -> Result<u64>;
+    /// Whether a claim may spend this limit's budget: on PostgreSQL, where claims run side by
+    /// side, only the claim that holds the limit's lock (never waited for) does.
+    fn take(&mut self, _kind: PauseKind, _name: &str) -> Result<bool> {
+        Ok(true)
+    }
+}
+
+/// What runs under a limit now and its rate window (each counted only where the limit has that
+/// part), and the budget left from them.
+struct Counted {
+    running: u64,
+    window: Option<(Millis, u64)>,
+    budget: u64,
+}
+
+fn counted(
+    counts: &mut dyn LimitCounts,
+    kind: PauseKind,
+    name: &str,
+    spec: &LimitSpec,
+    now: Millis,
+) -> Result<Counted> {
+    let running = if spec.concurrency.is_some() { counts.running(kind, name)? } else { 0 };
+    let window = if spec.rate.is_some() { counts.window(kind, name)? } else { None };
+    Ok(Counted { running, window, budget: budget(spec, running, window, now) })
+}
+
+/// The limits one claim honours, from the rows in force: those of `queues` (every queue's when
+/// `None`) and every wire name's, each with the budget it has left for this claim.
+pub(crate) fn claim_limits(
+    rows: Vec<Limit>,
+    now: Millis,
+    queues: Option<&[String]>,
+    counts: &mut dyn LimitCounts,
+) -> Result<ClaimLimits> {
+    let mut out = ClaimLimits::default();
+    for (kind, name, operator, application) in fold(rows) {
+        if kind == PauseKind::Queue && queues.is_some_and(|q| !q.contains(&name)) {
+            continue;
+        }
+        let Some(spec) = operator.or(application).map(|l| l.spec) else { continue };
+        let left = if counts.take(kind, &name)? { counted(counts, kind, &name, &spec, now)?.budget } else { 0 };
+        out.active.push(Active { kind, name, spec, left, taken: 0 });
+    }
+    Ok(out)
 }
 
 /// The statuses of every limit in force from its rows and the counts read beside them.
@@ -384,9 +420,7 @@ pub(crate) fn statuses(rows: Vec<Limit>, now: Millis, counts: &mut dyn LimitCoun
     let mut out = Vec::new();
     for (kind, name, operator, application) in fold(rows) {
         let Some(effective) = operator.as_ref().or(application.as_ref()).map(|l| l.spec) else { continue };
-        let running_now = if effective.concurrency.is_some() { counts.running(kind, &name)? } else { 0 };
-        let win = if effective.rate.is_some() { counts.window(kind, &name)? } else { None };
-        let budget = budget(&effective, running_now, win, now);
+        let Counted { running: running_now, window: win, budget } = counted(counts, kind, &name, &effective, now)?;
         let window_claimed = effective
             .rate
             .and_then(|r| win.filter(|(s, _)| *s >= window_start(now, r.window_ms())))
@@ -494,14 +528,7 @@ pub(crate) fn read_statuses(c: &Connection, now: Millis) -> Result<Vec<LimitStat
 /// The limits a SQLite claim honours at `now` (the claim holds the write lock, so the counts
 /// cannot move under it). With no limit in force this is one read of an empty table.
 pub(crate) fn for_claim(c: &Connection, now: Millis) -> Result<ClaimLimits> {
-    let mut out = ClaimLimits::default();
-    for (kind, name, operator, application) in fold(rows(c, now)?) {
-        let Some(spec) = operator.or(application).map(|l| l.spec) else { continue };
-        let running_now = if spec.concurrency.is_some() { running(c, now, kind, &name)? } else { 0 };
-        let win = if spec.rate.is_some() { window(c, kind, &name)? } else { None };
-        out.active.push(Active { kind, left: budget(&spec, running_now, win, now), name, spec, taken: 0 });
-    }
-    Ok(out)
+    claim_limits(rows(c, now)?, now, None, &mut SqliteCounts { c, now })
 }
 
 /// Write a claim's rate charges.
@@ -513,7 +540,29 @@ pub(crate) fn charge_windows(c: &Connection, limits: &ClaimLimits, now: Millis) 
     Ok(())
 }
 
-impl SqliteStore {
+/// What the limit policy below asks of a backend in one write transaction, beside the
+/// permission and name reads a pause asks too ([`PauseRead`]): statements, no decisions.
+/// SQLite's is [`SqliteLimits`]; PostgreSQL's is in `store/postgres/limit.rs`.
+pub(crate) trait LimitTx: PauseRead {
+    /// The time the transaction decides at.
+    fn now(&mut self) -> Result<Millis>;
+    fn audit(&mut self, now: Millis, actor: &str, action: &str, detail: &str) -> Result<()>;
+    /// Decide one name's changes one at a time, so that two operators' changes merge in order
+    /// (PostgreSQL's writers run side by side; SQLite has one writer).
+    fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()>;
+    /// The limit rows in force at `now`.
+    fn rows(&mut self, now: Millis) -> Result<Vec<Limit>>;
+    /// Insert or replace the row of the limit's kind, name and source.
+    fn write_row(&mut self, limit: &Limit) -> Result<()>;
+    /// Delete the operator's limit on a name: `Some(whether it was in force at now)` if one was.
+    fn delete_operator(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<bool>>;
+}
+
+impl Store {
+    /// Limit a queue or a wire name (needs `operate`; audited): the fields of `change` that are
+    /// set replace those of the operator's limit in force, the others stay. `until`: it lapses
+    /// then by itself. Enforced by every claim from the next one, on every host. A name no job
+    /// or worker mentions is refused as a likely typo unless `force`, as [`Store::pause`] does.
     pub fn set_limit(
         &self,
         actor: &str,
@@ -521,20 +570,22 @@ impl SqliteStore {
         name: &str,
         change: &LimitSpec,
         until: Option<Millis>,
+        force: bool,
     ) -> Result<LimitResult> {
-        check_name(kind, name)?;
-        let now = self.now();
-        check_until(until, now)?;
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let previous = rows(tx, now)?
+        self.limit_write(|tx| {
+            let now = tx.now()?;
+            decide_name_action(&mut *tx, NameAction::Limit, actor, kind, name, Some((until, now)), force)?;
+            tx.lock_name(kind, name)?;
+            let previous = tx
+                .rows(now)?
                 .into_iter()
                 .find(|l| l.kind == kind && l.name == name && l.source == LimitSource::Operator)
                 .map(|l| l.spec);
             let spec = merged(previous.as_ref(), change);
             spec.validate()?;
-            write_row(tx, kind, name, LimitSource::Operator, &spec, actor, now, until)?;
-            super::admin::audit(tx, now, actor, "limit", None, &limit_detail(kind, name, &spec, until))?;
+            let (source, set_by) = (LimitSource::Operator, actor.to_string());
+            tx.write_row(&Limit { kind, name: name.to_string(), source, spec, set_by, set_at: now, until })?;
+            tx.audit(now, actor, "limit", &limit_detail(kind, name, &spec, until))?;
             Ok(match previous {
                 Some(previous) => LimitResult::Changed { previous },
                 None => LimitResult::Limited,
@@ -542,25 +593,22 @@ impl SqliteStore {
         })
     }
 
+    /// Remove the operator's limit (needs `operate`; audited); the application's default, if
+    /// any, applies again. Returns whether one was in force.
     pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool> {
-        let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let was: Option<bool> = tx
-                .prepare_cached(
-                    "DELETE FROM limits WHERE kind = ?1 AND name = ?2 AND source = 'operator'
-                     RETURNING until IS NULL OR until > ?3",
-                )?
-                .query_row(params![kind.as_str(), name, now], |r| r.get(0))
-                .optional()?;
-            if was != Some(true) {
+        self.limit_write(|tx| {
+            let now = tx.now()?;
+            tx.require(actor, Permission::Operate)?;
+            if tx.delete_operator(kind, name, now)? != Some(true) {
                 return Ok(false);
             }
-            super::admin::audit(tx, now, actor, "unlimit", None, &format!("{kind} {name}"))?;
+            tx.audit(now, actor, "unlimit", &format!("{kind} {name}"))?;
             Ok(true)
         })
     }
 
+    /// Write an application's default limits (by the engine at start; no permission needed, not
+    /// audited): each replaces the application's earlier default for its name.
     pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()> {
         for d in defaults {
             check_name(d.kind, &d.name)?;
@@ -569,15 +617,99 @@ impl SqliteStore {
         if defaults.is_empty() {
             return Ok(());
         }
-        let now = self.now();
-        self.write(|tx| {
+        self.limit_write(|tx| {
+            let now = tx.now()?;
             for d in defaults {
-                write_row(tx, d.kind, &d.name, LimitSource::Application, &d.spec, declared_by, now, None)?;
+                let (kind, name, spec, source) = (d.kind, d.name.clone(), d.spec, LimitSource::Application);
+                let set_by = declared_by.to_string();
+                tx.write_row(&Limit { kind, name, source, spec, set_by, set_at: now, until: None })?;
             }
             Ok(())
         })
     }
 
+    /// Run `f` in one write transaction of this store's backend.
+    fn limit_write<T>(&self, mut f: impl FnMut(&mut dyn LimitTx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let now = s.now();
+                s.write(|c| f(&mut SqliteLimits { c, now }))
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.write(|tx| f(tx)),
+        }
+    }
+}
+
+/// SQLite's statements for the limit policy; `now` is the store's clock (one writer).
+struct SqliteLimits<'c> {
+    c: &'c Connection,
+    now: Millis,
+}
+
+impl PauseRead for SqliteLimits<'_> {
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        super::admin::require(self.c, actor, permission)
+    }
+
+    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool> {
+        let mut c = self.c;
+        c.is_known(kind, name)
+    }
+}
+
+impl LimitTx for SqliteLimits<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Ok(self.now)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: &str, detail: &str) -> Result<()> {
+        super::admin::audit(self.c, now, actor, action, None, detail)
+    }
+
+    fn lock_name(&mut self, _: PauseKind, _: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn rows(&mut self, now: Millis) -> Result<Vec<Limit>> {
+        rows(self.c, now)
+    }
+
+    fn write_row(&mut self, l: &Limit) -> Result<()> {
+        self.c
+            .prepare_cached(
+                "INSERT INTO limits (kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (kind, name, source) DO UPDATE SET concurrency = ?4, rate = ?5, rate_window_ms = ?6,
+                        set_by = ?7, set_at = ?8, until = ?9",
+            )?
+            .execute(params![
+                l.kind.as_str(),
+                l.name,
+                l.source.as_str(),
+                l.spec.concurrency,
+                l.spec.rate.map(|r| r.n),
+                l.spec.rate.map(|r| r.window_ms()),
+                l.set_by,
+                l.set_at,
+                l.until
+            ])?;
+        Ok(())
+    }
+
+    fn delete_operator(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<bool>> {
+        Ok(self
+            .c
+            .prepare_cached(
+                "DELETE FROM limits WHERE kind = ?1 AND name = ?2 AND source = 'operator'
+                 RETURNING until IS NULL OR until > ?3",
+            )?
+            .query_row(params![kind.as_str(), name, now], |r| r.get(0))
+            .optional()?)
+    }
+}
+
+impl SqliteStore {
     pub fn limits(&self) -> Result<Vec<LimitStatus>> {
         if self.version < 5 {
             return Ok(Vec::new());
@@ -585,37 +717,6 @@ impl SqliteStore {
         let now = self.now();
         self.read(|c| read_statuses(c, now))
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn write_row(
-    tx: &Connection,
-    kind: PauseKind,
-    name: &str,
-    source: LimitSource,
-    spec: &LimitSpec,
-    by: &str,
-    now: Millis,
-    until: Option<Millis>,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO limits (kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (kind, name, source) DO UPDATE SET concurrency = ?4, rate = ?5, rate_window_ms = ?6,
-                set_by = ?7, set_at = ?8, until = ?9",
-    )?
-    .execute(params![
-        kind.as_str(),
-        name,
-        source.as_str(),
-        spec.concurrency,
-        spec.rate.map(|r| r.n),
-        spec.rate.map(|r| r.window_ms()),
-        by,
-        now,
-        until
-    ])?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             let mut read = tx;
-            decide_pause(&mut read, actor, kind, name, Some((until, now)), force)?;
+            decide_name_action(&mut read, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
             let previous: Option<Option<Millis>> = tx
                 .prepare_cached(
                     "SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)",
@@ -146,7 +146,7 @@ impl SqliteStore {
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|c| {
             let mut read = c;
-            decide_pause(&mut read, actor, kind, name, None, force)?;
+            decide_name_action(&mut read, NameAction::Pause, actor, kind, name, None, force)?;
             let (scheduled, running): (i64, i64) = match kind {
                 PauseKind::Queue => c
                     .prepare_cached(
@@ -208,9 +208,31 @@ impl SqliteStore {
 
 /// A pause must end after `now`, or it would end at once.
 pub(crate) fn check_until(until: Option<Millis>, now: Millis) -> Result<()> {
+    check_ends_later(NameAction::Pause, until, now)
+}
+
+/// What an operator does to a queue or a wire name, as its refusals word it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NameAction {
+    Pause,
+    Limit,
+}
+
+impl NameAction {
+    fn as_str(self) -> &'static str {
+        match self {
+            NameAction::Pause => "pause",
+            NameAction::Limit => "limit",
+        }
+    }
+}
+
+/// A pause or a limit must end after `now`, or it would end at once.
+pub(crate) fn check_ends_later(action: NameAction, until: Option<Millis>, now: Millis) -> Result<()> {
     match until {
         Some(u) if u <= now => Err(Error::InvalidInput(format!(
-            "a pause until {u} would end at once: it is not after now ({now}, epoch ms)"
+            "a {} until {u} would end at once: it is not after now ({now}, epoch ms)",
+            action.as_str()
         ))),
         _ => Ok(()),
     }
@@ -230,10 +252,11 @@ pub(crate) fn check_name(kind: PauseKind, name: &str) -> Result<()> {
 }
 
 /// The refusal of a name nothing mentions.
-pub(crate) fn unknown_name(kind: PauseKind, name: &str) -> Error {
+pub(crate) fn unknown_name(action: NameAction, kind: PauseKind, name: &str) -> Error {
     Error::InvalidInput(format!(
-        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to pause it \
-         ahead of its first job)"
+        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to {} it \
+         ahead of its first job)",
+        action.as_str()
     ))
 }
 
@@ -246,11 +269,12 @@ pub(crate) trait PauseRead {
     fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool>;
 }
 
-/// The one order a pause (and its plan, `expiry` `None`) is checked in, on both backends: the
-/// actor's permission first, so that someone who may not pause learns nothing else; then the
-/// name's spelling, the expiry against now, and a name nothing mentions (unless `force`).
-pub(crate) fn decide_pause(
-    read: &mut impl PauseRead,
+/// The one order a pause or a limit (and a pause's plan, `expiry` `None`) is checked in, on both
+/// backends: the actor's permission first, so that someone who may not act learns nothing else;
+/// then the name's spelling, the expiry against now, and a name nothing mentions (unless `force`).
+pub(crate) fn decide_name_action(
+    read: &mut (impl PauseRead + ?Sized),
+    action: NameAction,
     actor: &str,
     kind: PauseKind,
     name: &str,
@@ -260,12 +284,12 @@ pub(crate) fn decide_pause(
     read.require(actor, Permission::Operate)?;
     check_name(kind, name)?;
     if let Some((until, now)) = expiry {
-        check_until(until, now)?;
+        check_ends_later(action, until, now)?;
     }
     if force || read.is_known(kind, name)? {
         return Ok(());
     }
-    Err(unknown_name(kind, name))
+    Err(unknown_name(action, kind, name))
 }
 
 impl PauseRead for &Connection {

@@ -1,8 +1,9 @@
 //! Recurring schedules in the store: declaring them (a changed definition is updated and
 //! audited), firing their ticks, pausing, resuming and triggering them. The policy is written
-//! once here, above the dialects (which ticks are due, what job a tick makes, what counts as
-//! orphaned or overdue); each backend supplies the few primitives below it. The one that
-//! matters, [`claim_ticks`](SqliteStore::claim_ticks), moves the schedule's cursor by a
+//! once here, on [`Store`], above the dialects (the order each operation checks and writes in,
+//! which ticks are due, what job a tick makes, what counts as orphaned or overdue); each backend
+//! supplies only statements, as a [`ScheduleTx`]. The one that matters,
+//! [`claim_ticks`](Store::claim_ticks), moves the schedule's cursor by a
 //! compare-and-swap in the transaction that inserts the tick's jobs: exactly one job per tick,
 //! whatever the number of processes, and a crash between the two leaves neither.
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, Row};
 use serde::Serialize;
 
-use super::{SqliteStore, Store};
+use super::{Backend, Store};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, JobState, Millis, NewJob, Permission};
 use crate::schedule::{
@@ -351,103 +352,149 @@ pub(crate) fn select_rows(c: &Connection, version: i64, name: Option<&str>) -> R
     Ok(out)
 }
 
-impl SqliteStore {
-    fn require_schedules(&self) -> Result<()> {
-        if self.version < 7 {
-            return Err(no_schedules_table(self.version));
-        }
-        Ok(())
-    }
+/// What the schedule policy below asks of a backend in one transaction: statements, no
+/// decisions (the model is `store/health`'s `HealthRead`). SQLite's is [`SqliteSchedules`];
+/// PostgreSQL's is in `store/postgres/schedules.rs`.
+pub(crate) trait ScheduleTx {
+    /// The time the transaction decides at.
+    fn now(&mut self) -> Result<Millis>;
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
+    fn audit(&mut self, now: Millis, actor: &str, action: &str, job: Option<JobId>, detail: &str) -> Result<()>;
+    fn payload_limit(&mut self) -> Result<u64>;
+    /// Decide one name at a time: PostgreSQL's writers run side by side (SQLite has one writer).
+    fn lock_name(&mut self, name: &str) -> Result<()>;
+    /// The stored schedules by name, or the one named.
+    fn rows(&mut self, name: Option<&str>) -> Result<Vec<ScheduleRow>>;
+    /// Running applications declare these still, at `now` (a later `seen_at` stays).
+    fn touch(&mut self, names: &[String], now: Millis) -> Result<()>;
+    /// Store a new declaration (`new`: its cursor at `now`) or replace a stored definition.
+    fn write_definition(&mut self, d: &Schedule, now: Millis, new: bool) -> Result<()>;
+    /// A running application declares it still, at `now`.
+    fn see(&mut self, name: &str, now: Millis) -> Result<()>;
+    /// Move the cursor from `expected` to `through`: false when it is no longer at `expected`.
+    fn move_cursor(&mut self, name: &str, expected: Millis, through: Millis) -> Result<bool>;
+    /// Insert jobs as `insert_many` does (a unique job's duplicate answers with the holder).
+    fn insert_jobs(&mut self, jobs: &[NewJob], now: Millis) -> Result<Vec<Enqueued>>;
+    fn set_last_job(&mut self, name: &str, job: JobId, now: Millis) -> Result<()>;
+    fn add_skipped(&mut self, name: &str, n: i64) -> Result<()>;
+    /// Pause (`Some((by, at, until))`) or lift the pause (`None`).
+    fn set_pause(&mut self, name: &str, pause: Option<(&str, Millis, Option<Millis>)>) -> Result<()>;
+}
 
-    pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
-        if self.version < 7 {
-            return Ok(Vec::new());
-        }
-        self.read(|c| select_rows(c, self.version, None))
+fn declare(tx: &mut dyn ScheduleTx, actor: &str, defs: &[Schedule], now: Millis) -> Result<Vec<Declared>> {
+    check_payloads(defs, tx.payload_limit()?)?;
+    let mut out = Vec::with_capacity(defs.len());
+    for d in defs {
+        tx.lock_name(&d.name)?;
+        let result = match row(tx, &d.name)? {
+            None => {
+                tx.write_definition(d, now, true)?;
+                tx.audit(now, actor, "schedule-declare", None, &declare_detail(d))?;
+                Declared::New
+            }
+            Some(row) => {
+                let changes = differences(&row.schedule, d);
+                if changes.is_empty() {
+                    tx.see(&d.name, now)?;
+                    Declared::Unchanged
+                } else {
+                    tx.write_definition(d, now, false)?;
+                    let detail = format!("{}: {}", d.name, changes.join("; "));
+                    tx.audit(now, actor, "schedule-update", None, &detail)?;
+                    Declared::Updated { changes }
+                }
+            }
+        };
+        out.push(result);
     }
+    Ok(out)
+}
 
-    pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
-        if self.version < 7 {
-            return Ok(None);
-        }
-        self.read(|c| Ok(select_rows(c, self.version, Some(name))?.pop()))
+fn claim(
+    tx: &mut dyn ScheduleTx,
+    name: &str,
+    expected_last: Millis,
+    through: Millis,
+    jobs: &[NewJob],
+) -> Result<Option<Vec<Enqueued>>> {
+    let now = tx.now()?;
+    if !tx.move_cursor(name, expected_last, through)? {
+        return Ok(None);
     }
+    // A tick's job that is the duplicate of a unique job answers with the holder's id.
+    let made = tx.insert_jobs(jobs, now)?;
+    if let Some(last) = last_created(&made) {
+        tx.set_last_job(name, last, now)?;
+    }
+    let skipped = skipped(&made);
+    if skipped > 0 {
+        tx.add_skipped(name, skipped)?;
+    }
+    Ok(Some(made))
+}
 
+fn row(tx: &mut dyn ScheduleTx, name: &str) -> Result<Option<ScheduleRow>> {
+    Ok(tx.rows(Some(name))?.pop())
+}
+
+/// The schedule an operator names, under the name's lock, once `actor` may operate.
+fn operated(tx: &mut dyn ScheduleTx, actor: &str, name: &str, lock: bool) -> Result<ScheduleRow> {
+    tx.require(actor, Permission::Operate)?;
+    if lock {
+        tx.lock_name(name)?;
+    }
+    row(tx, name)?.ok_or_else(|| unknown_schedule(name))
+}
+
+fn pause(tx: &mut dyn ScheduleTx, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult> {
+    let now = tx.now()?;
+    super::pause::check_until(until, now)?;
+    let row = operated(tx, actor, name, true)?;
+    tx.set_pause(name, Some((actor, now, until)))?;
+    tx.audit(now, actor, "schedule-pause", None, &pause_detail(name, until))?;
+    Ok(if row.is_paused(now) {
+        SchedulePauseResult::Extended { previous_until: row.paused_until }
+    } else {
+        SchedulePauseResult::Paused
+    })
+}
+
+fn resume(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<ScheduleResumeResult> {
+    let now = tx.now()?;
+    let row = operated(tx, actor, name, true)?;
+    tx.set_pause(name, None)?;
+    if !row.is_paused(now) {
+        return Ok(ScheduleResumeResult::NotPaused);
+    }
+    tx.audit(now, actor, "schedule-resume", None, &format!("schedule {name}"))?;
+    Ok(ScheduleResumeResult::Resumed)
+}
+
+fn trigger(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<Trigger> {
+    let now = tx.now()?;
+    let row = operated(tx, actor, name, false)?;
+    let id = tx.insert_jobs(&[trigger_job(&row.schedule, actor)], now)?[0].id();
+    tx.set_last_job(name, id, now)?;
+    tx.audit(now, actor, "schedule-trigger", Some(id), &format!("schedule {name}"))?;
+    Ok(Trigger { schedule: name.to_string(), job: id })
+}
+
+impl Store {
+    /// Store the schedules an application declares, in one transaction, after validating every
+    /// one (an invalid cron expression, an unknown zone, a name with control characters: nothing
+    /// is stored). A new one starts with its next tick; one whose stored definition differs is
+    /// updated (its cursor kept) and the change audited as `actor`; each is marked as seen.
     pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>> {
         validate_all(defs)?;
-        self.require_schedules()?;
         let now = self.now();
-        self.write(|tx| {
-            check_payloads(defs, super::admin::payload_limit(tx)?)?;
-            let mut out = Vec::with_capacity(defs.len());
-            for d in defs {
-                let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
-                // ?1-?11 of both the insert and the update: the whole definition, and now.
-                let missed = d.missed.as_str();
-                let definition = params![
-                    d.name,
-                    d.cron,
-                    d.zone,
-                    d.wire_name,
-                    d.queue,
-                    d.payload,
-                    labels,
-                    missed,
-                    d.missed.catch_up_max(),
-                    now,
-                    d.unique
-                ];
-                let stored = select_rows(tx, self.version, Some(&d.name))?.pop();
-                let result = match stored {
-                    None => {
-                        tx.prepare_cached(
-                            "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed,
-                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at,
-                                                    unique_pending)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10, ?11)",
-                        )?
-                        .execute(definition)?;
-                        super::admin::audit(tx, now, actor, "schedule-declare", None, &declare_detail(d))?;
-                        Declared::New
-                    }
-                    Some(row) => {
-                        let changes = differences(&row.schedule, d);
-                        if changes.is_empty() {
-                            tx.prepare_cached("UPDATE schedules SET seen_at = ?2 WHERE name = ?1")?
-                                .execute(params![d.name, now])?;
-                            Declared::Unchanged
-                        } else {
-                            tx.prepare_cached(
-                                "UPDATE schedules SET cron = ?2, zone = ?3, wire_name = ?4, queue = ?5, payload = ?6,
-                                        labels = ?7, missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10,
-                                        unique_pending = ?11
-                                 WHERE name = ?1",
-                            )?
-                            .execute(definition)?;
-                            let detail = format!("{}: {}", d.name, changes.join("; "));
-                            super::admin::audit(tx, now, actor, "schedule-update", None, &detail)?;
-                            Declared::Updated { changes }
-                        }
-                    }
-                };
-                out.push(result);
-            }
-            Ok(out)
-        })
+        self.schedule_write(|tx| declare(tx, actor, defs, now))
     }
 
-    pub fn touch_schedules(&self, names: &[String]) -> Result<()> {
-        self.require_schedules()?;
-        let now = self.now();
-        self.write(|tx| {
-            let mut stmt = tx.prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?;
-            for n in names {
-                stmt.execute(params![n, now])?;
-            }
-            Ok(())
-        })
-    }
-
+    /// Move schedule `name`'s cursor from `expected_last` to `through` and insert `jobs`, in one
+    /// transaction; `None` (nothing written) when the cursor is no longer `expected_last`:
+    /// another process fired those ticks. The jobs go in as [`Store::insert_many`]'s do (payload
+    /// limit, uniqueness): each `Created`, or `Duplicate` naming the job that holds its key. The
+    /// exactly-once primitive under [`Store::fire_due_schedules`].
     pub fn claim_ticks(
         &self,
         name: &str,
@@ -456,83 +503,199 @@ impl SqliteStore {
         jobs: &[NewJob],
     ) -> Result<Option<Vec<Enqueued>>> {
         crate::store::jobs::validate_new_jobs(jobs)?;
-        self.require_schedules()?;
-        let now = self.now();
-        self.write(|tx| {
-            let moved = tx
-                .prepare_cached("UPDATE schedules SET last_tick = ?3 WHERE name = ?1 AND last_tick = ?2")?
-                .execute(params![name, expected_last, through])?;
-            if moved == 0 {
-                return Ok(None);
-            }
-            // A tick's job that is the duplicate of a unique job answers with the holder's id.
-            let made = super::jobs::insert_jobs(tx, jobs, now)?;
-            if let Some(last) = last_created(&made) {
-                tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
-                    .execute(params![name, last.to_string(), now])?;
-            }
-            let skipped = skipped(&made);
-            if skipped > 0 {
-                tx.prepare_cached("UPDATE schedules SET skipped_ticks = skipped_ticks + ?2 WHERE name = ?1")?
-                    .execute(params![name, skipped])?;
-            }
-            Ok(Some(made))
-        })
+        self.schedule_write(|tx| claim(tx, name, expected_last, through, jobs))
     }
 
+    /// Pause a schedule until `until` (epoch ms) or until resumed: the ticks that fall in the
+    /// pause are dropped, never fired later. Needs `operate`; audited.
     pub fn pause_schedule(&self, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult> {
         check_schedule_name(name)?;
-        self.require_schedules()?;
-        let now = self.now();
-        super::pause::check_until(until, now)?;
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
-            tx.prepare_cached(
-                "UPDATE schedules SET paused_by = ?2, paused_at = ?3, paused_until = ?4 WHERE name = ?1",
-            )?
-            .execute(params![name, actor, now, until])?;
-            super::admin::audit(tx, now, actor, "schedule-pause", None, &pause_detail(name, until))?;
-            Ok(if row.is_paused(now) {
-                SchedulePauseResult::Extended { previous_until: row.paused_until }
-            } else {
-                SchedulePauseResult::Paused
-            })
-        })
+        self.schedule_write(|tx| pause(tx, actor, name, until))
     }
 
+    /// Lift a schedule's pause. Needs `operate`; audited when something was resumed.
     pub fn resume_schedule(&self, actor: &str, name: &str) -> Result<ScheduleResumeResult> {
         check_schedule_name(name)?;
-        self.require_schedules()?;
-        let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
-            tx.prepare_cached(
-                "UPDATE schedules SET paused_by = NULL, paused_at = NULL, paused_until = NULL WHERE name = ?1",
-            )?
-            .execute([name])?;
-            if !row.is_paused(now) {
-                return Ok(ScheduleResumeResult::NotPaused);
-            }
-            super::admin::audit(tx, now, actor, "schedule-resume", None, &format!("schedule {name}"))?;
-            Ok(ScheduleResumeResult::Resumed)
-        })
+        self.schedule_write(|tx| resume(tx, actor, name))
     }
 
+    /// Enqueue one job of the schedule now, outside its tick sequence (the cursor does not
+    /// move). Needs `operate`; audited with the job's id.
     pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger> {
         check_schedule_name(name)?;
-        self.require_schedules()?;
+        self.schedule_write(|tx| trigger(tx, actor, name))
+    }
+
+    /// Every stored schedule by name, with the state of the last job it made. Anyone may read
+    /// them; a store at a schema version before schedules has none.
+    pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
+        self.schedule_read(|tx| tx.rows(None))
+    }
+
+    /// One stored schedule by name.
+    pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
+        self.schedule_read(|tx| row(tx, name))
+    }
+
+    /// Say a running application still declares these schedules (they are not orphaned).
+    pub fn touch_schedules(&self, names: &[String]) -> Result<()> {
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
-            let job = trigger_job(&row.schedule, actor);
-            let id = super::jobs::insert_jobs(tx, std::slice::from_ref(&job), now)?[0].id();
-            tx.prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
-                .execute(params![name, id.to_string(), now])?;
-            super::admin::audit(tx, now, actor, "schedule-trigger", Some(id), &format!("schedule {name}"))?;
-            Ok(Trigger { schedule: name.to_string(), job: id })
-        })
+        self.schedule_write(|tx| tx.touch(names, now))
+    }
+
+    /// Run `f` in one write transaction of this store's backend; a store whose schema predates
+    /// schedules is refused first.
+    fn schedule_write<T>(&self, f: impl FnMut(&mut dyn ScheduleTx) -> Result<T>) -> Result<T> {
+        let version = self.schema_version();
+        if version < 7 {
+            return Err(no_schedules_table(version));
+        }
+        self.schedule_tx(true, version, f)
+    }
+
+    /// Run `f` in one read transaction; a store whose schema predates schedules has none.
+    fn schedule_read<T: Default>(&self, f: impl FnMut(&mut dyn ScheduleTx) -> Result<T>) -> Result<T> {
+        let version = self.schema_version();
+        if version < 7 {
+            return Ok(T::default());
+        }
+        self.schedule_tx(false, version, f)
+    }
+
+    fn schedule_tx<T>(
+        &self,
+        write: bool,
+        version: i64,
+        mut f: impl FnMut(&mut dyn ScheduleTx) -> Result<T>,
+    ) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let now = s.now();
+                let mut run = |c: &Connection| f(&mut SqliteSchedules { c, version, now });
+                if write {
+                    s.write(run)
+                } else {
+                    s.read(&mut run)
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => {
+                let run =
+                    |tx: &mut super::postgres::Tx<'_>| f(&mut super::postgres::schedules::PgSchedules { tx, version });
+                if write {
+                    p.write(run)
+                } else {
+                    p.read(run)
+                }
+            }
+        }
+    }
+}
+
+/// SQLite's statements for the schedule policy; `now` is the store's clock (one writer).
+struct SqliteSchedules<'c> {
+    c: &'c Connection,
+    version: i64,
+    now: Millis,
+}
+
+impl ScheduleTx for SqliteSchedules<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Ok(self.now)
+    }
+
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        super::admin::require(self.c, actor, permission)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: &str, job: Option<JobId>, detail: &str) -> Result<()> {
+        super::admin::audit(self.c, now, actor, action, job, detail)
+    }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        super::admin::payload_limit(self.c)
+    }
+
+    fn lock_name(&mut self, _: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn rows(&mut self, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
+        select_rows(self.c, self.version, name)
+    }
+
+    fn touch(&mut self, names: &[String], now: Millis) -> Result<()> {
+        let mut stmt = self.c.prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?;
+        for n in names {
+            stmt.execute(params![n, now])?;
+        }
+        Ok(())
+    }
+
+    fn write_definition(&mut self, d: &Schedule, now: Millis, new: bool) -> Result<()> {
+        let sql = if new {
+            "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed, catch_up_max,
+                                    last_tick, declared_at, updated_at, seen_at, unique_pending)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10, ?11)"
+        } else {
+            "UPDATE schedules SET cron = ?2, zone = ?3, wire_name = ?4, queue = ?5, payload = ?6, labels = ?7,
+                    missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10, unique_pending = ?11
+             WHERE name = ?1"
+        };
+        let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
+        let (missed, max) = (d.missed.as_str(), d.missed.catch_up_max());
+        self.c.prepare_cached(sql)?.execute(params![
+            d.name,
+            d.cron,
+            d.zone,
+            d.wire_name,
+            d.queue,
+            d.payload,
+            labels,
+            missed,
+            max,
+            now,
+            d.unique
+        ])?;
+        Ok(())
+    }
+
+    fn see(&mut self, name: &str, now: Millis) -> Result<()> {
+        self.c.prepare_cached("UPDATE schedules SET seen_at = ?2 WHERE name = ?1")?.execute(params![name, now])?;
+        Ok(())
+    }
+
+    fn move_cursor(&mut self, name: &str, expected: Millis, through: Millis) -> Result<bool> {
+        Ok(self
+            .c
+            .prepare_cached("UPDATE schedules SET last_tick = ?3 WHERE name = ?1 AND last_tick = ?2")?
+            .execute(params![name, expected, through])?
+            > 0)
+    }
+
+    fn insert_jobs(&mut self, jobs: &[NewJob], now: Millis) -> Result<Vec<Enqueued>> {
+        super::jobs::insert_jobs(self.c, jobs, now)
+    }
+
+    fn set_last_job(&mut self, name: &str, job: JobId, now: Millis) -> Result<()> {
+        self.c
+            .prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
+            .execute(params![name, job.to_string(), now])?;
+        Ok(())
+    }
+
+    fn add_skipped(&mut self, name: &str, n: i64) -> Result<()> {
+        self.c
+            .prepare_cached("UPDATE schedules SET skipped_ticks = skipped_ticks + ?2 WHERE name = ?1")?
+            .execute(params![name, n])?;
+        Ok(())
+    }
+
+    fn set_pause(&mut self, name: &str, pause: Option<(&str, Millis, Option<Millis>)>) -> Result<()> {
+        let (by, at, until) = pause.map_or((None, None, None), |(by, at, until)| (Some(by), Some(at), until));
+        self.c
+            .prepare_cached("UPDATE schedules SET paused_by = ?2, paused_at = ?3, paused_until = ?4 WHERE name = ?1")?
+            .execute(params![name, by, at, until])?;
+        Ok(())
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::store::{CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, ResumeResult, RunNowResult};
 use crate::text::thousands;
-use crate::{Error, JobId, JobState, Millis, QuarantineReason, Store};
+use crate::{Error, JobId, JobState, Millis, Permission, QuarantineReason, Store};
 
 /// Which jobs an action covers.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,6 +76,16 @@ impl Op {
             Op::RunNow => "Run now",
             Op::EditPayload => "Save the payload of",
             Op::Trigger => "Trigger",
+        }
+    }
+
+    /// The permission a preview asks the store for before reading anything, as `bw` does, so
+    /// that an actor who may not act learns nothing else. A reveal's preview reads only the job,
+    /// which anyone may read; the reveal itself is refused in the detail pane.
+    pub fn preview_permission(self) -> Option<Permission> {
+        match self {
+            Op::Reveal => None,
+            _ => Some(Permission::Operate),
         }
     }
 
@@ -183,6 +193,9 @@ pub struct Report {
 }
 
 pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Preview> {
+    if let Some(permission) = op.preview_permission() {
+        store.require(actor, permission)?;
+    }
     let mut p = Preview {
         op,
         target: target.clone(),

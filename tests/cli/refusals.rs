@@ -27,7 +27,7 @@ enum Kind {
     /// A queue, wire name, schedule or worker nothing has: most likely a typo, so bad input
     /// (exit 2), named with what exists.
     UnknownName,
-    /// No such job (by id), or no pause or limit in force to lift: exit 1.
+    /// No such job (by id), or no limit in force or permission held to take away: exit 1.
     NotFound,
     /// The job or name is in a state the action does not apply to: exit 1.
     WrongState,
@@ -91,17 +91,21 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["revoke", "someone-else", "admin"], Permission("admin")),
     (Admin, &["grant", "bob", "superuser"], BadInput),
     (Admin, &["grant", "bad\u{1b}name", "operate"], BadInput),
+    (Admin, &["revoke", "bob", "operate"], NotFound),
     // limit
     (Stranger, &["limit", "queue", "high", "--concurrency", "2"], Permission("operate")),
     (Stranger, &["limit", "queue", "high", "--clear"], Permission("operate")),
     (Admin, &["limit", "queue", "high", "--rate", "fast"], BadInput),
     (Admin, &["limit", "queue", "high", "--concurrency", "0"], BadInput),
     (Admin, &["limit", "queue", "high", "--clear"], NotFound),
+    (Admin, &["limit", "queue", "hgih", "--concurrency", "2"], UnknownName),
+    (Admin, &["limit", "wire-name", "bad\u{7}name", "--rate", "5/s", "--force"], BadInput),
     // quiet / resume workers
     (Stranger, &["workers", "quiet", "web-1/7/payments#0001"], Permission("operate")),
     (Stranger, &["workers", "resume", "--host", "web-1"], Permission("operate")),
     (Admin, &["workers", "quiet", "--host", ""], BadInput),
     (Admin, &["workers", "quiet", "no-such-worker"], UnknownName),
+    (Admin, &["workers", "resume", "web-1/7/payments#0001"], WrongState),
     // schedules
     (Stranger, &["schedule", "pause", "nightly"], Permission("operate")),
     (Stranger, &["schedule", "resume", "nightly"], Permission("operate")),
@@ -171,12 +175,12 @@ both_backends! {
                 }
                 NotFound => {
                     let out = format!("{}{}", r.stdout, r.stderr);
-                    r.code == Some(1) && ["NotFound", "no job matches", "no operator limit"].iter().any(|w| out.contains(w))
+                    r.code == Some(1) && ["NotFound", "no job matches", "no operator limit", "did not hold"].iter().any(|w| out.contains(w))
                 }
                 WrongState => {
                     let out = format!("{}{}", r.stdout, r.stderr);
                     r.code == Some(1)
-                        && ["NotRequeueable", "NotCancellable", "NotScheduled", "NotTerminal", "is not paused", ", not "]
+                        && ["NotRequeueable", "NotCancellable", "NotScheduled", "NotTerminal", "is not paused", ", not ", "nothing resumed"]
                             .iter()
                             .any(|w| out.contains(w))
                 }

@@ -62,7 +62,7 @@ both_backends! {
         let limited = enqueue(&t.store, "limited", 2_000);
         let free = enqueue(&t.store, "free", 2_000);
         let spec = LimitSpec { concurrency: Some(3), rate: None };
-        t.store.set_limit(ACTOR, PauseKind::WireName, "limited", &spec, None).unwrap();
+        t.store.set_limit(ACTOR, PauseKind::WireName, "limited", &spec, None, true).unwrap();
 
         // Sample from the store every few ms on a thread of its own, for the whole run.
         let stop = Arc::new(AtomicBool::new(false));
@@ -113,7 +113,7 @@ both_backends! {
         let rated = enqueue(&t.store, "rated", 150);
         let free = enqueue(&t.store, "free", 2_000);
         let spec = LimitSpec { concurrency: None, rate: Some(Rate::parse("50/s").unwrap()) };
-        t.store.set_limit(ACTOR, PauseKind::WireName, "rated", &spec, None).unwrap();
+        t.store.set_limit(ACTOR, PauseKind::WireName, "rated", &spec, None, true).unwrap();
         let procs = workers(&t, 4, 4);
         wait_for("every job", Duration::from_secs(120), || {
             (count_state(&t.store, "rated", JobState::Succeeded) == rated.len()

@@ -207,7 +207,7 @@ fn a_worker_role_with_the_readmes_grants_drains_and_sweeps_and_can_do_nothing_mo
         concurrency: Some(1000),
         rate: Some(backwave::store::Rate::parse("100000/s").unwrap()),
     };
-    store.set_limit("alice", backwave::store::PauseKind::WireName, "work", &spec, None).unwrap();
+    store.set_limit("alice", backwave::store::PauseKind::WireName, "work", &spec, None, true).unwrap();
 
     let mut roles = Roles::new(&db);
     let (_, worker) = roles.login("worker", "worker");

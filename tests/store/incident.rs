@@ -426,7 +426,7 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert_eq!(store.claim(&req).unwrap().len(), 1);
     // Version 5's tables too: a limit, and a quiet worker's columns.
     let spec = backwave::store::LimitSpec { concurrency: Some(1), rate: None };
-    store.set_limit("alice", PauseKind::Queue, "critical", &spec, None).unwrap();
+    store.set_limit("alice", PauseKind::Queue, "critical", &spec, None, true).unwrap();
     assert_eq!(store.limits().unwrap()[0].running, 1);
     assert!(store.worker_states().is_ok());
     // Opening again finds it migrated and changes nothing.

@@ -50,7 +50,7 @@ both_backends! {
         let fx = Fixture::new();
         enqueue(&fx, "limited", "mixed", 6);
         enqueue(&fx, "free", "mixed", 4);
-        assert_eq!(fx.store.set_limit(ADMIN, PauseKind::WireName, "limited", &concurrency(2), None).unwrap(), LimitResult::Limited);
+        assert_eq!(fx.store.set_limit(ADMIN, PauseKind::WireName, "limited", &concurrency(2), None, true).unwrap(), LimitResult::Limited);
         let first = claim(&fx, WORKER, &["mixed"], 10);
         assert_eq!(wire_names(&first).iter().filter(|w| **w == "limited").count(), 2, "{:?}", wire_names(&first));
         assert_eq!(wire_names(&first).iter().filter(|w| **w == "free").count(), 4, "the other wire name is claimed");
@@ -79,7 +79,7 @@ both_backends! {
         let fx = Fixture::new();
         enqueue(&fx, "rated", "first", 10);
         enqueue(&fx, "other", "second", 3);
-        fx.store.set_limit(ADMIN, PauseKind::Queue, "first", &rate("3/s"), None).unwrap();
+        fx.store.set_limit(ADMIN, PauseKind::Queue, "first", &rate("3/s"), None, true).unwrap();
         // Strict order: the limited first queue gives its 3, the second queue the rest.
         let got = claim(&fx, WORKER, &["first", "second"], 5);
         assert_eq!(wire_names(&got), ["rated", "rated", "rated", "other", "other"]);
@@ -101,14 +101,14 @@ both_backends! {
         fx.store.declare_limits("host/1", &[default]).unwrap();
         assert_eq!(claim(&fx, WORKER, &["mail"], 10).len(), 1);
         // The operator raises it: the store wins.
-        fx.store.set_limit(ADMIN, PauseKind::WireName, "email", &concurrency(3), None).unwrap();
+        fx.store.set_limit(ADMIN, PauseKind::WireName, "email", &concurrency(3), None, true).unwrap();
         assert_eq!(claim(&fx, WORKER, &["mail"], 10).len(), 2);
         let l = &fx.store.limits().unwrap()[0];
         assert_eq!(l.operator.as_ref().unwrap().source, LimitSource::Operator);
         assert_eq!(l.application.as_ref().unwrap().spec, concurrency(1));
         assert_eq!(l.effective, concurrency(3));
         // A rate added later keeps the concurrency: flags not given stay.
-        let r = fx.store.set_limit(ADMIN, PauseKind::WireName, "email", &rate("100/m"), None).unwrap();
+        let r = fx.store.set_limit(ADMIN, PauseKind::WireName, "email", &rate("100/m"), None, true).unwrap();
         assert_eq!(r, LimitResult::Changed { previous: concurrency(3) });
         assert_eq!(fx.store.limits().unwrap()[0].effective.concurrency, Some(3));
         assert!(fx.store.clear_limit(ADMIN, PauseKind::WireName, "email").unwrap());
@@ -125,17 +125,46 @@ both_backends! {
     fn a_limit_for_a_while_lapses_by_itself_and_bad_limits_are_refused_naming_the_value() {
         let fx = Fixture::new();
         enqueue(&fx, "email", "mail", 5);
-        fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(1), Some(T0 + 1_000)).unwrap();
+        fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(1), Some(T0 + 1_000), true).unwrap();
         assert_eq!(claim(&fx, WORKER, &["mail"], 10).len(), 1);
         fx.clock.advance(Duration::from_secs(1));
         assert_eq!(claim(&fx, WORKER, &["mail"], 10).len(), 4, "the limit lapsed at its time");
         assert!(fx.store.limits().unwrap().is_empty());
-        let e = fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(0), None).unwrap_err();
+        let e = fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(0), None, true).unwrap_err();
         assert!(e.to_string().contains("concurrency of 0"), "{e}");
-        let e = fx.store.set_limit("mallory", PauseKind::Queue, "mail", &concurrency(2), None).unwrap_err();
+        let e = fx.store.set_limit("mallory", PauseKind::Queue, "mail", &concurrency(2), None, true).unwrap_err();
         assert!(matches!(e, Error::PermissionDenied { .. }), "{e}");
-        let e = fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(2), Some(T0)).unwrap_err();
+        let e = fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(2), Some(T0), true).unwrap_err();
         assert!(e.to_string().contains("would end at once"), "{e}");
+    }
+
+    fn a_limit_on_a_name_nothing_mentions_is_refused_as_a_pause_is_unless_forced() {
+        // `bw limit queue mial` was accepted and limited nothing, while `bw pause` refused it.
+        let fx = Fixture::new();
+        enqueue(&fx, "email", "mail", 1);
+        let before = fx.store.audit_entries(0, 100).unwrap().len();
+        for (kind, name) in [(PauseKind::Queue, "mial"), (PauseKind::WireName, "emial")] {
+            let e = fx.store.set_limit(ADMIN, kind, name, &concurrency(2), None, false).unwrap_err();
+            assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to \
+                     limit it ahead of its first job)"
+                )
+            );
+            let p = fx.store.pause(ADMIN, kind, name, None, false).unwrap_err();
+            assert_eq!(p.to_string(), e.to_string().replace("to limit it", "to pause it"), "refused alike");
+        }
+        // The permission first, as a pause: a stranger learns nothing of the name.
+        let e = fx.store.set_limit("mallory", PauseKind::Queue, "mial", &concurrency(2), None, false).unwrap_err();
+        assert!(matches!(e, Error::PermissionDenied { .. }), "{e}");
+        assert!(fx.store.limits().unwrap().is_empty());
+        assert_eq!(fx.store.audit_entries(0, 100).unwrap().len(), before, "a refusal audits nothing");
+        // Known names, and any name with force.
+        assert_eq!(fx.store.set_limit(ADMIN, PauseKind::Queue, "mail", &concurrency(2), None, false).unwrap(), LimitResult::Limited);
+        assert_eq!(fx.store.set_limit(ADMIN, PauseKind::Queue, "mial", &concurrency(2), None, true).unwrap(), LimitResult::Limited);
+        assert_eq!(fx.store.limits().unwrap().len(), 2);
     }
 }
 

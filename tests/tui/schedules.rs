@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use backwave::schedule::Schedule;
 use backwave::store::current_actor;
-use backwave::tui::data::{Op, Target};
+use backwave::tui::data::{Op, Request, Response, Target};
 use backwave::tui::{keymap, Mode, View};
 use backwave::Permission;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -112,6 +112,50 @@ both_backends! {
         assert_eq!(app.mode, Mode::Normal);
         assert!(app.error.as_deref().unwrap_or("").contains("needs the operate permission"), "{:?}", app.error);
         assert_eq!(f.store.schedule("heartbeat").unwrap().row.last_job_id, Some(*f.ids.last().unwrap()));
+    }
+
+    fn the_schedules_view_shows_a_unique_schedules_skipped_ticks() {
+        // Only `bw schedules`, its JSON and the metrics told them: the view said "ok".
+        let mut f = Fixture::with_jobs();
+        let now = f.clock.now();
+        f.clock.set(now - 600_000);
+        let sync = Schedule::new("sync", "* * * * *", "send-email", "default", "{}").unique();
+        f.store.declare_schedules("app", &[sync]).unwrap();
+        // The first tick's job is still Scheduled when the next three come: all are skipped.
+        for ago in [300_000, 240_000, 180_000, 0] {
+            f.clock.set(now - ago);
+            let (fired, _) = f.store.fire_due_schedules(&["sync".to_string()]).unwrap();
+            // The one job made: the fixture's newest id, so that the screen redacts it.
+            f.ids.extend(fired.iter().flat_map(|t| t.fired.iter().map(|(_, id)| *id)));
+        }
+        f.store.touch_schedules(&["sync".to_string()]).unwrap();
+        assert_eq!(f.store.schedule("sync").unwrap().row.skipped_ticks, 3);
+        let mut app = f.app(120, 24);
+        f.refresh(&mut app);
+        press_key(&mut app, &f, '8');
+        let screen = f.redact(&render(&app));
+        assert!(screen.contains("3 ticks skipped"), "{screen}");
+        snapshot("tui__schedules_view_skipped_ticks", &screen);
+    }
+
+    fn a_preview_asks_for_the_permission_before_it_reads_the_store() {
+        // The preview read the schedule (and told a stranger it did not exist) before the store
+        // was asked whether the actor may act; `bw schedule trigger nosuch` refuses the
+        // permission first.
+        let f = with_schedules();
+        f.store.revoke("root", ACTOR, Permission::Operate).unwrap();
+        let preview = |target: Target| backwave::tui::data::serve(&f.store, ACTOR, &Request::Preview { op: Op::Trigger, target });
+        for target in [Target::Schedule { name: "nosuch".into() }, Target::Schedule { name: "heartbeat".into() }] {
+            let Response::PreviewFailed(why) = preview(target) else { panic!("a preview for a stranger") };
+            assert!(why.contains("lacks the 'operate' permission"), "{why}");
+        }
+        let missing: backwave::JobId = "a00000ff-0000-7000-8000-0000000000ff".parse().unwrap();
+        let Response::PreviewFailed(why) =
+            backwave::tui::data::serve(&f.store, ACTOR, &Request::Preview { op: Op::Requeue, target: Target::Jobs(vec![missing]) })
+        else {
+            panic!("a requeue preview for a stranger")
+        };
+        assert!(why.contains("lacks the 'operate' permission"), "{why}");
     }
 
     fn e2e_the_schedules_view_triggers_a_schedule_in_a_real_terminal() {

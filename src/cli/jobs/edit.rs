@@ -46,7 +46,10 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         warning,
     })?;
     // Asked to requeue and refused: the edit stands, the command did not do all it was asked.
-    Ok(if edit.conflict.is_some() { ExitCode::from(crate::cli::exit::REFUSED) } else { ExitCode::SUCCESS })
+    match edit.conflict {
+        Some(_) => Err(CliError::NotAllDone(None)),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// `@FILE` or `@-` read as given; anything else is the JSON itself.

@@ -55,7 +55,9 @@ impl PgStore {
             let now = tx.now()?;
             let n =
                 tx.execute("DELETE FROM grants WHERE actor = $1 AND permission = $2", &[&who, &permission.as_str()])?;
-            audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+            if n > 0 {
+                audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+            }
             Ok(n > 0)
         })
     }

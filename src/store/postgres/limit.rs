@@ -9,14 +9,11 @@ use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
 use crate::store::limit::{
-    budget, check_until, limit_detail, limit_from_parts, merged, statuses, Active, ClaimLimits, Limit, LimitCounts,
-    CHARGE_WINDOW_SQL, LIMITS_IN_FORCE_SQL,
+    claim_limits, limit_from_parts, statuses, ClaimLimits, Limit, LimitCounts, LimitTx, CHARGE_WINDOW_SQL,
+    LIMITS_IN_FORCE_SQL,
 };
-use crate::store::pause::check_name;
 use crate::store::worker_state::selector_detail;
-use crate::store::{
-    LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, PauseKind, WorkerSelector, WorkerState,
-};
+use crate::store::{LimitStatus, PauseKind, WorkerSelector, WorkerState};
 
 fn rows(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<Limit>> {
     let mut out = Vec::new();
@@ -75,6 +72,12 @@ impl LimitCounts for PgCounts<'_, '_> {
         let n: i64 = self.tx.query_one(sql, &[&self.now, &name])?.try_get(0)?;
         Ok(n.max(0) as u64)
     }
+
+    /// The limit's advisory lock, never waited for: one another claim holds gets no budget in
+    /// this claim, so two claims never both count the same free slot.
+    fn take(&mut self, kind: PauseKind, name: &str) -> Result<bool> {
+        self.tx.try_lock(&format!(":limit:{kind}:{name}"))
+    }
 }
 
 /// Every limit in force at `now` with its counts, in the caller's snapshot (a health read's too).
@@ -83,27 +86,11 @@ pub(in crate::store::postgres) fn read_statuses(tx: &mut Tx<'_>, now: Millis) ->
     statuses(rows, now, &mut PgCounts { tx, now })
 }
 
-/// The limits one claim honours. Each limit that could apply (a queue limit of a queue asked
-/// for, any wire-name limit) is taken under its advisory lock, in name order; one another claim
-/// holds gets no budget in this claim, so two claims never both count the same free slot.
+/// The limits one claim honours: a queue limit of a queue asked for, any wire-name limit, each
+/// taken under its advisory lock in name order ([`LimitCounts::take`]).
 pub(super) fn for_claim(tx: &mut Tx<'_>, now: Millis, queues: &[String]) -> Result<ClaimLimits> {
-    let mut out = ClaimLimits::default();
-    for (kind, name, operator, application) in crate::store::limit::fold(rows(tx, now)?) {
-        if kind == PauseKind::Queue && !queues.contains(&name) {
-            continue;
-        }
-        let Some(spec) = operator.or(application).map(|l| l.spec) else { continue };
-        let left = if tx.try_lock(&format!(":limit:{kind}:{name}"))? {
-            let mut counts = PgCounts { tx, now };
-            let running_now = if spec.concurrency.is_some() { counts.running(kind, &name)? } else { 0 };
-            let win = if spec.rate.is_some() { counts.window(kind, &name)? } else { None };
-            budget(&spec, running_now, win, now)
-        } else {
-            0
-        };
-        out.active.push(Active { kind, name, spec, left, taken: 0 });
-    }
-    Ok(out)
+    let rows = rows(tx, now)?;
+    claim_limits(rows, now, Some(queues), &mut PgCounts { tx, now })
 }
 
 pub(super) fn charge_windows(tx: &mut Tx<'_>, limits: &ClaimLimits, now: Millis) -> Result<()> {
@@ -113,102 +100,62 @@ pub(super) fn charge_windows(tx: &mut Tx<'_>, limits: &ClaimLimits, now: Millis)
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn write_row(
-    tx: &mut Tx<'_>,
-    kind: PauseKind,
-    name: &str,
-    source: LimitSource,
-    spec: &LimitSpec,
-    by: &str,
-    now: Millis,
-    until: Option<Millis>,
-) -> Result<()> {
-    let concurrency = spec.concurrency.map(i64::from);
-    let rate = spec.rate.map(|r| i64::from(r.n));
-    let window = spec.rate.map(|r| r.window_ms());
-    tx.execute(
-        "INSERT INTO limits (kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (kind, name, source) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-                rate_window_ms = excluded.rate_window_ms, set_by = excluded.set_by, set_at = excluded.set_at,
-                until = excluded.until",
-        &[&kind.as_str(), &name, &source.as_str(), &concurrency, &rate, &window, &by, &now, &until],
-    )?;
-    Ok(())
+impl LimitTx for Tx<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Tx::now(self)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: &str, detail: &str) -> Result<()> {
+        audit(self, now, actor, action, None, detail)
+    }
+
+    fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()> {
+        let key = format!(":limit-set:{kind}:{name}");
+        self.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || $1))", &[&key])?;
+        Ok(())
+    }
+
+    fn rows(&mut self, now: Millis) -> Result<Vec<Limit>> {
+        rows(self, now)
+    }
+
+    fn write_row(&mut self, l: &Limit) -> Result<()> {
+        let concurrency = l.spec.concurrency.map(i64::from);
+        let rate = l.spec.rate.map(|r| i64::from(r.n));
+        let window = l.spec.rate.map(|r| r.window_ms());
+        self.execute(
+            "INSERT INTO limits (kind, name, source, concurrency, rate, rate_window_ms, set_by, set_at, until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (kind, name, source) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+                    rate_window_ms = excluded.rate_window_ms, set_by = excluded.set_by, set_at = excluded.set_at,
+                    until = excluded.until",
+            &[
+                &l.kind.as_str(),
+                &l.name,
+                &l.source.as_str(),
+                &concurrency,
+                &rate,
+                &window,
+                &l.set_by,
+                &l.set_at,
+                &l.until,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_operator(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<bool>> {
+        self.query_opt(
+            "DELETE FROM limits WHERE kind = $1 AND name = $2 AND source = 'operator'
+             RETURNING until IS NULL OR until > $3",
+            &[&kind.as_str(), &name, &now],
+        )?
+        .map(|r| Ok(r.try_get(0)?))
+        .transpose()
+    }
 }
 
 impl PgStore {
-    pub fn set_limit(
-        &self,
-        actor: &str,
-        kind: PauseKind,
-        name: &str,
-        change: &LimitSpec,
-        until: Option<Millis>,
-    ) -> Result<LimitResult> {
-        check_name(kind, name)?;
-        self.write(|tx| {
-            let now = tx.now()?;
-            check_until(until, now)?;
-            require(tx, actor, Permission::Operate)?;
-            // One change of a name at a time, so that two operators' changes merge in order.
-            tx.query_one(
-                "SELECT pg_advisory_xact_lock(hashtext(current_schema() || $1))",
-                &[&format!(":limit-set:{kind}:{name}")],
-            )?;
-            let previous = rows(tx, now)?
-                .into_iter()
-                .find(|l| l.kind == kind && l.name == name && l.source == LimitSource::Operator)
-                .map(|l| l.spec);
-            let spec = merged(previous.as_ref(), change);
-            spec.validate()?;
-            write_row(tx, kind, name, LimitSource::Operator, &spec, actor, now, until)?;
-            audit(tx, now, actor, "limit", None, &limit_detail(kind, name, &spec, until))?;
-            Ok(match previous {
-                Some(previous) => LimitResult::Changed { previous },
-                None => LimitResult::Limited,
-            })
-        })
-    }
-
-    pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool> {
-        self.write(|tx| {
-            let now = tx.now()?;
-            require(tx, actor, Permission::Operate)?;
-            let was: Option<bool> = tx
-                .query_opt(
-                    "DELETE FROM limits WHERE kind = $1 AND name = $2 AND source = 'operator'
-                     RETURNING until IS NULL OR until > $3",
-                    &[&kind.as_str(), &name, &now],
-                )?
-                .map(|r| r.try_get(0))
-                .transpose()?;
-            if was != Some(true) {
-                return Ok(false);
-            }
-            audit(tx, now, actor, "unlimit", None, &format!("{kind} {name}"))?;
-            Ok(true)
-        })
-    }
-
-    pub fn declare_limits(&self, declared_by: &str, defaults: &[LimitDefault]) -> Result<()> {
-        for d in defaults {
-            check_name(d.kind, &d.name)?;
-            d.spec.validate()?;
-        }
-        if defaults.is_empty() {
-            return Ok(());
-        }
-        self.write(|tx| {
-            let now = tx.now()?;
-            for d in defaults {
-                write_row(tx, d.kind, &d.name, LimitSource::Application, &d.spec, declared_by, now, None)?;
-            }
-            Ok(())
-        })
-    }
-
     pub fn limits(&self) -> Result<Vec<LimitStatus>> {
         self.read(|tx| {
             let now = tx.now()?;

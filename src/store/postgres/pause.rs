@@ -7,7 +7,7 @@ use super::admin::{audit, require};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
-use crate::store::pause::{decide_pause, pause_detail, PauseRead};
+use crate::store::pause::{decide_name_action, pause_detail, NameAction, PauseRead};
 use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 
 impl PgStore {
@@ -21,7 +21,7 @@ impl PgStore {
     ) -> Result<PauseResult> {
         self.write(|tx| {
             let now = tx.now()?;
-            decide_pause(tx, actor, kind, name, Some((until, now)), force)?;
+            decide_name_action(tx, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
             lock_name(tx, kind, name)?;
             let previous: Option<Option<Millis>> = tx
                 .query_opt(
@@ -46,7 +46,7 @@ impl PgStore {
 
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|tx| {
-            decide_pause(tx, actor, kind, name, None, force)?;
+            decide_name_action(tx, NameAction::Pause, actor, kind, name, None, force)?;
             let r = match kind {
                 // The kept counts plus the deltas not yet folded in: exact in this snapshot.
                 PauseKind::Queue => tx.query_one(

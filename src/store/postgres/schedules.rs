@@ -1,22 +1,18 @@
-//! Recurring schedules on PostgreSQL: the primitives under the policy of `store/schedules.rs`.
+//! Recurring schedules on PostgreSQL: the statements under the policy of `store/schedules.rs`
+//! ([`ScheduleTx`]).
 //! A tick is claimed by `UPDATE ... WHERE last_tick = $expected` in the transaction that inserts
 //! its jobs: under READ COMMITTED a second writer waits for the first's row lock, re-reads the
 //! row, finds the cursor moved and changes nothing. Declarations, pauses and resumes of one name
 //! are decided one at a time (an advisory lock on the name), as with SQLite's one writer.
 
-use super::admin::{audit, require};
 use super::jobs::insert_new_jobs;
-use super::{PgStore, Tx};
+use super::Tx;
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, Millis, NewJob, Permission};
-use crate::schedule::{check_schedule_name, MissedTicks, Schedule};
-use crate::store::pause::check_until;
+use crate::schedule::{MissedTicks, Schedule};
 use crate::store::row::labels_from_json;
-use crate::store::schedules::{
-    check_payloads, declare_detail, differences, last_created, no_schedules_table, pause_detail, row_columns, skipped,
-    trigger_job, unknown_schedule, validate_all,
-};
-use crate::store::{Declared, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, Trigger};
+use crate::store::schedules::{row_columns, ScheduleTx};
+use crate::store::ScheduleRow;
 
 fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
     let missed: String = r.try_get(7)?;
@@ -55,205 +51,93 @@ pub(crate) fn select_rows(tx: &mut Tx<'_>, version: i64, name: Option<&str>) -> 
     tx.query(&sql, &[&name])?.iter().map(row_from).collect()
 }
 
-fn lock_name(tx: &mut Tx<'_>, name: &str) -> Result<()> {
-    tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schedule:' || $1))", &[&name])?;
-    Ok(())
+/// PostgreSQL's statements for the schedule policy, in one transaction.
+pub(crate) struct PgSchedules<'t, 'a> {
+    pub(crate) tx: &'t mut Tx<'a>,
+    pub(crate) version: i64,
 }
 
-fn labels_text(d: &Schedule) -> Result<String> {
-    serde_json::to_string(&d.labels).map_err(Error::Encode)
-}
+impl ScheduleTx for PgSchedules<'_, '_> {
+    fn now(&mut self) -> Result<Millis> {
+        self.tx.now()
+    }
 
-impl PgStore {
-    fn require_schedules(&self) -> Result<()> {
-        if self.version < 7 {
-            return Err(no_schedules_table(self.version));
-        }
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        super::admin::require(self.tx, actor, permission)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: &str, job: Option<JobId>, detail: &str) -> Result<()> {
+        super::admin::audit(self.tx, now, actor, action, job, detail)
+    }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        super::admin::payload_limit(self.tx)
+    }
+
+    fn lock_name(&mut self, name: &str) -> Result<()> {
+        self.tx
+            .query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schedule:' || $1))", &[&name])?;
         Ok(())
     }
 
-    pub fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
-        if self.version < 7 {
-            return Ok(Vec::new());
-        }
-        self.read(|tx| select_rows(tx, self.version, None))
+    fn rows(&mut self, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
+        select_rows(self.tx, self.version, name)
     }
 
-    pub fn schedule_row(&self, name: &str) -> Result<Option<ScheduleRow>> {
-        if self.version < 7 {
-            return Ok(None);
-        }
-        self.read(|tx| Ok(select_rows(tx, self.version, Some(name))?.pop()))
+    fn touch(&mut self, names: &[String], now: Millis) -> Result<()> {
+        let sql = "UPDATE schedules SET seen_at = greatest(seen_at, $2) WHERE name = ANY($1)";
+        self.tx.execute(sql, &[&names, &now])?;
+        Ok(())
     }
 
-    pub fn declare_schedules(&self, actor: &str, defs: &[Schedule]) -> Result<Vec<Declared>> {
-        validate_all(defs)?;
-        self.require_schedules()?;
-        let labels = defs.iter().map(labels_text).collect::<Result<Vec<String>>>()?;
-        let now = self.now();
-        self.write(|tx| {
-            check_payloads(defs, super::admin::payload_limit(tx)?)?;
-            let mut out = Vec::with_capacity(defs.len());
-            for (d, labels) in defs.iter().zip(&labels) {
-                lock_name(tx, &d.name)?;
-                let max = d.missed.catch_up_max();
-                let unique = i64::from(d.unique);
-                let params: [&(dyn postgres::types::ToSql + Sync); 11] = [
-                    &d.name,
-                    &d.cron,
-                    &d.zone,
-                    &d.wire_name,
-                    &d.queue,
-                    &d.payload,
-                    labels,
-                    &d.missed.as_str(),
-                    &max,
-                    &now,
-                    &unique,
-                ];
-                let result = match select_rows(tx, self.version, Some(&d.name))?.pop() {
-                    None => {
-                        tx.execute(
-                            "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed,
-                                                    catch_up_max, last_tick, declared_at, updated_at, seen_at,
-                                                    unique_pending)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $10, $10, $10, $11)",
-                            &params,
-                        )?;
-                        audit(tx, now, actor, "schedule-declare", None, &declare_detail(d))?;
-                        Declared::New
-                    }
-                    Some(row) => {
-                        let changes = differences(&row.schedule, d);
-                        if changes.is_empty() {
-                            tx.execute(
-                                "UPDATE schedules SET seen_at = greatest(seen_at, $2) WHERE name = $1",
-                                &[&d.name, &now],
-                            )?;
-                            Declared::Unchanged
-                        } else {
-                            tx.execute(
-                                "UPDATE schedules SET cron = $2, zone = $3, wire_name = $4, queue = $5, payload = $6,
-                                        labels = $7::text::jsonb, missed = $8, catch_up_max = $9, updated_at = $10,
-                                        seen_at = $10, unique_pending = $11
-                                 WHERE name = $1",
-                                &params,
-                            )?;
-                            let detail = format!("{}: {}", d.name, changes.join("; "));
-                            audit(tx, now, actor, "schedule-update", None, &detail)?;
-                            Declared::Updated { changes }
-                        }
-                    }
-                };
-                out.push(result);
-            }
-            Ok(out)
-        })
+    fn write_definition(&mut self, d: &Schedule, now: Millis, new: bool) -> Result<()> {
+        let sql = if new {
+            "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed, catch_up_max,
+                                    last_tick, declared_at, updated_at, seen_at, unique_pending)
+             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $10, $10, $10, $11)"
+        } else {
+            "UPDATE schedules SET cron = $2, zone = $3, wire_name = $4, queue = $5, payload = $6,
+                    labels = $7::text::jsonb, missed = $8, catch_up_max = $9, updated_at = $10, seen_at = $10,
+                    unique_pending = $11
+             WHERE name = $1"
+        };
+        let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
+        let (missed, max, unique) = (d.missed.as_str(), d.missed.catch_up_max(), i64::from(d.unique));
+        let params: [&(dyn postgres::types::ToSql + Sync); 11] =
+            [&d.name, &d.cron, &d.zone, &d.wire_name, &d.queue, &d.payload, &labels, &missed, &max, &now, &unique];
+        self.tx.execute(sql, &params)?;
+        Ok(())
     }
 
-    pub fn touch_schedules(&self, names: &[String]) -> Result<()> {
-        self.require_schedules()?;
-        let now = self.now();
-        self.write(|tx| {
-            tx.execute("UPDATE schedules SET seen_at = greatest(seen_at, $2) WHERE name = ANY($1)", &[&names, &now])?;
-            Ok(())
-        })
+    fn see(&mut self, name: &str, now: Millis) -> Result<()> {
+        self.tx.execute("UPDATE schedules SET seen_at = greatest(seen_at, $2) WHERE name = $1", &[&name, &now])?;
+        Ok(())
     }
 
-    pub fn claim_ticks(
-        &self,
-        name: &str,
-        expected_last: Millis,
-        through: Millis,
-        jobs: &[NewJob],
-    ) -> Result<Option<Vec<Enqueued>>> {
-        crate::store::jobs::validate_new_jobs(jobs)?;
-        self.require_schedules()?;
-        self.write(|tx| {
-            let now = tx.now()?;
-            let moved = tx.execute(
-                "UPDATE schedules SET last_tick = $3 WHERE name = $1 AND last_tick = $2",
-                &[&name, &expected_last, &through],
-            )?;
-            if moved == 0 {
-                return Ok(None);
-            }
-            // A tick's job that is the duplicate of a unique job answers with the holder's id.
-            let made = insert_new_jobs(tx, now, jobs)?;
-            if let Some(last) = last_created(&made) {
-                tx.execute(
-                    "UPDATE schedules SET last_job_id = $2, last_fired_at = $3 WHERE name = $1",
-                    &[&name, &last.0, &now],
-                )?;
-            }
-            let skipped = skipped(&made);
-            if skipped > 0 {
-                tx.execute(
-                    "UPDATE schedules SET skipped_ticks = skipped_ticks + $2 WHERE name = $1",
-                    &[&name, &skipped],
-                )?;
-            }
-            Ok(Some(made))
-        })
+    fn move_cursor(&mut self, name: &str, expected: Millis, through: Millis) -> Result<bool> {
+        let sql = "UPDATE schedules SET last_tick = $3 WHERE name = $1 AND last_tick = $2";
+        Ok(self.tx.execute(sql, &[&name, &expected, &through])? > 0)
     }
 
-    pub fn pause_schedule(&self, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult> {
-        check_schedule_name(name)?;
-        self.require_schedules()?;
-        self.write(|tx| {
-            let now = tx.now()?;
-            check_until(until, now)?;
-            require(tx, actor, Permission::Operate)?;
-            lock_name(tx, name)?;
-            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
-            tx.execute(
-                "UPDATE schedules SET paused_by = $2, paused_at = $3, paused_until = $4 WHERE name = $1",
-                &[&name, &actor, &now, &until],
-            )?;
-            audit(tx, now, actor, "schedule-pause", None, &pause_detail(name, until))?;
-            Ok(if row.is_paused(now) {
-                SchedulePauseResult::Extended { previous_until: row.paused_until }
-            } else {
-                SchedulePauseResult::Paused
-            })
-        })
+    fn insert_jobs(&mut self, jobs: &[NewJob], now: Millis) -> Result<Vec<Enqueued>> {
+        insert_new_jobs(self.tx, now, jobs)
     }
 
-    pub fn resume_schedule(&self, actor: &str, name: &str) -> Result<ScheduleResumeResult> {
-        check_schedule_name(name)?;
-        self.require_schedules()?;
-        self.write(|tx| {
-            let now = tx.now()?;
-            require(tx, actor, Permission::Operate)?;
-            lock_name(tx, name)?;
-            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
-            tx.execute(
-                "UPDATE schedules SET paused_by = NULL, paused_at = NULL, paused_until = NULL WHERE name = $1",
-                &[&name],
-            )?;
-            if !row.is_paused(now) {
-                return Ok(ScheduleResumeResult::NotPaused);
-            }
-            audit(tx, now, actor, "schedule-resume", None, &format!("schedule {name}"))?;
-            Ok(ScheduleResumeResult::Resumed)
-        })
+    fn set_last_job(&mut self, name: &str, job: JobId, now: Millis) -> Result<()> {
+        let sql = "UPDATE schedules SET last_job_id = $2, last_fired_at = $3 WHERE name = $1";
+        self.tx.execute(sql, &[&name, &job.0, &now])?;
+        Ok(())
     }
 
-    pub fn trigger_schedule(&self, actor: &str, name: &str) -> Result<Trigger> {
-        check_schedule_name(name)?;
-        self.require_schedules()?;
-        self.write(|tx| {
-            let now = tx.now()?;
-            require(tx, actor, Permission::Operate)?;
-            let row = select_rows(tx, self.version, Some(name))?.pop().ok_or_else(|| unknown_schedule(name))?;
-            let job = [trigger_job(&row.schedule, actor)];
-            let id = insert_new_jobs(tx, now, &job)?[0].id();
-            tx.execute(
-                "UPDATE schedules SET last_job_id = $2, last_fired_at = $3 WHERE name = $1",
-                &[&name, &id.0, &now],
-            )?;
-            audit(tx, now, actor, "schedule-trigger", Some(id), &format!("schedule {name}"))?;
-            Ok(Trigger { schedule: name.to_string(), job: id })
-        })
+    fn add_skipped(&mut self, name: &str, n: i64) -> Result<()> {
+        self.tx.execute("UPDATE schedules SET skipped_ticks = skipped_ticks + $2 WHERE name = $1", &[&name, &n])?;
+        Ok(())
+    }
+
+    fn set_pause(&mut self, name: &str, pause: Option<(&str, Millis, Option<Millis>)>) -> Result<()> {
+        let (by, at, until) = pause.map_or((None, None, None), |(by, at, until)| (Some(by), Some(at), until));
+        let sql = "UPDATE schedules SET paused_by = $2, paused_at = $3, paused_until = $4 WHERE name = $1";
+        self.tx.execute(sql, &[&name, &by, &at, &until])?;
+        Ok(())
     }
 }

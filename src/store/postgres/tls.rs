@@ -116,21 +116,16 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::InvalidInput(format!("TLS for '{shown}': {e}")))?;
-        let config = match self.mode {
-            Mode::Disable | Mode::Prefer | Mode::Require => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(Unchecked { provider }))
-                .with_no_client_auth(),
-            Mode::VerifyCa | Mode::VerifyFull => {
-                let roots = Arc::new(self.roots(shown)?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, Arc::clone(&provider))
+        let chain = match self.mode {
+            Mode::Disable | Mode::Prefer | Mode::Require => None,
+            Mode::VerifyCa | Mode::VerifyFull => Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots(shown)?), Arc::clone(&provider))
                     .build()
-                    .map_err(|e| Error::InvalidInput(format!("TLS for '{shown}': {e}")))?;
-                let verifier: Arc<dyn ServerCertVerifier> =
-                    if self.mode == Mode::VerifyCa { Arc::new(AnyName(webpki)) } else { webpki };
-                builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()
-            }
+                    .map_err(|e| Error::InvalidInput(format!("TLS for '{shown}': {e}")))?,
+            ),
         };
+        let verifier = Verifier { provider, chain, names: self.mode == Mode::VerifyFull };
+        let config = builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth();
         Ok(Connector::Tls(MakeRustlsConnect::new(config)))
     }
 
@@ -197,23 +192,34 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `prefer` and `require`: the channel is encrypted but anyone may be at the other end, as in
-/// libpq. The handshake's signatures are still checked, with the certificate's key.
+/// The certificate check of every mode that uses TLS. The handshake's signatures are always
+/// checked, with the certificate's key. `chain` `None` (`prefer`, `require`): the channel is
+/// encrypted but anyone may be at the other end, as in libpq. Otherwise the chain must lead to
+/// a trusted CA, and with `names` (`verify-full`) the certificate must name the host connected
+/// to; without (`verify-ca`) the name in it is not compared.
 #[derive(Debug)]
-struct Unchecked {
+struct Verifier {
     provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    names: bool,
 }
 
-impl ServerCertVerifier for Unchecked {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        let Some(chain) = &self.chain else { return Ok(ServerCertVerified::assertion()) };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.names => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
     }
 
     fn verify_tls12_signature(
@@ -236,50 +242,6 @@ impl ServerCertVerifier for Unchecked {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.provider.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain must lead to a trusted CA; the name in it is not compared.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
     }
 }
 

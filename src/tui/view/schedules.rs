@@ -1,5 +1,6 @@
 //! The Schedules view: each recurring schedule with its cron and zone, next fire, last fire and
-//! the state of the job it made, and its status (paused, orphaned, overdue), from
+//! the state of the job it made, and its status (paused, orphaned, overdue; a unique one's
+//! skipped ticks), from
 //! `Store::schedules`, the rows `bw schedules` prints.
 
 use super::*;
@@ -41,10 +42,18 @@ impl App {
                 if let Some(d) = info.overdue {
                     status.push(format!("overdue {}", compact_duration(d)));
                 }
-                let status = if status.is_empty() {
-                    Line::styled("ok", t.dim())
-                } else {
-                    Line::styled(status.join(", "), t.error())
+                // A unique schedule's skipped ticks, as `bw schedules` tells them: a fact, not a fault.
+                let skipped = (r.skipped_ticks > 0).then(|| {
+                    format!("{} tick{} skipped", r.skipped_ticks, if r.skipped_ticks == 1 { "" } else { "s" })
+                });
+                let status = match (status.is_empty(), skipped) {
+                    (true, None) => Line::styled("ok", t.dim()),
+                    (true, Some(skipped)) => Line::styled(skipped, t.dim()),
+                    (false, None) => Line::styled(status.join(", "), t.error()),
+                    (false, Some(skipped)) => Line::from(vec![
+                        Span::styled(status.join(", "), t.error()),
+                        Span::styled(format!(", {skipped}"), t.dim()),
+                    ]),
                 };
                 Row::new(vec![
                     Cell::from(format!("{}{}", pointer(sel == Some(i)), clean(&r.schedule.name, 19))),
