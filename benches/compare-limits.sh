@@ -29,11 +29,22 @@ commit=$(git rev-parse --verify "$before_ref^{commit}")
 if [[ "$(cat "$work/src.commit" 2>/dev/null)" != "$commit" ]]; then
     rm -rf "$work/src"
     mkdir -p "$work/src"
-    git archive "$commit" | tar -x -C "$work/src"
+    # -m: the files dated now, not at the commit, so that cargo sees them as newer than any
+    # artifact it holds.
+    git archive "$commit" | tar -x -m -C "$work/src"
     echo "$commit" >"$work/src.commit"
 fi
+after_target=${CARGO_TARGET_DIR:-$root/target}
+after=$(bench_bin "$root" "$after_target")
+# The first build of the other tree starts from a copy of this one's release artifacts, so that
+# only what differs (this crate) is compiled again.
+if [[ ! -d "$work/target/release" && -d "$after_target/release" ]]; then
+    mkdir -p "$work/target"
+    cp -a "$after_target/release" "$work/target/"
+    # This crate's own artifacts are this tree's: forgotten, so that cargo builds the other's.
+    rm -rf "$work/target/release/.fingerprint/backwave-"*
+fi
 before=$(bench_bin "$work/src" "$work/target")
-after=$(bench_bin "$root" "${CARGO_TARGET_DIR:-$root/target}")
 [[ -x "$before" && -x "$after" ]] || { echo "compare-limits: a bench build failed" >&2; exit 1; }
 
 rows=$(mktemp)
