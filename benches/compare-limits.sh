@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The claim cost of limits, before and after (issue 21), in one run: the engine bench's no-limit
-# drain (one tuned worker) by a release build without limit code (branch prelimits-bench, never
-# merged: its claims read no limit and no quiet flag) and by this tree, alternately
+# drain (one tuned worker) by a release build without limit code and by this tree, alternately
 # A B A B A B under the same environment, medians of 3; then this tree's rows with limits in
 # force (median of 3 each, alternating with its own no-limit drain). SQLite always; PostgreSQL
 # too when BW_TEST_PG is set. Prints one table.
@@ -9,11 +8,13 @@
 #   benches/compare-limits.sh                       # BW_BENCH_JOBS=20000: 10,000 due per drain
 #   BW_TEST_PG=postgres://... benches/compare-limits.sh
 #
-# BEFORE_REF names the build without limit code (default prelimits-bench); it is extracted with
-# `git archive` to target/prelimits-bench/src and built to its own target dir beside it.
+# "Before" is the committed tree (HEAD) with benches/prelimits.patch applied: the claim without
+# its limit and quiet reads, on both backends (the patch is the branch prelimits-bench, never
+# merged; taking it over HEAD keeps the two builds equal in everything else after merges).
+# BEFORE_REF=<ref> builds that ref's tree as it is instead. The tree is extracted to
+# target/prelimits-bench/src and built in release to its own target dir beside it.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
-before_ref=${BEFORE_REF:-prelimits-bench}
 export BW_BENCH_JOBS=${BW_BENCH_JOBS:-20000}
 root=$PWD
 work=$root/target/prelimits-bench
@@ -25,14 +26,28 @@ bench_bin() {
                | .executable' | tail -n 1
 }
 
-commit=$(git rev-parse --verify "$before_ref^{commit}")
-if [[ "$(cat "$work/src.commit" 2>/dev/null)" != "$commit" ]]; then
+patch=$root/benches/prelimits.patch
+if [[ -n "${BEFORE_REF:-}" ]]; then
+    commit=$(git rev-parse --verify "$BEFORE_REF^{commit}")
+    stamp=$commit
+else
+    commit=$(git rev-parse --verify HEAD)
+    stamp="$commit $(git hash-object "$patch")"
+fi
+if [[ "$(cat "$work/src.stamp" 2>/dev/null)" != "$stamp" ]]; then
     rm -rf "$work/src"
     mkdir -p "$work/src"
     # -m: the files dated now, not at the commit, so that cargo sees them as newer than any
     # artifact it holds.
     git archive "$commit" | tar -x -m -C "$work/src"
-    echo "$commit" >"$work/src.commit"
+    if [[ -z "${BEFORE_REF:-}" ]]; then
+        # Outside any repository (the ceiling), so that git applies it to this directory.
+        (cd "$work/src" && GIT_CEILING_DIRECTORIES=$work git apply "$patch") || {
+            echo "compare-limits: benches/prelimits.patch no longer applies to HEAD: update it" >&2
+            exit 1
+        }
+    fi
+    echo "$stamp" >"$work/src.stamp"
 fi
 after_target=${CARGO_TARGET_DIR:-$root/target}
 after=$(bench_bin "$root" "$after_target")
@@ -77,7 +92,8 @@ echo
 echo "Drain of $due due no-op jobs by one tuned worker (32 threads, 5 ms poll), jobs/s"
 printf '| %-8s | %-44s | %22s | %10s | %-22s |\n' backend "limit in force" "before (no limit code)" after change
 printf '|%s|%s|%s|%s|%s|\n' ---------- ---------------------------------------------- ------------------------: -----------: ------------------------
-for backend in $(cut -f2 "$rows" | sort -u); do
+for backend in sqlite postgres; do
+    cut -f2 "$rows" | grep -qx "$backend" || continue
     b=$(median before "$backend")
     a=$(median after "$backend")
     printf '| %-8s | %-44s | %22s | %10s | %-22s |\n' "$backend" "none (median of 3 runs, A B alternating)" "$b" "$a" "$(pct "$b" "$a")"
