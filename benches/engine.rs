@@ -15,7 +15,9 @@
 //! drain by 1, 2 and 4 worker processes, on the tests' server (`BW_TEST_PG`, or a throwaway
 //! cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
 //! of limits (issue 21): the same drain with no limit, with a limit in force that never binds
-//! (every claim reads and counts it), and with a concurrency limit that does, on SQLite.
+//! (every claim reads and counts it), and with a concurrency limit that does, on SQLite (and
+//! PostgreSQL with `BW_TEST_PG`); `benches/compare-limits.sh` sets it beside a build without
+//! limit code.
 //! `BW_BENCH_SCHEDULES=1` runs only the cost of schedules (issue 20): the same drain with no
 //! schedule, and with 20 schedules ticking every second beside it (their jobs on a queue of
 //! their own, served by a second group, as an application would), on SQLite.
@@ -317,13 +319,16 @@ mod backend;
 #[path = "engine/pg.rs"]
 mod pg;
 
-/// The drain of `due` jobs by one tuned worker, alternating three stores (best of 3 each): no
-/// limit, a concurrency limit in force that never binds (above the worker's slots: the claim
-/// reads, counts and charges it every time), a rate limit that never binds, and a concurrency
-/// limit of 8 that does.
+/// The claim cost of limits (issue 21): the drain of `due` jobs by one tuned worker, alternating
+/// fresh stores, the median of `BW_BENCH_ROUNDS` (3) each: no limit, a concurrency limit in force
+/// that never binds (above the worker's slots: the claim reads, counts and charges it every
+/// time), a rate limit that never binds, and a concurrency limit of 8 that does; on SQLite, and
+/// on PostgreSQL when `BW_TEST_PG` is set. `BW_BENCH_LIMITS=none` runs the no-limit rows alone:
+/// what `benches/compare-limits.sh` runs on this build and on one without limit code, A B A B A
+/// B. Each row is also printed to stdout as `limits-row<TAB>backend<TAB>what<TAB>jobs/s` for it.
 fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) {
     use backwave::store::{LimitSpec, PauseKind, Rate};
-    let specs: [(&str, Option<LimitSpec>); 4] = [
+    let mut specs: Vec<(&str, Option<LimitSpec>)> = vec![
         ("no limit", None),
         ("concurrency 100000 (never binds)", Some(LimitSpec { concurrency: Some(100_000), rate: None })),
         (
@@ -332,26 +337,76 @@ fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) 
         ),
         ("concurrency 8 (binds: 32 threads)", Some(LimitSpec { concurrency: Some(8), rate: None })),
     ];
-    let mut best = [0.0f64; 4];
-    for run in 0..3 {
-        for (i, (_, spec)) in specs.iter().enumerate() {
-            let (path, store) = fresh_store(dir, &format!("limits-{i}-{run}.db"));
-            store.bootstrap_admin("bench").expect("admin");
-            if let Some(spec) = spec {
-                store.set_limit("bench", PauseKind::WireName, "noop", spec, None, true).expect("limit");
+    if std::env::var("BW_BENCH_LIMITS").is_ok_and(|v| v == "none") {
+        specs.truncate(1);
+    }
+    let rounds: usize = std::env::var("BW_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
+    let mut backends = vec!["sqlite"];
+    if std::env::var_os("BW_TEST_PG").is_some() {
+        backends.push("postgres");
+    }
+    for backend in backends {
+        let mut rates = vec![Vec::new(); specs.len()];
+        for round in 0..rounds {
+            for (i, (_, spec)) in specs.iter().enumerate() {
+                let name = format!("limits_{i}_{round}");
+                let (db, store, _schema) = match backend {
+                    "sqlite" => {
+                        let (path, store) = fresh_store(dir, &format!("{name}.db"));
+                        (StoreTarget::from(path), store, None)
+                    }
+                    _ => {
+                        let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
+                        let store = Store::create(schema.url.as_str()).expect("create the store");
+                        (StoreTarget::from(schema.url.as_str()), store, Some(schema))
+                    }
+                };
+                store.bootstrap_admin("bench").expect("admin");
+                if let Some(spec) = spec {
+                    store.set_limit("bench", PauseKind::WireName, "noop", spec, None, true).expect("limit");
+                }
+                enqueue(&store, due, 0);
+                rates[i].push(limits_drain(&db, &store, due));
+                // The store's connection closes before its schema is dropped.
+                drop(store);
             }
-            enqueue(&store, due, 0);
-            best[i] = best[i].max(drain(&path, &store, due, 1, Settings::Tuned));
+        }
+        let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+        for (i, (what, _)) in specs.iter().enumerate() {
+            let note = if i == 0 {
+                String::new()
+            } else {
+                format!("{:+.1}% against no limit", 100.0 * (medians[i] - medians[0]) / medians[0])
+            };
+            println!("limits-row\t{backend}\t{what}\t{:.0}", medians[i]);
+            row(
+                format!("drain {due}, {backend}, 1 tuned worker, {what} (median of {rounds})"),
+                format!("{:.0}", medians[i]),
+                note,
+            );
         }
     }
-    for (i, (what, _)) in specs.iter().enumerate() {
-        let note = if i == 0 {
-            String::new()
-        } else {
-            format!("{:+.1}% against no limit", 100.0 * (best[i] - best[0]) / best[0])
-        };
-        row(format!("drain {due}, 1 tuned worker, {what} (best of 3)"), format!("{:.0}", best[i]), note);
+}
+
+/// One tuned worker drains `n` due jobs from `db`; jobs/s to the last success.
+fn limits_drain(db: &StoreTarget, store: &Store, n: usize) -> f64 {
+    let start = Instant::now();
+    let mut engine = Engine::new(db, registry());
+    engine.add_worker_group(Settings::Tuned.group("bench".into()));
+    let running = engine.start().expect("start engine");
+    while store.counts().expect("counts").total(JobState::Succeeded) < n as u64 {
+        std::thread::sleep(Duration::from_millis(2));
     }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let stats = running.stats();
+    assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
+    running.shutdown(Duration::from_secs(5));
+    rate
+}
+
+fn median(rates: &mut [f64]) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
 }
 
 fn main() {

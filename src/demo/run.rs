@@ -44,7 +44,8 @@ pub struct DemoOptions {
 #[derive(Debug, Default)]
 pub struct DemoReport {
     pub enqueued: u64,
-    /// Handlers still running when the workers stopped: left to lapse, as a host shutdown does.
+    /// Handlers still running when the workers stopped: nothing recorded for them, their leases
+    /// ended (those that stopped when asked) or left to lapse, as a host shutdown does.
     pub abandoned: u64,
     /// charge-card's idempotency ledger: keys charged, and keys charged more than once.
     pub charges: usize,
@@ -199,7 +200,7 @@ impl Demo {
         let enqueue_failure = self.failure.lock().unwrap_or_else(|p| p.into_inner()).take();
         DemoReport {
             enqueued: self.enqueued.load(Ordering::Relaxed),
-            abandoned: shutdown.abandoned,
+            abandoned: shutdown.stopped + shutdown.abandoned,
             charges,
             double_charges,
             groups,
@@ -252,7 +253,7 @@ fn crashing_node(db: &StoreTarget, stop: &AtomicBool, trouble: &Trouble) -> Resu
         }
         nap(stop, Duration::from_millis(200));
         // The node dies: dropped, with no grace and nothing reported for the wedged handlers
-        // (a shutdown would ask them to stop and record it).
+        // (a shutdown would ask them to stop, and end at once the leases of those that do).
         drop(running);
     }
     Ok(())

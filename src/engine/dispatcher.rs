@@ -2,7 +2,8 @@
 //! ahead into the group's ready buffer as fast as the handlers drain it, records finished jobs in
 //! batches behind the fence, heartbeats every lease it holds (buffered or running), reaps lapsed
 //! leases, runs the retention sweep, keeps the worker's registry row alive, and at shutdown hands
-//! back the jobs no handler started. It never runs handler code.
+//! back the jobs no handler started and ends the leases of those whose handlers stopped when
+//! asked. It never runs handler code.
 //!
 //! Over 500 lines on purpose: every step shares the one loop's state (what is claimed, waiting,
 //! running, finished but unwritten, being handed back), and splitting it would pass that state
@@ -21,9 +22,7 @@ use super::pool::{Done, ReadyBuffer, Work};
 use super::runtime::{later, Counters, StopFlag};
 use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
-use crate::store::{
-    ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, Store, STOPPED_AT_SHUTDOWN, UNREQUESTED_CANCEL,
-};
+use crate::store::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
 
 /// How often a worker says it is alive in the registry, and after how long without that it
 /// counts as gone.
@@ -45,7 +44,7 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 const COLLECT_LINGER: Duration = Duration::from_micros(200);
 const COLLECT_MAX: Duration = Duration::from_millis(5);
 /// At the shutdown deadline, how long the running handlers just asked to stop get to say they
-/// did, so that their jobs go back at once rather than when their leases lapse.
+/// did, so that their leases end at once rather than after a whole lease.
 const STOP_WAIT: Duration = Duration::from_millis(500);
 /// A job claimed ahead that has waited this long means the handlers stalled after it was
 /// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
@@ -95,6 +94,9 @@ pub(super) struct Dispatcher {
     /// Unstarted jobs taken back (at shutdown, or held too long behind stalled handlers) and
     /// not yet handed back to the store.
     handing_back: Vec<(JobId, u32)>,
+    /// Runs whose handlers returned because the shutdown asked them to stop: they report no
+    /// outcome, their leases are ended at once (see [`Dispatcher::end_stopped_leases`]).
+    stopped: Vec<(JobId, u32)>,
     ready: Arc<ReadyBuffer>,
     done_rx: Receiver<Done>,
     stats: Arc<Counters>,
@@ -121,6 +123,7 @@ impl Dispatcher {
             next_run: 0,
             pending: Vec::new(),
             handing_back: Vec::new(),
+            stopped: Vec::new(),
             ready: s.ready,
             done_rx: s.done_rx,
             stats: s.stats,
@@ -249,11 +252,14 @@ impl Dispatcher {
             if let Done::Finished { run, outcome } = done {
                 finished += 1;
                 match self.inflight.remove(&run) {
+                    Some(f) if f.current && stopped_at_shutdown(&outcome, &f.cancel) => {
+                        self.stopped.push((f.job_id, f.attempt));
+                    }
                     Some(f) if f.current => self.pending.push(Completion {
                         job_id: f.job_id,
                         worker_id: self.worker_id.to_string(),
                         attempt: f.attempt,
-                        outcome: stopped_at_shutdown(outcome, &f.cancel),
+                        outcome,
                     }),
                     // A stale run: the job was claimed again since, so its word is discarded.
                     Some(_) => Counters::add(&self.stats.fenced_out, 1),
@@ -573,10 +579,37 @@ impl Dispatcher {
         }
     }
 
+    /// A host shutdown reports nothing for a job it stopped (SPEC, "Attempts and budget"): the
+    /// job's lease is ended now instead, behind the same fence as a heartbeat (its expiry set
+    /// to the store's now), so that the next reaper of any worker inherits it through the lapse
+    /// path (a failed attempt, retried by its delay table) without waiting a whole lease.
+    /// Returns how many are left to lapse in their own time (the store could not be reached).
+    fn end_stopped_leases(&mut self) -> usize {
+        if self.stopped.is_empty() {
+            return 0;
+        }
+        // Twice: a PostgreSQL connection cut under the first write reconnects for the second.
+        for _ in 0..2 {
+            match self.store.heartbeat(&self.worker_id, &self.stopped, Duration::ZERO) {
+                Ok(statuses) => {
+                    // A lease already lost was another worker's to settle: nothing ended here.
+                    let ended = statuses.iter().filter(|s| matches!(s, LeaseStatus::Held { .. })).count();
+                    Counters::add(&self.stats.stopped, ended as u64);
+                    Counters::add(&self.stats.fenced_out, (statuses.len() - ended) as u64);
+                    self.stopped.clear();
+                    return 0;
+                }
+                Err(e) => self.stats.error(&e),
+            }
+        }
+        std::mem::take(&mut self.stopped).len()
+    }
+
     /// Leave: anything finished is recorded, unstarted jobs are handed back, handlers still
     /// running after the grace period are told to stop; those that stop within [`STOP_WAIT`]
-    /// are recorded (their jobs go back now), the others reported on never (their leases
-    /// lapse); the worker leaves the registry.
+    /// report nothing but have their leases ended now (another worker inherits the jobs as
+    /// lapses at its next poll), the others are reported on never (their leases lapse in
+    /// their time); the worker leaves the registry.
     fn finish(mut self) {
         // Anything that finished during the last wait still counts.
         self.collect(Duration::ZERO, true);
@@ -586,7 +619,7 @@ impl Dispatcher {
             f.cancel.cancel(CancelReason::Shutdown);
         }
         // A dropped handle (no grace, as a crash) waits for none of them.
-        let wait = if self.stop.record_stopped.load(Ordering::SeqCst) { STOP_WAIT } else { Duration::ZERO };
+        let wait = if self.stop.wait_for_stopped.load(Ordering::SeqCst) { STOP_WAIT } else { Duration::ZERO };
         let until = Instant::now() + wait;
         loop {
             let now = Instant::now();
@@ -596,7 +629,8 @@ impl Dispatcher {
             self.collect(until - now, true);
         }
         self.flush();
-        Counters::add(&self.stats.abandoned, (self.inflight.len() + self.handing_back.len()) as u64);
+        let lapsing = self.end_stopped_leases();
+        Counters::add(&self.stats.abandoned, (self.inflight.len() + self.handing_back.len() + lapsing) as u64);
         if let Err(e) = self.store.unregister_worker(&self.worker_id) {
             self.stats.error(&e);
         }
@@ -605,17 +639,11 @@ impl Dispatcher {
     }
 }
 
-/// A handler that gave up because the shutdown deadline asked it to failed its attempt for that
-/// reason, not for one of its own: the log says so.
-fn stopped_at_shutdown(outcome: Outcome, cancel: &CancelSignal) -> Outcome {
-    match outcome {
-        Outcome::Failed { message, .. }
-            if message == UNREQUESTED_CANCEL && cancel.reason() == Some(CancelReason::Shutdown) =>
-        {
-            Outcome::Failed { message: STOPPED_AT_SHUTDOWN.to_string(), detail: None }
-        }
-        other => other,
-    }
+/// Whether a handler gave up because the shutdown deadline asked it to (it returned the
+/// cancellation after the shutdown's signal), rather than finishing or failing on its own.
+fn stopped_at_shutdown(outcome: &Outcome, cancel: &CancelSignal) -> bool {
+    matches!(outcome, Outcome::Failed { message, .. } if message == UNREQUESTED_CANCEL)
+        && cancel.reason() == Some(CancelReason::Shutdown)
 }
 
 impl Drop for Dispatcher {

@@ -209,9 +209,9 @@ pub enum CancelReason {
     /// An operator cancelled the job (`bw cancel`): the attempt ends Cancelled.
     Operator,
     /// The process is shutting down and the deadline has passed: a handler that stops now (returns
-    /// the cancellation) has its attempt recorded as a failed one, reason
-    /// [`crate::store::STOPPED_AT_SHUTDOWN`], and the job goes back at once (retried at its
-    /// delay table); one that does not stop is left to its lease.
+    /// the cancellation) reports nothing, as the SPEC has a host shutdown do; its lease is ended
+    /// at once, so another worker inherits the job as a lapse (a failed attempt, retried by its
+    /// delay table) at its next reap. One that does not stop is left to its lease.
     Shutdown,
     /// The lease was lost (it lapsed and the job was reaped elsewhere): whatever this attempt
     /// reports now is discarded by the fence.

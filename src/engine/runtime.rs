@@ -328,6 +328,9 @@ pub struct GroupStats {
     /// Jobs claimed ahead that no handler started, given back to the store as Scheduled
     /// without consuming an attempt: at shutdown, or held too long behind stalled handlers.
     pub handed_back: u64,
+    /// Handlers that stopped when the shutdown asked them to: nothing recorded for them, their
+    /// leases ended at once so that any worker's reaper inherits the jobs as lapses.
+    pub stopped: u64,
     /// Running handlers when the group stopped, left to lapse.
     pub abandoned: u64,
     /// Store errors the dispatcher retried through, or its own stop on a bug.
@@ -347,6 +350,7 @@ pub(super) struct Counters {
     pub fenced_out: AtomicU64,
     pub reaped: AtomicU64,
     pub handed_back: AtomicU64,
+    pub stopped: AtomicU64,
     pub abandoned: AtomicU64,
     pub errors: AtomicU64,
     pub last_error: Mutex<Option<String>>,
@@ -372,9 +376,10 @@ impl Counters {
 pub(super) struct StopFlag {
     pub requested: AtomicBool,
     pub grace: Mutex<Option<Instant>>,
-    /// A shutdown, not a drop: at the deadline, running handlers are asked to stop and those
-    /// that do are recorded. A dropped handle reports nothing for them, as a crash would.
-    pub record_stopped: AtomicBool,
+    /// A shutdown, not a drop: at the deadline, running handlers are asked to stop and get half
+    /// a second to do so (their leases then end at once). A dropped handle waits for none of
+    /// them, as a crash would.
+    pub wait_for_stopped: AtomicBool,
 }
 
 struct GroupHandle {
@@ -413,11 +418,16 @@ pub struct ShutdownReport {
     /// Claimed jobs no handler had started: given back to the store as Scheduled, due as
     /// before, without consuming an attempt, so any worker may run them at once.
     pub handed_back: u64,
-    /// Handlers still running when the grace period ended that did not stop when asked (within
-    /// half a second): nothing was reported for them, so their leases lapse and another worker
-    /// inherits the jobs. Those that stopped had their outcome recorded (a handler that gave up
-    /// because it was asked failed its attempt, reason `stopped at shutdown`: retried at once
-    /// by its delay table rather than after its lease).
+    /// Handlers still running when the grace period ended that stopped when asked (returned the
+    /// cancellation within half a second). A host shutdown reports nothing for them (SPEC): their
+    /// leases were ended at once instead, so the next reaper of any worker inherits each job as
+    /// a lapse (a failed attempt, reason `lease expired`, retried by its delay table) without
+    /// waiting out its lease. A handler that finished (`Ok`, or an error of its own) had its
+    /// outcome recorded as usual.
+    pub stopped: u64,
+    /// Handlers still running when the grace period ended that did not stop when asked: nothing
+    /// was reported for them, so their leases lapse in their time and another worker inherits
+    /// the jobs then. Also counts stopped ones whose leases the store could not end.
     pub abandoned: u64,
 }
 
@@ -450,6 +460,7 @@ impl EngineHandle {
                     fenced_out: get(&s.fenced_out),
                     reaped: get(&s.reaped),
                     handed_back: get(&s.handed_back),
+                    stopped: get(&s.stopped),
                     abandoned: get(&s.abandoned),
                     errors: get(&s.errors),
                     last_error: s.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
@@ -498,14 +509,15 @@ impl EngineHandle {
 
     /// Stop claiming in every group at once, under one deadline `grace` from now: hand back
     /// at once every claimed job no handler started (no attempt spent), give running handlers
-    /// until the deadline to finish (their outcomes are recorded), then ask the rest to stop and
-    /// record those that do within half a second; the others are reported on never (their
-    /// leases lapse). Each worker is marked stopping, then leaves the registry.
+    /// until the deadline to finish (their outcomes are recorded), then ask the rest to stop: for
+    /// those that do within half a second nothing is recorded but their leases end at once (any
+    /// worker's next reap inherits the jobs as lapses); the others are reported on never (their
+    /// leases lapse in their time). Each worker is marked stopping, then leaves the registry.
     pub fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         self.stop_all(grace, true)
     }
 
-    fn stop_all(&mut self, grace: Duration, record_stopped: bool) -> ShutdownReport {
+    fn stop_all(&mut self, grace: Duration, wait_for_stopped: bool) -> ShutdownReport {
         // The ticker first: no tick fires into an engine that is going away.
         if let Some(t) = self.ticker.as_mut() {
             let _ = t.stop.send(());
@@ -519,7 +531,7 @@ impl EngineHandle {
             self.groups.iter().map(|g| g.stats.handed_back.load(Ordering::Relaxed)).collect();
         for g in &self.groups {
             *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
-            g.stop.record_stopped.store(record_stopped, Ordering::SeqCst);
+            g.stop.wait_for_stopped.store(wait_for_stopped, Ordering::SeqCst);
             g.stop.requested.store(true, Ordering::SeqCst);
         }
         for w in &self.wakers {
@@ -530,6 +542,7 @@ impl EngineHandle {
             if let Some(t) = g.thread.take() {
                 let _ = t.join();
                 report.handed_back += g.stats.handed_back.load(Ordering::Relaxed) - before;
+                report.stopped += g.stats.stopped.load(Ordering::Relaxed);
                 report.abandoned += g.stats.abandoned.load(Ordering::Relaxed);
             }
             // The dispatcher has recorded what it will: futures still running are dropped.

@@ -336,7 +336,7 @@ impl SqliteStore {
             .conn
             .prepare_cached(
                 "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, stale_after_ms
-                 FROM workers ORDER BY last_heartbeat_at DESC",
+                 FROM workers ORDER BY last_heartbeat_at DESC, id",
             )?
             .query_map([], |r| {
                 Ok(WorkerInfo {

@@ -457,10 +457,6 @@ fn succeed(tx: &Connection, now: Millis, c: &Completion) -> Result<Fenced> {
 /// The reason logged when a handler reports its own, unrequested cancellation.
 pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
 
-/// The reason logged when a handler stopped because its engine's shutdown deadline passed: the
-/// attempt ran, so it counts, and the job goes back at once instead of when its lease lapses.
-pub const STOPPED_AT_SHUTDOWN: &str = "stopped at shutdown";
-
 /// A failed attempt of a Running job: retry at its delay table, or dead-letter when this was
 /// attempt `max_attempts`. `detail` is `None` for a lapsed lease (no detail exists), and
 /// `Some(None)` for a failure whose detail was not captured.

@@ -67,7 +67,7 @@ pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult
 pub(crate) use jobs::validate_name as validate_job_name;
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
-    LEASE_EXPIRED, STOPPED_AT_SHUTDOWN, UNREQUESTED_CANCEL,
+    LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};

@@ -6,6 +6,7 @@
 use backwave::store::{current_actor, ClaimRequest, LimitDefault, LimitSpec, PauseKind};
 use backwave::{NewJob, RetryPolicy, Store, WorkerInfo};
 
+use super::backend::both_backends;
 use super::harness::*;
 
 /// Snapshots beside the other `cli__*` ones in tests/snapshots, without this module's prefix.
@@ -18,7 +19,7 @@ fn snapshots_beside_the_others() -> insta::internals::SettingsBindDropGuard {
 
 fn admin_store() -> Fixture {
     let f = Fixture::empty();
-    let store = Store::create(f.db.file()).unwrap();
+    let store = Store::create(&f.db).unwrap();
     store.bootstrap_admin(&current_actor()).unwrap();
     f
 }
@@ -63,139 +64,138 @@ fn one_running(f: &Fixture) -> (Store, Vec<backwave::JobId>) {
     (store, ids)
 }
 
-#[test]
-fn limit_and_limits_print_tables_and_json_and_a_waiting_job_says_what_it_waits_on() {
-    let f = admin_store();
-    let (store, ids) = one_running(&f);
-    let default = LimitDefault {
-        kind: PauseKind::WireName,
-        name: "charge-card".into(),
-        spec: LimitSpec { concurrency: Some(5), rate: None },
-    };
-    store.declare_limits("web-1/7", &[default]).unwrap();
-    let runs = [
-        f.run(&["limit", "wire-name", "charge-card", "--concurrency", "1"]),
-        f.run(&["limit", "wire-name", "charge-card", "--rate", "50/s", "--for", "30m"]),
-        f.run(&["limit", "queue", "critical", "--rate", "600/1m"]),
-        f.run(&["limits"]),
-        f.run(&["limit", "queue", "critical", "--clear"]),
-        f.run(&["limit", "queue", "critical", "--clear"]),
-    ];
-    let _s = snapshots_beside_the_others();
-    insta::assert_snapshot!("cli__limit_and_limits", transcript(&runs));
+both_backends! {
+    fn limit_and_limits_print_tables_and_json_and_a_waiting_job_says_what_it_waits_on() {
+        let f = admin_store();
+        let (store, ids) = one_running(&f);
+        let default = LimitDefault {
+            kind: PauseKind::WireName,
+            name: "charge-card".into(),
+            spec: LimitSpec { concurrency: Some(5), rate: None },
+        };
+        store.declare_limits("web-1/7", &[default]).unwrap();
+        let runs = [
+            f.run(&["limit", "wire-name", "charge-card", "--concurrency", "1"]),
+            f.run(&["limit", "wire-name", "charge-card", "--rate", "50/s", "--for", "30m"]),
+            f.run(&["limit", "queue", "critical", "--rate", "600/1m"]),
+            f.run(&["limits"]),
+            f.run(&["limit", "queue", "critical", "--clear"]),
+            f.run(&["limit", "queue", "critical", "--clear"]),
+        ];
+        let _s = snapshots_beside_the_others();
+        insta::assert_snapshot!("cli__limit_and_limits", transcript(&runs));
 
-    let v = json(&f.bw().args(["--format", "json", "limits"]).assert().success().get_output().stdout);
-    let l = &v["limits"][0];
-    assert_eq!(
-        (l["kind"].as_str(), l["name"].as_str(), l["source"].as_str()),
-        (Some("wire-name"), Some("charge-card"), Some("operator"))
-    );
-    assert_eq!(
-        (l["concurrency"].as_u64(), l["rate"]["n"].as_u64(), l["rate"]["window_ms"].as_u64()),
-        (Some(1), Some(50), Some(1000))
-    );
-    assert_eq!((l["running"].as_u64(), l["budget"].as_u64(), l["held_back"].as_u64()), (Some(1), Some(0), Some(1)));
-    assert_eq!(l["operator"]["set_by"], current_actor());
-    assert_eq!(l["operator"]["until"], "2026-11-30T12:30:00.000Z");
-    assert_eq!(l["application"]["concurrency"], 5);
-    assert_eq!(l["application"]["set_by"], "web-1/7");
+        let v = json(&f.bw().args(["--format", "json", "limits"]).assert().success().get_output().stdout);
+        let l = &v["limits"][0];
+        assert_eq!(
+            (l["kind"].as_str(), l["name"].as_str(), l["source"].as_str()),
+            (Some("wire-name"), Some("charge-card"), Some("operator"))
+        );
+        assert_eq!(
+            (l["concurrency"].as_u64(), l["rate"]["n"].as_u64(), l["rate"]["window_ms"].as_u64()),
+            (Some(1), Some(50), Some(1000))
+        );
+        assert_eq!((l["running"].as_u64(), l["budget"].as_u64(), l["held_back"].as_u64()), (Some(1), Some(0), Some(1)));
+        assert_eq!(l["operator"]["set_by"], current_actor());
+        assert_eq!(l["operator"]["until"], "2026-11-30T12:30:00.000Z");
+        assert_eq!(l["application"]["concurrency"], 5);
+        assert_eq!(l["application"]["set_by"], "web-1/7");
 
-    // The job left Scheduled says why, in the table and the JSON.
-    let waiting =
-        ids.iter().find(|id| store.job(**id).unwrap().unwrap().state == backwave::JobState::Scheduled).unwrap();
-    let show = text(&f.bw().args(["jobs", "show", &waiting.to_string()]).assert().success().get_output().stdout);
-    assert!(show.contains("Waits on") && show.contains("the limit on wire-name 'charge-card'"), "{show}");
-    let v = json(
-        &f.bw().args(["--format", "json", "jobs", "show", &waiting.to_string()]).assert().success().get_output().stdout,
-    );
-    assert_eq!(v["waits_on_limit"]["name"], "charge-card");
-    assert_eq!(v["waits_on_limit"]["running"], 1);
+        // The job left Scheduled says why, in the table and the JSON.
+        let waiting =
+            ids.iter().find(|id| store.job(**id).unwrap().unwrap().state == backwave::JobState::Scheduled).unwrap();
+        let show = text(&f.bw().args(["jobs", "show", &waiting.to_string()]).assert().success().get_output().stdout);
+        assert!(show.contains("Waits on") && show.contains("the limit on wire-name 'charge-card'"), "{show}");
+        let v = json(
+            &f.bw().args(["--format", "json", "jobs", "show", &waiting.to_string()]).assert().success().get_output().stdout,
+        );
+        assert_eq!(v["waits_on_limit"]["name"], "charge-card");
+        assert_eq!(v["waits_on_limit"]["running"], 1);
 
-    let stats = json(&f.bw().args(["--format", "json", "stats"]).assert().success().get_output().stdout);
-    assert_eq!(stats["limits"].as_array().unwrap().len(), 1);
-    let check = json(&f.bw().args(["--format", "json", "check"]).assert().get_output().stdout);
-    let latency = check["checks"].as_array().unwrap().iter().find(|c| c["name"] == "latency").unwrap().clone();
-    let message = latency["message"].as_str().unwrap();
-    assert!(
-        message.contains("held back by a limit: wire-name 'charge-card' (concurrency 1, rate 50/s), 1 due held"),
-        "{message}"
-    );
-    let metrics = text(&f.bw().arg("metrics").assert().success().get_output().stdout);
-    for line in [
-        "backwave_limit_concurrency{kind=\"wire-name\",name=\"charge-card\"} 1",
-        "backwave_limit_rate_per_second{kind=\"wire-name\",name=\"charge-card\"} 50",
-        "backwave_limit_running{kind=\"wire-name\",name=\"charge-card\"} 1",
-        "backwave_limit_held_back{kind=\"wire-name\",name=\"charge-card\"} 1",
-    ] {
-        assert!(metrics.contains(line), "no {line:?} in:\n{metrics}");
+        let stats = json(&f.bw().args(["--format", "json", "stats"]).assert().success().get_output().stdout);
+        assert_eq!(stats["limits"].as_array().unwrap().len(), 1);
+        let check = json(&f.bw().args(["--format", "json", "check"]).assert().get_output().stdout);
+        let latency = check["checks"].as_array().unwrap().iter().find(|c| c["name"] == "latency").unwrap().clone();
+        let message = latency["message"].as_str().unwrap();
+        assert!(
+            message.contains("held back by a limit: wire-name 'charge-card' (concurrency 1, rate 50/s), 1 due held"),
+            "{message}"
+        );
+        let metrics = text(&f.bw().arg("metrics").assert().success().get_output().stdout);
+        for line in [
+            "backwave_limit_concurrency{kind=\"wire-name\",name=\"charge-card\"} 1",
+            "backwave_limit_rate_per_second{kind=\"wire-name\",name=\"charge-card\"} 50",
+            "backwave_limit_running{kind=\"wire-name\",name=\"charge-card\"} 1",
+            "backwave_limit_held_back{kind=\"wire-name\",name=\"charge-card\"} 1",
+        ] {
+            assert!(metrics.contains(line), "no {line:?} in:\n{metrics}");
+        }
+        let audit = text(&f.bw().arg("audit").assert().success().get_output().stdout);
+        assert!(audit.contains("limit") && audit.contains("unlimit"), "{audit}");
     }
-    let audit = text(&f.bw().arg("audit").assert().success().get_output().stdout);
-    assert!(audit.contains("limit") && audit.contains("unlimit"), "{audit}");
-}
 
-#[test]
-fn bad_limits_are_one_line_errors_quoting_the_value_and_change_nothing() {
-    let f = admin_store();
-    for (args, quoted) in [
-        (&["limit", "wire-name", "x", "--rate", "50"][..], "'50'"),
-        (&["limit", "wire-name", "x", "--rate", "0/s"][..], "'0/s'"),
-        (&["limit", "wire-name", "x", "--concurrency", "0"][..], "'0'"),
-        (&["limit", "wire-name", "x", "--concurrency", "-3"][..], "'-3'"),
-        (&["limit", "wire-name", "x"][..], "'x'"),
-        (&["limit", "wire-name", "x", "--concurrency", "2", "--for", "0s"][..], "'0s'"),
-    ] {
-        let out = f.bw().args(args).assert().code(2);
-        let err = text(&out.get_output().stderr);
-        assert!(err.contains(quoted), "{args:?}: {err}");
+    fn bad_limits_are_one_line_errors_quoting_the_value_and_change_nothing() {
+        let f = admin_store();
+        for (args, quoted) in [
+            (&["limit", "wire-name", "x", "--rate", "50"][..], "'50'"),
+            (&["limit", "wire-name", "x", "--rate", "0/s"][..], "'0/s'"),
+            (&["limit", "wire-name", "x", "--concurrency", "0"][..], "'0'"),
+            (&["limit", "wire-name", "x", "--concurrency", "-3"][..], "'-3'"),
+            (&["limit", "wire-name", "x"][..], "'x'"),
+            (&["limit", "wire-name", "x", "--concurrency", "2", "--for", "0s"][..], "'0s'"),
+        ] {
+            let out = f.bw().args(args).assert().code(2);
+            let err = text(&out.get_output().stderr);
+            assert!(err.contains(quoted), "{args:?}: {err}");
+        }
+        f.bw().args(["limit", "queue", "q", "--clear", "--concurrency", "2"]).assert().code(2);
+        assert!(f.store().limits().unwrap().is_empty(), "a refused limit was written");
+        // Without operate, refused with exit 1 and nothing written.
+        let g = Fixture::hostile_stranger();
+        g.bw().args(["limit", "queue", "critical", "--concurrency", "2"]).assert().code(1);
+        assert!(g.store().limits().unwrap().is_empty());
     }
-    f.bw().args(["limit", "queue", "q", "--clear", "--concurrency", "2"]).assert().code(2);
-    assert!(f.store().limits().unwrap().is_empty(), "a refused limit was written");
-    // Without operate, refused with exit 1 and nothing written.
-    let g = Fixture::hostile_stranger();
-    g.bw().args(["limit", "queue", "critical", "--concurrency", "2"]).assert().code(1);
-    assert!(g.store().limits().unwrap().is_empty());
-}
 
-#[test]
-fn workers_quiet_and_resume_by_host_show_in_workers_check_and_metrics() {
-    let f = admin_store();
-    let (store, _) = one_running(&f);
-    worker(&store, "web-2/9/payments#0002", "web-2");
-    let runs = [
-        f.run(&["workers", "quiet", "--host", "web-1"]),
-        f.run(&["workers", "quiet", "--host", "web-1"]),
-        f.run(&["workers"]),
-        f.run(&["workers", "quiet", "--host", "no-such-host"]),
-        f.run(&["workers", "quiet"]),
-    ];
-    let _s = snapshots_beside_the_others();
-    insta::assert_snapshot!("cli__workers_quiet", transcript(&runs));
-    let v = json(&f.bw().args(["--format", "json", "workers"]).assert().success().get_output().stdout);
-    let w = v["workers"].as_array().unwrap().iter().find(|w| w["host"] == "web-1").unwrap().clone();
-    assert_eq!((w["state"].as_str(), w["running"].as_u64()), (Some("quiet"), Some(1)));
-    assert_eq!(w["quiet_by"], current_actor());
-    let other = v["workers"].as_array().unwrap().iter().find(|w| w["host"] == "web-2").unwrap().clone();
-    assert_eq!(other["state"], "live");
+    fn workers_quiet_and_resume_by_host_show_in_workers_check_and_metrics() {
+        let f = admin_store();
+        let (store, _) = one_running(&f);
+        worker(&store, "web-2/9/payments#0002", "web-2");
+        let runs = [
+            f.run(&["workers", "quiet", "--host", "web-1"]),
+            f.run(&["workers", "quiet", "--host", "web-1"]),
+            f.run(&["workers"]),
+            f.run(&["workers", "quiet", "--host", "no-such-host"]),
+            f.run(&["workers", "quiet"]),
+        ];
+        let _s = snapshots_beside_the_others();
+        insta::assert_snapshot!("cli__workers_quiet", transcript(&runs));
+        let v = json(&f.bw().args(["--format", "json", "workers"]).assert().success().get_output().stdout);
+        let w = v["workers"].as_array().unwrap().iter().find(|w| w["host"] == "web-1").unwrap().clone();
+        assert_eq!((w["state"].as_str(), w["running"].as_u64()), (Some("quiet"), Some(1)));
+        assert_eq!(w["quiet_by"], current_actor());
+        let other = v["workers"].as_array().unwrap().iter().find(|w| w["host"] == "web-2").unwrap().clone();
+        assert_eq!(other["state"], "live");
 
-    // Quiet longer than --max-quiet: a warning naming it.
-    let check = |now: &str| {
-        let out = f.bw().env("BW_NOW", now).args(["--format", "json", "check"]).output().unwrap();
-        let v = json(&out.stdout);
-        v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "quiet-worker").unwrap().clone()
-    };
-    assert_eq!(check(T)["status"], "ok", "quiet for no time yet");
-    let late = check("2026-11-30T13:30:00Z");
-    assert_eq!(late["status"], "warning");
-    let message = late["message"].as_str().unwrap();
-    assert!(
-        message.contains("quiet longer than 1h: 'web-1/7/payments#0001'") && message.contains("0 running"),
-        "{message}"
-    ); // its lease lapsed meanwhile
-    let metrics = text(&f.bw().arg("metrics").assert().success().get_output().stdout);
-    assert!(metrics.contains("backwave_workers_quiet 1"), "{metrics}");
+        // Quiet longer than --max-quiet: a warning naming it.
+        let check = |now: &str| {
+            let out = f.bw().env("BW_NOW", now).args(["--format", "json", "check"]).output().unwrap();
+            let v = json(&out.stdout);
+            v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "quiet-worker").unwrap().clone()
+        };
+        assert_eq!(check(T)["status"], "ok", "quiet for no time yet");
+        let late = check("2026-11-30T13:30:00Z");
+        assert_eq!(late["status"], "warning");
+        let message = late["message"].as_str().unwrap();
+        assert!(
+            message.contains("quiet longer than 1h: 'web-1/7/payments#0001'") && message.contains("0 running"),
+            "{message}"
+        ); // its lease lapsed meanwhile
+        let metrics = text(&f.bw().arg("metrics").assert().success().get_output().stdout);
+        assert!(metrics.contains("backwave_workers_quiet 1"), "{metrics}");
 
-    let out = f.bw().args(["--format", "json", "workers", "resume", "web-1/7/payments#0001"]).assert().success();
-    assert_eq!(json(&out.get_output().stdout)["ids"][0], "web-1/7/payments#0001");
-    let audit = text(&f.bw().arg("audit").assert().success().get_output().stdout);
-    assert!(audit.contains("quiet") && audit.contains("resume-worker"), "{audit}");
+        let out = f.bw().args(["--format", "json", "workers", "resume", "web-1/7/payments#0001"]).assert().success();
+        assert_eq!(json(&out.get_output().stdout)["ids"][0], "web-1/7/payments#0001");
+        let audit = text(&f.bw().arg("audit").assert().success().get_output().stdout);
+        assert!(audit.contains("quiet") && audit.contains("resume-worker"), "{audit}");
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use backwave::engine::{CancelReason, DispatchPolicy, Engine, HandlerError, Registry, WorkerGroup};
-use backwave::store::{CancelResult, LEASE_EXPIRED, STOPPED_AT_SHUTDOWN};
+use backwave::store::{CancelResult, LEASE_EXPIRED};
 use backwave::{DetailStatus, JobState};
 
 use super::support::*;
@@ -65,10 +65,11 @@ both_backends! {
 }
 
 both_backends! {
-    /// At the deadline a future that awaits `ctx.cancelled()` stops and is recorded (its job goes
-    /// back at once); one that ignores it is dropped once the engine stops waiting, its job left
-    /// to its lease, as a stuck handler thread's is.
-    fn shutdown_records_futures_that_stop_when_asked_and_drops_the_rest() {
+    /// At the deadline a future that awaits `ctx.cancelled()` stops and reports nothing (a host
+    /// shutdown reports nothing): its lease is ended at once, so the next reaper inherits the
+    /// job as a lapse; one that ignores it is dropped once the engine stops waiting, its job
+    /// left to its lease, as a stuck handler thread's is.
+    fn shutdown_ends_the_lease_of_futures_that_stop_when_asked_and_drops_the_rest() {
         let t = test_store();
         let started = Arc::new(AtomicU32::new(0));
         let dropped = Arc::new(AtomicBool::new(false));
@@ -92,20 +93,30 @@ both_backends! {
         let listening = registry.enqueue(&t.store, "wait", &true).unwrap();
         let deaf = registry.enqueue(&t.store, "wait", &false).unwrap();
         let mut engine = Engine::new(&t.db, registry);
-        engine.add_worker_group(WorkerGroup { concurrency: 2, ..group("g", strict("q"), 3) });
+        let lease = Duration::from_secs(60);
+        engine.add_worker_group(WorkerGroup { concurrency: 2, lease, ..group("g", strict("q"), 3) });
         let running = engine.start().unwrap();
         let worker = running.worker_ids()[0].1.clone();
         wait_for("both futures to start", Duration::from_secs(10), || (started.load(Ordering::SeqCst) == 2).then_some(()));
         let report = running.shutdown(Duration::from_millis(300));
 
-        assert_eq!(report.abandoned, 1);
+        assert_eq!((report.stopped, report.abandoned), (1, 1), "{report:?}");
         assert!(dropped.load(Ordering::SeqCst), "the future that ignored the deadline still runs");
         let l = job(&t.store, listening);
-        assert_eq!((l.state, l.attempt), (JobState::Scheduled, 1), "the listening job went back at once");
-        let last = t.store.history(listening).unwrap().pop().unwrap();
-        assert_eq!(last.reason.as_deref(), Some(STOPPED_AT_SHUTDOWN));
+        assert_eq!((l.state, l.attempt, l.lease_owner.as_deref()), (JobState::Running, 1, Some(worker.as_str())), "nothing reported");
+        assert!(l.lease_expires_at.unwrap() <= t.store.now(), "the listening job's lease was ended at once");
         let d = job(&t.store, deaf);
         assert_eq!((d.state, d.lease_owner.as_deref()), (JobState::Running, Some(worker.as_str())), "left to its lease");
+        assert!(d.lease_expires_at.unwrap() > t.store.now() + 30_000, "the deaf job keeps its lease");
+
+        // Any worker's next reap inherits the stopped job as a lapse: one failed attempt. (A lease
+        // ended at `now` lapses once the clock has moved past it.)
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(t.store.reap_expired(10).unwrap(), 1);
+        let last = t.store.history(listening).unwrap().pop().unwrap();
+        assert_eq!((last.to, last.reason.as_deref(), last.attempt), (JobState::Scheduled, Some(LEASE_EXPIRED), 1));
+        assert_eq!(last.worker_id.as_deref(), Some(worker.as_str()));
+        assert_eq!(job(&t.store, deaf).state, JobState::Running, "the deaf job waits for its lease");
     }
 }
 

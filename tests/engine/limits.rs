@@ -6,11 +6,11 @@
 //! The engine has no limit code: the store's claim enforces it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use backwave::engine::{DispatchPolicy, Engine, Registry};
-use backwave::store::{LimitSpec, PauseKind, Rate, WorkerSelector};
+use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry, WorkerGroup};
+use backwave::store::{LimitSpec, PauseKind, Rate, WorkerSelector, LEASE_EXPIRED};
 use backwave::{JobId, JobState, NewJob, Store};
 
 use super::support::*;
@@ -203,75 +203,123 @@ both_backends! {
         let unknown = t.store.quiet_workers(ACTOR, &WorkerSelector::Host("no-such-host".into())).unwrap_err();
         assert!(unknown.to_string().contains("'no-such-host'"), "{unknown}");
     }
+}
 
-    fn a_deploy_quiets_then_stops_in_2s_losing_no_job_and_charging_no_attempt_to_unstarted_ones() {
+/// The deploy test's handlers: `report` records that it started and, while `slow` is set when it
+/// starts, waits 30 s for a request to stop (a blocking wait, or an awaited `ctx.cancelled()`).
+fn deploy_registry(slow: &Arc<AtomicBool>, ran_slow: &Arc<Mutex<Vec<JobId>>>) -> Registry {
+    let mut r = Registry::new();
+    let (slow, ran_slow) = (Arc::clone(slow), Arc::clone(ran_slow));
+    let registration = match flavor() {
+        Flavor::Sync => r.handle::<u32>("report", move |_, ctx| {
+            if !slow.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            ran_slow.lock().unwrap().push(ctx.job_id());
+            ctx.sleep(Duration::from_secs(30))
+        }),
+        Flavor::Async => r.handle_async::<u32, _, _>("report", move |_, ctx| {
+            let slow = slow.load(Ordering::SeqCst);
+            if slow {
+                ran_slow.lock().unwrap().push(ctx.job_id());
+            }
+            async move {
+                if slow && tokio::time::timeout(Duration::from_secs(30), ctx.cancelled()).await.is_ok() {
+                    return Err(HandlerError::cancelled());
+                }
+                Ok(())
+            }
+        }),
+    };
+    registration.queue("reports");
+    r
+}
+
+both_flavors! {
+    /// A deploy (issue 21): the old process is quieted, then stopped with one 2 s deadline while
+    /// its long handlers run and the new version already serves. No job is lost; a job claimed
+    /// ahead that never started costs no attempt; the handlers running at the deadline stop when
+    /// asked and report nothing (a host shutdown reports nothing: SPEC), their leases ended at
+    /// once, so the new version inherits them as lapses (one failed attempt each, `lease
+    /// expired`) within a poll or two, not after their 60 s leases.
+    fn a_deploy_quiets_then_stops_in_2s_losing_no_job_and_the_running_ones_lapse_at_once() {
         let t = test_store();
         let slow = Arc::new(AtomicBool::new(true));
-        let started = Arc::new(AtomicU64::new(0));
-        let registry = |slow: Arc<AtomicBool>| {
-            let mut r = Registry::new();
-            let started = Arc::clone(&started);
-            r.handle::<u32>("report", move |_, ctx| {
-                started.fetch_add(1, Ordering::SeqCst);
-                if slow.load(Ordering::SeqCst) {
-                    ctx.sleep(Duration::from_secs(30))
-                } else {
-                    Ok(())
-                }
-            })
-            .queue("reports");
-            r
-        };
+        let ran_slow = Arc::new(Mutex::new(Vec::new()));
         let ids: Vec<JobId> =
-            (0..12).map(|i| registry(Arc::clone(&slow)).enqueue(&t.store, "report", &i).unwrap()).collect();
-        let mut old = Engine::new(&t.db, registry(Arc::clone(&slow)));
+            (0..12).map(|i| deploy_registry(&slow, &ran_slow).enqueue(&t.store, "report", &i).unwrap()).collect();
+        let lease = Duration::from_secs(60);
+        let mut old = Engine::new(&t.db, deploy_registry(&slow, &ran_slow));
         let policy = DispatchPolicy::strict(["reports"]);
-        old.add_worker_group(group("a", policy.clone(), 3));
-        let mut b = group("b", policy.clone(), 3);
-        b.concurrency = 2;
-        old.add_worker_group(b);
+        old.add_worker_group(WorkerGroup { lease, ..group("a", policy.clone(), 3) });
+        old.add_worker_group(WorkerGroup { lease, concurrency: 2, ..group("b", policy.clone(), 3) });
         let old = old.start().unwrap();
-        // Three handler threads (1 + 2), all busy with long jobs, more claimed ahead behind them.
+        let old_workers: Vec<String> = old.worker_ids().into_iter().map(|(_, id)| id).collect();
+        // Three handlers (1 + 2), all busy with long jobs, maybe more claimed ahead behind them.
         wait_for("three long handlers to run", Duration::from_secs(30), || {
-            (started.load(Ordering::SeqCst) == 3).then_some(())
+            (ran_slow.lock().unwrap().len() == 3).then_some(())
         });
-        for (_, id) in old.worker_ids() {
-            t.store.quiet_workers(ACTOR, &WorkerSelector::Id(id)).unwrap();
+        for id in &old_workers {
+            t.store.quiet_workers(ACTOR, &WorkerSelector::Id(id.clone())).unwrap();
         }
+        // The new version serves beside it.
+        slow.store(false, Ordering::SeqCst);
+        let mut new = Engine::new(&t.db, deploy_registry(&slow, &ran_slow));
+        new.add_worker_group(WorkerGroup { lease, concurrency: 3, ..group("new", policy, 3) });
+        let new = new.start().unwrap();
+        let new_worker = new.worker_ids()[0].1.clone();
+
         let stopping = Instant::now();
         let report = old.shutdown(Duration::from_secs(2));
-        let took = stopping.elapsed();
+        let stopped_at = Instant::now();
+        let took = stopped_at - stopping;
         assert!(took < Duration::from_secs(4), "the two groups stopped in {took:?}, not under one 2 s deadline");
-        // The long handlers heeded the request to stop: recorded, nothing left to lapse.
-        assert_eq!(report.abandoned, 0, "{report:?}");
+        // The long handlers heeded the request to stop: their leases ended, none left to lapse.
+        assert_eq!((report.stopped, report.abandoned), (3, 0), "{report:?}");
 
-        // The new version drains everything; what never ran costs it nothing.
-        slow.store(false, Ordering::SeqCst);
-        let mut new = Engine::new(&t.db, registry(Arc::clone(&slow)));
-        let mut g = group("new", policy, 3);
-        g.lease = Duration::from_millis(300);
-        new.add_worker_group(g);
-        let new = new.start().unwrap();
-        for id in &ids {
-            assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded, "job {id}");
-        }
+        // The new version drains everything, the stopped jobs within a few polls of the stop.
+        wait_for("every job to succeed", Duration::from_secs(20), || {
+            ids.iter().all(|id| job(&t.store, *id).state == JobState::Succeeded).then_some(())
+        });
+        let inherited_in = stopped_at.elapsed();
         new.shutdown(Duration::from_secs(1));
+        assert!(inherited_in < Duration::from_secs(15), "inherited after {inherited_in:?}: as late as a lapsing lease");
+
+        let ran_slow = ran_slow.lock().unwrap().clone();
+        assert_eq!(ran_slow.len(), 3, "{ran_slow:?}");
         for id in &ids {
-            let started = t.store.history(*id).unwrap().iter().filter(|e| e.to == JobState::Running).count() as u32;
+            let history = t.store.history(*id).unwrap();
+            let started = history.iter().filter(|e| e.to == JobState::Running).count() as u32;
             let handed_back =
-                t.store.history(*id).unwrap().iter().filter(|e| e.reason.as_deref() == Some(backwave::store::HANDED_BACK)).count()
-                    as u32;
+                history.iter().filter(|e| e.reason.as_deref() == Some(backwave::store::HANDED_BACK)).count() as u32;
+            let j = job(&t.store, *id);
             // Each attempt is a run that started: a hand-back gave its claim back.
-            assert_eq!(job(&t.store, *id).attempt, started - handed_back, "job {id}");
+            assert_eq!(j.attempt, started - handed_back, "job {id}: {history:?}");
+            let lapses: Vec<_> = history.iter().filter(|e| e.reason.as_deref() == Some(LEASE_EXPIRED)).collect();
+            if ran_slow.contains(id) {
+                // Stopped at the deadline: no outcome of its own, one lapse (a failed attempt,
+                // the old worker's), then the new version's success.
+                assert_eq!(j.attempt, 2, "job {id}: {history:?}");
+                assert_eq!(lapses.len(), 1, "job {id}: {history:?}");
+                assert_eq!(
+                    (lapses[0].from, lapses[0].to, lapses[0].attempt),
+                    (Some(JobState::Running), JobState::Scheduled, 1),
+                    "job {id}"
+                );
+                assert!(old_workers.contains(lapses[0].worker_id.as_ref().unwrap()), "job {id}: {history:?}");
+                let failed_otherwise = history.iter().filter(|e| {
+                    e.from == Some(JobState::Running)
+                        && e.to == JobState::Scheduled
+                        && e.reason.as_deref() != Some(LEASE_EXPIRED)
+                        && e.reason.as_deref() != Some(backwave::store::HANDED_BACK)
+                });
+                assert_eq!(failed_otherwise.count(), 0, "job {id} reported an outcome: {history:?}");
+            } else {
+                assert_eq!(j.attempt, 1, "job {id} never started before the stop: {history:?}");
+                assert!(lapses.is_empty(), "job {id}: {history:?}");
+            }
+            let last = history.last().unwrap();
+            assert_eq!((last.to, last.worker_id.as_deref()), (JobState::Succeeded, Some(new_worker.as_str())), "job {id}");
         }
-        let never_started = ids.iter().filter(|id| job(&t.store, **id).attempt == 1).count();
-        assert_eq!(never_started, 12 - 3, "only the 3 running at the stop ran twice");
-        let stopped = ids
-            .iter()
-            .filter(|id| {
-                t.store.history(**id).unwrap().iter().any(|e| e.reason.as_deref() == Some(backwave::store::STOPPED_AT_SHUTDOWN))
-            })
-            .count();
-        assert_eq!(stopped, 3, "the jobs running at the deadline were stopped and recorded");
     }
 }

@@ -47,7 +47,7 @@ const COUNTS_SQL: &str = "SELECT queue, state, sum(n)::bigint FROM (
                           GROUP BY queue, state HAVING sum(n) <> 0";
 
 const WORKERS_SQL: &str = "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, \
-                           stale_after_ms FROM workers ORDER BY last_heartbeat_at DESC";
+                           stale_after_ms FROM workers ORDER BY last_heartbeat_at DESC, id COLLATE \"C\"";
 
 /// The log's sequence: the identity's last value (it never goes back, even when the retention
 /// sweep deleted every entry; read only where the role may), or the highest entry.
@@ -89,8 +89,8 @@ pub(in crate::store::postgres) fn counts(tx: &mut Tx<'_>) -> Result<StateCounts>
     Ok(counts)
 }
 
-/// Every registered worker as of `tx`, the most recent heartbeat first. `PgStore::workers` is
-/// this in a read.
+/// Every registered worker as of `tx`, the most recent heartbeat first (by id among equals, as
+/// on SQLite, so that `bw workers` lists them alike). `PgStore::workers` is this in a read.
 pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerInfo>> {
     let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
     tx.query(WORKERS_SQL, &[])?
