@@ -45,6 +45,9 @@ pub(super) enum Done {
 pub(super) struct ReadyBuffer {
     state: Mutex<ReadyState>,
     available: Condvar,
+    /// The same news for async slots waiting on a runtime (see `tasks.rs`).
+    #[cfg(feature = "tokio")]
+    pushed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -73,8 +76,16 @@ impl ReadyBuffer {
         // of a wide batch would only have most of them find it empty).
         match added {
             0 => {}
-            1 => self.available.notify_one(),
-            _ => self.available.notify_all(),
+            1 => {
+                self.available.notify_one();
+                #[cfg(feature = "tokio")]
+                self.pushed.notify_one();
+            }
+            _ => {
+                self.available.notify_all();
+                #[cfg(feature = "tokio")]
+                self.pushed.notify_waiters();
+            }
         }
     }
 
@@ -108,6 +119,8 @@ impl ReadyBuffer {
     pub fn close(&self) {
         self.lock().closed = true;
         self.available.notify_all();
+        #[cfg(feature = "tokio")]
+        self.pushed.notify_waiters();
     }
 
     /// The next job to run, waiting for one; `None` once closed.
@@ -121,6 +134,26 @@ impl ReadyBuffer {
                 return Some(w);
             }
             s = self.available.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// [`ReadyBuffer::next`] for an async slot: awaits instead of blocking its thread.
+    #[cfg(feature = "tokio")]
+    pub(super) async fn next_async(&self) -> Option<Work> {
+        loop {
+            // Registered before the look, so a push between the look and the await still wakes us.
+            let mut pushed = std::pin::pin!(self.pushed.notified());
+            pushed.as_mut().enable();
+            {
+                let mut s = self.lock();
+                if s.closed {
+                    return None;
+                }
+                if let Some(w) = s.jobs.pop_front() {
+                    return Some(w);
+                }
+            }
+            pushed.await;
         }
     }
 }
