@@ -141,20 +141,30 @@ impl ReadyBuffer {
     #[cfg(feature = "tokio")]
     pub(super) async fn next_async(&self) -> Option<Work> {
         loop {
-            // Registered before the look, so a push between the look and the await still wakes us.
+            // While jobs wait, take one without registering for a wake-up (a lock on the
+            // notifier's waiters per job for nothing).
+            if let Some(next) = self.try_next() {
+                return next;
+            }
+            // Registered before the second look, so a push between the look and the await
+            // still wakes us.
             let mut pushed = std::pin::pin!(self.pushed.notified());
             pushed.as_mut().enable();
-            {
-                let mut s = self.lock();
-                if s.closed {
-                    return None;
-                }
-                if let Some(w) = s.jobs.pop_front() {
-                    return Some(w);
-                }
+            if let Some(next) = self.try_next() {
+                return next;
             }
             pushed.await;
         }
+    }
+
+    /// `Some(None)` once closed, `Some(job)` if one waits, `None` if the buffer is empty.
+    #[cfg(feature = "tokio")]
+    fn try_next(&self) -> Option<Option<Work>> {
+        let mut s = self.lock();
+        if s.closed {
+            return Some(None);
+        }
+        s.jobs.pop_front().map(Some)
     }
 }
 

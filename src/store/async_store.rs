@@ -143,7 +143,8 @@ impl Drop for Inner {
 ///
 /// On a multi-thread runtime `block_in_place` runs it on this thread and moves the thread's
 /// other tasks to a fresh one: the caller never waits to be woken, which a hand-off to the
-/// blocking pool and back costs on every call (a fifth of a single enqueue's time on SQLite).
+/// blocking pool and back costs on every call (measured on a single SQLite enqueue: 201 µs CPU
+/// and 4 context switches handed off, 143 µs and 0.2 in place, 140 µs and 0.1 from sync code).
 /// A current-thread runtime has no thread to move its tasks to (`block_in_place` panics there),
 /// so `f` goes to the blocking pool.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
