@@ -22,8 +22,8 @@
 //! schedule, and with 20 schedules ticking every second beside it (their jobs on a queue of
 //! their own, served by a second group, as an application would), on SQLite.
 //! Async handlers (issue 22): the default drain with the no-op registered by `handle_async`
-//! beside the same drain with `handle`, on both backends, alternating, best of 3 each;
-//! `BW_BENCH_ONLY=async` runs only those rows.
+//! beside the same drain with `handle`, on both backends (`engine/async_drain.rs`), alternating,
+//! median of 3 each; `BW_BENCH_ONLY=async` runs only those rows and the AsyncStore enqueue rows.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ use std::sync::{mpsc, Mutex};
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup, DEFAULT_QUEUE};
 use backwave::store::CLAIM_SQL;
-use backwave::{JobState, RetryPolicy, Store, StoreTarget, UniqueRule};
+use backwave::{JobState, RetryPolicy, Store, UniqueRule};
 use rusqlite::{params, OptionalExtension};
 
 /// The queue `WorkerGroup::default()` serves, so the default rows change nothing but the name.
@@ -311,6 +311,8 @@ fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+#[path = "engine/async_drain.rs"]
+mod async_drain;
 #[path = "engine/async_enqueue.rs"]
 mod async_enqueue;
 #[allow(dead_code)] // the tests' helpers: the benches take only the server (`server_url`)
@@ -424,7 +426,8 @@ fn main() {
     eprintln!("engine bench: {n} no-op jobs");
     // `BW_BENCH_ONLY=async`: the async rows alone.
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "async") {
-        async_rows(dir.path(), n, &mut row);
+        async_drain::rows(dir.path(), n, &mut row);
+        async_enqueue::both_backends(dir.path(), n, &mut row);
         print_table(&rows);
         return;
     }
@@ -462,28 +465,7 @@ fn main() {
         &mut row,
     );
     drop(pg_schemas);
-    async_enqueue::rows(
-        "",
-        n,
-        |name| {
-            made += 1;
-            fresh_store(dir.path(), &format!("async_{name}-{made}.db")).1
-        },
-        &mut row,
-    );
-    let pg_schemas = std::cell::RefCell::new(Vec::new());
-    async_enqueue::rows(
-        "postgres ",
-        n,
-        |name| {
-            let schema = pg::Schema::new(backend::server_url(), &format!("bench_async_{name}"));
-            let store = Store::create(schema.url.as_str()).expect("create the store");
-            pg_schemas.borrow_mut().push(schema);
-            store
-        },
-        &mut row,
-    );
-    drop(pg_schemas);
+    async_enqueue::both_backends(dir.path(), n, &mut row);
     // `BW_BENCH_ONLY=enqueue`: the enqueue rows alone, a minute rather than a quarter hour.
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "enqueue") {
         print_table(&rows);
@@ -557,7 +539,7 @@ fn main() {
     // PostgreSQL: the server of the tests (BW_TEST_PG, or a throwaway cluster on a unix socket
     // with fsync off: compare the drain with the ceiling of the same run, not with SQLite).
     let (pg_ceiling, pg_best) = pg::run(backend::server_url(), n, &mut row);
-    async_rows(dir.path(), n, &mut row);
+    async_drain::rows(dir.path(), n, &mut row);
 
     let (median, max) = idle_latency(dir.path());
     row(
@@ -591,67 +573,6 @@ fn main() {
          ceiling {pg_ceiling:.0} (target >= 70%)",
         100.0 * pg_best / pg_ceiling,
     );
-}
-
-/// The no-op as an async handler: the same work as [`registry`]'s, a future instead of a call.
-fn async_registry() -> Registry {
-    let mut r = Registry::new();
-    r.handle_async::<u32, _, _>("noop", |_, _| async { Ok(()) }).queue(QUEUE);
-    r
-}
-
-/// Drain `n` due jobs with one default engine over `registry`; jobs/s to the last success.
-fn drain_registry(db: &StoreTarget, store: &Store, n: usize, registry: Registry) -> f64 {
-    let start = Instant::now();
-    let mut engine = Engine::new(db, registry);
-    engine.add_worker_group(Settings::Default.group("bench".into()));
-    let running = engine.start().expect("start engine");
-    while store.counts().expect("counts").total(JobState::Succeeded) < n as u64 {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    let stats = running.stats();
-    assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
-    running.shutdown(Duration::from_secs(5));
-    rate
-}
-
-/// The default drain, plain handler against async handler (on the engine's own runtime), on
-/// SQLite and PostgreSQL: alternating, the best of 3 each (target: async >= 0.9x plain).
-fn async_rows(dir: &Path, n: usize, row: &mut impl FnMut(String, String, String)) {
-    for backend in ["sqlite", "postgres"] {
-        let mut best = [0.0f64; 2];
-        for run in 0..3 {
-            for (i, registry) in [registry as fn() -> Registry, async_registry].into_iter().enumerate() {
-                let name = format!("async_{i}_{run}");
-                let (db, store, _schema) = match backend {
-                    "sqlite" => {
-                        let (path, store) = fresh_store(dir, &format!("{name}.db"));
-                        (StoreTarget::from(path), store, None)
-                    }
-                    _ => {
-                        let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
-                        let store = Store::create(schema.url.as_str()).expect("create the store");
-                        (StoreTarget::from(schema.url.as_str()), store, Some(schema))
-                    }
-                };
-                enqueue(&store, n, 0);
-                best[i] = best[i].max(drain_registry(&db, &store, n, registry()));
-                // The store's connection closes before its schema is dropped.
-                drop(store);
-            }
-        }
-        row(
-            format!("drain, {backend}, 1 worker, default, plain handler (best of 3)"),
-            format!("{:.0}", best[0]),
-            String::new(),
-        );
-        row(
-            format!("drain, {backend}, 1 worker, default, async handler (best of 3)"),
-            format!("{:.0}", best[1]),
-            format!("{:.2}x the plain handler (target >= 0.9x)", best[1] / best[0]),
-        );
-    }
 }
 
 fn print_table(rows: &[(String, String, String)]) {

@@ -45,6 +45,9 @@ pub(super) enum Done {
 pub(super) struct ReadyBuffer {
     state: Mutex<ReadyState>,
     available: Condvar,
+    /// The same news for async slots waiting on a runtime (see `tasks.rs`).
+    #[cfg(feature = "tokio")]
+    pushed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -73,8 +76,16 @@ impl ReadyBuffer {
         // of a wide batch would only have most of them find it empty).
         match added {
             0 => {}
-            1 => self.available.notify_one(),
-            _ => self.available.notify_all(),
+            1 => {
+                self.available.notify_one();
+                #[cfg(feature = "tokio")]
+                self.pushed.notify_one();
+            }
+            _ => {
+                self.available.notify_all();
+                #[cfg(feature = "tokio")]
+                self.pushed.notify_waiters();
+            }
         }
     }
 
@@ -108,6 +119,8 @@ impl ReadyBuffer {
     pub fn close(&self) {
         self.lock().closed = true;
         self.available.notify_all();
+        #[cfg(feature = "tokio")]
+        self.pushed.notify_waiters();
     }
 
     /// The next job to run, waiting for one; `None` once closed.
@@ -122,6 +135,36 @@ impl ReadyBuffer {
             }
             s = self.available.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// [`ReadyBuffer::next`] for an async slot: awaits instead of blocking its thread.
+    #[cfg(feature = "tokio")]
+    pub(super) async fn next_async(&self) -> Option<Work> {
+        loop {
+            // While jobs wait, take one without registering for a wake-up (a lock on the
+            // notifier's waiters per job for nothing).
+            if let Some(next) = self.try_next() {
+                return next;
+            }
+            // Registered before the second look, so a push between the look and the await
+            // still wakes us.
+            let mut pushed = std::pin::pin!(self.pushed.notified());
+            pushed.as_mut().enable();
+            if let Some(next) = self.try_next() {
+                return next;
+            }
+            pushed.await;
+        }
+    }
+
+    /// `Some(None)` once closed, `Some(job)` if one waits, `None` if the buffer is empty.
+    #[cfg(feature = "tokio")]
+    fn try_next(&self) -> Option<Option<Work>> {
+        let mut s = self.lock();
+        if s.closed {
+            return Some(None);
+        }
+        s.jobs.pop_front().map(Some)
     }
 }
 

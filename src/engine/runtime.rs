@@ -210,20 +210,18 @@ impl Engine {
             let stop = Arc::new(StopFlag::default());
             let ready = Arc::new(ReadyBuffer::default());
             let (done_tx, done_rx) = mpsc::channel::<Done>();
-            // A registry with an async handler: one feeder thread spawns every job of the group
-            // on the runtime, `concurrency` at a time. Otherwise a thread per handler.
+            // A registry with an async handler: `concurrency` slot tasks run every job of the
+            // group on the runtime. Otherwise a thread per handler.
             #[cfg(feature = "tokio")]
-            let tasks = match &handle.async_rt {
-                Some(rt) => Some(rt.start_feeder(
-                    format!("bw-{}-feed", cfg.name),
+            let tasks = handle.async_rt.as_ref().map(|rt| {
+                rt.start_slots(
                     cfg.concurrency,
                     Arc::clone(&ready),
                     done_tx.clone(),
                     Arc::clone(&self.registry),
                     capture,
-                )?),
-                None => None,
-            };
+                )
+            });
             #[cfg(feature = "tokio")]
             let threads = if tasks.is_some() { 0 } else { cfg.concurrency };
             #[cfg(not(feature = "tokio"))]

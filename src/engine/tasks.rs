@@ -1,158 +1,84 @@
-//! The async side of a worker group's pool (feature `tokio`): a feeder thread that takes a
-//! claimed job out of the ready buffer only when one of the group's `concurrency` slots is free
-//! and spawns it on the runtime: an async handler's future as a task, a plain handler (in a
+//! The async side of a worker group's pool (feature `tokio`): `concurrency` slot tasks on the
+//! runtime, each taking a claimed job out of the ready buffer only when it is free, as a handler
+//! thread does, and running it there: an async handler's future in place, a plain handler (in a
 //! registry that mixes both) on the runtime's blocking pool. Outcomes go back over the
 //! dispatcher's channel; nothing here touches the store, and nothing but handler code runs on
 //! the runtime, so a handler that blocks a runtime thread delays no heartbeat.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 
 use super::handler::{HandlerError, HandlerResult};
-use super::pool::{in_handler, prepare, run_sync, settle, Done, ReadyBuffer};
+use super::pool::{in_handler, prepare, run_sync, settle, Done, ReadyBuffer, Work};
 use super::registry::{HandlerFuture, Ready, Registry};
+use crate::store::Outcome;
 
-/// A group's slots and its running tasks.
+/// A group's slot tasks, so that shutdown can drop the futures they still run.
 pub(super) struct Tasks {
-    state: Mutex<TaskState>,
-    freed: Condvar,
-}
-
-struct TaskState {
-    free: usize,
-    /// Aborted (or the engine is gone): the feeder ends.
-    closed: bool,
-    /// Every spawned task not yet ended, by its claim token, so that shutdown can drop them.
-    running: HashMap<u64, AbortHandle>,
+    slots: Mutex<Vec<AbortHandle>>,
 }
 
 impl Tasks {
-    pub(super) fn new(concurrency: usize) -> Arc<Self> {
-        Arc::new(Tasks {
-            state: Mutex::new(TaskState { free: concurrency, closed: false, running: HashMap::new() }),
-            freed: Condvar::new(),
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, TaskState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Wait for a free slot and take it; `false` once closed.
-    fn acquire(&self) -> bool {
-        let mut s = self.lock();
-        loop {
-            if s.closed {
-                return false;
-            }
-            if s.free > 0 {
-                s.free -= 1;
-                return true;
-            }
-            s = self.freed.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    fn release(&self, run: Option<u64>) {
-        let mut s = self.lock();
-        s.free += 1;
-        if let Some(run) = run {
-            s.running.remove(&run);
-        }
-        drop(s);
-        self.freed.notify_one();
-    }
-
     /// After the dispatcher has stopped (its grace period and the half second for handlers asked
     /// to stop are over): drop every future still running, as the shutdown promises. A future
     /// stuck in blocking code between two awaits ends only when it next yields; its job is left
-    /// to its lease either way, as a stuck handler thread's is.
+    /// to its lease either way, as a stuck handler thread's is. Idle slots have ended already
+    /// (the dispatcher closed the ready buffer).
     pub(super) fn abort_all(&self) {
-        let mut s = self.lock();
-        s.closed = true;
-        let running: Vec<AbortHandle> = s.running.drain().map(|(_, h)| h).collect();
-        drop(s);
-        self.freed.notify_all();
-        for h in running {
-            h.abort();
+        for slot in self.slots.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            slot.abort();
         }
     }
 }
 
-/// Gives a task's slot back however the task ends: finished, panicked, or dropped by an abort.
+/// What a slot task is built from.
 struct Slot {
-    tasks: Arc<Tasks>,
-    run: Option<u64>,
+    ready: Arc<ReadyBuffer>,
+    done: Sender<Done>,
+    registry: Arc<Registry>,
+    capture: bool,
 }
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.tasks.release(self.run);
-    }
-}
-
-/// What the feeder is built from.
-pub(super) struct Feeder {
-    pub ready: Arc<ReadyBuffer>,
-    pub done: Sender<Done>,
-    pub registry: Arc<Registry>,
-    pub runtime: Handle,
-    pub tasks: Arc<Tasks>,
-    pub capture: bool,
-}
-
-impl Feeder {
-    /// Start jobs as slots free, until the ready buffer closes or the tasks are aborted.
-    pub(super) fn run(self) {
-        while self.tasks.acquire() {
-            let Some(work) = self.ready.next() else {
-                self.tasks.release(None);
-                return;
-            };
+impl Slot {
+    /// Run jobs one at a time until the ready buffer closes or the dispatcher is gone. One task
+    /// per slot rather than one per job: a quick job costs no spawn, and no thread wakes between
+    /// two jobs while the buffer holds more.
+    async fn run(self) {
+        while let Some(work) = self.ready.next_async().await {
             let run = work.run;
-            let (ready, ctx) = match prepare(work, &self.registry) {
-                Ok(r) => r,
-                Err(outcome) => {
-                    self.tasks.release(None);
-                    if self.done.send(Done::Finished { run, outcome }).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            let (done, capture, cancel) = (self.done.clone(), self.capture, ctx.cancel.clone());
-            match ready {
-                Ready::Sync(call) => {
-                    let slot = Slot { tasks: Arc::clone(&self.tasks), run: None };
-                    self.runtime.spawn_blocking(move || {
-                        let outcome = run_sync(call, ctx, capture);
-                        drop(slot);
-                        let _ = done.send(Done::Finished { run, outcome });
-                    });
-                }
-                Ready::Async(start) => {
-                    let slot = Slot { tasks: Arc::clone(&self.tasks), run: Some(run) };
-                    // Called inside the first poll, so that a handler panicking before it
-                    // returns its future is caught like any other.
-                    let future: HandlerFuture = Box::pin(async move { start(ctx).await });
-                    // The map is locked across the spawn: the task's own end (its slot's drop)
-                    // removes its entry, and must not come before the entry is there.
-                    let mut s = self.tasks.lock();
-                    let handle = self.runtime.spawn(async move {
-                        let result = CatchUnwind { future, capture }.await;
-                        let outcome = settle(result, &cancel, capture);
-                        drop(slot);
-                        let _ = done.send(Done::Finished { run, outcome });
-                    });
-                    s.running.insert(run, handle.abort_handle());
-                }
+            // `None`: the runtime is shutting down and the job never started; its lease lapses.
+            let Some(outcome) = self.run_one(work).await else { return };
+            if self.done.send(Done::Finished { run, outcome }).is_err() {
+                return;
+            }
+            // A slot that always finds a job and a future that is ready at once would otherwise
+            // keep its runtime thread from the application's other tasks.
+            tokio::task::coop::consume_budget().await;
+        }
+    }
+
+    async fn run_one(&self, work: Work) -> Option<Outcome> {
+        let (ready, ctx) = match prepare(work, &self.registry) {
+            Ok(r) => r,
+            Err(outcome) => return Some(outcome),
+        };
+        let capture = self.capture;
+        match ready {
+            // `run_sync` catches the handler's panic: only a runtime shutting down fails the join.
+            Ready::Sync(call) => tokio::task::spawn_blocking(move || run_sync(call, ctx, capture)).await.ok(),
+            Ready::Async(start) => {
+                let cancel = ctx.cancel.clone();
+                // Called inside the first poll, so that a handler panicking before it returns
+                // its future is caught like any other.
+                let future: HandlerFuture = Box::pin(async move { start(ctx).await });
+                let result = CatchUnwind { future, capture }.await;
+                Some(settle(result, &cancel, capture))
             }
         }
     }
@@ -201,23 +127,23 @@ impl AsyncRuntime {
         Ok(AsyncRuntime { handle: rt.handle().clone(), owned: Some(rt) })
     }
 
-    /// Start a group's feeder thread; its tasks, to drop at shutdown.
-    pub(super) fn start_feeder(
+    /// Start a group's `concurrency` slot tasks; returned, to drop at shutdown.
+    pub(super) fn start_slots(
         &self,
-        name: String,
         concurrency: usize,
         ready: Arc<ReadyBuffer>,
         done: Sender<Done>,
         registry: Arc<Registry>,
         capture: bool,
-    ) -> crate::Result<Arc<Tasks>> {
-        let tasks = Tasks::new(concurrency);
-        let feeder = Feeder { ready, done, registry, runtime: self.handle.clone(), tasks: Arc::clone(&tasks), capture };
-        std::thread::Builder::new()
-            .name(name)
-            .spawn(move || feeder.run())
-            .map_err(|e| crate::Error::InvalidInput(format!("cannot start a feeder thread: {e}")))?;
-        Ok(tasks)
+    ) -> Arc<Tasks> {
+        let slots = (0..concurrency)
+            .map(|_| {
+                let slot =
+                    Slot { ready: Arc::clone(&ready), done: done.clone(), registry: Arc::clone(&registry), capture };
+                self.handle.spawn(slot.run()).abort_handle()
+            })
+            .collect();
+        Arc::new(Tasks { slots: Mutex::new(slots) })
     }
 
     /// Stop an owned runtime without waiting for tasks stuck in blocking code (and without the

@@ -1,0 +1,84 @@
+//! The default drain with the no-op registered by `handle_async` against the same drain with
+//! `handle`, on SQLite and PostgreSQL: plain and async alternate (plain, async, plain, async,
+//! plain, async), each on a fresh store, and the rows show the median of 3 of each, every run's
+//! figure, and the ratio of the medians, so that one run compares them fairly on a noisy machine.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use backwave::engine::{Engine, Registry};
+use backwave::{JobState, Store, StoreTarget};
+
+use super::{backend, enqueue, fresh_store, pg, registry, Settings, QUEUE};
+
+/// Runs of each kind; the rows take their median.
+pub const RUNS: usize = 3;
+
+/// The no-op as an async handler: the same work as [`registry`]'s, a future instead of a call.
+fn async_registry() -> Registry {
+    let mut r = Registry::new();
+    r.handle_async::<u32, _, _>("noop", |_, _| async { Ok(()) }).queue(QUEUE);
+    r
+}
+
+/// Drain `n` due jobs with one default engine over `registry`; jobs/s to the last success.
+fn drain_registry(db: &StoreTarget, store: &Store, n: usize, registry: Registry) -> f64 {
+    let start = Instant::now();
+    let mut engine = Engine::new(db, registry);
+    engine.add_worker_group(Settings::Default.group("bench".into()));
+    let running = engine.start().expect("start engine");
+    while store.counts().expect("counts").total(JobState::Succeeded) < n as u64 {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let stats = running.stats();
+    assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
+    running.shutdown(Duration::from_secs(5));
+    rate
+}
+
+/// The median of `runs` (an odd count) and the runs in the order measured, for a row's note.
+pub fn median(runs: &[f64]) -> (f64, String) {
+    let mut sorted = runs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let listed = runs.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", ");
+    (sorted[sorted.len() / 2], listed)
+}
+
+/// The two rows of each backend (target: async >= 0.9x plain).
+pub fn rows(dir: &Path, n: usize, row: &mut impl FnMut(String, String, String)) {
+    for backend in ["sqlite", "postgres"] {
+        let mut runs = [Vec::new(), Vec::new()];
+        for run in 0..RUNS {
+            for (i, registry) in [registry as fn() -> Registry, async_registry].into_iter().enumerate() {
+                let name = format!("async_drain_{i}_{run}");
+                let (db, store, _schema) = match backend {
+                    "sqlite" => {
+                        let (path, store) = fresh_store(dir, &format!("{name}.db"));
+                        (StoreTarget::from(path), store, None)
+                    }
+                    _ => {
+                        let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
+                        let store = Store::create(schema.url.as_str()).expect("create the store");
+                        (StoreTarget::from(schema.url.as_str()), store, Some(schema))
+                    }
+                };
+                enqueue(&store, n, 0);
+                runs[i].push(drain_registry(&db, &store, n, registry()));
+                // The store's connection closes before its schema is dropped.
+                drop(store);
+            }
+        }
+        let ((plain, plain_runs), (asy, async_runs)) = (median(&runs[0]), median(&runs[1]));
+        row(
+            format!("drain, {backend}, 1 worker, default, plain handler (median of {RUNS})"),
+            format!("{plain:.0}"),
+            format!("runs {plain_runs}"),
+        );
+        row(
+            format!("drain, {backend}, 1 worker, default, async handler (median of {RUNS})"),
+            format!("{asy:.0}"),
+            format!("{:.2}x the plain handler (target >= 0.9x); runs {async_runs}", asy / plain),
+        );
+    }
+}
