@@ -21,7 +21,8 @@
 //! their own, served by a second group, as an application would), on SQLite.
 //! Async handlers (issue 22): the default drain with the no-op registered by `handle_async`
 //! beside the same drain with `handle`, on both backends, alternating, best of 3 each;
-//! `BW_BENCH_ONLY=async` runs only those rows.
+//! `BW_BENCH_ONLY=async` runs only those rows. `BW_BENCH_ONLY=enqueue-schema`: SQLite enqueue on
+//! schema 11 against schema 10's insert path (`engine/enqueue_schema.rs`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -313,6 +314,8 @@ fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
 mod async_enqueue;
 #[path = "../tests/common/backend.rs"]
 mod backend;
+#[path = "engine/enqueue_schema.rs"]
+mod enqueue_schema;
 #[path = "engine/pg.rs"]
 mod pg;
 
@@ -369,6 +372,11 @@ fn main() {
     // `BW_BENCH_ONLY=async`: the async rows alone.
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "async") {
         async_rows(dir.path(), n, &mut row);
+        print_table(&rows);
+        return;
+    }
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "enqueue-schema") {
+        enqueue_schema::rows(dir.path(), n, &mut row);
         print_table(&rows);
         return;
     }
