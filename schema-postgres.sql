@@ -775,3 +775,10 @@ UPDATE backwave_schema SET version = 9;
 -- nothing on PostgreSQL
 UPDATE backwave_schema SET version = 10;
 -- migration 10 end
+
+-- Version 10 -> 11: SQLite only (one insert trigger for the count and the payload limit, and a
+-- cheaper id CHECK; issue 23).
+-- migration 11 begin
+-- nothing on PostgreSQL
+UPDATE backwave_schema SET version = 11;
+-- migration 11 end

@@ -24,6 +24,8 @@
 //! Async handlers (issue 22): the default drain with the no-op registered by `handle_async`
 //! beside the same drain with `handle`, on both backends (`engine/async_drain.rs`), alternating,
 //! median of 3 each; `BW_BENCH_ONLY=async` runs only those rows and the AsyncStore enqueue rows.
+//! `BW_BENCH_ONLY=enqueue-schema`: SQLite enqueue on schema 11 against schema 10's insert path
+//! (`engine/enqueue_schema.rs`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -318,6 +320,8 @@ mod async_enqueue;
 #[allow(dead_code)] // the tests' helpers: the benches take only the server (`server_url`)
 #[path = "../tests/common/backend.rs"]
 mod backend;
+#[path = "engine/enqueue_schema.rs"]
+mod enqueue_schema;
 #[path = "engine/pg.rs"]
 mod pg;
 
@@ -428,6 +432,11 @@ fn main() {
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "async") {
         async_drain::rows(dir.path(), n, &mut row);
         async_enqueue::both_backends(dir.path(), n, &mut row);
+        print_table(&rows);
+        return;
+    }
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "enqueue-schema") {
+        enqueue_schema::rows(dir.path(), n, &mut row);
         print_table(&rows);
         return;
     }

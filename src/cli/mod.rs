@@ -99,7 +99,7 @@ pub enum Command {
 
 /// Parse and run; returns the process exit status.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse_args() {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
@@ -150,6 +150,20 @@ pub fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// `Cli::try_parse`, without freeing clap's tree of every command and argument afterwards: that
+/// free is 4 % of the instructions of a `bw jobs show` (callgrind; issue 23 holds `bw` to 1.3x the
+/// `sqlite3` shell), and the process is done with the tree for good. Errors are formatted
+/// against the tree as `try_parse` formats them.
+fn parse_args() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let parsed = cmd
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd)));
+    std::mem::forget(cmd);
+    parsed
 }
 
 /// Clap's own refusals (an unknown flag, a bad value) said as every other error is: `bw:

@@ -434,6 +434,35 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert_eq!(Store::open(&path).unwrap().schema_version(), SCHEMA_VERSION);
 }
 
+/// Migration 11 edits the id CHECK inside the table's text: the text it looks for must be the one
+/// every earlier store has, or the step would silently keep the old CHECK. A migrated store's
+/// schema is a fresh store's, object by object and word for word.
+#[test]
+fn a_migrated_version_1_store_has_the_schema_of_a_fresh_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let migrated = Store::open(v1_store(&dir)).unwrap();
+    let fresh = Store::create(dir.path().join("fresh.db")).unwrap();
+    let schema_of = |store: &Store| -> Vec<(String, String, String)> {
+        store
+            .raw_query("SELECT type, name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name", &[])
+            .unwrap()
+            .iter()
+            .map(|row| (row[0].as_str().to_string(), row[1].as_str().to_string(), row[2].as_str().to_string()))
+            .collect()
+    };
+    let schema = schema_of(&fresh);
+    assert_eq!(schema_of(&migrated), schema);
+    let sql_of = |name: &str| schema.iter().find(|(_, n, _)| n == name).map(|(_, _, sql)| sql.as_str());
+    let jobs = sql_of("jobs").expect("the jobs table");
+    assert!(!jobs.contains("NOT id GLOB") && jobs.contains("AND id GLOB '[0-9a-f-]"), "version 11's id CHECK: {jobs}");
+    assert!(sql_of("jobs_insert").is_some());
+    assert_eq!(
+        (sql_of("jobs_count_insert"), sql_of("jobs_payload_limit_insert")),
+        (None, None),
+        "folded into jobs_insert"
+    );
+}
+
 /// Where the unprivileged re-run of the read-only migration test finds its store.
 const V1_CHILD_ENV: &str = "BW_STORE_TEST_V1_READ_ONLY_PATH";
 
