@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use std::sync::{mpsc, Mutex};
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup, DEFAULT_QUEUE};
-use backwave::store::CLAIM_SQL;
+use backwave::store::{StoreTarget, CLAIM_SQL};
 use backwave::{JobState, RetryPolicy, Store, UniqueRule};
 use rusqlite::{params, OptionalExtension};
 
