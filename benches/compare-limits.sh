@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The claim cost of limits, before and after (issue 21), in one run: the engine bench's no-limit
 # drain (one tuned worker) by a release build without limit code and by this tree, alternately
-# A B A B A B under the same environment, medians of 3; then this tree's rows with limits in
+# A B, B A, A B under the same environment, medians of 3; then this tree's rows with limits in
 # force (median of 3 each, alternating with its own no-limit drain). SQLite always; PostgreSQL
 # too when BW_TEST_PG is set. Prints one table.
 #
@@ -70,11 +70,19 @@ run() {
     shift 2
     env "$@" "$bin" --bench | awk -F'\t' -v tag="$tag" '$1 == "limits-row" { print tag "\t" $2 "\t" $3 "\t" $4 }' >>"$rows"
 }
+# A B, B A, A B: whichever goes first in a round is not always the same build, so a drift
+# over the run (a shared server's catalogue growing, the machine warming) favours neither.
 for round in 1 2 3; do
-    echo "compare-limits: round $round of 3, before (no limit code)" >&2
-    run before "$before" BW_BENCH_LIMITS=none BW_BENCH_ROUNDS=1
-    echo "compare-limits: round $round of 3, after" >&2
-    run after "$after" BW_BENCH_LIMITS=none BW_BENCH_ROUNDS=1
+    order="before after"
+    [[ $round == 2 ]] && order="after before"
+    for which in $order; do
+        echo "compare-limits: round $round of 3, $which" >&2
+        if [[ $which == before ]]; then
+            run before "$before" BW_BENCH_LIMITS=none BW_BENCH_ROUNDS=1
+        else
+            run after "$after" BW_BENCH_LIMITS=none BW_BENCH_ROUNDS=1
+        fi
+    done
 done
 echo "compare-limits: after, with limits in force" >&2
 run inforce "$after" BW_BENCH_LIMITS=1 BW_BENCH_ROUNDS=3
