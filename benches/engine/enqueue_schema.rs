@@ -8,7 +8,7 @@ use backwave::store::SCHEMA_SQL;
 use backwave::Store;
 
 /// Migration 11's id pattern, as it stands in the table's text.
-const NEW_ID_CHECK: &str = "AND id GLOB '[0-9a-f]";
+const NEW_ID_CHECK: &str = "AND id GLOB '[0-9a-f-]";
 const OLD_ID_CHECK: &str = "AND NOT id GLOB '*[^0-9a-f-]*'";
 
 /// The statement of `schema.sql` that starts with `start` and ends at its `END;`.
