@@ -57,6 +57,19 @@ fn fresh_store(dir: &Path, name: &str) -> (PathBuf, Store) {
     (path, store)
 }
 
+/// A fresh store on `backend`: "sqlite" is a file in `dir`, anything else a schema of its own on
+/// the test server. With it its target, and the schema (None on SQLite), which the caller keeps
+/// until the store is dropped: the store's connection closes before its schema is dropped.
+fn fresh_store_on(backend: &str, dir: &Path, name: &str) -> (StoreTarget, Store, Option<pg::Schema>) {
+    if backend == "sqlite" {
+        let (path, store) = fresh_store(dir, &format!("{name}.db"));
+        return (StoreTarget::from(path), store, None);
+    }
+    let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
+    let store = Store::create(schema.url.as_str()).expect("create the store");
+    (StoreTarget::from(schema.url.as_str()), store, Some(schema))
+}
+
 /// Enqueue `n` no-op jobs due now (and `backlog` due in an hour, like retries waiting for their
 /// backoff); returns jobs/s of the due ones.
 fn enqueue(store: &Store, n: usize, backlog: usize) -> f64 {
@@ -356,17 +369,7 @@ fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) 
         for round in 0..rounds {
             for (i, (_, spec)) in specs.iter().enumerate() {
                 let name = format!("limits_{i}_{round}");
-                let (db, store, _schema) = match backend {
-                    "sqlite" => {
-                        let (path, store) = fresh_store(dir, &format!("{name}.db"));
-                        (StoreTarget::from(path), store, None)
-                    }
-                    _ => {
-                        let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
-                        let store = Store::create(schema.url.as_str()).expect("create the store");
-                        (StoreTarget::from(schema.url.as_str()), store, Some(schema))
-                    }
-                };
+                let (db, store, _schema) = fresh_store_on(backend, dir, &name);
                 store.bootstrap_admin("bench").expect("admin");
                 if let Some(spec) = spec {
                     store.set_limit("bench", PauseKind::WireName, "noop", spec, None, true).expect("limit");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use backwave::engine::{Engine, Registry};
 use backwave::{JobState, Store, StoreTarget};
 
-use super::{backend, enqueue, fresh_store, pg, registry, Settings, QUEUE};
+use super::{enqueue, fresh_store_on, registry, Settings, QUEUE};
 
 /// Runs of each kind; the rows take their median.
 pub const RUNS: usize = 3;
@@ -52,17 +52,7 @@ pub fn rows(dir: &Path, n: usize, row: &mut impl FnMut(String, String, String)) 
         for run in 0..RUNS {
             for (i, registry) in [registry as fn() -> Registry, async_registry].into_iter().enumerate() {
                 let name = format!("async_drain_{i}_{run}");
-                let (db, store, _schema) = match backend {
-                    "sqlite" => {
-                        let (path, store) = fresh_store(dir, &format!("{name}.db"));
-                        (StoreTarget::from(path), store, None)
-                    }
-                    _ => {
-                        let schema = pg::Schema::new(backend::server_url(), &format!("bench_{name}"));
-                        let store = Store::create(schema.url.as_str()).expect("create the store");
-                        (StoreTarget::from(schema.url.as_str()), store, Some(schema))
-                    }
-                };
+                let (db, store, _schema) = fresh_store_on(backend, dir, &name);
                 enqueue(&store, n, 0);
                 runs[i].push(drain_registry(&db, &store, n, registry()));
                 // The store's connection closes before its schema is dropped.
