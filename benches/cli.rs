@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use backwave::cli::output::thousands;
 use backwave::store::{ClaimRequest, Completion, Outcome};
 use backwave::{NewJob, RetryPolicy, Store};
+use bw::cli::output::thousands;
 
 const RUNS: usize = 15;
 const ACTOR_NOTE: &str = "bw runs as the OS user; the bench makes it admin of the stores it uses";

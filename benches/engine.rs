@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 use std::sync::{mpsc, Mutex};
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup, DEFAULT_QUEUE};
+use backwave::rusqlite::{params, OptionalExtension};
 use backwave::store::{StoreTarget, CLAIM_SQL};
 use backwave::{JobState, RetryPolicy, Store, UniqueRule};
-use rusqlite::{params, OptionalExtension};
 
 /// The queue `WorkerGroup::default()` serves, so the default rows change nothing but the name.
 const QUEUE: &str = DEFAULT_QUEUE;
@@ -244,7 +244,7 @@ fn idle_latency(dir: &Path) -> (Duration, Duration) {
 /// (WAL is a property of the file; synchronous, foreign keys, busy timeout and the statement
 /// cache are per connection) and runs exactly the engine's claim SQL on it.
 fn raw_ceiling(store: &Store, n: usize, per_tx: usize) -> f64 {
-    let conn = rusqlite::Connection::open(store.target().to_string()).unwrap();
+    let conn = backwave::rusqlite::Connection::open(store.target().to_string()).unwrap();
     conn.execute_batch(&format!(
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {}",
         backwave::store::BUSY_TIMEOUT.as_millis()

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use backwave::cli::output::thousands;
 use backwave::store::Thresholds;
 use backwave::Store;
+use bw::cli::output::thousands;
 
 const RUNS: usize = 15;
 const SCRAPES: usize = 20;

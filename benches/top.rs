@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use backwave::cli::output::thousands;
 use backwave::store::{ClaimRequest, Completion, Outcome, DEFAULT_PAYLOAD_LIMIT};
-use backwave::tui::{serve, Action, App, Config, Request, Response, View};
 use backwave::{NewJob, RetryPolicy, Store};
+use bw::cli::output::thousands;
+use bw::tui::{serve, Action, App, Config, Request, Response, View};
 
 const ACTOR: &str = "bench";
 
@@ -49,14 +49,14 @@ fn main() {
 
 /// A fresh schema `name` on `server`, as a store URL whose connections use it.
 fn pg_schema(server: &str, name: &str) -> String {
-    let mut c = postgres::Client::connect(server, postgres::NoTls).expect("connect to BW_TEST_PG");
+    let mut c = backwave::postgres::Client::connect(server, backwave::postgres::NoTls).expect("connect to BW_TEST_PG");
     c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}")).unwrap();
     let sep = if server.contains('?') { '&' } else { '?' };
     format!("{server}{sep}options=-csearch_path%3D{name}")
 }
 
 fn pg_drop_schema(server: &str, name: &str) {
-    if let Ok(mut c) = postgres::Client::connect(server, postgres::NoTls) {
+    if let Ok(mut c) = backwave::postgres::Client::connect(server, backwave::postgres::NoTls) {
         let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
     }
 }
@@ -131,7 +131,7 @@ fn large_store_table(bin: &str) {
             with_groups.sort();
             let m = with_groups[with_groups.len() / 2];
             rows.push((
-                format!("  … re-reading the groups (every {}s)", backwave::tui::data::GROUPS_EVERY_MS / 1000),
+                format!("  … re-reading the groups (every {}s)", bw::tui::data::GROUPS_EVERY_MS / 1000),
                 format!("median {}", ms(m)),
                 verdict(m),
             ));

@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             handle::<ChargeCard>(&mut registry, "charge-card", move |job, ctx| {
                 // The application's own ledger database, not the store: which driver an
                 // application uses for its side effects is its own choice.
-                let db = rusqlite::Connection::open(&ledger)?;
+                let db = backwave::rusqlite::Connection::open(&ledger)?;
                 db.busy_timeout(Duration::from_secs(5))?;
                 let key = format!("charge:{}", ctx.job_id());
                 let already: bool =
@@ -113,7 +113,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 // The gateway: every call is a charge on the card.
                 db.execute(
                     "INSERT INTO gateway (card_token, amount, key) VALUES (?1, ?2, ?3)",
-                    rusqlite::params![job.card_token, job.amount, key],
+                    backwave::rusqlite::params![job.card_token, job.amount, key],
                 )?;
                 db.execute("INSERT INTO ledger (key) VALUES (?1)", [&key])?;
                 println!("charged {key}");

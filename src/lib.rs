@@ -1,55 +1,13 @@
-//! BackWave: a durable background-job system on one shared SQLite database.
+//! `bw`: the operator tool and live dashboard of BackWave, over the `backwave` library.
 //!
-//! Applications embed this library, register handlers by wire name and run worker groups; jobs
-//! run at least once, are retried on a backoff, and end Succeeded, Dead-Lettered, Quarantined or
-//! Cancelled. The `bw` binary (feature `cli`) is the operator tool over the same store.
-//!
-//! The library never knows a terminal exists: the CLI and the dashboard call the same functions.
+//! Every action here calls the same library function the dashboard calls; this crate adds the
+//! terminal (clap, ratatui, crossterm, comfy-table), the demo and the text formats an operator
+//! reads. An application embeds `backwave` and compiles none of it.
 
 // Safe bindings (nix) cover the user name, access(2) and the host name: no unsafe code here.
 #![forbid(unsafe_code)]
 
-pub mod engine;
-pub mod error;
-pub mod model;
-pub mod retry;
-pub mod schedule;
-pub mod store;
-
-pub use engine::{
-    DispatchPolicy, Engine, EngineHandle, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup,
-};
-pub use error::{Error, Result};
-pub use model::{
-    cause_fingerprint, DetailStatus, Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob,
-    Permission, QuarantineReason, Transition, UniqueBy, UniqueRule, WorkerInfo,
-};
-pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
-pub use schedule::{MissedTicks, Schedule};
-#[cfg(feature = "tokio")]
-pub use store::AsyncStore;
-#[cfg(feature = "postgres")]
-pub use store::{enqueue_in_postgres, enqueue_in_tokio_postgres};
-pub use store::{enqueue_in_sqlite, Clock, Store, StoreTarget};
-
-// The drivers an application's own transaction comes from, at the versions this build links:
-// `backwave::rusqlite::Transaction` is the type `enqueue_in_sqlite` takes.
-#[cfg(feature = "postgres")]
-pub use postgres;
-pub use rusqlite;
-#[cfg(feature = "postgres")]
-pub use tokio_postgres;
-
-#[cfg(feature = "cli")]
 pub mod cli;
-#[cfg(feature = "cli")]
 pub mod demo;
-#[cfg(feature = "cli")]
 pub mod text;
-#[cfg(feature = "cli")]
 pub mod tui;
-
-/// The README's Rust examples compile as doctests, so the page cannot drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;

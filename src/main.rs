@@ -1,4 +1,4 @@
 //! `bw`: parse, dispatch, map errors to exit codes. Nothing else lives here.
 fn main() -> std::process::ExitCode {
-    backwave::cli::main()
+    bw::cli::main()
 }

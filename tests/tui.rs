@@ -14,10 +14,10 @@ mod schedules;
 mod three_am;
 
 use backend::both_backends;
-use backwave::tui::app::{DbStatus, Reveal};
-use backwave::tui::data::{Op, Target};
-use backwave::tui::{keymap, Action, Mode, Request, Response, View};
 use backwave::{JobState, Permission};
+use bw::tui::app::{DbStatus, Reveal};
+use bw::tui::data::{Op, Target};
+use bw::tui::{keymap, Action, Mode, Request, Response, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use harness::*;
 
@@ -25,14 +25,14 @@ pub(crate) fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
 }
 
-pub(crate) fn keys(app: &mut backwave::tui::App, f: &Fixture, text: &str) {
+pub(crate) fn keys(app: &mut bw::tui::App, f: &Fixture, text: &str) {
     for c in text.chars() {
         let a = keymap::action_for(&app.mode, key(c)).unwrap_or_else(|| panic!("'{c}' has an action"));
         f.press(app, [a]);
     }
 }
 
-pub(crate) fn code(app: &mut backwave::tui::App, f: &Fixture, code: KeyCode) {
+pub(crate) fn code(app: &mut bw::tui::App, f: &Fixture, code: KeyCode) {
     let a = keymap::action_for(&app.mode, KeyEvent::new(code, KeyModifiers::NONE)).expect("key has an action");
     f.press(app, [a]);
 }
@@ -41,7 +41,7 @@ pub(crate) fn code(app: &mut backwave::tui::App, f: &Fixture, code: KeyCode) {
 
 #[test]
 fn keys_map_to_actions_by_mode() {
-    use backwave::tui::app::Mode as M;
+    use bw::tui::app::Mode as M;
     let n = M::Normal;
     assert!(matches!(keymap::action_for(&n, key('j')), Some(Action::Down)));
     assert!(matches!(keymap::action_for(&n, KeyEvent::new(KeyCode::Up, KeyModifiers::NONE)), Some(Action::Up)));
@@ -52,7 +52,7 @@ fn keys_map_to_actions_by_mode() {
         Some(Action::PrevView)
     ));
     // Ctrl-C quits from anywhere, even while typing a filter.
-    let typing = M::Filter { input: backwave::tui::prompt::Prompt::new("") };
+    let typing = M::Filter { input: bw::tui::prompt::Prompt::new("") };
     assert!(matches!(
         keymap::action_for(&typing, KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
         Some(Action::Quit)
@@ -60,7 +60,7 @@ fn keys_map_to_actions_by_mode() {
     // While typing, q and j are text.
     assert!(matches!(
         keymap::action_for(&typing, key('q')),
-        Some(Action::FilterEdit(backwave::tui::prompt::InputRequest::InsertChar('q')))
+        Some(Action::FilterEdit(bw::tui::prompt::InputRequest::InsertChar('q')))
     ));
     // A dialog listens to y and n only.
     assert!(keymap::action_for(&M::Help, key('z')).is_some());
@@ -104,7 +104,7 @@ both_backends! {
         assert_eq!(app.vs().selected, 3, "four Dead-Lettered jobs: the last is index 3");
         // A lone g: after the timeout it means "group by cause".
         keys(&mut app, &f, "g");
-        f.press(&mut app, [Action::Tick(f.clock.now() + backwave::tui::app::G_TIMEOUT_MS)]);
+        f.press(&mut app, [Action::Tick(f.clock.now() + bw::tui::app::G_TIMEOUT_MS)]);
         assert!(app.vs().grouped);
         let groups = &app.snapshot.as_ref().unwrap().cause_groups;
         assert_eq!(groups.len(), 2);
@@ -864,7 +864,7 @@ both_backends! {
             let reqs = app.take_requests();
             let [Request::Refresh(q)] = reqs.as_slice() else { panic!("one refresh at +{after}ms: {reqs:?}") };
             assert_eq!(q.read_groups, expect_read, "at +{after}ms");
-            app.update(Action::Store(backwave::tui::serve(&f.store, ACTOR, &reqs[0])));
+            app.update(Action::Store(bw::tui::serve(&f.store, ACTOR, &reqs[0])));
             assert_eq!(app.snapshot.as_ref().unwrap().quarantine_groups.len(), 1, "groups kept between reads");
         }
         // A change (here: a requeue of the group) reads them again at once.
@@ -934,7 +934,7 @@ both_backends! {
 
 // ---- screens on TestBackend ----
 
-pub(crate) fn screen(f: &Fixture, app: &backwave::tui::App) -> String {
+pub(crate) fn screen(f: &Fixture, app: &bw::tui::App) -> String {
     f.redact(&render(app))
 }
 
@@ -1067,7 +1067,7 @@ both_backends! {
         let f = Fixture::hostile();
         let mut app = f.app(120, 32);
         f.refresh(&mut app);
-        let check = |app: &backwave::tui::App, what: &str| {
+        let check = |app: &bw::tui::App, what: &str| {
             let buf = render_buffer(app);
             for cell in buf.content() {
                 for c in cell.symbol().chars() {
@@ -1138,8 +1138,8 @@ both_backends! {
 
 #[test]
 fn a_job_handed_back_unstarted_is_not_counted_as_a_failed_attempt_in_the_chart() {
-    use backwave::tui::data::classify;
     use backwave::{DetailStatus, JobId, Transition};
+    use bw::tui::data::classify;
     let entry = |reason: &str| Transition {
         seq: 1,
         xid: 0,

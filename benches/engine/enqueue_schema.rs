@@ -20,7 +20,7 @@ fn trigger_sql(start: &str) -> &'static str {
 
 /// Put a schema-11 store's insert path back to schema 10's.
 fn to_schema_10(path: &Path) {
-    let conn = rusqlite::Connection::open(path).expect("open the store");
+    let conn = backwave::rusqlite::Connection::open(path).expect("open the store");
     let table: String = conn
         .query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'jobs'", [], |r| r.get(0))
         .expect("the jobs table");
@@ -45,7 +45,7 @@ fn to_schema_10(path: &Path) {
 
 /// Both schemas keep the counts exact: the triggers' count against a recount.
 fn counts_exact(path: &Path, n: usize) {
-    let conn = rusqlite::Connection::open(path).expect("open the store");
+    let conn = backwave::rusqlite::Connection::open(path).expect("open the store");
     let (kept, counted, logged): (i64, i64, i64) = conn
         .query_row(
             "SELECT (SELECT sum(n) FROM job_counts WHERE state = 'scheduled'),

@@ -4,7 +4,7 @@
 //! bench binary started again as a worker: `BW_BENCH_WORKER=<url>`), as separate hosts would.
 //!
 //! Like the SQLite raw ceiling, this is a benchmark of the database itself, so it names the
-//! driver (`postgres::Client`) and runs its own SQL on its own connections: the store's claim
+//! driver (`backwave::postgres::Client`) and runs its own SQL on its own connections: the store's claim
 //! (one statement: pick `FOR UPDATE SKIP LOCKED` in `due_at` order, move to running, log) and a
 //! fenced completion of the whole batch in one statement, without the engine's bookkeeping.
 
@@ -28,7 +28,8 @@ pub struct Schema {
 
 impl Schema {
     pub fn new(server: &str, name: &str) -> Schema {
-        let mut c = postgres::Client::connect(server, postgres::NoTls).expect("connect to the bench server");
+        let mut c = backwave::postgres::Client::connect(server, backwave::postgres::NoTls)
+            .expect("connect to the bench server");
         c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}")).unwrap();
         let sep = if server.contains('?') { '&' } else { '?' };
         let url = format!("{server}{sep}options=-csearch_path%3D{name}");
@@ -38,7 +39,7 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+        if let Ok(mut c) = backwave::postgres::Client::connect(&self.admin, backwave::postgres::NoTls) {
             let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
         }
     }
@@ -79,7 +80,7 @@ fn raw_ceiling(url: &str, n: usize, clients: usize, batch: i64) -> f64 {
     std::thread::scope(|s| {
         for c in 0..clients {
             s.spawn(move || {
-                let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+                let mut db = backwave::postgres::Client::connect(url, backwave::postgres::NoTls).unwrap();
                 let claim = db.prepare(CLAIM).unwrap();
                 let complete = db.prepare(COMPLETE).unwrap();
                 let worker = format!("raw-{c}");

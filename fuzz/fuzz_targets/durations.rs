@@ -1,7 +1,7 @@
 //! Durations as the CLI and the retention setting read them, and the retry curves they feed.
 #![no_main]
 
-use backwave::cli::{parse_duration, parse_when};
+use bw::cli::{parse_duration, parse_when};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

@@ -1,7 +1,7 @@
 //! `--before`/`BW_NOW` instants and `--state` spellings.
 #![no_main]
 
-use backwave::cli::parse_instant;
+use bw::cli::parse_instant;
 use backwave::JobState;
 use libfuzzer_sys::fuzz_target;
 

@@ -2,7 +2,7 @@
 //! stored bytes (sanitized), and decoding into a handler's type never panics.
 #![no_main]
 
-use backwave::cli::output::sanitize_bytes;
+use bw::cli::output::sanitize_bytes;
 use libfuzzer_sys::fuzz_target;
 
 #[derive(serde::Deserialize)]

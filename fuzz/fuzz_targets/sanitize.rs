@@ -2,7 +2,7 @@
 //! tabs only where multi-line text is wanted).
 #![no_main]
 
-use backwave::cli::output::{sanitize, sanitize_multiline};
+use bw::cli::output::{sanitize, sanitize_multiline};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

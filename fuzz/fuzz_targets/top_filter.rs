@@ -1,7 +1,7 @@
 //! The `/` filter language of `bw top`: parse, then use what parsed.
 #![no_main]
 
-use backwave::tui::filter::Filter;
+use bw::tui::filter::Filter;
 use backwave::JobState;
 use libfuzzer_sys::fuzz_target;
 

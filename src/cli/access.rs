@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::output::{rfc3339, sanitize, Render, Table, Term};
 use super::{eprint_quiet, exit, parse_duration, CliError, Ctx};
-use crate::store::AuditEntry;
-use crate::{Millis, Permission};
+use backwave::store::AuditEntry;
+use backwave::{Millis, Permission};
 
 fn parse_permission(s: &str) -> Result<Permission, String> {
     s.parse::<Permission>().map_err(|e| e.to_string())
@@ -150,7 +150,7 @@ impl Render for Audit {
                 sanitize(&e.action).into_owned().into(),
                 e.job_id
                     .as_deref()
-                    .and_then(|j| j.parse::<crate::JobId>().ok())
+                    .and_then(|j| j.parse::<backwave::JobId>().ok())
                     .map(|j| j.short())
                     .unwrap_or_default()
                     .into(),

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::output::{precise_duration, Cell, Render, Style, Table, Term};
 use super::{parse_duration, CliError, Ctx};
-use crate::{Backoff, BackoffFn, RetryPolicy};
+use backwave::{Backoff, BackoffFn, RetryPolicy};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ShapeArg {
@@ -35,7 +35,7 @@ pub struct Args {
     /// Total attempts, the first included (default 10; at most 10,000, as for a RetryPolicy).
     // Bounded like RetryPolicy::new: 4,000,000,000 built a 288 GB table and aborted.
     #[arg(long, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::retry::MAX_ATTEMPTS_LIMIT)))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(backwave::retry::MAX_ATTEMPTS_LIMIT)))]
     pub max_attempts: Option<u32>,
     /// Spread each wait uniformly ± this fraction of itself (0 to 1).
     #[arg(long, value_name = "F")]
@@ -145,9 +145,9 @@ impl Schedule {
             .collect();
         Schedule {
             shape: match b.shape() {
-                crate::Shape::Fixed => "fixed",
-                crate::Shape::Linear => "linear",
-                crate::Shape::Exponential => "exponential",
+                backwave::Shape::Fixed => "fixed",
+                backwave::Shape::Linear => "linear",
+                backwave::Shape::Exponential => "exponential",
             },
             interval_ms: b.interval().as_millis() as u64,
             cap_ms: b.cap_value().map(|c| c.as_millis() as u64),

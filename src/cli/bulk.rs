@@ -14,7 +14,7 @@ use super::jobs::{Described, FilterArgs};
 use super::json::{IdResult, Outcome};
 use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
 use super::{exit, CliError, Ctx};
-use crate::{Error, JobId, Store};
+use backwave::{Error, JobId, Store};
 
 /// Which jobs a bulk verb acts on, and how: the flags `requeue`, `cancel` and `run-now` share.
 #[derive(Debug, clap::Args)]

@@ -14,8 +14,8 @@ use super::json::{IdResult, Outcome};
 use super::output::{thousands, Render, Term};
 use super::progress::Progress;
 use super::{exit, CliError, Ctx};
-use crate::store::{CancelDone, CancelPlan, CancelResult};
-use crate::JobState;
+use backwave::store::{CancelDone, CancelPlan, CancelResult};
+use backwave::JobState;
 
 /// Cancel jobs by id, or every Scheduled/Running match of `--state` and filters (needs operate).
 #[derive(Debug, clap::Args)]

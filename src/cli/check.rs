@@ -1,5 +1,5 @@
 //! bw check: the store's health as an exit status, for cron, a systemd timer, a Kubernetes probe
-//! or a Nagios-style monitor. Reads only ([`Store::health`](crate::Store::health)); owns the
+//! or a Nagios-style monitor. Reads only ([`Store::health`](backwave::Store::health)); owns the
 //! threshold flags that `bw metrics` shares, and the mapping of the worst check to 0 / 1 / 2.
 
 use std::collections::BTreeSet;
@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::output::{compact_duration, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{parse_duration, CliError, Ctx};
-use crate::store::{Check, Health, Pause, Status, Thresholds};
+use backwave::store::{Check, Health, Pause, Status, Thresholds};
 
 /// Exit statuses of `bw check`, the Nagios plugin convention (`3`, UNKNOWN, is also bw's "store
 /// unavailable", so a monitor reads a missing or locked store as unknown, not as healthy).

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::output::{sanitize, Render, Table, Term};
 use super::{CliError, Ctx};
-use crate::store::SettingKey;
+use backwave::store::SettingKey;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -65,7 +65,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
             settings: SettingKey::ALL
                 .iter()
                 .map(|k| Ok(Setting { key: k.as_str(), value: store.setting(*k)? }))
-                .collect::<Result<_, crate::Error>>()?,
+                .collect::<Result<_, backwave::Error>>()?,
             bare: false,
         },
     };

@@ -9,7 +9,7 @@ use super::exit::CliError;
 use super::output;
 use crate::text::shell_quote;
 use crate::text::{parse_duration, parse_instant};
-use crate::{Clock, Store, StoreTarget};
+use backwave::{Clock, Store, StoreTarget};
 use clap::ValueEnum;
 
 /// Flags every subcommand takes.
@@ -55,7 +55,7 @@ impl Ctx {
 
     /// The operator: the OS user running `bw`.
     pub fn actor(&self) -> &str {
-        self.actor.get_or_init(crate::store::current_actor)
+        self.actor.get_or_init(backwave::store::current_actor)
     }
 
     /// Open the existing store (never creates one). A missing file that is one typo away from
@@ -63,7 +63,7 @@ impl Ctx {
     /// make a second, empty store and hide the one meant.
     pub fn open(&self) -> Result<Store, CliError> {
         let store = match Store::open(&self.global.db) {
-            Err(crate::Error::StoreMissing { path }) => match store_meant(&path) {
+            Err(backwave::Error::StoreMissing { path }) => match store_meant(&path) {
                 Some(meant) => {
                     return Err(CliError::NoStore(format!(
                         "no BackWave store at '{}': did you mean --db {}? (`bw init --db {}` would create a new, \
@@ -73,7 +73,7 @@ impl Ctx {
                         shell_quote(&path.display().to_string())
                     )))
                 }
-                None => return Err(crate::Error::StoreMissing { path }.into()),
+                None => return Err(backwave::Error::StoreMissing { path }.into()),
             },
             other => other?,
         };

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::output::{sanitize, shell_quote, state_style, thousands, Cell, Render, Table, Term};
 use super::{parse_duration, CliError, Ctx};
 use crate::demo::{Demo, DemoOptions, DemoReport};
-use crate::{Error, JobState, Store, StoreTarget};
+use backwave::{Error, JobState, Store, StoreTarget};
 
 /// Where the demo keeps its store unless `--db` (or BW_DB) says otherwise.
 pub const DEFAULT_DEMO_DB: &str = "./backwave-demo.db";
@@ -246,7 +246,7 @@ fn run_headless(demo: Demo, args: &Args, shown: &str) -> Result<(DemoReport, Dur
         if Instant::now() >= next_progress {
             next_progress += Duration::from_secs(5);
             let stats = demo.stats();
-            let sum = |f: fn(&crate::engine::GroupStats) -> u64| stats.iter().map(f).sum::<u64>();
+            let sum = |f: fn(&backwave::engine::GroupStats) -> u64| stats.iter().map(f).sum::<u64>();
             eprintln!(
                 "  {:>3}s  {} enqueued, {} succeeded, {} retried, {} dead-lettered, {} quarantined",
                 started.elapsed().as_secs(),

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::output::{sanitize, Render, Term};
 use super::{eprint_quiet, parse_duration, parse_label, parse_state, CliError, Ctx};
-use crate::{Enqueued, Error, JobState, Millis, NewJob, Permission, UniqueRule};
+use backwave::{Enqueued, Error, JobState, Millis, NewJob, Permission, UniqueRule};
 
 /// Enqueue a job (needs operate); prints its id.
 #[derive(Debug, clap::Args)]
@@ -73,7 +73,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     });
     // Bad input is a usage error whoever runs it: checked before the store and the permission.
     if let Some(rule) = &rule {
-        crate::store::validate_unique_rule(rule)?;
+        backwave::store::validate_unique_rule(rule)?;
     }
     let store = ctx.open()?;
     if !store.permissions(ctx.actor())?.contains(&Permission::Operate) {

@@ -2,7 +2,7 @@
 //! the one function that maps one to the other. Nothing else in `bw` picks an exit status for an
 //! error.
 
-use crate::Error;
+use backwave::Error;
 
 /// Done.
 pub const OK: u8 = 0;

@@ -13,7 +13,7 @@ use super::output::thousands;
 use super::progress::Progress;
 use super::{CliError, Ctx};
 use crate::demo::generate::{generate, GenerateOptions};
-use crate::{JobState, StoreTarget};
+use backwave::{JobState, StoreTarget};
 
 /// Build a large store (for benchmarks): N jobs with a realistic mix of states, causes and
 /// about five log entries each. Same --seed and same BW_NOW: the same store, row for row.

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::output::{sanitize, Render, Term};
 use super::{eprint_quiet, CliError, Ctx};
-use crate::store::{StoreTarget, SCHEMA_VERSION};
-use crate::Store;
+use backwave::store::{StoreTarget, SCHEMA_VERSION};
+use backwave::Store;
 
 /// Create or migrate a store; its creator becomes admin.
 #[derive(Debug, clap::Args)]
@@ -64,7 +64,7 @@ fn init_server(ctx: &Ctx) -> Result<ExitCode, CliError> {
     let created = store.is_err();
     let store = match store {
         Ok(store) => store,
-        Err(crate::Error::NotAStore { .. }) => Store::create(&ctx.global.db)?,
+        Err(backwave::Error::NotAStore { .. }) => Store::create(&ctx.global.db)?,
         Err(e) => return Err(e.into()),
     }
     .with_clock(ctx.clock()?);

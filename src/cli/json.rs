@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::output::rfc3339;
-use crate::{DetailStatus, FailureDetail, Job, Transition};
+use backwave::{DetailStatus, FailureDetail, Job, Transition};
 
 /// A job as scripts see it.
 #[derive(Clone, Debug, Serialize)]

@@ -12,8 +12,8 @@ use serde::Serialize;
 use super::output::{relative, rfc3339, sanitize, thousands, Render, Table, Term};
 use super::pause::Kind;
 use super::{exit, parse_duration, CliError, Ctx};
-use crate::store::{Limit, LimitResult, LimitSpec, LimitStatus, PauseKind, Rate};
-use crate::Millis;
+use backwave::store::{Limit, LimitResult, LimitSpec, LimitStatus, PauseKind, Rate};
+use backwave::Millis;
 
 /// Limit a queue or a wire name across every host (needs operate): jobs over the limit stay
 /// Scheduled, spending no worker slot and no attempt. Flags not given keep the limit's other

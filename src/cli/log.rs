@@ -22,8 +22,8 @@ use super::jobs::{detail_marker, transition_text, write_detail};
 use super::json::LogEntryJson;
 use super::output::{clock_time, sanitize, Printer, Render, Style, Term};
 use super::{parse_state, CliError, Ctx};
-use crate::store::LogFilter;
-use crate::{DetailStatus, Error, FailureDetail, JobId, JobState, Store, Transition};
+use backwave::store::LogFilter;
+use backwave::{DetailStatus, Error, FailureDetail, JobId, JobState, Store, Transition};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -254,7 +254,7 @@ impl<'a> Layout<'a> {
         Ok(name)
     }
 
-    fn time(&mut self, at: crate::Millis) -> String {
+    fn time(&mut self, at: backwave::Millis) -> String {
         let day = at.div_euclid(DAY_MS);
         // A follow that crosses midnight dates every line from then on.
         if self.last_day.is_some_and(|d| d != day) {

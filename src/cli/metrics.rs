@@ -1,4 +1,4 @@
-//! bw metrics: the store's health ([`Store::health`](crate::Store::health)) as Prometheus text
+//! bw metrics: the store's health ([`Store::health`](backwave::Store::health)) as Prometheus text
 //! exposition, printed once or served over HTTP (`--listen`) until SIGTERM. Owns the metric
 //! names, label escaping and the bound on label cardinality; reads only, never writes.
 
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use super::check::ThresholdArgs;
 use super::output::sanitize;
 use super::{eprint_quiet, CliError, Ctx};
-use crate::store::{CheckName, Health, PauseKind, QueueHealth, Status, TransitionCounter};
-use crate::{JobState, Store};
+use backwave::store::{CheckName, Health, PauseKind, QueueHealth, Status, TransitionCounter};
+use backwave::{JobState, Store};
 
 /// The address `--listen` without a value serves on: loopback, Prometheus' exporter port range.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";

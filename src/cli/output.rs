@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use crate::Millis;
+use backwave::Millis;
 
 pub use crate::text::{
     bytes, clock_time, compact_duration, json_terminal_safe, precise_duration, relative, rfc3339, sanitize,
@@ -76,7 +76,7 @@ impl Printer {
 pub use crate::text::Tone as Style;
 
 /// The colour of a state's name ([`crate::text::state_tone`], the table `bw top` uses too).
-pub fn state_style(state: crate::JobState) -> Style {
+pub fn state_style(state: backwave::JobState) -> Style {
     crate::text::state_tone(state)
 }
 

@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::output::{relative, rfc3339, sanitize, thousands, Render, Table, Term};
 use super::{exit, parse_duration, CliError, Ctx};
-use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
-use crate::Millis;
+use backwave::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
+use backwave::Millis;
 
 /// What to pause or resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

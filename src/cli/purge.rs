@@ -14,8 +14,8 @@ use super::json::{IdResult, Outcome};
 use super::output::{compact_duration, rfc3339, thousands, Render, Term};
 use super::progress::Progress;
 use super::{exit, parse_duration, CliError, Ctx};
-use crate::store::PurgeResult;
-use crate::Permission;
+use backwave::store::PurgeResult;
+use backwave::Permission;
 
 /// Delete terminal jobs older than the retention, or by id (needs operate).
 #[derive(Debug, clap::Args)]
@@ -70,7 +70,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     };
     // Never `now - older as i64`: a stored retention past i64 milliseconds must not wrap into
     // the future (the same cutoff as the engine's sweep).
-    let cutoff = crate::model::millis_before(store.now(), older);
+    let cutoff = backwave::model::millis_before(store.now(), older);
     let count = store.count_purgeable(cutoff)?;
     let mut view =
         Purge { dry_run: a.dry_run, older_than: compact_duration(older), cutoff: rfc3339(cutoff), jobs: count };

@@ -14,8 +14,8 @@ use super::json::{IdResult, Outcome};
 use super::output::{sanitize, thousands, Render, Table, Term};
 use super::progress::Progress;
 use super::{exit, CliError, Ctx};
-use crate::store::{RequeueCheck, RequeuePlan, RequeueResult};
-use crate::{JobId, JobState};
+use backwave::store::{RequeueCheck, RequeuePlan, RequeueResult};
+use backwave::{JobId, JobState};
 
 /// Requeue jobs with a fresh attempt budget: by id, or every match of `--state` and filters.
 #[derive(Debug, clap::Args)]

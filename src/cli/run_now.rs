@@ -14,8 +14,8 @@ use super::json::{IdResult, Outcome};
 use super::output::{rfc3339, thousands, Render, Term};
 use super::progress::Progress;
 use super::{exit, CliError, Ctx};
-use crate::store::{RunNowPlan, RunNowResult};
-use crate::JobState;
+use backwave::store::{RunNowPlan, RunNowResult};
+use backwave::JobState;
 
 /// Make Scheduled jobs due now, attempt and budget untouched: by id, or every match of the
 /// filters (needs operate).

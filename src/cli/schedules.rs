@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::output::{compact_duration, relative, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{exit, parse_duration, CliError, Ctx};
-use crate::store::{ScheduleInfo, SchedulePauseResult, ScheduleResumeResult};
-use crate::{JobState, Millis};
+use backwave::store::{ScheduleInfo, SchedulePauseResult, ScheduleResumeResult};
+use backwave::{JobState, Millis};
 
 /// Every recurring schedule: cron, zone, next fire, last fire and its job, paused, orphaned.
 #[derive(Debug, clap::Args)]
@@ -67,9 +67,9 @@ pub fn run(c: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 /// The store, once the actor is known to hold `operate`: refused before the schedule's name is
 /// looked up, the order every action decides in (one who may not act learns nothing else).
-fn open_to_operate(ctx: &Ctx) -> Result<crate::Store, CliError> {
+fn open_to_operate(ctx: &Ctx) -> Result<backwave::Store, CliError> {
     let store = ctx.open()?;
-    store.require(ctx.actor(), crate::Permission::Operate)?;
+    store.require(ctx.actor(), backwave::Permission::Operate)?;
     Ok(store)
 }
 

@@ -2,7 +2,7 @@
 //! trigger-kept counts table, never a scan), the top dead-letter causes grouped by fingerprint,
 //! and quarantines grouped by wire name and reason with whether a live worker handles them now;
 //! and queue latency: how many Scheduled jobs are due now and how long the oldest has waited
-//! (from the claim index, [`Store::queue_latency`](crate::Store::queue_latency)).
+//! (from the claim index, [`Store::queue_latency`](backwave::Store::queue_latency)).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -13,8 +13,8 @@ use super::output::{
     compact_duration, relative, rfc3339, sanitize, thousands, width, Cell, Render, Style, Table, Term,
 };
 use super::{CliError, Ctx};
-use crate::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
-use crate::JobState;
+use backwave::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
+use backwave::JobState;
 
 /// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses, limits.
 #[derive(Debug, clap::Args)]
@@ -285,7 +285,8 @@ impl Render for Stats {
                 ]);
             }
             t.write(out, term)?;
-            if self.quarantines.iter().any(|g| g.live_handlers > 0 && g.reason == crate::QuarantineReason::NoHandler) {
+            if self.quarantines.iter().any(|g| g.live_handlers > 0 && g.reason == backwave::QuarantineReason::NoHandler)
+            {
                 let hint =
                     "A live worker now handles some of these: `bw requeue --state quarantined --wire-name NAME` \
                             gives them a fresh start.";

@@ -49,7 +49,7 @@ pub fn run(args: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let busy = ctx.global.busy_timeout;
     let store_clock = clock.clone();
     crate::tui::terminal::run(app, clock, move || {
-        let store = crate::Store::open(&path)?.with_clock(store_clock.clone());
+        let store = backwave::Store::open(&path)?.with_clock(store_clock.clone());
         store.set_busy_timeout(busy)?;
         Ok(store)
     })?;

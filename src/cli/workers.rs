@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::output::{relative, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{CliError, Ctx};
-use crate::store::{WorkerSelector, WorkerState};
-use crate::WorkerInfo;
+use backwave::store::{WorkerSelector, WorkerState};
+use backwave::WorkerInfo;
 
 /// Live and stale workers: group, host, pid, state (running, quiet, stopping) and what each
 /// still runs, wire names, last heartbeat.

@@ -40,9 +40,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{DispatchPolicy, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup};
-use crate::schedule::{MissedTicks, Schedule};
-use crate::{Result, RetryPolicy};
+use backwave::engine::{DispatchPolicy, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup};
+use backwave::schedule::{MissedTicks, Schedule};
+use backwave::{Result, RetryPolicy};
 
 // ---------------------------------------------------------------------------------------------
 // Worker groups: seed 000's Program.cs, setting for setting. Everything not set here (4
@@ -292,7 +292,7 @@ impl ChargeLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::JobId;
+    use backwave::JobId;
 
     #[test]
     fn charge_card_succeeds_on_the_third_attempt_and_charges_once() {

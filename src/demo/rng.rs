@@ -1,12 +1,12 @@
 //! The demo's and the generator's random numbers: a SplitMix64 stream (the one mixer of
-//! [`crate::retry`]), tiny, fast and the same on every platform, so a seed names one store.
+//! [`backwave::retry`]), tiny, fast and the same on every platform, so a seed names one store.
 
 /// A seeded stream of draws.
 pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     pub(crate) fn next(&mut self) -> u64 {
-        crate::retry::splitmix64(&mut self.0)
+        backwave::retry::splitmix64(&mut self.0)
     }
     /// Uniform in [0, 1).
     pub(crate) fn unit(&mut self) -> f64 {

@@ -14,10 +14,10 @@ use serde_json::json;
 
 use super::handlers::{self, ChargeCard, ChargeLedger, ExportReport, ResizeImage, SendEmail, SyncInventory, Wedge};
 use super::rng::Rng;
-use crate::engine::{Engine, EngineHandle, Enqueue, GroupStats, Registry};
-use crate::error::{Error, Result};
-use crate::model::{JobId, NewJob};
-use crate::store::{JobFilter, Store, StoreTarget};
+use backwave::engine::{Engine, EngineHandle, Enqueue, GroupStats, Registry};
+use backwave::error::{Error, Result};
+use backwave::model::{JobId, NewJob};
+use backwave::store::{JobFilter, Store, StoreTarget};
 
 /// The label that numbers the demo's jobs from 0 in enqueue order: after a store error that
 /// leaves it unknown whether an enqueue committed (the connection dropped during COMMIT), the
@@ -382,7 +382,7 @@ const TENANTS: [&str; 4] = ["acme", "globex", "initech", "umbrella"];
 /// against `now`. Jobs of registered wire names go through the registry (their queue and
 /// payload type come from the registration); the broken ones are written the way a stale
 /// client or an older deploy would write them.
-fn build(registry: &Registry, sample: Sample, n: u64, rng: &mut Rng, now: crate::model::Millis) -> Result<NewJob> {
+fn build(registry: &Registry, sample: Sample, n: u64, rng: &mut Rng, now: backwave::model::Millis) -> Result<NewJob> {
     let tenant = rng.pick(&TENANTS);
     let job = match sample {
         Sample::SendEmail => registry

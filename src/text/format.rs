@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crate::{Job, Millis};
+use backwave::{Job, Millis};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// Display width in terminal cells.

@@ -2,7 +2,7 @@
 //! code ([`Tone::paint`]) and `bw top` as a ratatui colour, so a state reads the same in both (they disagreed: Quarantined was
 //! yellow in `bw` and magenta in `bw top`, Cancelled dim in one and yellow in the other).
 
-use crate::JobState;
+use backwave::JobState;
 
 /// A colour (or emphasis) named once for both painters; applied after padding so widths stay
 /// right.

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use crate::{JobState, Millis};
+use backwave::{JobState, Millis};
 
 /// humantime durations everywhere: `90s`, `2h`, `14d`; at most 1000 years
-/// ([`crate::model::parse_duration`], the library's one rule).
+/// ([`backwave::model::parse_duration`], the library's one rule).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::model::parse_duration(s).map_err(|e| e.to_string())
+    backwave::model::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// An instant: RFC 3339 (`2026-11-30T14:02:12Z`) or milliseconds since the Unix epoch.

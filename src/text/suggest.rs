@@ -31,7 +31,10 @@ pub fn did_you_mean<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a st
 /// (`no job or worker has queue 'critcal'; did you mean 'critical'?`), one line each, sanitized;
 /// none for names the store knows. `bw jobs list`, the bulk commands and `bw top`'s `/` filter
 /// all say it this way. Reads the known names, so call it when a filter matched nothing.
-pub fn unknown_filter_names(store: &crate::Store, filter: &crate::store::JobFilter) -> crate::Result<Vec<String>> {
+pub fn unknown_filter_names(
+    store: &backwave::Store,
+    filter: &backwave::store::JobFilter,
+) -> backwave::Result<Vec<String>> {
     let mut out = Vec::new();
     if let Some(q) = &filter.queue {
         out.extend(unknown_name(q, "queue", &store.queue_names()?));

@@ -4,9 +4,9 @@
 //! library call, the one the CLI makes: no decision is made here that `bw` makes elsewhere.
 //! Only [`super::data::serve`] calls in.
 
-use crate::store::{CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, ResumeResult, RunNowResult};
 use crate::text::thousands;
-use crate::{Error, JobId, JobState, Millis, Permission, QuarantineReason, Store};
+use backwave::store::{CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, ResumeResult, RunNowResult};
+use backwave::{Error, JobId, JobState, Millis, Permission, QuarantineReason, Store};
 
 /// Which jobs an action covers.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,7 +167,7 @@ fn as_planned(filter: &JobFilter, planned_at: Option<Millis>) -> JobFilter {
 }
 
 /// Jobs of `filter` that arrived after the plan at `planned_at` (left alone by the run).
-fn arrived_since(store: &Store, filter: &JobFilter, planned_at: Option<Millis>) -> crate::Result<u64> {
+fn arrived_since(store: &Store, filter: &JobFilter, planned_at: Option<Millis>) -> backwave::Result<u64> {
     let Some(at) = planned_at else { return Ok(0) };
     let from = at.saturating_add(1);
     let f = JobFilter { since: Some(filter.since.map_or(from, |s| s.max(from))), ..filter.clone() };
@@ -192,7 +192,7 @@ pub struct Report {
     pub refused: bool,
 }
 
-pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> crate::Result<Preview> {
+pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> backwave::Result<Preview> {
     if let Some(permission) = op.preview_permission() {
         store.require(actor, permission)?;
     }
@@ -354,9 +354,9 @@ fn not_for(op: Op, what: &str) -> Error {
     Error::InvalidInput(format!("{} does not apply to {what}", op.name()))
 }
 
-pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How) -> crate::Result<Report> {
+pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How) -> backwave::Result<Report> {
     let force = how.force;
-    use crate::store::RequeueResult;
+    use backwave::store::RequeueResult;
     let mut report = Report { title: String::new(), lines: Vec::new(), refused: false };
     match (op, target) {
         (Op::Requeue, Target::Jobs(ids)) => {
@@ -529,16 +529,16 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How
                 None => format!("Paused schedule {name}"),
             };
             report.lines.push(match result {
-                crate::store::SchedulePauseResult::Paused => format!("its ticks are dropped {till}"),
-                crate::store::SchedulePauseResult::Extended { .. } => format!("it was paused already: now {till}"),
+                backwave::store::SchedulePauseResult::Paused => format!("its ticks are dropped {till}"),
+                backwave::store::SchedulePauseResult::Extended { .. } => format!("it was paused already: now {till}"),
             });
         }
         (Op::Resume, Target::Schedule { name }) => match store.resume_schedule(actor, name)? {
-            crate::store::ScheduleResumeResult::Resumed => {
+            backwave::store::ScheduleResumeResult::Resumed => {
                 report.title = format!("Resumed schedule {name}");
                 report.lines.push("its next tick fires".into());
             }
-            crate::store::ScheduleResumeResult::NotPaused => {
+            backwave::store::ScheduleResumeResult::NotPaused => {
                 report.title = format!("schedule {name} was not paused");
                 report.lines.push("nothing changed (its pause had ended or someone resumed it)".into());
                 report.refused = true;

@@ -19,7 +19,7 @@ use super::filter::Filter;
 use super::prompt::{self, InputRequest, Prompt};
 mod incident;
 
-use crate::{FailureDetail, Job, JobId, LogCursor, Millis, Transition};
+use backwave::{FailureDetail, Job, JobId, LogCursor, Millis, Transition};
 use incident::op_key;
 
 /// What the user can ask for. Every key maps to one of these; so do the clock and the store.

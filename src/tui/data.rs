@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 
 use super::actions::{preview, run};
 pub use super::actions::{How, Op, Preview, Report, Target};
-use crate::store::{
+use backwave::store::{
     CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, ScheduleInfo, StateCounts,
     HANDED_BACK,
 };
-use crate::{Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition, WorkerInfo};
+use backwave::{
+    Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition, WorkerInfo,
+};
 
 /// The seven views, in tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -153,9 +155,9 @@ pub struct Snapshot {
     pub running_by_worker: HashMap<String, Vec<Job>>,
     /// Limits in force ([`Store::limits`], what `bw limits` prints), for the header and the
     /// Queues view.
-    pub limits: Vec<crate::store::LimitStatus>,
+    pub limits: Vec<backwave::store::LimitStatus>,
     /// Workers quiet or stopping ([`Store::worker_states`]), for the header.
-    pub quiet_workers: Vec<crate::store::WorkerState>,
+    pub quiet_workers: Vec<backwave::store::WorkerState>,
     /// The Schedules view's rows, by name (read only for that view).
     pub schedules: Vec<ScheduleInfo>,
     /// When the page is empty under a filter naming a queue or wire name nothing has: what
@@ -233,7 +235,7 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
     }
 }
 
-fn refresh(store: &Store, q: &Query) -> crate::Result<Snapshot> {
+fn refresh(store: &Store, q: &Query) -> backwave::Result<Snapshot> {
     let started = Instant::now();
     let now = store.now();
     let mut s = Snapshot {
@@ -362,7 +364,7 @@ pub fn classify(t: &Transition) -> Option<bool> {
 /// up. A failure to open the store is reported as a refresh failure and retried on the next
 /// request, so a store that is briefly unavailable heals by itself.
 pub fn spawn_worker(
-    open: impl Fn() -> crate::Result<Store> + Send + 'static,
+    open: impl Fn() -> backwave::Result<Store> + Send + 'static,
     actor: String,
     requests: Receiver<Request>,
     responses: impl Fn(Response) -> bool + Send + 'static,

@@ -2,8 +2,8 @@
 //! the store's [`JobFilter`] understands. A bad filter is a one-line error quoting the bad part;
 //! it never panics and never half-applies.
 
-use crate::store::JobFilter;
-use crate::{Millis, Transition};
+use backwave::store::JobFilter;
+use backwave::{Millis, Transition};
 
 /// A parsed filter line.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub struct Filter {
     /// Set when a group is opened (never typed): its exact cause fingerprint or quarantine
     /// reason.
     pub fingerprint: Option<String>,
-    pub reason: Option<crate::QuarantineReason>,
+    pub reason: Option<backwave::QuarantineReason>,
 }
 
 impl Filter {
@@ -73,7 +73,7 @@ impl Filter {
 
     /// The store filter for a job list of `state`. Plain text matches any of the job's id,
     /// wire name, queue, labels and terminal cause (the store's [`JobFilter::text`]).
-    pub fn job_filter(&self, state: crate::JobState) -> JobFilter {
+    pub fn job_filter(&self, state: backwave::JobState) -> JobFilter {
         let mut jf = JobFilter::state(state);
         jf.wire_name = self.wire.clone();
         jf.queue = self.queue.clone();
@@ -151,7 +151,7 @@ fn tokens(input: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::JobState;
+    use backwave::JobState;
 
     #[test]
     fn qualifiers_and_text_parse() {

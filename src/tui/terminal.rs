@@ -13,7 +13,7 @@ use crossterm::{cursor, execute};
 use super::app::{Action, App, EditorRequest};
 use super::data::{self, Request, Response};
 use super::keymap;
-use crate::{Clock, Store};
+use backwave::{Clock, Store};
 
 /// What wakes the loop.
 enum Wake {
@@ -60,7 +60,7 @@ impl Drop for Guard {
 }
 
 /// Run the dashboard until the operator quits. `open` opens the store for the background thread.
-pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> + Send + 'static) -> io::Result<()> {
+pub fn run(mut app: App, clock: Clock, open: impl Fn() -> backwave::Result<Store> + Send + 'static) -> io::Result<()> {
     let (wake_tx, wake_rx) = mpsc::channel::<Wake>();
     let (req_tx, req_rx) = mpsc::channel::<Request>();
 
@@ -145,7 +145,7 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> crate::Result<Store> +
     let base = clock.now();
     let now = move || match clock {
         Clock::System => clock.now(),
-        Clock::Manual(_) => base + started.elapsed().as_millis() as crate::Millis,
+        Clock::Manual(_) => base + started.elapsed().as_millis() as backwave::Millis,
     };
     let size = term.size()?;
     app.update(Action::Resize(size.width, size.height));

@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use backwave::store::{current_actor, Completion, Outcome, PauseKind};
-use backwave::tui::data::{How, Op, Target};
-use backwave::tui::{Request, Response};
 use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, Store, WorkerInfo};
+use bw::tui::data::{How, Op, Target};
+use bw::tui::{Request, Response};
 use predicates::prelude::*;
 
 use super::harness::*;
@@ -128,17 +128,14 @@ fn the_dashboard_preview_and_the_cli_dry_run_agree_on_the_undecodable_count() {
     assert_eq!((plan["matching"].as_u64(), plan["undecodable"].as_u64()), (Some(3), Some(2)));
     assert_eq!(plan["would_requarantine"], 1);
     let target = Target::QuarantineGroup { wire_name: "resize".into(), reason: QuarantineReason::UndecodablePayload };
-    let Response::Preview(p) =
-        backwave::tui::serve(&store, &current_actor(), &Request::Preview { op: Op::Requeue, target })
+    let Response::Preview(p) = bw::tui::serve(&store, &current_actor(), &Request::Preview { op: Op::Requeue, target })
     else {
         panic!("no preview")
     };
     assert_eq!((p.affected, p.undecodable, p.would_requarantine), (2, 2, 0));
-    let Response::Preview(p) = backwave::tui::serve(
-        &store,
-        &current_actor(),
-        &Request::Preview { op: Op::Requeue, target: Target::Jobs(ids) },
-    ) else {
+    let Response::Preview(p) =
+        bw::tui::serve(&store, &current_actor(), &Request::Preview { op: Op::Requeue, target: Target::Jobs(ids) })
+    else {
         panic!("no preview")
     };
     assert_eq!((p.affected, p.undecodable, p.would_requarantine), (2, 2, 0));
@@ -268,7 +265,7 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
         .success();
     let target = Target::QuarantineGroup { wire_name: "legacy-export".into(), reason: QuarantineReason::NoHandler };
     let store = Store::open(top.db.file()).unwrap().with_clock(Clock::manual(T_MS));
-    let Response::Done(done) = backwave::tui::serve(
+    let Response::Done(done) = bw::tui::serve(
         &store,
         &current_actor(),
         &Request::Run { op: Op::Requeue, target, how: How { force: true, ..How::default() } },
@@ -282,9 +279,9 @@ fn the_cli_and_the_dashboard_force_a_group_requeue_into_identical_stores() {
     assert_eq!((c.total(JobState::Scheduled), c.total(JobState::Quarantined)), (4, 1));
 }
 
-fn dashboard_run(db: &Path, op: Op, target: Target) -> backwave::tui::data::Report {
+fn dashboard_run(db: &Path, op: Op, target: Target) -> bw::tui::data::Report {
     let store = Store::open(db).unwrap().with_clock(Clock::manual(T_MS));
-    match backwave::tui::serve(&store, &current_actor(), &Request::Run { op, target, how: How::default() }) {
+    match bw::tui::serve(&store, &current_actor(), &Request::Run { op, target, how: How::default() }) {
         Response::Done(report) => report,
         other => panic!("expected a report, got {other:?}"),
     }

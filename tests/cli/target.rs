@@ -93,7 +93,7 @@ fn generate_force_is_refused_on_a_url_before_connecting_with_exit_2() {
 }
 
 /// Error::PostgresNotBuilt, in a build without the `postgres` feature
-/// (`cargo test --no-default-features --features cli --test cli target`).
+/// (`cargo test -p backwave-cli --no-default-features --test runner cli::target`).
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn a_postgres_url_is_refused_with_exit_2_in_a_build_without_postgres() {

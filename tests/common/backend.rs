@@ -175,16 +175,16 @@ impl TestDb {
 }
 
 /// Every row of `sql` read with the database's own client, not through the store under test:
-/// `RawConnection` (plain rusqlite) on SQLite, a `postgres::Client` on PostgreSQL. Columns come
+/// `RawConnection` (plain rusqlite) on SQLite, a `backwave::postgres::Client` on PostgreSQL. Columns come
 /// back as SQLite would type them: ids and JSON as text, booleans as 0/1.
 pub fn plain_query(db: &TestDb, sql: &str) -> Vec<Vec<RawValue>> {
     if db.schema.is_none() {
         let conn = RawConnection::open(db.file()).unwrap_or_else(|e| panic!("open {}: {e}", db.arg));
         return conn.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    use postgres::types::Type;
-    let mut client =
-        postgres::Client::connect(&db.arg, postgres::NoTls).unwrap_or_else(|e| panic!("connect {}: {e}", db.target));
+    use backwave::postgres::types::Type;
+    let mut client = backwave::postgres::Client::connect(&db.arg, backwave::postgres::NoTls)
+        .unwrap_or_else(|e| panic!("connect {}: {e}", db.target));
     let rows = client.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
     rows.iter()
         .map(|row| {
@@ -236,7 +236,7 @@ pub fn load_sqlite_fixture(db: &TestDb, sql: &str) {
             &[],
         )
         .unwrap();
-    let mut pg = postgres::Client::connect(&db.arg, postgres::NoTls).unwrap();
+    let mut pg = backwave::postgres::Client::connect(&db.arg, backwave::postgres::NoTls).unwrap();
     let mut tx = pg.transaction().unwrap();
     for table in tables.iter().map(|r| r[0].as_str().to_string()) {
         let rows = source.query(&format!("SELECT * FROM {table}"), &[]).unwrap();
@@ -263,14 +263,14 @@ pub fn load_sqlite_fixture(db: &TestDb, sql: &str) {
             .map(|r| (r.get(0), r.get(1)))
             .collect();
         for row in &rows {
-            let mut params: Vec<Box<dyn postgres::types::ToSql + Sync>> = Vec::new();
+            let mut params: Vec<Box<dyn backwave::postgres::types::ToSql + Sync>> = Vec::new();
             let mut values = Vec::new();
             for (column, value) in columns.iter().zip(row) {
                 let ty = types
                     .get(column)
                     .unwrap_or_else(|| panic!("the fixture's {table}.{column} has no column in the PostgreSQL schema"));
                 let n = params.len() + 1;
-                let (param, expr): (Box<dyn postgres::types::ToSql + Sync>, String) = match value {
+                let (param, expr): (Box<dyn backwave::postgres::types::ToSql + Sync>, String) = match value {
                     RawValue::Null => (Box::new(None::<String>), format!("${n}::text::{ty}")),
                     RawValue::Integer(i) => (Box::new(i.to_string()), format!("${n}::text::{ty}")),
                     RawValue::Real(f) => (Box::new(f.to_string()), format!("${n}::text::{ty}")),
@@ -289,7 +289,7 @@ pub fn load_sqlite_fixture(db: &TestDb, sql: &str) {
                 columns.join(", "),
                 values.join(", ")
             );
-            let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
+            let refs: Vec<&(dyn backwave::postgres::types::ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
             tx.execute(&insert, &refs).unwrap_or_else(|e| panic!("copying a fixture row into {table}: {e:?}"));
         }
     }
@@ -358,7 +358,7 @@ impl Drop for Schema {
         }
         // A connection of the test still open (a worker thread winding down) would make DROP
         // wait for its locks: bounded, and a schema left behind is only litter in a test server.
-        let dropped = postgres::Client::connect(&self.server.url, postgres::NoTls)
+        let dropped = backwave::postgres::Client::connect(&self.server.url, backwave::postgres::NoTls)
             .and_then(|mut c| c.batch_execute(&format!("SET lock_timeout = '10s'; DROP SCHEMA {} CASCADE", self.name)));
         if let Err(e) = dropped {
             eprintln!("could not drop the test schema {} on {}: {}", self.name, self.server.shown(), why(&e));
@@ -378,9 +378,9 @@ fn schema_name(test: &str) -> String {
     name
 }
 
-/// A driver error on one line with its causes (`postgres::Error`'s own text is often just
+/// A driver error on one line with its causes (`backwave::postgres::Error`'s own text is often just
 /// "db error" or "error connecting to server").
-fn why(e: &postgres::Error) -> String {
+fn why(e: &backwave::postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{}: {}", db.severity(), db.message());
     }
@@ -402,8 +402,8 @@ struct Server {
 }
 
 impl Server {
-    fn connect(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url, postgres::NoTls)
+    fn connect(&self) -> backwave::postgres::Client {
+        backwave::postgres::Client::connect(&self.url, backwave::postgres::NoTls)
             .unwrap_or_else(|e| panic!("cannot connect to the test server {}: {}", self.shown(), why(&e)))
     }
 
@@ -539,7 +539,7 @@ fn start_cluster(bin: &Path) -> Result<Server, String> {
 
     let server =
         Server { url: format!("postgresql:///postgres?host={}&user=postgres", dir.display()), _reaper: reaper };
-    postgres::Client::connect(&server.url, postgres::NoTls)
+    backwave::postgres::Client::connect(&server.url, backwave::postgres::NoTls)
         .map_err(|e| format!("the test cluster in {} started but refuses connections: {}", dir.display(), why(&e)))?;
     Ok(server)
 }

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use backwave::cli::{parse_duration, parse_instant, parse_when};
-use backwave::tui::filter::Filter;
 use backwave::{Backoff, Error, JobState, NewJob, RetryPolicy, Store};
+use bw::cli::{parse_duration, parse_instant, parse_when};
+use bw::tui::filter::Filter;
 use proptest::prelude::*;
 
 use crate::backend::{both_backends, TestDb};

@@ -376,7 +376,7 @@ fn tls_verify_full_reaches_a_server_of_its_own_ca_and_a_wrong_ca_or_host_name_is
     // The server sees the store's connection encrypted (asked over the unix socket).
     let store = Store::open(good.as_str()).unwrap();
     store.counts().unwrap();
-    let mut admin = postgres::Client::connect(&cluster.socket_url(), postgres::NoTls).unwrap();
+    let mut admin = backwave::postgres::Client::connect(&cluster.socket_url(), backwave::postgres::NoTls).unwrap();
     let encrypted: Vec<bool> = admin
         .query(
             "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'backwave'",

@@ -47,7 +47,7 @@ fn a_worker_whose_connections_are_cut_mid_drain_reconnects_and_every_job_succeed
     });
     let running = engine.start().unwrap();
 
-    let mut killer = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut killer = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     let started = Instant::now();
     let mut cut = 0;
     // Cut again only once a job has finished since the last cut: on a loaded machine a
@@ -135,7 +135,7 @@ impl Roles {
 
 impl Drop for Roles {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+        if let Ok(mut c) = backwave::postgres::Client::connect(&self.admin, backwave::postgres::NoTls) {
             for role in &self.made {
                 let _ = c.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE IF EXISTS {role}"));
             }
@@ -143,13 +143,13 @@ impl Drop for Roles {
     }
 }
 
-fn connect(url: &str) -> postgres::Client {
-    postgres::Client::connect(url, postgres::NoTls).unwrap()
+fn connect(url: &str) -> backwave::postgres::Client {
+    backwave::postgres::Client::connect(url, backwave::postgres::NoTls).unwrap()
 }
 
 /// `sql` as the connected role must fail for want of a privilege or a permission (SQLSTATE
 /// 42501), whichever of the server's walls stops it.
-fn assert_denied(c: &mut postgres::Client, what: &str, sql: &str) {
+fn assert_denied(c: &mut backwave::postgres::Client, what: &str, sql: &str) {
     match c.batch_execute(sql) {
         Ok(()) => panic!("the role could {what}: {sql}"),
         Err(e) => {
@@ -160,7 +160,7 @@ fn assert_denied(c: &mut postgres::Client, what: &str, sql: &str) {
 }
 
 /// The one text a statement returns.
-fn one(c: &mut postgres::Client, sql: &str) -> String {
+fn one(c: &mut backwave::postgres::Client, sql: &str) -> String {
     c.query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).get(0)
 }
 
@@ -557,7 +557,7 @@ fn a_server_error_quotes_the_servers_message_and_sqlstate_not_db_error() {
     Store::create(&db).unwrap();
     // Another session holds every table of the store, so `bw stats` waits on a lock until the
     // server ends its statement (a statement timeout) or its connection (an administrator).
-    let mut holder = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut holder = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     let mut tx = holder.transaction().unwrap();
     tx.batch_execute("LOCK TABLE jobs, job_counts, job_count_deltas, transitions, workers IN ACCESS EXCLUSIVE MODE")
         .unwrap();
@@ -583,7 +583,7 @@ fn a_server_error_quotes_the_servers_message_and_sqlstate_not_db_error() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut killer = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut killer = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     let started = Instant::now();
     while killer
         .query(

@@ -167,7 +167,7 @@ fn hold_in_app_tx(
             tx.commit().unwrap();
         }
         Backend::Postgres => {
-            let mut client = postgres::Client::connect(db, postgres::NoTls).unwrap();
+            let mut client = backwave::postgres::Client::connect(db, backwave::postgres::NoTls).unwrap();
             let mut tx = client.transaction().unwrap();
             holding.send(backwave::enqueue_in_postgres(&mut tx, job).unwrap().id()).unwrap();
             released.recv().unwrap();
@@ -176,6 +176,7 @@ fn hold_in_app_tx(
     }
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn an_async_enqueue_on_postgres_through_tokio_postgres_commits_or_rolls_back_with_the_application() {
     let _backend = backend::use_backend(Backend::Postgres);
@@ -183,7 +184,8 @@ fn an_async_enqueue_on_postgres_through_tokio_postgres_commits_or_rolls_back_wit
     let url = f.db.arg().to_string();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (kept, dropped) = runtime.block_on(async move {
-        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        let (mut client, connection) =
+            backwave::tokio_postgres::connect(&url, backwave::tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(connection);
         let mut ids = Vec::new();
         for commit in [true, false] {

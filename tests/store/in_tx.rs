@@ -31,7 +31,7 @@ fn in_app_tx<T>(db: &TestDb, commit: bool, f: impl FnOnce(&mut AppTx<'_>) -> T) 
             out
         }
         backend::Backend::Postgres => {
-            let mut client = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+            let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
             client.batch_execute("CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY)").unwrap();
             let tx = client.transaction().unwrap();
             let mut app = AppTx::Postgres(tx);
@@ -49,7 +49,7 @@ fn in_app_tx<T>(db: &TestDb, commit: bool, f: impl FnOnce(&mut AppTx<'_>) -> T) 
 
 enum AppTx<'a> {
     Sqlite(backwave::rusqlite::Transaction<'a>),
-    Postgres(postgres::Transaction<'a>),
+    Postgres(backwave::postgres::Transaction<'a>),
 }
 
 impl AppTx<'_> {
@@ -219,7 +219,7 @@ fn row_of(db: &TestDb, id: JobId) -> Vec<backwave::store::RawValue> {
 }
 
 /// `SELECT * FROM backwave_enqueue(…)` on the plain driver, as any other program would.
-fn sql_enqueue(client: &mut postgres::Client, call: &str) -> Enqueued {
+fn sql_enqueue(client: &mut backwave::postgres::Client, call: &str) -> Enqueued {
     let row = client.query_one(&format!("SELECT job_id, created FROM {call}"), &[]).unwrap();
     let id = JobId(row.get(0));
     if row.get(1) {
@@ -235,7 +235,7 @@ fn the_sql_function_writes_the_rows_the_library_writes() {
     let db = TestDb::postgres();
     let store = Store::create(&db).unwrap();
     store.bootstrap_admin(ADMIN).unwrap();
-    let mut client = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     let cases: [(NewJob, &str); 4] = [
         (
             NewJob::new("send-email", "default", br#"{"to":"ann"}"#.to_vec()),
@@ -301,14 +301,14 @@ fn the_sql_function_refuses_bad_input_with_the_librarys_words_and_a_rollback_lea
     let db = TestDb::postgres();
     let store = Store::create(&db).unwrap();
     store.bootstrap_admin(ADMIN).unwrap();
-    let mut client = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     let library = |job: NewJob| store.enqueue(&job).unwrap_err().to_string();
-    let refused = |client: &mut postgres::Client, call: &str| -> String {
+    let refused = |client: &mut backwave::postgres::Client, call: &str| -> String {
         let e = client.query_one(&format!("SELECT * FROM {call}"), &[]).unwrap_err();
         assert_eq!(e.code().map(|c| c.code()), Some("22023"), "{call}: {e:?}");
         e.as_db_error().unwrap().message().to_string()
     };
-    let expect_same = |client: &mut postgres::Client, call: &str, job: NewJob| {
+    let expect_same = |client: &mut backwave::postgres::Client, call: &str, job: NewJob| {
         let lib = library(job);
         let sql = refused(client, call);
         assert!(lib.ends_with(&sql), "{call}: the library says {lib:?}, the function {sql:?}");

@@ -97,7 +97,7 @@ fn a_log_followed_by_cursor_gets_every_entry_once_while_writers_commit_out_of_or
         for w in 0..writers {
             let (db, barrier) = (&db, &barrier);
             s.spawn(move || {
-                let mut raw = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+                let mut raw = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
                 let store = Store::open(db).unwrap();
                 barrier.wait();
                 for i in 0..40 {
@@ -256,7 +256,7 @@ fn an_entry_committed_late_is_delivered_in_its_place_not_skipped() {
     // would deliver A's entry (the higher seq) and then skip B's.
     let db = pg_db();
     let store = Store::create(&db).unwrap();
-    let connect = || postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let connect = || backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     let (mut a, mut b) = (connect(), connect());
     let job = "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at)
                VALUES ($1, 'log.check', 'default', 0, 0, 0)";
@@ -289,7 +289,7 @@ fn a_long_transaction_elsewhere_on_the_server_does_not_hold_this_stores_log_back
     // oldest: another store's (or application's) long transaction delays nothing here.
     let elsewhere = pg_db();
     Store::create(&elsewhere).unwrap();
-    let mut other = postgres::Client::connect(elsewhere.arg(), postgres::NoTls).unwrap();
+    let mut other = backwave::postgres::Client::connect(elsewhere.arg(), backwave::postgres::NoTls).unwrap();
     let mut long = other.transaction().unwrap();
     long.execute(
         "INSERT INTO jobs (id, wire_name, queue, due_at, created_at, updated_at) VALUES ($1, 'x', 'q', 0, 0, 0)",
@@ -310,10 +310,10 @@ fn a_long_transaction_elsewhere_on_the_server_does_not_hold_this_stores_log_back
 fn eight_processes_opening_a_store_of_the_base_version_migrate_it_once_and_keep_every_row() {
     // The base contract is schema-postgres.sql up to its first migration block (version 2);
     // every later block is a step an older store takes when it is opened for writing.
-    let file = include_str!("../../schema-postgres.sql");
+    let file = include_str!("../../backwave/schema-postgres.sql");
     let base = file.find("-- migration 3 begin").map_or(file, |at| &file[..at]);
     let db = pg_db();
-    let mut client = postgres::Client::connect(db.arg(), postgres::NoTls).unwrap();
+    let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
     client.batch_execute(&format!("BEGIN; {base}; COMMIT")).unwrap();
     client
         .execute(

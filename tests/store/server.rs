@@ -7,8 +7,8 @@ use backwave::StoreTarget;
 
 use crate::backend::{use_backend, Backend, TestDb};
 
-fn client(url: &str) -> postgres::Client {
-    postgres::Client::connect(url, postgres::NoTls).unwrap_or_else(|e| panic!("connect {url}: {e}"))
+fn client(url: &str) -> backwave::postgres::Client {
+    backwave::postgres::Client::connect(url, backwave::postgres::NoTls).unwrap_or_else(|e| panic!("connect {url}: {e}"))
 }
 
 fn schema_exists(url: &str, schema: &str) -> bool {
@@ -38,7 +38,7 @@ fn postgres_test_schema_is_the_search_path_of_every_connection_and_is_dropped_af
     let err = client(b.arg()).query_one("SELECT count(*) FROM jobs", &[]).unwrap_err();
     assert_eq!(
         err.code(),
-        Some(&postgres::error::SqlState::UNDEFINED_TABLE),
+        Some(&backwave::postgres::error::SqlState::UNDEFINED_TABLE),
         "another test's schema is empty: {err:?}"
     );
     drop(conn);

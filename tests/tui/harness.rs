@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use backwave::store::{ClaimRequest, Completion, Outcome};
-use backwave::tui::{serve, Action, App, Config, Response};
 use backwave::{
     Clock, FailureDetail, JobId, Millis, NewJob, Permission, QuarantineReason, RetryPolicy, Store, WorkerInfo,
 };
+use bw::tui::{serve, Action, App, Config, Response};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 

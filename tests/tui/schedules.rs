@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use backwave::schedule::Schedule;
 use backwave::store::current_actor;
-use backwave::tui::data::{Op, Request, Response, Target};
-use backwave::tui::{keymap, Mode, View};
 use backwave::Permission;
+use bw::tui::data::{Op, Request, Response, Target};
+use bw::tui::{keymap, Mode, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::harness::*;
@@ -33,7 +33,7 @@ fn with_schedules() -> Fixture {
     f
 }
 
-fn press_key(app: &mut backwave::tui::App, f: &Fixture, c: char) {
+fn press_key(app: &mut bw::tui::App, f: &Fixture, c: char) {
     let a = keymap::action_for(&app.mode, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
         .unwrap_or_else(|| panic!("'{c}' has an action"));
     f.press(app, [a]);
@@ -144,14 +144,14 @@ both_backends! {
         // permission first.
         let f = with_schedules();
         f.store.revoke("root", ACTOR, Permission::Operate).unwrap();
-        let preview = |target: Target| backwave::tui::data::serve(&f.store, ACTOR, &Request::Preview { op: Op::Trigger, target });
+        let preview = |target: Target| bw::tui::data::serve(&f.store, ACTOR, &Request::Preview { op: Op::Trigger, target });
         for target in [Target::Schedule { name: "nosuch".into() }, Target::Schedule { name: "heartbeat".into() }] {
             let Response::PreviewFailed(why) = preview(target) else { panic!("a preview for a stranger") };
             assert!(why.contains("lacks the 'operate' permission"), "{why}");
         }
         let missing: backwave::JobId = "a00000ff-0000-7000-8000-0000000000ff".parse().unwrap();
         let Response::PreviewFailed(why) =
-            backwave::tui::data::serve(&f.store, ACTOR, &Request::Preview { op: Op::Requeue, target: Target::Jobs(vec![missing]) })
+            bw::tui::data::serve(&f.store, ACTOR, &Request::Preview { op: Op::Requeue, target: Target::Jobs(vec![missing]) })
         else {
             panic!("a requeue preview for a stranger")
         };

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use backwave::store::PauseKind;
-use backwave::tui::app::{PAUSE_FOR, TABS_ROW};
-use backwave::tui::data::Op;
-use backwave::tui::{keymap, Action, Mode, Response, View};
 use backwave::{JobState, NewJob, WorkerInfo};
+use bw::tui::app::{PAUSE_FOR, TABS_ROW};
+use bw::tui::data::Op;
+use bw::tui::{keymap, Action, Mode, Response, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::harness::*;
@@ -23,13 +23,13 @@ fn snap(name: impl Into<String>, screen: String) {
     });
 }
 
-fn ctrl(app: &mut backwave::tui::App, f: &Fixture, c: char) {
+fn ctrl(app: &mut bw::tui::App, f: &Fixture, c: char) {
     let a = keymap::action_for(&app.mode, KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
         .unwrap_or_else(|| panic!("Ctrl-{c} has an action in {:?}", app.mode));
     f.press(app, [a]);
 }
 
-fn prompt(app: &backwave::tui::App) -> (String, usize) {
+fn prompt(app: &bw::tui::App) -> (String, usize) {
     match &app.mode {
         Mode::Filter { input } => (input.value().to_string(), input.cursor()),
         other => panic!("not typing a filter: {other:?}"),
@@ -175,7 +175,7 @@ both_backends! {
 
 /// Counts in the millions on top of the fixture's real jobs: every per-queue count of the
 /// last snapshot scaled up, the list totals with them, and a throughput per queue.
-fn millions(app: &mut backwave::tui::App) {
+fn millions(app: &mut bw::tui::App) {
     let mut s = app.snapshot.clone().expect("a snapshot");
     for (i, m) in s.counts.by_queue.values_mut().enumerate() {
         for (k, n) in m.iter_mut() {

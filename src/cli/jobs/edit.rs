@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cli::output::{bytes, sanitize, Render, Term};
 use crate::cli::{CliError, Ctx};
-use crate::JobState;
+use backwave::JobState;
 
 /// Replace the payload of a dead-lettered or quarantined job (needs operate; the old payload
 /// is kept in `bw audit`).

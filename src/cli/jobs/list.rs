@@ -9,9 +9,9 @@ use serde::Serialize;
 use crate::cli::json::JobJson;
 use crate::cli::output::{relative, sanitize, shell_quote, state_style, thousands, Cell, Render, Style, Table, Term};
 use crate::cli::{CliError, Ctx};
-use crate::store::{Cursor, JobPage};
 use crate::text::attempts;
-use crate::{Job, JobState};
+use backwave::store::{Cursor, JobPage};
+use backwave::{Job, JobState};
 
 use super::{due_text, lease_left, worker_label, FilterArgs, ListArgs};
 

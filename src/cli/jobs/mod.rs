@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::output::{compact_duration, relative, rfc3339, sanitize};
 use super::{parse_duration, parse_label, parse_state, parse_when, CliError, Ctx, When};
-use crate::store::JobFilter;
-use crate::{Job, JobState, Millis};
+use backwave::store::JobFilter;
+use backwave::{Job, JobState, Millis};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -81,8 +81,8 @@ impl FilterArgs {
     /// has and no worker serves (a typo, most likely), with the nearest known name. Silence
     /// read as "nothing to do" while the operator had asked for a queue that does not exist.
     /// The wire-name check scans the jobs once, so it runs only on an empty result.
-    pub fn warn_unknown_names(&self, store: &crate::Store) -> Result<(), CliError> {
-        let filter = crate::store::JobFilter {
+    pub fn warn_unknown_names(&self, store: &backwave::Store) -> Result<(), CliError> {
+        let filter = backwave::store::JobFilter {
             queue: self.queue.clone(),
             wire_name: self.wire_name.clone(),
             ..Default::default()

@@ -14,8 +14,8 @@ use crate::cli::output::{
     state_style, write_fields, Cell, Render, Style, Table, Term,
 };
 use crate::cli::{CliError, Ctx};
-use crate::store::{LimitStatus, PauseKind};
-use crate::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
+use backwave::store::{LimitStatus, PauseKind};
+use backwave::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
 
 use super::{due_text, lease_left, worker_label, ShowArgs};
 
@@ -241,10 +241,10 @@ impl Render for JobShow {
         }
         if let Some(q) = j.quarantine_reason {
             let why = match q {
-                crate::QuarantineReason::NoHandler => {
+                backwave::QuarantineReason::NoHandler => {
                     "no-handler: the claiming worker had no handler for this wire name"
                 }
-                crate::QuarantineReason::UndecodablePayload => {
+                backwave::QuarantineReason::UndecodablePayload => {
                     "undecodable-payload: the payload did not decode into the handler's type"
                 }
             };

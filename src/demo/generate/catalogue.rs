@@ -2,7 +2,7 @@
 //! the default policy, the handlers each serves, the causes each handler fails with, and the
 //! tenants, hosts and operators that appear in them. Data only.
 
-use crate::model::Millis;
+use backwave::model::Millis;
 
 pub(super) struct Group {
     pub(super) name: &'static str,
@@ -112,7 +112,7 @@ pub(super) const CAUSES: [&str; 36] = [
     "unique constraint violated: orders.external_id = '{hex}'",
     "disk quota exceeded writing /var/exports/{label}.csv",
     "export exceeded 10000000 rows",
-    crate::store::LEASE_EXPIRED,
+    backwave::store::LEASE_EXPIRED,
     "search cluster red: shard {n} unassigned",
     "rate limited by {host}: retry after {n}s",
     "TLS handshake with {host} failed: certificate has expired",

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use super::catalogue::*;
 use super::GenerateOptions;
 use crate::demo::rng::Rng;
-use crate::model::{FailureDetail, JobState, Millis};
+use backwave::model::{FailureDetail, JobState, Millis};
 
 pub(super) struct Worker {
     pub(super) id: String,

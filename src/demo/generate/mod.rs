@@ -9,9 +9,9 @@ use std::collections::BinaryHeap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
-use crate::model::{JobState, Millis};
-use crate::store::{JobRow, Loader, Store, StoreTarget, TransitionRow, WorkerRow};
+use backwave::error::Result;
+use backwave::model::{JobState, Millis};
+use backwave::store::{JobRow, Loader, Store, StoreTarget, TransitionRow, WorkerRow};
 
 mod catalogue;
 mod life;

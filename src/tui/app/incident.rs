@@ -4,9 +4,9 @@
 //! themselves are in `tui::actions`.
 
 use super::{App, EditorRequest, Mode};
-use crate::store::PauseKind;
 use crate::tui::data::{Op, Request, Target, View};
-use crate::{Job, JobId, Millis, Permission};
+use backwave::store::PauseKind;
+use backwave::{Job, JobId, Millis, Permission};
 
 impl App {
     /// Whether the actor holds `operate`, as the last refresh read it; if not, say so and ask

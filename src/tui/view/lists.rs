@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::store::{CauseGroup, PauseKind, QuarantineGroup};
 use crate::tui::data::Snapshot;
+use backwave::store::{CauseGroup, PauseKind, QuarantineGroup};
 
 impl App {
     pub(super) fn jobs(&self, t: &Theme, area: Rect, buf: &mut Buffer) {

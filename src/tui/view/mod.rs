@@ -26,7 +26,7 @@ use crate::text::{
     attempts, compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands, truncate,
     width,
 };
-use crate::{DetailStatus, Job, JobState, Millis};
+use backwave::{DetailStatus, Job, JobState, Millis};
 
 /// The smallest terminal the dashboard draws in; below it, a message says so.
 pub const MIN_WIDTH: u16 = 80;
@@ -96,8 +96,8 @@ pub fn state_color(s: JobState) -> Color {
     }
 }
 
-/// A job id in a table: [`crate::JobId::short`], the random tail the CLI prints and resolves.
-pub fn short_id(id: &crate::JobId) -> String {
+/// A job id in a table: [`backwave::JobId::short`], the random tail the CLI prints and resolves.
+pub fn short_id(id: &backwave::JobId) -> String {
     id.short()
 }
 

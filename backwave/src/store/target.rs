@@ -56,8 +56,7 @@ impl PostgresUrl {
     /// The URL as given, password included: only for the driver (and `bw demo`'s dashboard
     /// child, through its environment), never for a message. A URL that does not parse is the
     /// one-line reason, quoted with its password redacted.
-    #[cfg_attr(not(any(feature = "postgres", feature = "cli")), allow(dead_code))]
-    pub(crate) fn secret(&self) -> Result<&str> {
+    pub fn secret(&self) -> Result<&str> {
         match &self.problem {
             Some(why) => Err(Error::InvalidInput(why.clone())),
             None => Ok(&self.raw),

@@ -165,8 +165,8 @@ const SPLITMIX_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// One step of SplitMix64: advance `state` and return the next 64 random bits. Tiny, fast and
 /// the same on every platform, so a seed names one jitter curve (here) or one generated store
-/// (`demo::rng`). The one copy of the mixer in the crate.
-pub(crate) fn splitmix64(state: &mut u64) -> u64 {
+/// (`bw`'s `demo::rng`). The one copy of the mixer in the workspace.
+pub fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(SPLITMIX_GAMMA);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
