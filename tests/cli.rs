@@ -66,6 +66,22 @@ fn a_file_that_is_not_a_store_exits_3() {
     insta::assert_snapshot!(f.run(&["stats"]));
 }
 
+/// A stdout that cannot be written (`/dev/full`: "No space left on device") is `bw`'s own output
+/// failing, said as such with exit 4: never 3, which tells a monitor the store is down.
+#[test]
+fn a_stdout_that_cannot_be_written_exits_4_saying_so_not_3() {
+    let f = Fixture::hostile_admin();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .args(["--db", f.db.arg(), "jobs", "list"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.starts_with("bw: error: bw's own input or output failed: No space left on device"), "{stderr}");
+}
+
 #[test]
 fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
     let f = Fixture::hostile_admin();

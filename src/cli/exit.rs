@@ -14,6 +14,11 @@ pub const USAGE: u8 = 2;
 /// The store is unavailable: missing, locked past the busy timeout, corrupt, read-only for a
 /// write, out of disk space, or of an unknown schema version.
 pub const STORE: u8 = 3;
+/// `bw`'s own input or output failed: writing stdout (other than a closed pipe, which is a quiet
+/// success), the terminal of `bw top`, `$EDITOR`'s file. The store is not to blame, so this is not
+/// 3: a monitor or a script reading 3 as "the store is down" must not be told so by a full disk
+/// under a redirected stdout.
+pub const OUTPUT: u8 = 4;
 
 /// Why a command did not finish.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +38,7 @@ pub enum CliError {
     /// stderr after it as `bw: NOTE` (not as an error).
     #[error("{}", .0.as_deref().unwrap_or("not everything asked was done"))]
     NotAllDone(Option<String>),
-    #[error(transparent)]
+    #[error("bw's own input or output failed: {0}")]
     Io(#[from] std::io::Error),
     /// No store at `--db`, said with the store it probably meant (exit 3, as a missing store).
     #[error("{0}")]
@@ -45,7 +50,8 @@ pub fn exit_code(e: &CliError) -> u8 {
     match e {
         CliError::Usage(_) => USAGE,
         CliError::Refused(_) | CliError::NotAllDone(_) => REFUSED,
-        CliError::Io(_) | CliError::NoStore(_) => STORE,
+        CliError::NoStore(_) => STORE,
+        CliError::Io(_) => OUTPUT,
         CliError::Store(e) => match e {
             Error::StoreMissing { .. }
             | Error::NotAStore { .. }
