@@ -399,9 +399,15 @@ fn limits(dir: &Path, due: usize, row: &mut impl FnMut(String, String, String)) 
 
 /// One tuned worker drains `n` due jobs from `db`; jobs/s to the last success.
 fn limits_drain(db: &StoreTarget, store: &Store, n: usize) -> f64 {
+    drain_with(db, store, n, registry(), Settings::Tuned)
+}
+
+/// One engine of one `settings` group over `registry` drains `n` due jobs from `db`; jobs/s to
+/// the last success, asserting no store error on the way.
+fn drain_with(db: &StoreTarget, store: &Store, n: usize, registry: Registry, settings: Settings) -> f64 {
     let start = Instant::now();
-    let mut engine = Engine::new(db, registry());
-    engine.add_worker_group(Settings::Tuned.group("bench".into()));
+    let mut engine = Engine::new(db, registry);
+    engine.add_worker_group(settings.group("bench".into()));
     let running = engine.start().expect("start engine");
     while store.counts().expect("counts").total(JobState::Succeeded) < n as u64 {
         std::thread::sleep(Duration::from_millis(2));

@@ -4,12 +4,10 @@
 //! figure, and the ratio of the medians, so that one run compares them fairly on a noisy machine.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use backwave::engine::{Engine, Registry};
-use backwave::{JobState, Store, StoreTarget};
+use backwave::engine::Registry;
 
-use super::{enqueue, fresh_store_on, registry, Settings, QUEUE};
+use super::{drain_with, enqueue, fresh_store_on, registry, Settings, QUEUE};
 
 /// Runs of each kind; the rows take their median.
 pub const RUNS: usize = 3;
@@ -19,22 +17,6 @@ fn async_registry() -> Registry {
     let mut r = Registry::new();
     r.handle_async::<u32, _, _>("noop", |_, _| async { Ok(()) }).queue(QUEUE);
     r
-}
-
-/// Drain `n` due jobs with one default engine over `registry`; jobs/s to the last success.
-fn drain_registry(db: &StoreTarget, store: &Store, n: usize, registry: Registry) -> f64 {
-    let start = Instant::now();
-    let mut engine = Engine::new(db, registry);
-    engine.add_worker_group(Settings::Default.group("bench".into()));
-    let running = engine.start().expect("start engine");
-    while store.counts().expect("counts").total(JobState::Succeeded) < n as u64 {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    let stats = running.stats();
-    assert!(stats.iter().all(|s| s.errors == 0), "store errors while draining: {stats:?}");
-    running.shutdown(Duration::from_secs(5));
-    rate
 }
 
 /// The median of `runs` (an odd count) and the runs in the order measured, for a row's note.
@@ -54,7 +36,7 @@ pub fn rows(dir: &Path, n: usize, row: &mut impl FnMut(String, String, String)) 
                 let name = format!("async_drain_{i}_{run}");
                 let (db, store, _schema) = fresh_store_on(backend, dir, &name);
                 enqueue(&store, n, 0);
-                runs[i].push(drain_registry(&db, &store, n, registry()));
+                runs[i].push(drain_with(&db, &store, n, registry(), Settings::Default));
                 // The store's connection closes before its schema is dropped.
                 drop(store);
             }

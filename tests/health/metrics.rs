@@ -112,25 +112,30 @@ both_backends! {
     }
 }
 
+/// `bw metrics --listen` on a free loopback port over `db`: the child, its stderr after the line
+/// that announced the URL, and the URL to scrape.
+fn listen(db: &std::ffi::OsStr) -> (std::process::Child, BufReader<std::process::ChildStderr>, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .env("BW_DB", db)
+        .env("BW_NOW", NOW_TEXT)
+        .args(["metrics", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let url = line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
+    (child, stderr, url.to_string())
+}
+
 both_backends! {
     fn bw_metrics_listen_serves_scrapes_over_loopback_and_sigterm_ends_it_with_status_0() {
         let fx = Fx::new();
         fx.worker("w1", &["high"], &["send-email"], NOW);
         let job = fx.scheduled("high", NOW - MINUTE);
-        let bin = assert_cmd::cargo::cargo_bin("bw");
-        let mut child = std::process::Command::new(bin)
-            .env("BW_DB", &fx.db)
-            .env("BW_NOW", NOW_TEXT)
-            .args(["metrics", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let url = line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
-        let url = url.to_string();
+        let (mut child, mut stderr, url) = listen(fx.db.as_ref());
         assert!(url.ends_with("/metrics"), "{url}");
 
         let agent = ureq::Agent::new_with_defaults();
@@ -205,19 +210,8 @@ fn bw_metrics_listen_answers_503_for_a_removed_store_and_reads_the_file_renamed_
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("live.db");
     store_file(&db, 1);
-    let bin = assert_cmd::cargo::cargo_bin("bw");
-    let mut child = std::process::Command::new(bin)
-        .env("BW_DB", &db)
-        .env("BW_NOW", NOW_TEXT)
-        .args(["metrics", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("{line}"));
+    let (mut child, mut stderr, url) = listen(db.as_ref());
+    let url = url.as_str();
     let agent = ureq::Agent::new_with_defaults();
     // The due count of a scrape answered 200, or the status and body of any other answer.
     let scrape = || -> Result<f64, (u16, String)> {
