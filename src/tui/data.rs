@@ -1,8 +1,10 @@
 //! The dashboard's database side: what one refresh asks for ([`Query`]), what it brings back
 //! ([`Snapshot`]), and the requests for the operator actions (see `actions`), all through the
 //! same library calls as the CLI.
-//! [`serve`] is the only function that touches the store; the terminal loop runs it on a
-//! background thread with its own [`Store`], tests call it directly. Nothing here draws.
+//! [`serve`] is the only way to the store: the terminal loop runs it on a background thread with
+//! its own [`Store`], tests call it directly. A refresh reads what every screen shows (header,
+//! counts, log, chart) and asks the screen on show for its rows (`screens::Screen::read`).
+//! Nothing here draws.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
