@@ -184,3 +184,27 @@ pub(crate) trait Screen: Sync {
     /// Draw the list into `area`.
     fn render(&self, app: &App, t: &Theme, area: Rect, buf: &mut Buffer);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new view's entry: distinct titles (the tabs and the help name it), a short title of
+    /// six cells at most as the others (the tab row falls back to them at 80 columns), and `g`
+    /// only where a grouped screen exists.
+    #[test]
+    fn every_view_has_distinct_titles_a_short_tab_and_groups_only_with_a_grouped_screen() {
+        let mut titles: Vec<&str> = View::ALL.iter().map(|v| v.title()).collect();
+        titles.sort();
+        titles.dedup();
+        assert_eq!(titles.len(), View::ALL.len());
+        for (i, v) in View::ALL.iter().enumerate() {
+            assert_eq!(v.index(), i);
+            assert!(v.info().short.chars().count() <= 6, "{v:?}: short title '{}'", v.info().short);
+            let grouped = v.screen(true) as *const dyn Screen as *const ();
+            let list = v.screen(false) as *const dyn Screen as *const ();
+            assert_eq!(v.groups(), grouped != list, "{v:?}");
+        }
+        assert_eq!(View::ALL.iter().filter(|v| v.groups()).count(), 2, "Dead-Lettered and Quarantined group");
+    }
+}
