@@ -71,18 +71,18 @@ both_backends! {
         let f = Fixture::with_jobs();
         let mut app = f.app(120, 32);
         f.refresh(&mut app);
-        assert_eq!(app.view, View::DeadLettered);
+        assert_eq!(app.nav.view, View::DeadLettered);
         code(&mut app, &f, KeyCode::Tab);
-        assert_eq!(app.view, View::Quarantined);
+        assert_eq!(app.nav.view, View::Quarantined);
         keys(&mut app, &f, "l");
-        assert_eq!(app.view, View::Running);
+        assert_eq!(app.nav.view, View::Running);
         keys(&mut app, &f, "h");
         code(&mut app, &f, KeyCode::BackTab);
-        assert_eq!(app.view, View::DeadLettered);
+        assert_eq!(app.nav.view, View::DeadLettered);
         code(&mut app, &f, KeyCode::BackTab);
-        assert_eq!(app.view, View::Schedules, "Shift-Tab wraps around");
+        assert_eq!(app.nav.view, View::Schedules, "Shift-Tab wraps around");
         keys(&mut app, &f, "4");
-        assert_eq!(app.view, View::Scheduled);
+        assert_eq!(app.nav.view, View::Scheduled);
         // The refresh that followed asked for the view's state.
         let q = app.query();
         assert_eq!(q.filter.unwrap().states, vec![JobState::Scheduled]);
@@ -306,11 +306,11 @@ both_backends! {
         f.refresh(&mut app);
         keys(&mut app, &f, "5");
         code(&mut app, &f, KeyCode::Enter);
-        assert_eq!(app.view, View::Scheduled);
+        assert_eq!(app.nav.view, View::Scheduled);
         assert!(app.vs().filter.queue.is_some(), "{:?}", app.vs().filter);
         keys(&mut app, &f, "q");
         assert!(!app.quit);
-        assert_eq!(app.view, View::Queues);
+        assert_eq!(app.nav.view, View::Queues);
         // The Scheduled view is whole again when visited, and q at the top still quits.
         keys(&mut app, &f, "4");
         assert!(app.vs().filter.is_empty());
@@ -339,7 +339,7 @@ both_backends! {
             assert_eq!(app.vs().filter.queue.as_deref(), Some(*q));
             assert_eq!(app.page_jobs().len(), 1, "the job of queue {q}");
             keys(&mut app, &f, "q");
-            assert_eq!(app.view, View::Queues);
+            assert_eq!(app.nav.view, View::Queues);
         }
     }
 }
@@ -464,7 +464,7 @@ both_backends! {
         assert_eq!(app.log_rows()[0].job_id, *f.ids.last().unwrap(), "the new entries are on top");
         assert_eq!(app.log_rows()[app.vs().selected as usize].seq, chosen.seq);
         code(&mut app, &f, KeyCode::Enter);
-        assert_eq!(app.detail.as_ref().unwrap().id, chosen.job_id);
+        assert_eq!(app.nav.detail.as_ref().unwrap().id, chosen.job_id);
     }
 }
 
@@ -490,13 +490,13 @@ both_backends! {
         let mut app = f.app(120, 32);
         f.refresh(&mut app);
         keys(&mut app, &f, "  ");
-        assert_eq!(app.marks.len(), 2);
+        assert_eq!(app.nav.marks.len(), 2);
         keys(&mut app, &f, "r");
         let Mode::Confirm(p) = &app.mode else { panic!() };
         assert_eq!(p.affected, 2);
         keys(&mut app, &f, "y");
         assert!(matches!(&app.mode, Mode::Results(r) if r.title == "Requeued 2 of 2"));
-        assert!(app.marks.is_empty());
+        assert!(app.nav.marks.is_empty());
         assert_eq!(f.store.counts().unwrap().total(JobState::DeadLettered), 2);
         // Cancel in Scheduled: the selected job, reported job by job.
         keys(&mut app, &f, "q4");
@@ -817,13 +817,13 @@ both_backends! {
         keys(&mut app, &f, "e");
         assert!(matches!(&app.mode, Mode::Confirm(p) if p.op == Op::Reveal));
         keys(&mut app, &f, "y");
-        let d = app.detail.clone().unwrap();
+        let d = app.nav.detail.clone().unwrap();
         let Reveal::Refused(why) = &d.reveal else { panic!("{:?}", d.reveal) };
         assert!(why.contains("view-failure-detail"), "{why}");
         assert!(render(&app).contains("failure detail not shown: alice lacks the 'view-failure-detail'"));
         f.store.grant("root", ACTOR, Permission::ViewFailureDetail).unwrap();
         keys(&mut app, &f, "ey");
-        assert!(matches!(&app.detail.as_ref().unwrap().reveal, Reveal::Shown(d) if d.len() == 1));
+        assert!(matches!(&app.nav.detail.as_ref().unwrap().reveal, Reveal::Shown(d) if d.len() == 1));
         let audit = f.store.audit_entries(0, 100).unwrap();
         let reveals: Vec<_> = audit.iter().filter(|a| a.action == "reveal-failure-detail").collect();
         assert_eq!(reveals.len(), 1, "only the permitted reveal is audited");
@@ -902,9 +902,9 @@ both_backends! {
         assert_eq!(app.mode, Mode::Help);
         keys(&mut app, &f, "q");
         assert_eq!(app.mode, Mode::Normal);
-        assert!(app.detail.is_some());
+        assert!(app.nav.detail.is_some());
         code(&mut app, &f, KeyCode::Esc);
-        assert!(app.detail.is_none() && !app.quit);
+        assert!(app.nav.detail.is_none() && !app.quit);
         keys(&mut app, &f, "q");
         assert!(app.quit);
     }
@@ -915,19 +915,19 @@ both_backends! {
         let f = Fixture::with_jobs();
         let mut app = f.app(120, 32);
         keys(&mut app, &f, "6");
-        let held = app.log.len();
-        let seen = app.log_cursor.expect("the Log view holds entries");
+        let held = app.feed.log.len();
+        let seen = app.feed.log_cursor.expect("the Log view holds entries");
         assert!(held > 20);
         f.store.enqueue(&backwave::NewJob::new("late", "low", "{}")).unwrap();
         f.refresh(&mut app);
         let Some(q) = app.snapshot.as_ref().unwrap().query.clone() else { panic!() };
         assert_eq!(q.log_cursor, Some(seen), "the refresh asked only for entries after the last seen");
-        assert_eq!(app.log.len(), held + 1);
-        let newest = app.log.back().unwrap();
+        assert_eq!(app.feed.log.len(), held + 1);
+        let newest = app.feed.log.back().unwrap();
         assert_eq!(newest.seq, seen.seq + 1);
-        assert_eq!(app.log_cursor, Some(newest.cursor()), "the next refresh asks after the new entry");
+        assert_eq!(app.feed.log_cursor, Some(newest.cursor()), "the next refresh asks after the new entry");
         // The chart counted the same hour once, not twice.
-        let (ok, _failed) = app.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        let (ok, _failed) = app.feed.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
         assert_eq!(ok, 4);
     }
 }
@@ -1172,10 +1172,10 @@ fn a_log_entry_at_the_lowest_sequence_number_is_charted_instead_of_overflowing_t
         .unwrap();
     let mut app = f.app(120, 32);
     f.refresh(&mut app);
-    let (ok, failed) = app.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+    let (ok, failed) = app.feed.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
     assert_eq!((ok, failed), (1, 0), "the entry is in the hour's count");
-    assert_eq!(app.chart_cursor.map(|c| c.seq), Some(1), "counted up to the enqueue entry");
-    assert_eq!(app.log.iter().map(|t| t.seq).collect::<Vec<_>>(), [i64::MIN, 1]);
+    assert_eq!(app.feed.chart_cursor.map(|c| c.seq), Some(1), "counted up to the enqueue entry");
+    assert_eq!(app.feed.log.iter().map(|t| t.seq).collect::<Vec<_>>(), [i64::MIN, 1]);
 }
 
 both_backends! {

@@ -3,23 +3,24 @@
 //! an outbox for the background thread; drawing (see `view`) only reads. No terminal here, no
 //! store: tests drive an `App` with actions and feed it responses.
 //!
-//! Why one file of some 960 lines: it is one state machine. Every mode, every transition and
-//! the one `update` that performs them read together, as the tests exercise them; split by
-//! size, a reader would chase one key's effect across files. Only the incident actions' helpers
-//! (pause target, bulk cancel, the editor round trip, the `operate` check) live in
-//! `app/incident.rs`, called from here.
+//! The state is in parts: the navigation ([`Nav`]: view, per-view position and filter, open
+//! job, marks), the live feed ([`Feed`]: log, chart, throughput), the [`Mode`] (prompt, popup,
+//! confirmation) and the last snapshot. What differs per screen (rows, Enter, the row the
+//! actions name, the kept selection) is asked of the screen on show (`tui::screens`), never
+//! matched on the view here. The incident actions' helpers (pause target, bulk cancel, the
+//! editor round trip, the `operate` check) live in `app/incident.rs`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::data::{
-    How, Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, CHART_MINUTES, GROUPS_EVERY_MS,
-};
+use super::data::{How, Op, Preview, Query, Report, Request, Response, Snapshot, Target, View, GROUPS_EVERY_MS};
+pub use super::feed::{Feed, LOG_KEEP};
 use super::filter::Filter;
 use super::prompt::{self, InputRequest, Prompt};
+use super::screens::{Open, Row, Screen};
 mod incident;
 
-use backwave::{FailureDetail, Job, JobId, LogCursor, Millis, Transition};
+use backwave::{FailureDetail, Job, JobId, Millis, Transition};
 use incident::op_key;
 
 /// What the user can ask for. Every key maps to one of these; so do the clock and the store.
@@ -218,40 +219,63 @@ pub const TABS_ROW: u16 = 4;
 
 /// How long a lone `g` waits for a second one before it means "group".
 pub const G_TIMEOUT_MS: Millis = 400;
-/// Log entries kept for the Log view.
-pub const LOG_KEEP: usize = 2_000;
+/// Where the operator is: the view, each view's position, grouping and filter, the open job
+/// and the marks.
+#[derive(Clone, Debug)]
+pub struct Nav {
+    pub view: View,
+    pub views: BTreeMap<View, ViewState>,
+    pub detail: Option<Detail>,
+    /// Marked jobs (any page, any view).
+    pub marks: BTreeMap<JobId, ()>,
+}
+
+impl Nav {
+    fn new() -> Nav {
+        let mut views: BTreeMap<View, ViewState> = View::ALL.iter().map(|v| (*v, ViewState::default())).collect();
+        if let Some(q) = views.get_mut(&View::Quarantined) {
+            // Quarantines come in batches of one cause: the groups say more than the rows.
+            q.grouped = true;
+        }
+        Nav { view: View::DeadLettered, views, detail: None, marks: BTreeMap::new() }
+    }
+
+    pub fn vs(&self) -> &ViewState {
+        &self.views[&self.view]
+    }
+
+    fn vs_mut(&mut self) -> &mut ViewState {
+        self.views.get_mut(&self.view).expect("every view has a state")
+    }
+
+    /// Whether the view on show lists groups now.
+    pub fn grouped(&self) -> bool {
+        self.vs().grouped && self.view.groups()
+    }
+}
 
 pub struct App {
     pub cfg: Config,
     /// The app's clock, set by [`Action::Tick`]: injected, so tests pin it.
     pub now: Millis,
-    pub view: View,
-    pub views: BTreeMap<View, ViewState>,
+    pub nav: Nav,
     pub mode: Mode,
-    pub detail: Option<Detail>,
-    /// Marked jobs (any page, any view).
-    pub marks: BTreeMap<JobId, ()>,
+    pub feed: Feed,
     pub snapshot: Option<Snapshot>,
-    pub log: VecDeque<Transition>,
-    /// The cursor of the newest entry in `log` (`None`: none yet).
-    pub log_cursor: Option<LogCursor>,
-    /// Succeeded and failed transitions per minute, the last hour.
-    pub chart: BTreeMap<i64, (u64, u64)>,
-    /// The cursor of the last entry counted into `chart` (`None`: none yet).
-    pub chart_cursor: Option<LogCursor>,
     pub db: DbStatus,
     /// The last error or notice, shown in the footer until the next key.
     pub error: Option<String>,
     pub notice: Option<String>,
-    pub paused: bool,
     pub width: u16,
     pub height: u16,
     pub quit: bool,
+    /// `p`: the screen is frozen (no refresh).
+    pub(crate) paused: bool,
     /// A refresh is with the store; when it was sent.
-    pub in_flight: Option<Millis>,
-    pub last_refresh: Option<Millis>,
+    pub(crate) in_flight: Option<Millis>,
+    last_refresh: Option<Millis>,
     /// Something changed that the next refresh must reflect: send one as soon as possible.
-    pub dirty: bool,
+    dirty: bool,
     pending_g: Option<Millis>,
     outbox: Vec<Request>,
     /// A payload waiting to be opened in the editor by the terminal loop.
@@ -260,42 +284,26 @@ pub struct App {
     edit_on_load: Option<JobId>,
     /// When the groups on screen were read (None: read them at the next refresh).
     groups_read_at: Option<Millis>,
-    /// Per-queue terminal counts at an earlier refresh, for throughput.
-    pub throughput_base: Option<(Millis, BTreeMap<String, u64>)>,
-    pub throughput: BTreeMap<String, f64>,
     /// Filters applied, oldest first, for Up/Down in the prompt.
-    pub filter_history: Vec<String>,
-    /// Wire names of the jobs in the log (the log holds only ids), read as rows come on screen.
-    pub log_wire_names: HashMap<JobId, String>,
+    filter_history: Vec<String>,
 }
 
 impl App {
     pub fn new(cfg: Config, now: Millis) -> App {
-        let mut views: BTreeMap<View, ViewState> = View::ALL.iter().map(|v| (*v, ViewState::default())).collect();
-        if let Some(q) = views.get_mut(&View::Quarantined) {
-            // Quarantines come in batches of one cause: the groups say more than the rows.
-            q.grouped = true;
-        }
         App {
             cfg,
             now,
-            view: View::DeadLettered,
-            views,
+            nav: Nav::new(),
             mode: Mode::Normal,
-            detail: None,
-            marks: BTreeMap::new(),
+            feed: Feed::default(),
             snapshot: None,
-            log: VecDeque::new(),
-            log_cursor: None,
-            chart: BTreeMap::new(),
-            chart_cursor: None,
             db: DbStatus::Connecting,
             error: None,
             notice: None,
-            paused: false,
             width: 120,
             height: 32,
             quit: false,
+            paused: false,
             in_flight: None,
             last_refresh: None,
             dirty: true,
@@ -304,11 +312,13 @@ impl App {
             editor: None,
             edit_on_load: None,
             groups_read_at: None,
-            throughput_base: None,
-            throughput: BTreeMap::new(),
             filter_history: Vec::new(),
-            log_wire_names: HashMap::new(),
         }
+    }
+
+    /// Ask for a refresh at the next tick, whatever the interval.
+    pub fn refresh_soon(&mut self) {
+        self.dirty = true;
     }
 
     /// A lone `g` is waiting to become `gg` or "group".
@@ -328,11 +338,21 @@ impl App {
     }
 
     pub fn vs(&self) -> &ViewState {
-        &self.views[&self.view]
+        self.nav.vs()
     }
 
     fn vs_mut(&mut self) -> &mut ViewState {
-        self.views.get_mut(&self.view).expect("every view has a state")
+        self.nav.vs_mut()
+    }
+
+    /// The screen on show.
+    pub(crate) fn screen(&self) -> &'static dyn Screen {
+        self.nav.view.screen(self.nav.grouped())
+    }
+
+    /// What the selected row stands for.
+    pub fn selected_row(&self) -> Option<Row> {
+        self.screen().row(self, self.vs().selected)
     }
 
     /// Rows of the list area at the current size (see `view::list_rows`).
@@ -347,41 +367,26 @@ impl App {
     /// The query the next refresh runs.
     pub fn query(&self) -> Query {
         let vs = self.vs();
-        let filter = self.view.state().map(|state| vs.filter.job_filter(state));
-        let grouped = vs.grouped && matches!(self.view, View::DeadLettered | View::Quarantined);
-        Query {
-            view: self.view,
+        let filter = self.nav.view.state().map(|state| vs.filter.job_filter(state));
+        let grouped = self.nav.grouped();
+        let mut q = Query {
+            view: self.nav.view,
             grouped,
             read_groups: grouped && self.groups_read_at.is_none_or(|at| self.now - at >= GROUPS_EVERY_MS),
             filter,
             offset: vs.offset,
             limit: self.page_rows(),
-            detail: self.detail.as_ref().map(|d| d.id),
+            detail: self.nav.detail.as_ref().map(|d| d.id),
             payload: self.edit_on_load,
-            log_cursor: self.log_cursor,
-            chart_cursor: self.chart_cursor,
+            log_cursor: self.feed.log_cursor,
+            chart_cursor: self.feed.chart_cursor,
             actor: self.cfg.actor.clone(),
-            wire_names: if self.view == View::Log { self.unnamed_log_rows() } else { Vec::new() },
-        }
+            wire_names: Vec::new(),
+        };
+        self.screen().ask(self, &mut q);
+        q
     }
 
-    /// Jobs of the Log view's rows on screen whose wire name is not known yet.
-    fn unnamed_log_rows(&self) -> Vec<JobId> {
-        let mut ids: Vec<JobId> = self
-            .log_rows()
-            .iter()
-            .skip(self.vs().offset as usize)
-            .take(self.page_rows())
-            .map(|t| t.job_id)
-            .filter(|id| !self.log_wire_names.contains_key(id))
-            .collect();
-        ids.sort();
-        ids.dedup();
-        ids
-    }
-
-    /// Queue names (from the counts) and wire names (from the groups and live workers) that
-    /// plain filter text may refer to.
     /// Jobs of the current page (empty while the page is for another view).
     pub fn page_jobs(&self) -> &[Job] {
         match &self.snapshot {
@@ -392,7 +397,12 @@ impl App {
 
     /// Whether the snapshot answers the view (and grouping) on screen now.
     pub fn snapshot_is_for_view(&self, s: &Snapshot) -> bool {
-        s.query.as_ref().is_some_and(|q| q.view == self.view && q.grouped == self.query().grouped)
+        s.query.as_ref().is_some_and(|q| q.view == self.nav.view && q.grouped == self.nav.grouped())
+    }
+
+    /// The snapshot held, if it answers the view (and grouping) on screen now.
+    pub fn snapshot_for_view(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref().filter(|s| self.snapshot_is_for_view(s))
     }
 
     /// The selected job, when it is on the page held.
@@ -404,56 +414,33 @@ impl App {
 
     /// Rows in the current list: jobs matching the filter, groups, queues or log entries.
     pub fn list_len(&self) -> u64 {
-        let Some(s) = &self.snapshot else { return 0 };
-        if !self.snapshot_is_for_view(s) && self.view != View::Log {
-            return 0;
-        }
-        match (self.view, self.query().grouped) {
-            (View::DeadLettered, true) => s.cause_groups.len() as u64,
-            (View::Quarantined, true) => s.quarantine_groups.len() as u64,
-            (View::Queues, _) => s.counts.by_queue.len() as u64,
-            (View::Log, _) => self.log_rows().len() as u64,
-            (View::Workers, _) => s.workers.len() as u64,
-            (View::Schedules, _) => s.schedules.len() as u64,
-            _ => s.page.as_ref().map(|p| p.total).unwrap_or(0),
-        }
+        self.screen().len(self)
     }
 
     /// Log entries that pass the Log view's filter, newest first (the top of the view is now).
     pub fn log_rows(&self) -> Vec<&Transition> {
-        let f = &self.views[&View::Log].filter;
-        self.log.iter().rev().filter(|t| f.matches_log(t)).collect()
+        self.feed.rows(&self.nav.views[&View::Log].filter)
     }
 
     fn group_target(&self) -> Option<Target> {
-        let s = self.snapshot.as_ref()?;
-        let i = self.vs().selected as usize;
-        match self.view {
-            View::DeadLettered => s
-                .cause_groups
-                .get(i)
-                .map(|g| Target::CauseGroup { wire_name: g.wire_name.clone(), fingerprint: g.fingerprint.clone() }),
-            View::Quarantined => s
-                .quarantine_groups
-                .get(i)
-                .map(|g| Target::QuarantineGroup { wire_name: g.wire_name.clone(), reason: g.reason }),
+        match self.selected_row()? {
+            Row::Group(t) => Some(t),
             _ => None,
         }
     }
 
     /// The jobs an action applies to: the open job, else the marked ones, else the selected one.
     fn job_target(&self) -> Option<Vec<JobId>> {
-        if let Some(d) = &self.detail {
+        if let Some(d) = &self.nav.detail {
             return Some(vec![d.id]);
         }
-        if !self.marks.is_empty() {
-            return Some(self.marks.keys().copied().collect());
+        if !self.nav.marks.is_empty() {
+            return Some(self.nav.marks.keys().copied().collect());
         }
-        if self.view == View::Log {
-            let rows = self.log_rows();
-            return rows.get(self.vs().selected as usize).map(|t| vec![t.job_id]);
+        match self.selected_row()? {
+            Row::Job(id) | Row::Entry { job: id, .. } => Some(vec![id]),
+            _ => None,
         }
-        self.selected_job().map(|j| vec![j.id])
     }
 
     /// Apply one action. The only place state changes.
@@ -503,7 +490,7 @@ impl App {
                 Action::Confirm => {
                     self.mode = Mode::Running { op: p.op };
                     if p.op == Op::Reveal {
-                        if let Some(d) = &mut self.detail {
+                        if let Some(d) = &mut self.nav.detail {
                             d.reveal = Reveal::Asked;
                         }
                     }
@@ -587,11 +574,11 @@ impl App {
     fn on_normal(&mut self, action: Action) {
         match action {
             Action::Back | Action::Close => {
-                if self.detail.is_some() {
-                    self.detail = None;
+                if self.nav.detail.is_some() {
+                    self.nav.detail = None;
                     self.dirty = true;
-                } else if !self.marks.is_empty() {
-                    self.marks.clear();
+                } else if !self.nav.marks.is_empty() {
+                    self.nav.marks.clear();
                     self.notice = Some("marks cleared".into());
                 } else if let Some(back) = self.vs().back_to {
                     let vs = self.vs_mut();
@@ -616,8 +603,10 @@ impl App {
                     self.quit = true;
                 }
             }
-            Action::NextView => self.show_view(View::ALL[(self.view.index() + 1) % View::ALL.len()]),
-            Action::PrevView => self.show_view(View::ALL[(self.view.index() + View::ALL.len() - 1) % View::ALL.len()]),
+            Action::NextView => self.show_view(View::ALL[(self.nav.view.index() + 1) % View::ALL.len()]),
+            Action::PrevView => {
+                self.show_view(View::ALL[(self.nav.view.index() + View::ALL.len() - 1) % View::ALL.len()])
+            }
             Action::ShowView(v) => self.show_view(v),
             Action::Up => self.scroll_or_move(-1),
             Action::Down => self.scroll_or_move(1),
@@ -625,9 +614,9 @@ impl App {
             Action::PageDown => self.scroll_or_move(self.page_rows() as i64),
             Action::Top => self.move_to(0),
             Action::Bottom => {
-                if self.detail.is_some() {
+                if self.nav.detail.is_some() {
                     let max = self.detail_max_scroll();
-                    if let Some(d) = &mut self.detail {
+                    if let Some(d) = &mut self.nav.detail {
                         d.scroll = max;
                     }
                 } else {
@@ -636,7 +625,7 @@ impl App {
             }
             Action::G => {
                 if self.pending_g.take().is_some() {
-                    if let Some(d) = &mut self.detail {
+                    if let Some(d) = &mut self.nav.detail {
                         d.scroll = 0;
                     } else {
                         self.move_to(0);
@@ -666,8 +655,8 @@ impl App {
             Action::Wheel { down } => self.scroll_or_move(if down { 3 } else { -3 }),
             Action::Click { column, row } => self.click(column, row),
             // Every registered worker is listed: there is nothing to filter.
-            Action::StartFilter if self.view == View::Workers => {
-                self.notice = Some("the Workers view lists every worker: / filters the job lists and the Log".into())
+            Action::StartFilter if self.screen().unfiltered().is_some() => {
+                self.notice = self.screen().unfiltered().map(String::from)
             }
             Action::StartFilter => self.mode = Mode::Filter { input: Prompt::new(&self.vs().filter_text) },
             _ => {}
@@ -739,19 +728,19 @@ impl App {
             }
             Response::Done(report) => {
                 self.groups_read_at = None;
-                self.marks.clear();
+                self.nav.marks.clear();
                 self.mode = Mode::Results(report);
                 self.dirty = true;
             }
             Response::Revealed { job, details } => {
                 self.mode = Mode::Normal;
-                if let Some(d) = self.detail.as_mut().filter(|d| d.id == job) {
+                if let Some(d) = self.nav.detail.as_mut().filter(|d| d.id == job) {
                     d.reveal = Reveal::Shown(details);
                 }
             }
             Response::RevealFailed { job, error } => {
                 self.mode = Mode::Normal;
-                if let Some(d) = self.detail.as_mut().filter(|d| d.id == job) {
+                if let Some(d) = self.nav.detail.as_mut().filter(|d| d.id == job) {
                     d.reveal = Reveal::Refused(error.clone());
                 }
                 self.error = Some(error);
@@ -759,82 +748,23 @@ impl App {
         }
     }
 
-    /// Take in a refresh: counts, page, groups, and the new log entries for the tail and chart.
+    /// Take in a refresh: the live feed takes its new log entries, chart counts and counts;
+    /// the screen keeps its selected row where the list moved under it.
     fn absorb(&mut self, mut s: Snapshot) {
-        // In the Log view too the selection follows its entry once the operator has moved:
-        // new entries arrive at the top, and Enter opened whichever job had scrolled under it.
-        let log_pin = if self.view == View::Log && self.vs().selected > 0 {
-            self.log_rows().get(self.vs().selected as usize).map(|t| t.seq)
-        } else {
-            None
-        };
         match (&s.query, &self.snapshot) {
             (Some(q), _) if q.read_groups => self.groups_read_at = Some(s.at),
-            (Some(q), Some(prev)) if q.grouped => {
-                // Not re-read this time: keep the groups already shown.
-                s.cause_groups = prev.cause_groups.clone();
-                s.quarantine_groups = prev.quarantine_groups.clone();
-            }
+            (Some(q), Some(prev)) => q.view.screen(q.grouped).carry(prev, &mut s),
             _ => {}
         }
-        if s.log_reset {
-            self.log.clear();
-        }
-        if let Some(last) = s.log.last() {
-            self.log_cursor = Some(last.cursor());
-        }
-        self.log.extend(s.log.iter().cloned());
-        while self.log.len() > LOG_KEEP {
-            self.log.pop_front();
-        }
-        if self.log_wire_names.len() > 4 * LOG_KEEP {
-            // Bounded: the names are read again for the rows on screen.
-            self.log_wire_names.clear();
-        }
-        self.log_wire_names.extend(s.wire_names.drain());
-        for (minute, (ok, failed)) in &s.chart {
-            let e = self.chart.entry(*minute).or_default();
-            e.0 += ok;
-            e.1 += failed;
-        }
-        self.chart_cursor = self.chart_cursor.max(s.chart_cursor);
-        let oldest = s.at.div_euclid(60_000) - CHART_MINUTES + 1;
-        self.chart.retain(|m, _| *m >= oldest);
-        self.update_throughput(&s);
-        self.now = self.now.max(s.at);
-        // Once the operator has moved off the top row, the selection follows the job, not the
-        // row: new failures arrive at the top of a newest-first list, and a positional
-        // selection slid onto another job between two key presses (Enter or r then acted on a
-        // job the operator never chose). On the top row it stays there, watching the newest.
         let same_list = self.snapshot.as_ref().and_then(|p| p.query.as_ref()).map(|q| (q.view, q.grouped, &q.filter))
             == s.query.as_ref().map(|q| (q.view, q.grouped, &q.filter));
-        let moved = self.vs().selected > 0;
-        let pinned = if same_list && moved { self.selected_job().map(|j| j.id) } else { None };
-        // Groups re-read every few seconds come back in a new order (by last seen): the same
-        // holds for the selected group, which Enter opens and r requeues whole.
-        let grouped = s.query.as_ref().is_some_and(|q| q.grouped);
-        let pinned_group = if same_list && moved && grouped { self.group_target() } else { None };
+        let screen = self.screen();
+        // Read before the feed and the snapshot move on: the row under the selection now.
+        let pinned = if self.vs().selected > 0 { screen.pin(self, same_list) } else { None };
+        self.feed.absorb(&mut s);
+        self.now = self.now.max(s.at);
         self.snapshot = Some(s);
-        let job_index = pinned.and_then(|id| {
-            let s = self.snapshot.as_ref()?;
-            let i = self.page_jobs().iter().position(|j| j.id == id)?;
-            Some(s.page_offset + i as u64)
-        });
-        let group_index = pinned_group.and_then(|target| {
-            let s = self.snapshot.as_ref()?;
-            let i = match &target {
-                Target::CauseGroup { wire_name, fingerprint } => {
-                    s.cause_groups.iter().position(|g| &g.wire_name == wire_name && &g.fingerprint == fingerprint)
-                }
-                Target::QuarantineGroup { wire_name, reason } => {
-                    s.quarantine_groups.iter().position(|g| &g.wire_name == wire_name && g.reason == *reason)
-                }
-                _ => None,
-            }?;
-            Some(i as u64)
-        });
-        let log_index = log_pin.and_then(|seq| self.log_rows().iter().position(|t| t.seq == seq)).map(|i| i as u64);
-        if let Some(index) = job_index.or(group_index).or(log_index) {
+        if let Some(index) = pinned.and_then(|row| screen.find(self, &row)) {
             if index != self.vs().selected {
                 self.move_to(index);
             }
@@ -846,40 +776,17 @@ impl App {
         }
     }
 
-    /// Jobs finished per minute per queue, from the trigger-kept counts of two refreshes at
-    /// least 10 s apart: no log scan.
-    fn update_throughput(&mut self, s: &Snapshot) {
-        let finished: BTreeMap<String, u64> = s
-            .counts
-            .by_queue
-            .iter()
-            .map(|(q, m)| (q.clone(), m.iter().filter(|(st, _)| st.is_terminal()).map(|(_, n)| *n).sum()))
-            .collect();
-        match &self.throughput_base {
-            Some((at, base)) if s.at - at >= 10_000 => {
-                let minutes = (s.at - at) as f64 / 60_000.0;
-                self.throughput = finished
-                    .iter()
-                    .map(|(q, n)| (q.clone(), n.saturating_sub(base.get(q).copied().unwrap_or(0)) as f64 / minutes))
-                    .collect();
-                self.throughput_base = Some((s.at, finished));
-            }
-            Some(_) => {}
-            None => self.throughput_base = Some((s.at, finished)),
-        }
-    }
-
     fn show_view(&mut self, v: View) {
-        if v != self.view {
+        if v != self.nav.view {
             self.groups_read_at = None;
-            self.view = v;
-            self.detail = None;
+            self.nav.view = v;
+            self.nav.detail = None;
             self.dirty = true;
         }
     }
 
     fn toggle_group_if_groupable(&mut self) {
-        if matches!(self.view, View::DeadLettered | View::Quarantined) && self.detail.is_none() {
+        if self.nav.view.groups() && self.nav.detail.is_none() {
             let g = !self.vs().grouped;
             self.vs_mut().grouped = g;
             self.reset_position();
@@ -895,9 +802,9 @@ impl App {
     }
 
     fn scroll_or_move(&mut self, by: i64) {
-        if self.detail.is_some() {
+        if self.nav.detail.is_some() {
             let max = self.detail_max_scroll();
-            if let Some(d) = &mut self.detail {
+            if let Some(d) = &mut self.nav.detail {
                 d.scroll = (d.scroll as i64 + by).clamp(0, max as i64) as u16;
             }
             return;
@@ -918,7 +825,7 @@ impl App {
     /// Scroll so the selection is on screen; a new offset means a new page from the store.
     fn keep_selection_visible(&mut self) {
         let rows = self.page_rows() as u64;
-        let vs = self.views.get_mut(&self.view).expect("every view has a state");
+        let vs = self.nav.vs_mut();
         let before = vs.offset;
         if vs.selected < vs.offset {
             vs.offset = vs.selected;
@@ -931,66 +838,23 @@ impl App {
     }
 
     fn open(&mut self) {
-        match (self.view, self.query().grouped) {
-            (View::DeadLettered, true) | (View::Quarantined, true) => {
-                // A group opens as the list of its jobs; q goes back to the groups.
-                let Some(target) = self.group_target() else { return };
-                let mut f = Filter::default();
-                let text = match target {
-                    Target::CauseGroup { wire_name, fingerprint } => {
-                        let text = format!("wire:{wire_name} group:\"{fingerprint}\"");
-                        f.wire = Some(wire_name);
-                        f.fingerprint = Some(fingerprint);
-                        text
-                    }
-                    Target::QuarantineGroup { wire_name, reason } => {
-                        let text = format!("wire:{wire_name} group:{reason}");
-                        f.wire = Some(wire_name);
-                        f.reason = Some(reason);
-                        text
-                    }
-                    _ => return,
-                };
+        match self.screen().open(self, self.vs().selected) {
+            Some(Open::Detail(id)) => {
+                self.nav.detail = Some(Detail { id, reveal: Reveal::Hidden, scroll: 0 });
+                self.dirty = true;
+            }
+            Some(Open::List { view, filter, text, back_to }) => {
+                self.show_view(view);
                 let vs = self.vs_mut();
                 vs.grouped = false;
-                vs.filter = f;
+                vs.filter = filter;
                 vs.filter_text = text;
+                if back_to.is_some() {
+                    vs.back_to = back_to;
+                }
                 self.reset_position();
             }
-            (View::Queues, _) => {
-                let Some(s) = &self.snapshot else { return };
-                let Some(queue) = s.counts.by_queue.keys().nth(self.vs().selected as usize).cloned() else { return };
-                self.show_view(View::Scheduled);
-                // The filter is set, not parsed from text: a queue named with a space or a quote
-                // ("night shift") was split into a queue and a word, or refused as a bad filter.
-                let shown = if queue.contains(char::is_whitespace) { format!("\"{queue}\"") } else { queue.clone() };
-                let vs = self.vs_mut();
-                vs.filter = Filter { queue: Some(queue), ..Filter::default() };
-                vs.filter_text = format!("queue:{shown}");
-                vs.back_to = Some(View::Queues);
-                self.reset_position();
-            }
-            (View::Schedules, _) => {
-                // The job the schedule made last, if it is still there.
-                let Some(s) = &self.snapshot else { return };
-                if let Some(id) = s.schedules.get(self.vs().selected as usize).and_then(|i| i.row.last_job_id) {
-                    self.detail = Some(Detail { id, reveal: Reveal::Hidden, scroll: 0 });
-                    self.dirty = true;
-                }
-            }
-            (View::Log, _) => {
-                let rows = self.log_rows();
-                if let Some(t) = rows.get(self.vs().selected as usize) {
-                    self.detail = Some(Detail { id: t.job_id, reveal: Reveal::Hidden, scroll: 0 });
-                    self.dirty = true;
-                }
-            }
-            _ => {
-                if let Some(job) = self.selected_job() {
-                    self.detail = Some(Detail { id: job.id, reveal: Reveal::Hidden, scroll: 0 });
-                    self.dirty = true;
-                }
-            }
+            None => {}
         }
     }
 
@@ -1003,7 +867,7 @@ impl App {
             return;
         }
         let first = self.first_list_row();
-        if self.detail.is_some() || row < first || row >= first + self.page_rows() as u16 {
+        if self.nav.detail.is_some() || row < first || row >= first + self.page_rows() as u16 {
             return;
         }
         let index = self.vs().offset + (row - first) as u64;
@@ -1019,8 +883,8 @@ impl App {
 
     fn toggle_mark(&mut self) {
         if let Some(id) = self.selected_job().map(|j| j.id) {
-            if self.marks.remove(&id).is_none() {
-                self.marks.insert(id, ());
+            if self.nav.marks.remove(&id).is_none() {
+                self.nav.marks.insert(id, ());
             }
             self.scroll_or_move(1);
         }
@@ -1037,13 +901,13 @@ impl App {
             return;
         }
         let target = match op {
-            Op::Reveal => match &self.detail {
+            Op::Reveal => match &self.nav.detail {
                 Some(d) => Target::Jobs(vec![d.id]),
                 None => match self.selected_job() {
                     Some(j) => {
                         // Reveal shows in the detail pane: open it first.
                         let id = j.id;
-                        self.detail = Some(Detail { id, reveal: Reveal::Hidden, scroll: 0 });
+                        self.nav.detail = Some(Detail { id, reveal: Reveal::Hidden, scroll: 0 });
                         self.dirty = true;
                         Target::Jobs(vec![id])
                     }
@@ -1053,7 +917,7 @@ impl App {
                     }
                 },
             },
-            _ if self.query().grouped && self.detail.is_none() => match self.group_target() {
+            _ if self.nav.grouped() && self.nav.detail.is_none() => match self.group_target() {
                 Some(t) if op == Op::Requeue => t,
                 Some(_) => {
                     self.error =
@@ -1080,12 +944,10 @@ impl App {
     fn apply_filter(&mut self, input: Prompt) {
         match Filter::parse(input.value(), self.now) {
             Ok(f) => {
-                if self.view == View::Log {
-                    if let Err(e) = f.check_log() {
-                        self.error = Some(e);
-                        self.mode = Mode::Filter { input };
-                        return;
-                    }
+                if let Err(e) = self.screen().check_filter(&f) {
+                    self.error = Some(e);
+                    self.mode = Mode::Filter { input };
+                    return;
                 }
                 prompt::remember(&mut self.filter_history, input.value());
                 let vs = self.vs_mut();

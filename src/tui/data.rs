@@ -1,8 +1,10 @@
 //! The dashboard's database side: what one refresh asks for ([`Query`]), what it brings back
 //! ([`Snapshot`]), and the requests for the operator actions (see `actions`), all through the
 //! same library calls as the CLI.
-//! [`serve`] is the only function that touches the store; the terminal loop runs it on a
-//! background thread with its own [`Store`], tests call it directly. Nothing here draws.
+//! [`serve`] is the only way to the store: the terminal loop runs it on a background thread with
+//! its own [`Store`], tests call it directly. A refresh reads what every screen shows (header,
+//! counts, log, chart) and asks the screen on show for its rows (`screens::Screen::read`).
+//! Nothing here draws.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
@@ -18,61 +20,7 @@ use backwave::{
     Error, FailureDetail, Job, JobId, JobState, LogCursor, Millis, Permission, Store, Transition, WorkerInfo,
 };
 
-/// The seven views, in tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum View {
-    DeadLettered,
-    Quarantined,
-    Running,
-    Scheduled,
-    Queues,
-    Log,
-    /// Every registered worker: host, process, group, heartbeat, and what it runs now.
-    Workers,
-    /// Recurring schedules ([`Store::schedules`], what `bw schedules` prints).
-    Schedules,
-}
-
-impl View {
-    pub const ALL: [View; 8] = [
-        View::DeadLettered,
-        View::Quarantined,
-        View::Running,
-        View::Scheduled,
-        View::Queues,
-        View::Log,
-        View::Workers,
-        View::Schedules,
-    ];
-
-    pub fn index(self) -> usize {
-        View::ALL.iter().position(|v| *v == self).unwrap_or(0)
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            View::DeadLettered => "Dead-Lettered",
-            View::Quarantined => "Quarantined",
-            View::Running => "Running",
-            View::Scheduled => "Scheduled",
-            View::Queues => "Queues",
-            View::Log => "Log",
-            View::Workers => "Workers",
-            View::Schedules => "Schedules",
-        }
-    }
-
-    /// The state a job list of this view shows.
-    pub fn state(self) -> Option<JobState> {
-        match self {
-            View::DeadLettered => Some(JobState::DeadLettered),
-            View::Quarantined => Some(JobState::Quarantined),
-            View::Running => Some(JobState::Running),
-            View::Scheduled => Some(JobState::Scheduled),
-            View::Queues | View::Log | View::Workers | View::Schedules => None,
-        }
-    }
-}
+pub use super::screens::View;
 
 /// Everything one refresh reads. Built by the app from its state; cheap to clone.
 #[derive(Clone, Debug, PartialEq)]
@@ -246,41 +194,11 @@ fn refresh(store: &Store, q: &Query) -> backwave::Result<Snapshot> {
         page_offset: q.offset,
         ..Default::default()
     };
-    match (q.view, q.grouped && q.read_groups) {
-        (View::DeadLettered, true) => s.cause_groups = store.cause_groups(GROUP_LIMIT)?,
-        (View::Quarantined, true) => s.quarantine_groups = store.quarantine_groups()?,
-        _ => {}
-    }
     s.latency = store.queue_latency()?;
     s.pauses = store.pauses()?;
     s.limits = store.limits()?;
     s.quiet_workers =
         store.worker_states()?.into_iter().filter(|w| w.quiet_at.is_some() || w.stopping_at.is_some()).collect();
-    if let (Some(filter), false) = (&q.filter, q.grouped) {
-        let page = store.list_jobs(filter, q.limit.max(1), q.offset)?;
-        if page.total == 0 {
-            // Only an empty list pays for the known names (a scan of the wire names).
-            s.unknown_names = crate::text::unknown_filter_names(store, filter)?;
-        }
-        s.page = Some(page);
-    }
-    if matches!(q.view, View::Quarantined) {
-        s.live_handlers = store.live_handlers()?;
-    }
-    if matches!(q.view, View::Schedules) {
-        s.schedules = store.schedules()?;
-    }
-    if q.view == View::Workers {
-        s.workers = store.workers()?;
-        // What each runs: the Running jobs by lease owner (the worker's id). Capped: a store
-        // with more jobs running than this has the Running view to page through them.
-        let running = store.list_jobs(&JobFilter::state(JobState::Running), WORKERS_RUNNING_LIMIT, 0)?;
-        for j in running.jobs {
-            if let Some(owner) = j.lease_owner.clone() {
-                s.running_by_worker.entry(owner).or_default().push(j);
-            }
-        }
-    }
     if let Some(id) = q.payload {
         s.payload = Some((id, store.job(id)?.map(|j| j.payload)));
     }
@@ -329,16 +247,9 @@ fn refresh(store: &Store, q: &Query) -> backwave::Result<Snapshot> {
         s.chart_cursor = Some(t.cursor());
     }
     s.chart.retain(|_, v| *v != (0, 0));
-    if q.view == View::Log {
-        // The log holds job ids only: the wire names of the rows on screen, and of the newest
-        // entries (about to be on screen), one lookup by key each.
-        let newest = s.log.iter().rev().take(q.limit).map(|t| t.job_id);
-        for id in q.wire_names.iter().copied().chain(newest) {
-            if let std::collections::hash_map::Entry::Vacant(e) = s.wire_names.entry(id) {
-                e.insert(store.job(id)?.map(|j| j.wire_name).unwrap_or_else(|| PURGED.to_string()));
-            }
-        }
-    }
+    // What the screen on show lists (its page, groups, workers…): after the log, which the
+    // Log screen names.
+    q.view.screen(q.grouped).read(store, q, &mut s)?;
     s.query_time = started.elapsed();
     Ok(s)
 }

@@ -233,7 +233,7 @@ impl Fixture {
 
     /// A refresh now: tick the app at the store's time and serve what it asks.
     pub fn refresh(&self, app: &mut App) {
-        app.dirty = true;
+        app.refresh_soon();
         app.update(Action::Tick(self.clock.now()));
         self.serve(app);
     }

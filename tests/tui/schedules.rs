@@ -52,7 +52,7 @@ both_backends! {
         let mut app = f.app(120, 24);
         f.refresh(&mut app);
         press_key(&mut app, &f, '8');
-        assert_eq!(app.view, View::Schedules);
+        assert_eq!(app.nav.view, View::Schedules);
         snapshot("tui__schedules_view", &f.redact(&render(&app)));
 
         // P on the selected schedule (heartbeat): the dialog, then the store's pause.

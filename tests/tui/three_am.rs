@@ -88,9 +88,9 @@ both_backends! {
         assert!(app.notice.as_deref().unwrap_or("").contains("q quits"), "{:?}", app.notice);
         // Esc still backs out of what is open.
         code(&mut app, &f, KeyCode::Enter);
-        assert!(app.detail.is_some());
+        assert!(app.nav.detail.is_some());
         code(&mut app, &f, KeyCode::Esc);
-        assert!(app.detail.is_none() && !app.quit);
+        assert!(app.nav.detail.is_none() && !app.quit);
         keys(&mut app, &f, "q");
         assert!(app.quit, "q at the top quits");
     }
@@ -129,7 +129,7 @@ both_backends! {
         ctrl(&mut app, &f, 'u');
         assert_eq!(prompt(&app), (String::new(), 0), "Ctrl-U clears the line, the prompt stays");
         keys(&mut app, &f, "3 r x n P E X q j");
-        assert_eq!(app.view, View::DeadLettered, "no key typed in the prompt is a command");
+        assert_eq!(app.nav.view, View::DeadLettered, "no key typed in the prompt is a command");
         assert!(app.take_requests().is_empty());
         assert_eq!(prompt(&app).0, "3 r x n P E X q j");
         ctrl(&mut app, &f, 'u');
@@ -199,7 +199,7 @@ fn millions(app: &mut bw::tui::App) {
     for l in &mut s.latency {
         l.due_now *= 3_456_789;
     }
-    app.throughput =
+    app.feed.throughput =
         s.counts.by_queue.keys().enumerate().map(|(i, q)| (q.clone(), 237.04 * 37f64.powi(i as i32))).collect();
     app.update(Action::Store(Response::Snapshot(Box::new(s))));
 }
@@ -545,7 +545,7 @@ both_backends! {
             .unwrap();
         let mut app = f.app(120, 32);
         keys(&mut app, &f, "7");
-        assert_eq!(app.view, View::Workers);
+        assert_eq!(app.nav.view, View::Workers);
         f.refresh(&mut app);
         assert_eq!(app.list_len(), 2);
         let s = render(&app);
@@ -569,16 +569,16 @@ both_backends! {
         f.refresh(&mut app);
         let queues = app.tab_labels(120).into_iter().find(|(v, ..)| *v == View::Queues).unwrap();
         f.press(&mut app, [Action::Click { column: queues.2 + 1, row: TABS_ROW }]);
-        assert_eq!(app.view, View::Queues);
+        assert_eq!(app.nav.view, View::Queues);
         let dead = app.tab_labels(120).into_iter().find(|(v, ..)| *v == View::DeadLettered).unwrap();
         f.press(&mut app, [Action::Click { column: dead.3 - 1, row: TABS_ROW }]);
-        assert_eq!(app.view, View::DeadLettered);
+        assert_eq!(app.nav.view, View::DeadLettered);
         let first = app.first_list_row();
         f.press(&mut app, [Action::Click { column: 30, row: first + 2 }]);
         assert_eq!(app.vs().selected, 2);
-        assert!(app.detail.is_none());
+        assert!(app.nav.detail.is_none());
         f.press(&mut app, [Action::Click { column: 30, row: first + 2 }]);
-        assert_eq!(app.detail.as_ref().map(|d| d.id), Some(app.page_jobs()[2].id), "a click on the selected row opens it");
+        assert_eq!(app.nav.detail.as_ref().map(|d| d.id), Some(app.page_jobs()[2].id), "a click on the selected row opens it");
         keys(&mut app, &f, "q");
         f.press(&mut app, [Action::Wheel { down: false }]);
         assert_eq!(app.vs().selected, 0);

@@ -28,7 +28,7 @@ impl App {
 
     /// The job `P` and `E` act on: the open one, else the selected one.
     fn focused_job(&self) -> Option<Job> {
-        if let Some(d) = &self.detail {
+        if let Some(d) = &self.nav.detail {
             let s = self.snapshot.as_ref()?;
             return s.detail.as_ref().filter(|(j, _)| j.id == d.id).map(|(j, _)| j.clone());
         }
@@ -47,10 +47,10 @@ impl App {
             return;
         }
         let Some(s) = &self.snapshot else { return };
-        if self.view == View::Schedules {
+        if self.nav.view == View::Schedules {
             return self.ask_schedule(Op::Pause);
         }
-        let (kind, name) = if self.view == View::Queues && self.detail.is_none() {
+        let (kind, name) = if self.nav.view == View::Queues && self.nav.detail.is_none() {
             match s.counts.by_queue.keys().nth(self.vs().selected as usize) {
                 Some(q) => (PauseKind::Queue, q.clone()),
                 None => {
@@ -84,7 +84,8 @@ impl App {
             return;
         }
         let Some(s) = &self.snapshot else { return };
-        let Some(info) = (self.view == View::Schedules).then(|| s.schedules.get(self.vs().selected as usize)).flatten()
+        let Some(info) =
+            (self.nav.view == View::Schedules).then(|| s.schedules.get(self.vs().selected as usize)).flatten()
         else {
             self.error = Some(format!("{}: select a schedule in the Schedules view (7)", op_key(op)));
             return;
@@ -109,7 +110,8 @@ impl App {
             return;
         }
         let q = self.query();
-        let (Some(filter), true, None) = (q.filter, self.view.state().is_some_and(|s| !s.is_terminal()), &self.detail)
+        let (Some(filter), true, None) =
+            (q.filter, self.nav.view.state().is_some_and(|s| !s.is_terminal()), &self.nav.detail)
         else {
             self.error = Some("X cancels the Scheduled or Running list (filter it first with /)".into());
             return;
@@ -154,7 +156,7 @@ impl App {
             ));
             return;
         }
-        if self.detail.is_some() {
+        if self.nav.detail.is_some() {
             self.open_editor(job.id, job.payload);
         } else {
             // A listed job comes without its payload: the next refresh reads it, then the

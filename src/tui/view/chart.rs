@@ -16,16 +16,17 @@ impl App {
             .rev()
             .map(|back| {
                 (0..per_cell).fold((0, 0), |(a, b), k| {
-                    let (x, y) = self.chart.get(&(now_minute - back * per_cell - k)).copied().unwrap_or((0, 0));
+                    let (x, y) = self.feed.chart.get(&(now_minute - back * per_cell - k)).copied().unwrap_or((0, 0));
                     (a + x, b + y)
                 })
             })
             .collect();
         let max = series.iter().map(|(a, b)| (*a).max(*b)).max().unwrap_or(0);
-        let (ok_total, failed_total): (u64, u64) = self.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        let (ok_total, failed_total): (u64, u64) =
+            self.feed.chart.values().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
         // On a busy store the chart counts the hour back a batch per refresh: until it has
         // caught up with the log, its totals are a partial count, not the last hour's.
-        let span_label = if self.chart_cursor < self.log_cursor {
+        let span_label = if self.feed.chart_cursor < self.feed.log_cursor {
             "so far, counting…".to_string()
         } else if per_cell == 1 {
             "last hour".to_string()

@@ -9,7 +9,7 @@ const LONG: usize = 2_000;
 
 impl App {
     pub(super) fn detail_pane(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
-        let Some(d) = &self.detail else { return };
+        let Some(d) = &self.nav.detail else { return };
         let block = Block::default().borders(Borders::TOP).title(Line::styled(format!(" job {} ", d.id), t.heading()));
         let inner = block.inner(area);
         block.render(area, buf);
@@ -41,7 +41,7 @@ impl App {
 
     /// The detail pane's lines, unwrapped; `None` until the open job has been read.
     fn detail_lines(&self, t: &Theme) -> Option<Vec<Line<'static>>> {
-        let d = self.detail.as_ref()?;
+        let d = self.nav.detail.as_ref()?;
         let (job, history) = self.snapshot.as_ref().and_then(|s| s.detail.as_ref()).filter(|(j, _)| j.id == d.id)?;
         let now = self.now;
         let mut lines: Vec<Line<'static>> = Vec::new();

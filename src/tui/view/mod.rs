@@ -1,14 +1,12 @@
 //! Drawing: `impl Widget for &App`. It only reads the app; every string that came from the
 //! database passes through `text::sanitize` here, at the last moment, so no stored byte
 //! can move the cursor or restyle the screen. This file lays out the frame (title, counts, tabs,
-//! footer) and holds the shared cell helpers; the view bodies, the detail pane, the chart and the
-//! popups have a file each.
+//! footer) and holds the shared cell helpers; the detail pane, the chart and the popups have a
+//! file each, and each screen's body is drawn by its screen (`tui::screens`).
 
 mod chart;
 mod detail;
-mod lists;
 mod popups;
-mod schedules;
 
 use popups::{confirm, help, payload_edit, popup};
 
@@ -23,8 +21,7 @@ use super::data::{Op, View, CHART_MINUTES};
 use super::keymap;
 use crate::text::Tone;
 use crate::text::{
-    attempts, compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands, truncate,
-    width,
+    compact_duration, relative, rfc3339, sanitize, sanitize_bytes, sanitize_multiline, thousands, truncate, width,
 };
 use backwave::{DetailStatus, Job, JobState, Millis};
 
@@ -40,12 +37,12 @@ pub fn list_rows(height: u16, filter_line: bool) -> usize {
 }
 
 /// Colours, or none (NO_COLOR, --no-color): then selection and emphasis use reverse and bold.
-struct Theme {
-    color: bool,
+pub(crate) struct Theme {
+    pub(crate) color: bool,
 }
 
 impl Theme {
-    fn fg(&self, c: Color) -> Style {
+    pub(crate) fn fg(&self, c: Color) -> Style {
         if self.color {
             Style::default().fg(c)
         } else {
@@ -53,11 +50,11 @@ impl Theme {
         }
     }
 
-    fn state(&self, s: JobState) -> Style {
+    pub(crate) fn state(&self, s: JobState) -> Style {
         self.fg(state_color(s))
     }
 
-    fn dim(&self) -> Style {
+    pub(crate) fn dim(&self) -> Style {
         if self.color {
             Style::default().fg(Color::DarkGray)
         } else {
@@ -65,7 +62,7 @@ impl Theme {
         }
     }
 
-    fn error(&self) -> Style {
+    pub(crate) fn error(&self) -> Style {
         if self.color {
             Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
         } else {
@@ -73,11 +70,11 @@ impl Theme {
         }
     }
 
-    fn selected(&self) -> Style {
+    pub(crate) fn selected(&self) -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
     }
 
-    fn heading(&self) -> Style {
+    pub(crate) fn heading(&self) -> Style {
         Style::default().add_modifier(Modifier::BOLD)
     }
 }
@@ -102,7 +99,7 @@ pub fn short_id(id: &backwave::JobId) -> String {
 }
 
 /// Sanitized, then cut to `max` cells with an ellipsis.
-fn clean(s: &str, max: usize) -> String {
+pub(crate) fn clean(s: &str, max: usize) -> String {
     truncate(&sanitize(s), max).into_owned()
 }
 
@@ -125,7 +122,7 @@ impl Widget for &App {
             body.y += 1;
             body.height -= 1;
         }
-        if self.detail.is_some() {
+        if self.nav.detail.is_some() {
             self.detail_pane(&theme, body, buf);
         } else {
             self.body(&theme, body, buf);
@@ -318,18 +315,9 @@ impl App {
         // Full titles with exact counts, then without counts (the counts row has them), then
         // short titles (but the current view's) with compact counts, then without: all eight
         // tabs at 80 columns.
-        let short = |v: View| match v {
-            View::DeadLettered => "Dead",
-            View::Quarantined => "Quar",
-            View::Running => "Run",
-            View::Scheduled => "Sched",
-            View::Workers => "Wrk",
-            View::Schedules => "Cron",
-            other => other.title(),
-        };
         let label = |v: View, level: usize| {
             // The view on screen keeps its full title.
-            let title = if level < 2 || v == self.view { v.title() } else { short(v) };
+            let title = if level < 2 || v == self.nav.view { v.title() } else { v.info().short };
             match (level % 2, count(v)) {
                 (0, Some(n)) => {
                     format!(" {} {title} {} ", v.index() + 1, if level == 0 { thousands(n) } else { compact_count(n) })
@@ -357,7 +345,7 @@ impl App {
     fn tabs(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
         let mut spans = Vec::new();
         for (v, text, ..) in self.tab_labels(area.width) {
-            let style = if v == self.view {
+            let style = if v == self.nav.view {
                 t.selected().add_modifier(Modifier::BOLD)
             } else {
                 v.state().map(|s| t.state(s)).unwrap_or_default()
@@ -389,19 +377,10 @@ impl App {
     }
 
     fn body(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
-        let grouped = self.query().grouped;
-        match (self.view, grouped) {
-            (View::DeadLettered, true) => self.cause_groups(t, area, buf),
-            (View::Quarantined, true) => self.quarantine_groups(t, area, buf),
-            (View::Queues, _) => self.queues(t, area, buf),
-            (View::Log, _) => self.log_view(t, area, buf),
-            (View::Workers, _) => self.workers_view(t, area, buf),
-            (View::Schedules, _) => self.schedules(t, area, buf),
-            _ => self.jobs(t, area, buf),
-        }
+        self.screen().render(self, t, area, buf);
     }
 
-    fn empty(&self, t: &Theme, area: Rect, buf: &mut Buffer, what: &str) {
+    pub(crate) fn empty(&self, t: &Theme, area: Rect, buf: &mut Buffer, what: &str) {
         let text = match (&self.snapshot, &self.db) {
             (None, DbStatus::Failed { error }) => format!("cannot read the store: {}", clean(error, 200)),
             (None, _) => "reading the store…".to_string(),
@@ -416,7 +395,7 @@ impl App {
     }
 
     /// A table whose rows are already cut to fit; `selected` is the row index on screen.
-    fn table(
+    pub(crate) fn table(
         &self,
         t: &Theme,
         area: Rect,
@@ -436,7 +415,7 @@ impl App {
             .render(area, buf);
     }
 
-    fn selected_on_screen(&self) -> Option<usize> {
+    pub(crate) fn selected_on_screen(&self) -> Option<usize> {
         let vs = self.vs();
         let first = self.snapshot.as_ref().map(|s| s.page_offset).unwrap_or(0);
         vs.selected.checked_sub(first).map(|i| i as usize)
@@ -462,7 +441,7 @@ impl App {
         };
         let right_len = status.content.chars().count()
             + 2
-            + if self.marks.is_empty() { 0 } else { format!("{} marked  ", self.marks.len()).len() };
+            + if self.nav.marks.is_empty() { 0 } else { format!("{} marked  ", self.nav.marks.len()).len() };
         let left_width = (area.width as usize).saturating_sub(right_len);
         let left: Line = if let Some(e) = &self.error {
             Line::styled(format!(" {}", clean(e, left_width.saturating_sub(1))), t.error())
@@ -470,9 +449,9 @@ impl App {
             Line::from(format!(" {}", clean(n, left_width.saturating_sub(1))))
         } else {
             let keys = keymap::footer_keys(keymap::Place {
-                view: self.view,
-                grouped: self.query().grouped,
-                detail: self.detail.is_some(),
+                view: self.nav.view,
+                grouped: self.nav.grouped(),
+                detail: self.nav.detail.is_some(),
                 read_only: self.cfg.read_only,
             });
             let mut spans = vec![Span::raw(" ")];
@@ -490,8 +469,8 @@ impl App {
         };
         left.render(Rect { width: left_width as u16, ..area }, buf);
         let mut right = Vec::new();
-        if !self.marks.is_empty() {
-            right.push(Span::styled(format!("{} marked  ", self.marks.len()), t.heading()));
+        if !self.nav.marks.is_empty() {
+            right.push(Span::styled(format!("{} marked  ", self.nav.marks.len()), t.heading()));
         }
         right.push(status);
         Line::from(right)
@@ -540,11 +519,11 @@ fn hh_mm(at: Millis) -> String {
     full.get(11..16).map_or(full.clone(), |t| format!("{t}Z"))
 }
 
-fn ms(v: Millis) -> std::time::Duration {
+pub(crate) fn ms(v: Millis) -> std::time::Duration {
     std::time::Duration::from_millis(v.max(0) as u64)
 }
 
-fn pointer(selected: bool) -> &'static str {
+pub(crate) fn pointer(selected: bool) -> &'static str {
     if selected {
         "▶"
     } else {
@@ -552,14 +531,14 @@ fn pointer(selected: bool) -> &'static str {
     }
 }
 
-fn len(n: u16) -> Constraint {
+pub(crate) fn len(n: u16) -> Constraint {
     Constraint::Length(n)
 }
 
 /// Cells left for a table's one `Fill` column once its fixed columns and 1-cell gaps are laid
 /// out: the width to cut a cause to, so that a cut cause ends in `…` instead of being clipped
 /// silently by the table (an operator read a clipped cause as the whole message).
-fn fill_width(area: Rect, widths: &[Constraint]) -> usize {
+pub(crate) fn fill_width(area: Rect, widths: &[Constraint]) -> usize {
     let fixed: u16 = widths.iter().map(|c| if let Constraint::Length(n) = c { *n } else { 0 }).sum();
     let gaps = widths.len().saturating_sub(1) as u16;
     area.width.saturating_sub(fixed + gaps) as usize
@@ -596,4 +575,29 @@ fn handlers(n: u64) -> String {
         1 => "1 worker".to_string(),
         n => format!("{n} workers"),
     }
+}
+
+/// A list with no rows: its headings' place says so.
+pub(crate) fn header_only(t: &Theme, area: Rect, buf: &mut Buffer) {
+    Line::styled(" (empty)", t.heading()).render(Rect { height: 1, ..area }, buf);
+}
+
+/// When a Scheduled job is due: `due` once it is, else `in 4m` (`in <1s` for the last second:
+/// the column read `due` and `now` side by side, two words for one thing).
+pub(crate) fn due(now: Millis, due_at: Millis) -> String {
+    match due_at - now {
+        d if d <= 0 => "due".to_string(),
+        d if d < 1000 => "in <1s".to_string(),
+        _ => relative(now, due_at),
+    }
+}
+
+/// A figure right-aligned in a column `w` cells wide.
+pub(crate) fn right(text: &str, w: u16) -> Cell<'static> {
+    Cell::from(format!("{text:>w$}", w = w as usize))
+}
+
+/// How many live workers handle a wire name: red when none does (it would quarantine again).
+pub(crate) fn live_handlers(t: &Theme, n: u64) -> Cell<'static> {
+    Cell::from(handlers(n)).style(if n == 0 { t.error() } else { t.state(JobState::Succeeded) })
 }

@@ -1,23 +1,59 @@
 //! The Schedules view: each recurring schedule with its cron and zone, next fire, last fire and
 //! the state of the job it made, and its status (paused, orphaned, overdue; a unique one's
-//! skipped ticks), from
-//! `Store::schedules`, the rows `bw schedules` prints.
+//! skipped ticks), from `Store::schedules`, the rows `bw schedules` prints. Enter opens the job
+//! the schedule made last; `P` and `t` pause, resume or trigger the schedule.
 
-use super::*;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row as TableRow};
 
-impl App {
-    pub(super) fn schedules(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
-        let Some(s) = &self.snapshot else { return self.empty(t, area, buf, "schedules") };
+use super::{App, Open, Query, Row, Screen, Snapshot};
+use crate::text::{compact_duration, relative};
+use crate::tui::view::{clean, header_only, len, pointer, short_id, Theme};
+use backwave::Store;
+
+pub(crate) struct Schedules;
+
+impl Screen for Schedules {
+    fn read(&self, store: &Store, _q: &Query, s: &mut Snapshot) -> backwave::Result<()> {
+        s.schedules = store.schedules()?;
+        Ok(())
+    }
+
+    fn len(&self, app: &App) -> u64 {
+        app.snapshot_for_view().map_or(0, |s| s.schedules.len() as u64)
+    }
+
+    fn row(&self, app: &App, index: u64) -> Option<Row> {
+        let s = app.snapshot.as_ref()?;
+        s.schedules.get(index as usize).map(|i| Row::Schedule(i.row.schedule.name.clone()))
+    }
+
+    fn find(&self, app: &App, row: &Row) -> Option<u64> {
+        let Row::Schedule(name) = row else { return None };
+        let s = app.snapshot.as_ref()?;
+        s.schedules.iter().position(|i| i.row.schedule.name == *name).map(|i| i as u64)
+    }
+
+    /// The job the schedule made last, if it is still there.
+    fn open(&self, app: &App, index: u64) -> Option<Open> {
+        let s = app.snapshot.as_ref()?;
+        s.schedules.get(index as usize).and_then(|i| i.row.last_job_id).map(Open::Detail)
+    }
+
+    fn render(&self, app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+        let Some(s) = &app.snapshot else { return app.empty(t, area, buf, "schedules") };
         if s.schedules.is_empty() {
-            self.header_only(t, area, buf);
-            return self.empty(t, area, buf, "schedules (an application declares them in code)");
+            header_only(t, area, buf);
+            return app.empty(t, area, buf, "schedules (an application declares them in code)");
         }
-        let now = self.now;
-        let sel = (self.vs().selected as usize).checked_sub(self.vs().offset as usize);
+        let now = app.now;
+        let sel = (app.vs().selected as usize).checked_sub(app.vs().offset as usize);
         let rows = s
             .schedules
             .iter()
-            .skip(self.vs().offset as usize)
+            .skip(app.vs().offset as usize)
             .enumerate()
             .map(|(i, info)| {
                 let r = &info.row;
@@ -55,7 +91,7 @@ impl App {
                         Span::styled(format!(", {skipped}"), t.dim()),
                     ]),
                 };
-                Row::new(vec![
+                TableRow::new(vec![
                     Cell::from(format!("{}{}", pointer(sel == Some(i)), clean(&r.schedule.name, 19))),
                     Cell::from(clean(&r.schedule.cron, 16)),
                     Cell::from(clean(&r.schedule.zone, 14)),
@@ -66,7 +102,7 @@ impl App {
                 ])
             })
             .collect();
-        self.table(
+        app.table(
             t,
             area,
             buf,
