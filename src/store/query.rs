@@ -211,3 +211,22 @@ fn count_with(conn: &Connection, filter: &JobFilter) -> Result<u64> {
         .prepare_cached(&format!("SELECT count(*) FROM jobs WHERE {clause}"))?
         .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_key_with_quotes_and_backslashes_is_one_key_of_the_json_path() {
+        let c = Connection::open_in_memory().unwrap();
+        for key in ["odd\"key\\", "\\", "\"", "a.b", "tab\there", "Ünï"] {
+            let labels = serde_json::json!({ key: "v", "other": "w" }).to_string();
+            let f = JobFilter { labels: vec![(key.to_string(), "v".to_string())], ..Default::default() };
+            let (clause, mut args) = f.where_clause();
+            args.insert(0, Value::Text(labels));
+            let sql = format!("SELECT count(*) FROM (SELECT ? AS labels) WHERE {clause}");
+            let n: i64 = c.query_row(&sql, params_from_iter(args), |r| r.get(0)).unwrap();
+            assert_eq!(n, 1, "{key:?}");
+        }
+    }
+}
