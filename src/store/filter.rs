@@ -181,18 +181,32 @@ impl std::str::FromStr for Cursor {
     }
 }
 
-/// The `LIMIT … OFFSET …` of a page that reads one row more than `limit` (to know whether
-/// another page follows). Literals: both are numbers we computed, and both dialects read no
-/// integer past i64::MAX (`usize::MAX` means "all").
-pub(crate) fn limit_offset(limit: usize, offset: Option<u64>) -> String {
-    format!(
-        "LIMIT {} OFFSET {}",
+/// The statement that reads one page of `filter`'s jobs (`columns` of them), from `offset` or
+/// after `after`, in `D`'s SQL, with its values: one row more than `limit`, to know whether
+/// another page follows ([`page_of`]). LIMIT and OFFSET are literals: numbers we computed,
+/// clamped because neither dialect reads an integer past i64::MAX (`usize::MAX` means "all").
+pub(crate) fn page_statement<D: Dialect>(
+    filter: &JobFilter,
+    columns: &str,
+    limit: usize,
+    offset: Option<u64>,
+    after: Option<&Cursor>,
+) -> Where {
+    let order = filter.order();
+    let mut predicates = filter.predicates();
+    predicates.extend(after.map(|c| order.after(c)));
+    let w = render::<D>(&predicates, 1);
+    let sql = format!(
+        "SELECT {columns} FROM jobs WHERE {} {} LIMIT {} OFFSET {}",
+        w.sql,
+        order.order_by(),
         limit.saturating_add(1).min(i64::MAX as usize),
         offset.unwrap_or(0).min(i64::MAX as u64)
-    )
+    );
+    Where { sql, args: w.args }
 }
 
-/// A page from the rows a query with [`limit_offset`] read: at most `limit` jobs, and the
+/// A page from the rows a [`page_statement`] read: at most `limit` jobs, and the
 /// cursor of the next page when there was one row more.
 pub(crate) fn page_of(mut jobs: Vec<Job>, limit: usize, order: SortOrder) -> (Vec<Job>, Option<Cursor>) {
     let more = jobs.len() > limit;

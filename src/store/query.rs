@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::filter::{limit_offset, page_of, render, Arg, Dialect, Haystack, Index, Predicate};
+use super::filter::{page_of, page_statement, render, Arg, Dialect, Haystack, Index, Predicate};
 pub use super::filter::{Cursor, JobFilter, SortOrder};
 use super::id_prefix::{id_tail, normalize_prefix, one_id};
 use super::row::{job_from_row, transition_from_row, JOB_COLUMNS, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
@@ -161,21 +161,13 @@ impl SqliteStore {
     }
 
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
-        let order = filter.order();
-        let mut predicates = filter.predicates();
-        predicates.extend(after.map(|c| order.after(c)));
-        let (clause, args) = sqlite_where(&predicates);
-        let sql = format!(
-            "SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {clause} {} {}",
-            order.order_by(),
-            limit_offset(limit, offset)
-        );
+        let page = page_statement::<Sqlite>(filter, LISTED_JOB_COLUMNS, limit, offset, after);
         self.read(|conn| {
             let jobs: Vec<Job> = conn
-                .prepare_cached(&sql)?
-                .query_map(params_from_iter(args), job_from_row)?
+                .prepare_cached(&page.sql)?
+                .query_map(params_from_iter(values(page.args.clone())), job_from_row)?
                 .collect::<Result<_, _>>()?;
-            let (jobs, next) = page_of(jobs, limit, order);
+            let (jobs, next) = page_of(jobs, limit, filter.order());
             let total = count_with(conn, filter)?;
             Ok(JobPage { jobs, total, offset, next })
         })

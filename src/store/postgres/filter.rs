@@ -4,7 +4,7 @@
 
 use postgres::types::ToSql;
 
-use crate::store::filter::{render, Arg, Dialect, Haystack, Index, Predicate};
+use crate::store::filter::{self, render, Arg, Dialect, Haystack, Index};
 use crate::store::JobFilter;
 
 pub(crate) struct Postgres;
@@ -60,24 +60,25 @@ impl Where {
     }
 }
 
-/// `predicates` as a PostgreSQL condition, its parameters numbered from `first`.
-pub(crate) fn postgres_where(predicates: &[Predicate], first: usize) -> Where {
-    let w = render::<Postgres>(predicates, first);
-    let params = w
-        .args
-        .into_iter()
-        .map(|a| -> Box<dyn ToSql + Sync> {
-            match a {
-                Arg::Text(t) => Box::new(t),
-                Arg::Int(i) => Box::new(i),
-                Arg::Id(id) => Box::new(id.0),
-            }
-        })
-        .collect();
-    Where { sql: w.sql, params }
+impl From<filter::Where> for Where {
+    /// The rendered values as the driver binds them.
+    fn from(w: filter::Where) -> Self {
+        let params = w
+            .args
+            .into_iter()
+            .map(|a| -> Box<dyn ToSql + Sync> {
+                match a {
+                    Arg::Text(t) => Box::new(t),
+                    Arg::Int(i) => Box::new(i),
+                    Arg::Id(id) => Box::new(id.0),
+                }
+            })
+            .collect();
+        Where { sql: w.sql, params }
+    }
 }
 
 /// The filter as a PostgreSQL condition, its parameters numbered from `first`.
 pub(crate) fn where_clause(f: &JobFilter, first: usize) -> Where {
-    postgres_where(&f.predicates(), first)
+    render::<Postgres>(&f.predicates(), first).into()
 }

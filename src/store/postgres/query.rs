@@ -5,12 +5,12 @@
 
 use uuid::Uuid;
 
-use super::filter::{postgres_where, where_clause};
+use super::filter::{where_clause, Postgres, Where};
 use super::row::{self, JOB_COLUMNS, LISTED_JOB_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Job, JobId, Transition};
-use crate::store::filter::{limit_offset, page_of};
+use crate::store::filter::{page_of, page_statement};
 use crate::store::id_prefix::{id_tail, normalize_prefix, one_id};
 use crate::store::{Cursor, JobFilter, JobPage, StateCounts};
 
@@ -70,19 +70,10 @@ impl PgStore {
     }
 
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
-        let order = filter.order();
-        let mut predicates = filter.predicates();
-        predicates.extend(after.map(|c| order.after(c)));
-        let clause = postgres_where(&predicates, 1);
-        let sql = format!(
-            "SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {} {} {}",
-            clause.sql,
-            order.order_by(),
-            limit_offset(limit, offset)
-        );
+        let page: Where = page_statement::<Postgres>(filter, LISTED_JOB_COLUMNS, limit, offset, after).into();
         self.read(|tx| {
-            let jobs: Vec<Job> = tx.query(&sql, &clause.params(&[]))?.iter().map(row::job).collect::<Result<_>>()?;
-            let (jobs, next) = page_of(jobs, limit, order);
+            let jobs: Vec<Job> = tx.query(&page.sql, &page.params(&[]))?.iter().map(row::job).collect::<Result<_>>()?;
+            let (jobs, next) = page_of(jobs, limit, filter.order());
             let total = count_with(tx, filter)?;
             Ok(JobPage { jobs, total, offset, next })
         })
