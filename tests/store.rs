@@ -11,6 +11,8 @@ mod async_enqueue;
 use crate::backend;
 #[path = "store/contract.rs"]
 mod contract;
+#[path = "store/filter.rs"]
+mod filter;
 #[path = "store/hostile.rs"]
 mod hostile;
 #[path = "store/in_tx.rs"]

@@ -364,3 +364,16 @@ fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_de
     assert!(store.schedules().unwrap().is_empty());
     assert_eq!(store.declare_schedules("app", &[hourly()]).unwrap(), vec![Declared::New]);
 }
+
+both_backends! {
+    fn a_label_value_another_program_stored_as_a_number_reads_as_its_json_text_on_both_backends() {
+        let f = Fixture::new();
+        f.store.declare_schedules("app", &[hourly()]).unwrap();
+        f.store
+            .raw_execute(r#"UPDATE schedules SET labels = '{"team":"ops","n":5}' WHERE name = 'hourly'"#, &[])
+            .unwrap();
+        let labels = f.store.schedule("hourly").unwrap().row.schedule.labels;
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(labels, [("n", "5"), ("team", "ops")]);
+    }
+}

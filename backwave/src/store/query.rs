@@ -1,7 +1,7 @@
-//! Reading the store: one job and its history, filtered pages of jobs, and counts (the
-//! transition log is `log.rs`, the groups of causes and quarantines `groups.rs`). Every query
-//! here is meant to run against millions of rows: it pages through an index, never loads every
-//! row.
+//! Reading the store on SQLite: one job and its history, filtered pages of jobs, and counts (the
+//! transition log is `log.rs`, the groups of causes and quarantines `groups.rs`), and the SQLite
+//! spelling of the job filter (`filter.rs` describes it once for both backends). Every query
+//! here is meant to run against millions of rows: it pages through an index, never loads every row.
 
 use std::collections::BTreeMap;
 
@@ -9,169 +9,74 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::filter::{page_of, page_statement, render, Arg, Dialect, Haystack, Index, Predicate};
+pub use super::filter::{Cursor, JobFilter, SortOrder};
+use super::id_prefix::{id_tail, normalize_prefix, one_id};
 use super::row::{job_from_row, transition_from_row, JOB_COLUMNS, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
 use super::SqliteStore;
-use crate::error::{Error, Result};
-use crate::model::{Job, JobId, JobState, Millis, QuarantineReason, Transition};
+use crate::error::Result;
+use crate::model::{Job, JobId, JobState, Transition};
 
-/// Which jobs a list, a count or a bulk action covers. Empty fields match everything.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct JobFilter {
-    pub states: Vec<JobState>,
-    pub queue: Option<String>,
-    pub wire_name: Option<String>,
-    /// Every pair must match.
-    pub labels: Vec<(String, String)>,
-    /// Case-insensitive substring of the terminal cause.
-    pub cause: Option<String>,
-    /// Case-insensitive substring of any of: id, wire name, queue, labels, terminal cause.
-    pub text: Option<String>,
-    /// Exact cause fingerprint (a dead-letter group).
-    pub fingerprint: Option<String>,
-    pub quarantine_reason: Option<QuarantineReason>,
-    /// Jobs whose reference time (finished for terminal jobs, created otherwise) is at or after.
-    pub since: Option<Millis>,
-    /// … and strictly before.
-    pub before: Option<Millis>,
-    /// Terminal jobs that finished strictly before this (bulk actions fix their set this way).
-    pub finished_before: Option<Millis>,
+/// SQLite's spelling of the job filter.
+pub(crate) struct Sqlite;
+
+impl Dialect for Sqlite {
+    const ALWAYS: &'static str = "1";
+
+    /// Plain `?`, numbered by where they stand: callers append their own values after the
+    /// filter's and write their `?` after its clause.
+    fn placeholder(_: usize) -> String {
+        "?".into()
+    }
+
+    fn label(key: &str, value: &str, bind: &mut dyn FnMut(Arg) -> String) -> String {
+        // A quoted path key is read as a JSON string, so the key is written as one: a `"` or
+        // a `\` in it is escaped, not taken as the key's end or an escape of its own.
+        let path = bind(Arg::Text(format!("$.{}", serde_json::Value::String(key.to_string()))));
+        format!("json_extract(labels, {path}) = {}", bind(Arg::Text(value.to_string())))
+    }
+
+    fn haystack(h: Haystack) -> &'static str {
+        match h {
+            Haystack::Cause => "terminal_cause",
+            Haystack::Text => {
+                "id || ' ' || wire_name || ' ' || queue || ' ' || labels || ' ' || coalesce(terminal_cause, '')"
+            }
+        }
+    }
+
+    fn contains(haystack: &str, needle: &str) -> String {
+        format!("instr(lower({haystack}), lower({needle})) > 0")
+    }
+
+    fn has(index: Index) -> bool {
+        match index {
+            Index::FailedList => true,
+        }
+    }
+}
+
+/// A rendered clause's values as rusqlite binds them.
+fn values(args: Vec<Arg>) -> Vec<Value> {
+    args.into_iter()
+        .map(|a| match a {
+            Arg::Text(t) => Value::Text(t),
+            Arg::Int(i) => Value::Integer(i),
+            Arg::Id(id) => Value::Text(id.to_string()),
+        })
+        .collect()
+}
+
+/// `predicates` as an SQLite condition and its values, in the order of their `?`.
+fn sqlite_where(predicates: &[Predicate]) -> (String, Vec<Value>) {
+    let w = render::<Sqlite>(predicates, 1);
+    (w.sql, values(w.args))
 }
 
 impl JobFilter {
-    pub fn state(state: JobState) -> Self {
-        JobFilter { states: vec![state], ..Default::default() }
-    }
-
-    /// The order a listing of this filter follows.
-    pub fn order(&self) -> SortOrder {
-        if !self.states.is_empty() && self.states.iter().all(|s| s.is_terminal()) {
-            SortOrder::FinishedDesc
-        } else if !self.states.is_empty() && self.states.iter().all(|s| !s.is_terminal()) {
-            SortOrder::DueAsc
-        } else {
-            SortOrder::UpdatedDesc
-        }
-    }
-
+    /// The filter as an SQLite condition and its values, in the order of their `?`.
     pub(crate) fn where_clause(&self) -> (String, Vec<Value>) {
-        let mut sql = vec!["1".to_string()];
-        let mut args: Vec<Value> = Vec::new();
-        if !self.states.is_empty() {
-            // States are written as literals (they are our own fixed spellings, never user
-            // text): SQLite picks a partial index only when it can see the value at prepare
-            // time, and a bound `state = ?` made every listing scan the whole table.
-            let names = self.states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ");
-            sql.push(format!("state IN ({names})"));
-            if self.order() == SortOrder::FinishedDesc {
-                // Implied by a terminal state; spelled out so jobs_finished (a partial index on
-                // finished_at IS NOT NULL) is usable.
-                sql.push("finished_at IS NOT NULL".into());
-                if self.states.iter().all(|s| matches!(s, JobState::DeadLettered | JobState::Quarantined)) {
-                    // Spelled out for jobs_failed_list, which holds every listed column of these
-                    // jobs: a page is read from it alone, never walking a large payload's
-                    // overflow pages to reach the columns stored after it.
-                    sql.push("state IN ('dead-lettered', 'quarantined')".into());
-                }
-            } else if self.order() == SortOrder::DueAsc {
-                // Implied by an active state; spelled out so jobs_active (a partial index on
-                // state IN ('scheduled', 'running')) is usable: without it the Running and
-                // Scheduled listings scanned every job (500 ms at 1M jobs).
-                sql.push("state IN ('scheduled', 'running')".into());
-            }
-        }
-        let eq = |sql: &mut Vec<String>, args: &mut Vec<Value>, col: &str, v: &Option<String>| {
-            if let Some(v) = v {
-                sql.push(format!("{col} = ?"));
-                args.push(Value::Text(v.clone()));
-            }
-        };
-        eq(&mut sql, &mut args, "queue", &self.queue);
-        eq(&mut sql, &mut args, "wire_name", &self.wire_name);
-        eq(&mut sql, &mut args, "cause_fingerprint", &self.fingerprint);
-        eq(&mut sql, &mut args, "quarantine_reason", &self.quarantine_reason.map(|q| q.as_str().to_string()));
-        for (k, v) in &self.labels {
-            sql.push("json_extract(labels, ?) = ?".into());
-            args.push(Value::Text(format!("$.\"{}\"", k.replace('"', "\\\""))));
-            args.push(Value::Text(v.clone()));
-        }
-        if let Some(c) = &self.cause {
-            sql.push("instr(lower(terminal_cause), lower(?)) > 0".into());
-            args.push(Value::Text(c.clone()));
-        }
-        if let Some(t) = &self.text {
-            sql.push(
-                "instr(lower(id || ' ' || wire_name || ' ' || queue || ' ' || labels || ' ' || \
-                 coalesce(terminal_cause, '')), lower(?)) > 0"
-                    .into(),
-            );
-            args.push(Value::Text(t.clone()));
-        }
-        let time = match self.order() {
-            SortOrder::FinishedDesc => "finished_at",
-            _ => "created_at",
-        };
-        if let Some(t) = self.since {
-            sql.push(format!("{time} >= ?"));
-            args.push(Value::Integer(t));
-        }
-        if let Some(t) = self.before {
-            sql.push(format!("{time} < ?"));
-            args.push(Value::Integer(t));
-        }
-        if let Some(t) = self.finished_before {
-            sql.push("finished_at < ?".into());
-            args.push(Value::Integer(t));
-        }
-        (sql.join(" AND "), args)
-    }
-}
-
-/// How a listing is ordered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortOrder {
-    /// Terminal jobs: the most recently finished first.
-    FinishedDesc,
-    /// Scheduled and running jobs: the next due first.
-    DueAsc,
-    /// Mixed states: the most recently changed first.
-    UpdatedDesc,
-}
-
-impl SortOrder {
-    pub(crate) fn column(self) -> &'static str {
-        match self {
-            SortOrder::FinishedDesc => "finished_at",
-            SortOrder::DueAsc => "due_at",
-            SortOrder::UpdatedDesc => "updated_at",
-        }
-    }
-
-    pub(crate) fn descending(self) -> bool {
-        !matches!(self, SortOrder::DueAsc)
-    }
-}
-
-/// Where the next page starts: the sort key and id of the last row shown. Printed as
-/// `<key>.<id>`, it survives new jobs arriving between pages (unlike an offset).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cursor {
-    pub key: Millis,
-    pub id: JobId,
-}
-
-impl std::fmt::Display for Cursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.key, self.id)
-    }
-}
-
-impl std::str::FromStr for Cursor {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        let bad =
-            || Error::InvalidInput(format!("'{s}' is not a page cursor (copy it from the footer of a previous page)"));
-        let (key, id) = s.split_once('.').ok_or_else(bad)?;
-        Ok(Cursor { key: key.parse().map_err(|_| bad())?, id: id.parse().map_err(|_| bad())? })
+        sqlite_where(&self.predicates())
     }
 }
 
@@ -256,33 +161,13 @@ impl SqliteStore {
     }
 
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
-        let order = filter.order();
-        let col = order.column();
-        let (mut clause, mut args) = filter.where_clause();
-        if let Some(c) = after {
-            let cmp = if order.descending() { "<" } else { ">" };
-            clause.push_str(&format!(" AND ({col}, id) {cmp} (?, ?)"));
-            args.push(Value::Integer(c.key));
-            args.push(Value::Text(c.id.to_string()));
-        }
-        let dir = if order.descending() { "DESC" } else { "ASC" };
-        let sql = format!(
-            "SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY {col} {dir}, id {dir} LIMIT {} OFFSET {}",
-            // Clamped: `usize::MAX` means "all", and SQLite reads no integer past i64::MAX.
-            limit.saturating_add(1).min(i64::MAX as usize),
-            offset.unwrap_or(0).min(i64::MAX as u64)
-        );
+        let page = page_statement::<Sqlite>(filter, LISTED_JOB_COLUMNS, limit, offset, after);
         self.read(|conn| {
-            let mut jobs: Vec<Job> = conn
-                .prepare_cached(&sql)?
-                .query_map(params_from_iter(args), job_from_row)?
+            let jobs: Vec<Job> = conn
+                .prepare_cached(&page.sql)?
+                .query_map(params_from_iter(values(page.args.clone())), job_from_row)?
                 .collect::<Result<_, _>>()?;
-            let more = jobs.len() > limit;
-            jobs.truncate(limit);
-            let next = match (more, jobs.last()) {
-                (true, Some(last)) => Some(Cursor { key: sort_key(last, order), id: last.id }),
-                _ => None,
-            };
+            let (jobs, next) = page_of(jobs, limit, filter.order());
             let total = count_with(conn, filter)?;
             Ok(JobPage { jobs, total, offset, next })
         })
@@ -319,69 +204,21 @@ fn count_with(conn: &Connection, filter: &JobFilter) -> Result<u64> {
         .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
 }
 
-/// The sort key of `job` in a listing ordered by `order`: what a [`Cursor`] holds.
-pub(crate) fn sort_key(job: &Job, order: SortOrder) -> Millis {
-    match order {
-        SortOrder::FinishedDesc => job.finished_at.unwrap_or(0),
-        SortOrder::DueAsc => job.due_at,
-        SortOrder::UpdatedDesc => job.updated_at,
-    }
-}
-
-/// The id that `text` names, from the ids its prefix and tail matched (sorted, at most six):
-/// none is [`Error::JobNotFound`], several [`Error::AmbiguousId`] listing the first five.
-pub(crate) fn one_id(text: &str, found: Vec<String>) -> Result<JobId> {
-    match found.len() {
-        0 => Err(Error::JobNotFound(text.to_string())),
-        1 => found[0].parse(),
-        n => {
-            let mut candidates = found;
-            if n > 5 {
-                candidates.truncate(5);
-                candidates.push("…".into());
-            }
-            Err(Error::AmbiguousId { prefix: text.to_string(), candidates })
-        }
-    }
-}
-
-/// The hex digits of a normalised prefix when they are few enough to be tried as the tail of
-/// an id too (the short id tables show): a tail match scans the whole primary key.
-pub(crate) fn id_tail(prefix: &str) -> Option<String> {
-    let hex: String = prefix.chars().filter(|c| *c != '-').collect();
-    (hex.len() <= 12).then_some(hex)
-}
-
-/// Lower-case, hyphens where a UUID has them, hex only.
-pub(crate) fn normalize_prefix(text: &str) -> Result<String> {
-    let t = text.trim();
-    let hex: String = t.chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
-    if hex.is_empty() || hex.len() > 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(Error::InvalidInput(format!(
-            "'{text}' is not a job id or id prefix (expected hex digits, e.g. 0192f3a1 or a full UUID)"
-        )));
-    }
-    let mut out = String::with_capacity(36);
-    for (i, c) in hex.chars().enumerate() {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            out.push('-');
-        }
-        out.push(c);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn prefixes_normalise_to_uuid_layout() {
-        assert_eq!(normalize_prefix("0192F3A1").unwrap(), "0192f3a1");
-        assert_eq!(normalize_prefix("0192f3a17c2e").unwrap(), "0192f3a1-7c2e");
-        assert_eq!(normalize_prefix("0192f3a1-7c2e-7b").unwrap(), "0192f3a1-7c2e-7b");
-        let err = normalize_prefix("zz;drop").unwrap_err().to_string();
-        assert!(err.contains("'zz;drop'"), "{err}");
-        assert!(normalize_prefix("").is_err());
+    fn a_label_key_with_quotes_and_backslashes_is_one_key_of_the_json_path() {
+        let c = Connection::open_in_memory().unwrap();
+        for key in ["odd\"key\\", "\\", "\"", "a.b", "tab\there", "Ünï"] {
+            let labels = serde_json::json!({ key: "v", "other": "w" }).to_string();
+            let f = JobFilter { labels: vec![(key.to_string(), "v".to_string())], ..Default::default() };
+            let (clause, mut args) = f.where_clause();
+            args.insert(0, Value::Text(labels));
+            let sql = format!("SELECT count(*) FROM (SELECT ? AS labels) WHERE {clause}");
+            let n: i64 = c.query_row(&sql, params_from_iter(args), |r| r.get(0)).unwrap();
+            assert_eq!(n, 1, "{key:?}");
+        }
     }
 }

@@ -64,14 +64,7 @@ pub(crate) const TRANSITION_COLUMNS: &str = "seq, job_id, at, from_state, to_sta
 
 pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
     let status: Option<String> = r.get(9)?;
-    let detail = match status.as_deref() {
-        Some("captured") => DetailStatus::Hidden {
-            kind: r.get::<_, Option<String>>(10)?.unwrap_or_default(),
-            bytes: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as usize,
-        },
-        Some(_) => DetailStatus::NotCaptured,
-        None => DetailStatus::None,
-    };
+    let detail = detail_status(status.as_deref(), || -> rusqlite::Result<_> { Ok((r.get(10)?, r.get(11)?)) })?;
     Ok(Transition {
         seq: r.get(0)?,
         // One writer at a time: SQLite's seq is commit order on its own (see LogCursor).
@@ -88,6 +81,23 @@ pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
         actor: r.get(7)?,
         reason: r.get(8)?,
         detail,
+    })
+}
+
+/// What a transition says of its failure detail, from its `detail_status` column and, only for
+/// captured detail, the detail's type and size (`shape`, never the detail itself): the rule both
+/// backends read the log by.
+pub(crate) fn detail_status<E>(
+    status: Option<&str>,
+    shape: impl FnOnce() -> Result<(Option<String>, Option<i64>), E>,
+) -> Result<DetailStatus, E> {
+    Ok(match status {
+        Some("captured") => {
+            let (kind, bytes) = shape()?;
+            DetailStatus::Hidden { kind: kind.unwrap_or_default(), bytes: bytes.unwrap_or(0).max(0) as usize }
+        }
+        Some(_) => DetailStatus::NotCaptured,
+        None => DetailStatus::None,
     })
 }
 

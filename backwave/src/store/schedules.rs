@@ -7,7 +7,6 @@
 //! compare-and-swap in the transaction that inserts the tick's jobs: exactly one job per tick,
 //! whatever the number of processes, and a crash between the two leaves neither.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, Row};
@@ -319,7 +318,9 @@ fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
             wire_name: r.get(3)?,
             queue: r.get(4)?,
             payload: r.get(5)?,
-            labels: serde_json::from_str::<BTreeMap<String, String>>(&labels).unwrap_or_default(),
+            // As PostgreSQL reads them: another program's non-string value is kept as its JSON
+            // text (it emptied every label here).
+            labels: super::row::parse_labels(&labels),
             missed: MissedTicks::from_columns(&missed, r.get(8)?)?,
             unique: r.get::<_, i64>(19)? != 0,
         },
@@ -661,7 +662,10 @@ impl ScheduleTx for SqliteSchedules<'_> {
     }
 
     fn see(&mut self, name: &str, now: Millis) -> Result<()> {
-        self.c.prepare_cached("UPDATE schedules SET seen_at = ?2 WHERE name = ?1")?.execute(params![name, now])?;
+        // A later `seen_at` stays, as in `touch` and on PostgreSQL.
+        self.c
+            .prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?
+            .execute(params![name, now])?;
         Ok(())
     }
 

@@ -1,9 +1,50 @@
-//! [`JobFilter`] as a PostgreSQL `WHERE` clause: the same matches as SQLite's
-//! (`JobFilter::where_clause` in `store/query.rs`), with numbered parameters.
+//! PostgreSQL's spelling of the job filter that `store/filter.rs` describes once for both
+//! backends: numbered parameters, `->>` on the jsonb labels, `strpos`, and no index of its own
+//! to hint at.
 
 use postgres::types::ToSql;
 
-use crate::store::{JobFilter, SortOrder};
+use crate::store::filter::{self, render, Arg, Dialect, Haystack, Index};
+use crate::store::JobFilter;
+
+pub(crate) struct Postgres;
+
+impl Dialect for Postgres {
+    const ALWAYS: &'static str = "true";
+
+    fn placeholder(n: usize) -> String {
+        format!("${n}")
+    }
+
+    fn label(key: &str, value: &str, bind: &mut dyn FnMut(Arg) -> String) -> String {
+        let key = bind(Arg::Text(key.to_string()));
+        format!("labels ->> {key} = {}", bind(Arg::Text(value.to_string())))
+    }
+
+    fn haystack(h: Haystack) -> &'static str {
+        match h {
+            Haystack::Cause => "terminal_cause",
+            Haystack::Text => {
+                "id::text || ' ' || wire_name || ' ' || queue || ' ' || labels::text || ' ' || \
+                 coalesce(terminal_cause, '')"
+            }
+        }
+    }
+
+    fn contains(haystack: &str, needle: &str) -> String {
+        // Under "C", `lower` folds ASCII letters only, as SQLite's does: the same jobs match
+        // whatever locale the database was created with.
+        format!("strpos(lower(({haystack}) COLLATE \"C\"), lower({needle}::text COLLATE \"C\")) > 0")
+    }
+
+    fn has(index: Index) -> bool {
+        match index {
+            // A PostgreSQL page reads listed columns from the heap, which keeps a large
+            // payload out of line (TOAST): no covering index is needed.
+            Index::FailedList => false,
+        }
+    }
+}
 
 /// A clause and its parameters; the parameters are numbered from `first` (`$first`, …) so that a
 /// caller can bind its own before them.
@@ -19,66 +60,25 @@ impl Where {
     }
 }
 
+impl From<filter::Where> for Where {
+    /// The rendered values as the driver binds them.
+    fn from(w: filter::Where) -> Self {
+        let params = w
+            .args
+            .into_iter()
+            .map(|a| -> Box<dyn ToSql + Sync> {
+                match a {
+                    Arg::Text(t) => Box::new(t),
+                    Arg::Int(i) => Box::new(i),
+                    Arg::Id(id) => Box::new(id.0),
+                }
+            })
+            .collect();
+        Where { sql: w.sql, params }
+    }
+}
+
+/// The filter as a PostgreSQL condition, its parameters numbered from `first`.
 pub(crate) fn where_clause(f: &JobFilter, first: usize) -> Where {
-    let mut sql = vec!["true".to_string()];
-    let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::new();
-    let next = |params: &mut Vec<Box<dyn ToSql + Sync>>, value: Box<dyn ToSql + Sync>| {
-        params.push(value);
-        format!("${}", first + params.len() - 1)
-    };
-    if !f.states.is_empty() {
-        // Our own fixed spellings, as literals: the planner matches a partial index only
-        // against predicates it can see.
-        let names = f.states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ");
-        sql.push(format!("state IN ({names})"));
-        match f.order() {
-            SortOrder::FinishedDesc => sql.push("finished_at IS NOT NULL".into()),
-            SortOrder::DueAsc => sql.push("state IN ('scheduled', 'running')".into()),
-            SortOrder::UpdatedDesc => {}
-        }
-    }
-    for (col, v) in [
-        ("queue", &f.queue),
-        ("wire_name", &f.wire_name),
-        ("cause_fingerprint", &f.fingerprint),
-        ("quarantine_reason", &f.quarantine_reason.map(|q| q.as_str().to_string())),
-    ] {
-        if let Some(v) = v {
-            let p = next(&mut params, Box::new(v.clone()));
-            sql.push(format!("{col} = {p}"));
-        }
-    }
-    for (k, v) in &f.labels {
-        let key = next(&mut params, Box::new(k.clone()));
-        let value = next(&mut params, Box::new(v.clone()));
-        sql.push(format!("labels ->> {key} = {value}"));
-    }
-    if let Some(c) = &f.cause {
-        let p = next(&mut params, Box::new(c.clone()));
-        sql.push(format!("strpos(lower(terminal_cause), lower({p})) > 0"));
-    }
-    if let Some(t) = &f.text {
-        let p = next(&mut params, Box::new(t.clone()));
-        sql.push(format!(
-            "strpos(lower(id::text || ' ' || wire_name || ' ' || queue || ' ' || labels::text || ' ' || \
-             coalesce(terminal_cause, '')), lower({p})) > 0"
-        ));
-    }
-    let time = match f.order() {
-        SortOrder::FinishedDesc => "finished_at",
-        _ => "created_at",
-    };
-    if let Some(t) = f.since {
-        let p = next(&mut params, Box::new(t));
-        sql.push(format!("{time} >= {p}"));
-    }
-    if let Some(t) = f.before {
-        let p = next(&mut params, Box::new(t));
-        sql.push(format!("{time} < {p}"));
-    }
-    if let Some(t) = f.finished_before {
-        let p = next(&mut params, Box::new(t));
-        sql.push(format!("finished_at < {p}"));
-    }
-    Where { sql: sql.join(" AND "), params }
+    render::<Postgres>(&f.predicates(), first).into()
 }

@@ -1,16 +1,17 @@
 //! Reading the store on PostgreSQL: one job and its history, filtered pages of jobs, and counts,
-//! with the same answers as `store/query.rs` (which owns the types, the id matching rules and
-//! the sort keys). Every read is one REPEATABLE READ snapshot, so a page and its total agree.
+//! with the same answers as `store/query.rs` (the filter and its order are `store/filter.rs`,
+//! the id matching rules `store/id_prefix.rs`). Every read is one REPEATABLE READ snapshot, so
+//! a page and its total agree.
 
-use postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::filter::where_clause;
+use super::filter::{where_clause, Postgres, Where};
 use super::row::{self, JOB_COLUMNS, LISTED_JOB_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Job, JobId, Transition};
-use crate::store::query::{id_tail, normalize_prefix, one_id, sort_key};
+use crate::store::filter::{page_of, page_statement};
+use crate::store::id_prefix::{id_tail, normalize_prefix, one_id};
 use crate::store::{Cursor, JobFilter, JobPage, StateCounts};
 
 impl PgStore {
@@ -69,35 +70,10 @@ impl PgStore {
     }
 
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
-        let order = filter.order();
-        let (col, dir) = (order.column(), if order.descending() { "DESC" } else { "ASC" });
-        let clause = where_clause(filter, 1);
-        let mut sql = format!("SELECT {LISTED_JOB_COLUMNS} FROM jobs WHERE {}", clause.sql);
-        // The page's own parameters, numbered after the filter's.
-        let mut own: Vec<Box<dyn ToSql + Sync>> = Vec::new();
-        let mut bind = |value: Box<dyn ToSql + Sync>| {
-            own.push(value);
-            format!("${}", clause.params.len() + own.len())
-        };
-        if let Some(c) = after {
-            let cmp = if order.descending() { "<" } else { ">" };
-            let (key, id) = (bind(Box::new(c.key)), bind(Box::new(c.id.0)));
-            sql.push_str(&format!(" AND ({col}, id) {cmp} ({key}, {id})"));
-        }
-        // Clamped: `usize::MAX` means "all", and PostgreSQL takes no LIMIT past i64::MAX.
-        let fetch = bind(Box::new(limit.saturating_add(1).min(i64::MAX as usize) as i64));
-        let skip = bind(Box::new(offset.unwrap_or(0).min(i64::MAX as u64) as i64));
-        sql.push_str(&format!(" ORDER BY {col} {dir}, id {dir} LIMIT {fetch} OFFSET {skip}"));
+        let page: Where = page_statement::<Postgres>(filter, LISTED_JOB_COLUMNS, limit, offset, after).into();
         self.read(|tx| {
-            let mut params = clause.params(&[]);
-            params.extend(own.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
-            let mut jobs: Vec<Job> = tx.query(&sql, &params)?.iter().map(row::job).collect::<Result<_>>()?;
-            let more = jobs.len() > limit;
-            jobs.truncate(limit);
-            let next = match (more, jobs.last()) {
-                (true, Some(last)) => Some(Cursor { key: sort_key(last, order), id: last.id }),
-                _ => None,
-            };
+            let jobs: Vec<Job> = tx.query(&page.sql, &page.params(&[]))?.iter().map(row::job).collect::<Result<_>>()?;
+            let (jobs, next) = page_of(jobs, limit, filter.order());
             let total = count_with(tx, filter)?;
             Ok(JobPage { jobs, total, offset, next })
         })

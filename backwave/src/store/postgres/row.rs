@@ -5,8 +5,8 @@
 use postgres::Row;
 
 use crate::error::{Error, Result};
-use crate::model::{DetailStatus, Job, JobId, JobState, QuarantineReason, Transition};
-use crate::store::row::labels_from_json;
+use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
+use crate::store::row::{detail_status, labels_from_json};
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::row::JOB_COLUMNS;
@@ -64,14 +64,9 @@ pub(crate) fn transition_columns(detail_readable: bool) -> &'static str {
 
 pub(crate) fn transition(r: &Row) -> Result<Transition> {
     let status: Option<String> = r.try_get(9)?;
-    let detail = match status.as_deref() {
-        Some("captured") => DetailStatus::Hidden {
-            kind: r.try_get::<_, Option<String>>(10)?.unwrap_or_default(),
-            bytes: r.try_get::<_, Option<i32>>(11)?.unwrap_or(0) as usize,
-        },
-        Some(_) => DetailStatus::NotCaptured,
-        None => DetailStatus::None,
-    };
+    let detail = detail_status(status.as_deref(), || -> Result<_> {
+        Ok((r.try_get(10)?, r.try_get::<_, Option<i32>>(11)?.map(i64::from)))
+    })?;
     Ok(Transition {
         seq: r.try_get(0)?,
         job_id: JobId(r.try_get(1)?),
