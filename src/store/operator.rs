@@ -9,8 +9,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::jobs::{log, Entry};
-pub(crate) use super::ops::jobs::{decide_purge, purge_detail, purge_job_detail, REQUEUE_REASON};
-use super::ops::jobs::{Found, OperatorTx};
+pub(crate) use super::ops::jobs::{decide_purge, purge_job_detail, REQUEUE_REASON};
+use super::ops::jobs::{Found, OperatorTx, PurgeTx};
 use super::ops::{self, AuditAction};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
@@ -144,33 +144,12 @@ impl SqliteStore {
         self.sweep(self.now().saturating_sub(keep), limit)
     }
 
-    pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
-        let total = self.count_purgeable(cutoff)?;
-        let mut done = 0;
-        loop {
+    pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64> {
+        let mut write = |f: &mut dyn FnMut(&mut dyn PurgeTx) -> Result<u64>| {
             let now = self.now();
-            // Each batch is audited in the transaction that deletes it: a run that dies between
-            // batches has left a record of every job it removed.
-            let n = self.write(|tx| {
-                super::admin::require(tx, actor, Permission::Operate)?;
-                let n = sweep_batch(tx, cutoff, BULK_BATCH)?;
-                if n > 0 {
-                    super::admin::audit(tx, now, actor, AuditAction::Purge, None, &purge_detail(n, cutoff))?;
-                }
-                Ok(n)
-            })?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-            progress(BulkProgress { done, total });
-        }
-        if done == 0 {
-            let now = self.now();
-            self.write(|tx| super::admin::audit(tx, now, actor, AuditAction::Purge, None, &purge_detail(0, cutoff)))?;
-        }
-        Ok(done)
+            self.write(|c| f(&mut SqliteOps { c, now }))
+        };
+        ops::jobs::purge(&mut write, || self.count_purgeable(cutoff), actor, cutoff, progress)
     }
 
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
@@ -395,5 +374,15 @@ impl OperatorTx for SqliteOps<'_> {
             super::admin::audit(self.c, now, actor, action, Some(*id), detail)?;
         }
         Ok(jobs.len() as u64)
+    }
+}
+
+impl PurgeTx for SqliteOps<'_> {
+    fn purge_batch(&mut self, cutoff: Millis) -> Result<u64> {
+        sweep_batch(self.c, cutoff, BULK_BATCH)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        super::admin::audit(self.c, now, actor, action, job, detail)
     }
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use super::AuditAction;
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
-use crate::store::{CancelResult, JobFilter, PurgeResult, RunNowResult};
+use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RunNowResult};
 
 /// A job as the transaction that acts on it sees it: what the operator actions decide on.
 #[derive(Clone, Copy, Debug)]
@@ -184,6 +184,56 @@ pub(crate) fn check_run_now(tx: &mut (impl OperatorTx + ?Sized), ids: &[JobId]) 
 
 /// The reason logged on every operator requeue.
 pub(crate) const REQUEUE_REASON: &str = "requeued by operator: attempt budget reset";
+
+/// What one transaction of a purge by age asks of a backend, beside [`OperatorTx`].
+pub(crate) trait PurgeTx: OperatorTx {
+    /// Delete one batch of terminal jobs that finished before `cutoff`, with their log
+    /// entries; returns how many.
+    fn purge_batch(&mut self, cutoff: Millis) -> Result<u64>;
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()>;
+}
+
+/// One write transaction of a backend, handed a [`PurgeTx`].
+pub(crate) type PurgeWrite<'a> = dyn FnMut(&mut dyn FnMut(&mut dyn PurgeTx) -> Result<u64>) -> Result<u64> + 'a;
+
+/// `bw purge --older-than`: needs `operate` (checked before anything is counted, and again in
+/// each batch). Each batch is audited in the transaction that deletes it, so a run that dies
+/// between batches has left a record of every job it removed; a purge that found nothing is
+/// audited too. `total` counts what matched when the run started.
+pub(crate) fn purge(
+    write: &mut PurgeWrite<'_>,
+    total: impl FnOnce() -> Result<u64>,
+    actor: &str,
+    cutoff: Millis,
+    mut progress: impl FnMut(BulkProgress),
+) -> Result<u64> {
+    write(&mut |tx| tx.require(actor, Permission::Operate).map(|()| 0))?;
+    let total = total()?;
+    let mut done = 0;
+    loop {
+        let n = write(&mut |tx| {
+            tx.require(actor, Permission::Operate)?;
+            let now = tx.now()?;
+            let n = tx.purge_batch(cutoff)?;
+            if n > 0 {
+                tx.audit(now, actor, AuditAction::Purge, None, &purge_detail(n, cutoff))?;
+            }
+            Ok(n)
+        })?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+        progress(BulkProgress { done, total });
+    }
+    if done == 0 {
+        write(&mut |tx| {
+            let now = tx.now()?;
+            tx.audit(now, actor, AuditAction::Purge, None, &purge_detail(0, cutoff)).map(|()| 0)
+        })?;
+    }
+    Ok(done)
+}
 
 /// The audit detail of one purge batch (or of a purge that found nothing).
 pub(crate) fn purge_detail(n: u64, cutoff: Millis) -> String {

@@ -15,8 +15,8 @@ use super::filter::where_clause;
 use super::{is_unique_violation, PgStore, Tx};
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
-use crate::store::ops::jobs::{decide_purge, purge_detail, purge_job_detail, REQUEUE_REASON};
-use crate::store::ops::jobs::{Found, OperatorTx};
+use crate::store::ops::jobs::{decide_purge, purge_job_detail, REQUEUE_REASON};
+use crate::store::ops::jobs::{Found, OperatorTx, PurgeTx};
 use crate::store::ops::{self, AuditAction};
 use crate::store::preview::requeue_scope;
 use crate::store::unique;
@@ -90,37 +90,11 @@ impl PgStore {
         })
     }
 
-    pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        self.write(|tx| require(tx, actor, Permission::Operate))?;
-        let total = self.count_purgeable(cutoff)?;
-        let mut done = 0;
-        loop {
-            // Each batch is audited in the transaction that deletes it: a run that dies between
-            // batches has left a record of every job it removed. It waits for rows another
-            // transaction holds (an operator's purge must not leave some out); the sweeper
-            // skips what it finds locked, so the two never deadlock.
-            let n = self.write(|tx| {
-                require(tx, actor, Permission::Operate)?;
-                let now = tx.now()?;
-                let n = purge_batch(tx, cutoff)?;
-                if n > 0 {
-                    audit(tx, now, actor, AuditAction::Purge, None, &purge_detail(n, cutoff))?;
-                }
-                Ok(n)
-            })?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-            progress(BulkProgress { done, total });
-        }
-        if done == 0 {
-            self.write(|tx| {
-                let now = tx.now()?;
-                audit(tx, now, actor, AuditAction::Purge, None, &purge_detail(0, cutoff))
-            })?;
-        }
-        Ok(done)
+    /// A purge batch waits for rows another transaction holds (an operator's purge must not
+    /// leave some out); the sweeper skips what it finds locked, so the two never deadlock.
+    pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64> {
+        let mut write = |f: &mut dyn FnMut(&mut dyn PurgeTx) -> Result<u64>| self.write(|tx| f(tx));
+        ops::jobs::purge(&mut write, || self.count_purgeable(cutoff), actor, cutoff, progress)
     }
 
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
@@ -457,4 +431,14 @@ fn update_audited(
         ),
         &[&ids, &now, &actor, &details, &action.as_str()],
     )
+}
+
+impl PurgeTx for Tx<'_> {
+    fn purge_batch(&mut self, cutoff: Millis) -> Result<u64> {
+        purge_batch(self, cutoff)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        audit(self, now, actor, action, job, detail)
+    }
 }
