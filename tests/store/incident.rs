@@ -609,3 +609,47 @@ both_backends! {
         fx.assert_sound();
     }
 }
+
+both_backends! {
+    // Cancel and run-now decide each id once above both dialects (store/ops/jobs.rs): an id
+    // named twice is decided on what the first did, and each change is logged or audited once,
+    // under the action names the audit trail has always stored.
+    fn an_id_named_twice_is_decided_on_what_the_first_did_on_both_backends() {
+        use backwave::store::CancelResult;
+        let fx = Fixture::new();
+        let later = fx.store.enqueue(&NewJob::new("charge-card", "critical", vec![]).due_at(T0 + 60_000)).unwrap();
+        let scheduled = fx.enqueue("charge-card", "default");
+        let running = fx.enqueue("charge-card", "busy");
+        fx.claim_one("busy", &policy(3, Duration::from_secs(1)));
+
+        let ran = fx.store.run_now(ADMIN, &[later, later]).unwrap();
+        assert_eq!(ran, [RunNowResult::Due { was_due_at: T0 + 60_000 }, RunNowResult::Due { was_due_at: T0 }]);
+        assert_eq!(fx.job(later).due_at, T0);
+
+        let cancelled = fx.store.cancel(ADMIN, &[scheduled, running, scheduled, running]).unwrap();
+        assert_eq!(
+            cancelled,
+            [
+                CancelResult::Cancelled,
+                CancelResult::CancelRequested,
+                CancelResult::NotCancellable { state: JobState::Cancelled },
+                CancelResult::CancelRequested,
+            ]
+        );
+        let audit: Vec<(String, String)> = audit_actions(&fx.store)
+            .into_iter()
+            .filter(|(_, action, _)| action != "grant")
+            .map(|(_, action, detail)| (action, detail.unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            audit,
+            [("run-now".to_string(), format!("due_at was {}", T0 + 60_000)), ("cancel-requested".into(), "attempt 1".into())]
+        );
+        let log = fx.store.history(scheduled).unwrap();
+        assert_eq!(log.iter().filter(|t| t.to == JobState::Cancelled).count(), 1, "{log:?}");
+        // The request to stop is honoured when the handler stops: the same policy ends it.
+        let job = fx.job(running);
+        fx.report(&job, backwave::store::Outcome::Cancelled);
+        assert_eq!(fx.job(running).state, JobState::Cancelled);
+    }
+}

@@ -4,6 +4,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::ops::settings::{self, SettingRead};
+use super::ops::AuditAction;
 use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::{Error, Result};
@@ -161,7 +163,7 @@ impl SqliteStore {
                  ON CONFLICT (actor, permission) DO NOTHING",
                 params![who, permission.as_str(), actor, now],
             )?;
-            audit(tx, now, actor, "grant", None, &grant_detail(who, permission))
+            audit(tx, now, actor, AuditAction::Grant, None, &grant_detail(who, permission))
         })
     }
 
@@ -176,7 +178,7 @@ impl SqliteStore {
             // A revoke of what was not held changes nothing, so it leaves no trail (as a resume of
             // what is not paused).
             if n > 0 {
-                audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+                audit(tx, now, actor, AuditAction::Revoke, None, &grant_detail(who, permission))?;
             }
             Ok(n > 0)
         })
@@ -200,17 +202,13 @@ impl SqliteStore {
                 "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (?1, 'admin', ?1, ?2)",
                 params![actor, now],
             )?;
-            audit(tx, now, actor, "grant", None, &bootstrap_detail(actor))?;
+            audit(tx, now, actor, AuditAction::Grant, None, &bootstrap_detail(actor))?;
             Ok(true)
         })
     }
 
     pub fn setting(&self, key: SettingKey) -> Result<String> {
-        let v: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM settings WHERE key = ?1", [key.as_str()], |r| r.get(0))
-            .optional()?;
-        Ok(v.unwrap_or_else(|| key.default_value().to_string()))
+        settings::setting(&mut &self.conn, key)
     }
 
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
@@ -222,7 +220,7 @@ impl SqliteStore {
                 "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2",
                 params![key.as_str(), value],
             )?;
-            audit(tx, now, actor, "config", None, &config_detail(key, &value))
+            audit(tx, now, actor, AuditAction::Config, None, &config_detail(key, &value))
         })
     }
 
@@ -235,7 +233,7 @@ impl SqliteStore {
     }
 
     pub fn failure_detail_enabled(&self) -> Result<bool> {
-        super::jobs::detail_enabled(&self.conn)
+        settings::detail_enabled(&mut &self.conn)
     }
 
     pub fn mark_demo(&self) -> Result<()> {
@@ -263,10 +261,10 @@ impl SqliteStore {
                 )?
                 .query_map([job.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            if !super::jobs::detail_enabled(tx)? {
+            if !settings::detail_enabled(&mut { tx })? {
                 return Err(Error::FailureDetailOff);
             }
-            audit(tx, now, actor, "reveal-failure-detail", Some(job), &revealed(rows.len()))?;
+            audit(tx, now, actor, AuditAction::RevealFailureDetail, Some(job), &revealed(rows.len()))?;
             Ok(parse_details(rows))
         })
     }
@@ -446,13 +444,22 @@ pub(crate) fn audit(
     conn: &Connection,
     at: Millis,
     actor: &str,
-    action: &str,
+    action: AuditAction,
     job: Option<JobId>,
     detail: &str,
 ) -> Result<()> {
     conn.prepare_cached("INSERT INTO audit (at, actor, action, job_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![at, actor, action, job.map(|j| j.to_string()), detail])?;
+        .execute(params![at, actor, action.as_str(), job.map(|j| j.to_string()), detail])?;
     Ok(())
+}
+
+impl SettingRead for &Connection {
+    fn stored_setting(&mut self, key: SettingKey) -> Result<Option<String>> {
+        Ok(self
+            .prepare_cached("SELECT value FROM settings WHERE key = ?1")?
+            .query_row([key.as_str()], |r| r.get(0))
+            .optional()?)
+    }
 }
 
 /// The operating-system user running this process, from its real uid (not from an

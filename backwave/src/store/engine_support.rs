@@ -5,7 +5,8 @@
 
 use rusqlite::params;
 
-use super::jobs::{complete_one, detail_enabled, log, Completion, Entry, Fenced, Outcome};
+use super::jobs::{complete_one, log, Completion, Entry, Fenced, Outcome};
+use super::ops::settings;
 use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::Result;
@@ -43,7 +44,7 @@ impl SqliteStore {
                  WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3
                        AND attempt > 0 AND cancel_requested_by IS NULL",
             )?;
-            let capture = detail_enabled(tx)?;
+            let capture = settings::detail_enabled(&mut { tx })?;
             jobs.iter()
                 .map(|&(id, attempt)| {
                     if undo.execute(params![id.to_string(), worker_id, attempt, now])? == 1 {

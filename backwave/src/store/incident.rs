@@ -8,7 +8,12 @@ use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::operator::{cancel_one, requeue_one, BulkProgress, CancelResult, RequeueResult, BULK_BATCH};
+use super::operator::{requeue_one, BulkProgress, CancelResult, RequeueResult, SqliteOps, BULK_BATCH};
+use super::ops::jobs::OperatorTx;
+pub(crate) use super::ops::jobs::{
+    cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_scope,
+};
+use super::ops::{self, AuditAction};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
 use super::{unique, SqliteStore};
@@ -95,39 +100,17 @@ pub struct PayloadEdit {
 impl SqliteStore {
     pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            ids.iter().map(|id| run_now_one(tx, now, actor, *id)).collect()
-        })
+        self.write(|c| ops::jobs::run_now(&mut SqliteOps { c, now }, actor, ids))
     }
 
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        self.read(|c| {
-            ids.iter()
-                .map(|id| {
-                    Ok(match state_and_due(c, *id)? {
-                        None => RunNowResult::NotFound,
-                        Some((JobState::Scheduled, due_at)) => RunNowResult::Due { was_due_at: due_at },
-                        Some((state, _)) => RunNowResult::NotScheduled { state },
-                    })
-                })
-                .collect()
-        })
+        let now = self.now();
+        self.read(|c| ops::jobs::check_run_now(&mut SqliteOps { c, now }, ids))
     }
 
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
-        self.read(|c| {
-            ids.iter()
-                .map(|id| {
-                    Ok(match state_and_due(c, *id)? {
-                        None => CancelResult::NotFound,
-                        Some((JobState::Scheduled, _)) => CancelResult::Cancelled,
-                        Some((JobState::Running, _)) => CancelResult::CancelRequested,
-                        Some((state, _)) => CancelResult::NotCancellable { state },
-                    })
-                })
-                .collect()
-        })
+        let now = self.now();
+        self.read(|c| ops::jobs::check_cancel(&mut SqliteOps { c, now }, ids))
     }
 
     pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan> {
@@ -154,16 +137,13 @@ impl SqliteStore {
         self.in_batches(
             actor,
             total,
-            |tx, _| {
+            |c, _| {
                 // Every job of the run gets the run's start as its due time, so a batch never
                 // finds the jobs of an earlier one again.
-                let mut n = 0;
-                for id in ids_where(tx, &scope, "created_at <= ? AND due_at > ?", &[started, started])? {
-                    if matches!(run_now_one(tx, started, actor, id)?, RunNowResult::Due { .. }) {
-                        n += 1;
-                    }
-                }
-                Ok(n)
+                let ids = ids_where(c, &scope, "created_at <= ? AND due_at > ?", &[started, started])?;
+                let tx = &mut SqliteOps { c, now: started };
+                let mut jobs = tx.jobs(&ids, true)?;
+                Ok(ops::jobs::run_now_found(tx, started, actor, &ids, &mut jobs)?.1)
             },
             progress,
         )
@@ -207,17 +187,14 @@ impl SqliteStore {
         self.in_batches(
             actor,
             total,
-            |tx, now| {
-                let mut n = 0;
-                for id in ids_where(tx, &scope, pending, &[started])? {
-                    match cancel_one(tx, now, actor, id)? {
-                        CancelResult::Cancelled => done.cancelled += 1,
-                        CancelResult::CancelRequested => done.asked_to_stop += 1,
-                        CancelResult::NotCancellable { .. } | CancelResult::NotFound => continue,
-                    }
-                    n += 1;
-                }
-                Ok(n)
+            |c, now| {
+                let ids = ids_where(c, &scope, pending, &[started])?;
+                let tx = &mut SqliteOps { c, now };
+                let mut jobs = tx.jobs(&ids, true)?;
+                let batch = ops::jobs::cancel_found(tx, now, actor, &ids, &mut jobs)?.1;
+                done.cancelled += batch.cancelled;
+                done.asked_to_stop += batch.asked_to_stop;
+                Ok(batch.cancelled + batch.asked_to_stop)
             },
             progress,
         )?;
@@ -248,7 +225,7 @@ impl SqliteStore {
                 }
             }
             edited?;
-            super::admin::audit(tx, now, actor, "edit-payload", Some(id), &payload_edit_detail(&old, payload))?;
+            super::admin::audit(tx, now, actor, AuditAction::EditPayload, Some(id), &payload_edit_detail(&old, payload))?;
             let (requeued, conflict) = match requeue.then(|| requeue_one(tx, now, actor, id)).transpose()? {
                 Some(RequeueResult::Requeued { .. }) => (true, None),
                 Some(RequeueResult::Conflict { existing }) => (false, Some(existing)),
@@ -259,42 +236,7 @@ impl SqliteStore {
     }
 }
 
-fn state_and_due(c: &Connection, id: JobId) -> Result<Option<(JobState, Millis)>> {
-    Ok(c.prepare_cached("SELECT state, due_at FROM jobs WHERE id = ?1")?
-        .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, Millis>(1)?)))
-        .optional()?)
-}
-
-fn run_now_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<RunNowResult> {
-    let Some((state, due_at)) = state_and_due(tx, id)? else { return Ok(RunNowResult::NotFound) };
-    if state != JobState::Scheduled {
-        return Ok(RunNowResult::NotScheduled { state });
-    }
-    if due_at > now {
-        tx.prepare_cached("UPDATE jobs SET due_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'scheduled'")?
-            .execute(params![id.to_string(), now])?;
-        super::admin::audit(tx, now, actor, "run-now", Some(id), &run_now_detail(due_at))?;
-    }
-    Ok(RunNowResult::Due { was_due_at: due_at })
-}
-
 /// `count(*)` of the filter's jobs that also meet `extra` (its `?`s bound to `extra_args`).
-/// The scheduled jobs `filter` matches: what run-now acts on.
-pub(crate) fn run_now_scope(filter: &JobFilter) -> JobFilter {
-    JobFilter { states: vec![JobState::Scheduled], finished_before: None, ..filter.clone() }
-}
-
-/// The scheduled and running jobs `filter` matches (both when it names neither): what a bulk
-/// cancel acts on.
-pub(crate) fn cancel_scope(filter: &JobFilter) -> JobFilter {
-    let mut f = JobFilter { finished_before: None, ..filter.clone() };
-    f.states.retain(|s| matches!(s, JobState::Scheduled | JobState::Running));
-    if f.states.is_empty() {
-        f.states = vec![JobState::Scheduled, JobState::Running];
-    }
-    f
-}
-
 fn count_where(c: &Connection, filter: &JobFilter, extra: &str, extra_args: &[Millis]) -> Result<u64> {
     let (clause, mut args) = filter.where_clause();
     args.extend(extra_args.iter().map(|v| Value::Integer(*v)));
@@ -309,42 +251,4 @@ fn ids_where(c: &Connection, filter: &JobFilter, extra: &str, extra_args: &[Mill
     Ok(c.prepare_cached(&format!("SELECT id FROM jobs WHERE {clause} AND {extra} LIMIT {BULK_BATCH}"))?
         .query_map(params_from_iter(args), |r| parse_id(r, 0))?
         .collect::<Result<_, _>>()?)
-}
-
-/// The audit detail of a run-now: when the job would have run.
-pub(crate) fn run_now_detail(was_due_at: Millis) -> String {
-    format!("due_at was {was_due_at}")
-}
-
-/// Refuse a new payload that is not JSON, quoting its start.
-pub(crate) fn check_new_payload(payload: &[u8]) -> Result<()> {
-    if let Err(e) = serde_json::from_slice::<serde_json::Value>(payload) {
-        let text = String::from_utf8_lossy(payload);
-        let shown: String = text.chars().take(60).collect();
-        let more = if text.chars().count() > 60 { "…" } else { "" };
-        return Err(Error::InvalidInput(format!("the new payload '{shown}{more}' is not valid JSON: {e}")));
-    }
-    Ok(())
-}
-
-/// Only a Dead-Lettered or Quarantined job's payload may be repaired.
-pub(crate) fn check_editable(id: JobId, state: JobState) -> Result<()> {
-    if !state.is_requeueable() {
-        return Err(Error::WrongState { id: id.to_string(), state, wanted: "dead-lettered or quarantined" });
-    }
-    Ok(())
-}
-
-/// The audit detail of a payload repair: the old payload (as text, or hex when it is not
-/// UTF-8), so that the edit can be undone, and the new payload's size.
-pub(crate) fn payload_edit_detail(old: &[u8], new: &[u8]) -> String {
-    let detail = match std::str::from_utf8(old) {
-        Ok(text) => serde_json::json!({ "old_payload": text, "new_bytes": new.len() }),
-        Err(_) => serde_json::json!({ "old_payload_hex": hex(old), "new_bytes": new.len() }),
-    };
-    detail.to_string()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -9,16 +9,18 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::ops::outcome::{self, AttemptEnd, AttemptTx};
+pub(crate) use super::ops::outcome::{Entry, RunningAttempt};
+use super::ops::settings;
 use super::row::{job_columns, job_from_row, parse_budget, parse_id};
 use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
 use crate::model::{
     cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason,
 };
-use crate::retry::{duration_ms, BackoffFn, RetryPolicy};
+use crate::retry::{BackoffFn, RetryPolicy};
 
-/// The cause of a job whose lease lapsed on its last attempt.
-pub const LEASE_EXPIRED: &str = "lease expired";
+pub use super::ops::outcome::{LEASE_EXPIRED, UNREQUESTED_CANCEL};
 
 /// What a worker asks for when it claims.
 #[derive(Clone, Debug)]
@@ -225,7 +227,7 @@ impl SqliteStore {
         }
         let now = self.now();
         self.write(|tx| {
-            let capture = detail_enabled(tx)?;
+            let capture = settings::detail_enabled(&mut { tx })?;
             completions.iter().map(|c| complete_one(tx, now, capture, c)).collect()
         })
     }
@@ -240,11 +242,7 @@ impl SqliteStore {
                 .take(limit)
                 .collect::<Result<Vec<_>, _>>()?;
             for run in &expired {
-                let owner = Some(run.lease_owner.as_str());
-                match run.cancel_requested_by.as_deref() {
-                    Some(actor) => finish_cancelled(tx, now, run, owner, actor, None)?,
-                    None => fail_attempt(tx, now, run, owner, LEASE_EXPIRED, None)?,
-                };
+                outcome::lapse(&mut { tx }, now, run)?;
             }
             Ok(expired.len())
         })
@@ -361,17 +359,6 @@ fn unreadable<T>(r: &rusqlite::Result<T>) -> bool {
     matches!(r, Err(E::FromSqlConversionFailure(..) | E::InvalidColumnType(..) | E::IntegralValueOutOfRange(..)))
 }
 
-/// The narrow view of one Running attempt.
-pub(crate) struct RunningAttempt {
-    pub(crate) id: JobId,
-    pub(crate) attempt: u32,
-    pub(crate) max_attempts: Option<u32>,
-    /// The job's delay table as JSON text.
-    pub(crate) delay_table: Option<String>,
-    pub(crate) cancel_requested_by: Option<String>,
-    pub(crate) lease_owner: String,
-}
-
 fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
     Ok(RunningAttempt {
         id: parse_id(r, 0)?,
@@ -383,57 +370,13 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
     })
 }
 
-impl RunningAttempt {
-    /// The attempt budget. A job claimed by another program that wrote no budget gets the
-    /// default policy's, rather than dying on its first failure.
-    pub(crate) fn max_attempts(&self) -> u32 {
-        self.max_attempts.unwrap_or_else(|| RetryPolicy::default().max_attempts())
-    }
-
-    /// The wait after this attempt fails, from the job's own delay table. A missing or short
-    /// table (written by another program) falls back to the default policy, never to zero: a
-    /// zero wait would turn a failing job into a hot loop.
-    pub(crate) fn next_delay_ms(&self) -> u64 {
-        let n = self.attempt.max(1);
-        self.delay_table
-            .as_deref()
-            .and_then(|t| serde_json::from_str::<Vec<u64>>(t).ok())
-            .and_then(|t| t.get(n as usize - 1).copied())
-            .unwrap_or_else(|| duration_ms(RetryPolicy::default().delay(n, 0)))
-    }
-}
-
+/// One outcome behind the fence ([`outcome::complete`]); a success, the common case, is one
+/// fenced UPDATE with no row read at all.
 pub(super) fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
-    let id = c.job_id.to_string();
-    let worker = Some(c.worker_id.as_str());
-    // The common case is one fenced UPDATE: no row read at all.
     if c.outcome == Outcome::Succeeded {
         return succeed(tx, now, c);
     }
-    let run = tx
-        .prepare_cached(FENCED_ATTEMPT_SQL)?
-        .query_row(params![id, c.worker_id, c.attempt], attempt_from_row)
-        .optional()?;
-    let Some(run) = run else { return Ok(Fenced::Rejected) };
-    let state = match decide(&c.outcome, run.cancel_requested_by.as_deref(), capture) {
-        Decision::Succeed => return succeed(tx, now, c),
-        Decision::Cancel { actor, failure } => finish_cancelled(tx, now, &run, worker, actor, failure)?,
-        Decision::Fail { message, detail } => fail_attempt(tx, now, &run, worker, message, detail)?,
-        Decision::Quarantine { reason, cause } => {
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
-                        quarantine_reason = ?2, terminal_cause = ?3, cause_fingerprint = ?4,
-                        finished_at = ?5, updated_at = ?5 WHERE id = ?1",
-            )?
-            .execute(params![id, reason.as_str(), cause, cause_fingerprint(cause), now])?;
-            let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Quarantined, run.attempt);
-            e.worker_id = worker;
-            e.reason = Some(cause);
-            log(tx, &e)?;
-            JobState::Quarantined
-        }
-    };
-    Ok(Fenced::Accepted(state))
+    outcome::complete(&mut { tx }, now, capture, c)
 }
 
 /// Record a success behind the fence in one UPDATE; the log entry only when it was accepted.
@@ -452,177 +395,6 @@ fn succeed(tx: &Connection, now: Millis, c: &Completion) -> Result<Fenced> {
     e.worker_id = Some(&c.worker_id);
     log(tx, &e)?;
     Ok(Fenced::Accepted(JobState::Succeeded))
-}
-
-/// The reason logged when a handler reports its own, unrequested cancellation.
-pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
-
-/// A failed attempt of a Running job: retry at its delay table, or dead-letter when this was
-/// attempt `max_attempts`. `detail` is `None` for a lapsed lease (no detail exists), and
-/// `Some(None)` for a failure whose detail was not captured.
-fn fail_attempt(
-    tx: &Connection,
-    now: Millis,
-    run: &RunningAttempt,
-    worker: Option<&str>,
-    message: &str,
-    detail: Option<Option<&FailureDetail>>,
-) -> Result<JobState> {
-    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Scheduled, run.attempt);
-    e.worker_id = worker;
-    e.reason = Some(message);
-    let detail_json = detail_json(detail.flatten())?;
-    e.failure_detail = detail_json.as_deref();
-    e.detail_status = detail_status(detail);
-    if run.attempt >= run.max_attempts() {
-        tx.prepare_cached(
-            "UPDATE jobs SET state = 'dead-lettered', lease_owner = NULL, lease_expires_at = NULL,
-                    terminal_cause = ?2, cause_fingerprint = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?1",
-        )?
-        .execute(params![run.id.to_string(), message, cause_fingerprint(message), now])?;
-        e.to = JobState::DeadLettered;
-        log(tx, &e)?;
-        Ok(JobState::DeadLettered)
-    } else {
-        let due = now.saturating_add(run.next_delay_ms().min(i64::MAX as u64) as Millis);
-        tx.prepare_cached(
-            "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
-                    due_at = ?2, updated_at = ?3 WHERE id = ?1",
-        )?
-        .execute(params![run.id.to_string(), due, now])?;
-        log(tx, &e)?;
-        Ok(JobState::Scheduled)
-    }
-}
-
-/// End a Running job that an operator asked to stop. `failure` is the handler's error when it
-/// stopped by failing: kept on the log entry, since the job will not run again to show it.
-fn finish_cancelled(
-    tx: &Connection,
-    now: Millis,
-    run: &RunningAttempt,
-    worker: Option<&str>,
-    actor: &str,
-    failure: Option<(&str, Option<&FailureDetail>)>,
-) -> Result<JobState> {
-    let (cause, reason) = cancel_texts(actor, failure.map(|(message, _)| message));
-    tx.prepare_cached(
-        "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
-                terminal_cause = ?2, cause_fingerprint = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?1",
-    )?
-    .execute(params![run.id.to_string(), cause, cause_fingerprint(&cause), now])?;
-    let detail_json = detail_json(failure.and_then(|(_, d)| d))?;
-    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Cancelled, run.attempt);
-    e.worker_id = worker;
-    e.actor = Some(actor);
-    e.reason = Some(&reason);
-    e.failure_detail = detail_json.as_deref();
-    e.detail_status = detail_status(failure.map(|(_, d)| d));
-    log(tx, &e)?;
-    Ok(JobState::Cancelled)
-}
-
-/// What a reported outcome does to the attempt it ends: decided here once for both backends,
-/// which then write it each in their own SQL.
-pub(crate) enum Decision<'a> {
-    Succeed,
-    /// A failed attempt: retried at the job's delay table, or dead-lettered on the last one.
-    /// `detail` is `None` for no failure detail status at all, `Some(None)` for a failure whose
-    /// detail was not captured.
-    Fail {
-        message: &'a str,
-        detail: Option<Option<&'a FailureDetail>>,
-    },
-    /// Ended by an operator's cancel; `failure` is the handler's error when it stopped by
-    /// failing, kept on the log entry since the job will not run again to show it.
-    Cancel {
-        actor: &'a str,
-        failure: Option<(&'a str, Option<&'a FailureDetail>)>,
-    },
-    Quarantine {
-        reason: crate::model::QuarantineReason,
-        cause: &'a str,
-    },
-}
-
-pub(crate) fn decide<'a>(outcome: &'a Outcome, cancel_requested_by: Option<&'a str>, capture: bool) -> Decision<'a> {
-    match outcome {
-        Outcome::Succeeded => Decision::Succeed,
-        Outcome::Cancelled => match cancel_requested_by {
-            Some(actor) => Decision::Cancel { actor, failure: None },
-            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
-            // timeout inside it) is a plain failed attempt.
-            None => Decision::Fail { message: UNREQUESTED_CANCEL, detail: Some(None) },
-        },
-        Outcome::Failed { message, detail } => {
-            let detail = if capture { detail.as_ref() } else { None };
-            match cancel_requested_by {
-                // An operator asked it to stop: retrying would defy them. The failure is kept
-                // in the log entry that ends the job.
-                Some(actor) => Decision::Cancel { actor, failure: Some((message, detail)) },
-                None => Decision::Fail { message, detail: Some(detail) },
-            }
-        }
-        Outcome::Quarantined { reason, cause } => Decision::Quarantine { reason: *reason, cause },
-    }
-}
-
-/// The terminal cause of a job an operator cancelled, and its log entry's reason.
-pub(crate) fn cancel_texts(actor: &str, failure: Option<&str>) -> (String, String) {
-    let cause = format!("cancelled by {actor}");
-    let reason = match failure {
-        Some(message) => format!("{cause}; the handler stopped with: {message}"),
-        None => cause.clone(),
-    };
-    (cause, reason)
-}
-
-/// A log entry's `detail_status` for a failure whose detail was or was not captured.
-pub(crate) fn detail_status(detail: Option<Option<&FailureDetail>>) -> Option<&'static str> {
-    detail.map(|d| if d.is_some() { "captured" } else { "not-captured" })
-}
-
-pub(crate) fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<String>> {
-    detail.map(|d| serde_json::to_string(d).map_err(Error::Encode)).transpose()
-}
-
-pub(crate) fn detail_enabled(tx: &Connection) -> Result<bool> {
-    let v: Option<String> = tx
-        .prepare_cached("SELECT value FROM settings WHERE key = 'failure_detail'")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    Ok(v.as_deref() != Some("off"))
-}
-
-/// One transition entry to append.
-pub(crate) struct Entry<'a> {
-    pub job_id: JobId,
-    pub at: Millis,
-    pub from: Option<JobState>,
-    pub to: JobState,
-    pub attempt: u32,
-    pub worker_id: Option<&'a str>,
-    pub actor: Option<&'a str>,
-    pub reason: Option<&'a str>,
-    pub failure_detail: Option<&'a str>,
-    pub detail_status: Option<&'static str>,
-}
-
-impl<'a> Entry<'a> {
-    pub fn new(job_id: JobId, at: Millis, from: Option<JobState>, to: JobState, attempt: u32) -> Self {
-        Entry {
-            job_id,
-            at,
-            from,
-            to,
-            attempt,
-            worker_id: None,
-            actor: None,
-            reason: None,
-            failure_detail: None,
-            detail_status: None,
-        }
-    }
 }
 
 pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
@@ -644,6 +416,55 @@ pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
         e.detail_status
     ])?;
     Ok(())
+}
+
+/// SQLite's statements for the end of an attempt: under the one writer, the row the fenced read
+/// found is the row written.
+impl AttemptTx for &Connection {
+    fn fenced_attempt(&mut self, c: &Completion) -> Result<Option<RunningAttempt>> {
+        Ok(self
+            .prepare_cached(FENCED_ATTEMPT_SQL)?
+            .query_row(params![c.job_id.to_string(), c.worker_id, c.attempt], attempt_from_row)
+            .optional()?)
+    }
+
+    fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {
+        let id = id.to_string();
+        match end {
+            AttemptEnd::Succeeded => self
+                .prepare_cached(
+                    "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                            finished_at = ?2, updated_at = ?2 WHERE id = ?1",
+                )?
+                .execute(params![id, now])?,
+            AttemptEnd::Retry { due } => self
+                .prepare_cached(
+                    "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
+                            due_at = ?2, updated_at = ?3 WHERE id = ?1",
+                )?
+                .execute(params![id, due, now])?,
+            AttemptEnd::DeadLettered { cause } | AttemptEnd::Cancelled { cause } => {
+                let state = if matches!(end, AttemptEnd::Cancelled { .. }) { "cancelled" } else { "dead-lettered" };
+                self.prepare_cached(
+                    "UPDATE jobs SET state = ?5, lease_owner = NULL, lease_expires_at = NULL,
+                            terminal_cause = ?2, cause_fingerprint = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?1",
+                )?
+                .execute(params![id, cause, cause_fingerprint(cause), now, state])?
+            }
+            AttemptEnd::Quarantined { reason, cause } => self
+                .prepare_cached(
+                    "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+                            quarantine_reason = ?2, terminal_cause = ?3, cause_fingerprint = ?4,
+                            finished_at = ?5, updated_at = ?5 WHERE id = ?1",
+                )?
+                .execute(params![id, reason.as_str(), cause, cause_fingerprint(cause), now])?,
+        };
+        Ok(())
+    }
+
+    fn log(&mut self, e: &Entry<'_>) -> Result<()> {
+        log(self, e)
+    }
 }
 
 /// Insert `jobs` (already validated) as Scheduled, in the caller's transaction: each stored, or

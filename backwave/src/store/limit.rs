@@ -10,6 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::ops::AuditAction;
 use super::pause::{check_name, decide_name_action, NameAction, PauseRead};
 use super::{Backend, PauseKind, SqliteStore, Store};
 use crate::error::{Error, Result};
@@ -546,7 +547,7 @@ pub(crate) fn charge_windows(c: &Connection, limits: &ClaimLimits, now: Millis) 
 pub(crate) trait LimitTx: PauseRead {
     /// The time the transaction decides at.
     fn now(&mut self) -> Result<Millis>;
-    fn audit(&mut self, now: Millis, actor: &str, action: &str, detail: &str) -> Result<()>;
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()>;
     /// Decide one name's changes one at a time, so that two operators' changes merge in order
     /// (PostgreSQL's writers run side by side; SQLite has one writer).
     fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()>;
@@ -585,7 +586,7 @@ impl Store {
             spec.validate()?;
             let (source, set_by) = (LimitSource::Operator, actor.to_string());
             tx.write_row(&Limit { kind, name: name.to_string(), source, spec, set_by, set_at: now, until })?;
-            tx.audit(now, actor, "limit", &limit_detail(kind, name, &spec, until))?;
+            tx.audit(now, actor, AuditAction::Limit, &limit_detail(kind, name, &spec, until))?;
             Ok(match previous {
                 Some(previous) => LimitResult::Changed { previous },
                 None => LimitResult::Limited,
@@ -602,7 +603,7 @@ impl Store {
             if tx.delete_operator(kind, name, now)? != Some(true) {
                 return Ok(false);
             }
-            tx.audit(now, actor, "unlimit", &format!("{kind} {name}"))?;
+            tx.audit(now, actor, AuditAction::Unlimit, &format!("{kind} {name}"))?;
             Ok(true)
         })
     }
@@ -663,7 +664,7 @@ impl LimitTx for SqliteLimits<'_> {
         Ok(self.now)
     }
 
-    fn audit(&mut self, now: Millis, actor: &str, action: &str, detail: &str) -> Result<()> {
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
         super::admin::audit(self.c, now, actor, action, None, detail)
     }
 

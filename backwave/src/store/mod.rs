@@ -30,6 +30,7 @@ mod load;
 mod log;
 mod migrate;
 mod operator;
+mod ops;
 mod pause;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -3,10 +3,15 @@
 //! batches small enough never to stall workers; an interrupted bulk run leaves every job either
 //! changed with its log entry or untouched.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::jobs::{log, Entry};
+pub(crate) use super::ops::jobs::{decide_purge, purge_job_detail, REQUEUE_REASON};
+use super::ops::jobs::{Found, OperatorTx, PurgeTx};
+use super::ops::{self, AuditAction};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
 use super::{unique, SqliteStore};
@@ -127,10 +132,7 @@ impl SqliteStore {
 
     pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            ids.iter().map(|id| cancel_one(tx, now, actor, *id)).collect()
-        })
+        self.write(|c| ops::jobs::cancel(&mut SqliteOps { c, now }, actor, ids))
     }
 
     pub fn sweep(&self, cutoff: Millis, limit: usize) -> Result<u64> {
@@ -142,33 +144,12 @@ impl SqliteStore {
         self.sweep(self.now().saturating_sub(keep), limit)
     }
 
-    pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
-        let total = self.count_purgeable(cutoff)?;
-        let mut done = 0;
-        loop {
+    pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64> {
+        let mut write = |f: &mut dyn FnMut(&mut dyn PurgeTx) -> Result<u64>| {
             let now = self.now();
-            // Each batch is audited in the transaction that deletes it: a run that dies between
-            // batches has left a record of every job it removed.
-            let n = self.write(|tx| {
-                super::admin::require(tx, actor, Permission::Operate)?;
-                let n = sweep_batch(tx, cutoff, BULK_BATCH)?;
-                if n > 0 {
-                    super::admin::audit(tx, now, actor, "purge", None, &purge_detail(n, cutoff))?;
-                }
-                Ok(n)
-            })?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-            progress(BulkProgress { done, total });
-        }
-        if done == 0 {
-            let now = self.now();
-            self.write(|tx| super::admin::audit(tx, now, actor, "purge", None, &purge_detail(0, cutoff)))?;
-        }
-        Ok(done)
+            self.write(|c| f(&mut SqliteOps { c, now }))
+        };
+        ops::jobs::purge(&mut write, || self.count_purgeable(cutoff), actor, cutoff, progress)
     }
 
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
@@ -187,19 +168,6 @@ impl SqliteStore {
             |r| r.get::<_, i64>(0),
         )? as u64)
     }
-}
-
-/// The reason logged on every operator requeue.
-pub(crate) const REQUEUE_REASON: &str = "requeued by operator: attempt budget reset";
-
-/// The terminal cause of a job an operator cancelled.
-pub(crate) fn cancel_cause(actor: &str) -> String {
-    format!("cancelled by {actor}")
-}
-
-/// The audit detail of one purge batch (or of a purge that found nothing).
-pub(crate) fn purge_detail(n: u64, cutoff: Millis) -> String {
-    format!("{n} jobs finished before {cutoff}")
 }
 
 /// Up to [`BULK_BATCH`] jobs of a bulk requeue's scope that its next batch takes: those whose
@@ -298,39 +266,6 @@ pub(super) fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) 
     Ok(RequeueResult::Requeued { from: state })
 }
 
-pub(super) fn cancel_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<CancelResult> {
-    let found = tx
-        .prepare_cached("SELECT state, attempt, cancel_requested_by IS NOT NULL FROM jobs WHERE id = ?1")?
-        .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, u32>(1)?, r.get::<_, bool>(2)?)))
-        .optional()?;
-    let Some((state, attempt, already_requested)) = found else { return Ok(CancelResult::NotFound) };
-    match state {
-        JobState::Scheduled => {
-            let cause = cancel_cause(actor);
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 'cancelled', terminal_cause = ?2, cause_fingerprint = ?3,
-                        cancel_requested_by = ?4, finished_at = ?5, updated_at = ?5 WHERE id = ?1",
-            )?
-            .execute(params![id.to_string(), cause, cause_fingerprint(&cause), actor, now])?;
-            let mut e = Entry::new(id, now, Some(JobState::Scheduled), JobState::Cancelled, attempt);
-            e.actor = Some(actor);
-            e.reason = Some(&cause);
-            log(tx, &e)?;
-            Ok(CancelResult::Cancelled)
-        }
-        JobState::Running => {
-            // Asking twice changes nothing: the first operator to ask is the one logged.
-            if !already_requested {
-                tx.prepare_cached("UPDATE jobs SET cancel_requested_by = ?2, updated_at = ?3 WHERE id = ?1")?
-                    .execute(params![id.to_string(), actor, now])?;
-                super::admin::audit(tx, now, actor, "cancel-requested", Some(id), &format!("attempt {attempt}"))?;
-            }
-            Ok(CancelResult::CancelRequested)
-        }
-        state => Ok(CancelResult::NotCancellable { state }),
-    }
-}
-
 fn purge_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<PurgeResult> {
     let found = tx
         .prepare_cached("SELECT state, wire_name, queue FROM jobs WHERE id = ?1")?
@@ -341,24 +276,16 @@ fn purge_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<Pur
     if let PurgeResult::Deleted { .. } = result {
         // Its transitions go with it (ON DELETE CASCADE); the audit entry is what remains.
         tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?.execute([id.to_string()])?;
-        super::admin::audit(tx, now, actor, "purge", Some(id), &purge_job_detail(state, &wire_name, &queue))?;
+        super::admin::audit(
+            tx,
+            now,
+            actor,
+            AuditAction::Purge,
+            Some(id),
+            &purge_job_detail(state, &wire_name, &queue),
+        )?;
     }
     Ok(result)
-}
-
-/// Whether a job found in `state` may be purged by id: only a terminal one, so that a purge
-/// never pulls a job from under a worker or loses one that is still to run.
-pub(crate) fn decide_purge(state: JobState) -> PurgeResult {
-    if state.is_terminal() {
-        PurgeResult::Deleted { state }
-    } else {
-        PurgeResult::NotTerminal { state }
-    }
-}
-
-/// The audit detail of one job purged by id: what it was, since its row and log are gone.
-pub(crate) fn purge_job_detail(state: JobState, wire_name: &str, queue: &str) -> String {
-    serde_json::json!({ "state": state.as_str(), "wire_name": wire_name, "queue": queue }).to_string()
 }
 
 fn sweep_batch(tx: &Connection, cutoff: Millis, limit: usize) -> Result<u64> {
@@ -370,4 +297,92 @@ fn sweep_batch(tx: &Connection, cutoff: Millis, limit: usize) -> Result<u64> {
                  AND finished_at < ?1 LIMIT ?2)",
         )?
         .execute(params![cutoff, limit as i64])? as u64)
+}
+
+/// SQLite's statements for the operator actions of `ops/jobs.rs`; `now` is the store's clock.
+/// Under the one writer what a read finds stays so until the transaction ends, so `lock`
+/// changes nothing here.
+pub(super) struct SqliteOps<'c> {
+    pub(super) c: &'c Connection,
+    pub(super) now: Millis,
+}
+
+impl OperatorTx for SqliteOps<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Ok(self.now)
+    }
+
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        super::admin::require(self.c, actor, permission)
+    }
+
+    fn jobs(&mut self, ids: &[JobId], _lock: bool) -> Result<HashMap<JobId, Found>> {
+        let mut stmt = self
+            .c
+            .prepare_cached("SELECT state, attempt, cancel_requested_by IS NOT NULL, due_at FROM jobs WHERE id = ?1")?;
+        let mut out = HashMap::with_capacity(ids.len());
+        for id in ids {
+            let found = stmt
+                .query_row([id.to_string()], |r| {
+                    Ok(Found {
+                        state: parse_state(r, 0)?,
+                        attempt: r.get(1)?,
+                        cancel_requested: r.get(2)?,
+                        due_at: r.get(3)?,
+                    })
+                })
+                .optional()?;
+            if let Some(found) = found {
+                out.insert(*id, found);
+            }
+        }
+        Ok(out)
+    }
+
+    fn cancel_scheduled(&mut self, now: Millis, actor: &str, cause: &str, jobs: &[(JobId, u32)]) -> Result<u64> {
+        let fingerprint = cause_fingerprint(cause);
+        for (id, attempt) in jobs {
+            self.c
+                .prepare_cached(
+                    "UPDATE jobs SET state = 'cancelled', terminal_cause = ?2, cause_fingerprint = ?3,
+                            cancel_requested_by = ?4, finished_at = ?5, updated_at = ?5 WHERE id = ?1",
+                )?
+                .execute(params![id.to_string(), cause, fingerprint, actor, now])?;
+            let mut e = Entry::new(*id, now, Some(JobState::Scheduled), JobState::Cancelled, *attempt);
+            e.actor = Some(actor);
+            e.reason = Some(cause);
+            log(self.c, &e)?;
+        }
+        Ok(jobs.len() as u64)
+    }
+
+    fn ask_to_stop(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64> {
+        for (id, detail) in jobs {
+            self.c
+                .prepare_cached("UPDATE jobs SET cancel_requested_by = ?2, updated_at = ?3 WHERE id = ?1")?
+                .execute(params![id.to_string(), actor, now])?;
+            super::admin::audit(self.c, now, actor, action, Some(*id), detail)?;
+        }
+        Ok(jobs.len() as u64)
+    }
+
+    fn make_due(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64> {
+        for (id, detail) in jobs {
+            self.c
+                .prepare_cached("UPDATE jobs SET due_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'scheduled'")?
+                .execute(params![id.to_string(), now])?;
+            super::admin::audit(self.c, now, actor, action, Some(*id), detail)?;
+        }
+        Ok(jobs.len() as u64)
+    }
+}
+
+impl PurgeTx for SqliteOps<'_> {
+    fn purge_batch(&mut self, cutoff: Millis) -> Result<u64> {
+        sweep_batch(self.c, cutoff, BULK_BATCH)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        super::admin::audit(self.c, now, actor, action, job, detail)
+    }
 }

@@ -1,7 +1,8 @@
 //! Pausing and resuming a queue or a wire name. A pause is a row in `pauses` that the claim
 //! reads in its own transaction (see `jobs.rs`), so every worker of every process honours it at
 //! its next poll without being told; running jobs finish and enqueues still land. Pauses and
-//! resumes need `operate` and are audited; this module never touches a job.
+//! resumes need `operate` and are audited (the policy is `ops/names.rs`'s, written once for
+//! both backends); this module never touches a job.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -9,8 +10,11 @@ use std::fmt;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::ops::names::{self, PauseTx};
+pub(crate) use super::ops::names::{check_name, check_until, decide_name_action, NameAction, PauseRead};
+use super::ops::AuditAction;
 use super::SqliteStore;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{Millis, Permission};
 
 /// What a pause stops: every job of a queue, or every job with a wire name, in any queue.
@@ -121,26 +125,7 @@ impl SqliteStore {
         force: bool,
     ) -> Result<PauseResult> {
         let now = self.now();
-        self.write(|tx| {
-            let mut read = tx;
-            decide_name_action(&mut read, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
-            let previous: Option<Option<Millis>> = tx
-                .prepare_cached(
-                    "SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)",
-                )?
-                .query_row(params![kind.as_str(), name, now], |r| r.get(0))
-                .optional()?;
-            tx.prepare_cached(
-                "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (kind, name) DO UPDATE SET paused_by = ?3, paused_at = ?4, until = ?5",
-            )?
-            .execute(params![kind.as_str(), name, actor, now, until])?;
-            super::admin::audit(tx, now, actor, "pause", None, &pause_detail(kind, name, until))?;
-            Ok(match previous {
-                Some(previous_until) => PauseResult::Extended { previous_until },
-                None => PauseResult::Paused,
-            })
-        })
+        self.write(|c| names::pause(&mut SqlitePauses { c, now }, actor, kind, name, until, force))
     }
 
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
@@ -170,20 +155,7 @@ impl SqliteStore {
 
     pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let was_active: Option<bool> = tx
-                .prepare_cached(
-                    "DELETE FROM pauses WHERE kind = ?1 AND name = ?2 RETURNING until IS NULL OR until > ?3",
-                )?
-                .query_row(params![kind.as_str(), name, now], |r| r.get(0))
-                .optional()?;
-            if was_active != Some(true) {
-                return Ok(ResumeResult::NotPaused);
-            }
-            super::admin::audit(tx, now, actor, "resume", None, &format!("{kind} {name}"))?;
-            Ok(ResumeResult::Resumed)
-        })
+        self.write(|c| names::resume(&mut SqlitePauses { c, now }, actor, kind, name))
     }
 
     pub fn pauses(&self) -> Result<Vec<Pause>> {
@@ -206,92 +178,6 @@ impl SqliteStore {
     }
 }
 
-/// A pause must end after `now`, or it would end at once.
-pub(crate) fn check_until(until: Option<Millis>, now: Millis) -> Result<()> {
-    check_ends_later(NameAction::Pause, until, now)
-}
-
-/// What an operator does to a queue or a wire name, as its refusals word it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NameAction {
-    Pause,
-    Limit,
-}
-
-impl NameAction {
-    fn as_str(self) -> &'static str {
-        match self {
-            NameAction::Pause => "pause",
-            NameAction::Limit => "limit",
-        }
-    }
-}
-
-/// A pause or a limit must end after `now`, or it would end at once.
-pub(crate) fn check_ends_later(action: NameAction, until: Option<Millis>, now: Millis) -> Result<()> {
-    match until {
-        Some(u) if u <= now => Err(Error::InvalidInput(format!(
-            "a {} until {u} would end at once: it is not after now ({now}, epoch ms)",
-            action.as_str()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The audit detail of a pause.
-pub(crate) fn pause_detail(kind: PauseKind, name: &str, until: Option<Millis>) -> String {
-    let until_text = until.map_or_else(|| "until resumed".to_string(), |u| format!("until {u}"));
-    format!("{kind} {name} {until_text}")
-}
-
-pub(crate) fn check_name(kind: PauseKind, name: &str) -> Result<()> {
-    if name.trim().is_empty() || name.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(format!("{name:?} is not a {kind} name")));
-    }
-    Ok(())
-}
-
-/// The refusal of a name nothing mentions.
-pub(crate) fn unknown_name(action: NameAction, kind: PauseKind, name: &str) -> Error {
-    Error::InvalidInput(format!(
-        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to {} it \
-         ahead of its first job)",
-        action.as_str()
-    ))
-}
-
-/// What a pause decision reads, per dialect: the actor's permission and whether a name is known.
-pub(crate) trait PauseRead {
-    /// `PermissionDenied` unless the actor (on PostgreSQL, the one the server vouches for)
-    /// holds `permission`.
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
-    /// Whether any job or any registered worker mentions the queue or wire name.
-    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool>;
-}
-
-/// The one order a pause or a limit (and a pause's plan, `expiry` `None`) is checked in, on both
-/// backends: the actor's permission first, so that someone who may not act learns nothing else;
-/// then the name's spelling, the expiry against now, and a name nothing mentions (unless `force`).
-pub(crate) fn decide_name_action(
-    read: &mut (impl PauseRead + ?Sized),
-    action: NameAction,
-    actor: &str,
-    kind: PauseKind,
-    name: &str,
-    expiry: Option<(Option<Millis>, Millis)>,
-    force: bool,
-) -> Result<()> {
-    read.require(actor, Permission::Operate)?;
-    check_name(kind, name)?;
-    if let Some((until, now)) = expiry {
-        check_ends_later(action, until, now)?;
-    }
-    if force || read.is_known(kind, name)? {
-        return Ok(());
-    }
-    Err(unknown_name(action, kind, name))
-}
-
 impl PauseRead for &Connection {
     fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
         super::admin::require(self, actor, permission)
@@ -312,5 +198,63 @@ impl PauseRead for &Connection {
             }
         };
         Ok(self.prepare_cached(sql)?.query_row([name], |r| r.get(0))?)
+    }
+}
+
+/// SQLite's statements for pause and resume; `now` is the store's clock (one writer, so
+/// [`PauseTx::lock_name`] has nothing to wait for).
+struct SqlitePauses<'c> {
+    c: &'c Connection,
+    now: Millis,
+}
+
+impl PauseRead for SqlitePauses<'_> {
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        super::admin::require(self.c, actor, permission)
+    }
+
+    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool> {
+        let mut c = self.c;
+        c.is_known(kind, name)
+    }
+}
+
+impl PauseTx for SqlitePauses<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Ok(self.now)
+    }
+
+    fn lock_name(&mut self, _: PauseKind, _: &str) -> Result<()> {
+        Ok(())
+    }
+
+    fn pause_in_force(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<Option<Millis>>> {
+        Ok(self
+            .c
+            .prepare_cached("SELECT until FROM pauses WHERE kind = ?1 AND name = ?2 AND (until IS NULL OR until > ?3)")?
+            .query_row(params![kind.as_str(), name, now], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn set_pause(&mut self, kind: PauseKind, name: &str, by: &str, now: Millis, until: Option<Millis>) -> Result<()> {
+        self.c
+            .prepare_cached(
+                "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (kind, name) DO UPDATE SET paused_by = ?3, paused_at = ?4, until = ?5",
+            )?
+            .execute(params![kind.as_str(), name, by, now, until])?;
+        Ok(())
+    }
+
+    fn lift_pause(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<bool>> {
+        Ok(self
+            .c
+            .prepare_cached("DELETE FROM pauses WHERE kind = ?1 AND name = ?2 RETURNING until IS NULL OR until > ?3")?
+            .query_row(params![kind.as_str(), name, now], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
+        super::admin::audit(self.c, now, actor, action, None, detail)
     }
 }

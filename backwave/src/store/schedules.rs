@@ -12,6 +12,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, Row};
 use serde::Serialize;
 
+use super::ops::AuditAction;
 use super::{Backend, Store};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, JobState, Millis, NewJob, Permission};
@@ -360,7 +361,7 @@ pub(crate) trait ScheduleTx {
     /// The time the transaction decides at.
     fn now(&mut self) -> Result<Millis>;
     fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
-    fn audit(&mut self, now: Millis, actor: &str, action: &str, job: Option<JobId>, detail: &str) -> Result<()>;
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()>;
     fn payload_limit(&mut self) -> Result<u64>;
     /// Decide one name at a time: PostgreSQL's writers run side by side (SQLite has one writer).
     fn lock_name(&mut self, name: &str) -> Result<()>;
@@ -390,7 +391,7 @@ fn declare(tx: &mut dyn ScheduleTx, actor: &str, defs: &[Schedule], now: Millis)
         let result = match row(tx, &d.name)? {
             None => {
                 tx.write_definition(d, now, true)?;
-                tx.audit(now, actor, "schedule-declare", None, &declare_detail(d))?;
+                tx.audit(now, actor, AuditAction::ScheduleDeclare, None, &declare_detail(d))?;
                 Declared::New
             }
             Some(row) => {
@@ -401,7 +402,7 @@ fn declare(tx: &mut dyn ScheduleTx, actor: &str, defs: &[Schedule], now: Millis)
                 } else {
                     tx.write_definition(d, now, false)?;
                     let detail = format!("{}: {}", d.name, changes.join("; "));
-                    tx.audit(now, actor, "schedule-update", None, &detail)?;
+                    tx.audit(now, actor, AuditAction::ScheduleUpdate, None, &detail)?;
                     Declared::Updated { changes }
                 }
             }
@@ -452,7 +453,7 @@ fn pause(tx: &mut dyn ScheduleTx, actor: &str, name: &str, until: Option<Millis>
     super::pause::check_until(until, now)?;
     let row = operated(tx, actor, name, true)?;
     tx.set_pause(name, Some((actor, now, until)))?;
-    tx.audit(now, actor, "schedule-pause", None, &pause_detail(name, until))?;
+    tx.audit(now, actor, AuditAction::SchedulePause, None, &pause_detail(name, until))?;
     Ok(if row.is_paused(now) {
         SchedulePauseResult::Extended { previous_until: row.paused_until }
     } else {
@@ -467,7 +468,7 @@ fn resume(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<ScheduleRe
     if !row.is_paused(now) {
         return Ok(ScheduleResumeResult::NotPaused);
     }
-    tx.audit(now, actor, "schedule-resume", None, &format!("schedule {name}"))?;
+    tx.audit(now, actor, AuditAction::ScheduleResume, None, &format!("schedule {name}"))?;
     Ok(ScheduleResumeResult::Resumed)
 }
 
@@ -476,7 +477,7 @@ fn trigger(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<Trigger> 
     let row = operated(tx, actor, name, false)?;
     let id = tx.insert_jobs(&[trigger_job(&row.schedule, actor)], now)?[0].id();
     tx.set_last_job(name, id, now)?;
-    tx.audit(now, actor, "schedule-trigger", Some(id), &format!("schedule {name}"))?;
+    tx.audit(now, actor, AuditAction::ScheduleTrigger, Some(id), &format!("schedule {name}"))?;
     Ok(Trigger { schedule: name.to_string(), job: id })
 }
 
@@ -609,7 +610,7 @@ impl ScheduleTx for SqliteSchedules<'_> {
         super::admin::require(self.c, actor, permission)
     }
 
-    fn audit(&mut self, now: Millis, actor: &str, action: &str, job: Option<JobId>, detail: &str) -> Result<()> {
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
         super::admin::audit(self.c, now, actor, action, job, detail)
     }
 

@@ -6,6 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::ops::AuditAction;
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
@@ -107,7 +108,7 @@ impl SqliteStore {
             };
             ids.sort();
             if !ids.is_empty() {
-                let action = if quiet { "quiet" } else { "resume-worker" };
+                let action = if quiet { AuditAction::Quiet } else { AuditAction::ResumeWorker };
                 super::admin::audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
             }
             Ok(ids)

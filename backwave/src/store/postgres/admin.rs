@@ -19,6 +19,8 @@ use crate::store::admin::{
     allowed, bootstrap_detail, check_grantee, config_detail, grant_detail, parse_details, parse_retention,
     payload_limit_from, permissions_from,
 };
+use crate::store::ops::settings::{self, SettingRead};
+use crate::store::ops::AuditAction;
 use crate::store::{AuditEntry, SettingKey};
 
 /// Whoever holds this advisory lock (for its transaction) decides whether the store has an admin
@@ -45,7 +47,7 @@ impl PgStore {
                  ON CONFLICT (actor, permission) DO NOTHING",
                 &[&who, &permission.as_str(), &actor, &now],
             )?;
-            audit(tx, now, actor, "grant", None, &grant_detail(who, permission))
+            audit(tx, now, actor, AuditAction::Grant, None, &grant_detail(who, permission))
         })
     }
 
@@ -56,7 +58,7 @@ impl PgStore {
             let n =
                 tx.execute("DELETE FROM grants WHERE actor = $1 AND permission = $2", &[&who, &permission.as_str()])?;
             if n > 0 {
-                audit(tx, now, actor, "revoke", None, &grant_detail(who, permission))?;
+                audit(tx, now, actor, AuditAction::Revoke, None, &grant_detail(who, permission))?;
             }
             Ok(n > 0)
         })
@@ -81,13 +83,13 @@ impl PgStore {
                 "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (bw_actor($1), 'admin', $1, $2)",
                 &[&actor, &now],
             )?;
-            audit(tx, now, actor, "grant", None, &bootstrap_detail(actor))?;
+            audit(tx, now, actor, AuditAction::Grant, None, &bootstrap_detail(actor))?;
             Ok(true)
         })
     }
 
     pub fn setting(&self, key: SettingKey) -> Result<String> {
-        self.read(|tx| setting(tx, key))
+        self.read(|tx| settings::setting(tx, key))
     }
 
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
@@ -100,7 +102,7 @@ impl PgStore {
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 &[&key.as_str(), &value],
             )?;
-            audit(tx, now, actor, "config", None, &config_detail(key, &value))
+            audit(tx, now, actor, AuditAction::Config, None, &config_detail(key, &value))
         })
     }
 
@@ -113,7 +115,7 @@ impl PgStore {
     }
 
     pub fn failure_detail_enabled(&self) -> Result<bool> {
-        self.read(detail_enabled)
+        self.read(|tx| settings::detail_enabled(tx))
     }
 
     pub fn mark_demo(&self) -> Result<()> {
@@ -144,7 +146,7 @@ impl PgStore {
             // The permission comes first: without it, not even whether detail exists is told.
             // The function checks it again; this check names the refusal as `bw` words it.
             require(tx, actor, Permission::ViewFailureDetail)?;
-            if !detail_enabled(tx)? {
+            if !settings::detail_enabled(tx)? {
                 return Err(Error::FailureDetailOff);
             }
             let now = tx.now()?;
@@ -209,20 +211,15 @@ pub(super) fn audit(
     tx: &mut Tx<'_>,
     at: Millis,
     actor: &str,
-    action: &str,
+    action: AuditAction,
     job: Option<JobId>,
     detail: &str,
 ) -> Result<()> {
     tx.execute(
         "INSERT INTO audit (at, actor, action, job_id, detail) VALUES ($1, $2, $3, $4, $5)",
-        &[&at, &actor, &action, &job.map(|j| j.0), &detail],
+        &[&at, &actor, &action.as_str(), &job.map(|j| j.0), &detail],
     )?;
     Ok(())
-}
-
-/// Whether failure detail is captured: on unless the setting says `off`.
-pub(super) fn detail_enabled(tx: &mut Tx<'_>) -> Result<bool> {
-    Ok(setting(tx, SettingKey::FailureDetail)? != "off")
 }
 
 /// The store's payload limit, read inside the caller's transaction.
@@ -232,10 +229,10 @@ pub(super) fn payload_limit(tx: &mut Tx<'_>) -> Result<u64> {
     payload_limit_from(stored.as_deref())
 }
 
-fn setting(tx: &mut Tx<'_>, key: SettingKey) -> Result<String> {
-    let v: Option<String> =
-        tx.query_opt("SELECT value FROM settings WHERE key = $1", &[&key.as_str()])?.map(|r| r.get(0));
-    Ok(v.unwrap_or_else(|| key.default_value().to_string()))
+impl SettingRead for Tx<'_> {
+    fn stored_setting(&mut self, key: SettingKey) -> Result<Option<String>> {
+        Ok(self.query_opt("SELECT value FROM settings WHERE key = $1", &[&key.as_str()])?.map(|r| r.get(0)))
+    }
 }
 
 fn has_admin(tx: &mut Tx<'_>) -> Result<bool> {

@@ -5,20 +5,16 @@
 
 use std::collections::HashMap;
 
-use uuid::Uuid;
-
 use super::admin::{audit, require};
 use super::filter::where_clause;
-use super::operator::{
-    ask_to_stop_locked, cancel_locked, decide_cancel, lock_ids, lock_matching, matching_ids, requeue_ids,
-};
-use super::{is_unique_violation, PgStore, Tx};
+use super::operator::{lock_matching, matching_ids, requeue_ids};
+use super::{is_unique_violation, PgStore};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
 use crate::store::admin::check_payload_size;
-use crate::store::incident::{
-    cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_detail, run_now_scope,
-};
+use crate::store::ops::jobs::{cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_scope};
+use crate::store::ops::jobs::{Cancelled, Found};
+use crate::store::ops::{self, AuditAction};
 use crate::store::unique;
 use crate::store::{
     BulkProgress, CancelDone, CancelPlan, CancelResult, JobFilter, PayloadEdit, RequeueResult, RunNowPlan, RunNowResult,
@@ -26,54 +22,15 @@ use crate::store::{
 
 impl PgStore {
     pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            let now = tx.now()?;
-            let mut jobs = lock_ids(tx, ids)?;
-            let mut moved = Vec::new();
-            let results = ids
-                .iter()
-                .map(|id| match jobs.get_mut(&id.0) {
-                    None => RunNowResult::NotFound,
-                    Some(job) if job.state != JobState::Scheduled => RunNowResult::NotScheduled { state: job.state },
-                    Some(job) => {
-                        let was_due_at = job.due_at;
-                        if was_due_at > now {
-                            job.due_at = now;
-                            moved.push((id.0, was_due_at));
-                        }
-                        RunNowResult::Due { was_due_at }
-                    }
-                })
-                .collect();
-            run_now_locked(tx, now, actor, &moved)?;
-            Ok(results)
-        })
+        self.write(|tx| ops::jobs::run_now(tx, actor, ids))
     }
 
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        let found = self.states_and_due(ids)?;
-        Ok(ids
-            .iter()
-            .map(|id| match found.get(&id.0) {
-                None => RunNowResult::NotFound,
-                Some((JobState::Scheduled, due_at)) => RunNowResult::Due { was_due_at: *due_at },
-                Some((state, _)) => RunNowResult::NotScheduled { state: *state },
-            })
-            .collect())
+        self.read(|tx| ops::jobs::check_run_now(tx, ids))
     }
 
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
-        let found = self.states_and_due(ids)?;
-        Ok(ids
-            .iter()
-            .map(|id| match found.get(&id.0) {
-                None => CancelResult::NotFound,
-                Some((JobState::Scheduled, _)) => CancelResult::Cancelled,
-                Some((JobState::Running, _)) => CancelResult::CancelRequested,
-                Some((state, _)) => CancelResult::NotCancellable { state: *state },
-            })
-            .collect())
+        self.read(|tx| ops::jobs::check_cancel(tx, ids))
     }
 
     pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan> {
@@ -112,9 +69,8 @@ impl PgStore {
             actor,
             &ids,
             |tx, _, chunk| {
-                let moved: Vec<(Uuid, Millis)> =
-                    lock_matching(tx, &scope, &pending, chunk)?.iter().map(|(id, job)| (*id, job.due_at)).collect();
-                Ok((run_now_locked(tx, started, actor, &moved)?, ()))
+                let (ids, mut jobs) = locked_set(lock_matching(tx, &scope, &pending, chunk)?);
+                Ok((ops::jobs::run_now_found(tx, started, actor, &ids, &mut jobs)?.1, ()))
             },
             |()| {},
             progress,
@@ -166,12 +122,9 @@ impl PgStore {
             actor,
             &ids,
             |tx, now, chunk| {
-                let (mut cancel, mut ask) = (Vec::new(), Vec::new());
-                for (id, mut job) in lock_matching(tx, &scope, &pending, chunk)? {
-                    decide_cancel(id, &mut job, &mut cancel, &mut ask);
-                }
-                let cancelled = cancel_locked(tx, now, actor, &cancel)?;
-                let asked_to_stop = ask_to_stop_locked(tx, now, actor, &ask)?;
+                let (ids, mut jobs) = locked_set(lock_matching(tx, &scope, &pending, chunk)?);
+                let Cancelled { cancelled, asked_to_stop } =
+                    ops::jobs::cancel_found(tx, now, actor, &ids, &mut jobs)?.1;
                 Ok((cancelled + asked_to_stop, CancelDone { cancelled, asked_to_stop, arrived_after_plan: 0 }))
             },
             |batch| {
@@ -203,7 +156,7 @@ impl PgStore {
                 &[&id.0, &payload, &now, &new_key],
             )
             .map_err(|e| if is_unique_violation(&e) { unique::edit_collides(id) } else { e })?;
-            audit(tx, now, actor, "edit-payload", Some(id), &payload_edit_detail(&old, payload))?;
+            audit(tx, now, actor, AuditAction::EditPayload, Some(id), &payload_edit_detail(&old, payload))?;
             let (requeued, conflict) = match requeue.then(|| requeue_ids(tx, now, actor, &[id])).transpose()? {
                 Some(r) => match r.first() {
                     Some(RequeueResult::Requeued { .. }) => (true, None),
@@ -213,17 +166,6 @@ impl PgStore {
                 None => (false, None),
             };
             Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued, conflict })
-        })
-    }
-
-    /// The state and due time of each job `ids` names that exists, in one snapshot.
-    fn states_and_due(&self, ids: &[JobId]) -> Result<HashMap<Uuid, (JobState, Millis)>> {
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        self.read(|tx| {
-            tx.query("SELECT id, state, due_at FROM jobs WHERE id = ANY($1)", &[&ids])?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, (super::row::state(r, 1)?, r.try_get(2)?))))
-                .collect()
         })
     }
 }
@@ -240,25 +182,7 @@ fn cancel_pending(started: Millis) -> String {
     format!("created_at <= {started} AND (state = 'scheduled' OR cancel_requested_by IS NULL)")
 }
 
-/// Make the locked Scheduled jobs `jobs` (id, the due time it had, after `now`; each once) due
-/// at `now`, each audited with when it would have run. Returns how many. (By id alone: see
-/// `requeue_locked`.)
-fn run_now_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, jobs: &[(Uuid, Millis)]) -> Result<u64> {
-    if jobs.is_empty() {
-        return Ok(0);
-    }
-    let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
-    let details: Vec<String> = jobs.iter().map(|(_, due_at)| run_now_detail(*due_at)).collect();
-    tx.execute(
-        "WITH moved AS (
-             UPDATE jobs SET due_at = $2, updated_at = $2
-             WHERE id = ANY($1)
-             RETURNING id
-         )
-         INSERT INTO audit (at, actor, action, job_id, detail)
-         SELECT $2, $3, 'run-now', m.id, o.detail
-         FROM moved m JOIN unnest($1::uuid[], $4::text[]) WITH ORDINALITY AS o(id, detail, n) ON o.id = m.id
-         ORDER BY o.n",
-        &[&ids, &now, &actor, &details],
-    )
+/// A locked batch as the shared policy takes it: the ids in order, and what each was found as.
+fn locked_set(locked: Vec<(JobId, Found)>) -> (Vec<JobId>, HashMap<JobId, Found>) {
+    (locked.iter().map(|(id, _)| *id).collect(), locked.into_iter().collect())
 }

@@ -20,13 +20,12 @@ use postgres::types::ToSql;
 use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
-use crate::model::{cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
 use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
-use crate::store::jobs::{
-    cancel_texts, decide, detail_json, detail_status, effective_seed, jitter_seed, seed_independent, validate_new_jobs,
-    Decision, DelayTable, Entry, RunningAttempt, LEASE_EXPIRED,
-};
+use crate::store::jobs::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
+use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Entry, RunningAttempt};
+use crate::store::ops::settings;
 use crate::store::row::job_columns;
 use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
@@ -433,7 +432,7 @@ impl PgStore {
         self.write(|tx| {
             let now = tx.now()?;
             let accepted = succeed_many(tx, now, &successes)?;
-            let capture = if completions.iter().all(batched) { true } else { detail_enabled(tx)? };
+            let capture = if completions.iter().all(batched) { true } else { settings::detail_enabled(tx)? };
             completions
                 .iter()
                 .map(|c| {
@@ -443,7 +442,7 @@ impl PgStore {
                             false => Fenced::Rejected,
                         })
                     } else {
-                        complete_one(tx, now, capture, c)
+                        outcome::complete(tx, now, capture, c)
                     }
                 })
                 .collect()
@@ -470,11 +469,7 @@ impl PgStore {
                 .map(attempt_from_row)
                 .collect::<Result<Vec<_>>>()?;
             for run in &expired {
-                let owner = Some(run.lease_owner.as_str());
-                match run.cancel_requested_by.as_deref() {
-                    Some(actor) => finish_cancelled(tx, now, run, owner, actor, None)?,
-                    None => fail_attempt(tx, now, run, owner, LEASE_EXPIRED, None)?,
-                };
+                outcome::lapse(tx, now, run)?;
             }
             Ok(expired.len())
         })
@@ -524,7 +519,7 @@ impl PgStore {
                 .iter()
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                 .collect::<Result<_>>()?;
-            let capture = detail_enabled(tx)?;
+            let capture = settings::detail_enabled(tx)?;
             jobs.iter()
                 .map(|&(id, attempt)| {
                     // A job named twice is handed back once: the second meets a Scheduled job.
@@ -539,7 +534,7 @@ impl PgStore {
                         attempt,
                         outcome: Outcome::Cancelled,
                     };
-                    complete_one(tx, now, capture, &cancelled)
+                    outcome::complete(tx, now, capture, &cancelled)
                 })
                 .collect()
         })
@@ -699,12 +694,6 @@ fn attempt_from_row(r: &postgres::Row) -> Result<RunningAttempt> {
     })
 }
 
-fn detail_enabled(tx: &mut Tx<'_>) -> Result<bool> {
-    let v: Option<String> =
-        tx.query_opt("SELECT value FROM settings WHERE key = 'failure_detail'", &[])?.map(|r| r.get(0));
-    Ok(v.as_deref() != Some("off"))
-}
-
 /// Record the successes behind the fence in one statement, with their log entries; returns the
 /// ids accepted.
 fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Result<HashSet<uuid::Uuid>> {
@@ -737,12 +726,11 @@ fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Resu
     .collect()
 }
 
-/// One outcome behind the fence: the Running row under `(worker, attempt)` is locked and read,
-/// then the outcome applied, exactly as SQLite's `complete_one`.
-fn complete_one(tx: &mut Tx<'_>, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
-    let worker = Some(c.worker_id.as_str());
-    let run = tx
-        .query_opt(
+/// PostgreSQL's statements for the end of an attempt: the fenced read locks the Running row
+/// (`FOR UPDATE`), so the row it found is the row written.
+impl AttemptTx for Tx<'_> {
+    fn fenced_attempt(&mut self, c: &Completion) -> Result<Option<RunningAttempt>> {
+        self.query_opt(
             &format!(
                 "SELECT {ATTEMPT_COLUMNS} FROM jobs
                  WHERE id = $1 AND state = 'running' AND lease_owner = $2 AND attempt = $3 FOR UPDATE"
@@ -750,101 +738,42 @@ fn complete_one(tx: &mut Tx<'_>, now: Millis, capture: bool, c: &Completion) -> 
             &[&c.job_id.0, &c.worker_id, &i64::from(c.attempt)],
         )?
         .map(|r| attempt_from_row(&r))
-        .transpose()?;
-    let Some(run) = run else { return Ok(Fenced::Rejected) };
-    let state = match decide(&c.outcome, run.cancel_requested_by.as_deref(), capture) {
-        Decision::Succeed => {
-            tx.execute(
+        .transpose()
+    }
+
+    fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {
+        match end {
+            AttemptEnd::Succeeded => self.execute(
                 "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
                         finished_at = $2, updated_at = $2 WHERE id = $1",
-                &[&run.id.0, &now],
-            )?;
-            let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Succeeded, run.attempt);
-            e.worker_id = worker;
-            log(tx, &e)?;
-            JobState::Succeeded
-        }
-        Decision::Cancel { actor, failure } => finish_cancelled(tx, now, &run, worker, actor, failure)?,
-        Decision::Fail { message, detail } => fail_attempt(tx, now, &run, worker, message, detail)?,
-        Decision::Quarantine { reason, cause } => {
-            tx.execute(
+                &[&id.0, &now],
+            )?,
+            AttemptEnd::Retry { due } => self.execute(
+                "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
+                        due_at = $2, updated_at = $3 WHERE id = $1",
+                &[&id.0, &due, &now],
+            )?,
+            AttemptEnd::DeadLettered { cause } | AttemptEnd::Cancelled { cause } => {
+                let state = if matches!(end, AttemptEnd::Cancelled { .. }) { "cancelled" } else { "dead-lettered" };
+                self.execute(
+                    "UPDATE jobs SET state = $5, lease_owner = NULL, lease_expires_at = NULL,
+                            terminal_cause = $2, cause_fingerprint = $3, finished_at = $4, updated_at = $4 WHERE id = $1",
+                    &[&id.0, &cause, &cause_fingerprint(cause), &now, &state],
+                )?
+            }
+            AttemptEnd::Quarantined { reason, cause } => self.execute(
                 "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
                         quarantine_reason = $2, terminal_cause = $3, cause_fingerprint = $4,
                         finished_at = $5, updated_at = $5 WHERE id = $1",
-                &[&run.id.0, &reason.as_str(), &cause, &cause_fingerprint(cause), &now],
-            )?;
-            let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Quarantined, run.attempt);
-            e.worker_id = worker;
-            e.reason = Some(cause);
-            log(tx, &e)?;
-            JobState::Quarantined
-        }
-    };
-    Ok(Fenced::Accepted(state))
-}
-
-/// A failed attempt of a Running job (locked by the caller): retry at its delay table, or
-/// dead-letter when this was attempt `max_attempts`. `detail` as in SQLite's `fail_attempt`.
-fn fail_attempt(
-    tx: &mut Tx<'_>,
-    now: Millis,
-    run: &RunningAttempt,
-    worker: Option<&str>,
-    message: &str,
-    detail: Option<Option<&FailureDetail>>,
-) -> Result<JobState> {
-    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Scheduled, run.attempt);
-    e.worker_id = worker;
-    e.reason = Some(message);
-    let detail_json = detail_json(detail.flatten())?;
-    e.failure_detail = detail_json.as_deref();
-    e.detail_status = detail_status(detail);
-    if run.attempt >= run.max_attempts() {
-        tx.execute(
-            "UPDATE jobs SET state = 'dead-lettered', lease_owner = NULL, lease_expires_at = NULL,
-                    terminal_cause = $2, cause_fingerprint = $3, finished_at = $4, updated_at = $4 WHERE id = $1",
-            &[&run.id.0, &message, &cause_fingerprint(message), &now],
-        )?;
-        e.to = JobState::DeadLettered;
-        log(tx, &e)?;
-        Ok(JobState::DeadLettered)
-    } else {
-        let due = now.saturating_add(run.next_delay_ms().min(i64::MAX as u64) as Millis);
-        tx.execute(
-            "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
-                    due_at = $2, updated_at = $3 WHERE id = $1",
-            &[&run.id.0, &due, &now],
-        )?;
-        log(tx, &e)?;
-        Ok(JobState::Scheduled)
+                &[&id.0, &reason.as_str(), &cause, &cause_fingerprint(cause), &now],
+            )?,
+        };
+        Ok(())
     }
-}
 
-/// End a Running job (locked by the caller) that an operator asked to stop, as SQLite's
-/// `finish_cancelled`.
-fn finish_cancelled(
-    tx: &mut Tx<'_>,
-    now: Millis,
-    run: &RunningAttempt,
-    worker: Option<&str>,
-    actor: &str,
-    failure: Option<(&str, Option<&FailureDetail>)>,
-) -> Result<JobState> {
-    let (cause, reason) = cancel_texts(actor, failure.map(|(message, _)| message));
-    tx.execute(
-        "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_at = NULL,
-                terminal_cause = $2, cause_fingerprint = $3, finished_at = $4, updated_at = $4 WHERE id = $1",
-        &[&run.id.0, &cause, &cause_fingerprint(&cause), &now],
-    )?;
-    let detail_json = detail_json(failure.and_then(|(_, d)| d))?;
-    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Cancelled, run.attempt);
-    e.worker_id = worker;
-    e.actor = Some(actor);
-    e.reason = Some(&reason);
-    e.failure_detail = detail_json.as_deref();
-    e.detail_status = detail_status(failure.map(|(_, d)| d));
-    log(tx, &e)?;
-    Ok(JobState::Cancelled)
+    fn log(&mut self, e: &Entry<'_>) -> Result<()> {
+        log(self, e)
+    }
 }
 
 /// Append one transition entry. The failure detail goes in as the worker's JSON text, kept

@@ -12,6 +12,7 @@ use crate::store::limit::{
     claim_limits, limit_from_parts, statuses, ClaimLimits, Limit, LimitCounts, LimitTx, CHARGE_WINDOW_SQL,
     LIMITS_IN_FORCE_SQL,
 };
+use crate::store::ops::AuditAction;
 use crate::store::worker_state::selector_detail;
 use crate::store::{LimitStatus, PauseKind, WorkerSelector, WorkerState};
 
@@ -105,7 +106,7 @@ impl LimitTx for Tx<'_> {
         Tx::now(self)
     }
 
-    fn audit(&mut self, now: Millis, actor: &str, action: &str, detail: &str) -> Result<()> {
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
         audit(self, now, actor, action, None, detail)
     }
 
@@ -201,7 +202,7 @@ impl PgStore {
             let mut ids = rows.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?;
             ids.sort();
             if !ids.is_empty() {
-                let action = if quiet { "quiet" } else { "resume-worker" };
+                let action = if quiet { AuditAction::Quiet } else { AuditAction::ResumeWorker };
                 audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
             }
             Ok(ids)

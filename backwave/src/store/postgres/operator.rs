@@ -15,28 +15,21 @@ use super::filter::where_clause;
 use super::{is_unique_violation, PgStore, Tx};
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
-use crate::store::operator::{cancel_cause, decide_purge, purge_detail, purge_job_detail, REQUEUE_REASON};
+use crate::store::ops::jobs::{decide_purge, purge_job_detail, REQUEUE_REASON};
+use crate::store::ops::jobs::{Found, OperatorTx, PurgeTx};
+use crate::store::ops::{self, AuditAction};
 use crate::store::preview::requeue_scope;
 use crate::store::unique;
 use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RequeueResult, BULK_BATCH};
 
-/// A job as the transaction that locked it sees it: what the operator actions decide on.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Locked {
-    pub state: JobState,
-    pub attempt: i64,
-    pub cancel_requested: bool,
-    pub due_at: Millis,
-}
+const FOUND_COLUMNS: &str = "id, state, attempt, cancel_requested_by IS NOT NULL, due_at";
 
-const LOCKED_COLUMNS: &str = "id, state, attempt, cancel_requested_by IS NOT NULL, due_at";
-
-fn locked(r: &postgres::Row) -> Result<(Uuid, Locked)> {
+fn found(r: &postgres::Row) -> Result<(JobId, Found)> {
     Ok((
-        r.try_get(0)?,
-        Locked {
+        JobId(r.try_get(0)?),
+        Found {
             state: super::row::state(r, 1)?,
-            attempt: r.try_get(2)?,
+            attempt: super::row::count(r.try_get(2)?),
             cancel_requested: r.try_get(3)?,
             due_at: r.try_get(4)?,
         },
@@ -63,7 +56,7 @@ impl PgStore {
             actor,
             &ids,
             |tx, now, chunk| {
-                let ids: Vec<Uuid> = lock_matching(tx, &scope, "true", chunk)?.iter().map(|(id, _)| *id).collect();
+                let ids: Vec<Uuid> = lock_matching(tx, &scope, "true", chunk)?.iter().map(|(id, _)| id.0).collect();
                 Ok((requeue_some(tx, now, actor, &ids)?, ()))
             },
             |()| {},
@@ -72,23 +65,7 @@ impl PgStore {
     }
 
     pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            let now = tx.now()?;
-            let mut jobs = lock_ids(tx, ids)?;
-            let mut cancel = Vec::new();
-            let mut ask = Vec::new();
-            let results = ids
-                .iter()
-                .map(|id| match jobs.get_mut(&id.0) {
-                    None => CancelResult::NotFound,
-                    Some(job) => decide_cancel(id.0, job, &mut cancel, &mut ask),
-                })
-                .collect();
-            cancel_locked(tx, now, actor, &cancel)?;
-            ask_to_stop_locked(tx, now, actor, &ask)?;
-            Ok(results)
-        })
+        self.write(|tx| ops::jobs::cancel(tx, actor, ids))
     }
 
     /// One batch of the retention sweep, by whichever host holds the sweep's advisory lock; a
@@ -113,37 +90,11 @@ impl PgStore {
         })
     }
 
-    pub fn purge(&self, actor: &str, cutoff: Millis, mut progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        self.write(|tx| require(tx, actor, Permission::Operate))?;
-        let total = self.count_purgeable(cutoff)?;
-        let mut done = 0;
-        loop {
-            // Each batch is audited in the transaction that deletes it: a run that dies between
-            // batches has left a record of every job it removed. It waits for rows another
-            // transaction holds (an operator's purge must not leave some out); the sweeper
-            // skips what it finds locked, so the two never deadlock.
-            let n = self.write(|tx| {
-                require(tx, actor, Permission::Operate)?;
-                let now = tx.now()?;
-                let n = purge_batch(tx, cutoff)?;
-                if n > 0 {
-                    audit(tx, now, actor, "purge", None, &purge_detail(n, cutoff))?;
-                }
-                Ok(n)
-            })?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-            progress(BulkProgress { done, total });
-        }
-        if done == 0 {
-            self.write(|tx| {
-                let now = tx.now()?;
-                audit(tx, now, actor, "purge", None, &purge_detail(0, cutoff))
-            })?;
-        }
-        Ok(done)
+    /// A purge batch waits for rows another transaction holds (an operator's purge must not
+    /// leave some out); the sweeper skips what it finds locked, so the two never deadlock.
+    pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64> {
+        let mut write = |f: &mut dyn FnMut(&mut dyn PurgeTx) -> Result<u64>| self.write(|tx| f(tx));
+        ops::jobs::purge(&mut write, || self.count_purgeable(cutoff), actor, cutoff, progress)
     }
 
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
@@ -163,7 +114,7 @@ impl PgStore {
                 let result = decide_purge(state);
                 if let PurgeResult::Deleted { .. } = result {
                     tx.execute("DELETE FROM jobs WHERE id = $1", &[&id.0])?;
-                    audit(tx, now, actor, "purge", Some(*id), &purge_job_detail(state, &wire_name, &queue))?;
+                    audit(tx, now, actor, AuditAction::Purge, Some(*id), &purge_job_detail(state, &wire_name, &queue))?;
                 }
                 results.push(result);
             }
@@ -229,11 +180,11 @@ impl PgStore {
 /// gives (an id named twice is requeued once, then found Scheduled).
 pub(super) fn requeue_ids(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
     let mut jobs = lock_ids(tx, ids)?;
-    let keyed = keyed(tx, &jobs.keys().copied().collect::<Vec<_>>())?;
+    let keyed = keyed(tx, &jobs.keys().map(|id| id.0).collect::<Vec<_>>())?;
     let mut chosen = Vec::new();
     let mut results = Vec::with_capacity(ids.len());
     for id in ids {
-        results.push(match jobs.get_mut(&id.0) {
+        results.push(match jobs.get_mut(id) {
             None => RequeueResult::NotFound,
             Some(job) if !job.state.is_requeueable() => RequeueResult::NotRequeueable { state: job.state },
             Some(job) => {
@@ -308,39 +259,12 @@ fn requeue_keyed(tx: &mut Tx<'_>, now: Millis, actor: &str, id: Uuid) -> Result<
     Err(unique::holder_missing(&format!("of job {id}")))
 }
 
-/// What cancelling one locked job does, recorded in `cancel` (Scheduled: cancelled now) or
-/// `ask` (Running, not yet asked: its handler is asked to stop); `job` is updated so that an id
-/// named twice is decided on what the first did.
-pub(super) fn decide_cancel(
-    id: Uuid,
-    job: &mut Locked,
-    cancel: &mut Vec<(Uuid, i64)>,
-    ask: &mut Vec<(Uuid, i64)>,
-) -> CancelResult {
-    match job.state {
-        JobState::Scheduled => {
-            job.state = JobState::Cancelled;
-            cancel.push((id, job.attempt));
-            CancelResult::Cancelled
-        }
-        JobState::Running => {
-            // Asking twice changes nothing: the first operator to ask is the one logged.
-            if !job.cancel_requested {
-                job.cancel_requested = true;
-                ask.push((id, job.attempt));
-            }
-            CancelResult::CancelRequested
-        }
-        state => CancelResult::NotCancellable { state },
-    }
-}
-
 /// Lock the jobs `ids` names that exist, in id order, and read them.
-pub(super) fn lock_ids(tx: &mut Tx<'_>, ids: &[JobId]) -> Result<HashMap<Uuid, Locked>> {
+pub(super) fn lock_ids(tx: &mut Tx<'_>, ids: &[JobId]) -> Result<HashMap<JobId, Found>> {
     let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-    tx.query(&format!("SELECT {LOCKED_COLUMNS} FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE"), &[&ids])?
+    tx.query(&format!("SELECT {FOUND_COLUMNS} FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE"), &[&ids])?
         .iter()
-        .map(locked)
+        .map(found)
         .collect()
 }
 
@@ -365,14 +289,14 @@ pub(super) fn lock_matching(
     scope: &JobFilter,
     extra: &str,
     ids: &[Uuid],
-) -> Result<Vec<(Uuid, Locked)>> {
+) -> Result<Vec<(JobId, Found)>> {
     let w = where_clause(scope, 2);
     let sql = format!(
         "WITH jobs AS MATERIALIZED (SELECT * FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE)
-         SELECT {LOCKED_COLUMNS} FROM jobs WHERE {} AND {extra} ORDER BY id",
+         SELECT {FOUND_COLUMNS} FROM jobs WHERE {} AND {extra} ORDER BY id",
         w.sql
     );
-    tx.query(&sql, &w.params(&[&ids]))?.iter().map(locked).collect()
+    tx.query(&sql, &w.params(&[&ids]))?.iter().map(found).collect()
 }
 
 // The statements below act on jobs this transaction has locked and found in the state they
@@ -402,51 +326,6 @@ pub(super) fn requeue_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[U
     )
 }
 
-/// Cancel the locked Scheduled jobs `jobs` (id, attempt; each once), each logged `Scheduled ->
-/// Cancelled` with the operator as actor and cause. Returns how many.
-pub(super) fn cancel_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, jobs: &[(Uuid, i64)]) -> Result<u64> {
-    if jobs.is_empty() {
-        return Ok(0);
-    }
-    let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
-    let cause = cancel_cause(actor);
-    tx.execute(
-        "WITH cancelled AS (
-             UPDATE jobs SET state = 'cancelled', terminal_cause = $3, cause_fingerprint = $4,
-                    cancel_requested_by = $5, finished_at = $2, updated_at = $2
-             WHERE id = ANY($1)
-             RETURNING id, attempt
-         )
-         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor, reason)
-         SELECT c.id, $2, 'scheduled', 'cancelled', c.attempt, $5, $3
-         FROM cancelled c JOIN unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) ON o.id = c.id
-         ORDER BY o.n",
-        &[&ids, &now, &cause, &cause_fingerprint(&cause), &actor],
-    )
-}
-
-/// Ask the handlers of the locked Running jobs `jobs` (id, attempt; each once) that nobody
-/// asked yet to stop; each request audited. Returns how many.
-pub(super) fn ask_to_stop_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, jobs: &[(Uuid, i64)]) -> Result<u64> {
-    if jobs.is_empty() {
-        return Ok(0);
-    }
-    let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
-    let details: Vec<String> = jobs.iter().map(|(_, attempt)| format!("attempt {attempt}")).collect();
-    tx.execute(
-        "WITH asked AS (
-             UPDATE jobs SET cancel_requested_by = $3, updated_at = $2
-             WHERE id = ANY($1)
-             RETURNING id
-         )
-         INSERT INTO audit (at, actor, action, job_id, detail)
-         SELECT $2, $3, 'cancel-requested', a.id, o.detail
-         FROM asked a JOIN unnest($1::uuid[], $4::text[]) WITH ORDINALITY AS o(id, detail, n) ON o.id = a.id
-         ORDER BY o.n",
-        &[&ids, &now, &actor, &details],
-    )
-}
-
 /// One batch of the retention sweep: up to `limit` terminal jobs that finished before
 /// `cutoff`, deleted with their log entries (`ON DELETE CASCADE`). Rows another transaction
 /// holds are passed by: an operator is acting on them, and the next sweep comes back.
@@ -470,4 +349,96 @@ fn purge_batch(tx: &mut Tx<'_>, cutoff: Millis) -> Result<u64> {
              AND finished_at < $1 LIMIT $2 FOR UPDATE)",
         &[&cutoff, &(BULK_BATCH as i64)],
     )
+}
+
+/// PostgreSQL's statements for the operator actions of `ops/jobs.rs`: each write takes a set
+/// in one statement, finding the jobs by id alone (they are locked and decided on), and writes
+/// the log entries or audit rows in the order given.
+impl OperatorTx for Tx<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Tx::now(self)
+    }
+
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        require(self, actor, permission)
+    }
+
+    fn jobs(&mut self, ids: &[JobId], lock: bool) -> Result<HashMap<JobId, Found>> {
+        if lock {
+            return lock_ids(self, ids);
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        self.query(&format!("SELECT {FOUND_COLUMNS} FROM jobs WHERE id = ANY($1)"), &[&ids])?
+            .iter()
+            .map(found)
+            .collect()
+    }
+
+    fn cancel_scheduled(&mut self, now: Millis, actor: &str, cause: &str, jobs: &[(JobId, u32)]) -> Result<u64> {
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| id.0).collect();
+        self.execute(
+            "WITH cancelled AS (
+                 UPDATE jobs SET state = 'cancelled', terminal_cause = $3, cause_fingerprint = $4,
+                        cancel_requested_by = $5, finished_at = $2, updated_at = $2
+                 WHERE id = ANY($1)
+                 RETURNING id, attempt
+             )
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor, reason)
+             SELECT c.id, $2, 'scheduled', 'cancelled', c.attempt, $5, $3
+             FROM cancelled c JOIN unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) ON o.id = c.id
+             ORDER BY o.n",
+            &[&ids, &now, &cause, &cause_fingerprint(cause), &actor],
+        )
+    }
+
+    fn ask_to_stop(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64> {
+        update_audited(self, "cancel_requested_by = $3", now, actor, action, jobs)
+    }
+
+    fn make_due(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64> {
+        update_audited(self, "due_at = $2", now, actor, action, jobs)
+    }
+}
+
+/// Update the jobs `jobs` names (`set`: our own SQL over `$2` now and `$3` the actor) and audit
+/// each as `action` with its detail, in the order given, in one statement. Returns how many.
+fn update_audited(
+    tx: &mut Tx<'_>,
+    set: &str,
+    now: Millis,
+    actor: &str,
+    action: AuditAction,
+    jobs: &[(JobId, String)],
+) -> Result<u64> {
+    if jobs.is_empty() {
+        return Ok(0);
+    }
+    let (ids, details): (Vec<Uuid>, Vec<&str>) = jobs.iter().map(|(id, detail)| (id.0, detail.as_str())).unzip();
+    tx.execute(
+        &format!(
+            "WITH changed AS (
+                 UPDATE jobs SET {set}, updated_at = $2
+                 WHERE id = ANY($1)
+                 RETURNING id
+             )
+             INSERT INTO audit (at, actor, action, job_id, detail)
+             SELECT $2, $3, $5, c.id, o.detail
+             FROM changed c JOIN unnest($1::uuid[], $4::text[]) WITH ORDINALITY AS o(id, detail, n) ON o.id = c.id
+             ORDER BY o.n"
+        ),
+        &[&ids, &now, &actor, &details, &action.as_str()],
+    )
+}
+
+impl PurgeTx for Tx<'_> {
+    fn purge_batch(&mut self, cutoff: Millis) -> Result<u64> {
+        purge_batch(self, cutoff)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        audit(self, now, actor, action, job, detail)
+    }
 }

@@ -1,13 +1,15 @@
 //! Pausing and resuming a queue or a wire name on PostgreSQL: a row in `pauses` that every
 //! claim reads in its own transaction. Pauses and resumes of one name are decided one at a time
 //! (an advisory lock on the name), so that of two operators pausing it at once one pauses and
-//! the other extends, as with SQLite's one writer. This module never touches a job.
+//! the other extends, as with SQLite's one writer. The policy is `ops/names.rs`'s; this module
+//! holds its statements, and never touches a job.
 
 use super::admin::{audit, require};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
-use crate::store::pause::{decide_name_action, pause_detail, NameAction, PauseRead};
+use crate::store::ops::names::{self, decide_name_action, NameAction, PauseRead, PauseTx};
+use crate::store::ops::AuditAction;
 use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 
 impl PgStore {
@@ -19,29 +21,7 @@ impl PgStore {
         until: Option<Millis>,
         force: bool,
     ) -> Result<PauseResult> {
-        self.write(|tx| {
-            let now = tx.now()?;
-            decide_name_action(tx, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
-            lock_name(tx, kind, name)?;
-            let previous: Option<Option<Millis>> = tx
-                .query_opt(
-                    "SELECT until FROM pauses WHERE kind = $1 AND name = $2 AND (until IS NULL OR until > $3)",
-                    &[&kind.as_str(), &name, &now],
-                )?
-                .map(|r| r.try_get(0))
-                .transpose()?;
-            tx.execute(
-                "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (kind, name) DO UPDATE
-                 SET paused_by = excluded.paused_by, paused_at = excluded.paused_at, until = excluded.until",
-                &[&kind.as_str(), &name, &actor, &now, &until],
-            )?;
-            audit(tx, now, actor, "pause", None, &pause_detail(kind, name, until))?;
-            Ok(match previous {
-                Some(previous_until) => PauseResult::Extended { previous_until },
-                None => PauseResult::Paused,
-            })
-        })
+        self.write(|tx| names::pause(tx, actor, kind, name, until, force))
     }
 
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
@@ -72,23 +52,7 @@ impl PgStore {
     }
 
     pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            let now = tx.now()?;
-            lock_name(tx, kind, name)?;
-            let was_active: Option<bool> = tx
-                .query_opt(
-                    "DELETE FROM pauses WHERE kind = $1 AND name = $2 RETURNING until IS NULL OR until > $3",
-                    &[&kind.as_str(), &name, &now],
-                )?
-                .map(|r| r.try_get(0))
-                .transpose()?;
-            if was_active != Some(true) {
-                return Ok(ResumeResult::NotPaused);
-            }
-            audit(tx, now, actor, "resume", None, &format!("{kind} {name}"))?;
-            Ok(ResumeResult::Resumed)
-        })
+        self.write(|tx| names::resume(tx, actor, kind, name))
     }
 
     pub fn pauses(&self) -> Result<Vec<Pause>> {
@@ -97,15 +61,6 @@ impl PgStore {
             super::health::pauses(tx, now)
         })
     }
-}
-
-/// Wait for any other transaction pausing or resuming the same name, until this one ends.
-fn lock_name(tx: &mut Tx<'_>, kind: PauseKind, name: &str) -> Result<()> {
-    tx.query_one(
-        "SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':pause:' || $1 || ':' || $2))",
-        &[&kind.as_str(), &name],
-    )?;
-    Ok(())
 }
 
 impl PauseRead for Tx<'_> {
@@ -127,5 +82,54 @@ impl PauseRead for Tx<'_> {
             }
         };
         Ok(self.query_one(sql, &[&name])?.try_get(0)?)
+    }
+}
+
+impl PauseTx for Tx<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Tx::now(self)
+    }
+
+    /// Wait for any other transaction pausing or resuming the same name, until this one ends.
+    fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()> {
+        self.query_one(
+            "SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':pause:' || $1 || ':' || $2))",
+            &[&kind.as_str(), &name],
+        )?;
+        Ok(())
+    }
+
+    fn pause_in_force(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<Option<Millis>>> {
+        Ok(self
+            .query_opt(
+                "SELECT until FROM pauses WHERE kind = $1 AND name = $2 AND (until IS NULL OR until > $3)",
+                &[&kind.as_str(), &name, &now],
+            )?
+            .map(|r| r.try_get(0))
+            .transpose()?)
+    }
+
+    fn set_pause(&mut self, kind: PauseKind, name: &str, by: &str, now: Millis, until: Option<Millis>) -> Result<()> {
+        self.execute(
+            "INSERT INTO pauses (kind, name, paused_by, paused_at, until) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (kind, name) DO UPDATE
+             SET paused_by = excluded.paused_by, paused_at = excluded.paused_at, until = excluded.until",
+            &[&kind.as_str(), &name, &by, &now, &until],
+        )?;
+        Ok(())
+    }
+
+    fn lift_pause(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<bool>> {
+        Ok(self
+            .query_opt(
+                "DELETE FROM pauses WHERE kind = $1 AND name = $2 RETURNING until IS NULL OR until > $3",
+                &[&kind.as_str(), &name, &now],
+            )?
+            .map(|r| r.try_get(0))
+            .transpose()?)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
+        audit(self, now, actor, action, None, detail)
     }
 }

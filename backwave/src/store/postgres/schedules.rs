@@ -10,6 +10,7 @@ use super::Tx;
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, Millis, NewJob, Permission};
 use crate::schedule::{MissedTicks, Schedule};
+use crate::store::ops::AuditAction;
 use crate::store::row::labels_from_json;
 use crate::store::schedules::{row_columns, ScheduleTx};
 use crate::store::ScheduleRow;
@@ -66,7 +67,7 @@ impl ScheduleTx for PgSchedules<'_, '_> {
         super::admin::require(self.tx, actor, permission)
     }
 
-    fn audit(&mut self, now: Millis, actor: &str, action: &str, job: Option<JobId>, detail: &str) -> Result<()> {
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
         super::admin::audit(self.tx, now, actor, action, job, detail)
     }
 

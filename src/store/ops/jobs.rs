@@ -1,0 +1,305 @@
+//! The operator actions on jobs by id, written once: cancel and run-now (and what each would
+//! answer, for `--dry-run` and the dashboard's confirmation). The permission is checked first,
+//! then each id is decided on the job as this transaction sees it (locked on PostgreSQL), an id
+//! named twice on what the first did; the changes are written as sets ([`OperatorTx`]), each
+//! with its log entry or audit row.
+
+use std::collections::HashMap;
+
+use super::AuditAction;
+use crate::error::{Error, Result};
+use crate::model::{JobId, JobState, Millis, Permission};
+use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RunNowResult};
+
+/// A job as the transaction that acts on it sees it: what the operator actions decide on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Found {
+    pub state: JobState,
+    pub attempt: u32,
+    pub cancel_requested: bool,
+    pub due_at: Millis,
+}
+
+/// What the operator actions on jobs ask of a backend in one transaction: statements, no
+/// decisions. Each write acts on jobs this transaction found (and on PostgreSQL locked) in the
+/// state it needs, so it finds them by id alone.
+pub(crate) trait OperatorTx {
+    /// The time the transaction decides at.
+    fn now(&mut self) -> Result<Millis>;
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
+    /// The jobs `ids` names that exist. `lock`: held until the transaction ends (PostgreSQL
+    /// locks them `FOR UPDATE`, in id order, so that two operators lock in the same order).
+    fn jobs(&mut self, ids: &[JobId], lock: bool) -> Result<HashMap<JobId, Found>>;
+    /// Cancel the Scheduled jobs `jobs` (id, attempt; each once) with `cause`, each logged
+    /// `Scheduled -> Cancelled` with `actor` as actor and `cause` as reason, in the order given.
+    /// Returns how many.
+    fn cancel_scheduled(&mut self, now: Millis, actor: &str, cause: &str, jobs: &[(JobId, u32)]) -> Result<u64>;
+    /// Record on the Running jobs `jobs` that `actor` asked them to stop, each audited as
+    /// `action` with its detail, in the order given. Returns how many.
+    fn ask_to_stop(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64>;
+    /// Make the Scheduled jobs `jobs` due at `now`, each audited as `action` with its detail,
+    /// in the order given. Returns how many.
+    fn make_due(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64>;
+}
+
+/// The terminal cause of a job an operator cancelled.
+pub(crate) fn cancel_cause(actor: &str) -> String {
+    format!("cancelled by {actor}")
+}
+
+/// The audit detail of a request to stop a Running job.
+pub(crate) fn ask_detail(attempt: u32) -> String {
+    format!("attempt {attempt}")
+}
+
+/// The audit detail of a run-now: when the job would have run.
+pub(crate) fn run_now_detail(was_due_at: Millis) -> String {
+    format!("due_at was {was_due_at}")
+}
+
+/// What cancelling a job found in `job` answers: a Scheduled job is cancelled, a Running one
+/// asked to stop, a terminal one left alone.
+pub(crate) fn cancel_answer(job: Option<&Found>) -> CancelResult {
+    match job.map(|j| j.state) {
+        None => CancelResult::NotFound,
+        Some(JobState::Scheduled) => CancelResult::Cancelled,
+        Some(JobState::Running) => CancelResult::CancelRequested,
+        Some(state) => CancelResult::NotCancellable { state },
+    }
+}
+
+/// What making a job found in `job` due now answers: only a Scheduled job is made due.
+pub(crate) fn run_now_answer(job: Option<&Found>) -> RunNowResult {
+    match job {
+        None => RunNowResult::NotFound,
+        Some(j) if j.state == JobState::Scheduled => RunNowResult::Due { was_due_at: j.due_at },
+        Some(j) => RunNowResult::NotScheduled { state: j.state },
+    }
+}
+
+/// What a cancel did to a set of jobs.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Cancelled {
+    pub cancelled: u64,
+    pub asked_to_stop: u64,
+}
+
+/// Cancel the jobs `ids` names, in that order, deciding each on `jobs` (what the transaction
+/// found): Scheduled ends Cancelled now; Running is asked to stop, once (asking twice changes
+/// nothing: the first operator to ask is the one audited). `jobs` is updated as it goes, so an
+/// id named twice is decided on what the first did.
+pub(crate) fn cancel_found(
+    tx: &mut (impl OperatorTx + ?Sized),
+    now: Millis,
+    actor: &str,
+    ids: &[JobId],
+    jobs: &mut HashMap<JobId, Found>,
+) -> Result<(Vec<CancelResult>, Cancelled)> {
+    let mut cancel = Vec::new();
+    let mut ask = Vec::new();
+    let results = ids
+        .iter()
+        .map(|id| {
+            let job = jobs.get_mut(id);
+            let answer = cancel_answer(job.as_deref());
+            if let Some(job) = job {
+                match answer {
+                    CancelResult::Cancelled => {
+                        job.state = JobState::Cancelled;
+                        cancel.push((*id, job.attempt));
+                    }
+                    CancelResult::CancelRequested if !job.cancel_requested => {
+                        job.cancel_requested = true;
+                        ask.push((*id, ask_detail(job.attempt)));
+                    }
+                    _ => {}
+                }
+            }
+            answer
+        })
+        .collect();
+    let done = Cancelled {
+        cancelled: tx.cancel_scheduled(now, actor, &cancel_cause(actor), &cancel)?,
+        asked_to_stop: tx.ask_to_stop(now, actor, AuditAction::CancelRequested, &ask)?,
+    };
+    Ok((results, done))
+}
+
+/// Make the jobs `ids` names due at `now`, in that order, deciding each on `jobs`: a Scheduled
+/// job due later is made due now and audited with when it would have run; one already due is
+/// answered `Due` and left as it is. Returns the answers and how many were moved.
+pub(crate) fn run_now_found(
+    tx: &mut (impl OperatorTx + ?Sized),
+    now: Millis,
+    actor: &str,
+    ids: &[JobId],
+    jobs: &mut HashMap<JobId, Found>,
+) -> Result<(Vec<RunNowResult>, u64)> {
+    let mut moved = Vec::new();
+    let results = ids
+        .iter()
+        .map(|id| {
+            let job = jobs.get_mut(id);
+            let answer = run_now_answer(job.as_deref());
+            if let (Some(job), RunNowResult::Due { was_due_at }) = (job, answer) {
+                if was_due_at > now {
+                    job.due_at = now;
+                    moved.push((*id, run_now_detail(was_due_at)));
+                }
+            }
+            answer
+        })
+        .collect();
+    let n = tx.make_due(now, actor, AuditAction::RunNow, &moved)?;
+    Ok((results, n))
+}
+
+/// `bw cancel ID…`: needs `operate`, checked before any job is looked at.
+pub(crate) fn cancel(tx: &mut (impl OperatorTx + ?Sized), actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
+    tx.require(actor, Permission::Operate)?;
+    let now = tx.now()?;
+    let mut jobs = tx.jobs(ids, true)?;
+    Ok(cancel_found(tx, now, actor, ids, &mut jobs)?.0)
+}
+
+/// `bw run-now ID…`: needs `operate`, checked before any job is looked at.
+pub(crate) fn run_now(tx: &mut (impl OperatorTx + ?Sized), actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
+    tx.require(actor, Permission::Operate)?;
+    let now = tx.now()?;
+    let mut jobs = tx.jobs(ids, true)?;
+    Ok(run_now_found(tx, now, actor, ids, &mut jobs)?.0)
+}
+
+/// What [`cancel`] would answer for each of `ids` now, changing nothing.
+pub(crate) fn check_cancel(tx: &mut (impl OperatorTx + ?Sized), ids: &[JobId]) -> Result<Vec<CancelResult>> {
+    let jobs = tx.jobs(ids, false)?;
+    Ok(ids.iter().map(|id| cancel_answer(jobs.get(id))).collect())
+}
+
+/// What [`run_now`] would answer for each of `ids` now, changing nothing.
+pub(crate) fn check_run_now(tx: &mut (impl OperatorTx + ?Sized), ids: &[JobId]) -> Result<Vec<RunNowResult>> {
+    let jobs = tx.jobs(ids, false)?;
+    Ok(ids.iter().map(|id| run_now_answer(jobs.get(id))).collect())
+}
+
+/// The reason logged on every operator requeue.
+pub(crate) const REQUEUE_REASON: &str = "requeued by operator: attempt budget reset";
+
+/// What one transaction of a purge by age asks of a backend, beside [`OperatorTx`].
+pub(crate) trait PurgeTx: OperatorTx {
+    /// Delete one batch of terminal jobs that finished before `cutoff`, with their log
+    /// entries; returns how many.
+    fn purge_batch(&mut self, cutoff: Millis) -> Result<u64>;
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()>;
+}
+
+/// One write transaction of a backend, handed a [`PurgeTx`].
+pub(crate) type PurgeWrite<'a> = dyn FnMut(&mut dyn FnMut(&mut dyn PurgeTx) -> Result<u64>) -> Result<u64> + 'a;
+
+/// `bw purge --older-than`: needs `operate` (checked before anything is counted, and again in
+/// each batch). Each batch is audited in the transaction that deletes it, so a run that dies
+/// between batches has left a record of every job it removed; a purge that found nothing is
+/// audited too. `total` counts what matched when the run started.
+pub(crate) fn purge(
+    write: &mut PurgeWrite<'_>,
+    total: impl FnOnce() -> Result<u64>,
+    actor: &str,
+    cutoff: Millis,
+    mut progress: impl FnMut(BulkProgress),
+) -> Result<u64> {
+    write(&mut |tx| tx.require(actor, Permission::Operate).map(|()| 0))?;
+    let total = total()?;
+    let mut done = 0;
+    loop {
+        let n = write(&mut |tx| {
+            tx.require(actor, Permission::Operate)?;
+            let now = tx.now()?;
+            let n = tx.purge_batch(cutoff)?;
+            if n > 0 {
+                tx.audit(now, actor, AuditAction::Purge, None, &purge_detail(n, cutoff))?;
+            }
+            Ok(n)
+        })?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+        progress(BulkProgress { done, total });
+    }
+    if done == 0 {
+        write(&mut |tx| {
+            let now = tx.now()?;
+            tx.audit(now, actor, AuditAction::Purge, None, &purge_detail(0, cutoff)).map(|()| 0)
+        })?;
+    }
+    Ok(done)
+}
+
+/// The audit detail of one purge batch (or of a purge that found nothing).
+pub(crate) fn purge_detail(n: u64, cutoff: Millis) -> String {
+    format!("{n} jobs finished before {cutoff}")
+}
+
+/// Whether a job found in `state` may be purged by id: only a terminal one, so that a purge
+/// never pulls a job from under a worker or loses one that is still to run.
+pub(crate) fn decide_purge(state: JobState) -> PurgeResult {
+    if state.is_terminal() {
+        PurgeResult::Deleted { state }
+    } else {
+        PurgeResult::NotTerminal { state }
+    }
+}
+
+/// The audit detail of one job purged by id: what it was, since its row and log are gone.
+pub(crate) fn purge_job_detail(state: JobState, wire_name: &str, queue: &str) -> String {
+    serde_json::json!({ "state": state.as_str(), "wire_name": wire_name, "queue": queue }).to_string()
+}
+
+/// The scheduled jobs `filter` matches: what run-now acts on.
+pub(crate) fn run_now_scope(filter: &JobFilter) -> JobFilter {
+    JobFilter { states: vec![JobState::Scheduled], finished_before: None, ..filter.clone() }
+}
+
+/// The scheduled and running jobs `filter` matches (both when it names neither): what a bulk
+/// cancel acts on.
+pub(crate) fn cancel_scope(filter: &JobFilter) -> JobFilter {
+    let mut f = JobFilter { finished_before: None, ..filter.clone() };
+    f.states.retain(|s| matches!(s, JobState::Scheduled | JobState::Running));
+    if f.states.is_empty() {
+        f.states = vec![JobState::Scheduled, JobState::Running];
+    }
+    f
+}
+
+/// Refuse a new payload that is not JSON, quoting its start.
+pub(crate) fn check_new_payload(payload: &[u8]) -> Result<()> {
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(payload) {
+        let text = String::from_utf8_lossy(payload);
+        let shown: String = text.chars().take(60).collect();
+        let more = if text.chars().count() > 60 { "…" } else { "" };
+        return Err(Error::InvalidInput(format!("the new payload '{shown}{more}' is not valid JSON: {e}")));
+    }
+    Ok(())
+}
+
+/// Only a Dead-Lettered or Quarantined job's payload may be repaired.
+pub(crate) fn check_editable(id: JobId, state: JobState) -> Result<()> {
+    if !state.is_requeueable() {
+        return Err(Error::WrongState { id: id.to_string(), state, wanted: "dead-lettered or quarantined" });
+    }
+    Ok(())
+}
+
+/// The audit detail of a payload repair: the old payload (as text, or hex when it is not
+/// UTF-8), so that the edit can be undone, and the new payload's size.
+pub(crate) fn payload_edit_detail(old: &[u8], new: &[u8]) -> String {
+    let detail = match std::str::from_utf8(old) {
+        Ok(text) => serde_json::json!({ "old_payload": text, "new_bytes": new.len() }),
+        Err(_) => serde_json::json!({ "old_payload_hex": hex(old), "new_bytes": new.len() }),
+    };
+    detail.to_string()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,150 @@
+//! The operator actions on a queue or a wire name, written once: the one order a pause or a
+//! limit is checked in, and pause and resume themselves. A backend supplies the reads a
+//! decision needs ([`PauseRead`]) and the statements on `pauses` ([`PauseTx`]).
+
+use super::AuditAction;
+use crate::error::{Error, Result};
+use crate::model::{Millis, Permission};
+use crate::store::{PauseKind, PauseResult, ResumeResult};
+
+/// What an operator does to a queue or a wire name, as its refusals word it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NameAction {
+    Pause,
+    Limit,
+}
+
+impl NameAction {
+    fn as_str(self) -> &'static str {
+        match self {
+            NameAction::Pause => "pause",
+            NameAction::Limit => "limit",
+        }
+    }
+}
+
+/// A pause must end after `now`, or it would end at once.
+pub(crate) fn check_until(until: Option<Millis>, now: Millis) -> Result<()> {
+    check_ends_later(NameAction::Pause, until, now)
+}
+
+/// A pause or a limit must end after `now`, or it would end at once.
+pub(crate) fn check_ends_later(action: NameAction, until: Option<Millis>, now: Millis) -> Result<()> {
+    match until {
+        Some(u) if u <= now => Err(Error::InvalidInput(format!(
+            "a {} until {u} would end at once: it is not after now ({now}, epoch ms)",
+            action.as_str()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The audit detail of a pause.
+pub(crate) fn pause_detail(kind: PauseKind, name: &str, until: Option<Millis>) -> String {
+    let until_text = until.map_or_else(|| "until resumed".to_string(), |u| format!("until {u}"));
+    format!("{kind} {name} {until_text}")
+}
+
+pub(crate) fn check_name(kind: PauseKind, name: &str) -> Result<()> {
+    if name.trim().is_empty() || name.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!("{name:?} is not a {kind} name")));
+    }
+    Ok(())
+}
+
+/// The refusal of a name nothing mentions.
+pub(crate) fn unknown_name(action: NameAction, kind: PauseKind, name: &str) -> Error {
+    Error::InvalidInput(format!(
+        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to {} it \
+         ahead of its first job)",
+        action.as_str()
+    ))
+}
+
+/// What a pause or limit decision reads, per dialect: the actor's permission and whether a name
+/// is known.
+pub(crate) trait PauseRead {
+    /// `PermissionDenied` unless the actor (on PostgreSQL, the one the server vouches for)
+    /// holds `permission`.
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
+    /// Whether any job or any registered worker mentions the queue or wire name.
+    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool>;
+}
+
+/// The one order a pause or a limit (and a pause's plan, `expiry` `None`) is checked in, on both
+/// backends: the actor's permission first, so that someone who may not act learns nothing else;
+/// then the name's spelling, the expiry against now, and a name nothing mentions (unless `force`).
+pub(crate) fn decide_name_action(
+    read: &mut (impl PauseRead + ?Sized),
+    action: NameAction,
+    actor: &str,
+    kind: PauseKind,
+    name: &str,
+    expiry: Option<(Option<Millis>, Millis)>,
+    force: bool,
+) -> Result<()> {
+    read.require(actor, Permission::Operate)?;
+    check_name(kind, name)?;
+    if let Some((until, now)) = expiry {
+        check_ends_later(action, until, now)?;
+    }
+    if force || read.is_known(kind, name)? {
+        return Ok(());
+    }
+    Err(unknown_name(action, kind, name))
+}
+
+/// The statements pause and resume need, per dialect, in one write transaction.
+pub(crate) trait PauseTx: PauseRead {
+    /// The time the transaction decides at.
+    fn now(&mut self) -> Result<Millis>;
+    /// Decide one name at a time: PostgreSQL's writers run side by side (SQLite has one writer).
+    fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()>;
+    /// The pause in force on the name at `now`: `None` when there is none, `Some(until)` when
+    /// there is (`until` `None`: until resumed).
+    fn pause_in_force(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<Option<Millis>>>;
+    /// Store the pause by `by` at `now` (replacing any row the name has).
+    fn set_pause(&mut self, kind: PauseKind, name: &str, by: &str, now: Millis, until: Option<Millis>) -> Result<()>;
+    /// Delete the name's pause row: whether it was in force at `now` (`None`: there was no row).
+    fn lift_pause(&mut self, kind: PauseKind, name: &str, now: Millis) -> Result<Option<bool>>;
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()>;
+}
+
+/// Pause a queue or a wire name until `until` or until resumed, in the order of
+/// [`decide_name_action`]; a name paused already has its expiry replaced ("extended").
+pub(crate) fn pause(
+    tx: &mut (impl PauseTx + ?Sized),
+    actor: &str,
+    kind: PauseKind,
+    name: &str,
+    until: Option<Millis>,
+    force: bool,
+) -> Result<PauseResult> {
+    let now = tx.now()?;
+    decide_name_action(tx, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
+    tx.lock_name(kind, name)?;
+    let previous = tx.pause_in_force(kind, name, now)?;
+    tx.set_pause(kind, name, actor, now, until)?;
+    tx.audit(now, actor, AuditAction::Pause, &pause_detail(kind, name, until))?;
+    Ok(match previous {
+        Some(previous_until) => PauseResult::Extended { previous_until },
+        None => PauseResult::Paused,
+    })
+}
+
+/// Lift a pause; audited only when one was in force (a lapsed row is removed silently).
+pub(crate) fn resume(
+    tx: &mut (impl PauseTx + ?Sized),
+    actor: &str,
+    kind: PauseKind,
+    name: &str,
+) -> Result<ResumeResult> {
+    tx.require(actor, Permission::Operate)?;
+    let now = tx.now()?;
+    tx.lock_name(kind, name)?;
+    if tx.lift_pause(kind, name, now)? != Some(true) {
+        return Ok(ResumeResult::NotPaused);
+    }
+    tx.audit(now, actor, AuditAction::Resume, &format!("{kind} {name}"))?;
+    Ok(ResumeResult::Resumed)
+}

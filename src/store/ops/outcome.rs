@@ -1,0 +1,248 @@
+//! How an attempt ends, written once for both backends: what a reported outcome (or a lapsed
+//! lease) does to the Running job behind the fence, its new state, and the log entry that
+//! records it. A backend supplies the fenced read, the row's update and the log insert
+//! ([`AttemptTx`]).
+
+use crate::error::{Error, Result};
+use crate::model::{FailureDetail, JobId, JobState, Millis, QuarantineReason};
+use crate::retry::{duration_ms, RetryPolicy};
+use crate::store::{Completion, Fenced, Outcome};
+
+/// The cause of a job whose lease lapsed on its last attempt.
+pub const LEASE_EXPIRED: &str = "lease expired";
+
+/// The reason logged when a handler reports its own, unrequested cancellation.
+pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
+
+/// The narrow view of one Running attempt.
+pub(crate) struct RunningAttempt {
+    pub(crate) id: JobId,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: Option<u32>,
+    /// The job's delay table as JSON text.
+    pub(crate) delay_table: Option<String>,
+    pub(crate) cancel_requested_by: Option<String>,
+    pub(crate) lease_owner: String,
+}
+
+impl RunningAttempt {
+    /// The attempt budget. A job claimed by another program that wrote no budget gets the
+    /// default policy's, rather than dying on its first failure.
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or_else(|| RetryPolicy::default().max_attempts())
+    }
+
+    /// The wait after this attempt fails, from the job's own delay table. A missing or short
+    /// table (written by another program) falls back to the default policy, never to zero: a
+    /// zero wait would turn a failing job into a hot loop.
+    pub(crate) fn next_delay_ms(&self) -> u64 {
+        let n = self.attempt.max(1);
+        self.delay_table
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Vec<u64>>(t).ok())
+            .and_then(|t| t.get(n as usize - 1).copied())
+            .unwrap_or_else(|| duration_ms(RetryPolicy::default().delay(n, 0)))
+    }
+}
+
+/// One transition entry to append.
+pub(crate) struct Entry<'a> {
+    pub job_id: JobId,
+    pub at: Millis,
+    pub from: Option<JobState>,
+    pub to: JobState,
+    pub attempt: u32,
+    pub worker_id: Option<&'a str>,
+    pub actor: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub failure_detail: Option<&'a str>,
+    pub detail_status: Option<&'static str>,
+}
+
+impl<'a> Entry<'a> {
+    pub fn new(job_id: JobId, at: Millis, from: Option<JobState>, to: JobState, attempt: u32) -> Self {
+        Entry {
+            job_id,
+            at,
+            from,
+            to,
+            attempt,
+            worker_id: None,
+            actor: None,
+            reason: None,
+            failure_detail: None,
+            detail_status: None,
+        }
+    }
+}
+
+/// What a reported outcome does to the attempt it ends: decided here once for both backends,
+/// which then write it each in their own SQL.
+pub(crate) enum Decision<'a> {
+    Succeed,
+    /// A failed attempt: retried at the job's delay table, or dead-lettered on the last one.
+    /// `detail` is `None` for no failure detail status at all, `Some(None)` for a failure whose
+    /// detail was not captured.
+    Fail {
+        message: &'a str,
+        detail: Option<Option<&'a FailureDetail>>,
+    },
+    /// Ended by an operator's cancel; `failure` is the handler's error when it stopped by
+    /// failing, kept on the log entry since the job will not run again to show it.
+    Cancel {
+        actor: &'a str,
+        failure: Option<(&'a str, Option<&'a FailureDetail>)>,
+    },
+    Quarantine {
+        reason: QuarantineReason,
+        cause: &'a str,
+    },
+}
+
+pub(crate) fn decide<'a>(outcome: &'a Outcome, cancel_requested_by: Option<&'a str>, capture: bool) -> Decision<'a> {
+    match outcome {
+        Outcome::Succeeded => Decision::Succeed,
+        Outcome::Cancelled => match cancel_requested_by {
+            Some(actor) => Decision::Cancel { actor, failure: None },
+            // Only an operator cancel produces Cancelled: the handler's own cancellation (a
+            // timeout inside it) is a plain failed attempt.
+            None => Decision::Fail { message: UNREQUESTED_CANCEL, detail: Some(None) },
+        },
+        Outcome::Failed { message, detail } => {
+            let detail = if capture { detail.as_ref() } else { None };
+            match cancel_requested_by {
+                // An operator asked it to stop: retrying would defy them. The failure is kept
+                // in the log entry that ends the job.
+                Some(actor) => Decision::Cancel { actor, failure: Some((message, detail)) },
+                None => Decision::Fail { message, detail: Some(detail) },
+            }
+        }
+        Outcome::Quarantined { reason, cause } => Decision::Quarantine { reason: *reason, cause },
+    }
+}
+
+/// The terminal cause of a job an operator cancelled, and its log entry's reason.
+pub(crate) fn cancel_texts(actor: &str, failure: Option<&str>) -> (String, String) {
+    let cause = format!("cancelled by {actor}");
+    let reason = match failure {
+        Some(message) => format!("{cause}; the handler stopped with: {message}"),
+        None => cause.clone(),
+    };
+    (cause, reason)
+}
+
+/// A log entry's `detail_status` for a failure whose detail was or was not captured.
+pub(crate) fn detail_status(detail: Option<Option<&FailureDetail>>) -> Option<&'static str> {
+    detail.map(|d| if d.is_some() { "captured" } else { "not-captured" })
+}
+
+pub(crate) fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<String>> {
+    detail.map(|d| serde_json::to_string(d).map_err(Error::Encode)).transpose()
+}
+
+/// The job row an attempt's end writes; every variant also clears the lease. The terminal ones
+/// set `finished_at`, and carry the cause whose fingerprint the row keeps.
+pub(crate) enum AttemptEnd<'a> {
+    Succeeded,
+    /// Back to Scheduled, due at `due`.
+    Retry {
+        due: Millis,
+    },
+    DeadLettered {
+        cause: &'a str,
+    },
+    Cancelled {
+        cause: &'a str,
+    },
+    Quarantined {
+        reason: QuarantineReason,
+        cause: &'a str,
+    },
+}
+
+/// What ending an attempt asks of a backend: statements on a job the caller holds (SQLite's one
+/// writer; on PostgreSQL, a row locked by the fenced read).
+pub(crate) trait AttemptTx {
+    /// The Running attempt `c` reports on, when it is still the one under `c`'s lease.
+    fn fenced_attempt(&mut self, c: &Completion) -> Result<Option<RunningAttempt>>;
+    /// Write the attempt's end on the job's row, at `now`.
+    fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()>;
+    /// Append one transition entry.
+    fn log(&mut self, e: &Entry<'_>) -> Result<()>;
+}
+
+/// One reported outcome behind the fence: a report for an attempt no longer under its lease is
+/// Rejected; otherwise the outcome is decided and written.
+pub(crate) fn complete(tx: &mut impl AttemptTx, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
+    let Some(run) = tx.fenced_attempt(c)? else { return Ok(Fenced::Rejected) };
+    let decision = decide(&c.outcome, run.cancel_requested_by.as_deref(), capture);
+    Ok(Fenced::Accepted(end(tx, now, &run, Some(&c.worker_id), decision)?))
+}
+
+/// An attempt whose lease lapsed: cancelled when an operator asked it to stop, otherwise a
+/// failed attempt (no failure detail exists) with [`LEASE_EXPIRED`] as its message.
+pub(crate) fn lapse(tx: &mut impl AttemptTx, now: Millis, run: &RunningAttempt) -> Result<JobState> {
+    let decision = match run.cancel_requested_by.as_deref() {
+        Some(actor) => Decision::Cancel { actor, failure: None },
+        None => Decision::Fail { message: LEASE_EXPIRED, detail: None },
+    };
+    end(tx, now, run, Some(&run.lease_owner), decision)
+}
+
+/// Write `decision` for the Running attempt `run`, with its log entry; returns the job's state.
+pub(crate) fn end(
+    tx: &mut impl AttemptTx,
+    now: Millis,
+    run: &RunningAttempt,
+    worker: Option<&str>,
+    decision: Decision<'_>,
+) -> Result<JobState> {
+    // Declared before the entry, which borrows them.
+    let json: Option<String>;
+    let texts: (String, String);
+    let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Succeeded, run.attempt);
+    e.worker_id = worker;
+    match decision {
+        Decision::Succeed => {
+            tx.end_attempt(run.id, now, AttemptEnd::Succeeded)?;
+            tx.log(&e)?;
+        }
+        Decision::Fail { message, detail } => {
+            // `detail` is `None` for a lapsed lease (no detail exists), and `Some(None)` for a
+            // failure whose detail was not captured.
+            json = detail_json(detail.flatten())?;
+            e.reason = Some(message);
+            e.failure_detail = json.as_deref();
+            e.detail_status = detail_status(detail);
+            if run.attempt >= run.max_attempts() {
+                e.to = JobState::DeadLettered;
+                tx.end_attempt(run.id, now, AttemptEnd::DeadLettered { cause: message })?;
+            } else {
+                e.to = JobState::Scheduled;
+                let due = now.saturating_add(run.next_delay_ms().min(i64::MAX as u64) as Millis);
+                tx.end_attempt(run.id, now, AttemptEnd::Retry { due })?;
+            }
+            tx.log(&e)?;
+        }
+        Decision::Cancel { actor, failure } => {
+            // The handler's error, when it stopped by failing, is kept on the entry: the job
+            // will not run again to show it.
+            texts = cancel_texts(actor, failure.map(|(message, _)| message));
+            json = detail_json(failure.and_then(|(_, d)| d))?;
+            tx.end_attempt(run.id, now, AttemptEnd::Cancelled { cause: &texts.0 })?;
+            e.to = JobState::Cancelled;
+            e.actor = Some(actor);
+            e.reason = Some(&texts.1);
+            e.failure_detail = json.as_deref();
+            e.detail_status = detail_status(failure.map(|(_, d)| d));
+            tx.log(&e)?;
+        }
+        Decision::Quarantine { reason, cause } => {
+            tx.end_attempt(run.id, now, AttemptEnd::Quarantined { reason, cause })?;
+            e.to = JobState::Quarantined;
+            e.reason = Some(cause);
+            tx.log(&e)?;
+        }
+    }
+    Ok(e.to)
+}
