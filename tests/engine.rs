@@ -15,6 +15,8 @@ pub mod durations;
 pub mod limits;
 #[path = "engine/pause.rs"]
 pub mod pause;
+#[path = "engine/refused_writes.rs"]
+pub mod refused_writes;
 #[path = "engine/schedules.rs"]
 pub mod schedules;
 #[path = "engine/self_cancel.rs"]

@@ -1,42 +1,33 @@
 //! The dispatcher of one worker group: the only thread that talks to the store for it. It claims
 //! ahead into the group's ready buffer as fast as the handlers drain it, records finished jobs in
-//! batches behind the fence, heartbeats every lease it holds (buffered or running), reaps lapsed
-//! leases, runs the retention sweep, keeps the worker's registry row alive, and at shutdown hands
-//! back the jobs no handler started and ends the leases of those whose handlers stopped when
-//! asked. It never runs handler code.
-//!
-//! Over 500 lines on purpose: every step shares the one loop's state (what is claimed, waiting,
-//! running, finished but unwritten, being handed back), and splitting it would pass that state
-//! around; what stands alone is out already (`pool.rs`, `pace.rs`).
+//! batches behind the fence, heartbeats every lease its claim table holds (`claims.rs`), runs the
+//! maintenance chores when due (`maintenance.rs`), and at shutdown hands back the jobs no handler
+//! started and ends the leases of those whose handlers stopped when asked. It never runs handler
+//! code, and never sleeps but to wait for the next finished job or deadline.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::claims::{Claims, State};
+use super::deadlines::Deadlines;
 use super::group::{DispatchPolicy, Planner, WorkerGroup};
 use super::handler::{CancelReason, CancelSignal, JobContext};
+use super::maintenance::Maintenance;
 use super::pace::Pace;
 use super::pool::{Done, ReadyBuffer, Work};
 use super::runtime::{later, Counters, StopFlag};
 use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
-use crate::store::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
+use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
 
-/// How often a worker says it is alive in the registry, and after how long without that it
-/// counts as gone.
-pub(super) const WORKER_HEARTBEAT: Duration = Duration::from_secs(10);
-pub(super) const WORKER_STALE_AFTER: Duration = Duration::from_secs(30);
-/// Lapsed leases reaped per store transaction.
-const REAP_BATCH: usize = 200;
-/// Terminal jobs deleted per retention-sweep transaction, and batches per sweep.
-const SWEEP_BATCH: usize = 500;
-const SWEEP_MAX_BATCHES: usize = 20;
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
 /// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
 const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
-/// After a store error, wait this long before the dispatcher tries again.
+/// After a store error, how long before the dispatcher tries that step again. A deadline, never
+/// a sleep: the heartbeat must not wait behind a write the store refused.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// Once one handler has finished, how long `collect` waits for the next before recording what
 /// it has, and how long it gathers at most: quick handlers finish microseconds apart, and one
@@ -51,17 +42,16 @@ const STOP_WAIT: Duration = Duration::from_millis(500);
 /// handed back so that another worker can run them now.
 const BUFFER_MAX_WAIT: Duration = Duration::from_secs(1);
 
-/// One claim of this dispatcher not yet reported, by the token of its claim: waiting in the
-/// ready buffer or running. Not keyed by job: this same worker may claim a job again (its lease
-/// was reaped, the job retried or requeued) while an earlier run of it still hangs, and a
-/// requeue even repeats the `(worker, attempt)` pair the store's fence checks. Only the newest
-/// run of a job is `current`: a stale one's outcome is dropped, and its end leaves the newer
-/// run's lease alone.
-struct Inflight {
-    job_id: JobId,
-    attempt: u32,
-    cancel: CancelSignal,
-    current: bool,
+/// The dispatcher's own steps, each on its deadline (the maintenance chores keep theirs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// The next claim: now while the queues give all that was asked, a poll interval after they
+    /// ran dry, a short backoff after an error. Only waited for while there is room.
+    Claim,
+    /// Renew every held lease: a third of the lease, at most [`MAX_HEARTBEAT_GAP`].
+    Heartbeat,
+    /// Set only while outcomes wait after the store refused them: the next try.
+    Flush,
 }
 
 /// What the dispatcher is built from.
@@ -85,15 +75,9 @@ pub(super) struct Dispatcher {
     planner: Planner,
     group: Arc<str>,
     cfg: WorkerGroup,
-    info: WorkerInfo,
     worker_id: Arc<str>,
-    inflight: HashMap<u64, Inflight>,
-    next_run: u64,
-    /// Outcomes not yet recorded (the store was busy, or they arrived since the last flush).
-    pending: Vec<Completion>,
-    /// Unstarted jobs taken back (at shutdown, or held too long behind stalled handlers) and
-    /// not yet handed back to the store.
-    handing_back: Vec<(JobId, u32)>,
+    /// Every claim not yet settled with the store, and so every lease this worker holds.
+    claims: Claims,
     /// Runs whose handlers returned because the shutdown asked them to stop: they report no
     /// outcome, their leases are ended at once (see [`Dispatcher::end_stopped_leases`]).
     stopped: Vec<(JobId, u32)>,
@@ -102,121 +86,125 @@ pub(super) struct Dispatcher {
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
     quiet: Arc<AtomicBool>,
-    sweep_interval: Option<Duration>,
     pace: Pace,
+    steps: Deadlines<Step>,
+    heartbeat_every: Duration,
+    maintenance: Maintenance,
     /// The last claim failed without an answer: the store may have committed it (on PostgreSQL
     /// a connection can drop between COMMIT and its reply), leasing jobs to this worker that it
     /// never heard of. Checked before the next claim ([`Dispatcher::reclaim_lost`]).
     claim_in_doubt: bool,
+    /// The store was told this worker is stopping (once).
+    marked_stopping: bool,
 }
 
 impl Dispatcher {
     pub(super) fn new(s: Setup) -> Self {
+        let now = Instant::now();
+        let heartbeat_every = (s.cfg.lease / 3).min(MAX_HEARTBEAT_GAP);
+        let mut steps = Deadlines::new();
+        steps.set(Step::Claim, now);
+        steps.set(Step::Heartbeat, later(now, heartbeat_every));
         Dispatcher {
             planner: Planner::new(s.cfg.policy.clone()),
             group: Arc::from(s.cfg.name.as_str()),
+            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info),
             store: s.store,
             cfg: s.cfg,
-            info: s.info,
+            claims: Claims::new(Arc::clone(&s.worker_id)),
             worker_id: s.worker_id,
-            inflight: HashMap::new(),
-            next_run: 0,
-            pending: Vec::new(),
-            handing_back: Vec::new(),
             stopped: Vec::new(),
             ready: s.ready,
             done_rx: s.done_rx,
             stats: s.stats,
             stop: s.stop,
             quiet: s.quiet,
-            sweep_interval: s.sweep_interval,
-            pace: Pace::new(Instant::now()),
+            pace: Pace::new(now),
+            steps,
+            heartbeat_every,
             claim_in_doubt: false,
+            marked_stopping: false,
         }
     }
 
     pub(super) fn run(mut self) {
-        let heartbeat_every = (self.cfg.lease / 3).min(MAX_HEARTBEAT_GAP);
-        let start = Instant::now();
-        let mut next_claim = start;
-        let mut next_reap = start;
-        let mut next_heartbeat = later(start, heartbeat_every);
-        let mut next_worker_heartbeat = start + WORKER_HEARTBEAT;
-        let mut next_sweep = self.sweep_interval.map(|_| later(start, self.cfg.poll_interval));
-        let mut marked_stopping = false;
-        loop {
-            let stopping = self.stop.requested.load(Ordering::SeqCst);
-            let grace_end = *self.stop.grace.lock().unwrap_or_else(|p| p.into_inner());
-            if stopping {
-                self.hand_back_unstarted();
-                // `bw workers` shows it stopping, with what it still runs. Once: a failure
-                // costs only the display.
-                if !marked_stopping {
-                    marked_stopping = true;
-                    if let Err(e) = self.store.mark_stopping(&self.worker_id) {
-                        self.stats.error(&e);
-                    }
-                }
-            }
-            let now = Instant::now();
-            let mut wake = [next_heartbeat, next_worker_heartbeat, next_reap].into_iter().min().unwrap_or(now);
-            if !stopping && self.claim_room().is_some() {
-                wake = wake.min(next_claim);
-            }
-            if let Some(s) = next_sweep {
-                wake = wake.min(s);
-            }
-            if let (true, Some(g)) = (stopping, grace_end) {
-                wake = wake.min(g);
-            }
-            let wait =
-                if stopping && self.inflight.is_empty() { Duration::ZERO } else { wake.saturating_duration_since(now) };
-            self.collect(wait, stopping);
-            self.flush();
+        while self.turn() {}
+        self.finish();
+    }
 
-            let now = Instant::now();
-            if stopping && (self.inflight.is_empty() || grace_end.is_none_or(|g| now >= g)) {
-                break;
-            }
-            if now >= next_heartbeat {
-                self.heartbeat();
-                self.give_back_surplus(now);
-                next_heartbeat = later(now, heartbeat_every);
-            }
-            if now >= next_worker_heartbeat {
-                self.worker_heartbeat();
-                next_worker_heartbeat = now + WORKER_HEARTBEAT;
-            }
-            if let (Some(at), Some(every)) = (next_sweep, self.sweep_interval) {
-                if now >= at {
-                    self.sweep();
-                    next_sweep = Some(later(now, every));
-                }
-            }
-            if now >= next_reap {
-                if self.reap() > 0 {
-                    // A reaped job may be due again at once.
-                    next_claim = now;
-                }
-                next_reap = later(now, self.cfg.poll_interval);
-            }
-            if stopping || now < next_claim {
-                continue;
-            }
-            if let Some(room) = self.claim_room() {
-                match self.claim(room) {
-                    // Every place filled: there may be more due, claim again as room frees.
-                    Ok(n) if n == room => next_claim = now,
-                    // The queues are drained: look again after a poll interval.
-                    Ok(_) => next_claim = later(now, self.cfg.poll_interval),
-                    Err(e) => {
-                        self.stats.error(&e);
-                        next_claim = now + ERROR_BACKOFF.min(self.cfg.poll_interval);
-                    }
+    /// One turn of the loop: wait for a finished job or the next deadline, record what finished,
+    /// then whatever is due: the heartbeat, the chores, a claim. False once the group should
+    /// leave (stopping, and nothing runs or the grace period is over).
+    fn turn(&mut self) -> bool {
+        let stopping = self.stop.requested.load(Ordering::SeqCst);
+        let grace_end = *self.stop.grace.lock().unwrap_or_else(|p| p.into_inner());
+        if stopping {
+            self.hand_back_unstarted();
+            // `bw workers` shows it stopping, with what it still runs. Once: a failure costs
+            // only the display.
+            if !self.marked_stopping {
+                self.marked_stopping = true;
+                if let Err(e) = self.store.mark_stopping(&self.worker_id) {
+                    self.stats.error(&e);
                 }
             }
         }
-        self.finish();
+        let now = Instant::now();
+        let wait = if stopping && self.claims.active() == 0 {
+            Duration::ZERO
+        } else {
+            self.next_wake(stopping, grace_end).map_or(Duration::ZERO, |at| at.saturating_duration_since(now))
+        };
+        self.collect(wait, stopping);
+        self.sync_started();
+        self.flush(Instant::now());
+
+        let now = Instant::now();
+        if stopping && (self.claims.active() == 0 || grace_end.is_none_or(|g| now >= g)) {
+            return false;
+        }
+        if self.steps.is_due(Step::Heartbeat, now) {
+            self.heartbeat();
+            self.give_back_surplus(now);
+            self.steps.set(Step::Heartbeat, later(now, self.heartbeat_every));
+        }
+        // A reaped job may be due again at once.
+        if self.maintenance.run_due(&self.store, &self.worker_id, &self.stats, now) > 0 {
+            self.steps.set(Step::Claim, now);
+        }
+        if stopping || !self.steps.is_due(Step::Claim, now) {
+            return true;
+        }
+        if let Some(room) = self.claim_room() {
+            let next = match self.claim(room) {
+                // Every place filled: there may be more due, claim again as room frees.
+                Ok(n) if n == room => now,
+                // The queues are drained: look again after a poll interval.
+                Ok(_) => later(now, self.cfg.poll_interval),
+                Err(e) => {
+                    self.stats.error(&e);
+                    now + ERROR_BACKOFF.min(self.cfg.poll_interval)
+                }
+            };
+            self.steps.set(Step::Claim, next);
+        }
+        true
+    }
+
+    /// When the loop must next act: its own steps (a claim only when there is room for one and
+    /// no stop was asked), the maintenance chores, and the end of a shutdown's grace period.
+    fn next_wake(&self, stopping: bool, grace_end: Option<Instant>) -> Option<Instant> {
+        let claiming = !stopping && self.claim_room().is_some();
+        let own = self.steps.next(|s| s != Step::Claim || claiming);
+        let grace = grace_end.filter(|_| stopping);
+        [own, self.maintenance.next_due(), grace].into_iter().flatten().min()
+    }
+
+    /// Tell the claim table which buffered jobs handlers have taken since the last look.
+    fn sync_started(&mut self) {
+        for run in self.ready.take_started() {
+            self.claims.started(run);
+        }
     }
 
     /// How many jobs to claim now, if any: up to one per handler thread plus the claim-ahead,
@@ -228,7 +216,7 @@ impl Dispatcher {
             return None;
         }
         let ahead = self.pace.ahead();
-        let held = self.inflight.len();
+        let held = self.claims.active();
         let room = (self.cfg.concurrency + ahead).saturating_sub(held);
         let worth = held < self.cfg.concurrency || room >= ahead.div_ceil(2);
         (room > 0 && worth).then_some(room.min(self.planner.widest_round()))
@@ -251,19 +239,21 @@ impl Dispatcher {
         while let Some(done) = next {
             if let Done::Finished { run, outcome } = done {
                 finished += 1;
-                match self.inflight.remove(&run) {
-                    Some(f) if f.current && stopped_at_shutdown(&outcome, &f.cancel) => {
-                        self.stopped.push((f.job_id, f.attempt));
+                match self.claims.get(run).map(|c| (c.state, stopped_at_shutdown(&outcome, &c.cancel))) {
+                    Some((State::Buffered | State::Running, true)) => {
+                        if let Some(c) = self.claims.remove(run) {
+                            self.stopped.push((c.job_id, c.attempt));
+                        }
                     }
-                    Some(f) if f.current => self.pending.push(Completion {
-                        job_id: f.job_id,
-                        worker_id: self.worker_id.to_string(),
-                        attempt: f.attempt,
-                        outcome,
-                    }),
+                    Some((State::Buffered | State::Running, false)) => {
+                        self.claims.finished(run, outcome);
+                    }
                     // A stale run: the job was claimed again since, so its word is discarded.
-                    Some(_) => Counters::add(&self.stats.fenced_out, 1),
-                    None => {}
+                    Some((State::Superseded, _)) => {
+                        self.claims.remove(run);
+                        Counters::add(&self.stats.fenced_out, 1);
+                    }
+                    Some((State::Finished | State::HandingBack, _)) | None => {}
                 }
             }
             next = match self.done_rx.try_recv() {
@@ -272,7 +262,7 @@ impl Dispatcher {
                     // Linger only while handlers are still running and the buffer needs no
                     // refill: starving the handlers to widen a batch would cost more than it saves.
                     let now = Instant::now();
-                    let running = self.inflight.len() > self.ready.len();
+                    let running = self.claims.active() > self.ready.len();
                     let refill = !stopping && self.claim_room().is_some();
                     if running && !refill && now < until {
                         self.done_rx.recv_timeout(COLLECT_LINGER.min(until - now)).ok()
@@ -285,22 +275,34 @@ impl Dispatcher {
         self.pace.record(finished, Instant::now());
     }
 
-    /// Record the finished jobs behind the fence, in one transaction. On a store error they
-    /// stay pending and are retried: the leases are still ours until they lapse.
-    fn flush(&mut self) {
-        if self.pending.is_empty() {
+    /// Record the finished jobs behind the fence, in one transaction, unless a refused write
+    /// waits for its retry. On a store error they stay in the claim table (their leases
+    /// heartbeated, they are still ours) and the next try is a deadline [`ERROR_BACKOFF`] away:
+    /// the loop goes on heartbeating meanwhile instead of sleeping it off.
+    fn flush(&mut self, now: Instant) {
+        if self.steps.get(Step::Flush).is_some_and(|at| now < at) {
             return;
         }
-        match self.store.complete_many(&self.pending) {
+        self.flush_now(now);
+    }
+
+    /// [`Dispatcher::flush`] whatever the deadline (at shutdown, where there is no other try).
+    fn flush_now(&mut self, now: Instant) {
+        if self.claims.outcomes().is_empty() {
+            self.steps.clear(Step::Flush);
+            return;
+        }
+        match self.store.complete_many(self.claims.outcomes()) {
             Ok(fenced) => {
                 for f in fenced {
                     self.count(f);
                 }
-                self.pending.clear();
+                self.claims.outcomes_recorded();
+                self.steps.clear(Step::Flush);
             }
             Err(e) => {
                 self.stats.error(&e);
-                std::thread::sleep(ERROR_BACKOFF);
+                self.steps.set(Step::Flush, now + ERROR_BACKOFF);
             }
         }
     }
@@ -365,9 +367,7 @@ impl Dispatcher {
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
                 };
-                let run = self.next_run;
-                self.next_run += 1;
-                self.inflight.insert(run, Inflight { job_id: job.id, attempt: job.attempt, cancel, current: true });
+                let run = self.claims.claimed(job.id, job.attempt, cancel);
                 let rank = self.rank(&job.queue);
                 works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
             }
@@ -382,18 +382,14 @@ impl Dispatcher {
     /// its last attempt would dead-letter as "lease expired" without ever having run).
     fn reclaim_lost(&mut self) -> Result<()> {
         let held = self.store.leases_held(&self.worker_id)?;
-        let known: HashSet<(JobId, u32)> = self
-            .inflight
-            .values()
-            .filter(|f| f.current)
-            .map(|f| (f.job_id, f.attempt))
-            .chain(self.pending.iter().map(|c| (c.job_id, c.attempt)))
-            .chain(self.handing_back.iter().copied())
-            .collect();
+        let known: HashSet<(JobId, u32)> = self.claims.held().map(|(_, lease)| lease).collect();
         self.claim_in_doubt = false;
-        let before = self.handing_back.len();
-        self.handing_back.extend(held.into_iter().filter(|j| !known.contains(j)));
-        if self.handing_back.len() > before {
+        let mut lost = false;
+        for (job_id, attempt) in held.into_iter().filter(|j| !known.contains(j)) {
+            self.claims.lost(job_id, attempt);
+            lost = true;
+        }
+        if lost {
             self.give_back(Vec::new());
         }
         Ok(())
@@ -404,40 +400,26 @@ impl Dispatcher {
     /// outcome of it not yet written is dropped. One pass per claim, not per job: the group may
     /// hold a thousand claims.
     fn supersede(&mut self, claimed: &HashSet<JobId>) {
-        let earlier: Vec<u64> = self
-            .inflight
-            .iter()
-            .filter(|(_, f)| f.current && claimed.contains(&f.job_id))
-            .map(|(run, _)| *run)
-            .collect();
-        for run in earlier {
+        for run in self.claims.live_of(claimed) {
             if self.ready.take(run).is_some() {
-                self.inflight.remove(&run);
+                self.claims.remove(run);
                 Counters::add(&self.stats.fenced_out, 1);
-            } else if let Some(f) = self.inflight.get_mut(&run) {
-                f.current = false;
-                f.cancel.cancel(CancelReason::LeaseLost);
+            } else {
+                self.claims.supersede(run);
+                if let Some(c) = self.claims.get(run) {
+                    c.cancel.cancel(CancelReason::LeaseLost);
+                }
             }
         }
-        let before = self.pending.len();
-        self.pending.retain(|c| !claimed.contains(&c.job_id));
-        Counters::add(&self.stats.fenced_out, (before - self.pending.len()) as u64);
+        let dropped = self.claims.drop_outcomes_of(claimed);
+        Counters::add(&self.stats.fenced_out, dropped as u64);
     }
 
-    /// Renew the lease of every job this group holds (buffered, running, or finished with its
-    /// outcome not yet written); pass an operator's cancel or a lost lease on. A buffered job
-    /// that was cancelled never starts (it ends Cancelled now); one whose lease was lost is
-    /// dropped.
+    /// Renew every lease this group holds (see [`Claims::held`]); pass an operator's cancel or a
+    /// lost lease on to the claims a handler has or may still take. A buffered job that was
+    /// cancelled never starts (it ends Cancelled now); one whose lease was lost is dropped.
     fn heartbeat(&mut self) {
-        let runs: Vec<u64> = self.inflight.iter().filter(|(_, f)| f.current).map(|(run, _)| *run).collect();
-        // Finished jobs whose outcome is not written yet (the store was busy), and unstarted ones
-        // not yet handed back, keep their leases too, or they would lapse and run again.
-        let held: Vec<(JobId, u32)> = runs
-            .iter()
-            .map(|run| (self.inflight[run].job_id, self.inflight[run].attempt))
-            .chain(self.pending.iter().map(|c| (c.job_id, c.attempt)))
-            .chain(self.handing_back.iter().copied())
-            .collect();
+        let (runs, held): (Vec<u64>, Vec<(JobId, u32)>) = self.claims.held().unzip();
         if held.is_empty() {
             return;
         }
@@ -445,26 +427,29 @@ impl Dispatcher {
             Ok(s) => s,
             Err(e) => return self.stats.error(&e),
         };
-        // Statuses past `runs` are the pending outcomes' and hand-backs': no handler to tell.
         for (run, status) in runs.into_iter().zip(statuses) {
             let reason = match status {
                 LeaseStatus::Held { cancel_requested: false } => continue,
                 LeaseStatus::Held { cancel_requested: true } => CancelReason::Operator,
                 LeaseStatus::Lost => CancelReason::LeaseLost,
             };
-            if self.ready.take(run).is_some() {
-                let Some(f) = self.inflight.remove(&run) else { continue };
+            // Finished outcomes and hand-backs have no handler to tell: the fence settles them.
+            let state = self.claims.get(run).map(|c| c.state);
+            if !matches!(state, Some(State::Buffered | State::Running)) {
+                continue;
+            }
+            if state == Some(State::Buffered) && self.ready.take(run).is_some() {
                 match reason {
-                    CancelReason::Operator => self.pending.push(Completion {
-                        job_id: f.job_id,
-                        worker_id: self.worker_id.to_string(),
-                        attempt: f.attempt,
-                        outcome: Outcome::Cancelled,
-                    }),
-                    _ => Counters::add(&self.stats.fenced_out, 1),
+                    CancelReason::Operator => {
+                        self.claims.finished(run, Outcome::Cancelled);
+                    }
+                    _ => {
+                        self.claims.remove(run);
+                        Counters::add(&self.stats.fenced_out, 1);
+                    }
                 }
-            } else if let Some(f) = self.inflight.get(&run) {
-                f.cancel.cancel(reason);
+            } else if let Some(c) = self.claims.get(run) {
+                c.cancel.cancel(reason);
             }
         }
     }
@@ -495,20 +480,17 @@ impl Dispatcher {
     }
 
     /// Return unstarted jobs to the store as Scheduled, their attempt not consumed (see
-    /// [`Store::hand_back`]). On a store error they stay listed (their leases heartbeated) and
-    /// the next call tries again.
+    /// [`Store::hand_back`]). On a store error they stay in the claim table (their leases
+    /// heartbeated) and the next call tries again.
     fn give_back(&mut self, works: Vec<Work>) {
         for w in works {
-            if let Some(f) = self.inflight.remove(&w.run) {
-                if f.current {
-                    self.handing_back.push((f.job_id, f.attempt));
-                }
-            }
+            self.claims.take_back(w.run);
         }
-        if self.handing_back.is_empty() {
+        let leases = self.claims.handing_back();
+        if leases.is_empty() {
             return;
         }
-        match self.store.hand_back(&self.worker_id, &self.handing_back) {
+        match self.store.hand_back(&self.worker_id, &leases) {
             Ok(fenced) => {
                 for f in fenced {
                     match f {
@@ -516,66 +498,9 @@ impl Dispatcher {
                         other => self.count(other),
                     }
                 }
-                self.handing_back.clear();
+                self.claims.handed_back();
             }
             Err(e) => self.stats.error(&e),
-        }
-    }
-
-    fn reap(&mut self) -> usize {
-        match self.store.has_lapsed_leases() {
-            Ok(true) => {}
-            Ok(false) => return 0,
-            Err(e) => {
-                self.stats.error(&e);
-                return 0;
-            }
-        }
-        let mut total = 0;
-        loop {
-            match self.store.reap_expired(REAP_BATCH) {
-                Ok(n) => {
-                    total += n;
-                    if n < REAP_BATCH {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    self.stats.error(&e);
-                    break;
-                }
-            }
-        }
-        Counters::add(&self.stats.reaped, total as u64);
-        total
-    }
-
-    fn worker_heartbeat(&mut self) {
-        match self.store.worker_heartbeat(&self.worker_id) {
-            Ok(true) => {}
-            // Someone removed our row (e.g. a cleanup of stale workers): put it back.
-            Ok(false) => {
-                self.info.last_heartbeat_at = self.store.now();
-                if let Err(e) = self.store.register_worker(&self.info) {
-                    self.stats.error(&e);
-                }
-            }
-            Err(e) => self.stats.error(&e),
-        }
-    }
-
-    /// The retention sweep at the store's own setting, a bounded number of batches per round so
-    /// that a huge first sweep does not hold up claims.
-    fn sweep(&mut self) {
-        for _ in 0..SWEEP_MAX_BATCHES {
-            match self.store.sweep_expired(SWEEP_BATCH) {
-                Ok(n) if n as usize == SWEEP_BATCH => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    self.stats.error(&e);
-                    break;
-                }
-            }
         }
     }
 
@@ -613,24 +538,25 @@ impl Dispatcher {
     fn finish(mut self) {
         // Anything that finished during the last wait still counts.
         self.collect(Duration::ZERO, true);
-        self.flush();
+        self.flush_now(Instant::now());
         self.hand_back_unstarted();
-        for f in self.inflight.values() {
-            f.cancel.cancel(CancelReason::Shutdown);
+        for cancel in self.claims.active_signals() {
+            cancel.cancel(CancelReason::Shutdown);
         }
         // A dropped handle (no grace, as a crash) waits for none of them.
         let wait = if self.stop.wait_for_stopped.load(Ordering::SeqCst) { STOP_WAIT } else { Duration::ZERO };
         let until = Instant::now() + wait;
         loop {
             let now = Instant::now();
-            if self.inflight.is_empty() || now >= until {
+            if self.claims.active() == 0 || now >= until {
                 break;
             }
             self.collect(until - now, true);
         }
-        self.flush();
+        self.flush_now(Instant::now());
         let lapsing = self.end_stopped_leases();
-        Counters::add(&self.stats.abandoned, (self.inflight.len() + self.handing_back.len() + lapsing) as u64);
+        let left = self.claims.active() + self.claims.handing_back_count() + lapsing;
+        Counters::add(&self.stats.abandoned, left as u64);
         if let Err(e) = self.store.unregister_worker(&self.worker_id) {
             self.stats.error(&e);
         }
@@ -651,5 +577,135 @@ impl Drop for Dispatcher {
     /// threads waiting on its ready buffer end too.
     fn drop(&mut self) {
         self.ready.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{self, Sender};
+
+    use super::*;
+    use crate::engine::Enqueue;
+
+    const REFUSE_SUCCESS: &str = "CREATE TRIGGER refuse_success BEFORE UPDATE OF state ON jobs \
+         WHEN NEW.state = 'succeeded' BEGIN SELECT RAISE(ABORT, 'the disk is full'); END";
+
+    struct Harness {
+        d: Dispatcher,
+        done: Sender<Done>,
+        store: Store,
+        _dir: tempfile::TempDir,
+    }
+
+    /// A dispatcher over a fresh SQLite store holding `jobs` jobs of queue `q`, with no handler
+    /// threads: the test takes jobs from the ready buffer and reports their outcomes itself.
+    fn harness(jobs: usize) -> (Harness, Vec<JobId>) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("bw.db");
+        let store = Store::create(&db).unwrap();
+        let ids = (0..jobs).map(|i| Enqueue::new("w", "q", &i).unwrap().enqueue(&store).unwrap()).collect();
+        let cfg = WorkerGroup {
+            name: "g".into(),
+            policy: DispatchPolicy::strict(["q"]),
+            concurrency: jobs,
+            lease: Duration::from_millis(900),
+            poll_interval: Duration::from_secs(60),
+            ..WorkerGroup::default()
+        };
+        let worker_id: Arc<str> = Arc::from("host/1/g#test");
+        let now = store.now();
+        let info = WorkerInfo {
+            id: worker_id.to_string(),
+            group: "g".into(),
+            host: "host".into(),
+            pid: 1,
+            wire_names: vec!["w".into()],
+            queues: vec!["q".into()],
+            started_at: now,
+            last_heartbeat_at: now,
+            stale_after_ms: 30_000,
+        };
+        store.register_worker(&info).unwrap();
+        let (done, done_rx) = mpsc::channel();
+        let d = Dispatcher::new(Setup {
+            store: Store::open(&db).unwrap(),
+            cfg,
+            info,
+            worker_id,
+            ready: Arc::new(ReadyBuffer::default()),
+            done_rx,
+            stats: Arc::new(Counters::default()),
+            stop: Arc::new(StopFlag::default()),
+            quiet: Arc::new(AtomicBool::new(false)),
+            sweep_interval: None,
+        });
+        (Harness { d, done, store, _dir: dir }, ids)
+    }
+
+    fn lease_expiry(store: &Store, id: JobId) -> i64 {
+        store.job(id).unwrap().unwrap().lease_expires_at.expect("running")
+    }
+
+    #[test]
+    fn a_refused_completion_is_retried_on_a_deadline_while_the_heartbeat_renews_every_lease_on_time() {
+        let (mut h, ids) = harness(2);
+        assert_eq!(h.d.claim(2).unwrap(), 2);
+        // Both jobs start; the first finishes at once, the second keeps running.
+        let (first, _second) = (h.d.ready.next().unwrap(), h.d.ready.next().unwrap());
+        h.d.sync_started();
+        assert_eq!(h.d.claims.held().count(), 2);
+        h.store.raw_batch(REFUSE_SUCCESS).unwrap();
+        h.done.send(Done::Finished { run: first.run, outcome: Outcome::Succeeded }).unwrap();
+        let expiries: Vec<i64> = ids.iter().map(|id| lease_expiry(&h.store, *id)).collect();
+        std::thread::sleep(Duration::from_millis(20));
+
+        // A turn in which the heartbeat is due and the store refuses the completion: the refusal
+        // costs its one write, not a sleep, and the heartbeat goes out in the same turn.
+        h.d.steps.set(Step::Heartbeat, Instant::now());
+        let started = Instant::now();
+        assert!(h.d.turn());
+        let took = started.elapsed();
+        assert!(took < ERROR_BACKOFF, "the turn took {took:?}: it slept on the refused write");
+        assert_eq!(h.d.stats.errors.load(Ordering::Relaxed), 1);
+        assert_eq!(h.d.claims.outcomes().len(), 1, "the outcome waits in the claim table");
+        for (id, before) in ids.iter().zip(expiries) {
+            assert!(lease_expiry(&h.store, *id) > before, "the lease of {id} was renewed");
+        }
+
+        // The retry is a deadline the loop wakes for, not a write on every turn before it.
+        let retry = h.d.steps.get(Step::Flush).expect("a retry is set");
+        assert!(h.d.next_wake(false, None).is_some_and(|at| at <= retry));
+        h.d.flush(retry - Duration::from_millis(1));
+        assert_eq!(h.d.stats.errors.load(Ordering::Relaxed), 1, "no write before the deadline");
+
+        h.store.raw_batch("DROP TRIGGER refuse_success").unwrap();
+        h.d.flush(retry);
+        assert!(h.d.claims.outcomes().is_empty());
+        assert!(h.d.steps.get(Step::Flush).is_none());
+        assert_eq!(h.store.job(ids[0]).unwrap().unwrap().state, JobState::Succeeded);
+        assert_eq!(h.d.stats.succeeded.load(Ordering::Relaxed), 1);
+        assert_eq!(h.d.claims.held().map(|(_, l)| l).collect::<Vec<_>>(), [(ids[1], 1)]);
+    }
+
+    #[test]
+    fn the_claim_table_follows_each_claim_from_the_buffer_to_its_handler() {
+        let (mut h, ids) = harness(3);
+        assert_eq!(h.d.claim(3).unwrap(), 3);
+        let states = |d: &Dispatcher| {
+            let mut s: Vec<(JobId, State)> =
+                d.claims.held().map(|(run, (id, _))| (id, d.claims.get(run).unwrap().state)).collect();
+            s.sort_by_key(|(id, _)| ids.iter().position(|i| i == id));
+            s.into_iter().map(|(_, st)| st).collect::<Vec<_>>()
+        };
+        assert_eq!(states(&h.d), [State::Buffered; 3]);
+        let first = h.d.ready.next().unwrap();
+        h.d.sync_started();
+        assert_eq!(first.job.id, ids[0]);
+        assert_eq!(states(&h.d), [State::Running, State::Buffered, State::Buffered]);
+        // At shutdown the unstarted ones go back to the store, and the table lets them go.
+        h.d.hand_back_unstarted();
+        assert_eq!(states(&h.d), [State::Running]);
+        assert_eq!(h.d.stats.handed_back.load(Ordering::Relaxed), 2);
+        assert_eq!(h.store.job(ids[1]).unwrap().unwrap().state, JobState::Scheduled);
     }
 }

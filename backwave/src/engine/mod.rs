@@ -74,9 +74,12 @@
 //! awaits [`JobContext::cancelled`] to stop when asked. Only handler code runs there: claims,
 //! heartbeats and completions stay on the engine's threads (`tasks.rs`).
 
+mod claims;
+mod deadlines;
 mod dispatcher;
 mod group;
 mod handler;
+mod maintenance;
 mod pace;
 mod pool;
 mod registry;

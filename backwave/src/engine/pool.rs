@@ -53,8 +53,19 @@ pub(super) struct ReadyBuffer {
 #[derive(Default)]
 struct ReadyState {
     jobs: VecDeque<Work>,
+    /// The claim tokens of the jobs handlers took since the dispatcher last asked, so that its
+    /// claim table knows them running (see [`ReadyBuffer::take_started`]).
+    started: Vec<u64>,
     /// No more jobs will come: idle handler threads end.
     closed: bool,
+}
+
+impl ReadyState {
+    fn pop(&mut self) -> Option<Work> {
+        let w = self.jobs.pop_front()?;
+        self.started.push(w.run);
+        Some(w)
+    }
 }
 
 impl ReadyBuffer {
@@ -115,6 +126,11 @@ impl ReadyBuffer {
         s.jobs.split_off(keep).into()
     }
 
+    /// The claim tokens of the jobs handlers took since the last call, oldest first.
+    pub fn take_started(&self) -> Vec<u64> {
+        std::mem::take(&mut self.lock().started)
+    }
+
     /// No more jobs: handler threads end once idle.
     pub fn close(&self) {
         self.lock().closed = true;
@@ -130,7 +146,7 @@ impl ReadyBuffer {
             if s.closed {
                 return None;
             }
-            if let Some(w) = s.jobs.pop_front() {
+            if let Some(w) = s.pop() {
                 return Some(w);
             }
             s = self.available.wait(s).unwrap_or_else(|p| p.into_inner());
@@ -164,7 +180,7 @@ impl ReadyBuffer {
         if s.closed {
             return Some(None);
         }
-        s.jobs.pop_front().map(Some)
+        s.pop().map(Some)
     }
 }
 

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::dispatcher::{Dispatcher, Setup, WORKER_STALE_AFTER};
+use super::dispatcher::{Dispatcher, Setup};
 use super::group::WorkerGroup;
+use super::maintenance::WORKER_STALE_AFTER;
 use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::registry::Registry;
 #[cfg(feature = "tokio")]
