@@ -5,7 +5,7 @@
 
 use rusqlite::params;
 
-use super::jobs::{complete_one, log, Completion, Entry, Fenced, Outcome};
+use super::jobs::{complete_one, log, Completion, Entry, Fenced};
 use super::ops::settings;
 use super::row::parse_id;
 use super::SqliteStore;
@@ -54,15 +54,7 @@ impl SqliteStore {
                         log(tx, &e)?;
                         return Ok(Fenced::Accepted(JobState::Scheduled));
                     }
-                    // Not handed back: either the lease is gone (the fence rejects the outcome
-                    // too) or an operator asked to cancel it, which a Cancelled outcome honours.
-                    let cancelled = Completion {
-                        job_id: id,
-                        worker_id: worker_id.to_string(),
-                        attempt,
-                        outcome: Outcome::Cancelled,
-                    };
-                    complete_one(tx, now, capture, &cancelled)
+                    complete_one(tx, now, capture, &Completion::not_handed_back(id, worker_id, attempt))
                 })
                 .collect()
         })

@@ -73,6 +73,22 @@ pub struct CancelPlan {
     pub already_asked: u64,
 }
 
+impl CancelPlan {
+    /// The plan from the three counts each backend's one statement takes at `as_of`: what is
+    /// neither cancelled at once nor asked to stop was already asked. Its scope is set by the
+    /// caller that keeps the filter.
+    pub(crate) fn counted(matching: u64, would_cancel: u64, would_ask_to_stop: u64, as_of: Millis) -> CancelPlan {
+        CancelPlan {
+            matching,
+            would_cancel,
+            would_ask_to_stop,
+            already_asked: matching - would_cancel - would_ask_to_stop,
+            as_of,
+            scope: JobFilter::default(),
+        }
+    }
+}
+
 /// What a bulk cancel did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CancelDone {
@@ -161,14 +177,7 @@ impl SqliteStore {
                 "created_at <= ? AND state = 'running' AND cancel_requested_by IS NULL",
                 &[now],
             )?;
-            Ok(CancelPlan {
-                matching,
-                would_cancel,
-                would_ask_to_stop,
-                already_asked: matching - would_cancel - would_ask_to_stop,
-                as_of: now,
-                scope: JobFilter::default(),
-            })
+            Ok(CancelPlan::counted(matching, would_cancel, would_ask_to_stop, now))
         })
     }
 

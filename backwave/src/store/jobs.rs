@@ -64,6 +64,15 @@ pub struct Completion {
     pub outcome: Outcome,
 }
 
+impl Completion {
+    /// The outcome recorded for a claim a hand-back did not undo: either the lease is gone (the
+    /// fence rejects this too) or an operator asked to cancel the job, which a Cancelled outcome
+    /// honours. The one rule both backends' `hand_back` apply.
+    pub(crate) fn not_handed_back(job_id: JobId, worker_id: &str, attempt: u32) -> Completion {
+        Completion { job_id, worker_id: worker_id.to_string(), attempt, outcome: Outcome::Cancelled }
+    }
+}
+
 /// Whether the fence let an outcome through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fenced {

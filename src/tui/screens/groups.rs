@@ -9,10 +9,10 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row as TableRow};
 
 use super::{App, Filter, Open, Query, Row, Screen, Snapshot, Target};
-use backwave::store::{CauseGroup, QuarantineGroup};
 use crate::text::{relative, thousands};
 use crate::tui::data::GROUP_LIMIT;
 use crate::tui::view::{clean, fill_width, header_only, len, live_handlers, pointer, Theme};
+use backwave::store::{CauseGroup, QuarantineGroup};
 use backwave::Store;
 
 /// The screen of one kind of group.

@@ -9,9 +9,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row as TableRow};
 
 use super::{App, Filter, Open, Query, Row, Screen, Snapshot, View};
-use backwave::store::PauseKind;
 use crate::text::{compact_duration, sanitize, thousands, width};
 use crate::tui::view::{clean, compact_count, header_only, len, ms, pointer, right, Theme};
+use backwave::store::PauseKind;
 use backwave::{JobState, Store};
 
 pub(crate) struct Queues;

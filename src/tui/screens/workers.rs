@@ -8,10 +8,10 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row as TableRow};
 
 use super::{App, Open, Query, Row, Screen, Snapshot, View};
-use backwave::store::JobFilter;
 use crate::text::{compact_duration, relative, sanitize, thousands};
 use crate::tui::data::WORKERS_RUNNING_LIMIT;
 use crate::tui::view::{clean, fill_width, header_only, len, ms, pointer, Theme};
+use backwave::store::JobFilter;
 use backwave::{Job, JobState, Store};
 
 pub(crate) struct Workers;

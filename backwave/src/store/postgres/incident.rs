@@ -93,14 +93,7 @@ impl PgStore {
             )?;
             let (matching, would_cancel, would_ask_to_stop): (i64, i64, i64) =
                 (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
-            Ok(CancelPlan {
-                matching: matching as u64,
-                would_cancel: would_cancel as u64,
-                would_ask_to_stop: would_ask_to_stop as u64,
-                already_asked: (matching - would_cancel - would_ask_to_stop) as u64,
-                as_of: now,
-                scope: JobFilter::default(),
-            })
+            Ok(CancelPlan::counted(matching as u64, would_cancel as u64, would_ask_to_stop as u64, now))
         })
     }
 

@@ -526,15 +526,7 @@ impl PgStore {
                     if undone.remove(&(id.0, i64::from(attempt))) {
                         return Ok(Fenced::Accepted(JobState::Scheduled));
                     }
-                    // Not handed back: either the lease is gone (the fence rejects the outcome
-                    // too) or an operator asked to cancel it, which a Cancelled outcome honours.
-                    let cancelled = Completion {
-                        job_id: id,
-                        worker_id: worker_id.to_string(),
-                        attempt,
-                        outcome: Outcome::Cancelled,
-                    };
-                    outcome::complete(tx, now, capture, &cancelled)
+                    outcome::complete(tx, now, capture, &Completion::not_handed_back(id, worker_id, attempt))
                 })
                 .collect()
         })
