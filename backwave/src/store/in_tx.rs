@@ -3,7 +3,8 @@
 //! application's `rusqlite` transaction; on PostgreSQL through the schema's `backwave_enqueue_bytes`
 //! function (migration 9), the same SQL any other driver or language calls.
 
-use super::jobs::{insert_jobs, validate_new_jobs};
+use super::jobs::insert_jobs;
+use super::ops::enqueue::validate_new_jobs;
 use super::{system_now, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 #[cfg(feature = "postgres")]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
 use super::ops::outcome::{self, AttemptEnd, AttemptTx};
 pub(crate) use super::ops::outcome::{Entry, RunningAttempt};
 use super::ops::settings;
@@ -18,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason,
 };
-use crate::retry::{BackoffFn, RetryPolicy};
+use crate::retry::RetryPolicy;
 
 pub use super::ops::outcome::{LEASE_EXPIRED, UNREQUESTED_CANCEL};
 
@@ -643,63 +644,5 @@ impl IdText {
     fn as_str(&self) -> &str {
         // encode_lower writes ASCII only.
         std::str::from_utf8(&self.0).expect("a hyphenated uuid is ASCII")
-    }
-}
-
-/// What every insert path checks of new jobs before it writes, on both backends: their names
-/// and their uniqueness rules (the payload limit is read in the writing transaction).
-pub(crate) fn validate_new_jobs(jobs: &[NewJob]) -> Result<()> {
-    for job in jobs {
-        validate_name("wire name", &job.wire_name)?;
-        validate_name("queue", &job.queue)?;
-    }
-    unique::validate_all(jobs)
-}
-
-pub(crate) fn validate_name(what: &str, value: &str) -> Result<()> {
-    if value.trim().is_empty() {
-        return Err(Error::InvalidInput(format!("the {what} must not be empty")));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(format!("the {what} {value:?} contains control characters")));
-    }
-    Ok(())
-}
-
-/// A per-job jitter seed, taken from the random bits of its id.
-pub(crate) fn jitter_seed(id: &JobId) -> i64 {
-    let b = id.0.as_bytes();
-    i64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]])
-}
-
-/// The seed a claim draws jitter from: the one kept with the job, or, for a job written by
-/// another program that left the default 0, one derived from its id (still the same at every
-/// claim, and different between jobs so that they do not retry in lockstep).
-pub(crate) fn effective_seed(stored: i64, id: &JobId) -> u64 {
-    if stored != 0 {
-        stored as u64
-    } else {
-        jitter_seed(id) as u64
-    }
-}
-
-pub(crate) fn seed_independent(policy: &RetryPolicy) -> bool {
-    match policy.backoff() {
-        BackoffFn::Curve(b) => b.jitter_value() == 0.0,
-        BackoffFn::Func(_) => true,
-    }
-}
-
-/// A delay table as the job row holds it (JSON) and as the claimed [`Job`] carries it.
-pub(crate) struct DelayTable {
-    pub(crate) ms: Vec<u64>,
-    pub(crate) json: String,
-}
-
-impl DelayTable {
-    pub(crate) fn new(policy: &RetryPolicy, seed: u64) -> Self {
-        let ms = policy.delay_table_ms(seed);
-        let json = serde_json::to_string(&ms).unwrap_or_else(|_| "[]".into());
-        DelayTable { ms, json }
     }
 }

@@ -67,7 +67,6 @@ pub use in_tx::enqueue_in_sqlite;
 #[cfg(feature = "postgres")]
 pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
-pub(crate) use jobs::validate_name as validate_job_name;
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
     LEASE_EXPIRED, UNREQUESTED_CANCEL,
@@ -76,6 +75,7 @@ pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitS
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
+pub(crate) use ops::enqueue::validate_name as validate_job_name;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};

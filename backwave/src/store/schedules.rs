@@ -504,7 +504,7 @@ impl Store {
         through: Millis,
         jobs: &[NewJob],
     ) -> Result<Option<Vec<Enqueued>>> {
-        crate::store::jobs::validate_new_jobs(jobs)?;
+        crate::store::ops::enqueue::validate_new_jobs(jobs)?;
         self.schedule_write(|tx| claim(tx, name, expected_last, through, jobs))
     }
 

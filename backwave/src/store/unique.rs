@@ -5,7 +5,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::jobs::validate_name;
+use super::ops::enqueue::validate_name;
 use crate::error::{Error, Result};
 use crate::model::{JobId, Millis, NewJob, UniqueBy, UniqueRule};
 

@@ -3,6 +3,7 @@
 //! Each backend supplies only statements, through a small transaction trait per area (as
 //! `store/health`'s `HealthRead`, `schedules.rs`'s `ScheduleTx` and `limit.rs`'s `LimitTx`).
 
+pub(crate) mod enqueue;
 pub(crate) mod jobs;
 pub(crate) mod names;
 pub(crate) mod outcome;

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
 use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
-use crate::store::jobs::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
+use crate::store::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
 use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Entry, RunningAttempt};
 use crate::store::ops::settings;
 use crate::store::row::job_columns;
