@@ -83,7 +83,7 @@ fn hostile_fixture_loads_with_the_sqlite3_shell_as_documented() {
     programs::sqlite3();
     let out = std::process::Command::new("sh")
         .arg("-c")
-        .arg("sqlite3 \"$DB\" < backwave/schema.sql && sqlite3 \"$DB\" < fixtures/hostile.sql")
+        .arg("sqlite3 \"$DB\" < schema.sql && sqlite3 \"$DB\" < fixtures/hostile.sql")
         .env("DB", &db)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()

@@ -140,9 +140,7 @@ both_backends! {
         let db = TestDb::new(dir.path());
         std::fs::create_dir(dir.path().join("fixtures")).unwrap();
         std::fs::write(dir.path().join("fixtures/hostile.sql"), crate::demo::HOSTILE_SQL).unwrap();
-        std::fs::create_dir(dir.path().join("backwave")).unwrap();
-        std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/backwave/schema.sql"), dir.path().join("backwave/schema.sql"))
-            .unwrap();
+        std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.sql"), dir.path().join("schema.sql")).unwrap();
 
         let shown = shown_commands();
         let (mut ran, mut compared) = (0, 0);

@@ -45,7 +45,7 @@ VALUES ('0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b11', 'resize', 'bulk', X'00ff10', 'de
 fn a_store_built_by_the_sqlite3_shell_is_read_and_run_by_the_library() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shell.db");
-    let schema = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/backwave/schema.sql")).unwrap();
+    let schema = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.sql")).unwrap();
     assert_eq!(schema, backwave::store::SCHEMA_SQL, "the library embeds schema.sql verbatim");
     sqlite3(&db, &schema);
     sqlite3(&db, HAND_WRITTEN);

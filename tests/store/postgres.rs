@@ -310,7 +310,7 @@ fn a_long_transaction_elsewhere_on_the_server_does_not_hold_this_stores_log_back
 fn eight_processes_opening_a_store_of_the_base_version_migrate_it_once_and_keep_every_row() {
     // The base contract is schema-postgres.sql up to its first migration block (version 2);
     // every later block is a step an older store takes when it is opened for writing.
-    let file = include_str!("../../backwave/schema-postgres.sql");
+    let file = include_str!("../../schema-postgres.sql");
     let base = file.find("-- migration 3 begin").map_or(file, |at| &file[..at]);
     let db = pg_db();
     let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
