@@ -11,6 +11,8 @@ pub mod async_handlers;
 pub mod claim_ahead;
 #[path = "engine/durations.rs"]
 pub mod durations;
+#[path = "engine/held_up.rs"]
+pub mod held_up;
 #[path = "engine/limits.rs"]
 pub mod limits;
 #[path = "engine/pause.rs"]

@@ -25,7 +25,7 @@ use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTE
 
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
 /// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
-const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
+pub(super) const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
 /// After a store error, how long before the dispatcher tries that step again. A deadline, never
 /// a sleep: the heartbeat must not wait behind a write the store refused.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -108,7 +108,7 @@ impl Dispatcher {
         Dispatcher {
             planner: Planner::new(s.cfg.policy.clone()),
             group: Arc::from(s.cfg.name.as_str()),
-            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info),
+            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, heartbeat_every, s.info),
             store: s.store,
             cfg: s.cfg,
             claims: Claims::new(Arc::clone(&s.worker_id)),
@@ -155,9 +155,11 @@ impl Dispatcher {
         } else {
             self.next_wake(stopping, grace_end).map_or(Duration::ZERO, |at| at.saturating_duration_since(now))
         };
+        let planned = now + wait;
         self.collect(wait, stopping);
+        let woke = Instant::now();
         self.sync_started();
-        self.flush(Instant::now());
+        self.flush(woke);
 
         let now = Instant::now();
         if stopping && (self.claims.active() == 0 || grace_end.is_none_or(|g| now >= g)) {
@@ -168,8 +170,12 @@ impl Dispatcher {
             self.give_back_surplus(now);
             self.steps.set(Step::Heartbeat, later(now, self.heartbeat_every));
         }
+        // How long this turn was held up past its plan: woken late (the thread was not run) or
+        // kept waiting by the store in its writes. Another worker's heartbeat may have waited as
+        // long, so the reaper holds off (see `Maintenance::run_due`).
+        let held_up = woke.saturating_duration_since(planned) + woke.elapsed();
         // A reaped job may be due again at once.
-        if self.maintenance.run_due(&self.store, &self.worker_id, &self.stats, now) > 0 {
+        if self.maintenance.run_due(&self.store, &self.worker_id, &self.stats, now, held_up) > 0 {
             self.steps.set(Step::Claim, now);
         }
         if stopping || !self.steps.is_due(Step::Claim, now) {

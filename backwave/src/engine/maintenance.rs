@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::deadlines::Deadlines;
+use super::dispatcher::MAX_HEARTBEAT_GAP;
 use super::runtime::{later, Counters};
 use crate::model::WorkerInfo;
 use crate::store::Store;
@@ -34,6 +35,8 @@ pub(super) struct Maintenance {
     timers: Deadlines<Chore>,
     poll: Duration,
     sweep_every: Option<Duration>,
+    /// Held up this long (a heartbeat interval of this worker's), the reaper holds off.
+    held_up_after: Duration,
     /// The worker's registry row, to put back if someone removed it.
     info: WorkerInfo,
 }
@@ -41,14 +44,20 @@ pub(super) struct Maintenance {
 impl Maintenance {
     /// Reaping starts at once; the sweep (`sweep_every`: only the first group of an engine)
     /// after one poll interval; the registry row was just written, so its heartbeat waits.
-    pub fn new(now: Instant, poll: Duration, sweep_every: Option<Duration>, info: WorkerInfo) -> Self {
+    pub fn new(
+        now: Instant,
+        poll: Duration,
+        sweep_every: Option<Duration>,
+        held_up_after: Duration,
+        info: WorkerInfo,
+    ) -> Self {
         let mut timers = Deadlines::new();
         timers.set(Chore::Reap, now);
         timers.set(Chore::Registry, later(now, WORKER_HEARTBEAT));
         if sweep_every.is_some() {
             timers.set(Chore::Sweep, later(now, poll));
         }
-        Maintenance { timers, poll, sweep_every, info }
+        Maintenance { timers, poll, sweep_every, held_up_after, info }
     }
 
     /// When the next chore falls due.
@@ -58,7 +67,24 @@ impl Maintenance {
 
     /// Run the chores due at `now`, each then set for its next turn. Returns how many lapsed
     /// leases were reaped (a reaped job may be due again at once).
-    pub fn run_due(&mut self, store: &Store, worker_id: &str, stats: &Counters, now: Instant) -> usize {
+    ///
+    /// `held_up`: how long the dispatcher's turn was kept from running (its thread not run, or
+    /// its writes waiting on the store). A worker held up for one of its own heartbeat intervals
+    /// cannot tell a dead worker from one held up as it was (the same lock, the same starved
+    /// CPU), so it reaps nothing for a whole heartbeat gap, by which time every live worker has
+    /// renewed its leases; the same goes when the reap itself was kept waiting (and the store
+    /// reaps nothing after waiting [`HELD_UP`](crate::store::HELD_UP) for a lock).
+    pub fn run_due(
+        &mut self,
+        store: &Store,
+        worker_id: &str,
+        stats: &Counters,
+        now: Instant,
+        held_up: Duration,
+    ) -> usize {
+        if held_up >= self.held_up_after {
+            self.hold_off_reaping(now);
+        }
         if self.timers.is_due(Chore::Registry, now) {
             self.registry_heartbeat(store, worker_id, stats);
             self.timers.set(Chore::Registry, later(now, WORKER_HEARTBEAT));
@@ -71,10 +97,21 @@ impl Maintenance {
         }
         let mut reaped = 0;
         if self.timers.is_due(Chore::Reap, now) {
-            reaped = reap(store, stats);
             self.timers.set(Chore::Reap, later(now, self.poll));
+            match reap(store, stats, self.held_up_after) {
+                Reaped::Count(n) => reaped = n,
+                Reaped::HeldUp => self.hold_off_reaping(Instant::now()),
+            }
         }
         reaped
+    }
+
+    /// No reaping until a whole heartbeat gap from now.
+    fn hold_off_reaping(&mut self, now: Instant) {
+        let until = later(now, MAX_HEARTBEAT_GAP);
+        if self.timers.get(Chore::Reap).is_none_or(|at| at < until) {
+            self.timers.set(Chore::Reap, until);
+        }
     }
 
     fn registry_heartbeat(&mut self, store: &Store, worker_id: &str, stats: &Counters) {
@@ -92,21 +129,33 @@ impl Maintenance {
     }
 }
 
-/// Reap every lapsed lease of any worker, a batch per transaction.
-fn reap(store: &Store, stats: &Counters) -> usize {
+enum Reaped {
+    Count(usize),
+    /// The store kept the reaper waiting: it reaped nothing more and holds off.
+    HeldUp,
+}
+
+/// Reap every lapsed lease of any worker, a batch per transaction, unless the store keeps the
+/// reaper waiting `held_up_after` or longer (e.g. a PostgreSQL lock on `jobs` holding up the
+/// look for lapsed leases): then the leases it would find may have lapsed for that very wait.
+fn reap(store: &Store, stats: &Counters, held_up_after: Duration) -> Reaped {
+    let asked = Instant::now();
     match store.has_lapsed_leases() {
         Ok(true) => {}
-        Ok(false) => return 0,
+        Ok(false) => return Reaped::Count(0),
         Err(e) => {
             stats.error(&e);
-            return 0;
+            return Reaped::Count(0);
         }
     }
     let mut total = 0;
-    loop {
+    let mut held_up = asked.elapsed() >= held_up_after;
+    while !held_up {
+        let asked = Instant::now();
         match store.reap_expired(REAP_BATCH) {
             Ok(n) => {
                 total += n;
+                held_up = asked.elapsed() >= held_up_after;
                 if n < REAP_BATCH {
                     break;
                 }
@@ -118,7 +167,10 @@ fn reap(store: &Store, stats: &Counters) -> usize {
         }
     }
     Counters::add(&stats.reaped, total as u64);
-    total
+    match held_up {
+        true => Reaped::HeldUp,
+        false => Reaped::Count(total),
+    }
 }
 
 /// The retention sweep at the store's own setting, a bounded number of batches per round so

@@ -198,7 +198,8 @@ forward! {
     /// Turn up to `limit` lapsed leases into failed attempts: retried at the job's own delay
     /// table, Dead-Lettered with cause `lease expired` when the budget is spent, or Cancelled
     /// when an operator had asked. Returns how many were reaped. Any process may call it: it
-    /// needs nothing from the worker that held the lease.
+    /// needs nothing from the worker that held the lease. A call the store kept waiting
+    /// [`HELD_UP`] or longer reaps nothing (every heartbeat may have waited as long).
     pub fn reap_expired(&self, limit: usize) -> Result<usize>;
 
     // limit.rs (setting, clearing and declaring limits are written once there, on `Store`, over

@@ -21,7 +21,7 @@ use crate::model::{
 };
 use crate::retry::RetryPolicy;
 
-pub use super::ops::outcome::{LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use super::ops::outcome::{HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 
 /// What a worker asks for when it claims.
 #[derive(Clone, Debug)]
@@ -245,6 +245,9 @@ impl SqliteStore {
     pub fn reap_expired(&self, limit: usize) -> Result<usize> {
         let now = self.now();
         self.write(|tx| {
+            if self.lock_wait.get() >= HELD_UP {
+                return Ok(0);
+            }
             let expired = tx
                 .prepare_cached(LAPSED_SQL)?
                 .query_map(params![now], attempt_from_row)?

@@ -69,7 +69,7 @@ pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
     ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
-    LEASE_EXPIRED, UNREQUESTED_CANCEL,
+    HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};

@@ -26,6 +26,8 @@ pub struct SqliteStore {
     /// The schema version of the file: [`SCHEMA_VERSION`], or 1 for a store opened read-only
     /// that this build could not migrate.
     pub(super) version: i64,
+    /// How long the last write transaction waited for the write lock (`BEGIN IMMEDIATE`).
+    pub(super) lock_wait: std::cell::Cell<std::time::Duration>,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
 }
@@ -88,7 +90,7 @@ impl SqliteStore {
             open_read_only(&path)?
         };
         let mut store =
-            SqliteStore { conn, path, clock: Clock::System, read_only: !writable, version: 0, _in_use: in_use };
+            SqliteStore { conn, path, clock: Clock::System, read_only: !writable, version: 0, lock_wait: Default::default(), _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         store.version = store.check_schema()?;
         store.set_pragmas()?;
@@ -121,7 +123,7 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&path, e))?;
-        let mut store = SqliteStore { conn, path, clock: Clock::System, read_only: false, version: 0, _in_use: in_use };
+        let mut store = SqliteStore { conn, path, clock: Clock::System, read_only: false, version: 0, lock_wait: Default::default(), _in_use: in_use };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = store.check_schema_allow_empty()?;
         store.set_pragmas()?;
@@ -201,7 +203,9 @@ impl SqliteStore {
         }
         let out = (|| {
             // Cached statements: the engine runs thousands of these small transactions a second.
+            let asked = std::time::Instant::now();
             self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            self.lock_wait.set(asked.elapsed());
             let guard = RollbackOnDrop(&self.conn);
             let value = f(&self.conn)?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;

@@ -3,6 +3,8 @@
 //! records it. A backend supplies the fenced read, the row's update and the log insert
 //! ([`AttemptTx`]).
 
+use std::time::Duration;
+
 use crate::error::{Error, Result};
 use crate::model::{FailureDetail, JobId, JobState, Millis, QuarantineReason};
 use crate::retry::{duration_ms, RetryPolicy};
@@ -10,6 +12,13 @@ use crate::store::{Completion, Fenced, Outcome};
 
 /// The cause of a job whose lease lapsed on its last attempt.
 pub const LEASE_EXPIRED: &str = "lease expired";
+
+/// A reap the store kept waiting this long for a lock (SQLite's write lock held by another
+/// process, or by one frozen holding it; a PostgreSQL lock on `jobs`) reaps nothing: every
+/// worker's heartbeat may have waited behind the same lock as long, so a lease that lapsed
+/// meanwhile says nothing about its worker. Measured as the wait itself (no network round trip
+/// in it); the engine's reaper then holds off for a heartbeat gap, while every live worker renews.
+pub const HELD_UP: Duration = Duration::from_millis(200);
 
 /// The reason logged when a handler reports its own, unrequested cancellation.
 pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";

@@ -24,7 +24,7 @@ use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, Ne
 use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
-use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Entry, RunningAttempt};
+use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Entry, RunningAttempt, HELD_UP};
 use crate::store::ops::settings;
 use crate::store::row::job_columns;
 use crate::store::unique::{self, UniqueColumns};
@@ -457,17 +457,22 @@ impl PgStore {
         self.write(|tx| {
             fold_counts(tx)?;
             let now = tx.now()?;
-            let expired = tx
-                .query(
-                    &format!(
-                        "SELECT {ATTEMPT_COLUMNS} FROM jobs WHERE state = 'running' AND lease_expires_at < $1
-                         ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
-                    ),
-                    &[&now, &limit],
-                )?
-                .iter()
-                .map(attempt_from_row)
-                .collect::<Result<Vec<_>>>()?;
+            // The row locks wait for nothing (`SKIP LOCKED`), but a lock on the table does: the
+            // last column is how long this statement waited, measured in the server.
+            let rows = tx.query(
+                &format!(
+                    "SELECT {ATTEMPT_COLUMNS},
+                            (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::bigint
+                     FROM jobs WHERE state = 'running' AND lease_expires_at < $1
+                     ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+                ),
+                &[&now, &limit],
+            )?;
+            let waited = rows.first().map(|r| r.try_get::<_, i64>(6)).transpose()?.unwrap_or(0);
+            if waited >= duration_ms(HELD_UP) {
+                return Ok(0);
+            }
+            let expired = rows.iter().map(attempt_from_row).collect::<Result<Vec<_>>>()?;
             for run in &expired {
                 outcome::lapse(tx, now, run)?;
             }

@@ -1,0 +1,105 @@
+//! Something holds the whole store for longer than a lease: on SQLite a process that holds (or
+//! froze holding) the write lock, on PostgreSQL a lock on the jobs table (a migration, a VACUUM
+//! FULL). Every worker's heartbeat waits behind it alike, so a reaper that waited too must not
+//! judge a lease by that wait: a live worker keeps its job, while a worker that really died
+//! meanwhile still loses its lease once the store is free again.
+
+use std::time::{Duration, Instant};
+
+use backwave::engine::{DispatchPolicy, Engine, Enqueue, Registry, WorkerGroup};
+use backwave::store::LEASE_EXPIRED;
+use backwave::JobState;
+
+use super::support::*;
+use crate::backend::{both_backends, TestDb};
+
+/// A lease of 300 ms: a heartbeat every 100 ms; the store is held for 1.2 s, four leases.
+const LEASE: Duration = Duration::from_millis(300);
+const HOLD: Duration = Duration::from_millis(1_200);
+
+/// Hold every writer (and, on PostgreSQL, every reader of `jobs`) off the store for `hold`, from
+/// a connection of the database's own client, as another program would.
+fn hold_store(db: &TestDb, hold: Duration) {
+    match db.schema() {
+        None => {
+            let conn = backwave::rusqlite::Connection::open(db.file()).unwrap();
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            std::thread::sleep(hold);
+            conn.execute_batch("COMMIT").unwrap();
+        }
+        Some(_) => {
+            let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
+            client.batch_execute("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").unwrap();
+            std::thread::sleep(hold);
+            client.batch_execute("COMMIT").unwrap();
+        }
+    }
+}
+
+/// A watcher engine on the same store with nothing to run: it reaps every 20 ms.
+fn watcher(db: &TestDb) -> backwave::engine::EngineHandle {
+    let mut watcher = Engine::new(db, Registry::new());
+    watcher.add_worker_group(group("watcher", DispatchPolicy::strict(["other"]), 1));
+    watcher.start().unwrap()
+}
+
+both_backends! {
+    fn a_store_held_past_every_lease_lapses_no_live_worker_s_lease() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry
+            .handle::<u64>("long", |ms, _| {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            })
+            .queue("q");
+        let id = registry.enqueue(&t.store, "long", &2_500u64).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup { lease: LEASE, ..group("g", DispatchPolicy::strict(["q"]), 1) });
+        let running = engine.start().unwrap();
+        let watching = watcher(&t.db);
+        wait_for("the job to run", Duration::from_secs(10), || (job(&t.store, id).state == JobState::Running).then_some(()));
+
+        let held = Instant::now();
+        hold_store(&t.db, HOLD);
+        assert!(held.elapsed() >= HOLD);
+
+        let j = wait_terminal(&t.store, id);
+        let reaped = (running.stats()[0].reaped, watching.stats()[0].reaped);
+        watching.shutdown(Duration::from_secs(1));
+        running.shutdown(Duration::from_secs(1));
+        // Max attempts 1: a lapse would have dead-lettered it.
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1), "{:?}", t.store.history(id).unwrap());
+        assert_eq!(reaped, (0, 0));
+        assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
+    }
+
+    fn a_worker_that_died_while_the_store_was_held_still_loses_its_lease_once_it_is_free() {
+        let t = test_store();
+        let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
+        let mut child = ChildWorker::spawn(&[t.db.arg(), "sleepy", "3", &LEASE.as_millis().to_string()]);
+        wait_for("the child to run the job", Duration::from_secs(10), || {
+            let j = job(&t.store, id);
+            (j.state == JobState::Running && j.lease_owner.as_deref() == Some(child.worker_id.as_str())).then_some(())
+        });
+        let watching = watcher(&t.db);
+        std::thread::scope(|s| {
+            s.spawn(|| hold_store(&t.db, HOLD));
+            std::thread::sleep(HOLD / 4);
+            child.kill();
+        });
+        let freed = Instant::now();
+
+        wait_for("the dead worker's lease to be reaped", Duration::from_secs(10), || {
+            let j = job(&t.store, id);
+            (j.state == JobState::Scheduled && j.attempt == 1).then_some(())
+        });
+        // Held off for the stall, then judged: within a few heartbeat gaps of the store coming
+        // back, not never.
+        assert!(freed.elapsed() < Duration::from_secs(6), "reaped {:?} after the store was free", freed.elapsed());
+        assert_eq!(watching.stats()[0].reaped, 1);
+        let lapse = t.store.history(id).unwrap().into_iter().last().unwrap();
+        assert_eq!((lapse.from, lapse.reason.as_deref()), (Some(JobState::Running), Some(LEASE_EXPIRED)));
+        watching.shutdown(Duration::from_secs(1));
+    }
+}
