@@ -342,3 +342,67 @@ fn eight_processes_opening_a_store_of_the_base_version_migrate_it_once_and_keep_
     let store = Store::open(&db).unwrap();
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
 }
+
+#[test]
+fn claims_and_completions_find_jobs_by_primary_key_not_by_scanning_the_table() {
+    // Joined to the picked ids (or to the completed batch), the planner priced a few hundred rows
+    // against the whole table and hashed a sequential scan of `jobs` per claim: every Succeeded
+    // row kept made every claim slower. The server's own counter of sequential scans of `jobs`
+    // must not move while the engine's statements claim, heartbeat and complete.
+    let db = pg_db();
+    let store = Store::create(&db).unwrap();
+    let jobs: Vec<NewJob> = (0..4000).map(|i| NewJob::new("noop", "default", format!("{i}"))).collect();
+    store.enqueue_many(&jobs).unwrap();
+    store.raw_batch("ANALYZE jobs").unwrap();
+    drop(store);
+    // A backend reports its counters when its session ends; wait for them to settle.
+    let counters = || {
+        let r = plain_query(&db, "SELECT seq_scan, n_tup_upd FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass");
+        (r[0][0].as_i64(), r[0][1].as_i64())
+    };
+    let settled = |want_updates: i64| {
+        for _ in 0..200 {
+            let c = counters();
+            if c.1 >= want_updates {
+                return c;
+            }
+            thread::sleep(Duration::from_millis(25));
+        }
+        panic!("the server never reported {want_updates} updates of jobs: {:?}", counters());
+    };
+    let (scans_before, updates_before) = settled(0);
+
+    let store = Store::open(&db).unwrap();
+    let policy = RetryPolicy::default();
+    let mut done = 0;
+    for round in 0..10 {
+        let req = ClaimRequest {
+            worker_id: "w",
+            group: "g",
+            queues: &["default".to_string()],
+            limit: 200,
+            lease: Duration::from_secs(60),
+            policy: &policy,
+        };
+        let claimed = store.claim(&req).unwrap();
+        assert_eq!(claimed.len(), 200, "round {round}");
+        let held: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
+        let leases = store.heartbeat("w", &held, Duration::from_secs(60)).unwrap();
+        assert!(leases.iter().all(|l| matches!(l, backwave::store::LeaseStatus::Held { .. })), "round {round}");
+        let outcomes: Vec<Completion> = claimed
+            .iter()
+            .map(|j| Completion {
+                job_id: j.id,
+                worker_id: "w".into(),
+                attempt: j.attempt,
+                outcome: Outcome::Succeeded,
+            })
+            .collect();
+        store.complete_many(&outcomes).unwrap();
+        done += claimed.len() as i64;
+    }
+    drop(store);
+    // A claim, a heartbeat and a completion each update every job once.
+    let (scans_after, _) = settled(updates_before + 3 * done);
+    assert_eq!(scans_after, scans_before, "sequential scans of jobs while claiming and completing {done} jobs");
+}

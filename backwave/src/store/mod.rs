@@ -39,6 +39,7 @@ mod query;
 mod raw;
 mod row;
 pub(crate) mod schedules;
+mod show;
 mod sqlite;
 mod target;
 mod unique;
@@ -85,6 +86,7 @@ pub(crate) use schedules::validate_all as validate_schedules;
 pub use schedules::{
     Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
 };
+pub use show::JobView;
 pub use target::{PostgresUrl, StoreTarget};
 pub use unique::validate as validate_unique_rule;
 pub use worker_state::{WorkerSelector, WorkerState};

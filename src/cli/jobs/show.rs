@@ -14,7 +14,7 @@ use crate::cli::output::{
     state_style, write_fields, Cell, Render, Style, Table, Term,
 };
 use crate::cli::{CliError, Ctx};
-use backwave::store::{LimitStatus, PauseKind};
+use backwave::store::{JobView, LimitStatus, PauseKind};
 use backwave::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
 
 use super::{due_text, lease_left, worker_label, ShowArgs};
@@ -22,11 +22,9 @@ use super::{due_text, lease_left, worker_label, ShowArgs};
 pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let printer = ctx.printer()?;
-    let id = store.resolve_id(&a.id)?;
-    let job = store.job(id)?.ok_or_else(|| Error::JobNotFound(a.id.clone()))?;
-    let history = store.history(id)?;
-    let live = store.live_handlers()?.get(&job.wire_name).copied().unwrap_or(0);
-    let detail_on = store.failure_detail_enabled()?;
+    // One read for everything shown beside the job (issue 23: one snapshot, fewer statements).
+    let JobView { job, history, live_handlers: live, failure_detail: detail_on } = store.job_view(&a.id)?;
+    let id = job.id;
     // Reveal first, show the job whatever the answer: a refused reveal still prints everything
     // else, and the refusal becomes the exit status.
     let (revealed, refusal) = if a.detail && history.iter().any(|t| matches!(t.detail, DetailStatus::Hidden { .. })) {
