@@ -96,6 +96,8 @@ pub(super) struct Dispatcher {
     claim_in_doubt: bool,
     /// The store was told this worker is stopping (once).
     marked_stopping: bool,
+    /// When the maintenance chores were last offered their turn.
+    chores_at: Instant,
 }
 
 impl Dispatcher {
@@ -124,6 +126,7 @@ impl Dispatcher {
             heartbeat_every,
             claim_in_doubt: false,
             marked_stopping: false,
+            chores_at: now,
         }
     }
 
@@ -155,11 +158,9 @@ impl Dispatcher {
         } else {
             self.next_wake(stopping, grace_end).map_or(Duration::ZERO, |at| at.saturating_duration_since(now))
         };
-        let planned = now + wait;
         self.collect(wait, stopping);
-        let woke = Instant::now();
         self.sync_started();
-        self.flush(woke);
+        self.flush(Instant::now());
 
         let now = Instant::now();
         if stopping && (self.claims.active() == 0 || grace_end.is_none_or(|g| now >= g)) {
@@ -170,10 +171,13 @@ impl Dispatcher {
             self.give_back_surplus(now);
             self.steps.set(Step::Heartbeat, later(now, self.heartbeat_every));
         }
-        // How long this turn was held up past its plan: woken late (the thread was not run) or
-        // kept waiting by the store in its writes. Another worker's heartbeat may have waited as
-        // long, so the reaper holds off (see `Maintenance::run_due`).
-        let held_up = woke.saturating_duration_since(planned) + woke.elapsed();
+        // How long the loop was held up since its chores last ran, beyond the wait it chose:
+        // its thread not run, or its writes (the last claim, this flush and heartbeat) kept
+        // waiting by the store. Another worker's heartbeat may have waited as long, so the
+        // reaper holds off (see `Maintenance::run_due`).
+        let chores_at = Instant::now();
+        let held_up = chores_at.saturating_duration_since(self.chores_at).saturating_sub(wait);
+        self.chores_at = chores_at;
         // A reaped job may be due again at once.
         if self.maintenance.run_due(&self.store, &self.worker_id, &self.stats, now, held_up) > 0 {
             self.steps.set(Step::Claim, now);

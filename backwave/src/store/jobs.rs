@@ -207,8 +207,10 @@ impl SqliteStore {
     }
 
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
-        let until = self.now().saturating_add(lease.as_millis().min(i64::MAX as u128) as Millis);
         self.write(|tx| {
+            // Read the clock once the write lock is ours: a heartbeat that waited for it must
+            // not write a lease that lapsed while it waited.
+            let until = self.now().saturating_add(lease.as_millis().min(i64::MAX as u128) as Millis);
             let mut renew = tx.prepare_cached(
                 "UPDATE jobs SET lease_expires_at = ?4
                  WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3

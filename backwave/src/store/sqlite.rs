@@ -89,8 +89,15 @@ impl SqliteStore {
         } else {
             open_read_only(&path)?
         };
-        let mut store =
-            SqliteStore { conn, path, clock: Clock::System, read_only: !writable, version: 0, lock_wait: Default::default(), _in_use: in_use };
+        let mut store = SqliteStore {
+            conn,
+            path,
+            clock: Clock::System,
+            read_only: !writable,
+            version: 0,
+            lock_wait: Default::default(),
+            _in_use: in_use,
+        };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         store.version = store.check_schema()?;
         store.set_pragmas()?;
@@ -123,7 +130,15 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&path, e))?;
-        let mut store = SqliteStore { conn, path, clock: Clock::System, read_only: false, version: 0, lock_wait: Default::default(), _in_use: in_use };
+        let mut store = SqliteStore {
+            conn,
+            path,
+            clock: Clock::System,
+            read_only: false,
+            version: 0,
+            lock_wait: Default::default(),
+            _in_use: in_use,
+        };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = store.check_schema_allow_empty()?;
         store.set_pragmas()?;

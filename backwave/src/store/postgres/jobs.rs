@@ -393,16 +393,20 @@ impl PgStore {
             return Ok(Vec::new());
         }
         let (ids, attempts) = fence_arrays(jobs);
+        let (pinned, lease) = (self.pinned_now(), duration_ms(lease));
         self.write(|tx| {
-            let until = tx.now()?.saturating_add(duration_ms(lease));
+            // The lease runs from when the rows are written, read from the clock then
+            // (`clock_timestamp()`, not the transaction's start): a heartbeat that waited behind
+            // a lock on `jobs` must not write a lease that lapsed while it waited.
             let held: HashMap<(uuid::Uuid, i64), bool> = tx
                 .query(
-                    "UPDATE jobs SET lease_expires_at = $4
+                    "UPDATE jobs SET lease_expires_at =
+                         coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $5::bigint
                      FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
                      WHERE jobs.id = ANY($1) AND jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
                            AND jobs.attempt = h.hattempt
                      RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL",
-                    &[&ids, &attempts, &worker_id, &until],
+                    &[&ids, &attempts, &worker_id, &pinned, &lease],
                 )?
                 .iter()
                 .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
