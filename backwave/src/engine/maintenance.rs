@@ -82,7 +82,9 @@ impl Maintenance {
         now: Instant,
         held_up: Duration,
     ) -> usize {
-        if held_up >= self.held_up_after {
+        // `take_held_up`: any write of this worker (a claim, a heartbeat) waited for the store's
+        // write lock long enough that a shorter lease than ours may have lapsed meanwhile.
+        if held_up >= self.held_up_after || store.take_held_up() {
             self.hold_off_reaping(now);
         }
         if self.timers.is_due(Chore::Registry, now) {
@@ -135,9 +137,10 @@ enum Reaped {
     HeldUp,
 }
 
-/// Reap every lapsed lease of any worker, a batch per transaction, unless the store keeps the
-/// reaper waiting `held_up_after` or longer (e.g. a PostgreSQL lock on `jobs` holding up the
-/// look for lapsed leases): then the leases it would find may have lapsed for that very wait.
+/// Reap every lapsed lease of any worker, a batch per transaction, unless the store holds the
+/// reaper up: the look for lapsed leases takes `held_up_after` or longer (e.g. behind a
+/// PostgreSQL lock on `jobs`), or the reap itself waited for a lock (`reap_lapsed` says `None`).
+/// The leases it would find may have lapsed for that very wait.
 fn reap(store: &Store, stats: &Counters, held_up_after: Duration) -> Reaped {
     let asked = Instant::now();
     match store.has_lapsed_leases() {
@@ -151,11 +154,10 @@ fn reap(store: &Store, stats: &Counters, held_up_after: Duration) -> Reaped {
     let mut total = 0;
     let mut held_up = asked.elapsed() >= held_up_after;
     while !held_up {
-        let asked = Instant::now();
-        match store.reap_expired(REAP_BATCH) {
-            Ok(n) => {
+        match store.reap_lapsed(REAP_BATCH) {
+            Ok(None) => held_up = true,
+            Ok(Some(n)) => {
                 total += n;
-                held_up = asked.elapsed() >= held_up_after;
                 if n < REAP_BATCH {
                     break;
                 }

@@ -197,10 +197,15 @@ forward! {
     pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>>;
     /// Turn up to `limit` lapsed leases into failed attempts: retried at the job's own delay
     /// table, Dead-Lettered with cause `lease expired` when the budget is spent, or Cancelled
-    /// when an operator had asked. Returns how many were reaped. Any process may call it: it
-    /// needs nothing from the worker that held the lease. A call the store kept waiting
-    /// [`HELD_UP`] or longer reaps nothing (every heartbeat may have waited as long).
-    pub fn reap_expired(&self, limit: usize) -> Result<usize>;
+    /// when an operator had asked. Returns how many were reaped, or `None` when the store kept
+    /// this call waiting [`HELD_UP`] or longer for a lock: then it reaps nothing, since every
+    /// heartbeat may have waited as long (call again after a heartbeat gap). Any process may
+    /// call it: it needs nothing from the worker that held the lease.
+    pub fn reap_lapsed(&self, limit: usize) -> Result<Option<usize>>;
+    /// Whether one of this store's writes was kept waiting [`HELD_UP`] or longer for a lock
+    /// since the last call (SQLite's write lock: another process held the whole store; always
+    /// false on PostgreSQL). The engine's reaper holds off after one.
+    pub fn take_held_up(&self) -> bool;
 
     // limit.rs (setting, clearing and declaring limits are written once there, on `Store`, over
     // the backends' `LimitTx`)
@@ -389,5 +394,10 @@ impl Store {
     /// How many live workers handle `wire_name` now.
     pub fn live_handler_count(&self, wire_name: &str) -> Result<u64> {
         Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
+    }
+
+    /// [`Store::reap_lapsed`], counting a call the store held up as none reaped.
+    pub fn reap_expired(&self, limit: usize) -> Result<usize> {
+        Ok(self.reap_lapsed(limit)?.unwrap_or(0))
     }
 }

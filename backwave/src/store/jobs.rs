@@ -244,11 +244,11 @@ impl SqliteStore {
         })
     }
 
-    pub fn reap_expired(&self, limit: usize) -> Result<usize> {
+    pub fn reap_lapsed(&self, limit: usize) -> Result<Option<usize>> {
         let now = self.now();
         self.write(|tx| {
             if self.lock_wait.get() >= HELD_UP {
-                return Ok(0);
+                return Ok(None);
             }
             let expired = tx
                 .prepare_cached(LAPSED_SQL)?
@@ -259,7 +259,7 @@ impl SqliteStore {
             for run in &expired {
                 outcome::lapse(&mut { tx }, now, run)?;
             }
-            Ok(expired.len())
+            Ok(Some(expired.len()))
         })
     }
 }

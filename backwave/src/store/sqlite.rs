@@ -28,6 +28,9 @@ pub struct SqliteStore {
     pub(super) version: i64,
     /// How long the last write transaction waited for the write lock (`BEGIN IMMEDIATE`).
     pub(super) lock_wait: std::cell::Cell<std::time::Duration>,
+    /// Some write waited [`HELD_UP`](super::HELD_UP) or longer for the lock since
+    /// [`SqliteStore::take_held_up`] last asked.
+    pub(super) held_up: std::cell::Cell<bool>,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
 }
@@ -96,6 +99,7 @@ impl SqliteStore {
             read_only: !writable,
             version: 0,
             lock_wait: Default::default(),
+            held_up: Default::default(),
             _in_use: in_use,
         };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -137,6 +141,7 @@ impl SqliteStore {
             read_only: false,
             version: 0,
             lock_wait: Default::default(),
+            held_up: Default::default(),
             _in_use: in_use,
         };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -221,6 +226,9 @@ impl SqliteStore {
             let asked = std::time::Instant::now();
             self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             self.lock_wait.set(asked.elapsed());
+            if self.lock_wait.get() >= super::HELD_UP {
+                self.held_up.set(true);
+            }
             let guard = RollbackOnDrop(&self.conn);
             let value = f(&self.conn)?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
@@ -228,6 +236,12 @@ impl SqliteStore {
             Ok(value)
         })();
         out.map_err(|e| disk_full(&self.path, e))
+    }
+
+    /// Whether a write of this store waited [`HELD_UP`](super::HELD_UP) or longer for the write
+    /// lock since the last call: then another process held the whole store that long.
+    pub fn take_held_up(&self) -> bool {
+        self.held_up.replace(false)
     }
 
     /// Run `f` in one read transaction, so that several queries see one snapshot.

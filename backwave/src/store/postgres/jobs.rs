@@ -472,7 +472,7 @@ impl PgStore {
     /// Fail (or, when an operator asked, cancel) up to `limit` attempts whose lease lapsed,
     /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
     /// and a row a completion holds is left to it. Folds the count deltas first.
-    pub fn reap_expired(&self, limit: usize) -> Result<usize> {
+    pub fn reap_lapsed(&self, limit: usize) -> Result<Option<usize>> {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.write(|tx| {
             fold_counts(tx)?;
@@ -490,13 +490,13 @@ impl PgStore {
             )?;
             let waited = rows.first().map(|r| r.try_get::<_, i64>(6)).transpose()?.unwrap_or(0);
             if waited >= duration_ms(HELD_UP) {
-                return Ok(0);
+                return Ok(None);
             }
             let expired = rows.iter().map(attempt_from_row).collect::<Result<Vec<_>>>()?;
             for run in &expired {
                 outcome::lapse(tx, now, run)?;
             }
-            Ok(expired.len())
+            Ok(Some(expired.len()))
         })
     }
 

@@ -341,6 +341,12 @@ impl PgStore {
         }
     }
 
+    /// Always false: PostgreSQL has no store-wide write lock; a lock on `jobs` that holds up a
+    /// reap is seen by the reap itself ([`Store::reap_lapsed`](crate::Store::reap_lapsed)).
+    pub fn take_held_up(&self) -> bool {
+        false
+    }
+
     /// Run one write statement on its own: the server commits it as it ends (an implicit
     /// transaction), so a write that is a single statement costs one round trip instead of
     /// three (BEGIN, the statement, COMMIT) and is just as atomic. Prepared once per connection,
