@@ -42,6 +42,8 @@ mod retry;
 mod schedules;
 #[path = "store/server.rs"]
 mod server;
+#[path = "store/snapshot.rs"]
+mod snapshot;
 #[path = "store/unique.rs"]
 mod unique;
 

@@ -39,6 +39,7 @@ mod query;
 mod raw;
 mod row;
 pub(crate) mod schedules;
+mod snapshot;
 mod sqlite;
 mod target;
 mod unique;
