@@ -4,7 +4,7 @@
 //! the next call), creating and checking the schema (`schema-postgres.sql`, under an advisory
 //! lock), and the transaction helpers every operation goes through: [`PgStore::write`] (READ
 //! COMMITTED, retried whole on a serialization failure or deadlock) and [`PgStore::read`] (one
-//! REPEATABLE READ snapshot). Where SQLite's one writer made every decision alone, here each
+//! REPEATABLE READ snapshot; inside [`PgStore::snapshot`], `snapshot.rs`, the one it holds open). Where SQLite's one writer made every decision alone, here each
 //! operation locks exactly the rows it decides on (`FOR UPDATE`, `SKIP LOCKED` for claims and
 //! reaps), so that two hosts never act twice on one job. Times come from the database clock
 //! ([`Tx::now`]) unless a test pinned a manual clock. The operation groups live one per file,
@@ -67,7 +67,7 @@ pub(crate) struct PgStore {
     version: i64,
     lock_timeout: std::cell::Cell<Duration>,
     /// While [`PgStore::snapshot`] runs: the log's horizon read before its transaction began.
-    /// Every read then joins that transaction (see `store/snapshot.rs`).
+    /// Every read then joins that transaction (see `snapshot.rs`).
     snapshot: std::cell::Cell<Option<i64>>,
 }
 
