@@ -40,6 +40,7 @@ mod raw;
 mod row;
 pub(crate) mod schedules;
 mod show;
+mod snapshot;
 mod sqlite;
 mod target;
 mod unique;

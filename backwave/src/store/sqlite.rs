@@ -26,6 +26,8 @@ pub struct SqliteStore {
     /// The schema version of the file: [`SCHEMA_VERSION`], or 1 for a store opened read-only
     /// that this build could not migrate.
     pub(super) version: i64,
+    /// Set while [`SqliteStore::snapshot`] runs (see `store/snapshot.rs`).
+    pub(super) snapshot: std::cell::Cell<bool>,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
 }
@@ -87,8 +89,15 @@ impl SqliteStore {
         } else {
             open_read_only(&path)?
         };
-        let mut store =
-            SqliteStore { conn, path, clock: Clock::System, read_only: !writable, version: 0, _in_use: in_use };
+        let mut store = SqliteStore {
+            conn,
+            path,
+            clock: Clock::System,
+            read_only: !writable,
+            version: 0,
+            snapshot: Default::default(),
+            _in_use: in_use,
+        };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         store.version = store.check_schema()?;
         store.set_pragmas()?;
@@ -121,7 +130,15 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&path, e))?;
-        let mut store = SqliteStore { conn, path, clock: Clock::System, read_only: false, version: 0, _in_use: in_use };
+        let mut store = SqliteStore {
+            conn,
+            path,
+            clock: Clock::System,
+            read_only: false,
+            version: 0,
+            snapshot: Default::default(),
+            _in_use: in_use,
+        };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = store.check_schema_allow_empty()?;
         store.set_pragmas()?;
@@ -194,6 +211,9 @@ impl SqliteStore {
     /// up to the busy timeout) so it never fails half-way on a lock upgrade, and it commits
     /// everything or nothing.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.snapshot.get() {
+            return Err(Error::ReadOnly { why: "a write was asked for inside a read snapshot".into() });
+        }
         if self.read_only {
             return Err(Error::ReadOnly {
                 why: format!("'{}' or its folder is not writable by this user", self.path.display()),
@@ -211,8 +231,12 @@ impl SqliteStore {
         out.map_err(|e| disk_full(&self.path, e))
     }
 
-    /// Run `f` in one read transaction, so that several queries see one snapshot.
+    /// Run `f` in one read transaction, so that several queries see one snapshot. Inside
+    /// [`SqliteStore::snapshot`] (a transaction already open), `f` joins it.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            return f(&self.conn);
+        }
         self.conn.prepare_cached("BEGIN DEFERRED")?.execute([])?;
         let guard = RollbackOnDrop(&self.conn);
         let value = f(&self.conn);
