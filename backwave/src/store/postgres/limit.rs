@@ -4,7 +4,7 @@
 //! waiting), counts under it and charges before it commits; a claim that cannot get the lock
 //! leaves that name to the claim that holds it.
 
-use super::admin::{audit, require};
+use super::admin::require;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
@@ -12,7 +12,7 @@ use crate::store::limit::{
     claim_limits, limit_from_parts, statuses, ClaimLimits, Limit, LimitCounts, LimitTx, CHARGE_WINDOW_SQL,
     LIMITS_IN_FORCE_SQL,
 };
-use crate::store::ops::AuditAction;
+use crate::store::ops::{AuditAction, StoreTx};
 use crate::store::worker_state::selector_detail;
 use crate::store::{LimitStatus, PauseKind, WorkerSelector, WorkerState};
 
@@ -107,7 +107,7 @@ impl LimitTx for Tx<'_> {
     }
 
     fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
-        audit(self, now, actor, action, None, detail)
+        StoreTx::audit(self, now, actor, action, None, detail)
     }
 
     fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()> {
@@ -203,7 +203,7 @@ impl PgStore {
             ids.sort();
             if !ids.is_empty() {
                 let action = if quiet { AuditAction::Quiet } else { AuditAction::ResumeWorker };
-                audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
+                StoreTx::audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
             }
             Ok(ids)
         })
