@@ -11,6 +11,7 @@ pub(crate) mod names;
 pub(crate) mod outcome;
 pub(crate) mod preview;
 pub(crate) mod settings;
+pub(crate) mod workers;
 
 use serde::Serialize;
 
