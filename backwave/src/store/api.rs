@@ -251,20 +251,12 @@ forward! {
     /// How many terminal jobs finished before `cutoff`.
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64>;
 
-    // pause.rs
-    /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
-    /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
-    /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
-    /// expiry. Applies from every worker's next claim.
-    pub fn pause(&self, actor: &str, kind: PauseKind, name: &str, until: Option<Millis>, force: bool) -> Result<PauseResult>;
+    // pause.rs (pause and resume are written once, on `Store`, in `ops/names.rs`)
     /// Count what pausing `kind` `name` would hold now, after the same checks as
     /// [`Store::pause`] in the same order (`actor`'s `operate` first, then the name). Index-bound:
     /// a queue's counts come from `job_counts`; a wire name's from one `jobs_claim_wire` range
     /// per queue and the (few) running jobs.
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan>;
-    /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
-    /// as not paused (its row is removed all the same).
-    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult>;
     /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
     /// store opened read-only has none.
     pub fn pauses(&self) -> Result<Vec<Pause>>;

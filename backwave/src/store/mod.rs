@@ -54,7 +54,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
-pub use admin::{current_actor, AuditEntry, SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use admin::current_actor;
 #[cfg(feature = "tokio")]
 pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};
 pub use bulk::BulkDone;
@@ -78,8 +78,10 @@ pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub(crate) use ops::enqueue::validate_name as validate_job_name;
+pub use ops::preview::{RequeueCheck, RequeuePlan, WireNameCount};
+pub use ops::settings::{SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use ops::AuditEntry;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
-pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
