@@ -416,44 +416,6 @@ impl PgStore {
         }
     }
 
-    /// Run one write statement on its own: the server commits it as it ends (an implicit
-    /// transaction), so a write that is a single statement costs one round trip instead of
-    /// three (BEGIN, the statement, COMMIT) and is just as atomic. Prepared once per connection,
-    /// like [`Tx::query`]'s; a serialization failure or deadlock runs it again.
-    pub(crate) fn write_statement(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        if self.read_only {
-            return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
-        }
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            self.ensure_connected()?;
-            let mut slot = self.conn.borrow_mut();
-            let Conn { client, statements } = slot.as_mut().expect("connected above");
-            let out = (|| {
-                let statement = match statements.get(sql) {
-                    Some(s) => s.clone(),
-                    None => {
-                        if statements.len() >= STATEMENT_CACHE {
-                            statements.clear();
-                        }
-                        let s = client.prepare(sql)?;
-                        statements.insert(sql.to_string(), s.clone());
-                        s
-                    }
-                };
-                Ok(client.query(&statement, params)?)
-            })();
-            if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
-                *slot = None;
-            }
-            match out {
-                Err(e) if tries < RETRIES && is_retryable(&e) => continue,
-                other => return other,
-            }
-        }
-    }
-
     /// Run `f` in one read-only REPEATABLE READ transaction: several queries, one snapshot.
     pub(crate) fn read<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         self.transaction(IsolationLevel::RepeatableRead, true, &mut f)
