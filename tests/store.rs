@@ -44,6 +44,8 @@ mod schedules;
 mod server;
 #[path = "store/show.rs"]
 mod show;
+#[path = "store/snapshot.rs"]
+mod snapshot;
 #[path = "store/unique.rs"]
 mod unique;
 

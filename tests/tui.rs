@@ -10,6 +10,8 @@ mod harness;
 use crate::pty;
 #[path = "tui/schedules.rs"]
 mod schedules;
+#[path = "tui/snapshot.rs"]
+mod snapshot;
 #[path = "tui/three_am.rs"]
 mod three_am;
 

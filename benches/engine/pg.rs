@@ -55,7 +55,7 @@ const CLAIM: &str = "
         UPDATE jobs j SET state = 'running', attempt = j.attempt + 1, max_attempts = 10,
                delay_table = '[2000,4000,8000,16000,32000,64000,128000,256000,300000]'::jsonb,
                lease_owner = $4, lease_expires_at = $2 + 60000, worker_group = 'raw', updated_at = $2
-        WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+        FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.attempt),
     logged AS (
         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
@@ -67,8 +67,7 @@ const COMPLETE: &str = "
         UPDATE jobs j SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
                finished_at = $3, updated_at = $3
         FROM unnest($1::uuid[], $2::bigint[]) AS c(id, attempt)
-        WHERE j.id = ANY($1) AND j.id = c.id AND j.state = 'running' AND j.lease_owner = $4
-              AND j.attempt = c.attempt
+        WHERE j.id = c.id AND j.state = 'running' AND j.lease_owner = $4 AND j.attempt = c.attempt
         RETURNING j.id, j.attempt),
     logged AS (
         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)

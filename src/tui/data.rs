@@ -3,7 +3,8 @@
 //! same library calls as the CLI.
 //! [`serve`] is the only way to the store: the terminal loop runs it on a background thread with
 //! its own [`Store`], tests call it directly. A refresh reads what every screen shows (header,
-//! counts, log, chart) and asks the screen on show for its rows (`screens::Screen::read`).
+//! counts, log, chart) and asks the screen on show for its rows (`screens::Screen::read`), all
+//! in one snapshot of the store ([`Store::snapshot`]), so that the figures agree.
 //! Nothing here draws.
 
 use std::collections::{BTreeMap, HashMap};
@@ -184,7 +185,22 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
 }
 
 fn refresh(store: &Store, q: &Query) -> backwave::Result<Snapshot> {
+    refresh_racing(store, q, &mut || {})
+}
+
+/// One refresh, every read inside one snapshot of the store ([`Store::snapshot`]): read one
+/// after the other, the header's counts and the page could each see a different moment, and
+/// disagree while workers run. `between` runs after the header's reads and before the rest:
+/// a test writes there to show that the rest does not see it.
+#[doc(hidden)]
+pub fn refresh_racing(store: &Store, q: &Query, between: &mut dyn FnMut()) -> backwave::Result<Snapshot> {
     let started = Instant::now();
+    let mut s = store.snapshot(|store| read(store, q, between))?;
+    s.query_time = started.elapsed();
+    Ok(s)
+}
+
+fn read(store: &Store, q: &Query, between: &mut dyn FnMut()) -> backwave::Result<Snapshot> {
     let now = store.now();
     let mut s = Snapshot {
         at: now,
@@ -199,6 +215,7 @@ fn refresh(store: &Store, q: &Query) -> backwave::Result<Snapshot> {
     s.limits = store.limits()?;
     s.quiet_workers =
         store.worker_states()?.into_iter().filter(|w| w.quiet_at.is_some() || w.stopping_at.is_some()).collect();
+    between();
     if let Some(id) = q.payload {
         s.payload = Some((id, store.job(id)?.map(|j| j.payload)));
     }
@@ -250,7 +267,6 @@ fn refresh(store: &Store, q: &Query) -> backwave::Result<Snapshot> {
     // What the screen on show lists (its page, groups, workers…): after the log, which the
     // Log screen names.
     q.view.screen(q.grouped).read(store, q, &mut s)?;
-    s.query_time = started.elapsed();
     Ok(s)
 }
 

@@ -130,6 +130,33 @@ pub struct Binding {
 
 const NEVER: u8 = u8::MAX;
 
+/// The views, in tab order: each one's digit, its name, and its file under `screens/` (whose
+/// `VIEW` says its titles and screens). This row is what registers a view: `screens/mod.rs`
+/// declares the file and makes the `View` enum from this list, and the digit row of
+/// [`BINDINGS`] binds the digits (name the view in its help text too).
+macro_rules! views {
+    ($then:ident) => {
+        $then! {
+            '1' DeadLettered dead_lettered,
+            '2' Quarantined quarantined,
+            '3' Running running,
+            '4' Scheduled scheduled,
+            '5' Queues queues,
+            '6' Log log,
+            '7' Workers workers,
+            '8' Schedules schedules,
+        }
+    };
+}
+pub(crate) use views;
+
+/// The digit row's keys, from [`views!`].
+macro_rules! digits {
+    ($($digit:literal $name:ident $file:ident,)*) => {
+        &[$((key($digit), Action::ShowView(View::$name)),)*]
+    };
+}
+
 /// Every key of the dashboard, in the order the help overlay lists them.
 pub const BINDINGS: [Binding; 21] = [
     Binding {
@@ -148,16 +175,7 @@ pub const BINDINGS: [Binding; 21] = [
     Binding {
         keys: "1 … 8",
         does: "Dead-Lettered Quarantined Running Scheduled Queues Log Workers Schedules",
-        acts: &[
-            (key('1'), Action::ShowView(View::ALL[0])),
-            (key('2'), Action::ShowView(View::ALL[1])),
-            (key('3'), Action::ShowView(View::ALL[2])),
-            (key('4'), Action::ShowView(View::ALL[3])),
-            (key('5'), Action::ShowView(View::ALL[4])),
-            (key('6'), Action::ShowView(View::ALL[5])),
-            (key('7'), Action::ShowView(View::ALL[6])),
-            (key('8'), Action::ShowView(View::ALL[7])),
-        ],
+        acts: views!(digits),
         hints: &[],
     },
     Binding {
@@ -389,6 +407,21 @@ mod tests {
                 let got = normal(KeyEvent::new(k.code, mods)).expect("a bound key has an action");
                 assert_eq!(format!("{got:?}"), format!("{action:?}"), "{:?} in '{}'", k.code, b.keys);
             }
+        }
+    }
+
+    /// The digit row's help text is written by hand: it must name every view, in tab order,
+    /// and its keys span the digits bound.
+    #[test]
+    fn the_digit_row_names_every_view_in_tab_order() {
+        let row = BINDINGS.iter().find(|b| b.keys.starts_with("1 ")).expect("a digit row");
+        let titles: Vec<&str> = View::ALL.iter().map(|v| v.title()).collect();
+        assert_eq!(row.does, titles.join(" "));
+        assert_eq!(row.keys, format!("1 … {}", View::ALL.len()));
+        assert_eq!(row.acts.len(), View::ALL.len());
+        for (i, (k, action)) in row.acts.iter().enumerate() {
+            assert_eq!(k.code, KeyCode::Char(char::from_digit(i as u32 + 1, 10).unwrap()));
+            assert!(matches!(action, Action::ShowView(v) if *v == View::ALL[i]), "{action:?}");
         }
     }
 

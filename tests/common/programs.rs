@@ -38,7 +38,20 @@ pub fn example(name: &str) -> PathBuf {
             Some("debug") | None => "dev",
             Some(other) => other,
         };
-        let status = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        // What cargo set for this test process describes the package, not the build; passed
+        // on, ring's build script (which watches CARGO_MANIFEST_DIR) and everything after it
+        // would be built again, a minute and more of both cores while the other tests run.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_BIN_EXE_", "CARGO_CRATE_", "CARGO_PRIMARY_"]
+                .iter()
+                .any(|p| key.starts_with(p))
+            {
+                cargo.env_remove(&*key);
+            }
+        }
+        let status = cargo
             .args(["build", "--quiet", "--profile", profile, "--example", name])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()

@@ -1,8 +1,10 @@
 //! Something holds the whole store for longer than a lease: on SQLite a process that holds (or
 //! froze holding) the write lock, on PostgreSQL a lock on the jobs table (a migration, a VACUUM
-//! FULL). Every worker's heartbeat waits behind it alike, so a reaper that waited too must not
-//! judge a lease by that wait: a live worker keeps its job, while a worker that really died
-//! meanwhile still loses its lease once the store is free again.
+//! FULL). Every worker's heartbeat waits behind it alike, and the first writer through once it
+//! is free may be a reaper that finds leases lapsed only for that wait: a lapse is reaped only
+//! once confirmed (seen again a second later, the expiry unmoved). A live worker keeps its job,
+//! whichever reaper gets the store first, while a worker that really died meanwhile still
+//! loses its lease once the store is free again.
 
 use std::time::{Duration, Instant};
 
@@ -38,8 +40,7 @@ fn hold_store(db: &TestDb, hold: Duration) {
 
 /// A watcher engine on the same store with nothing to run: it looks for lapsed leases every
 /// 20 ms. Its own lease is long (a heartbeat interval of 2 s) so that only the store holds it
-/// up, never a slow turn of its own on a loaded machine: a reaper held off by that beforehand,
-/// that wakes just after the store is free again, has seen no stall and judges as before.
+/// up, never a slow turn of its own on a loaded machine.
 fn watcher(db: &TestDb) -> backwave::engine::EngineHandle {
     let mut watcher = Engine::new(db, Registry::new());
     watcher.add_worker_group(WorkerGroup {
@@ -80,6 +81,35 @@ both_backends! {
         assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
     }
 
+    /// The reaper that gets the store first once it is free has seen no stall at all: it was
+    /// started as the store came back (a replacement worker, a deploy), so nothing it did ever
+    /// waited. Its first look races the live worker's queued heartbeat, and often wins.
+    fn a_reaper_started_as_the_store_comes_back_reaps_no_live_worker_s_lease() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry
+            .handle::<u64>("long", |ms, _| {
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(())
+            })
+            .queue("q");
+        let id = registry.enqueue(&t.store, "long", &2_500u64).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(WorkerGroup { lease: LEASE, ..group("g", DispatchPolicy::strict(["q"]), 1) });
+        let running = engine.start().unwrap();
+        wait_for("the job to run", Duration::from_secs(10), || (job(&t.store, id).state == JobState::Running).then_some(()));
+
+        hold_store(&t.db, HOLD);
+        let watching = watcher(&t.db);
+
+        let j = wait_terminal(&t.store, id);
+        let reaped = (running.stats()[0].reaped, watching.stats()[0].reaped);
+        watching.shutdown(Duration::from_secs(1));
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1), "{:?}", t.store.history(id).unwrap());
+        assert_eq!(reaped, (0, 0));
+    }
+
     fn a_worker_that_died_while_the_store_was_held_still_loses_its_lease_once_it_is_free() {
         let t = test_store();
         let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
@@ -100,8 +130,8 @@ both_backends! {
             let j = job(&t.store, id);
             (j.state == JobState::Scheduled && j.attempt == 1).then_some(())
         });
-        // Held off for the stall, then judged: within a few heartbeat gaps of the store coming
-        // back, not never.
+        // Confirmed after the stall, then reaped: within seconds of the store coming back, not
+        // never.
         assert!(freed.elapsed() < Duration::from_secs(6), "reaped {:?} after the store was free", freed.elapsed());
         assert_eq!(watching.stats()[0].reaped, 1);
         let lapse = t.store.history(id).unwrap().into_iter().last().unwrap();

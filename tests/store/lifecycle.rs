@@ -2,9 +2,10 @@
 //! failed attempt like any other, the fence discards stale outcomes, cancel ends jobs only when
 //! an operator asked.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use backwave::store::{Completion, Fenced, LeaseStatus, Outcome, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+use backwave::store::{Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 use backwave::{FailureDetail, JobState, NewJob, QuarantineReason, RetryPolicy};
 
 use super::{failed, policy, Fixture, ADMIN, LEASE, OTHER_WORKER, T0, WORKER};
@@ -149,6 +150,41 @@ both_backends! {
         assert_eq!(job.terminal_cause.as_deref(), Some(LEASE_EXPIRED));
         assert_eq!(job.finished_at, Some(fx.clock.now() - 1000), "finished when the reaper noticed");
         assert_eq!((job.lease_owner, job.lease_expires_at), (None, None));
+        fx.assert_sound();
+    }
+}
+
+both_backends! {
+    /// The engine's reaper reaps a lapse only once an earlier look saw it with the same expiry:
+    /// a heartbeat in between (one that waited behind a lock, say) moves the expiry, and the
+    /// lapse it then shows is a new one, seen but not reaped.
+    fn a_confirmed_reap_takes_only_lapses_seen_before_with_their_expiry_unmoved() {
+        let fx = Fixture::new();
+        let p = policy(3, SEC);
+        let (silent, renewed) = (fx.enqueue("work", "q"), fx.enqueue("work", "q"));
+        let claimed = fx.claim_as(WORKER, "q", 2, &p);
+        assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [silent, renewed]);
+        fx.clock.advance(LEASE + SEC);
+        let lapsed_at = fx.clock.now() - SEC.as_millis() as i64;
+        let lapse = |id, at| Lapse { job_id: id, attempt: 1, expired_at: at };
+
+        let first = fx.store.reap_lapsed(10, Confirmed::Seen(&HashSet::new())).unwrap().unwrap();
+        assert_eq!((first.reaped, first.seen.clone()), (0, vec![lapse(silent, lapsed_at), lapse(renewed, lapsed_at)]));
+        assert_eq!(fx.job(silent).state, JobState::Running, "seen is not reaped");
+
+        assert_eq!(fx.store.heartbeat(WORKER, &[(renewed, 1)], LEASE).unwrap(), [LeaseStatus::Held { cancel_requested: false }]);
+        let renewed_until = fx.clock.now() + LEASE.as_millis() as i64;
+        fx.clock.advance(LEASE + SEC);
+        let seen: HashSet<Lapse> = first.seen.into_iter().collect();
+        let second = fx.store.reap_lapsed(10, Confirmed::Seen(&seen)).unwrap().unwrap();
+        assert_eq!((second.reaped, second.seen), (1, vec![lapse(renewed, renewed_until)]));
+        assert_eq!(fx.job(silent).state, JobState::Scheduled);
+        assert_eq!(fx.store.history(silent).unwrap().last().unwrap().reason.as_deref(), Some(LEASE_EXPIRED));
+        assert_eq!(fx.job(renewed).state, JobState::Running, "renewed since it was seen: a new lapse");
+
+        // A tool reaps every lapse at once, unconfirmed.
+        assert_eq!(fx.store.reap_expired(10).unwrap(), 1);
+        assert_eq!(fx.job(renewed).state, JobState::Scheduled);
         fx.assert_sound();
     }
 }

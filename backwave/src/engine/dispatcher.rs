@@ -25,7 +25,7 @@ use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTE
 
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
 /// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
-pub(super) const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
+const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
 /// After a store error, how long before the dispatcher tries that step again. A deadline, never
 /// a sleep: the heartbeat must not wait behind a write the store refused.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -96,8 +96,6 @@ pub(super) struct Dispatcher {
     claim_in_doubt: bool,
     /// The store was told this worker is stopping (once).
     marked_stopping: bool,
-    /// When the maintenance chores were last offered their turn.
-    chores_at: Instant,
 }
 
 impl Dispatcher {
@@ -110,7 +108,7 @@ impl Dispatcher {
         Dispatcher {
             planner: Planner::new(s.cfg.policy.clone()),
             group: Arc::from(s.cfg.name.as_str()),
-            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, heartbeat_every, s.info),
+            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info),
             store: s.store,
             cfg: s.cfg,
             claims: Claims::new(Arc::clone(&s.worker_id)),
@@ -126,7 +124,6 @@ impl Dispatcher {
             heartbeat_every,
             claim_in_doubt: false,
             marked_stopping: false,
-            chores_at: now,
         }
     }
 
@@ -171,15 +168,8 @@ impl Dispatcher {
             self.give_back_surplus(now);
             self.steps.set(Step::Heartbeat, later(now, self.heartbeat_every));
         }
-        // How long the loop was held up since its chores last ran, beyond the wait it chose:
-        // its thread not run, or its writes (the last claim, this flush and heartbeat) kept
-        // waiting by the store. Another worker's heartbeat may have waited as long, so the
-        // reaper holds off (see `Maintenance::run_due`).
-        let chores_at = Instant::now();
-        let held_up = chores_at.saturating_duration_since(self.chores_at).saturating_sub(wait);
-        self.chores_at = chores_at;
         // A reaped job may be due again at once.
-        if self.maintenance.run_due(&self.store, &self.worker_id, &self.stats, now, held_up) > 0 {
+        if self.maintenance.run_due(&self.store, &self.worker_id, &self.stats, now) > 0 {
             self.steps.set(Step::Claim, now);
         }
         if stopping || !self.steps.is_due(Step::Claim, now) {

@@ -2,21 +2,36 @@
 //! leases, the retention sweep (one group per engine), and keeping the worker's registry row
 //! alive. The dispatcher runs what is due after its own heartbeat and wakes for the next chore;
 //! nothing here touches the group's claims.
+//!
+//! A lapsed lease is reaped only once confirmed: a look the store did not hold up found it
+//! lapsed, and a look [`CONFIRM_AFTER`] or more later, not held up either, finds it lapsed still
+//! with the same expiry. Something that holds the whole store (SQLite's write lock held by a
+//! process, or by one frozen holding it; a PostgreSQL lock on `jobs`) keeps every heartbeat
+//! waiting alike, and SQLite's lock is not handed out in turn: the first writer through once it
+//! is free may well be a reaper, finding leases that lapsed only for that wait. Their workers'
+//! heartbeats, queued behind the same lock, land within the confirmation and move the expiry;
+//! a worker that really died stays lapsed and is reaped one confirmation later. A look takes
+//! the lock it would reap under, so no look is made while the store is held: either it waited
+//! (then it saw nothing) or the store was writable when it looked. Nothing else is needed: a
+//! reaper starved of CPU only reaps later, never sooner.
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::deadlines::Deadlines;
-use super::dispatcher::MAX_HEARTBEAT_GAP;
 use super::runtime::{later, Counters};
 use crate::model::WorkerInfo;
-use crate::store::Store;
+use crate::store::{Confirmed, Lapse, Store};
 
 /// How often a worker says it is alive in the registry, and after how long without that it
 /// counts as gone.
 pub(super) const WORKER_HEARTBEAT: Duration = Duration::from_secs(10);
 pub(super) const WORKER_STALE_AFTER: Duration = Duration::from_secs(30);
-/// Lapsed leases reaped per store transaction.
+/// Lapsed leases looked at per store transaction.
 const REAP_BATCH: usize = 200;
+/// How long a lapse stays in sight before it is reaped (see the module's documentation): time
+/// for a heartbeat that waited on the store to land once it is free.
+pub(super) const CONFIRM_AFTER: Duration = Duration::from_secs(1);
 /// Terminal jobs deleted per retention-sweep transaction, and batches per sweep.
 const SWEEP_BATCH: usize = 500;
 const SWEEP_MAX_BATCHES: usize = 20;
@@ -35,8 +50,8 @@ pub(super) struct Maintenance {
     timers: Deadlines<Chore>,
     poll: Duration,
     sweep_every: Option<Duration>,
-    /// Held up this long (a heartbeat interval of this worker's), the reaper holds off.
-    held_up_after: Duration,
+    /// Lapsed leases in sight, each with when a look first found it so.
+    seen: HashMap<Lapse, Instant>,
     /// The worker's registry row, to put back if someone removed it.
     info: WorkerInfo,
 }
@@ -44,20 +59,14 @@ pub(super) struct Maintenance {
 impl Maintenance {
     /// Reaping starts at once; the sweep (`sweep_every`: only the first group of an engine)
     /// after one poll interval; the registry row was just written, so its heartbeat waits.
-    pub fn new(
-        now: Instant,
-        poll: Duration,
-        sweep_every: Option<Duration>,
-        held_up_after: Duration,
-        info: WorkerInfo,
-    ) -> Self {
+    pub fn new(now: Instant, poll: Duration, sweep_every: Option<Duration>, info: WorkerInfo) -> Self {
         let mut timers = Deadlines::new();
         timers.set(Chore::Reap, now);
         timers.set(Chore::Registry, later(now, WORKER_HEARTBEAT));
         if sweep_every.is_some() {
             timers.set(Chore::Sweep, later(now, poll));
         }
-        Maintenance { timers, poll, sweep_every, held_up_after, info }
+        Maintenance { timers, poll, sweep_every, seen: HashMap::new(), info }
     }
 
     /// When the next chore falls due.
@@ -67,26 +76,7 @@ impl Maintenance {
 
     /// Run the chores due at `now`, each then set for its next turn. Returns how many lapsed
     /// leases were reaped (a reaped job may be due again at once).
-    ///
-    /// `held_up`: how long the dispatcher's turn was kept from running (its thread not run, or
-    /// its writes waiting on the store). A worker held up for one of its own heartbeat intervals
-    /// cannot tell a dead worker from one held up as it was (the same lock, the same starved
-    /// CPU), so it reaps nothing for a whole heartbeat gap, by which time every live worker has
-    /// renewed its leases; the same goes when the reap itself was kept waiting (and the store
-    /// reaps nothing after waiting [`HELD_UP`](crate::store::HELD_UP) for a lock).
-    pub fn run_due(
-        &mut self,
-        store: &Store,
-        worker_id: &str,
-        stats: &Counters,
-        now: Instant,
-        held_up: Duration,
-    ) -> usize {
-        // `take_held_up`: any write of this worker (a claim, a heartbeat) waited for the store's
-        // write lock long enough that a shorter lease than ours may have lapsed meanwhile.
-        if held_up >= self.held_up_after || store.take_held_up() {
-            self.hold_off_reaping(now);
-        }
+    pub fn run_due(&mut self, store: &Store, worker_id: &str, stats: &Counters, now: Instant) -> usize {
         if self.timers.is_due(Chore::Registry, now) {
             self.registry_heartbeat(store, worker_id, stats);
             self.timers.set(Chore::Registry, later(now, WORKER_HEARTBEAT));
@@ -99,21 +89,68 @@ impl Maintenance {
         }
         let mut reaped = 0;
         if self.timers.is_due(Chore::Reap, now) {
-            self.timers.set(Chore::Reap, later(now, self.poll));
-            match reap(store, stats, self.held_up_after) {
-                Reaped::Count(n) => reaped = n,
-                Reaped::HeldUp => self.hold_off_reaping(Instant::now()),
-            }
+            reaped = self.reap(store, stats);
+            // The next look: a poll interval on, or sooner when a lapse in sight is confirmed.
+            let confirm = self.seen.values().min().map(|&at| later(at, CONFIRM_AFTER));
+            let next = later(now, self.poll);
+            self.timers.set(Chore::Reap, confirm.map_or(next, |at| at.min(next)));
         }
         reaped
     }
 
-    /// No reaping until a whole heartbeat gap from now.
-    fn hold_off_reaping(&mut self, now: Instant) {
-        let until = later(now, MAX_HEARTBEAT_GAP);
-        if self.timers.get(Chore::Reap).is_none_or(|at| at < until) {
-            self.timers.set(Chore::Reap, until);
+    /// Look for lapsed leases of any worker, a batch per transaction: reap those confirmed, keep
+    /// the others in sight. A look the store held up ends the round and forgets every sighting.
+    fn reap(&mut self, store: &Store, stats: &Counters) -> usize {
+        match store.has_lapsed_leases() {
+            Ok(true) => {}
+            Ok(false) => {
+                self.seen.clear();
+                return 0;
+            }
+            Err(e) => {
+                stats.error(&e);
+                return 0;
+            }
         }
+        let looked = Instant::now();
+        let confirmed: HashSet<Lapse> = self
+            .seen
+            .iter()
+            .filter(|(_, &at)| looked.saturating_duration_since(at) >= CONFIRM_AFTER)
+            .map(|(lapse, _)| *lapse)
+            .collect();
+        let mut in_sight = HashMap::new();
+        let mut total = 0;
+        loop {
+            match store.reap_lapsed(REAP_BATCH, Confirmed::Seen(&confirmed)) {
+                Ok(None) => {
+                    in_sight.clear();
+                    break;
+                }
+                Ok(Some(round)) => {
+                    total += round.reaped;
+                    let at = Instant::now();
+                    for lapse in &round.seen {
+                        in_sight.insert(*lapse, self.seen.get(lapse).copied().unwrap_or(at));
+                    }
+                    // A full batch of which some were reaped: there may be more behind it.
+                    if round.reaped == 0 || round.reaped + round.seen.len() < REAP_BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    stats.error(&e);
+                    // Keep what was in sight: an error is no evidence either way.
+                    for (lapse, at) in &self.seen {
+                        in_sight.entry(*lapse).or_insert(*at);
+                    }
+                    break;
+                }
+            }
+        }
+        self.seen = in_sight;
+        Counters::add(&stats.reaped, total as u64);
+        total
     }
 
     fn registry_heartbeat(&mut self, store: &Store, worker_id: &str, stats: &Counters) {
@@ -128,50 +165,6 @@ impl Maintenance {
             }
             Err(e) => stats.error(&e),
         }
-    }
-}
-
-enum Reaped {
-    Count(usize),
-    /// The store kept the reaper waiting: it reaped nothing more and holds off.
-    HeldUp,
-}
-
-/// Reap every lapsed lease of any worker, a batch per transaction, unless the store holds the
-/// reaper up: the look for lapsed leases takes `held_up_after` or longer (e.g. behind a
-/// PostgreSQL lock on `jobs`), or the reap itself waited for a lock (`reap_lapsed` says `None`).
-/// The leases it would find may have lapsed for that very wait.
-fn reap(store: &Store, stats: &Counters, held_up_after: Duration) -> Reaped {
-    let asked = Instant::now();
-    match store.has_lapsed_leases() {
-        Ok(true) => {}
-        Ok(false) => return Reaped::Count(0),
-        Err(e) => {
-            stats.error(&e);
-            return Reaped::Count(0);
-        }
-    }
-    let mut total = 0;
-    let mut held_up = asked.elapsed() >= held_up_after;
-    while !held_up {
-        match store.reap_lapsed(REAP_BATCH) {
-            Ok(None) => held_up = true,
-            Ok(Some(n)) => {
-                total += n;
-                if n < REAP_BATCH {
-                    break;
-                }
-            }
-            Err(e) => {
-                stats.error(&e);
-                break;
-            }
-        }
-    }
-    Counters::add(&stats.reaped, total as u64);
-    match held_up {
-        true => Reaped::HeldUp,
-        false => Reaped::Count(total),
     }
 }
 

@@ -195,17 +195,13 @@ forward! {
     pub fn complete(&self, completion: &Completion) -> Result<Fenced>;
     /// Record several outcomes in one transaction, each behind the fence.
     pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>>;
-    /// Turn up to `limit` lapsed leases into failed attempts: retried at the job's own delay
-    /// table, Dead-Lettered with cause `lease expired` when the budget is spent, or Cancelled
-    /// when an operator had asked. Returns how many were reaped, or `None` when the store kept
-    /// this call waiting [`HELD_UP`] or longer for a lock: then it reaps nothing, since every
-    /// heartbeat may have waited as long (call again after a heartbeat gap). Any process may
-    /// call it: it needs nothing from the worker that held the lease.
-    pub fn reap_lapsed(&self, limit: usize) -> Result<Option<usize>>;
-    /// Whether one of this store's writes was kept waiting [`HELD_UP`] or longer for a lock
-    /// since the last call (SQLite's write lock: another process held the whole store; always
-    /// false on PostgreSQL). The engine's reaper holds off after one.
-    pub fn take_held_up(&self) -> bool;
+    /// Look for up to `limit` lapsed leases, oldest first, and turn those `confirmed` into
+    /// failed attempts: retried at the job's own delay table, Dead-Lettered with cause `lease
+    /// expired` when the budget is spent, or Cancelled when an operator had asked. The others
+    /// come back as seen. With [`Confirmed::Seen`], a look the store kept waiting [`HELD_UP`] or
+    /// longer for a lock reaps and sees nothing (`None`): every heartbeat may have waited as
+    /// long. Any process may call it: it needs nothing from the worker that held the lease.
+    pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>>;
 
     // limit.rs (setting, clearing and declaring limits are written once there, on `Store`, over
     // the backends' `LimitTx`)
@@ -257,20 +253,12 @@ forward! {
     /// How many terminal jobs finished before `cutoff`.
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64>;
 
-    // pause.rs
-    /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
-    /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
-    /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
-    /// expiry. Applies from every worker's next claim.
-    pub fn pause(&self, actor: &str, kind: PauseKind, name: &str, until: Option<Millis>, force: bool) -> Result<PauseResult>;
+    // pause.rs (pause and resume are written once, on `Store`, in `ops/names.rs`)
     /// Count what pausing `kind` `name` would hold now, after the same checks as
     /// [`Store::pause`] in the same order (`actor`'s `operate` first, then the name). Index-bound:
     /// a queue's counts come from `job_counts`; a wire name's from one `jobs_claim_wire` range
     /// per queue and the (few) running jobs.
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan>;
-    /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
-    /// as not paused (its row is removed all the same).
-    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult>;
     /// The pauses in force now, queues first, then by name. Anyone may read them. A version-1
     /// store opened read-only has none.
     pub fn pauses(&self) -> Result<Vec<Pause>>;
@@ -396,8 +384,9 @@ impl Store {
         Ok(self.live_handlers()?.get(wire_name).copied().unwrap_or(0))
     }
 
-    /// [`Store::reap_lapsed`], counting a call the store held up as none reaped.
+    /// Turn up to `limit` lapsed leases into failed attempts at once, unconfirmed (a tool, a
+    /// test, `bw demo`; the engine confirms first, see [`Store::reap_lapsed`]). Returns how many.
     pub fn reap_expired(&self, limit: usize) -> Result<usize> {
-        Ok(self.reap_lapsed(limit)?.unwrap_or(0))
+        Ok(self.reap_lapsed(limit, Confirmed::All)?.map_or(0, |r| r.reaped))
     }
 }

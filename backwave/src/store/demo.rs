@@ -7,29 +7,9 @@
 
 use rusqlite::OptionalExtension;
 
+use super::ops::demo::{not_a_demo_store, TABLES};
 use super::{SqliteStore, StoreTarget};
-use crate::error::{Error, Result};
-
-/// Every table of `schema.sql` (the version lives in `PRAGMA user_version`), the log before the
-/// jobs it refers to.
-pub(crate) const TABLES: [&str; 11] = [
-    "transitions",
-    "jobs",
-    "job_counts",
-    "workers",
-    "pauses",
-    "limits",
-    "limit_windows",
-    "schedules",
-    "grants",
-    "audit",
-    "settings",
-];
-
-/// The refusal of a reset on a store the demo did not make.
-pub(crate) fn not_a_demo_store(target: &StoreTarget) -> Error {
-    Error::InvalidInput(format!("'{target}' is not a demo store: only a store `bw demo` made is ever emptied"))
-}
+use crate::error::Result;
 
 impl SqliteStore {
     pub fn reset_demo(&self) -> Result<()> {
@@ -48,22 +28,14 @@ impl SqliteStore {
     }
 }
 
-/// The names of the tables `sql` creates, in order.
-#[cfg(test)]
-pub(crate) fn created_tables(sql: &str) -> Vec<String> {
-    sql.lines()
-        .filter_map(|l| l.trim_start().strip_prefix("CREATE TABLE "))
-        .filter_map(|rest| rest.split(|c: char| c.is_whitespace() || c == '(').next())
-        .map(str::to_string)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::error::Error;
     use crate::model::{NewJob, Permission, WorkerInfo};
+    use crate::store::ops::demo::created_tables;
     use crate::store::{PauseKind, SettingKey, SCHEMA_SQL};
 
     fn rows(store: &SqliteStore, table: &str) -> i64 {
@@ -90,7 +62,9 @@ mod tests {
         store.set_setting("alice", SettingKey::Retention, "3d").unwrap();
         let id = store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap()[0].id();
         store.cancel("alice", &[id]).unwrap();
-        store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
+        // Pauses, limits and schedules are written once above the backends, on `Store`.
+        let same = crate::Store::open(dir.path().join("demo.db")).unwrap();
+        same.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
         store
             .register_worker(&WorkerInfo {
                 id: "h/1/g#a".into(),
@@ -105,10 +79,8 @@ mod tests {
             })
             .unwrap();
         let spec = crate::store::LimitSpec { concurrency: None, rate: Some(crate::store::Rate::parse("5/s").unwrap()) };
-        // Limits and schedules are written once above the backends, on `Store`.
-        let same = crate::Store::open(dir.path().join("demo.db")).unwrap();
         same.set_limit("alice", PauseKind::Queue, "low", &spec, None, true).unwrap();
-        store.resume("alice", PauseKind::Queue, "low").unwrap();
+        same.resume("alice", PauseKind::Queue, "low").unwrap();
         let low = ["low".to_string()];
         let policy = crate::RetryPolicy::default();
         let req = crate::store::ClaimRequest {
@@ -121,7 +93,7 @@ mod tests {
         };
         store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap();
         assert_eq!(store.claim(&req).unwrap().len(), 1, "a claim under the rate limit writes its window");
-        store.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
+        same.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
         same.declare_schedules("app", &[crate::Schedule::new("hourly", "0 * * * *", "report", "low", "{}")]).unwrap();
         for table in TABLES {
             assert!(rows(&store, table) > 0, "the test left {table} empty before the reset");

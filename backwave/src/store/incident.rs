@@ -5,19 +5,17 @@
 //! and audited if the run is killed between two of them.
 
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params_from_iter, Connection};
 use serde::Serialize;
 
-use super::operator::{requeue_one, BulkProgress, CancelResult, RequeueResult, SqliteOps, BULK_BATCH};
+use super::operator::{BulkProgress, CancelResult, SqliteOps, BULK_BATCH};
+use super::ops;
 use super::ops::jobs::OperatorTx;
-pub(crate) use super::ops::jobs::{
-    cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_scope,
-};
-use super::ops::{self, AuditAction};
+pub(crate) use super::ops::jobs::{cancel_scope, check_new_payload, run_now_scope};
 use super::query::JobFilter;
-use super::row::{parse_id, parse_state};
-use super::{unique, SqliteStore};
-use crate::error::{Error, Result};
+use super::row::parse_id;
+use super::SqliteStore;
+use crate::error::Result;
 use crate::model::{JobId, JobState, Millis, Permission};
 
 /// The result of making one job due now.
@@ -213,35 +211,7 @@ impl SqliteStore {
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
         check_new_payload(payload)?;
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            super::admin::check_payload_size(payload.len(), super::admin::payload_limit(tx)?, None)?;
-            let found = tx
-                .prepare_cached("SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = ?1")?
-                .query_row([id.to_string()], |r| {
-                    Ok((parse_state(r, 0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
-                })
-                .optional()?;
-            let Some((state, old, wire_name, key)) = found else { return Err(Error::JobNotFound(id.to_string())) };
-            check_editable(id, state)?;
-            let new_key = key.and_then(|k| unique::edited_key(&k, &wire_name, &old, payload));
-            let edited = tx
-                .prepare_cached("UPDATE jobs SET payload = ?2, unique_key = coalesce(?4, unique_key), updated_at = ?3 WHERE id = ?1")?
-                .execute(params![id.to_string(), payload, now, new_key]);
-            if let Err(rusqlite::Error::SqliteFailure(e, _)) = &edited {
-                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE {
-                    return Err(unique::edit_collides(id));
-                }
-            }
-            edited?;
-            super::admin::audit(tx, now, actor, AuditAction::EditPayload, Some(id), &payload_edit_detail(&old, payload))?;
-            let (requeued, conflict) = match requeue.then(|| requeue_one(tx, now, actor, id)).transpose()? {
-                Some(RequeueResult::Requeued { .. }) => (true, None),
-                Some(RequeueResult::Conflict { existing }) => (false, Some(existing)),
-                _ => (false, None),
-            };
-            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued, conflict })
-        })
+        self.write(|c| ops::jobs::edit_payload(&mut SqliteOps { c, now }, actor, id, payload, requeue))
     }
 }
 

@@ -21,7 +21,7 @@ use crate::model::{
 };
 use crate::retry::RetryPolicy;
 
-pub use super::ops::outcome::{HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use super::ops::outcome::{Confirmed, Lapse, Reap, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 
 /// What a worker asks for when it claims.
 #[derive(Clone, Debug)]
@@ -244,22 +244,20 @@ impl SqliteStore {
         })
     }
 
-    pub fn reap_lapsed(&self, limit: usize) -> Result<Option<usize>> {
-        let now = self.now();
+    pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>> {
         self.write(|tx| {
-            if self.lock_wait.get() >= HELD_UP {
+            if matches!(confirmed, Confirmed::Seen(_)) && self.lock_wait.get() >= HELD_UP {
                 return Ok(None);
             }
-            let expired = tx
+            // The clock is read once the write lock is ours, as the heartbeat's is.
+            let now = self.now();
+            let found = tx
                 .prepare_cached(LAPSED_SQL)?
-                .query_map(params![now], attempt_from_row)?
+                .query_map(params![now], |r| Ok((attempt_from_row(r)?, r.get::<_, Millis>(6)?)))?
                 .filter(|r| !unreadable(r))
                 .take(limit)
                 .collect::<Result<Vec<_>, _>>()?;
-            for run in &expired {
-                outcome::lapse(&mut { tx }, now, run)?;
-            }
-            Ok(Some(expired.len()))
+            outcome::reap_found(&mut { tx }, now, found, confirmed).map(Some)
         })
     }
 }
@@ -361,7 +359,7 @@ const FENCED_ATTEMPT_SQL: &str = concat!(
 const LAPSED_SQL: &str = concat!(
     "SELECT ",
     attempt_columns!(),
-    " FROM jobs WHERE state = 'running' AND lease_expires_at < ?1 ORDER BY lease_expires_at"
+    ", lease_expires_at FROM jobs WHERE state = 'running' AND lease_expires_at < ?1 ORDER BY lease_expires_at"
 );
 
 /// Whether a row failed to read because of what is in it (a value the schema's CHECKs allow

@@ -11,8 +11,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::ops::AuditAction;
-use super::pause::{check_name, decide_name_action, NameAction, PauseRead};
-use super::{Backend, PauseKind, SqliteStore, Store};
+use super::pause::{check_name, decide_name_action, NameAction, PauseRead, SqlitePauses};
+use super::{PauseKind, SqliteStore, Store};
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
 
@@ -543,7 +543,7 @@ pub(crate) fn charge_windows(c: &Connection, limits: &ClaimLimits, now: Millis) 
 
 /// What the limit policy below asks of a backend in one write transaction, beside the
 /// permission and name reads a pause asks too ([`PauseRead`]): statements, no decisions.
-/// SQLite's is [`SqliteLimits`]; PostgreSQL's is in `store/postgres/limit.rs`.
+/// SQLite's is [`SqlitePauses`]'s; PostgreSQL's is in `store/postgres/limit.rs`.
 pub(crate) trait LimitTx: PauseRead {
     /// The time the transaction decides at.
     fn now(&mut self) -> Result<Millis>;
@@ -573,7 +573,8 @@ impl Store {
         until: Option<Millis>,
         force: bool,
     ) -> Result<LimitResult> {
-        self.limit_write(|tx| {
+        self.names_write(|names| {
+            let tx = names.limits();
             let now = tx.now()?;
             decide_name_action(&mut *tx, NameAction::Limit, actor, kind, name, Some((until, now)), force)?;
             tx.lock_name(kind, name)?;
@@ -597,7 +598,8 @@ impl Store {
     /// Remove the operator's limit (needs `operate`; audited); the application's default, if
     /// any, applies again. Returns whether one was in force.
     pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool> {
-        self.limit_write(|tx| {
+        self.names_write(|names| {
+            let tx = names.limits();
             let now = tx.now()?;
             tx.require(actor, Permission::Operate)?;
             if tx.delete_operator(kind, name, now)? != Some(true) {
@@ -618,7 +620,8 @@ impl Store {
         if defaults.is_empty() {
             return Ok(());
         }
-        self.limit_write(|tx| {
+        self.names_write(|names| {
+            let tx = names.limits();
             let now = tx.now()?;
             for d in defaults {
                 let (kind, name, spec, source) = (d.kind, d.name.clone(), d.spec, LimitSource::Application);
@@ -628,38 +631,11 @@ impl Store {
             Ok(())
         })
     }
-
-    /// Run `f` in one write transaction of this store's backend.
-    fn limit_write<T>(&self, mut f: impl FnMut(&mut dyn LimitTx) -> Result<T>) -> Result<T> {
-        match &self.backend {
-            Backend::Sqlite(s) => {
-                let now = s.now();
-                s.write(|c| f(&mut SqliteLimits { c, now }))
-            }
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.write(|tx| f(tx)),
-        }
-    }
 }
 
-/// SQLite's statements for the limit policy; `now` is the store's clock (one writer).
-struct SqliteLimits<'c> {
-    c: &'c Connection,
-    now: Millis,
-}
-
-impl PauseRead for SqliteLimits<'_> {
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
-        super::admin::require(self.c, actor, permission)
-    }
-
-    fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool> {
-        let mut c = self.c;
-        c.is_known(kind, name)
-    }
-}
-
-impl LimitTx for SqliteLimits<'_> {
+/// SQLite's statements for the limit policy, on the pause policy's transaction (the same
+/// permission and name reads); `now` is the store's clock (one writer).
+impl LimitTx for SqlitePauses<'_> {
     fn now(&mut self) -> Result<Millis> {
         Ok(self.now)
     }

@@ -40,6 +40,7 @@ mod raw;
 mod row;
 pub(crate) mod schedules;
 mod show;
+mod snapshot;
 mod sqlite;
 mod target;
 mod unique;
@@ -53,7 +54,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use postgres::PgStore;
 pub(crate) use sqlite::SqliteStore;
 
-pub use admin::{current_actor, AuditEntry, SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use admin::current_actor;
 #[cfg(feature = "tokio")]
 pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};
 pub use bulk::BulkDone;
@@ -69,16 +70,18 @@ pub use in_tx::enqueue_in_sqlite;
 pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
-    ClaimRequest, Completion, Fenced, LeaseStatus, Outcome, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL,
-    HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
+    ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, CLAIM_NEXT_WIRE_NAME_SQL,
+    CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub(crate) use ops::enqueue::validate_name as validate_job_name;
+pub use ops::preview::{RequeueCheck, RequeuePlan, WireNameCount};
+pub use ops::settings::{SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use ops::AuditEntry;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
-pub use preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};

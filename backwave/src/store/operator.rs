@@ -9,9 +9,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::jobs::{log, Entry};
-pub(crate) use super::ops::jobs::{decide_purge, purge_job_detail, REQUEUE_REASON};
-use super::ops::jobs::{Found, OperatorTx, PurgeTx};
-use super::ops::{self, AuditAction};
+pub(crate) use super::ops::jobs::REQUEUE_REASON;
+use super::ops::jobs::{Editable, Found, OperatorTx, PurgeTx, Purgeable, RepairTx};
+use super::ops::{self, AuditAction, StoreTx};
 use super::query::JobFilter;
 use super::row::{parse_id, parse_state};
 use super::{unique, SqliteStore};
@@ -154,10 +154,7 @@ impl SqliteStore {
 
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            ids.iter().map(|id| purge_one(tx, now, actor, *id)).collect()
-        })
+        self.write(|c| ops::jobs::purge_jobs(&mut SqliteOps { c, now }, actor, ids))
     }
 
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
@@ -266,28 +263,6 @@ pub(super) fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) 
     Ok(RequeueResult::Requeued { from: state })
 }
 
-fn purge_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<PurgeResult> {
-    let found = tx
-        .prepare_cached("SELECT state, wire_name, queue FROM jobs WHERE id = ?1")?
-        .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
-        .optional()?;
-    let Some((state, wire_name, queue)) = found else { return Ok(PurgeResult::NotFound) };
-    let result = decide_purge(state);
-    if let PurgeResult::Deleted { .. } = result {
-        // Its transitions go with it (ON DELETE CASCADE); the audit entry is what remains.
-        tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?.execute([id.to_string()])?;
-        super::admin::audit(
-            tx,
-            now,
-            actor,
-            AuditAction::Purge,
-            Some(id),
-            &purge_job_detail(state, &wire_name, &queue),
-        )?;
-    }
-    Ok(result)
-}
-
 fn sweep_batch(tx: &Connection, cutoff: Millis, limit: usize) -> Result<u64> {
     // Transitions go with their job (ON DELETE CASCADE, indexed by job).
     Ok(tx
@@ -307,7 +282,7 @@ pub(super) struct SqliteOps<'c> {
     pub(super) now: Millis,
 }
 
-impl OperatorTx for SqliteOps<'_> {
+impl StoreTx for SqliteOps<'_> {
     fn now(&mut self) -> Result<Millis> {
         Ok(self.now)
     }
@@ -316,6 +291,16 @@ impl OperatorTx for SqliteOps<'_> {
         super::admin::require(self.c, actor, permission)
     }
 
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        super::admin::audit(self.c, now, actor, action, job, detail)
+    }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        super::admin::payload_limit(self.c)
+    }
+}
+
+impl OperatorTx for SqliteOps<'_> {
     fn jobs(&mut self, ids: &[JobId], _lock: bool) -> Result<HashMap<JobId, Found>> {
         let mut stmt = self
             .c
@@ -381,8 +366,56 @@ impl PurgeTx for SqliteOps<'_> {
     fn purge_batch(&mut self, cutoff: Millis) -> Result<u64> {
         sweep_batch(self.c, cutoff, BULK_BATCH)
     }
+}
 
-    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
-        super::admin::audit(self.c, now, actor, action, job, detail)
+impl RepairTx for SqliteOps<'_> {
+    fn editable(&mut self, id: JobId) -> Result<Option<Editable>> {
+        Ok(self
+            .c
+            .prepare_cached("SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = ?1")?
+            .query_row([id.to_string()], |r| {
+                Ok(Editable {
+                    state: parse_state(r, 0)?,
+                    payload: r.get(1)?,
+                    wire_name: r.get(2)?,
+                    unique_key: r.get(3)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn set_payload(&mut self, id: JobId, payload: &[u8], key: Option<&str>, now: Millis) -> Result<()> {
+        let edited = self
+            .c
+            .prepare_cached(
+                "UPDATE jobs SET payload = ?2, unique_key = coalesce(?4, unique_key), updated_at = ?3 WHERE id = ?1",
+            )?
+            .execute(params![id.to_string(), payload, now, key]);
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &edited {
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE {
+                return Err(unique::edit_collides(id));
+            }
+        }
+        edited?;
+        Ok(())
+    }
+
+    fn requeue_one(&mut self, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
+        requeue_one(self.c, now, actor, id)
+    }
+
+    fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>> {
+        Ok(self
+            .c
+            .prepare_cached("SELECT state, wire_name, queue FROM jobs WHERE id = ?1")?
+            .query_row([id.to_string()], |r| {
+                Ok(Purgeable { state: parse_state(r, 0)?, wire_name: r.get(1)?, queue: r.get(2)? })
+            })
+            .optional()?)
+    }
+
+    fn delete_job(&mut self, id: JobId) -> Result<()> {
+        self.c.prepare_cached("DELETE FROM jobs WHERE id = ?1")?.execute([id.to_string()])?;
+        Ok(())
     }
 }

@@ -10,7 +10,7 @@ use std::fmt;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::ops::names::{self, PauseTx};
+use super::ops::names::PauseTx;
 pub(crate) use super::ops::names::{check_name, check_until, decide_name_action, NameAction, PauseRead};
 use super::ops::AuditAction;
 use super::SqliteStore;
@@ -116,18 +116,6 @@ pub(crate) fn active(tx: &Connection, now: Millis) -> Result<ActivePauses> {
 }
 
 impl SqliteStore {
-    pub fn pause(
-        &self,
-        actor: &str,
-        kind: PauseKind,
-        name: &str,
-        until: Option<Millis>,
-        force: bool,
-    ) -> Result<PauseResult> {
-        let now = self.now();
-        self.write(|c| names::pause(&mut SqlitePauses { c, now }, actor, kind, name, until, force))
-    }
-
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|c| {
             let mut read = c;
@@ -151,11 +139,6 @@ impl SqliteStore {
             };
             Ok(PausePlan { scheduled: scheduled.max(0) as u64, running: running.max(0) as u64 })
         })
-    }
-
-    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
-        let now = self.now();
-        self.write(|c| names::resume(&mut SqlitePauses { c, now }, actor, kind, name))
     }
 
     pub fn pauses(&self) -> Result<Vec<Pause>> {
@@ -201,11 +184,11 @@ impl PauseRead for &Connection {
     }
 }
 
-/// SQLite's statements for pause and resume; `now` is the store's clock (one writer, so
-/// [`PauseTx::lock_name`] has nothing to wait for).
-struct SqlitePauses<'c> {
-    c: &'c Connection,
-    now: Millis,
+/// SQLite's statements for pause and resume, and for limits (`limit.rs`); `now` is the store's
+/// clock (one writer, so [`PauseTx::lock_name`] has nothing to wait for).
+pub(crate) struct SqlitePauses<'c> {
+    pub(crate) c: &'c Connection,
+    pub(crate) now: Millis,
 }
 
 impl PauseRead for SqlitePauses<'_> {

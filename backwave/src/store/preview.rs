@@ -1,81 +1,19 @@
-//! What a requeue would do, before doing it: the one plan that `bw requeue --dry-run` prints and
+//! What a requeue would do, before doing it, on SQLite (the plan's types and arithmetic are
+//! `ops/preview.rs`'s): the one plan that `bw requeue --dry-run` prints and
 //! the dashboard shows in its confirmation, by filter ([`Store::plan_requeue`]) or by id
 //! ([`Store::check_requeue`]). Requeueing a job whose wire name no live worker handles only
 //! quarantines it again, so the plan counts those apart and [`Store::requeue_planned`] leaves
 //! them alone unless `force`: the CLI and the dashboard pass that choice explicitly, and no
 //! other bulk-requeue path exists. Read-only except that last call.
 
-use std::collections::HashMap;
-
 use rusqlite::OptionalExtension;
 
-use serde::Serialize;
-
+pub(crate) use super::ops::preview::requeue_scope;
+use super::ops::preview::{check_one, undecodable_in_scope};
 use super::query::JobFilter;
-use super::SqliteStore;
+use super::{RequeueCheck, RequeuePlan, SqliteStore};
 use crate::error::Result;
-use crate::model::{Job, JobId, JobState, QuarantineReason};
-
-/// The exact effect of a bulk requeue at the moment it was planned.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct RequeuePlan {
-    /// The store's time when the plan counted.
-    #[serde(skip)]
-    pub as_of: crate::model::Millis,
-    /// Exactly the jobs counted: what [`crate::Store::requeue_planned`] acts on (set by
-    /// [`crate::Store::plan_requeue`]).
-    #[serde(skip)]
-    pub scope: JobFilter,
-    /// Dead-Lettered or Quarantined jobs that match.
-    pub matching: u64,
-    /// Of those, jobs whose wire name a live worker handles now: requeued with a fresh budget.
-    pub would_requeue: u64,
-    /// Jobs whose wire name no live worker handles now: a requeue would quarantine them again.
-    pub would_requarantine: u64,
-    /// The wire names behind `would_requarantine`, with their counts, largest first.
-    pub unhandled: Vec<WireNameCount>,
-    /// The wire names behind `would_requeue`, with their counts and live handlers.
-    pub handled: Vec<WireNameCount>,
-    /// Of `would_requeue`, Quarantined jobs whose payload did not decode: a live handler is no
-    /// sign they will run; they quarantine again unless the handler now accepts the payload.
-    pub undecodable: u64,
-    /// Of `matching`, jobs a requeue leaves as they are because of their unique key: another
-    /// job holds it, or another matching job with the same key is requeued first.
-    pub would_conflict: u64,
-}
-
-/// What requeueing one job by id would do now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "result")]
-pub enum RequeueCheck {
-    /// Dead-Lettered or Quarantined: it would be requeued.
-    WouldRequeue {
-        state: JobState,
-        wire_name: String,
-        /// No live worker handles its wire name: it would quarantine again.
-        requarantine: bool,
-        /// Quarantined because its payload did not decode (and a worker handles it).
-        undecodable: bool,
-    },
-    NotRequeueable {
-        state: JobState,
-    },
-    /// Dead-Lettered or Quarantined, but the job `existing` holds its unique key now: a
-    /// requeue would be refused.
-    Conflict {
-        state: JobState,
-        existing: JobId,
-    },
-    NotFound,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct WireNameCount {
-    pub wire_name: String,
-    pub count: u64,
-    /// Live workers that handle this wire name now.
-    pub live_handlers: u64,
-}
+use crate::model::{JobId, JobState, QuarantineReason};
 
 impl SqliteStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
@@ -153,70 +91,4 @@ impl SqliteStore {
         }
         Ok(names.into_iter().collect())
     }
-}
-
-impl RequeuePlan {
-    /// Count `count` jobs of `wire_name` in: to be requeued if a live worker handles the wire
-    /// name now, else to be quarantined again. Returns whether one does.
-    pub(crate) fn add(&mut self, wire_name: String, count: u64, handlers: &HashMap<String, u64>) -> bool {
-        if count == 0 {
-            return false;
-        }
-        let live = handlers.get(&wire_name).copied().unwrap_or(0);
-        let entry = WireNameCount { wire_name, count, live_handlers: live };
-        if live == 0 {
-            self.would_requarantine += count;
-            self.unhandled.push(entry);
-            false
-        } else {
-            self.would_requeue += count;
-            self.handled.push(entry);
-            true
-        }
-    }
-
-    /// Largest groups first, then by wire name.
-    pub(crate) fn sort(&mut self) {
-        for list in [&mut self.unhandled, &mut self.handled] {
-            list.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.wire_name.cmp(&b.wire_name)));
-        }
-    }
-}
-
-/// What requeueing one job found by id would do, given the live handlers now.
-/// `holder` is the job other than this one that holds its unique key now, if any.
-pub(crate) fn check_one(job: Option<Job>, holder: Option<JobId>, handlers: &HashMap<String, u64>) -> RequeueCheck {
-    match job {
-        None => RequeueCheck::NotFound,
-        Some(j) if !j.state.is_requeueable() => RequeueCheck::NotRequeueable { state: j.state },
-        Some(j) if holder.is_some() => RequeueCheck::Conflict { state: j.state, existing: holder.unwrap_or(j.id) },
-        Some(j) => {
-            let requarantine = handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
-            RequeueCheck::WouldRequeue {
-                state: j.state,
-                requarantine,
-                undecodable: !requarantine && j.quarantine_reason == Some(QuarantineReason::UndecodablePayload),
-                wire_name: j.wire_name,
-            }
-        }
-    }
-}
-
-/// Whether the scope can hold Quarantined jobs whose payload did not decode.
-pub(crate) fn undecodable_in_scope(scope: &JobFilter) -> bool {
-    scope.states.contains(&JobState::Quarantined)
-        && matches!(scope.quarantine_reason, None | Some(QuarantineReason::UndecodablePayload))
-}
-
-/// The requeueable jobs `filter` matches (dead-lettered and quarantined when it names neither),
-/// finished before `now`: what a bulk requeue acts on.
-pub(crate) fn requeue_scope(filter: &JobFilter, now: crate::model::Millis) -> JobFilter {
-    let mut f = filter.clone();
-    f.states.retain(|s| s.is_requeueable());
-    if f.states.is_empty() {
-        f.states = vec![JobState::DeadLettered, JobState::Quarantined];
-    }
-    let started = now.saturating_add(1);
-    f.finished_before = Some(f.finished_before.map_or(started, |b| b.min(started)));
-    f
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, Row};
 use serde::Serialize;
 
-use super::ops::AuditAction;
+use super::operator::SqliteOps;
+use super::ops::{AuditAction, StoreTx};
 use super::{Backend, Store};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, JobState, Millis, NewJob, Permission};
@@ -358,11 +359,8 @@ pub(crate) fn select_rows(c: &Connection, version: i64, name: Option<&str>) -> R
 /// decisions (the model is `store/health`'s `HealthRead`). SQLite's is [`SqliteSchedules`];
 /// PostgreSQL's is in `store/postgres/schedules.rs`.
 pub(crate) trait ScheduleTx {
-    /// The time the transaction decides at.
-    fn now(&mut self) -> Result<Millis>;
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
-    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()>;
-    fn payload_limit(&mut self) -> Result<u64>;
+    /// The transaction as every operator action has it: time, permission, audit, payload limit.
+    fn ops(&mut self) -> &mut dyn StoreTx;
     /// Decide one name at a time: PostgreSQL's writers run side by side (SQLite has one writer).
     fn lock_name(&mut self, name: &str) -> Result<()>;
     /// The stored schedules by name, or the one named.
@@ -384,14 +382,14 @@ pub(crate) trait ScheduleTx {
 }
 
 fn declare(tx: &mut dyn ScheduleTx, actor: &str, defs: &[Schedule], now: Millis) -> Result<Vec<Declared>> {
-    check_payloads(defs, tx.payload_limit()?)?;
+    check_payloads(defs, tx.ops().payload_limit()?)?;
     let mut out = Vec::with_capacity(defs.len());
     for d in defs {
         tx.lock_name(&d.name)?;
         let result = match row(tx, &d.name)? {
             None => {
                 tx.write_definition(d, now, true)?;
-                tx.audit(now, actor, AuditAction::ScheduleDeclare, None, &declare_detail(d))?;
+                tx.ops().audit(now, actor, AuditAction::ScheduleDeclare, None, &declare_detail(d))?;
                 Declared::New
             }
             Some(row) => {
@@ -402,7 +400,7 @@ fn declare(tx: &mut dyn ScheduleTx, actor: &str, defs: &[Schedule], now: Millis)
                 } else {
                     tx.write_definition(d, now, false)?;
                     let detail = format!("{}: {}", d.name, changes.join("; "));
-                    tx.audit(now, actor, AuditAction::ScheduleUpdate, None, &detail)?;
+                    tx.ops().audit(now, actor, AuditAction::ScheduleUpdate, None, &detail)?;
                     Declared::Updated { changes }
                 }
             }
@@ -419,7 +417,7 @@ fn claim(
     through: Millis,
     jobs: &[NewJob],
 ) -> Result<Option<Vec<Enqueued>>> {
-    let now = tx.now()?;
+    let now = tx.ops().now()?;
     if !tx.move_cursor(name, expected_last, through)? {
         return Ok(None);
     }
@@ -441,7 +439,7 @@ fn row(tx: &mut dyn ScheduleTx, name: &str) -> Result<Option<ScheduleRow>> {
 
 /// The schedule an operator names, under the name's lock, once `actor` may operate.
 fn operated(tx: &mut dyn ScheduleTx, actor: &str, name: &str, lock: bool) -> Result<ScheduleRow> {
-    tx.require(actor, Permission::Operate)?;
+    tx.ops().require(actor, Permission::Operate)?;
     if lock {
         tx.lock_name(name)?;
     }
@@ -449,11 +447,11 @@ fn operated(tx: &mut dyn ScheduleTx, actor: &str, name: &str, lock: bool) -> Res
 }
 
 fn pause(tx: &mut dyn ScheduleTx, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult> {
-    let now = tx.now()?;
+    let now = tx.ops().now()?;
     super::pause::check_until(until, now)?;
     let row = operated(tx, actor, name, true)?;
     tx.set_pause(name, Some((actor, now, until)))?;
-    tx.audit(now, actor, AuditAction::SchedulePause, None, &pause_detail(name, until))?;
+    tx.ops().audit(now, actor, AuditAction::SchedulePause, None, &pause_detail(name, until))?;
     Ok(if row.is_paused(now) {
         SchedulePauseResult::Extended { previous_until: row.paused_until }
     } else {
@@ -462,22 +460,22 @@ fn pause(tx: &mut dyn ScheduleTx, actor: &str, name: &str, until: Option<Millis>
 }
 
 fn resume(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<ScheduleResumeResult> {
-    let now = tx.now()?;
+    let now = tx.ops().now()?;
     let row = operated(tx, actor, name, true)?;
     tx.set_pause(name, None)?;
     if !row.is_paused(now) {
         return Ok(ScheduleResumeResult::NotPaused);
     }
-    tx.audit(now, actor, AuditAction::ScheduleResume, None, &format!("schedule {name}"))?;
+    tx.ops().audit(now, actor, AuditAction::ScheduleResume, None, &format!("schedule {name}"))?;
     Ok(ScheduleResumeResult::Resumed)
 }
 
 fn trigger(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<Trigger> {
-    let now = tx.now()?;
+    let now = tx.ops().now()?;
     let row = operated(tx, actor, name, false)?;
     let id = tx.insert_jobs(&[trigger_job(&row.schedule, actor)], now)?[0].id();
     tx.set_last_job(name, id, now)?;
-    tx.audit(now, actor, AuditAction::ScheduleTrigger, Some(id), &format!("schedule {name}"))?;
+    tx.ops().audit(now, actor, AuditAction::ScheduleTrigger, Some(id), &format!("schedule {name}"))?;
     Ok(Trigger { schedule: name.to_string(), job: id })
 }
 
@@ -573,7 +571,7 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(s) => {
                 let now = s.now();
-                let mut run = |c: &Connection| f(&mut SqliteSchedules { c, version, now });
+                let mut run = |c: &Connection| f(&mut SqliteSchedules { ops: SqliteOps { c, now }, version });
                 if write {
                     s.write(run)
                 } else {
@@ -596,26 +594,13 @@ impl Store {
 
 /// SQLite's statements for the schedule policy; `now` is the store's clock (one writer).
 struct SqliteSchedules<'c> {
-    c: &'c Connection,
+    ops: SqliteOps<'c>,
     version: i64,
-    now: Millis,
 }
 
 impl ScheduleTx for SqliteSchedules<'_> {
-    fn now(&mut self) -> Result<Millis> {
-        Ok(self.now)
-    }
-
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
-        super::admin::require(self.c, actor, permission)
-    }
-
-    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
-        super::admin::audit(self.c, now, actor, action, job, detail)
-    }
-
-    fn payload_limit(&mut self) -> Result<u64> {
-        super::admin::payload_limit(self.c)
+    fn ops(&mut self) -> &mut dyn StoreTx {
+        &mut self.ops
     }
 
     fn lock_name(&mut self, _: &str) -> Result<()> {
@@ -623,11 +608,11 @@ impl ScheduleTx for SqliteSchedules<'_> {
     }
 
     fn rows(&mut self, name: Option<&str>) -> Result<Vec<ScheduleRow>> {
-        select_rows(self.c, self.version, name)
+        select_rows(self.ops.c, self.version, name)
     }
 
     fn touch(&mut self, names: &[String], now: Millis) -> Result<()> {
-        let mut stmt = self.c.prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?;
+        let mut stmt = self.ops.c.prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?;
         for n in names {
             stmt.execute(params![n, now])?;
         }
@@ -646,7 +631,7 @@ impl ScheduleTx for SqliteSchedules<'_> {
         };
         let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
         let (missed, max) = (d.missed.as_str(), d.missed.catch_up_max());
-        self.c.prepare_cached(sql)?.execute(params![
+        self.ops.c.prepare_cached(sql)?.execute(params![
             d.name,
             d.cron,
             d.zone,
@@ -664,7 +649,8 @@ impl ScheduleTx for SqliteSchedules<'_> {
 
     fn see(&mut self, name: &str, now: Millis) -> Result<()> {
         // A later `seen_at` stays, as in `touch` and on PostgreSQL.
-        self.c
+        self.ops
+            .c
             .prepare_cached("UPDATE schedules SET seen_at = max(seen_at, ?2) WHERE name = ?1")?
             .execute(params![name, now])?;
         Ok(())
@@ -672,6 +658,7 @@ impl ScheduleTx for SqliteSchedules<'_> {
 
     fn move_cursor(&mut self, name: &str, expected: Millis, through: Millis) -> Result<bool> {
         Ok(self
+            .ops
             .c
             .prepare_cached("UPDATE schedules SET last_tick = ?3 WHERE name = ?1 AND last_tick = ?2")?
             .execute(params![name, expected, through])?
@@ -679,18 +666,20 @@ impl ScheduleTx for SqliteSchedules<'_> {
     }
 
     fn insert_jobs(&mut self, jobs: &[NewJob], now: Millis) -> Result<Vec<Enqueued>> {
-        super::jobs::insert_jobs(self.c, jobs, now)
+        super::jobs::insert_jobs(self.ops.c, jobs, now)
     }
 
     fn set_last_job(&mut self, name: &str, job: JobId, now: Millis) -> Result<()> {
-        self.c
+        self.ops
+            .c
             .prepare_cached("UPDATE schedules SET last_job_id = ?2, last_fired_at = ?3 WHERE name = ?1")?
             .execute(params![name, job.to_string(), now])?;
         Ok(())
     }
 
     fn add_skipped(&mut self, name: &str, n: i64) -> Result<()> {
-        self.c
+        self.ops
+            .c
             .prepare_cached("UPDATE schedules SET skipped_ticks = skipped_ticks + ?2 WHERE name = ?1")?
             .execute(params![name, n])?;
         Ok(())
@@ -698,7 +687,8 @@ impl ScheduleTx for SqliteSchedules<'_> {
 
     fn set_pause(&mut self, name: &str, pause: Option<(&str, Millis, Option<Millis>)>) -> Result<()> {
         let (by, at, until) = pause.map_or((None, None, None), |(by, at, until)| (Some(by), Some(at), until));
-        self.c
+        self.ops
+            .c
             .prepare_cached("UPDATE schedules SET paused_by = ?2, paused_at = ?3, paused_until = ?4 WHERE name = ?1")?
             .execute(params![name, by, at, until])?;
         Ok(())

@@ -1,13 +1,12 @@
 //! What `bw jobs show` reads of one job (the row, its history, the live handlers of its wire
-//! name, whether failure detail is on), read together: on SQLite in one read transaction, so
-//! the parts are one snapshot and the command runs as few statements as it can.
+//! name, whether failure detail is on), read together in one snapshot, with as few statements as
+//! it can.
 
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, Transition};
 
 use super::id_prefix::normalize_prefix;
-use super::sqlite::SqliteStore;
-use super::{Backend, Store};
+use super::Store;
 
 /// One job as `bw jobs show` prints it, read at one moment.
 #[derive(Debug)]
@@ -25,35 +24,19 @@ impl Store {
     /// The job that `text` names (a full id, a unique prefix or a short id, as
     /// [`Store::resolve_id`] takes them) with what is shown beside it, or the error
     /// [`Store::resolve_id`] gives. The same answers as [`Store::resolve_id`], [`Store::job`],
-    /// [`Store::history`], [`Store::live_handlers`] and [`Store::failure_detail_enabled`] in turn.
+    /// [`Store::history`], [`Store::live_handlers`] and [`Store::failure_detail_enabled`] in turn,
+    /// read in one [`Store::snapshot`]. A full id is looked up by the primary key alone: the
+    /// prefix search `resolve_id` would run first can only find that same row.
     pub fn job_view(&self, text: &str) -> Result<JobView> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.read(|_| s.job_view(text)),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => {
-                let id = p.resolve_id(text)?;
-                let job = p.job(id)?.ok_or_else(|| Error::JobNotFound(text.to_string()))?;
-                let live_handlers = p.live_handlers()?.get(&job.wire_name).copied().unwrap_or(0);
-                Ok(JobView { history: p.history(id)?, failure_detail: p.failure_detail_enabled()?, live_handlers, job })
-            }
-        }
-    }
-}
-
-impl SqliteStore {
-    /// In the caller's read transaction. A full id is looked up by the primary key alone: the
-    /// prefix search [`SqliteStore::resolve_id`] would run first can only find that same row.
-    fn job_view(&self, text: &str) -> Result<JobView> {
-        let full = normalize_prefix(text).ok().filter(|p| p.len() == 36).and_then(|p| p.parse::<JobId>().ok());
-        let (id, job) = match full {
-            Some(id) => (id, self.job(id)?),
-            None => {
-                let id = self.resolve_id(text)?;
-                (id, self.job(id)?)
-            }
-        };
-        let job = job.ok_or_else(|| Error::JobNotFound(text.to_string()))?;
-        let live_handlers = self.live_handlers()?.get(&job.wire_name).copied().unwrap_or(0);
-        Ok(JobView { history: self.history(id)?, failure_detail: self.failure_detail_enabled()?, live_handlers, job })
+        self.snapshot(|s| {
+            let full = normalize_prefix(text).ok().filter(|p| p.len() == 36).and_then(|p| p.parse::<JobId>().ok());
+            let id = match full {
+                Some(id) => id,
+                None => s.resolve_id(text)?,
+            };
+            let job = s.job(id)?.ok_or_else(|| Error::JobNotFound(text.to_string()))?;
+            let live_handlers = s.live_handlers()?.get(&job.wire_name).copied().unwrap_or(0);
+            Ok(JobView { history: s.history(id)?, failure_detail: s.failure_detail_enabled()?, live_handlers, job })
+        })
     }
 }

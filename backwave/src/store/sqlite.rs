@@ -28,9 +28,8 @@ pub struct SqliteStore {
     pub(super) version: i64,
     /// How long the last write transaction waited for the write lock (`BEGIN IMMEDIATE`).
     pub(super) lock_wait: std::cell::Cell<std::time::Duration>,
-    /// Some write waited [`HELD_UP`](super::HELD_UP) or longer for the lock since
-    /// [`SqliteStore::take_held_up`] last asked.
-    pub(super) held_up: std::cell::Cell<bool>,
+    /// Set while [`SqliteStore::snapshot`] runs (see `store/snapshot.rs`).
+    pub(super) snapshot: std::cell::Cell<bool>,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
 }
@@ -99,7 +98,7 @@ impl SqliteStore {
             read_only: !writable,
             version: 0,
             lock_wait: Default::default(),
-            held_up: Default::default(),
+            snapshot: Default::default(),
             _in_use: in_use,
         };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -141,7 +140,7 @@ impl SqliteStore {
             read_only: false,
             version: 0,
             lock_wait: Default::default(),
-            held_up: Default::default(),
+            snapshot: Default::default(),
             _in_use: in_use,
         };
         store.conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -216,6 +215,9 @@ impl SqliteStore {
     /// up to the busy timeout) so it never fails half-way on a lock upgrade, and it commits
     /// everything or nothing.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.snapshot.get() {
+            return Err(Error::ReadOnly { why: "a write was asked for inside a read snapshot".into() });
+        }
         if self.read_only {
             return Err(Error::ReadOnly {
                 why: format!("'{}' or its folder is not writable by this user", self.path.display()),
@@ -226,9 +228,6 @@ impl SqliteStore {
             let asked = std::time::Instant::now();
             self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             self.lock_wait.set(asked.elapsed());
-            if self.lock_wait.get() >= super::HELD_UP {
-                self.held_up.set(true);
-            }
             let guard = RollbackOnDrop(&self.conn);
             let value = f(&self.conn)?;
             self.conn.prepare_cached("COMMIT")?.execute([])?;
@@ -238,14 +237,12 @@ impl SqliteStore {
         out.map_err(|e| disk_full(&self.path, e))
     }
 
-    /// Whether a write of this store waited [`HELD_UP`](super::HELD_UP) or longer for the write
-    /// lock since the last call: then another process held the whole store that long.
-    pub fn take_held_up(&self) -> bool {
-        self.held_up.replace(false)
-    }
-
-    /// Run `f` in one read transaction, so that several queries see one snapshot.
+    /// Run `f` in one read transaction, so that several queries see one snapshot. Inside
+    /// [`SqliteStore::snapshot`] (a transaction already open), `f` joins it.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            return f(&self.conn);
+        }
         self.conn.prepare_cached("BEGIN DEFERRED")?.execute([])?;
         let guard = RollbackOnDrop(&self.conn);
         let value = f(&self.conn);

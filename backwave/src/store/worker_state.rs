@@ -6,10 +6,11 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::ops::AuditAction;
+use super::operator::SqliteOps;
+use super::ops::workers::{self, QuietTx};
 use super::SqliteStore;
 use crate::error::{Error, Result};
-use crate::model::{Millis, Permission};
+use crate::model::Millis;
 
 /// Which worker processes an operator means.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,11 +67,6 @@ pub(crate) fn is_quiet(c: &Connection, worker_id: &str) -> Result<bool> {
 }
 
 /// The audit detail of a quiet or resume.
-pub(crate) fn selector_detail(sel: &WorkerSelector, ids: &[String]) -> String {
-    let (col, v) = sel.column();
-    format!("{col} {v}: {}", ids.join(", "))
-}
-
 impl SqliteStore {
     pub fn quiet_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>> {
         self.set_quiet(actor, selector, true)
@@ -82,37 +78,7 @@ impl SqliteStore {
 
     fn set_quiet(&self, actor: &str, selector: &WorkerSelector, quiet: bool) -> Result<Vec<String>> {
         let now = self.now();
-        let (col, value) = selector.column();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            let matched: i64 =
-                tx.query_row(&format!("SELECT count(*) FROM workers WHERE {col} = ?1"), [value], |r| r.get(0))?;
-            if matched == 0 {
-                return Err(selector.unmatched());
-            }
-            // Only the rows that change: a second quiet keeps the first one's time and actor.
-            let sql = if quiet {
-                format!(
-                    "UPDATE workers SET quiet_at = ?2, quiet_by = ?3 WHERE {col} = ?1 AND quiet_at IS NULL RETURNING id"
-                )
-            } else {
-                format!(
-                    "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE {col} = ?1 AND quiet_at IS NOT NULL
-                     RETURNING id"
-                )
-            };
-            let mut ids: Vec<String> = if quiet {
-                tx.prepare(&sql)?.query_map(params![value, now, actor], |r| r.get(0))?.collect::<Result<_, _>>()?
-            } else {
-                tx.prepare(&sql)?.query_map(params![value], |r| r.get(0))?.collect::<Result<_, _>>()?
-            };
-            ids.sort();
-            if !ids.is_empty() {
-                let action = if quiet { AuditAction::Quiet } else { AuditAction::ResumeWorker };
-                super::admin::audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
-            }
-            Ok(ids)
-        })
+        self.write(|c| workers::set_quiet(&mut SqliteOps { c, now }, actor, selector, quiet))
     }
 
     pub fn mark_stopping(&self, worker_id: &str) -> Result<()> {
@@ -151,4 +117,29 @@ pub(crate) fn read_states(c: &Connection, now: Millis) -> Result<Vec<WorkerState
     })?
     .collect::<Result<_, _>>()
     .map_err(Into::into)
+}
+
+/// SQLite's statements for quiet and resume.
+impl QuietTx for SqliteOps<'_> {
+    fn count_workers(&mut self, selector: &WorkerSelector) -> Result<u64> {
+        let (col, value) = selector.column();
+        let sql = format!("SELECT count(*) FROM workers WHERE {col} = ?1");
+        Ok(self.c.query_row(&sql, [value], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    fn change_quiet(&mut self, sel: &WorkerSelector, quiet: bool, by: &str, now: Millis) -> Result<Vec<String>> {
+        let (col, value) = sel.column();
+        Ok(if quiet {
+            let sql = format!(
+                "UPDATE workers SET quiet_at = ?2, quiet_by = ?3 WHERE {col} = ?1 AND quiet_at IS NULL RETURNING id"
+            );
+            self.c.prepare(&sql)?.query_map(params![value, now, by], |r| r.get(0))?.collect::<Result<_, _>>()?
+        } else {
+            let sql = format!(
+                "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE {col} = ?1 AND quiet_at IS NOT NULL
+                 RETURNING id"
+            );
+            self.c.prepare(&sql)?.query_map(params![value], |r| r.get(0))?.collect::<Result<_, _>>()?
+        })
+    }
 }

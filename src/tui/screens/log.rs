@@ -6,11 +6,13 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row as TableRow};
 
-use super::{App, Filter, Open, Query, Row, Screen, Snapshot};
+use super::{App, Filter, Info, Open, Query, Row, Screen, Snapshot};
 use crate::text::rfc3339;
 use crate::tui::data::PURGED;
 use crate::tui::view::{clean, fill_width, header_only, len, short_id, Theme};
 use backwave::{JobId, Store};
+
+pub(super) const VIEW: Info = Info::of("Log", "Log", &Log);
 
 pub(crate) struct Log;
 

@@ -2,16 +2,15 @@
 //! Enter opens, which row the actions and the kept selection name, and how it draws. This file
 //! is the one place that says which screen a [`View`] shows ([`View::screen`]).
 //!
-//! A new view is a file here (a [`Screen`]), its variant and [`Info`] in [`View`], and its
-//! digit in the key table (`keymap::BINDINGS`): the app, the refresh and the frame reach it only
-//! through the trait.
+//! A new view is a file here that declares its `VIEW` (an [`Info`]: titles, the state it
+//! lists, its [`Screen`]), and its row in the key table's list of views (`keymap::views!`),
+//! which gives it its digit and its place in the tabs: the [`View`] enum, [`View::ALL`] and the
+//! module declarations are made here from that list. The app, the refresh and the frame reach
+//! a view only through the trait.
 
+// The job lists and the grouped screens, shared by the views of one state's jobs.
 mod groups;
 mod jobs;
-mod log;
-mod queues;
-mod schedules;
-mod workers;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -22,22 +21,35 @@ use super::filter::Filter;
 use super::view::Theme;
 use backwave::{JobId, JobState, Store};
 
-/// The views, in tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum View {
-    DeadLettered,
-    Quarantined,
-    Running,
-    Scheduled,
-    Queues,
-    Log,
-    /// Every registered worker: host, process, group, heartbeat, and what it runs now.
-    Workers,
-    /// Recurring schedules ([`Store::schedules`], what `bw schedules` prints).
-    Schedules,
+/// The views' modules, the [`View`] enum in tab order and each view's [`Info`], from the key
+/// table's list of views (`keymap::views!`).
+macro_rules! declare_views {
+    ($($digit:literal $name:ident $file:ident,)*) => {
+        $(mod $file;)*
+
+        /// The views, in tab order (the key table's list; each declared by its file's `VIEW`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum View {
+            $($name,)*
+        }
+
+        impl View {
+            pub const ALL: [View; [$(View::$name),*].len()] = [$(View::$name),*];
+
+            /// What the view's file declares of it.
+            pub fn info(self) -> &'static Info {
+                match self {
+                    $(View::$name => &$file::VIEW,)*
+                }
+            }
+        }
+    };
 }
 
-/// What a view is: its tab titles, the state its job list shows, and its screens.
+super::keymap::views!(declare_views);
+
+/// What a view is: its tab titles, the state its job list shows, and its screens. Each view's
+/// file declares its own as `VIEW`.
 pub struct Info {
     pub title: &'static str,
     /// The tab's title when all tabs must fit 80 columns.
@@ -49,42 +61,24 @@ pub struct Info {
     grouped: Option<&'static dyn Screen>,
 }
 
-impl View {
-    pub const ALL: [View; 8] = [
-        View::DeadLettered,
-        View::Quarantined,
-        View::Running,
-        View::Scheduled,
-        View::Queues,
-        View::Log,
-        View::Workers,
-        View::Schedules,
-    ];
-
-    pub fn info(self) -> Info {
-        let jobs = |title, short, state| Info { title, short, state: Some(state), screen: &jobs::Jobs, grouped: None };
-        match self {
-            View::DeadLettered => {
-                Info { grouped: Some(&groups::CAUSE_GROUPS), ..jobs("Dead-Lettered", "Dead", JobState::DeadLettered) }
-            }
-            View::Quarantined => {
-                Info { grouped: Some(&groups::QUARANTINE_GROUPS), ..jobs("Quarantined", "Quar", JobState::Quarantined) }
-            }
-            View::Running => jobs("Running", "Run", JobState::Running),
-            View::Scheduled => jobs("Scheduled", "Sched", JobState::Scheduled),
-            View::Queues => {
-                Info { title: "Queues", short: "Queues", state: None, screen: &queues::Queues, grouped: None }
-            }
-            View::Log => Info { title: "Log", short: "Log", state: None, screen: &log::Log, grouped: None },
-            View::Workers => {
-                Info { title: "Workers", short: "Wrk", state: None, screen: &workers::Workers, grouped: None }
-            }
-            View::Schedules => {
-                Info { title: "Schedules", short: "Cron", state: None, screen: &schedules::Schedules, grouped: None }
-            }
-        }
+impl Info {
+    /// A view that shows `screen` and nothing else.
+    const fn of(title: &'static str, short: &'static str, screen: &'static dyn Screen) -> Info {
+        Info { title, short, state: None, screen, grouped: None }
     }
 
+    /// A view of one state's jobs (the job list screen), `g` toggling to `grouped` if given.
+    const fn jobs(
+        title: &'static str,
+        short: &'static str,
+        state: JobState,
+        grouped: Option<&'static dyn Screen>,
+    ) -> Info {
+        Info { title, short, state: Some(state), screen: &jobs::Jobs, grouped }
+    }
+}
+
+impl View {
     pub fn index(self) -> usize {
         View::ALL.iter().position(|v| *v == self).unwrap_or(0)
     }

@@ -8,11 +8,13 @@ use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row as TableRow};
 
-use super::{App, Filter, Open, Query, Row, Screen, Snapshot, View};
+use super::{App, Filter, Info, Open, Query, Row, Screen, Snapshot, View};
 use crate::text::{compact_duration, sanitize, thousands, width};
 use crate::tui::view::{clean, compact_count, header_only, len, ms, pointer, right, Theme};
 use backwave::store::PauseKind;
 use backwave::{JobState, Store};
+
+pub(super) const VIEW: Info = Info::of("Queues", "Queues", &Queues);
 
 pub(crate) struct Queues;
 

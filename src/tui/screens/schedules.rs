@@ -8,10 +8,12 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row as TableRow};
 
-use super::{App, Open, Query, Row, Screen, Snapshot};
+use super::{App, Info, Open, Query, Row, Screen, Snapshot};
 use crate::text::{compact_duration, relative};
 use crate::tui::view::{clean, header_only, len, pointer, short_id, Theme};
 use backwave::Store;
+
+pub(super) const VIEW: Info = Info::of("Schedules", "Cron", &Schedules);
 
 pub(crate) struct Schedules;
 

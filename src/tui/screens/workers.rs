@@ -7,12 +7,14 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row as TableRow};
 
-use super::{App, Open, Query, Row, Screen, Snapshot, View};
+use super::{App, Info, Open, Query, Row, Screen, Snapshot, View};
 use crate::text::{compact_duration, relative, sanitize, thousands};
 use crate::tui::data::WORKERS_RUNNING_LIMIT;
 use crate::tui::view::{clean, fill_width, header_only, len, ms, pointer, Theme};
 use backwave::store::JobFilter;
 use backwave::{Job, JobState, Store};
+
+pub(super) const VIEW: Info = Info::of("Workers", "Wrk", &Workers);
 
 pub(crate) struct Workers;
 

@@ -6,10 +6,12 @@
 
 use std::collections::HashMap;
 
-use super::AuditAction;
+use super::settings::check_payload_size;
+use super::{AuditAction, StoreTx};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
-use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RunNowResult};
+use crate::store::unique;
+use crate::store::{BulkProgress, CancelResult, JobFilter, PayloadEdit, PurgeResult, RequeueResult, RunNowResult};
 
 /// A job as the transaction that acts on it sees it: what the operator actions decide on.
 #[derive(Clone, Copy, Debug)]
@@ -23,10 +25,7 @@ pub(crate) struct Found {
 /// What the operator actions on jobs ask of a backend in one transaction: statements, no
 /// decisions. Each write acts on jobs this transaction found (and on PostgreSQL locked) in the
 /// state it needs, so it finds them by id alone.
-pub(crate) trait OperatorTx {
-    /// The time the transaction decides at.
-    fn now(&mut self) -> Result<Millis>;
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
+pub(crate) trait OperatorTx: StoreTx {
     /// The jobs `ids` names that exist. `lock`: held until the transaction ends (PostgreSQL
     /// locks them `FOR UPDATE`, in id order, so that two operators lock in the same order).
     fn jobs(&mut self, ids: &[JobId], lock: bool) -> Result<HashMap<JobId, Found>>;
@@ -190,7 +189,6 @@ pub(crate) trait PurgeTx: OperatorTx {
     /// Delete one batch of terminal jobs that finished before `cutoff`, with their log
     /// entries; returns how many.
     fn purge_batch(&mut self, cutoff: Millis) -> Result<u64>;
-    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()>;
 }
 
 /// One write transaction of a backend, handed a [`PurgeTx`].
@@ -238,6 +236,88 @@ pub(crate) fn purge(
 /// The audit detail of one purge batch (or of a purge that found nothing).
 pub(crate) fn purge_detail(n: u64, cutoff: Millis) -> String {
     format!("{n} jobs finished before {cutoff}")
+}
+
+/// A job as a payload repair finds it.
+pub(crate) struct Editable {
+    pub state: JobState,
+    pub payload: Vec<u8>,
+    pub wire_name: String,
+    pub unique_key: Option<String>,
+}
+
+/// A job as a purge by id finds it: what its audit row keeps of it.
+pub(crate) struct Purgeable {
+    pub state: JobState,
+    pub wire_name: String,
+    pub queue: String,
+}
+
+/// What the actions on one job by id beyond cancel and run-now ask of a backend, beside
+/// [`OperatorTx`]. Each read finds the job as this transaction will act on it (on PostgreSQL
+/// locked `FOR UPDATE` until the transaction ends).
+pub(crate) trait RepairTx: OperatorTx {
+    fn editable(&mut self, id: JobId) -> Result<Option<Editable>>;
+    /// Store `payload` on the job at `now`, and `key` as its unique key when one is given; a
+    /// key another job holds is refused with [`unique::edit_collides`] and changes nothing.
+    fn set_payload(&mut self, id: JobId, payload: &[u8], key: Option<&str>, now: Millis) -> Result<()>;
+    /// Requeue the job as a requeue by id does (the permission already checked).
+    fn requeue_one(&mut self, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult>;
+    fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>>;
+    /// Delete the job; its log entries go with it (`ON DELETE CASCADE`).
+    fn delete_job(&mut self, id: JobId) -> Result<()>;
+}
+
+/// `bw edit-payload ID`: needs `operate`, checked first; then the payload's size against the
+/// store's limit, the job's state, and a unique key that follows the payload (one another job
+/// holds refuses the edit). The old payload goes into the audit row, so the edit can be undone.
+/// With `requeue`, the job is requeued in the same transaction; a key another job holds then
+/// leaves it where it was, repaired, and names the holder. The caller has checked that the
+/// new payload is JSON ([`check_new_payload`]) before the transaction began.
+pub(crate) fn edit_payload(
+    tx: &mut (impl RepairTx + ?Sized),
+    actor: &str,
+    id: JobId,
+    payload: &[u8],
+    requeue: bool,
+) -> Result<PayloadEdit> {
+    tx.require(actor, Permission::Operate)?;
+    check_payload_size(payload.len(), tx.payload_limit()?, None)?;
+    let now = tx.now()?;
+    let Some(job) = tx.editable(id)? else { return Err(Error::JobNotFound(id.to_string())) };
+    check_editable(id, job.state)?;
+    let key = job.unique_key.and_then(|k| unique::edited_key(&k, &job.wire_name, &job.payload, payload));
+    tx.set_payload(id, payload, key.as_deref(), now)?;
+    tx.audit(now, actor, AuditAction::EditPayload, Some(id), &payload_edit_detail(&job.payload, payload))?;
+    let (requeued, conflict) = match requeue.then(|| tx.requeue_one(now, actor, id)).transpose()? {
+        Some(RequeueResult::Requeued { .. }) => (true, None),
+        Some(RequeueResult::Conflict { existing }) => (false, Some(existing)),
+        _ => (false, None),
+    };
+    Ok(PayloadEdit { from: job.state, old_bytes: job.payload.len(), new_bytes: payload.len(), requeued, conflict })
+}
+
+/// `bw purge ID…`: needs `operate`, checked before any job is looked at; then each id in
+/// order: a terminal job is deleted with its log and audited with what it was, any other is
+/// left alone ([`decide_purge`]).
+pub(crate) fn purge_jobs(tx: &mut (impl RepairTx + ?Sized), actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
+    tx.require(actor, Permission::Operate)?;
+    let now = tx.now()?;
+    let mut results = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(job) = tx.purgeable(*id)? else {
+            results.push(PurgeResult::NotFound);
+            continue;
+        };
+        let result = decide_purge(job.state);
+        if let PurgeResult::Deleted { .. } = result {
+            tx.delete_job(*id)?;
+            let detail = purge_job_detail(job.state, &job.wire_name, &job.queue);
+            tx.audit(now, actor, AuditAction::Purge, Some(*id), &detail)?;
+        }
+        results.push(result);
+    }
+    Ok(results)
 }
 
 /// Whether a job found in `state` may be purged by id: only a terminal one, so that a purge

@@ -3,13 +3,46 @@
 //! Each backend supplies only statements, through a small transaction trait per area (as
 //! `store/health`'s `HealthRead`, `schedules.rs`'s `ScheduleTx` and `limit.rs`'s `LimitTx`).
 
+pub(crate) mod access;
+pub(crate) mod demo;
 pub(crate) mod enqueue;
 pub(crate) mod jobs;
 pub(crate) mod names;
 pub(crate) mod outcome;
+pub(crate) mod preview;
 pub(crate) mod settings;
+pub(crate) mod workers;
 
 use serde::Serialize;
+
+use crate::error::Result;
+use crate::model::{JobId, Millis, Permission};
+
+/// What every audited operator action asks of a backend's transaction, whatever it acts on:
+/// its time, the actor's permission, an audit row, and the payload limit. Each backend writes
+/// it once; the per-area traits ([`jobs::OperatorTx`], the schedules' `ScheduleTx`) build on it.
+pub(crate) trait StoreTx {
+    /// The time the transaction decides at.
+    fn now(&mut self) -> Result<Millis>;
+    /// `PermissionDenied` unless the actor (on PostgreSQL, the one the server vouches for)
+    /// holds `permission`.
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
+    /// Append one row to the audit trail.
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()>;
+    /// The store's payload limit as this transaction reads it.
+    fn payload_limit(&mut self) -> Result<u64>;
+}
+
+/// One audited operator action.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub seq: i64,
+    pub at: Millis,
+    pub actor: String,
+    pub action: String,
+    pub job_id: Option<JobId>,
+    pub detail: Option<String>,
+}
 
 /// The audit actions and their stored spellings, written once: the enum, `as_str` and `ALL`.
 macro_rules! audit_actions {

@@ -1,11 +1,13 @@
 //! The operator actions on a queue or a wire name, written once: the one order a pause or a
-//! limit is checked in, and pause and resume themselves. A backend supplies the reads a
-//! decision needs ([`PauseRead`]) and the statements on `pauses` ([`PauseTx`]).
+//! limit is checked in, and pause and resume themselves, on [`Store`]. A backend supplies the
+//! reads a decision needs ([`PauseRead`]) and the statements on `pauses` ([`PauseTx`]).
 
 use super::AuditAction;
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
-use crate::store::{PauseKind, PauseResult, ResumeResult};
+use crate::store::limit::LimitTx;
+use crate::store::pause::SqlitePauses;
+use crate::store::{Backend, PauseKind, PauseResult, ResumeResult, Store};
 
 /// What an operator does to a queue or a wire name, as its refusals word it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,41 +112,77 @@ pub(crate) trait PauseTx: PauseRead {
     fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()>;
 }
 
-/// Pause a queue or a wire name until `until` or until resumed, in the order of
-/// [`decide_name_action`]; a name paused already has its expiry replaced ("extended").
-pub(crate) fn pause(
-    tx: &mut (impl PauseTx + ?Sized),
-    actor: &str,
-    kind: PauseKind,
-    name: &str,
-    until: Option<Millis>,
-    force: bool,
-) -> Result<PauseResult> {
-    let now = tx.now()?;
-    decide_name_action(tx, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
-    tx.lock_name(kind, name)?;
-    let previous = tx.pause_in_force(kind, name, now)?;
-    tx.set_pause(kind, name, actor, now, until)?;
-    tx.audit(now, actor, AuditAction::Pause, &pause_detail(kind, name, until))?;
-    Ok(match previous {
-        Some(previous_until) => PauseResult::Extended { previous_until },
-        None => PauseResult::Paused,
-    })
+/// One write transaction as the policies on names take it: its pause statements or its limit
+/// statements (a backend's transaction has both).
+pub(crate) trait NameTx {
+    fn pauses(&mut self) -> &mut dyn PauseTx;
+    fn limits(&mut self) -> &mut dyn LimitTx;
 }
 
-/// Lift a pause; audited only when one was in force (a lapsed row is removed silently).
-pub(crate) fn resume(
-    tx: &mut (impl PauseTx + ?Sized),
-    actor: &str,
-    kind: PauseKind,
-    name: &str,
-) -> Result<ResumeResult> {
-    tx.require(actor, Permission::Operate)?;
-    let now = tx.now()?;
-    tx.lock_name(kind, name)?;
-    if tx.lift_pause(kind, name, now)? != Some(true) {
-        return Ok(ResumeResult::NotPaused);
+impl<T: PauseTx + LimitTx> NameTx for T {
+    fn pauses(&mut self) -> &mut dyn PauseTx {
+        self
     }
-    tx.audit(now, actor, AuditAction::Resume, &format!("{kind} {name}"))?;
-    Ok(ResumeResult::Resumed)
+
+    fn limits(&mut self) -> &mut dyn LimitTx {
+        self
+    }
+}
+
+impl Store {
+    /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
+    /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
+    /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
+    /// expiry. Applies from every worker's next claim. Checked in the order of
+    /// [`decide_name_action`].
+    pub fn pause(
+        &self,
+        actor: &str,
+        kind: PauseKind,
+        name: &str,
+        until: Option<Millis>,
+        force: bool,
+    ) -> Result<PauseResult> {
+        self.names_write(|names| {
+            let tx = names.pauses();
+            let now = tx.now()?;
+            decide_name_action(&mut *tx, NameAction::Pause, actor, kind, name, Some((until, now)), force)?;
+            tx.lock_name(kind, name)?;
+            let previous = tx.pause_in_force(kind, name, now)?;
+            tx.set_pause(kind, name, actor, now, until)?;
+            tx.audit(now, actor, AuditAction::Pause, &pause_detail(kind, name, until))?;
+            Ok(match previous {
+                Some(previous_until) => PauseResult::Extended { previous_until },
+                None => PauseResult::Paused,
+            })
+        })
+    }
+
+    /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
+    /// as not paused (its row is removed all the same).
+    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
+        self.names_write(|names| {
+            let tx = names.pauses();
+            tx.require(actor, Permission::Operate)?;
+            let now = tx.now()?;
+            tx.lock_name(kind, name)?;
+            if tx.lift_pause(kind, name, now)? != Some(true) {
+                return Ok(ResumeResult::NotPaused);
+            }
+            tx.audit(now, actor, AuditAction::Resume, &format!("{kind} {name}"))?;
+            Ok(ResumeResult::Resumed)
+        })
+    }
+
+    /// Run `f` in one write transaction of this store's backend, for a pause or a limit.
+    pub(crate) fn names_write<T>(&self, mut f: impl FnMut(&mut dyn NameTx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let now = s.now();
+                s.write(|c| f(&mut SqlitePauses { c, now }))
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.write(|tx| f(tx)),
+        }
+    }
 }

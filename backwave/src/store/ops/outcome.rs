@@ -3,6 +3,7 @@
 //! records it. A backend supplies the fenced read, the row's update and the log insert
 //! ([`AttemptTx`]).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -13,12 +14,62 @@ use crate::store::{Completion, Fenced, Outcome};
 /// The cause of a job whose lease lapsed on its last attempt.
 pub const LEASE_EXPIRED: &str = "lease expired";
 
-/// A reap the store kept waiting this long for a lock (SQLite's write lock held by another
-/// process, or by one frozen holding it; a PostgreSQL lock on `jobs`) reaps nothing: every
-/// worker's heartbeat may have waited behind the same lock as long, so a lease that lapsed
-/// meanwhile says nothing about its worker. Measured as the wait itself (no network round trip
-/// in it); the engine's reaper then holds off for a heartbeat gap, while every live worker renews.
+/// A look for lapsed leases that the store kept waiting this long for a lock (SQLite's write
+/// lock held by another process, or by one frozen holding it; a PostgreSQL lock on `jobs`)
+/// reaps nothing and confirms nothing: every worker's heartbeat may have waited behind the same
+/// lock as long, so a lease that lapsed meanwhile says nothing about its worker. Measured as
+/// the wait itself, with no network round trip in it.
 pub const HELD_UP: Duration = Duration::from_millis(200);
+
+/// A lapsed lease as a look found it: the attempt, and the expiry it had then. A heartbeat in
+/// between moves the expiry, so one lapse is never confirmed across a renewal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Lapse {
+    pub job_id: JobId,
+    pub attempt: u32,
+    pub expired_at: Millis,
+}
+
+/// Which of the lapsed leases a look reaps.
+#[derive(Clone, Copy, Debug)]
+pub enum Confirmed<'a> {
+    /// Every one it finds (a tool, a test, `bw demo`).
+    All,
+    /// Only those an earlier look, not held up either, found with the same expiry (the
+    /// engine's reaper; see `engine/maintenance.rs`). The others are returned as seen.
+    Seen(&'a HashSet<Lapse>),
+}
+
+/// What a look for lapsed leases did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reap {
+    /// How many it turned into failed attempts.
+    pub reaped: usize,
+    /// The lapsed leases it found but did not reap, not yet confirmed.
+    pub seen: Vec<Lapse>,
+}
+
+/// Reap, among the lapsed leases a look `found` (oldest expiry first, with the expiry each had),
+/// those `confirmed`; report the others as seen.
+pub(crate) fn reap_found(
+    tx: &mut impl AttemptTx,
+    now: Millis,
+    found: Vec<(RunningAttempt, Millis)>,
+    confirmed: Confirmed<'_>,
+) -> Result<Reap> {
+    let mut reap = Reap::default();
+    for (run, expired_at) in found {
+        let lapse = Lapse { job_id: run.id, attempt: run.attempt, expired_at };
+        match confirmed {
+            Confirmed::Seen(seen) if !seen.contains(&lapse) => reap.seen.push(lapse),
+            _ => {
+                lapse_attempt(tx, now, &run)?;
+                reap.reaped += 1;
+            }
+        }
+    }
+    Ok(reap)
+}
 
 /// The reason logged when a handler reports its own, unrequested cancellation.
 pub const UNREQUESTED_CANCEL: &str = "cancelled without an operator request";
@@ -190,7 +241,7 @@ pub(crate) fn complete(tx: &mut impl AttemptTx, now: Millis, capture: bool, c: &
 
 /// An attempt whose lease lapsed: cancelled when an operator asked it to stop, otherwise a
 /// failed attempt (no failure detail exists) with [`LEASE_EXPIRED`] as its message.
-pub(crate) fn lapse(tx: &mut impl AttemptTx, now: Millis, run: &RunningAttempt) -> Result<JobState> {
+fn lapse_attempt(tx: &mut impl AttemptTx, now: Millis, run: &RunningAttempt) -> Result<JobState> {
     let decision = match run.cancel_requested_by.as_deref() {
         Some(actor) => Decision::Cancel { actor, failure: None },
         None => Decision::Fail { message: LEASE_EXPIRED, detail: None },

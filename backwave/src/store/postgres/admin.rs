@@ -1,10 +1,10 @@
 //! Who may do what, and what is not a job, on PostgreSQL: grants, settings, the audit trail, and
 //! revealing failure detail (which needs a permission and is always audited, in the same
-//! transaction that reads it). The same rows and the same answers as `store/admin.rs`, whose
-//! non-SQL parts (permission arithmetic, validation, audit wording) both backends share.
+//! transaction that reads it). The same rows and the same answers as `store/admin.rs`; the
+//! non-SQL parts (permission arithmetic, validation, audit wording) are `store/ops`'s.
 //!
-//! Also the two helpers every audited PostgreSQL operation uses inside its own write:
-//! [`require`] and [`audit`].
+//! Also what every audited PostgreSQL operation uses inside its own write: [`require`], and the
+//! transaction as the shared policy takes it (`StoreTx`: time, permission, audit row).
 //!
 //! The `actor` these take is the client's claim; the server decides who acts (`bw_actor()` in
 //! schema-postgres.sql): the authenticated role, unless that role owns the store. Permissions
@@ -15,12 +15,9 @@ use std::time::Duration;
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{FailureDetail, JobId, Millis, Permission};
-use crate::store::admin::{
-    allowed, bootstrap_detail, check_grantee, config_detail, grant_detail, parse_details, parse_retention,
-    payload_limit_from, permissions_from,
-};
-use crate::store::ops::settings::{self, SettingRead};
-use crate::store::ops::AuditAction;
+use crate::store::ops::access::{self, allowed, parse_details, permissions_from, AdminTx};
+use crate::store::ops::settings::{self, parse_retention, SettingRead};
+use crate::store::ops::{AuditAction, StoreTx};
 use crate::store::{AuditEntry, SettingKey};
 
 /// Whoever holds this advisory lock (for its transaction) decides whether the store has an admin
@@ -38,30 +35,11 @@ impl PgStore {
     }
 
     pub fn grant(&self, actor: &str, who: &str, permission: Permission) -> Result<()> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Admin)?;
-            check_grantee(who)?;
-            let now = tx.now()?;
-            tx.execute(
-                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (actor, permission) DO NOTHING",
-                &[&who, &permission.as_str(), &actor, &now],
-            )?;
-            audit(tx, now, actor, AuditAction::Grant, None, &grant_detail(who, permission))
-        })
+        self.write(|tx| access::grant(tx, actor, who, permission))
     }
 
     pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Admin)?;
-            let now = tx.now()?;
-            let n =
-                tx.execute("DELETE FROM grants WHERE actor = $1 AND permission = $2", &[&who, &permission.as_str()])?;
-            if n > 0 {
-                audit(tx, now, actor, AuditAction::Revoke, None, &grant_detail(who, permission))?;
-            }
-            Ok(n > 0)
-        })
+        self.write(|tx| access::revoke(tx, actor, who, permission))
     }
 
     pub fn has_admin(&self) -> Result<bool> {
@@ -69,23 +47,7 @@ impl PgStore {
     }
 
     pub fn bootstrap_admin(&self, actor: &str) -> Result<bool> {
-        self.write(|tx| {
-            // READ COMMITTED lets two transactions both see no admin and both insert one (their
-            // rows differ, so no key conflict stops the second): decide under a lock, and read
-            // again once it is ours, when any earlier bootstrap has committed.
-            tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || $1))", &[&BOOTSTRAP_LOCK])?;
-            if has_admin(tx)? {
-                return Ok(false);
-            }
-            let now = tx.now()?;
-            // The first admin is the role the server names (for the store's owner, its claim).
-            tx.execute(
-                "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (bw_actor($1), 'admin', $1, $2)",
-                &[&actor, &now],
-            )?;
-            audit(tx, now, actor, AuditAction::Grant, None, &bootstrap_detail(actor))?;
-            Ok(true)
-        })
+        self.write(|tx| access::bootstrap_admin(tx, actor))
     }
 
     pub fn setting(&self, key: SettingKey) -> Result<String> {
@@ -93,17 +55,7 @@ impl PgStore {
     }
 
     pub fn set_setting(&self, actor: &str, key: SettingKey, value: &str) -> Result<()> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Admin)?;
-            let value = key.validate(value)?;
-            let now = tx.now()?;
-            tx.execute(
-                "INSERT INTO settings (key, value) VALUES ($1, $2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                &[&key.as_str(), &value],
-            )?;
-            audit(tx, now, actor, AuditAction::Config, None, &config_detail(key, &value))
-        })
+        self.write(|tx| access::set_setting(tx, actor, key, value))
     }
 
     pub fn retention(&self) -> Result<Duration> {
@@ -206,27 +158,79 @@ pub(super) fn require(tx: &mut Tx<'_>, actor: &str, permission: Permission) -> R
     allowed(&held, &who, permission)
 }
 
-/// Append one entry to the audit trail, in the caller's transaction.
-pub(super) fn audit(
-    tx: &mut Tx<'_>,
-    at: Millis,
-    actor: &str,
-    action: AuditAction,
-    job: Option<JobId>,
-    detail: &str,
-) -> Result<()> {
-    tx.execute(
-        "INSERT INTO audit (at, actor, action, job_id, detail) VALUES ($1, $2, $3, $4, $5)",
-        &[&at, &actor, &action.as_str(), &job.map(|j| j.0), &detail],
-    )?;
-    Ok(())
-}
-
 /// The store's payload limit, read inside the caller's transaction.
 pub(super) fn payload_limit(tx: &mut Tx<'_>) -> Result<u64> {
-    let stored: Option<String> =
-        tx.query_opt("SELECT value FROM settings WHERE key = 'payload_limit'", &[])?.map(|r| r.get(0));
-    payload_limit_from(stored.as_deref())
+    settings::payload_limit(tx)
+}
+
+/// The transaction every audited PostgreSQL action runs in, as the shared policy asks for it.
+impl StoreTx for Tx<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Tx::now(self)
+    }
+
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        require(self, actor, permission)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        self.execute(
+            "INSERT INTO audit (at, actor, action, job_id, detail) VALUES ($1, $2, $3, $4, $5)",
+            &[&now, &actor, &action.as_str(), &job.map(|j| j.0), &detail],
+        )?;
+        Ok(())
+    }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        payload_limit(self)
+    }
+}
+
+/// PostgreSQL's statements for grants and settings.
+impl AdminTx for Tx<'_> {
+    fn insert_grant(&mut self, who: &str, permission: Permission, by: &str, now: Millis) -> Result<()> {
+        self.execute(
+            "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (actor, permission) DO NOTHING",
+            &[&who, &permission.as_str(), &by, &now],
+        )?;
+        Ok(())
+    }
+
+    fn delete_grant(&mut self, who: &str, permission: Permission) -> Result<bool> {
+        let sql = "DELETE FROM grants WHERE actor = $1 AND permission = $2";
+        Ok(self.execute(sql, &[&who, &permission.as_str()])? > 0)
+    }
+
+    /// READ COMMITTED lets two transactions both see no admin and both insert one (their rows
+    /// differ, so no key conflict stops the second): decide under a lock, and read again once
+    /// it is ours, when any earlier bootstrap has committed.
+    fn lock_bootstrap(&mut self) -> Result<()> {
+        self.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || $1))", &[&BOOTSTRAP_LOCK])?;
+        Ok(())
+    }
+
+    fn has_admin(&mut self) -> Result<bool> {
+        has_admin(self)
+    }
+
+    /// The first admin is the role the server names (for the store's owner, its claim).
+    fn insert_first_admin(&mut self, actor: &str, now: Millis) -> Result<()> {
+        self.execute(
+            "INSERT INTO grants (actor, permission, granted_by, granted_at) VALUES (bw_actor($1), 'admin', $1, $2)",
+            &[&actor, &now],
+        )?;
+        Ok(())
+    }
+
+    fn write_setting(&mut self, key: SettingKey, value: &str) -> Result<()> {
+        self.execute(
+            "INSERT INTO settings (key, value) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&key.as_str(), &value],
+        )?;
+        Ok(())
+    }
 }
 
 impl SettingRead for Tx<'_> {

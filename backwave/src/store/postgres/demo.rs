@@ -8,24 +8,12 @@
 
 use super::PgStore;
 use crate::error::Result;
-use crate::store::demo::not_a_demo_store;
+use crate::store::ops::demo::{not_a_demo_store, TABLES};
 use crate::store::StoreTarget;
 
-/// Every table of `schema-postgres.sql` but `backwave_schema` (the version stays).
-pub(crate) const TABLES: [&str; 12] = [
-    "transitions",
-    "jobs",
-    "job_counts",
-    "job_count_deltas",
-    "workers",
-    "pauses",
-    "limits",
-    "limit_windows",
-    "schedules",
-    "grants",
-    "audit",
-    "settings",
-];
+/// The tables of `schema-postgres.sql` beside those both schemas have (`backwave_schema`, the
+/// version, stays).
+const PG_TABLES: [&str; 1] = ["job_count_deltas"];
 
 impl PgStore {
     pub fn reset_demo(&self) -> Result<()> {
@@ -33,7 +21,8 @@ impl PgStore {
             if tx.query_opt("SELECT 1 FROM settings WHERE key = 'store_kind' AND value = 'demo'", &[])?.is_none() {
                 return Err(not_a_demo_store(&StoreTarget::Postgres(self.url().clone())));
             }
-            tx.batch(&format!("TRUNCATE {}", TABLES.join(", ")))?;
+            let tables: Vec<&str> = TABLES.iter().chain(&PG_TABLES).copied().collect();
+            tx.batch(&format!("TRUNCATE {}", tables.join(", ")))?;
             tx.execute("INSERT INTO settings (key, value) VALUES ('store_kind', 'demo')", &[])?;
             Ok(())
         })
@@ -43,14 +32,14 @@ impl PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::demo::created_tables;
+    use crate::store::ops::demo::created_tables;
     use crate::store::postgres::SCHEMA_POSTGRES_SQL;
 
     #[test]
     fn the_reset_empties_every_table_of_the_schema_but_its_version() {
         let mut tables = created_tables(SCHEMA_POSTGRES_SQL);
         tables.retain(|t| t != "backwave_schema");
-        let mut emptied: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+        let mut emptied: Vec<String> = TABLES.iter().chain(&PG_TABLES).map(|t| t.to_string()).collect();
         tables.sort();
         emptied.sort();
         assert!(!tables.is_empty());

@@ -5,19 +5,17 @@
 
 use std::collections::HashMap;
 
-use super::admin::{audit, require};
+use super::admin::require;
 use super::filter::where_clause;
-use super::operator::{lock_matching, matching_ids, requeue_ids};
-use super::{is_unique_violation, PgStore};
-use crate::error::{Error, Result};
-use crate::model::{JobId, JobState, Millis, Permission};
-use crate::store::admin::check_payload_size;
-use crate::store::ops::jobs::{cancel_scope, check_editable, check_new_payload, payload_edit_detail, run_now_scope};
+use super::operator::{lock_matching, matching_ids};
+use super::PgStore;
+use crate::error::Result;
+use crate::model::{JobId, Millis, Permission};
+use crate::store::ops;
+use crate::store::ops::jobs::{cancel_scope, check_new_payload, run_now_scope};
 use crate::store::ops::jobs::{Cancelled, Found};
-use crate::store::ops::{self, AuditAction};
-use crate::store::unique;
 use crate::store::{
-    BulkProgress, CancelDone, CancelPlan, CancelResult, JobFilter, PayloadEdit, RequeueResult, RunNowPlan, RunNowResult,
+    BulkProgress, CancelDone, CancelPlan, CancelResult, JobFilter, PayloadEdit, RunNowPlan, RunNowResult,
 };
 
 impl PgStore {
@@ -131,35 +129,7 @@ impl PgStore {
 
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
         check_new_payload(payload)?;
-        self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            check_payload_size(payload.len(), super::admin::payload_limit(tx)?, None)?;
-            let now = tx.now()?;
-            let found = tx.query_opt(
-                "SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = $1 FOR UPDATE",
-                &[&id.0],
-            )?;
-            let Some(row) = found else { return Err(Error::JobNotFound(id.to_string())) };
-            let (state, old): (JobState, Vec<u8>) = (super::row::state(&row, 0)?, row.try_get(1)?);
-            let (wire_name, key): (String, Option<String>) = (row.try_get(2)?, row.try_get(3)?);
-            check_editable(id, state)?;
-            let new_key = key.and_then(|k| unique::edited_key(&k, &wire_name, &old, payload));
-            tx.execute(
-                "UPDATE jobs SET payload = $2, unique_key = coalesce($4, unique_key), updated_at = $3 WHERE id = $1",
-                &[&id.0, &payload, &now, &new_key],
-            )
-            .map_err(|e| if is_unique_violation(&e) { unique::edit_collides(id) } else { e })?;
-            audit(tx, now, actor, AuditAction::EditPayload, Some(id), &payload_edit_detail(&old, payload))?;
-            let (requeued, conflict) = match requeue.then(|| requeue_ids(tx, now, actor, &[id])).transpose()? {
-                Some(r) => match r.first() {
-                    Some(RequeueResult::Requeued { .. }) => (true, None),
-                    Some(RequeueResult::Conflict { existing }) => (false, Some(*existing)),
-                    _ => (false, None),
-                },
-                None => (false, None),
-            };
-            Ok(PayloadEdit { from: state, old_bytes: old.len(), new_bytes: payload.len(), requeued, conflict })
-        })
+        self.write(|tx| ops::jobs::edit_payload(tx, actor, id, payload, requeue))
     }
 }
 

@@ -21,11 +21,11 @@ use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
-use crate::store::admin::check_new_payloads;
 use crate::store::engine_support::HANDED_BACK;
 use crate::store::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
-use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Entry, RunningAttempt, HELD_UP};
+use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Confirmed, Entry, Reap, RunningAttempt, HELD_UP};
 use crate::store::ops::settings;
+use crate::store::ops::settings::check_new_payloads;
 use crate::store::row::job_columns;
 use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
@@ -39,7 +39,7 @@ macro_rules! claim_tail {
                  UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = $8,
                         delay_table = $9::text::jsonb, lease_owner = $5, lease_expires_at = $7,
                         worker_group = $6, updated_at = $2
-                 WHERE jobs.id = ANY(ARRAY(SELECT pick FROM picked))
+                 FROM picked WHERE jobs.id = picked.pick
                  RETURNING ",
             job_columns!(),
             ", jitter_seed
@@ -56,10 +56,6 @@ macro_rules! claim_tail {
 /// names, `$5` worker, `$6` group, `$7` lease end, `$8` max attempts, `$9` the shared delay
 /// table (NULL when each job draws its own: the caller writes those next). One round trip: the
 /// due rows no other claim holds are locked (`SKIP LOCKED`), moved to running, and logged.
-/// The picked ids reach the `UPDATE` as an array (`id = ANY(ARRAY(…))`), not as a join: joined,
-/// the planner priced a few hundred picks against the whole table and hashed a sequential scan
-/// of `jobs` on every claim (every Succeeded row kept included); as an array they are
-/// primary-key probes whatever the table holds.
 /// `ORDER BY due_at` alone, as on SQLite: the `jobs_claim (queue, due_at)` index yields it, and a
 /// tie-break column would make the planner sort every job sharing the head's `due_at` (a batch
 /// enqueued at once) on every claim.
@@ -403,7 +399,7 @@ impl PgStore {
                     "UPDATE jobs SET lease_expires_at =
                          coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $5::bigint
                      FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
-                     WHERE jobs.id = ANY($1) AND jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
+                     WHERE jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
                            AND jobs.attempt = h.hattempt
                      RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL",
                     &[&ids, &attempts, &worker_id, &pinned, &lease],
@@ -437,33 +433,21 @@ impl PgStore {
             completions.iter().filter(|c| !seen.insert(c.job_id)).map(|c| c.job_id).collect();
         let batched = |c: &Completion| c.outcome == Outcome::Succeeded && !repeated.contains(&c.job_id);
         let successes: Vec<&Completion> = completions.iter().filter(|c| batched(c)).collect();
-        let fenced = |accepted: &HashSet<uuid::Uuid>, c: &Completion| match accepted.contains(&c.job_id.0) {
-            true => Fenced::Accepted(JobState::Succeeded),
-            false => Fenced::Rejected,
-        };
-        if completions.iter().all(batched) {
-            // Successes only (a quick queue's every flush): one statement, committed on its own,
-            // reading the clock itself (a test's manual clock is bound instead). One round trip
-            // where a transaction takes four (BEGIN, the time, the statement, COMMIT).
-            let (ids, workers, attempts) = success_arrays(&successes);
-            let pinned = self.pinned_now();
-            let rows = self.write_statement(SUCCEED_SQL, &[&ids, &workers, &attempts, &pinned])?;
-            let accepted = accepted_ids(&rows)?;
-            return Ok(completions.iter().map(|c| fenced(&accepted, c)).collect());
-        }
         self.write(|tx| {
             let now = tx.now()?;
-            let (ids, workers, attempts) = success_arrays(&successes);
-            let accepted = match successes.is_empty() {
-                true => HashSet::new(),
-                false => accepted_ids(&tx.query(SUCCEED_SQL, &[&ids, &workers, &attempts, &Some(now)])?)?,
-            };
-            let capture = settings::detail_enabled(tx)?;
+            let accepted = succeed_many(tx, now, &successes)?;
+            let capture = if completions.iter().all(batched) { true } else { settings::detail_enabled(tx)? };
             completions
                 .iter()
-                .map(|c| match batched(c) {
-                    true => Ok(fenced(&accepted, c)),
-                    false => outcome::complete(tx, now, capture, c),
+                .map(|c| {
+                    if batched(c) {
+                        Ok(match accepted.contains(&c.job_id.0) {
+                            true => Fenced::Accepted(JobState::Succeeded),
+                            false => Fenced::Rejected,
+                        })
+                    } else {
+                        outcome::complete(tx, now, capture, c)
+                    }
                 })
                 .collect()
         })
@@ -472,7 +456,7 @@ impl PgStore {
     /// Fail (or, when an operator asked, cancel) up to `limit` attempts whose lease lapsed,
     /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
     /// and a row a completion holds is left to it. Folds the count deltas first.
-    pub fn reap_lapsed(&self, limit: usize) -> Result<Option<usize>> {
+    pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>> {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.write(|tx| {
             fold_counts(tx)?;
@@ -481,22 +465,19 @@ impl PgStore {
             // last column is how long this statement waited, measured in the server.
             let rows = tx.query(
                 &format!(
-                    "SELECT {ATTEMPT_COLUMNS},
+                    "SELECT {ATTEMPT_COLUMNS}, lease_expires_at,
                             (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::bigint
                      FROM jobs WHERE state = 'running' AND lease_expires_at < $1
                      ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"
                 ),
                 &[&now, &limit],
             )?;
-            let waited = rows.first().map(|r| r.try_get::<_, i64>(6)).transpose()?.unwrap_or(0);
-            if waited >= duration_ms(HELD_UP) {
+            let waited = rows.first().map(|r| r.try_get::<_, i64>(7)).transpose()?.unwrap_or(0);
+            if matches!(confirmed, Confirmed::Seen(_)) && waited >= duration_ms(HELD_UP) {
                 return Ok(None);
             }
-            let expired = rows.iter().map(attempt_from_row).collect::<Result<Vec<_>>>()?;
-            for run in &expired {
-                outcome::lapse(tx, now, run)?;
-            }
-            Ok(Some(expired.len()))
+            let found = rows.iter().map(|r| Ok((attempt_from_row(r)?, r.try_get(6)?))).collect::<Result<Vec<_>>>()?;
+            outcome::reap_found(tx, now, found, confirmed).map(Some)
         })
     }
 
@@ -531,7 +512,7 @@ impl PgStore {
                          UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
                                 lease_expires_at = NULL, updated_at = $4
                          FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
-                         WHERE jobs.id = ANY($1) AND jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
+                         WHERE jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
                                AND jobs.attempt = h.hattempt AND jobs.attempt > 0 AND jobs.cancel_requested_by IS NULL
                          RETURNING jobs.id, h.hattempt
                      ), logged AS (
@@ -711,38 +692,36 @@ fn attempt_from_row(r: &postgres::Row) -> Result<RunningAttempt> {
     })
 }
 
-/// Record successes behind the fence in one statement, with their log entries; returns the ids
-/// accepted. `$1`, `$2`, `$3`: the jobs, workers and attempts of [`success_arrays`]; `$4` the
-/// transaction's time, or NULL to read the database clock here (the same value: `now()` is the
-/// transaction's start). `jobs.id = ANY($1)` beside the join keeps the rows found by primary
-/// key: the join alone, its array's length known to a custom plan, was planned as a hash over
-/// every Running job (or the whole table) per batch.
-const SUCCEED_SQL: &str = "WITH done AS (
-         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                finished_at = coalesce($4::bigint, bw_now_ms()), updated_at = coalesce($4::bigint, bw_now_ms())
-         FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
-         WHERE jobs.id = ANY($1) AND jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
-               AND jobs.attempt = c.cattempt
-         RETURNING jobs.id, c.cworker, c.cattempt, jobs.finished_at
-     ), logged AS (
-         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-         SELECT id, finished_at, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
-     )
-     SELECT id FROM done";
-
-/// The successes as [`SUCCEED_SQL`]'s arrays, in id order: the order the rows are locked in,
-/// as in [`fence_arrays`].
-fn success_arrays<'a>(successes: &[&'a Completion]) -> (Vec<uuid::Uuid>, Vec<&'a str>, Vec<i64>) {
-    let mut sorted = successes.to_vec();
-    sorted.sort_unstable_by_key(|c| c.job_id.0);
-    let ids = sorted.iter().map(|c| c.job_id.0).collect();
-    let workers = sorted.iter().map(|c| c.worker_id.as_str()).collect();
-    let attempts = sorted.iter().map(|c| i64::from(c.attempt)).collect();
-    (ids, workers, attempts)
-}
-
-fn accepted_ids(rows: &[postgres::Row]) -> Result<HashSet<uuid::Uuid>> {
-    rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+/// Record the successes behind the fence in one statement, with their log entries; returns the
+/// ids accepted.
+fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Result<HashSet<uuid::Uuid>> {
+    if successes.is_empty() {
+        return Ok(HashSet::new());
+    }
+    // Locked in id order, as in `fence_arrays`.
+    let mut successes = successes.to_vec();
+    successes.sort_unstable_by_key(|c| c.job_id.0);
+    let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
+    let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
+    let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
+    tx.query(
+        "WITH done AS (
+             UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                    finished_at = $4, updated_at = $4
+             FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
+             WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
+                   AND jobs.attempt = c.cattempt
+             RETURNING jobs.id, c.cworker, c.cattempt
+         ), logged AS (
+             INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+             SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
+         )
+         SELECT id FROM done",
+        &[&ids, &workers, &attempts, &now],
+    )?
+    .iter()
+    .map(|r| Ok(r.try_get(0)?))
+    .collect()
 }
 
 /// PostgreSQL's statements for the end of an attempt: the fenced read locks the Running row

@@ -4,16 +4,15 @@
 //! waiting), counts under it and charges before it commits; a claim that cannot get the lock
 //! leaves that name to the claim that holds it.
 
-use super::admin::{audit, require};
 use super::{PgStore, Tx};
 use crate::error::Result;
-use crate::model::{Millis, Permission};
+use crate::model::Millis;
 use crate::store::limit::{
     claim_limits, limit_from_parts, statuses, ClaimLimits, Limit, LimitCounts, LimitTx, CHARGE_WINDOW_SQL,
     LIMITS_IN_FORCE_SQL,
 };
-use crate::store::ops::AuditAction;
-use crate::store::worker_state::selector_detail;
+use crate::store::ops::workers::{self, QuietTx};
+use crate::store::ops::{AuditAction, StoreTx};
 use crate::store::{LimitStatus, PauseKind, WorkerSelector, WorkerState};
 
 fn rows(tx: &mut Tx<'_>, now: Millis) -> Result<Vec<Limit>> {
@@ -107,7 +106,7 @@ impl LimitTx for Tx<'_> {
     }
 
     fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
-        audit(self, now, actor, action, None, detail)
+        StoreTx::audit(self, now, actor, action, None, detail)
     }
 
     fn lock_name(&mut self, kind: PauseKind, name: &str) -> Result<()> {
@@ -173,40 +172,7 @@ impl PgStore {
     }
 
     fn set_quiet(&self, actor: &str, selector: &WorkerSelector, quiet: bool) -> Result<Vec<String>> {
-        let (col, value) = selector.column();
-        self.write(|tx| {
-            let now = tx.now()?;
-            require(tx, actor, Permission::Operate)?;
-            let matched: i64 =
-                tx.query_one(&format!("SELECT count(*) FROM workers WHERE {col} = $1"), &[&value])?.try_get(0)?;
-            if matched == 0 {
-                return Err(selector.unmatched());
-            }
-            let rows = if quiet {
-                tx.query(
-                    &format!(
-                        "UPDATE workers SET quiet_at = $2, quiet_by = $3 WHERE {col} = $1 AND quiet_at IS NULL
-                         RETURNING id"
-                    ),
-                    &[&value, &now, &actor],
-                )?
-            } else {
-                tx.query(
-                    &format!(
-                        "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE {col} = $1 AND quiet_at IS NOT NULL
-                         RETURNING id"
-                    ),
-                    &[&value],
-                )?
-            };
-            let mut ids = rows.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?;
-            ids.sort();
-            if !ids.is_empty() {
-                let action = if quiet { AuditAction::Quiet } else { AuditAction::ResumeWorker };
-                audit(tx, now, actor, action, None, &selector_detail(selector, &ids))?;
-            }
-            Ok(ids)
-        })
+        self.write(|tx| workers::set_quiet(tx, actor, selector, quiet))
     }
 
     pub fn mark_stopping(&self, worker_id: &str) -> Result<()> {
@@ -245,4 +211,31 @@ pub(in crate::store::postgres) fn read_states(tx: &mut Tx<'_>, now: Millis) -> R
         })
     })
     .collect()
+}
+
+/// PostgreSQL's statements for quiet and resume.
+impl QuietTx for Tx<'_> {
+    fn count_workers(&mut self, selector: &WorkerSelector) -> Result<u64> {
+        let (col, value) = selector.column();
+        let n: i64 =
+            self.query_one(&format!("SELECT count(*) FROM workers WHERE {col} = $1"), &[&value])?.try_get(0)?;
+        Ok(n as u64)
+    }
+
+    fn change_quiet(&mut self, sel: &WorkerSelector, quiet: bool, by: &str, now: Millis) -> Result<Vec<String>> {
+        let (col, value) = sel.column();
+        let rows = if quiet {
+            let sql = format!(
+                "UPDATE workers SET quiet_at = $2, quiet_by = $3 WHERE {col} = $1 AND quiet_at IS NULL RETURNING id"
+            );
+            self.query(&sql, &[&value, &now, &by])?
+        } else {
+            let sql = format!(
+                "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE {col} = $1 AND quiet_at IS NOT NULL
+                 RETURNING id"
+            );
+            self.query(&sql, &[&value])?
+        };
+        Ok(rows.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?)
+    }
 }

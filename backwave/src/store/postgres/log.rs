@@ -115,8 +115,13 @@ fn limit(n: usize) -> i64 {
 
 impl PgStore {
     /// The horizon, read in a transaction of its own: every transaction below it has ended
-    /// before the next snapshot is taken.
-    fn horizon(&self) -> Result<i64> {
+    /// before the next snapshot is taken. Inside [`PgStore::snapshot`], the one it read before
+    /// its transaction began (read within it, pg_locks would no longer show a writer that
+    /// committed after the snapshot was taken, and its entries would be skipped for good).
+    pub(super) fn horizon(&self) -> Result<i64> {
+        if let Some(horizon) = self.snapshot.get() {
+            return Ok(horizon);
+        }
         self.read(|tx| Ok(tx.query_one(HORIZON, &[])?.try_get(0)?))
     }
 

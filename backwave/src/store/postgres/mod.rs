@@ -4,7 +4,7 @@
 //! the next call), creating and checking the schema (`schema-postgres.sql`, under an advisory
 //! lock), and the transaction helpers every operation goes through: [`PgStore::write`] (READ
 //! COMMITTED, retried whole on a serialization failure or deadlock) and [`PgStore::read`] (one
-//! REPEATABLE READ snapshot). Where SQLite's one writer made every decision alone, here each
+//! REPEATABLE READ snapshot; inside [`PgStore::snapshot`], `snapshot.rs`, the one it holds open). Where SQLite's one writer made every decision alone, here each
 //! operation locks exactly the rows it decides on (`FOR UPDATE`, `SKIP LOCKED` for claims and
 //! reaps), so that two hosts never act twice on one job. Times come from the database clock
 //! ([`Tx::now`]) unless a test pinned a manual clock. The operation groups live one per file,
@@ -26,6 +26,7 @@ mod query;
 mod raw;
 mod row;
 pub(crate) mod schedules;
+mod snapshot;
 mod tls;
 
 use std::cell::RefCell;
@@ -65,6 +66,9 @@ pub(crate) struct PgStore {
     detail_readable: bool,
     version: i64,
     lock_timeout: std::cell::Cell<Duration>,
+    /// While [`PgStore::snapshot`] runs: the log's horizon read before its transaction began.
+    /// Every read then joins that transaction (see `snapshot.rs`).
+    snapshot: std::cell::Cell<Option<i64>>,
 }
 
 struct Conn {
@@ -80,10 +84,80 @@ impl std::fmt::Debug for PgStore {
 
 /// One transaction, with the connection's statement cache and the store's clock.
 pub(crate) struct Tx<'a> {
-    tx: postgres::Transaction<'a>,
+    tx: Session<'a>,
     statements: &'a mut HashMap<String, Statement>,
     clock: &'a Clock,
     now: Option<Millis>,
+}
+
+/// What a [`Tx`] runs its statements on: a transaction of its own, or the read snapshot that
+/// [`PgStore::snapshot`] holds open on the connection (which it begins and ends itself).
+pub(crate) enum Session<'a> {
+    Own(postgres::Transaction<'a>),
+    Joined(&'a mut Client),
+}
+
+impl Session<'_> {
+    fn prepare(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        match self {
+            Session::Own(t) => t.prepare(sql),
+            Session::Joined(c) => c.prepare(sql),
+        }
+    }
+
+    fn query(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<Vec<Row>, postgres::Error> {
+        match self {
+            Session::Own(t) => t.query(s, p),
+            Session::Joined(c) => c.query(s, p),
+        }
+    }
+
+    fn query_one(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<Row, postgres::Error> {
+        match self {
+            Session::Own(t) => t.query_one(s, p),
+            Session::Joined(c) => c.query_one(s, p),
+        }
+    }
+
+    fn query_opt(
+        &mut self,
+        s: &Statement,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<Row>, postgres::Error> {
+        match self {
+            Session::Own(t) => t.query_opt(s, p),
+            Session::Joined(c) => c.query_opt(s, p),
+        }
+    }
+
+    fn execute(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> {
+        match self {
+            Session::Own(t) => t.execute(s, p),
+            Session::Joined(c) => c.execute(s, p),
+        }
+    }
+
+    fn batch_execute(&mut self, sql: &str) -> std::result::Result<(), postgres::Error> {
+        match self {
+            Session::Own(t) => t.batch_execute(sql),
+            Session::Joined(c) => c.batch_execute(sql),
+        }
+    }
+
+    pub(crate) fn copy_in(&mut self, sql: &str) -> std::result::Result<postgres::CopyInWriter<'_>, postgres::Error> {
+        match self {
+            Session::Own(t) => t.copy_in(sql),
+            Session::Joined(c) => c.copy_in(sql),
+        }
+    }
+
+    /// Commit a transaction of its own; a joined one is ended by the snapshot that began it.
+    pub(crate) fn commit(self) -> std::result::Result<(), postgres::Error> {
+        match self {
+            Session::Own(t) => t.commit(),
+            Session::Joined(_) => Ok(()),
+        }
+    }
 }
 
 impl Tx<'_> {
@@ -254,6 +328,7 @@ impl PgStore {
             detail_readable: true,
             version: 0,
             lock_timeout: std::cell::Cell::new(BUSY_TIMEOUT),
+            snapshot: std::cell::Cell::new(None),
         };
         store.ensure_connected()?;
         // A worker role may update some columns of `jobs` only (README): any is enough to write.
@@ -341,50 +416,6 @@ impl PgStore {
         }
     }
 
-    /// Always false: PostgreSQL has no store-wide write lock; a lock on `jobs` that holds up a
-    /// reap is seen by the reap itself ([`Store::reap_lapsed`](crate::Store::reap_lapsed)).
-    pub fn take_held_up(&self) -> bool {
-        false
-    }
-
-    /// Run one write statement on its own: the server commits it as it ends (an implicit
-    /// transaction), so a write that is a single statement costs one round trip instead of
-    /// three (BEGIN, the statement, COMMIT) and is just as atomic. Prepared once per connection,
-    /// like [`Tx::query`]'s; a serialization failure or deadlock runs it again.
-    pub(crate) fn write_statement(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        if self.read_only {
-            return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
-        }
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            self.ensure_connected()?;
-            let mut slot = self.conn.borrow_mut();
-            let Conn { client, statements } = slot.as_mut().expect("connected above");
-            let out = (|| {
-                let statement = match statements.get(sql) {
-                    Some(s) => s.clone(),
-                    None => {
-                        if statements.len() >= STATEMENT_CACHE {
-                            statements.clear();
-                        }
-                        let s = client.prepare(sql)?;
-                        statements.insert(sql.to_string(), s.clone());
-                        s
-                    }
-                };
-                Ok(client.query(&statement, params)?)
-            })();
-            if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
-                *slot = None;
-            }
-            match out {
-                Err(e) if tries < RETRIES && is_retryable(&e) => continue,
-                other => return other,
-            }
-        }
-    }
-
     /// Run `f` in one read-only REPEATABLE READ transaction: several queries, one snapshot.
     pub(crate) fn read<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         self.transaction(IsolationLevel::RepeatableRead, true, &mut f)
@@ -396,12 +427,15 @@ impl PgStore {
         read_only: bool,
         f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>,
     ) -> Result<T> {
+        if self.snapshot.get().is_some() {
+            return self.joined(read_only, f);
+        }
         self.ensure_connected()?;
         let mut slot = self.conn.borrow_mut();
         let Conn { client, statements } = slot.as_mut().expect("connected above");
         let out = (|| {
             let tx = client.build_transaction().isolation_level(level).read_only(read_only).start()?;
-            let mut tx = Tx { tx, statements, clock: &self.clock, now: None };
+            let mut tx = Tx { tx: Session::Own(tx), statements, clock: &self.clock, now: None };
             let value = f(&mut tx)?;
             tx.tx.commit()?;
             Ok(value)

@@ -10,15 +10,14 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::admin::{audit, require};
+use super::admin::require;
 use super::filter::where_clause;
 use super::{is_unique_violation, PgStore, Tx};
 use crate::error::Result;
 use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
-use crate::store::ops::jobs::{decide_purge, purge_job_detail, REQUEUE_REASON};
-use crate::store::ops::jobs::{Found, OperatorTx, PurgeTx};
+use crate::store::ops::jobs::{Editable, Found, OperatorTx, PurgeTx, Purgeable, RepairTx, REQUEUE_REASON};
+use crate::store::ops::preview::requeue_scope;
 use crate::store::ops::{self, AuditAction};
-use crate::store::preview::requeue_scope;
 use crate::store::unique;
 use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RequeueResult, BULK_BATCH};
 
@@ -98,28 +97,7 @@ impl PgStore {
     }
 
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            let now = tx.now()?;
-            let mut results = Vec::with_capacity(ids.len());
-            for id in ids {
-                let found =
-                    tx.query_opt("SELECT state, wire_name, queue FROM jobs WHERE id = $1 FOR UPDATE", &[&id.0])?;
-                let Some(row) = found else {
-                    results.push(PurgeResult::NotFound);
-                    continue;
-                };
-                let state = super::row::state(&row, 0)?;
-                let (wire_name, queue): (String, String) = (row.try_get(1)?, row.try_get(2)?);
-                let result = decide_purge(state);
-                if let PurgeResult::Deleted { .. } = result {
-                    tx.execute("DELETE FROM jobs WHERE id = $1", &[&id.0])?;
-                    audit(tx, now, actor, AuditAction::Purge, Some(*id), &purge_job_detail(state, &wire_name, &queue))?;
-                }
-                results.push(result);
-            }
-            Ok(results)
-        })
+        self.write(|tx| ops::jobs::purge_jobs(tx, actor, ids))
     }
 
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
@@ -178,7 +156,7 @@ impl PgStore {
 
 /// Requeue the jobs `ids` names, in that order, after locking them: the per-id results SQLite
 /// gives (an id named twice is requeued once, then found Scheduled).
-pub(super) fn requeue_ids(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
+fn requeue_ids(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
     let mut jobs = lock_ids(tx, ids)?;
     let keyed = keyed(tx, &jobs.keys().map(|id| id.0).collect::<Vec<_>>())?;
     let mut chosen = Vec::new();
@@ -355,14 +333,6 @@ fn purge_batch(tx: &mut Tx<'_>, cutoff: Millis) -> Result<u64> {
 /// in one statement, finding the jobs by id alone (they are locked and decided on), and writes
 /// the log entries or audit rows in the order given.
 impl OperatorTx for Tx<'_> {
-    fn now(&mut self) -> Result<Millis> {
-        Tx::now(self)
-    }
-
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
-        require(self, actor, permission)
-    }
-
     fn jobs(&mut self, ids: &[JobId], lock: bool) -> Result<HashMap<JobId, Found>> {
         if lock {
             return lock_ids(self, ids);
@@ -437,8 +407,37 @@ impl PurgeTx for Tx<'_> {
     fn purge_batch(&mut self, cutoff: Millis) -> Result<u64> {
         purge_batch(self, cutoff)
     }
+}
 
-    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
-        audit(self, now, actor, action, job, detail)
+impl RepairTx for Tx<'_> {
+    fn editable(&mut self, id: JobId) -> Result<Option<Editable>> {
+        let sql = "SELECT state, payload, wire_name, unique_key FROM jobs WHERE id = $1 FOR UPDATE";
+        let Some(r) = self.query_opt(sql, &[&id.0])? else { return Ok(None) };
+        let state = super::row::state(&r, 0)?;
+        Ok(Some(Editable { state, payload: r.try_get(1)?, wire_name: r.try_get(2)?, unique_key: r.try_get(3)? }))
+    }
+
+    fn set_payload(&mut self, id: JobId, payload: &[u8], key: Option<&str>, now: Millis) -> Result<()> {
+        self.execute(
+            "UPDATE jobs SET payload = $2, unique_key = coalesce($4, unique_key), updated_at = $3 WHERE id = $1",
+            &[&id.0, &payload, &now, &key],
+        )
+        .map_err(|e| if is_unique_violation(&e) { unique::edit_collides(id) } else { e })?;
+        Ok(())
+    }
+
+    fn requeue_one(&mut self, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
+        Ok(requeue_ids(self, now, actor, &[id])?.remove(0))
+    }
+
+    fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>> {
+        let sql = "SELECT state, wire_name, queue FROM jobs WHERE id = $1 FOR UPDATE";
+        let Some(r) = self.query_opt(sql, &[&id.0])? else { return Ok(None) };
+        Ok(Some(Purgeable { state: super::row::state(&r, 0)?, wire_name: r.try_get(1)?, queue: r.try_get(2)? }))
+    }
+
+    fn delete_job(&mut self, id: JobId) -> Result<()> {
+        self.execute("DELETE FROM jobs WHERE id = $1", &[&id.0])?;
+        Ok(())
     }
 }

@@ -4,26 +4,15 @@
 //! the other extends, as with SQLite's one writer. The policy is `ops/names.rs`'s; this module
 //! holds its statements, and never touches a job.
 
-use super::admin::{audit, require};
+use super::admin::require;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Millis, Permission};
-use crate::store::ops::names::{self, decide_name_action, NameAction, PauseRead, PauseTx};
-use crate::store::ops::AuditAction;
-use crate::store::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
+use crate::store::ops::names::{decide_name_action, NameAction, PauseRead, PauseTx};
+use crate::store::ops::{AuditAction, StoreTx};
+use crate::store::{Pause, PauseKind, PausePlan};
 
 impl PgStore {
-    pub fn pause(
-        &self,
-        actor: &str,
-        kind: PauseKind,
-        name: &str,
-        until: Option<Millis>,
-        force: bool,
-    ) -> Result<PauseResult> {
-        self.write(|tx| names::pause(tx, actor, kind, name, until, force))
-    }
-
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|tx| {
             decide_name_action(tx, NameAction::Pause, actor, kind, name, None, force)?;
@@ -49,10 +38,6 @@ impl PgStore {
             let (scheduled, running): (i64, i64) = (r.try_get(0)?, r.try_get(1)?);
             Ok(PausePlan { scheduled: scheduled.max(0) as u64, running: running.max(0) as u64 })
         })
-    }
-
-    pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
-        self.write(|tx| names::resume(tx, actor, kind, name))
     }
 
     pub fn pauses(&self) -> Result<Vec<Pause>> {
@@ -130,6 +115,6 @@ impl PauseTx for Tx<'_> {
     }
 
     fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()> {
-        audit(self, now, actor, action, None, detail)
+        StoreTx::audit(self, now, actor, action, None, detail)
     }
 }

@@ -1,5 +1,5 @@
 //! What a requeue would do, before doing it, on PostgreSQL: the same plan as SQLite's
-//! (`store/preview.rs`, which holds the plan's arithmetic), counted in one snapshot with one
+//! (`store/ops/preview.rs` holds the plan's arithmetic), counted in one snapshot with one
 //! grouped query. Read-only.
 
 use std::collections::HashMap;
@@ -11,7 +11,7 @@ use super::row::{job, JOB_COLUMNS};
 use super::PgStore;
 use crate::error::Result;
 use crate::model::{Job, JobId};
-use crate::store::preview::{check_one, requeue_scope};
+use crate::store::ops::preview::{check_one, requeue_scope};
 use crate::store::unique;
 use crate::store::{JobFilter, RequeueCheck, RequeuePlan};
 

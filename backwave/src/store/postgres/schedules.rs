@@ -8,9 +8,9 @@
 use super::jobs::insert_new_jobs;
 use super::Tx;
 use crate::error::{Error, Result};
-use crate::model::{Enqueued, JobId, Millis, NewJob, Permission};
+use crate::model::{Enqueued, JobId, Millis, NewJob};
 use crate::schedule::{MissedTicks, Schedule};
-use crate::store::ops::AuditAction;
+use crate::store::ops::StoreTx;
 use crate::store::row::labels_from_json;
 use crate::store::schedules::{row_columns, ScheduleTx};
 use crate::store::ScheduleRow;
@@ -59,20 +59,8 @@ pub(crate) struct PgSchedules<'t, 'a> {
 }
 
 impl ScheduleTx for PgSchedules<'_, '_> {
-    fn now(&mut self) -> Result<Millis> {
-        self.tx.now()
-    }
-
-    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
-        super::admin::require(self.tx, actor, permission)
-    }
-
-    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
-        super::admin::audit(self.tx, now, actor, action, job, detail)
-    }
-
-    fn payload_limit(&mut self) -> Result<u64> {
-        super::admin::payload_limit(self.tx)
+    fn ops(&mut self) -> &mut dyn StoreTx {
+        self.tx
     }
 
     fn lock_name(&mut self, name: &str) -> Result<()> {
