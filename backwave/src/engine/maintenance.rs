@@ -32,6 +32,8 @@ const REAP_BATCH: usize = 200;
 /// How long a lapse stays in sight before it is reaped (see the module's documentation): time
 /// for a heartbeat that waited on the store to land once it is free.
 pub(super) const CONFIRM_AFTER: Duration = Duration::from_secs(1);
+/// How long a sighting is kept without being reaped (see `Maintenance::reap`).
+const SIGHTING_KEPT: Duration = Duration::from_secs(30);
 /// Terminal jobs deleted per retention-sweep transaction, and batches per sweep.
 const SWEEP_BATCH: usize = 500;
 const SWEEP_MAX_BATCHES: usize = 20;
@@ -91,7 +93,7 @@ impl Maintenance {
         if self.timers.is_due(Chore::Reap, now) {
             reaped = self.reap(store, stats);
             // The next look: a poll interval on, or sooner when a lapse in sight is confirmed.
-            let confirm = self.seen.values().min().map(|&at| later(at, CONFIRM_AFTER));
+            let confirm = self.seen.values().map(|&at| later(at, CONFIRM_AFTER)).filter(|&at| at > now).min();
             let next = later(now, self.poll);
             self.timers.set(Chore::Reap, confirm.map_or(next, |at| at.min(next)));
         }
@@ -99,7 +101,8 @@ impl Maintenance {
     }
 
     /// Look for lapsed leases of any worker, a batch per transaction: reap those confirmed, keep
-    /// the others in sight. A look the store held up ends the round and forgets every sighting.
+    /// the others in sight. A look the store held up ends the round and forgets every sighting:
+    /// its wait may have kept their workers' heartbeats waiting too.
     fn reap(&mut self, store: &Store, stats: &Counters) -> usize {
         match store.has_lapsed_leases() {
             Ok(true) => {}
@@ -119,36 +122,36 @@ impl Maintenance {
             .filter(|(_, &at)| looked.saturating_duration_since(at) >= CONFIRM_AFTER)
             .map(|(lapse, _)| *lapse)
             .collect();
-        let mut in_sight = HashMap::new();
         let mut total = 0;
         loop {
             match store.reap_lapsed(REAP_BATCH, Confirmed::Seen(&confirmed)) {
                 Ok(None) => {
-                    in_sight.clear();
+                    self.seen.clear();
                     break;
                 }
                 Ok(Some(round)) => {
                     total += round.reaped;
                     let at = Instant::now();
                     for lapse in &round.seen {
-                        in_sight.insert(*lapse, self.seen.get(lapse).copied().unwrap_or(at));
+                        self.seen.entry(*lapse).or_insert(at);
                     }
                     // A full batch of which some were reaped: there may be more behind it.
                     if round.reaped == 0 || round.reaped + round.seen.len() < REAP_BATCH {
                         break;
                     }
                 }
+                // An error is no evidence either way: what was in sight stays so.
                 Err(e) => {
                     stats.error(&e);
-                    // Keep what was in sight: an error is no evidence either way.
-                    for (lapse, at) in &self.seen {
-                        in_sight.entry(*lapse).or_insert(*at);
-                    }
                     break;
                 }
             }
         }
-        self.seen = in_sight;
+        // A sighting a look did not find again stays: on PostgreSQL another reaper's look may
+        // hold its row (`SKIP LOCKED`), and forgetting it would start its confirmation over at
+        // every such miss. A stale one is harmless (a renewal moves the expiry, a reap ends the
+        // attempt, so it never matches again) and is dropped after a while.
+        self.seen.retain(|_, at| looked.saturating_duration_since(*at) < SIGHTING_KEPT);
         Counters::add(&stats.reaped, total as u64);
         total
     }
