@@ -23,7 +23,7 @@ use super::json::LogEntryJson;
 use super::output::{clock_time, sanitize, Printer, Render, Style, Term};
 use super::{parse_state, CliError, Ctx};
 use backwave::store::LogFilter;
-use backwave::{DetailStatus, Error, FailureDetail, JobId, JobState, Store, Transition};
+use backwave::{DetailStatus, Error, FailureDetail, JobId, JobState, Permission, Store, Transition};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -169,7 +169,11 @@ struct Revealer<'a> {
 
 impl<'a> Revealer<'a> {
     fn new(store: &'a Store, actor: &'a str, on: bool) -> Result<Self, CliError> {
-        let refusal = (on && !store.failure_detail_enabled()?).then_some(Error::FailureDetailOff);
+        // The permission before the setting, as every refusal orders them (tests/cli/refusals.rs).
+        let refusal = match on && !store.failure_detail_enabled()? {
+            true => Some(store.require(actor, Permission::ViewFailureDetail).err().unwrap_or(Error::FailureDetailOff)),
+            false => None,
+        };
         Ok(Revealer { store, actor, on, cache: HashMap::new(), refusal })
     }
 

@@ -206,3 +206,32 @@ both_backends! {
         insta::assert_snapshot!("cli__refusal_table", runs.join("\n"));
     }
 }
+
+both_backends! {
+    /// Revealing failure detail (`jobs show --detail`, `log tail --detail`) prints what it may and then
+    /// refuses, so it is not a row of the table above (whose refusals print nothing); its order
+    /// is the same: the permission first, and only to someone who may reveal, that capture is
+    /// switched off.
+    fn revealing_failure_detail_is_refused_for_its_permission_before_capture_is_said_to_be_off() {
+        let (stranger, admin) = (store(Stranger), store(Admin));
+        let lacks = "lacks the 'view-failure-detail' permission";
+        let off = "failure detail is switched off";
+        for capture in ["on", "off"] {
+            stranger.store().set_setting("someone-else", backwave::store::SettingKey::FailureDetail, capture).unwrap();
+            admin.store().set_setting(&backwave::store::current_actor(), backwave::store::SettingKey::FailureDetail, capture).unwrap();
+            for args in [&["jobs", "show", "a0000003", "--detail"][..], &["log", "tail", "--detail"][..]] {
+                let r = stranger.run(args);
+                assert!(r.code == Some(1) && r.stderr.contains(lacks), "capture {capture}, a stranger:\n{r}");
+                let r = admin.run(args);
+                match capture {
+                    "on" => assert_eq!(r.code, Some(0), "capture on, the admin:\n{r}"),
+                    _ => assert!(r.code == Some(1) && r.stderr.contains(off), "capture off, the admin:\n{r}"),
+                }
+            }
+        }
+        // Capture off, a job with nothing hidden (a0000017 never failed): nothing to reveal, yet
+        // the stranger still hears of the permission first.
+        let r = stranger.run(&["jobs", "show", "a0000017", "--detail"]);
+        assert!(r.code == Some(1) && r.stderr.contains(lacks), "capture off, nothing hidden, a stranger:\n{r}");
+    }
+}
