@@ -286,7 +286,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
     let limits = r.limits(now)?;
     let worker_states: Vec<WorkerState> =
         r.worker_states(now)?.into_iter().filter(|s| s.quiet_at.is_some() || s.stopping_at.is_some()).collect();
-    let schedules = r.schedule_rows()?.into_iter().map(|row| super::schedules::schedule_info(row, now)).collect();
+    let schedules = r.schedule_rows()?.into_iter().map(|row| super::ops::schedules::schedule_info(row, now)).collect();
     let payload_limit = r.payload_limit()?;
 
     let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
