@@ -59,7 +59,6 @@ pub use admin::current_actor;
 pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};
 pub use bulk::BulkDone;
 pub(crate) use driver_error::is_connection_lost;
-pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
     CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL,
@@ -76,6 +75,7 @@ pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub(crate) use ops::enqueue::validate_name as validate_job_name;
+pub use ops::groups::{CauseGroup, QuarantineGroup};
 pub use ops::limits::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use ops::outcome::HANDED_BACK;
 pub use ops::preview::{RequeueCheck, RequeuePlan, WireNameCount};

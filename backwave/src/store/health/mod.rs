@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::groups::{CauseGroup, QuarantineGroup};
+use super::ops::groups::{CauseGroup, QuarantineGroup};
 use super::pause::{Pause, PauseKind};
 use super::query::StateCounts;
 use super::SqliteStore;
@@ -33,7 +33,8 @@ pub use transitions::TransitionCounter;
 pub(crate) use causes::{with_examples, Group};
 pub(crate) use latency::{latency, DueProbe, InForce};
 
-use super::groups::{live_handlers_from, quarantine_groups_from, quarantine_rows, QuarantineRow};
+use super::groups::quarantine_rows;
+use super::ops::groups::{live_handlers_from, quarantine_groups_from, QuarantineRow};
 use crate::model::WorkerInfo;
 use crate::store::{LimitStatus, WorkerState};
 use causes::{cause_groups, dead_since, example};

@@ -4,8 +4,10 @@
 //! `store/health`'s `HealthRead`, `schedules.rs`'s `ScheduleTx` and `limits.rs`'s `LimitTx`).
 
 pub(crate) mod access;
+pub(crate) mod columns;
 pub(crate) mod demo;
 pub(crate) mod enqueue;
+pub(crate) mod groups;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod names;

@@ -10,9 +10,9 @@ use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, Millis, NewJob};
 use crate::schedule::{MissedTicks, Schedule};
+use crate::store::ops::columns::labels_from_json;
 use crate::store::ops::schedules::{row_columns, ScheduleTx};
 use crate::store::ops::StoreTx;
-use crate::store::row::labels_from_json;
 use crate::store::ScheduleRow;
 
 fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
