@@ -1,8 +1,8 @@
-//! The operator actions on jobs by id, written once: cancel and run-now (and what each would
-//! answer, for `--dry-run` and the dashboard's confirmation). The permission is checked first,
-//! then each id is decided on the job as this transaction sees it (locked on PostgreSQL), an id
-//! named twice on what the first did; the changes are written as sets ([`OperatorTx`]), each
-//! with its log entry or audit row.
+//! The operator actions on jobs by id, written once: requeue, cancel and run-now (and what the
+//! last two would answer, for `--dry-run` and the dashboard's confirmation), purge and payload
+//! repair. The permission is checked first, then each id is decided on the job as this
+//! transaction sees it (locked on PostgreSQL), an id named twice on what the first did; the
+//! changes are written as sets ([`OperatorTx`]), each with its log entry or audit row.
 
 use std::collections::{HashMap, HashSet};
 
