@@ -6,14 +6,12 @@
 use rusqlite::params;
 
 use super::jobs::{complete_one, log, Completion, Entry, Fenced};
+use super::ops::outcome::HANDED_BACK;
 use super::ops::settings;
 use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{JobId, JobState};
-
-/// The reason logged when a worker hands back a job it claimed but never started.
-pub const HANDED_BACK: &str = "handed back unstarted: the claim is undone and costs no attempt";
 
 impl SqliteStore {
     pub fn has_lapsed_leases(&self) -> Result<bool> {

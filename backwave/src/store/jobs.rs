@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::ops::columns::job_columns;
 use super::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
 use super::ops::outcome::{self, AttemptEnd, AttemptTx};
 pub(crate) use super::ops::outcome::{Entry, RunningAttempt};
 use super::ops::settings;
-use super::row::{job_columns, job_from_row, parse_budget, parse_id};
+use super::row::{job_from_row, parse_budget, parse_id};
 use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
 use crate::model::{

@@ -38,7 +38,7 @@ mod preview;
 mod query;
 mod raw;
 mod row;
-pub(crate) mod schedules;
+mod schedules;
 mod show;
 mod snapshot;
 mod sqlite;
@@ -59,8 +59,6 @@ pub use admin::current_actor;
 pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};
 pub use bulk::BulkDone;
 pub(crate) use driver_error::is_connection_lost;
-pub use engine_support::HANDED_BACK;
-pub use groups::{CauseGroup, QuarantineGroup};
 pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
     CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL,
@@ -73,22 +71,24 @@ pub use jobs::{
     ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, CLAIM_NEXT_WIRE_NAME_SQL,
     CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
-pub use limit::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub(crate) use ops::enqueue::validate_name as validate_job_name;
+pub use ops::groups::{CauseGroup, QuarantineGroup};
+pub use ops::limits::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
+pub use ops::outcome::HANDED_BACK;
 pub use ops::preview::{RequeueCheck, RequeuePlan, WireNameCount};
+pub(crate) use ops::schedules::validate_all as validate_schedules;
+pub use ops::schedules::{
+    Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
+};
 pub use ops::settings::{SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
 pub use ops::AuditEntry;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
 pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
-pub(crate) use schedules::validate_all as validate_schedules;
-pub use schedules::{
-    Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
-};
 pub use show::JobView;
 pub use target::{PostgresUrl, StoreTarget};
 pub use unique::validate as validate_unique_rule;

@@ -3,7 +3,7 @@
 //! batches small enough never to stall workers; an interrupted bulk run leaves every job either
 //! changed with its log entry or untouched.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -84,10 +84,7 @@ pub const BULK_BATCH: usize = 500;
 impl SqliteStore {
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
         let now = self.now();
-        self.write(|tx| {
-            super::admin::require(tx, actor, Permission::Operate)?;
-            ids.iter().map(|id| requeue_one(tx, now, actor, *id)).collect()
-        })
+        self.write(|c| ops::jobs::requeue(&mut SqliteOps { c, now }, actor, ids))
     }
 
     pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
@@ -185,10 +182,10 @@ fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
         .collect::<Result<_, _>>()?)
 }
 
-/// [`requeue_one`] for a whole batch in two set-based statements (log first, while the rows
+/// [`requeue_row`] for a whole batch in two set-based statements (log first, while the rows
 /// still hold their terminal state): the same rows and entries, at about half the CPU of a
 /// statement per job (100,000 jobs: 2.1 s of CPU one by one). Jobs with a unique key go one by
-/// one through [`requeue_one`], so that one whose key is taken is refused alone.
+/// one as a requeue by id takes them, so that one whose key is taken is refused alone.
 fn requeue_batch(tx: &Connection, now: Millis, actor: &str, ids: &[JobId]) -> Result<u64> {
     if ids.is_empty() {
         return Ok(0);
@@ -217,24 +214,17 @@ fn requeue_batch(tx: &Connection, now: Millis, actor: &str, ids: &[JobId]) -> Re
         )?
         .query_map([&list], |r| parse_id(r, 0))?
         .collect::<Result<_, _>>()?;
-    for id in keyed {
-        if matches!(requeue_one(tx, now, actor, id)?, RequeueResult::Requeued { .. }) {
-            n += 1;
-        }
-    }
+    let mut ops = SqliteOps { c: tx, now };
+    let mut jobs = ops.jobs(&keyed, true)?;
+    let results = ops::jobs::requeue_found(&mut ops, now, actor, &keyed, &mut jobs)?;
+    n += results.iter().filter(|r| matches!(r, RequeueResult::Requeued { .. })).count() as u64;
     Ok(n)
 }
 
-pub(super) fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
-    let state: Option<String> = tx
-        .prepare_cached("SELECT state FROM jobs WHERE id = ?1")?
-        .query_row([id.to_string()], |r| r.get(0))
-        .optional()?;
-    let Some(state) = state else { return Ok(RequeueResult::NotFound) };
-    let state: JobState = state.parse()?;
-    if !state.is_requeueable() {
-        return Ok(RequeueResult::NotRequeueable { state });
-    }
+/// Requeue one Dead-Lettered or Quarantined job found in `from`: back to Scheduled, due now,
+/// budget reset, logged. `Some(holder)`: the unique index refused the move because another job
+/// holds the job's key; the statement is undone alone (the transaction goes on).
+fn requeue_row(tx: &Connection, now: Millis, actor: &str, id: JobId, from: JobState) -> Result<Option<JobId>> {
     let moved = tx
         .prepare_cached(
             "UPDATE jobs SET state = 'scheduled', attempt = 0, due_at = ?2, finished_at = NULL, terminal_cause = NULL,
@@ -242,25 +232,21 @@ pub(super) fn requeue_one(tx: &Connection, now: Millis, actor: &str, id: JobId) 
              WHERE id = ?1",
         )?
         .execute(params![id.to_string(), now]);
-    // The unique index refuses the move when another job holds the key: the statement is undone
-    // alone (the transaction goes on), and the answer names the holder.
     if let Err(rusqlite::Error::SqliteFailure(e, _)) = &moved {
         if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE {
             let holder = tx
                 .prepare_cached(&unique::holder_of_sql("?1"))?
                 .query_row([id.to_string()], |r| parse_id(r, 0))
                 .optional()?;
-            return Ok(RequeueResult::Conflict {
-                existing: holder.ok_or_else(|| unique::holder_missing(&format!("of job {id}")))?,
-            });
+            return Ok(Some(holder.ok_or_else(|| unique::holder_missing(&format!("of job {id}")))?));
         }
     }
     moved?;
-    let mut e = Entry::new(id, now, Some(state), JobState::Scheduled, 0);
+    let mut e = Entry::new(id, now, Some(from), JobState::Scheduled, 0);
     e.actor = Some(actor);
     e.reason = Some(REQUEUE_REASON);
     log(tx, &e)?;
-    Ok(RequeueResult::Requeued { from: state })
+    Ok(None)
 }
 
 fn sweep_batch(tx: &Connection, cutoff: Millis, limit: usize) -> Result<u64> {
@@ -360,6 +346,28 @@ impl OperatorTx for SqliteOps<'_> {
         }
         Ok(jobs.len() as u64)
     }
+
+    fn keyed(&mut self, ids: &[JobId]) -> Result<HashSet<JobId>> {
+        let mut stmt = self.c.prepare_cached("SELECT unique_key IS NOT NULL FROM jobs WHERE id = ?1")?;
+        let mut out = HashSet::new();
+        for id in ids {
+            if stmt.query_row([id.to_string()], |r| r.get::<_, bool>(0)).optional()? == Some(true) {
+                out.insert(*id);
+            }
+        }
+        Ok(out)
+    }
+
+    fn requeue_jobs(&mut self, now: Millis, actor: &str, jobs: &[(JobId, JobState)]) -> Result<u64> {
+        for (id, from) in jobs {
+            requeue_row(self.c, now, actor, *id, *from)?;
+        }
+        Ok(jobs.len() as u64)
+    }
+
+    fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, from: JobState) -> Result<Option<JobId>> {
+        requeue_row(self.c, now, actor, id, from)
+    }
 }
 
 impl PurgeTx for SqliteOps<'_> {
@@ -398,10 +406,6 @@ impl RepairTx for SqliteOps<'_> {
         }
         edited?;
         Ok(())
-    }
-
-    fn requeue_one(&mut self, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
-        requeue_one(self.c, now, actor, id)
     }
 
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>> {

@@ -10,8 +10,8 @@ use std::fmt;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::ops::names::PauseTx;
-pub(crate) use super::ops::names::{check_name, check_until, decide_name_action, NameAction, PauseRead};
+use super::ops::names::{decide_name_action, NameAction, PauseRead};
+use super::ops::names::{NameTx, PauseTx};
 use super::ops::AuditAction;
 use super::SqliteStore;
 use crate::error::Result;
@@ -116,6 +116,12 @@ pub(crate) fn active(tx: &Connection, now: Millis) -> Result<ActivePauses> {
 }
 
 impl SqliteStore {
+    /// One write transaction for the policies on names (`ops/names.rs`): pause, resume, limits.
+    pub(crate) fn names_write<T>(&self, mut f: impl FnMut(&mut dyn NameTx) -> Result<T>) -> Result<T> {
+        let now = self.now();
+        self.write(|c| f(&mut SqlitePauses { c, now }))
+    }
+
     pub fn plan_pause(&self, actor: &str, kind: PauseKind, name: &str, force: bool) -> Result<PausePlan> {
         self.read(|c| {
             let mut read = c;

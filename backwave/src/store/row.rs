@@ -1,37 +1,20 @@
-//! Reading rows into model values. Text written by other programs is taken as it comes:
-//! a payload may be TEXT or BLOB, label values may be any JSON.
+//! Reading SQLite rows into model values, by the columns and rules of `ops/columns.rs`. Text
+//! written by other programs is taken as it comes: a payload may be TEXT or BLOB, label values
+//! may be any JSON.
 
 use std::collections::BTreeMap;
 
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
-use crate::model::{DetailStatus, Job, JobId, JobState, QuarantineReason, Transition};
+use super::ops::columns::{detail_status, job_columns, labels_from_json};
+use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
 
-/// The columns [`job_from_row`] reads, in order. A macro so that `concat!` can build the
-/// public claim statement from it; given an expression, it reads that in place of the payload.
-macro_rules! job_columns {
-    () => {
-        job_columns!("payload")
-    };
-    ($payload:literal) => {
-        concat!(
-            "id, wire_name, queue, labels, ",
-            $payload,
-            ", state, attempt, max_attempts, due_at, lease_owner, \
-             lease_expires_at, worker_group, delay_table, cancel_requested_by, terminal_cause, cause_fingerprint, \
-             quarantine_reason, created_at, updated_at, finished_at"
-        )
-    };
-}
-pub(crate) use job_columns;
-
-/// The columns [`job_from_row`] reads, in order.
-pub(crate) const JOB_COLUMNS: &str = job_columns!();
-/// The same columns with an empty payload in place of the stored one, for lists: a page of 50
+/// The job columns with an empty payload in place of the stored one, for lists: a page of 50
 /// jobs must not read 50 payloads it never shows (five of 50 MiB made a list take 420 MB).
 pub(crate) const LISTED_JOB_COLUMNS: &str = job_columns!("X''");
 
+/// A job read by [`JOB_COLUMNS`](super::ops::columns::JOB_COLUMNS) or [`LISTED_JOB_COLUMNS`].
 pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
         id: parse_id(r, 0)?,
@@ -84,23 +67,6 @@ pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
     })
 }
 
-/// What a transition says of its failure detail, from its `detail_status` column and, only for
-/// captured detail, the detail's type and size (`shape`, never the detail itself): the rule both
-/// backends read the log by.
-pub(crate) fn detail_status<E>(
-    status: Option<&str>,
-    shape: impl FnOnce() -> Result<(Option<String>, Option<i64>), E>,
-) -> Result<DetailStatus, E> {
-    Ok(match status {
-        Some("captured") => {
-            let (kind, bytes) = shape()?;
-            DetailStatus::Hidden { kind: kind.unwrap_or_default(), bytes: bytes.unwrap_or(0).max(0) as usize }
-        }
-        Some(_) => DetailStatus::NotCaptured,
-        None => DetailStatus::None,
-    })
-}
-
 pub(crate) fn parse_id(r: &Row<'_>, i: usize) -> rusqlite::Result<JobId> {
     let s: String = r.get(i)?;
     s.parse::<JobId>()
@@ -138,20 +104,4 @@ fn bytes(v: ValueRef<'_>) -> Vec<u8> {
 
 pub(crate) fn parse_labels(text: &str) -> BTreeMap<String, String> {
     labels_from_json(serde_json::from_str::<serde_json::Value>(text).unwrap_or_default())
-}
-
-/// Labels from a JSON object; any value that is not a string is kept as its JSON text.
-pub(crate) fn labels_from_json(value: serde_json::Value) -> BTreeMap<String, String> {
-    let serde_json::Value::Object(map) = value else {
-        return BTreeMap::new();
-    };
-    map.into_iter()
-        .map(|(k, v)| {
-            let v = match v {
-                serde_json::Value::String(s) => s,
-                other => other.to_string(),
-            };
-            (k, v)
-        })
-        .collect()
 }

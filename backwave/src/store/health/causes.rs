@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::Result;
 use crate::model::Millis;
-use crate::store::groups::CauseGroup;
+use crate::store::ops::groups::CauseGroup;
 
 /// Jobs Dead-Lettered at or after `?1`: a range of `jobs_finished (state, finished_at)`, which
 /// `finished_at IS NOT NULL` (implied by the state) makes usable, covering.

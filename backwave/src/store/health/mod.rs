@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::groups::{CauseGroup, QuarantineGroup};
+use super::ops::groups::{CauseGroup, QuarantineGroup};
 use super::pause::{Pause, PauseKind};
 use super::query::StateCounts;
 use super::SqliteStore;
@@ -33,7 +33,8 @@ pub use transitions::TransitionCounter;
 pub(crate) use causes::{with_examples, Group};
 pub(crate) use latency::{latency, DueProbe, InForce};
 
-use super::groups::{live_handlers_from, quarantine_groups_from, quarantine_rows, QuarantineRow};
+use super::groups::quarantine_rows;
+use super::ops::groups::{live_handlers_from, quarantine_groups_from, QuarantineRow};
 use crate::model::WorkerInfo;
 use crate::store::{LimitStatus, WorkerState};
 use causes::{cause_groups, dead_since, example};
@@ -286,7 +287,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
     let limits = r.limits(now)?;
     let worker_states: Vec<WorkerState> =
         r.worker_states(now)?.into_iter().filter(|s| s.quiet_at.is_some() || s.stopping_at.is_some()).collect();
-    let schedules = r.schedule_rows()?.into_iter().map(|row| super::schedules::schedule_info(row, now)).collect();
+    let schedules = r.schedule_rows()?.into_iter().map(|row| super::ops::schedules::schedule_info(row, now)).collect();
     let payload_limit = r.payload_limit()?;
 
     let mut serving: BTreeMap<&str, u64> = BTreeMap::new();

@@ -1,10 +1,10 @@
-//! The operator actions on jobs by id, written once: cancel and run-now (and what each would
-//! answer, for `--dry-run` and the dashboard's confirmation). The permission is checked first,
-//! then each id is decided on the job as this transaction sees it (locked on PostgreSQL), an id
-//! named twice on what the first did; the changes are written as sets ([`OperatorTx`]), each
-//! with its log entry or audit row.
+//! The operator actions on jobs by id, written once: requeue, cancel and run-now (and what the
+//! last two would answer, for `--dry-run` and the dashboard's confirmation), purge and payload
+//! repair. The permission is checked first, then each id is decided on the job as this
+//! transaction sees it (locked on PostgreSQL), an id named twice on what the first did; the
+//! changes are written as sets ([`OperatorTx`]), each with its log entry or audit row.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::settings::check_payload_size;
 use super::{AuditAction, StoreTx};
@@ -39,6 +39,15 @@ pub(crate) trait OperatorTx: StoreTx {
     /// Make the Scheduled jobs `jobs` due at `now`, each audited as `action` with its detail,
     /// in the order given. Returns how many.
     fn make_due(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64>;
+    /// Which of the jobs `ids` carry a unique key.
+    fn keyed(&mut self, ids: &[JobId]) -> Result<HashSet<JobId>>;
+    /// Requeue the Dead-Lettered or Quarantined jobs `jobs` (id, the state it leaves; each once,
+    /// none with a unique key): back to Scheduled, due now, budget reset, each logged with
+    /// `actor` and [`REQUEUE_REASON`] in the order given. Returns how many.
+    fn requeue_jobs(&mut self, now: Millis, actor: &str, jobs: &[(JobId, JobState)]) -> Result<u64>;
+    /// Requeue one such job that has a unique key, alone: `Some(holder)` when another job holds
+    /// the key (the unique index refuses the move), and then nothing changed.
+    fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, from: JobState) -> Result<Option<JobId>>;
 }
 
 /// The terminal cause of a job an operator cancelled.
@@ -153,6 +162,55 @@ pub(crate) fn run_now_found(
     Ok((results, n))
 }
 
+/// Requeue the jobs `ids` names, in that order, deciding each on `jobs` (what the transaction
+/// found): a Dead-Lettered or Quarantined job goes back to Scheduled, due now, its budget reset;
+/// one whose unique key another job holds stays and names the holder; any other is not
+/// requeueable. `jobs` is updated as it goes, so an id named twice is found Scheduled the second
+/// time. Jobs with a key are written one by one as they are decided, so that a refused one
+/// changes nothing else; the others as one set at the end.
+pub(crate) fn requeue_found(
+    tx: &mut (impl OperatorTx + ?Sized),
+    now: Millis,
+    actor: &str,
+    ids: &[JobId],
+    jobs: &mut HashMap<JobId, Found>,
+) -> Result<Vec<RequeueResult>> {
+    let keyed = tx.keyed(&jobs.keys().copied().collect::<Vec<_>>())?;
+    let mut plain = Vec::new();
+    let mut results = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(job) = jobs.get_mut(id) else {
+            results.push(RequeueResult::NotFound);
+            continue;
+        };
+        let from = job.state;
+        if !from.is_requeueable() {
+            results.push(RequeueResult::NotRequeueable { state: from });
+            continue;
+        }
+        if keyed.contains(id) {
+            if let Some(existing) = tx.requeue_keyed(now, actor, *id, from)? {
+                results.push(RequeueResult::Conflict { existing });
+                continue;
+            }
+        } else {
+            plain.push((*id, from));
+        }
+        job.state = JobState::Scheduled;
+        results.push(RequeueResult::Requeued { from });
+    }
+    tx.requeue_jobs(now, actor, &plain)?;
+    Ok(results)
+}
+
+/// `bw requeue ID…`: needs `operate`, checked before any job is looked at.
+pub(crate) fn requeue(tx: &mut (impl OperatorTx + ?Sized), actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
+    tx.require(actor, Permission::Operate)?;
+    let now = tx.now()?;
+    let mut jobs = tx.jobs(ids, true)?;
+    requeue_found(tx, now, actor, ids, &mut jobs)
+}
+
 /// `bw cancel ID…`: needs `operate`, checked before any job is looked at.
 pub(crate) fn cancel(tx: &mut (impl OperatorTx + ?Sized), actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
     tx.require(actor, Permission::Operate)?;
@@ -261,8 +319,6 @@ pub(crate) trait RepairTx: OperatorTx {
     /// Store `payload` on the job at `now`, and `key` as its unique key when one is given; a
     /// key another job holds is refused with [`unique::edit_collides`] and changes nothing.
     fn set_payload(&mut self, id: JobId, payload: &[u8], key: Option<&str>, now: Millis) -> Result<()>;
-    /// Requeue the job as a requeue by id does (the permission already checked).
-    fn requeue_one(&mut self, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult>;
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>>;
     /// Delete the job; its log entries go with it (`ON DELETE CASCADE`).
     fn delete_job(&mut self, id: JobId) -> Result<()>;
@@ -289,7 +345,13 @@ pub(crate) fn edit_payload(
     let key = job.unique_key.and_then(|k| unique::edited_key(&k, &job.wire_name, &job.payload, payload));
     tx.set_payload(id, payload, key.as_deref(), now)?;
     tx.audit(now, actor, AuditAction::EditPayload, Some(id), &payload_edit_detail(&job.payload, payload))?;
-    let (requeued, conflict) = match requeue.then(|| tx.requeue_one(now, actor, id)).transpose()? {
+    let requeued = if requeue {
+        let mut jobs = tx.jobs(&[id], true)?;
+        requeue_found(tx, now, actor, &[id], &mut jobs)?.pop()
+    } else {
+        None
+    };
+    let (requeued, conflict) = match requeued {
         Some(RequeueResult::Requeued { .. }) => (true, None),
         Some(RequeueResult::Conflict { existing }) => (false, Some(existing)),
         _ => (false, None),

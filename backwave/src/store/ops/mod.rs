@@ -1,15 +1,19 @@
 //! The store's operator policy, written once above the two SQL dialects: what each action
 //! checks and in which order, what it decides per job or name, and what it audits and logs.
 //! Each backend supplies only statements, through a small transaction trait per area (as
-//! `store/health`'s `HealthRead`, `schedules.rs`'s `ScheduleTx` and `limit.rs`'s `LimitTx`).
+//! `store/health`'s `HealthRead`, `schedules.rs`'s `ScheduleTx` and `limits.rs`'s `LimitTx`).
 
 pub(crate) mod access;
+pub(crate) mod columns;
 pub(crate) mod demo;
 pub(crate) mod enqueue;
+pub(crate) mod groups;
 pub(crate) mod jobs;
+pub(crate) mod limits;
 pub(crate) mod names;
 pub(crate) mod outcome;
 pub(crate) mod preview;
+pub(crate) mod schedules;
 pub(crate) mod settings;
 pub(crate) mod workers;
 

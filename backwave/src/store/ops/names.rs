@@ -2,11 +2,10 @@
 //! limit is checked in, and pause and resume themselves, on [`Store`]. A backend supplies the
 //! reads a decision needs ([`PauseRead`]) and the statements on `pauses` ([`PauseTx`]).
 
+use super::limits::LimitTx;
 use super::AuditAction;
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
-use crate::store::limit::LimitTx;
-use crate::store::pause::SqlitePauses;
 use crate::store::{Backend, PauseKind, PauseResult, ResumeResult, Store};
 
 /// What an operator does to a queue or a wire name, as its refusals word it.
@@ -175,14 +174,14 @@ impl Store {
     }
 
     /// Run `f` in one write transaction of this store's backend, for a pause or a limit.
-    pub(crate) fn names_write<T>(&self, mut f: impl FnMut(&mut dyn NameTx) -> Result<T>) -> Result<T> {
+    pub(crate) fn names_write<T>(&self, f: impl FnMut(&mut dyn NameTx) -> Result<T>) -> Result<T> {
         match &self.backend {
-            Backend::Sqlite(s) => {
-                let now = s.now();
-                s.write(|c| f(&mut SqlitePauses { c, now }))
-            }
+            Backend::Sqlite(s) => s.names_write(f),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.write(|tx| f(tx)),
+            Backend::Postgres(p) => {
+                let mut f = f;
+                p.write(|tx| f(tx))
+            }
         }
     }
 }

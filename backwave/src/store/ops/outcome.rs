@@ -14,6 +14,9 @@ use crate::store::{Completion, Fenced, Outcome};
 /// The cause of a job whose lease lapsed on its last attempt.
 pub const LEASE_EXPIRED: &str = "lease expired";
 
+/// The reason logged when a worker hands back a job it claimed but never started.
+pub const HANDED_BACK: &str = "handed back unstarted: the claim is undone and costs no attempt";
+
 /// A look for lapsed leases that the store kept waiting this long for a lock (SQLite's write
 /// lock held by another process, or by one frozen holding it; a PostgreSQL lock on `jobs`)
 /// reaps nothing and confirms nothing: every worker's heartbeat may have waited behind the same

@@ -21,12 +21,13 @@ use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
-use crate::store::engine_support::HANDED_BACK;
+use crate::store::ops::columns::job_columns;
 use crate::store::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
-use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, Confirmed, Entry, Reap, RunningAttempt, HELD_UP};
+use crate::store::ops::outcome::{
+    self, AttemptEnd, AttemptTx, Confirmed, Entry, Reap, RunningAttempt, HANDED_BACK, HELD_UP,
+};
 use crate::store::ops::settings;
 use crate::store::ops::settings::check_new_payloads;
-use crate::store::row::job_columns;
 use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
 

@@ -1,13 +1,13 @@
-//! Limits and quiet workers on PostgreSQL: the same rows and policy as `store/limit.rs` and
-//! `store/worker_state.rs`. What differs is that claims run side by side: a claim that would take
-//! jobs under a limit first takes the limit's advisory lock (`pg_try_advisory_xact_lock`, never
-//! waiting), counts under it and charges before it commits; a claim that cannot get the lock
-//! leaves that name to the claim that holds it.
+//! Limits and quiet workers on PostgreSQL: the statements under the policy of `ops/limits.rs`
+//! and `ops/workers.rs`. What differs from SQLite is that claims run side by side: a claim that
+//! would take jobs under a limit first takes the limit's advisory lock (`pg_try_advisory_xact_lock`,
+//! never waiting), counts under it and charges before it commits; a claim that cannot get the
+//! lock leaves that name to the claim that holds it.
 
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::Millis;
-use crate::store::limit::{
+use crate::store::ops::limits::{
     claim_limits, limit_from_parts, statuses, ClaimLimits, Limit, LimitCounts, LimitTx, CHARGE_WINDOW_SQL,
     LIMITS_IN_FORCE_SQL,
 };

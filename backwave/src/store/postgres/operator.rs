@@ -37,11 +37,7 @@ fn found(r: &postgres::Row) -> Result<(JobId, Found)> {
 
 impl PgStore {
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
-        self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            let now = tx.now()?;
-            requeue_ids(tx, now, actor, ids)
-        })
+        self.write(|tx| ops::jobs::requeue(tx, actor, ids))
     }
 
     pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
@@ -152,37 +148,6 @@ impl PgStore {
         }
         Ok(done)
     }
-}
-
-/// Requeue the jobs `ids` names, in that order, after locking them: the per-id results SQLite
-/// gives (an id named twice is requeued once, then found Scheduled).
-fn requeue_ids(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
-    let mut jobs = lock_ids(tx, ids)?;
-    let keyed = keyed(tx, &jobs.keys().map(|id| id.0).collect::<Vec<_>>())?;
-    let mut chosen = Vec::new();
-    let mut results = Vec::with_capacity(ids.len());
-    for id in ids {
-        results.push(match jobs.get_mut(id) {
-            None => RequeueResult::NotFound,
-            Some(job) if !job.state.is_requeueable() => RequeueResult::NotRequeueable { state: job.state },
-            Some(job) => {
-                let from = job.state;
-                let conflict = if keyed.contains(&id.0) { requeue_keyed(tx, now, actor, id.0)? } else { None };
-                match conflict {
-                    Some(existing) => RequeueResult::Conflict { existing },
-                    None => {
-                        job.state = JobState::Scheduled;
-                        if !keyed.contains(&id.0) {
-                            chosen.push(id.0);
-                        }
-                        RequeueResult::Requeued { from }
-                    }
-                }
-            }
-        });
-    }
-    requeue_locked(tx, now, actor, &chosen)?;
-    Ok(results)
 }
 
 /// Which of the jobs `ids` carry a unique key.
@@ -371,6 +336,20 @@ impl OperatorTx for Tx<'_> {
     fn make_due(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64> {
         update_audited(self, "due_at = $2", now, actor, action, jobs)
     }
+
+    fn keyed(&mut self, ids: &[JobId]) -> Result<HashSet<JobId>> {
+        Ok(keyed(self, &ids.iter().map(|id| id.0).collect::<Vec<_>>())?.into_iter().map(JobId).collect())
+    }
+
+    /// One statement; each job's entry takes the state the row held (the job is locked, so it
+    /// is the state the decision found).
+    fn requeue_jobs(&mut self, now: Millis, actor: &str, jobs: &[(JobId, JobState)]) -> Result<u64> {
+        requeue_locked(self, now, actor, &jobs.iter().map(|(id, _)| id.0).collect::<Vec<_>>())
+    }
+
+    fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, _from: JobState) -> Result<Option<JobId>> {
+        requeue_keyed(self, now, actor, id.0)
+    }
 }
 
 /// Update the jobs `jobs` names (`set`: our own SQL over `$2` now and `$3` the actor) and audit
@@ -424,10 +403,6 @@ impl RepairTx for Tx<'_> {
         )
         .map_err(|e| if is_unique_violation(&e) { unique::edit_collides(id) } else { e })?;
         Ok(())
-    }
-
-    fn requeue_one(&mut self, now: Millis, actor: &str, id: JobId) -> Result<RequeueResult> {
-        Ok(requeue_ids(self, now, actor, &[id])?.remove(0))
     }
 
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>> {

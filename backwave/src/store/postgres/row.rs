@@ -1,17 +1,17 @@
 //! Reading PostgreSQL rows into model values: the same columns, in the same order, as the
-//! SQLite readers in `store/row.rs`, with PostgreSQL's types (uuid ids, jsonb labels and delay
-//! tables, bigint numbers).
+//! SQLite readers in `store/row.rs` (both from `ops/columns.rs`), with PostgreSQL's types
+//! (uuid ids, jsonb labels and delay tables, bigint numbers).
 
 use postgres::Row;
 
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
-use crate::store::row::{detail_status, labels_from_json};
+use crate::store::ops::columns::{detail_status, labels_from_json};
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
-pub(crate) const JOB_COLUMNS: &str = crate::store::row::JOB_COLUMNS;
+pub(crate) const JOB_COLUMNS: &str = crate::store::ops::columns::JOB_COLUMNS;
 /// The same with an empty payload in place of the stored one, for lists (see SQLite's).
-pub(crate) const LISTED_JOB_COLUMNS: &str = crate::store::row::job_columns!("''::bytea");
+pub(crate) const LISTED_JOB_COLUMNS: &str = crate::store::ops::columns::job_columns!("''::bytea");
 
 pub(crate) fn job(r: &Row) -> Result<Job> {
     Ok(Job {

@@ -1,4 +1,4 @@
-//! Recurring schedules on PostgreSQL: the statements under the policy of `store/schedules.rs`
+//! Recurring schedules on PostgreSQL: the statements under the policy of `ops/schedules.rs`
 //! ([`ScheduleTx`]).
 //! A tick is claimed by `UPDATE ... WHERE last_tick = $expected` in the transaction that inserts
 //! its jobs: under READ COMMITTED a second writer waits for the first's row lock, re-reads the
@@ -6,13 +6,13 @@
 //! are decided one at a time (an advisory lock on the name), as with SQLite's one writer.
 
 use super::jobs::insert_new_jobs;
-use super::Tx;
+use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, Millis, NewJob};
 use crate::schedule::{MissedTicks, Schedule};
+use crate::store::ops::columns::labels_from_json;
+use crate::store::ops::schedules::{row_columns, ScheduleTx};
 use crate::store::ops::StoreTx;
-use crate::store::row::labels_from_json;
-use crate::store::schedules::{row_columns, ScheduleTx};
 use crate::store::ScheduleRow;
 
 fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
@@ -52,10 +52,27 @@ pub(crate) fn select_rows(tx: &mut Tx<'_>, version: i64, name: Option<&str>) -> 
     tx.query(&sql, &[&name])?.iter().map(row_from).collect()
 }
 
+impl PgStore {
+    /// Run `f` in one transaction (a write one when `write`) as the schedule policy takes it.
+    pub(crate) fn schedule_tx<T>(
+        &self,
+        write: bool,
+        version: i64,
+        mut f: impl FnMut(&mut dyn ScheduleTx) -> Result<T>,
+    ) -> Result<T> {
+        let run = |tx: &mut Tx<'_>| f(&mut PgSchedules { tx, version });
+        if write {
+            self.write(run)
+        } else {
+            self.read(run)
+        }
+    }
+}
+
 /// PostgreSQL's statements for the schedule policy, in one transaction.
-pub(crate) struct PgSchedules<'t, 'a> {
-    pub(crate) tx: &'t mut Tx<'a>,
-    pub(crate) version: i64,
+struct PgSchedules<'t, 'a> {
+    tx: &'t mut Tx<'a>,
+    version: i64,
 }
 
 impl ScheduleTx for PgSchedules<'_, '_> {

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::Millis;
-use crate::store::groups::{live_handlers_from, quarantine_groups_from, QuarantineRow};
 use crate::store::health::Group;
+use crate::store::ops::groups::{live_handlers_from, quarantine_groups_from, QuarantineRow};
 use crate::store::{CauseGroup, QuarantineGroup};
 
 /// The `$1` largest dead-letter cause groups (then the latest seen), each with its latest real

@@ -13,8 +13,8 @@ mod latency;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{JobState, Millis, WorkerInfo};
-use crate::store::groups::QuarantineRow;
 use crate::store::health::{gather, DueProbe, Group, HealthRead};
+use crate::store::ops::groups::QuarantineRow;
 use crate::store::{Health, Pause, PauseKind, StateCounts, Thresholds};
 
 impl PgStore {

@@ -1,0 +1,61 @@
+//! What both backends read stored rows by: the columns of a job, in order, and the rules for
+//! values another program may have written (a transition's failure detail, label values that
+//! are not strings). Each backend's readers (`store/row.rs`, `postgres/row.rs`) take its types.
+
+use std::collections::BTreeMap;
+
+use crate::model::DetailStatus;
+
+/// The columns a job is read by on both backends, in order. A macro so that `concat!` can build the
+/// public claim statement from it; given an expression, it reads that in place of the payload.
+macro_rules! job_columns {
+    () => {
+        job_columns!("payload")
+    };
+    ($payload:literal) => {
+        concat!(
+            "id, wire_name, queue, labels, ",
+            $payload,
+            ", state, attempt, max_attempts, due_at, lease_owner, \
+             lease_expires_at, worker_group, delay_table, cancel_requested_by, terminal_cause, cause_fingerprint, \
+             quarantine_reason, created_at, updated_at, finished_at"
+        )
+    };
+}
+pub(crate) use job_columns;
+
+/// The columns a job is read by on both backends, in order.
+pub(crate) const JOB_COLUMNS: &str = job_columns!();
+
+/// What a transition says of its failure detail, from its `detail_status` column and, only for
+/// captured detail, the detail's type and size (`shape`, never the detail itself): the rule both
+/// backends read the log by.
+pub(crate) fn detail_status<E>(
+    status: Option<&str>,
+    shape: impl FnOnce() -> Result<(Option<String>, Option<i64>), E>,
+) -> Result<DetailStatus, E> {
+    Ok(match status {
+        Some("captured") => {
+            let (kind, bytes) = shape()?;
+            DetailStatus::Hidden { kind: kind.unwrap_or_default(), bytes: bytes.unwrap_or(0).max(0) as usize }
+        }
+        Some(_) => DetailStatus::NotCaptured,
+        None => DetailStatus::None,
+    })
+}
+
+/// Labels from a JSON object; any value that is not a string is kept as its JSON text.
+pub(crate) fn labels_from_json(value: serde_json::Value) -> BTreeMap<String, String> {
+    let serde_json::Value::Object(map) = value else {
+        return BTreeMap::new();
+    };
+    map.into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (k, v)
+        })
+        .collect()
+}
