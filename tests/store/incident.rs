@@ -185,6 +185,14 @@ both_backends! {
         assert!(bad(pause(ADMIN, "critical", Some(T0 - 1), false)), "past expiry");
         assert!(bad(plan(ADMIN, "critcal")), "unknown name");
         assert!(fx.store.pauses().unwrap().is_empty());
+        // A schedule's pause keeps the same order.
+        let nightly = backwave::schedule::Schedule::new("nightly", "0 2 * * *", "export", "bulk", "{}");
+        fx.store.declare_schedules("app", &[nightly]).unwrap();
+        let pause_schedule = |actor, name, until| fx.store.pause_schedule(actor, name, until).map(|_| ());
+        assert!(denied(pause_schedule(STRANGER, "nightly", Some(T0 - 1))), "schedule, past expiry");
+        assert!(denied(pause_schedule(STRANGER, "nosuch", None)), "schedule, unknown name");
+        assert!(bad(pause_schedule(ADMIN, "nightly", Some(T0 - 1))), "schedule, past expiry");
+        assert!(fx.store.schedule_row("nightly").unwrap().unwrap().paused_until.is_none());
     }
 }
 

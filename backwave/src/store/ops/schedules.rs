@@ -388,9 +388,9 @@ fn row(tx: &mut dyn ScheduleTx, name: &str) -> Result<Option<ScheduleRow>> {
     Ok(tx.rows(Some(name))?.pop())
 }
 
-/// The schedule an operator names, under the name's lock, once `actor` may operate.
-fn operated(tx: &mut dyn ScheduleTx, actor: &str, name: &str, lock: bool) -> Result<ScheduleRow> {
-    tx.ops().require(actor, Permission::Operate)?;
+/// The schedule an operator names (under the name's lock with `lock`); the caller has checked
+/// that the actor may operate.
+fn named(tx: &mut dyn ScheduleTx, name: &str, lock: bool) -> Result<ScheduleRow> {
     if lock {
         tx.lock_name(name)?;
     }
@@ -399,8 +399,11 @@ fn operated(tx: &mut dyn ScheduleTx, actor: &str, name: &str, lock: bool) -> Res
 
 fn pause(tx: &mut dyn ScheduleTx, actor: &str, name: &str, until: Option<Millis>) -> Result<SchedulePauseResult> {
     let now = tx.ops().now()?;
+    // The permission before the input checked against the store (an expiry already past), as
+    // every refusal orders them (tests/cli/refusals.rs) and a queue's pause does.
+    tx.ops().require(actor, Permission::Operate)?;
     check_until(until, now)?;
-    let row = operated(tx, actor, name, true)?;
+    let row = named(tx, name, true)?;
     tx.set_pause(name, Some((actor, now, until)))?;
     tx.ops().audit(now, actor, AuditAction::SchedulePause, None, &pause_detail(name, until))?;
     Ok(if row.is_paused(now) {
@@ -412,7 +415,8 @@ fn pause(tx: &mut dyn ScheduleTx, actor: &str, name: &str, until: Option<Millis>
 
 fn resume(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<ScheduleResumeResult> {
     let now = tx.ops().now()?;
-    let row = operated(tx, actor, name, true)?;
+    tx.ops().require(actor, Permission::Operate)?;
+    let row = named(tx, name, true)?;
     tx.set_pause(name, None)?;
     if !row.is_paused(now) {
         return Ok(ScheduleResumeResult::NotPaused);
@@ -423,7 +427,8 @@ fn resume(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<ScheduleRe
 
 fn trigger(tx: &mut dyn ScheduleTx, actor: &str, name: &str) -> Result<Trigger> {
     let now = tx.ops().now()?;
-    let row = operated(tx, actor, name, false)?;
+    tx.ops().require(actor, Permission::Operate)?;
+    let row = named(tx, name, false)?;
     let id = tx.insert_jobs(&[trigger_job(&row.schedule, actor)], now)?[0].id();
     tx.set_last_job(name, id, now)?;
     tx.ops().audit(now, actor, AuditAction::ScheduleTrigger, Some(id), &format!("schedule {name}"))?;
