@@ -157,6 +157,13 @@ struct Lost {
     wait: Duration,
 }
 
+/// Why `--detail` is refused on a store that captures no failure detail: the missing permission
+/// first, as every refusal orders them (tests/cli/refusals.rs), so that only someone who may
+/// reveal learns the setting; `jobs show` and `log tail` both ask this.
+pub(crate) fn capture_off_refusal(store: &Store, actor: &str) -> Error {
+    store.require(actor, Permission::ViewFailureDetail).err().unwrap_or(Error::FailureDetailOff)
+}
+
 /// Reveals failure detail once per job when `--detail` was given, remembering a refusal so the
 /// entries still print (marked hidden) and the refusal becomes the exit status.
 struct Revealer<'a> {
@@ -169,9 +176,8 @@ struct Revealer<'a> {
 
 impl<'a> Revealer<'a> {
     fn new(store: &'a Store, actor: &'a str, on: bool) -> Result<Self, CliError> {
-        // The permission before the setting, as every refusal orders them (tests/cli/refusals.rs).
         let refusal = match on && !store.failure_detail_enabled()? {
-            true => Some(store.require(actor, Permission::ViewFailureDetail).err().unwrap_or(Error::FailureDetailOff)),
+            true => Some(capture_off_refusal(store, actor)),
             false => None,
         };
         Ok(Revealer { store, actor, on, cache: HashMap::new(), refusal })

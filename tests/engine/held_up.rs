@@ -50,64 +50,51 @@ fn watcher(db: &TestDb) -> backwave::engine::EngineHandle {
     watcher.start().unwrap()
 }
 
+/// A live worker runs a 2.5 s job under its 300 ms lease while the store is held for 1.2 s; the
+/// watcher starts before the hold, or (`watcher_after`) just as the store comes back. Nobody
+/// reaps the job: it succeeds at its first attempt (max attempts 1: a lapse would dead-letter it).
+fn a_live_worker_keeps_its_job_across_a_held_store(watcher_after: bool) {
+    let t = test_store();
+    let mut registry = Registry::new();
+    registry
+        .handle::<u64>("long", |ms, _| {
+            std::thread::sleep(Duration::from_millis(ms));
+            Ok(())
+        })
+        .queue("q");
+    let id = registry.enqueue(&t.store, "long", &2_500u64).unwrap();
+    let mut engine = Engine::new(&t.db, registry);
+    engine.add_worker_group(WorkerGroup { lease: LEASE, ..group("g", DispatchPolicy::strict(["q"]), 1) });
+    let running = engine.start().unwrap();
+    let before = (!watcher_after).then(|| watcher(&t.db));
+    wait_for("the job to run", Duration::from_secs(10), || {
+        (job(&t.store, id).state == JobState::Running).then_some(())
+    });
+
+    let held = Instant::now();
+    hold_store(&t.db, HOLD);
+    assert!(held.elapsed() >= HOLD);
+    let watching = before.unwrap_or_else(|| watcher(&t.db));
+
+    let j = wait_terminal(&t.store, id);
+    let reaped = (running.stats()[0].reaped, watching.stats()[0].reaped);
+    watching.shutdown(Duration::from_secs(1));
+    running.shutdown(Duration::from_secs(1));
+    assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1), "{:?}", t.store.history(id).unwrap());
+    assert_eq!(reaped, (0, 0));
+    assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
+}
+
 both_backends! {
     fn a_store_held_past_every_lease_lapses_no_live_worker_s_lease() {
-        let t = test_store();
-        let mut registry = Registry::new();
-        registry
-            .handle::<u64>("long", |ms, _| {
-                std::thread::sleep(Duration::from_millis(ms));
-                Ok(())
-            })
-            .queue("q");
-        let id = registry.enqueue(&t.store, "long", &2_500u64).unwrap();
-        let mut engine = Engine::new(&t.db, registry);
-        engine.add_worker_group(WorkerGroup { lease: LEASE, ..group("g", DispatchPolicy::strict(["q"]), 1) });
-        let running = engine.start().unwrap();
-        let watching = watcher(&t.db);
-        wait_for("the job to run", Duration::from_secs(10), || (job(&t.store, id).state == JobState::Running).then_some(()));
-
-        let held = Instant::now();
-        hold_store(&t.db, HOLD);
-        assert!(held.elapsed() >= HOLD);
-
-        let j = wait_terminal(&t.store, id);
-        let reaped = (running.stats()[0].reaped, watching.stats()[0].reaped);
-        watching.shutdown(Duration::from_secs(1));
-        running.shutdown(Duration::from_secs(1));
-        // Max attempts 1: a lapse would have dead-lettered it.
-        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1), "{:?}", t.store.history(id).unwrap());
-        assert_eq!(reaped, (0, 0));
-        assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
+        a_live_worker_keeps_its_job_across_a_held_store(false);
     }
 
     /// The reaper that gets the store first once it is free has seen no stall at all: it was
     /// started as the store came back (a replacement worker, a deploy), so nothing it did ever
     /// waited. Its first look races the live worker's queued heartbeat, and often wins.
     fn a_reaper_started_as_the_store_comes_back_reaps_no_live_worker_s_lease() {
-        let t = test_store();
-        let mut registry = Registry::new();
-        registry
-            .handle::<u64>("long", |ms, _| {
-                std::thread::sleep(Duration::from_millis(ms));
-                Ok(())
-            })
-            .queue("q");
-        let id = registry.enqueue(&t.store, "long", &2_500u64).unwrap();
-        let mut engine = Engine::new(&t.db, registry);
-        engine.add_worker_group(WorkerGroup { lease: LEASE, ..group("g", DispatchPolicy::strict(["q"]), 1) });
-        let running = engine.start().unwrap();
-        wait_for("the job to run", Duration::from_secs(10), || (job(&t.store, id).state == JobState::Running).then_some(()));
-
-        hold_store(&t.db, HOLD);
-        let watching = watcher(&t.db);
-
-        let j = wait_terminal(&t.store, id);
-        let reaped = (running.stats()[0].reaped, watching.stats()[0].reaped);
-        watching.shutdown(Duration::from_secs(1));
-        running.shutdown(Duration::from_secs(1));
-        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1), "{:?}", t.store.history(id).unwrap());
-        assert_eq!(reaped, (0, 0));
+        a_live_worker_keeps_its_job_across_a_held_store(true);
     }
 
     fn a_worker_that_died_while_the_store_was_held_still_loses_its_lease_once_it_is_free() {

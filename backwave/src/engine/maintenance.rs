@@ -31,7 +31,7 @@ pub(super) const WORKER_STALE_AFTER: Duration = Duration::from_secs(30);
 const REAP_BATCH: usize = 200;
 /// How long a lapse stays in sight before it is reaped (see the module's documentation): time
 /// for a heartbeat that waited on the store to land once it is free.
-pub(super) const CONFIRM_AFTER: Duration = Duration::from_secs(1);
+const CONFIRM_AFTER: Duration = Duration::from_secs(1);
 /// How long a sighting is kept without being reaped (see `Maintenance::reap`).
 const SIGHTING_KEPT: Duration = Duration::from_secs(30);
 /// Terminal jobs deleted per retention-sweep transaction, and batches per sweep.

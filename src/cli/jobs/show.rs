@@ -15,7 +15,7 @@ use crate::cli::output::{
 };
 use crate::cli::{CliError, Ctx};
 use backwave::store::{JobView, LimitStatus, PauseKind};
-use backwave::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Permission, Transition};
+use backwave::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
 
 use super::{due_text, lease_left, worker_label, ShowArgs};
 
@@ -34,11 +34,7 @@ pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             Err(e) => return Err(e.into()),
         }
     } else if a.detail && !detail_on {
-        // The permission before the setting, as every refusal orders them (tests/cli/refusals.rs).
-        (
-            HashMap::new(),
-            Some(store.require(ctx.actor(), Permission::ViewFailureDetail).err().unwrap_or(Error::FailureDetailOff)),
-        )
+        (HashMap::new(), Some(crate::cli::log::capture_off_refusal(&store, ctx.actor())))
     } else {
         (HashMap::new(), None)
     };
