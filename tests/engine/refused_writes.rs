@@ -2,7 +2,13 @@
 //! outcome waits in the group's claim table and is retried on a deadline, while the heartbeat
 //! goes on renewing every lease the group holds, the refused one's and the running ones'. No
 //! lease lapses meanwhile, so nothing runs twice and no attempt is spent.
+//!
+//! On PostgreSQL a group writes its outcomes on a connection of its own, beside the one it claims
+//! on: a completion the server holds up (behind another transaction's lock) holds up neither the
+//! claims and handlers nor the heartbeat, and a shutdown waits for it to land.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup};
@@ -10,7 +16,7 @@ use backwave::store::LEASE_EXPIRED;
 use backwave::JobState;
 
 use super::support::*;
-use crate::backend::{self, both_backends, Backend};
+use crate::backend::{self, both_backends, use_backend, Backend};
 
 /// Refuses to record the success of a `quick` job, as a store out of disk would.
 fn refuse_quick_successes() -> &'static str {
@@ -83,4 +89,72 @@ both_backends! {
             assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
         }
     }
+}
+
+#[test]
+fn postgres_a_completion_held_up_by_the_server_holds_up_no_claim_or_heartbeat_and_lands_at_shutdown() {
+    let _backend = use_backend(Backend::Postgres);
+    let t = test_store();
+    // The success of a `held` job waits for an advisory lock this test holds.
+    let mut holder = backwave::postgres::Client::connect(t.db.arg(), backwave::postgres::NoTls).unwrap();
+    holder.batch_execute("SELECT pg_advisory_lock(2323)").unwrap();
+    t.store
+        .raw_batch(
+            "CREATE FUNCTION wait_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM pg_advisory_xact_lock(2323); RETURN NEW; END $$;
+             CREATE TRIGGER hold_success BEFORE UPDATE OF state ON jobs FOR EACH ROW
+             WHEN (NEW.state = 'succeeded' AND NEW.wire_name = 'held') EXECUTE FUNCTION wait_for_test()",
+        )
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut registry = Registry::new();
+    for name in ["held", "quick"] {
+        let ran = Arc::clone(&ran);
+        registry
+            .handle::<u32>(name, move |_, _| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .queue("q");
+    }
+    let held = registry.enqueue(&t.store, "held", &1u32).unwrap();
+    let mut engine = Engine::new(&t.db, registry);
+    // A lease of 300 ms (a heartbeat every 100 ms), held up for 3 leases below.
+    engine.add_worker_group(WorkerGroup {
+        lease: Duration::from_millis(300),
+        ..group("g", DispatchPolicy::strict(["q"]), 1)
+    });
+    let running = engine.start().unwrap();
+    let mut watcher = Engine::new(&t.db, Registry::new());
+    watcher.add_worker_group(group("watcher", DispatchPolicy::strict(["other"]), 1));
+    let watching = watcher.start().unwrap();
+
+    wait_for("the held job's handler", Duration::from_secs(10), || (ran.load(Ordering::SeqCst) == 1).then_some(()));
+    // Its success is being written, and waits; the group claims and runs on meanwhile.
+    let quick: Vec<_> = (0..3u32).map(|i| running.registry().enqueue(&t.store, "quick", &i).unwrap()).collect();
+    wait_for("the quick jobs' handlers", Duration::from_secs(10), || (ran.load(Ordering::SeqCst) == 4).then_some(()));
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(job(&t.store, held).state, JobState::Running, "its success is still held up");
+    for id in &quick {
+        // Their outcomes wait for the next batch; their leases are renewed meanwhile.
+        let j = job(&t.store, *id);
+        assert_eq!(j.state, JobState::Running);
+        assert!(j.lease_expires_at.unwrap() > t.store.now(), "the heartbeat renewed the lease of {id}");
+    }
+
+    // The shutdown waits for the held batch, then writes the rest.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        holder.batch_execute("SELECT pg_advisory_unlock(2323)").unwrap();
+    });
+    let stats = running.stats()[0].clone();
+    let report = running.shutdown(Duration::from_secs(10));
+    release.join().unwrap();
+    let reaped = watching.stats()[0].reaped;
+    watching.shutdown(Duration::from_secs(1));
+    for id in std::iter::once(held).chain(quick) {
+        let j = job(&t.store, id);
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 1), "job {id}");
+    }
+    assert_eq!((reaped, stats.reaped, stats.fenced_out, report.abandoned), (0, 0, 0, 0));
 }

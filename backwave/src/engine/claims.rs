@@ -1,5 +1,5 @@
 //! The claim table of one worker group: every claim its dispatcher holds, from the store's claim
-//! to the store's word on it, in one of four states, and the one answer to "which leases does
+//! to the store's word on it, in one of six states, and the one answer to "which leases does
 //! this worker hold" that heartbeats and the lost-claim check read. Pure bookkeeping: it never
 //! talks to the store, to handler threads or to the ready buffer.
 
@@ -25,6 +25,8 @@ pub(super) enum State {
     Superseded,
     /// Its handler returned (or it ended before starting); its outcome is not recorded yet.
     Finished,
+    /// Its outcome is in the batch being written (`recorder.rs`), not yet answered.
+    Recording,
     /// Taken back unstarted (at shutdown, held too long behind stalled handlers, or never heard
     /// of after a claim in doubt); to be handed back to the store without spending an attempt.
     HandingBack,
@@ -55,6 +57,8 @@ pub(super) struct Claims {
     /// record in one call (`outcomes[i]` is `finished[i]`'s).
     finished: Vec<u64>,
     outcomes: Vec<Completion>,
+    /// The `Recording` claims, in the order of the batch being written.
+    recording: Vec<u64>,
     /// `Buffered`, `Running` and `Superseded`: the claims a handler has or may still take, the
     /// ones the claim room counts. Kept as a count: the room is asked after every finished job.
     active: usize,
@@ -69,6 +73,7 @@ impl Claims {
             next_run: 0,
             finished: Vec::new(),
             outcomes: Vec::new(),
+            recording: Vec::new(),
             active: 0,
             handing_back: 0,
         }
@@ -151,12 +156,16 @@ impl Claims {
             State::Superseded => {
                 self.remove(run);
             }
-            State::Finished | State::HandingBack => {}
+            State::Finished | State::Recording | State::HandingBack => {}
         }
     }
 
-    /// Forget a claim (its run ended with nothing to record, or it was dropped).
+    /// Forget a claim (its run ended with nothing to record, or it was dropped). A `Recording`
+    /// claim stays: only the store's answer on its batch ends it.
     pub fn remove(&mut self, run: u64) -> Option<Claim> {
+        if self.claims.get(&run)?.state == State::Recording {
+            return None;
+        }
         let c = self.claims.remove(&run)?;
         match c.state {
             State::Buffered | State::Running | State::Superseded => self.active -= 1,
@@ -166,15 +175,24 @@ impl Claims {
                 self.finished.remove(at);
                 self.outcomes.remove(at);
             }
+            State::Recording => unreachable!("kept above"),
         }
         Some(c)
     }
 
     /// Every lease this worker holds, with the claim's token: buffered, running, finished with
-    /// its outcome not yet written, or being handed back. Each must be heartbeated, or it would
-    /// lapse and the job run again.
+    /// its outcome not yet written (or being written), or being handed back.
     pub fn held(&self) -> impl Iterator<Item = (u64, (JobId, u32))> + '_ {
         self.claims.iter().filter(|(_, c)| c.state != State::Superseded).map(|(run, c)| (*run, c.lease()))
+    }
+
+    /// The leases a heartbeat renews: every one held but those being recorded. Each must be
+    /// renewed, or it would lapse and the job run again. A batch being written settles its own
+    /// leases, and a heartbeat of the same rows beside it would only wait for its row locks (or,
+    /// taking them in another order, deadlock with it); were the batch refused, its claims are
+    /// `Finished` again before the next heartbeat.
+    pub fn renewable(&self) -> impl Iterator<Item = (u64, (JobId, u32))> + '_ {
+        self.held().filter(|(run, _)| self.claims[run].state != State::Recording)
     }
 
     /// The claims holding their lease whose handler has or may still take them (`Buffered`,
@@ -208,12 +226,44 @@ impl Claims {
         &self.outcomes
     }
 
-    /// The store has recorded every waiting outcome: those claims end.
-    pub fn outcomes_recorded(&mut self) {
-        for run in self.finished.drain(..) {
+    /// Whether a batch of outcomes is being written (one at a time: the next carries everything
+    /// that finished meanwhile).
+    pub fn recording(&self) -> bool {
+        !self.recording.is_empty()
+    }
+
+    /// Every waiting outcome, taken to be written as one batch: those claims are `Recording`
+    /// until [`Claims::recorded`] or [`Claims::not_recorded`].
+    pub fn take_outcomes(&mut self) -> Vec<Completion> {
+        debug_assert!(self.recording.is_empty(), "one batch at a time");
+        for run in &self.finished {
+            if let Some(c) = self.claims.get_mut(run) {
+                c.state = State::Recording;
+            }
+        }
+        self.recording.append(&mut self.finished);
+        std::mem::take(&mut self.outcomes)
+    }
+
+    /// The store has recorded the batch: those claims end.
+    pub fn recorded(&mut self) {
+        for run in self.recording.drain(..) {
             self.claims.remove(&run);
         }
-        self.outcomes.clear();
+    }
+
+    /// The store refused the batch (given back as taken): its outcomes wait again, ahead of
+    /// those that finished since, and their leases are renewed again.
+    pub fn not_recorded(&mut self, mut batch: Vec<Completion>) {
+        for run in &self.recording {
+            if let Some(c) = self.claims.get_mut(run) {
+                c.state = State::Finished;
+            }
+        }
+        self.recording.append(&mut self.finished);
+        self.finished = std::mem::take(&mut self.recording);
+        batch.append(&mut self.outcomes);
+        self.outcomes = batch;
     }
 
     /// The leases being handed back.
@@ -285,10 +335,41 @@ mod tests {
         assert_eq!((t.outcomes()[0].job_id, t.outcomes()[0].attempt), (job, 1));
         assert_eq!(t.outcomes()[0].worker_id, "host/1/g#abcd");
 
-        t.outcomes_recorded();
+        let batch = t.take_outcomes();
+        assert_eq!((batch.len(), t.get(run).unwrap().state), (1, State::Recording));
+        assert_eq!(held(&t), HashSet::from([(job, 1)]), "held while the batch is written");
+        assert_eq!(t.renewable().count(), 0, "but not renewed beside that write");
+        t.recorded();
         assert!(t.get(run).is_none());
         assert!(held(&t).is_empty());
         assert!(t.outcomes().is_empty());
+    }
+
+    #[test]
+    fn a_refused_batch_waits_again_ahead_of_the_outcomes_that_finished_while_it_was_written() {
+        let mut t = table();
+        let jobs: Vec<JobId> = (0..3).map(|_| JobId::new()).collect();
+        let runs: Vec<u64> = jobs.iter().map(|j| t.claimed(*j, 1, CancelSignal::new())).collect();
+        t.finished(runs[0], Outcome::Succeeded);
+        t.finished(runs[1], fail("boom"));
+        let batch = t.take_outcomes();
+        assert!(t.recording());
+        assert!(t.remove(runs[0]).is_none(), "only the store's answer ends a claim being recorded");
+        assert!(t.drop_outcomes_of(&HashSet::from([jobs[0]])) == 0, "nor is its outcome dropped");
+        t.finished(runs[2], Outcome::Succeeded);
+        assert_eq!(t.outcomes().len(), 1, "finished meanwhile: waits for the next batch");
+
+        t.not_recorded(batch);
+        assert!(!t.recording());
+        let order: Vec<JobId> = t.outcomes().iter().map(|c| c.job_id).collect();
+        assert_eq!(order, jobs, "the refused batch first, in its order");
+        assert!(runs.iter().all(|r| t.get(*r).unwrap().state == State::Finished));
+        assert_eq!(t.renewable().count(), 3, "renewed again until written");
+
+        let again = t.take_outcomes();
+        assert_eq!(again.len(), 3);
+        t.recorded();
+        assert_eq!((t.held().count(), t.outcomes().len(), t.recording()), (0, 0, false));
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The dispatcher of one worker group: the only thread that talks to the store for it. It claims
+//! The dispatcher of one worker group: the thread that talks to the store for it. It claims
 //! ahead into the group's ready buffer as fast as the handlers drain it, records finished jobs in
-//! batches behind the fence, heartbeats every lease its claim table holds (`claims.rs`), runs the
+//! batches behind the fence (through `recorder.rs`: on PostgreSQL a second connection writes one
+//! batch while this one claims), heartbeats every lease its claim table holds (`claims.rs`), runs the
 //! maintenance chores when due (`maintenance.rs`), and at shutdown hands back the jobs no handler
 //! started and ends the leases of those whose handlers stopped when asked. It never runs handler
 //! code, and never sleeps but to wait for the next finished job or deadline.
@@ -18,6 +19,7 @@ use super::handler::{CancelReason, CancelSignal, JobContext};
 use super::maintenance::Maintenance;
 use super::pace::Pace;
 use super::pool::{Done, ReadyBuffer, Work};
+use super::recorder::{Recorded, Recorder};
 use super::runtime::{later, Counters, StopFlag};
 use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
@@ -62,6 +64,7 @@ pub(super) struct Setup {
     pub worker_id: Arc<str>,
     pub ready: Arc<ReadyBuffer>,
     pub done_rx: Receiver<Done>,
+    pub recorder: Recorder,
     pub stats: Arc<Counters>,
     pub stop: Arc<StopFlag>,
     /// The process's own quiet (SIGTSTP, `EngineHandle::quiet`): no claims while set.
@@ -83,6 +86,7 @@ pub(super) struct Dispatcher {
     stopped: Vec<(JobId, u32)>,
     ready: Arc<ReadyBuffer>,
     done_rx: Receiver<Done>,
+    recorder: Recorder,
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
     quiet: Arc<AtomicBool>,
@@ -116,6 +120,7 @@ impl Dispatcher {
             stopped: Vec::new(),
             ready: s.ready,
             done_rx: s.done_rx,
+            recorder: s.recorder,
             stats: s.stats,
             stop: s.stop,
             quiet: s.quiet,
@@ -237,25 +242,7 @@ impl Dispatcher {
         let mut finished = 0;
         let mut next = first;
         while let Some(done) = next {
-            if let Done::Finished { run, outcome } = done {
-                finished += 1;
-                match self.claims.get(run).map(|c| (c.state, stopped_at_shutdown(&outcome, &c.cancel))) {
-                    Some((State::Buffered | State::Running, true)) => {
-                        if let Some(c) = self.claims.remove(run) {
-                            self.stopped.push((c.job_id, c.attempt));
-                        }
-                    }
-                    Some((State::Buffered | State::Running, false)) => {
-                        self.claims.finished(run, outcome);
-                    }
-                    // A stale run: the job was claimed again since, so its word is discarded.
-                    Some((State::Superseded, _)) => {
-                        self.claims.remove(run);
-                        Counters::add(&self.stats.fenced_out, 1);
-                    }
-                    Some((State::Finished | State::HandingBack, _)) | None => {}
-                }
-            }
+            finished += usize::from(self.take(done));
             next = match self.done_rx.try_recv() {
                 Ok(d) => Some(d),
                 Err(_) => {
@@ -275,6 +262,35 @@ impl Dispatcher {
         self.pace.record(finished, Instant::now());
     }
 
+    /// Take in one message; whether it was a handler's finished run.
+    fn take(&mut self, done: Done) -> bool {
+        let (run, outcome) = match done {
+            Done::Finished { run, outcome } => (run, outcome),
+            Done::Recorded(recorded) => {
+                self.recorded(recorded, Instant::now());
+                return false;
+            }
+            Done::Wake => return false,
+        };
+        match self.claims.get(run).map(|c| (c.state, stopped_at_shutdown(&outcome, &c.cancel))) {
+            Some((State::Buffered | State::Running, true)) => {
+                if let Some(c) = self.claims.remove(run) {
+                    self.stopped.push((c.job_id, c.attempt));
+                }
+            }
+            Some((State::Buffered | State::Running, false)) => {
+                self.claims.finished(run, outcome);
+            }
+            // A stale run: the job was claimed again since, so its word is discarded.
+            Some((State::Superseded, _)) => {
+                self.claims.remove(run);
+                Counters::add(&self.stats.fenced_out, 1);
+            }
+            Some((State::Finished | State::Recording | State::HandingBack, _)) | None => {}
+        }
+        true
+    }
+
     /// Record the finished jobs behind the fence, in one transaction, unless a refused write
     /// waits for its retry. On a store error they stay in the claim table (their leases
     /// heartbeated, they are still ours) and the next try is a deadline [`ERROR_BACKOFF`] away:
@@ -286,23 +302,58 @@ impl Dispatcher {
         self.flush_now(now);
     }
 
-    /// [`Dispatcher::flush`] whatever the deadline (at shutdown, where there is no other try).
+    /// [`Dispatcher::flush`] whatever the deadline. One batch at a time: while one is being
+    /// written, what finishes waits for the next.
     fn flush_now(&mut self, now: Instant) {
+        if self.claims.recording() {
+            return;
+        }
         if self.claims.outcomes().is_empty() {
             self.steps.clear(Step::Flush);
             return;
         }
-        match self.store.complete_many(self.claims.outcomes()) {
+        let batch = self.claims.take_outcomes();
+        if let Some(recorded) = self.recorder.record(&self.store, batch) {
+            self.recorded(recorded, now);
+        }
+    }
+
+    /// The store's word on a batch of outcomes: each counted and its claim ended, or, refused,
+    /// the batch waits again for a try [`ERROR_BACKOFF`] away.
+    fn recorded(&mut self, (batch, result): Recorded, now: Instant) {
+        match result {
             Ok(fenced) => {
                 for f in fenced {
                     self.count(f);
                 }
-                self.claims.outcomes_recorded();
+                self.claims.recorded();
                 self.steps.clear(Step::Flush);
             }
             Err(e) => {
                 self.stats.error(&e);
+                self.claims.not_recorded(batch);
                 self.steps.set(Step::Flush, now + ERROR_BACKOFF);
+            }
+        }
+    }
+
+    /// At shutdown: record every outcome there is, waiting for the batch being written first.
+    /// A refused batch is not tried again (there is no later try: those leases lapse).
+    fn flush_all(&mut self) {
+        self.settle_recording();
+        self.flush_now(Instant::now());
+        self.settle_recording();
+    }
+
+    /// Wait for the store's word on the batch being written, if one is.
+    fn settle_recording(&mut self) {
+        while self.claims.recording() {
+            match self.done_rx.recv() {
+                Ok(done) => {
+                    self.take(done);
+                }
+                // Every sender gone: nothing will answer.
+                Err(_) => break,
             }
         }
     }
@@ -419,7 +470,7 @@ impl Dispatcher {
     /// lost lease on to the claims a handler has or may still take. A buffered job that was
     /// cancelled never starts (it ends Cancelled now); one whose lease was lost is dropped.
     fn heartbeat(&mut self) {
-        let (runs, held): (Vec<u64>, Vec<(JobId, u32)>) = self.claims.held().unzip();
+        let (runs, held): (Vec<u64>, Vec<(JobId, u32)>) = self.claims.renewable().unzip();
         if held.is_empty() {
             return;
         }
@@ -538,7 +589,7 @@ impl Dispatcher {
     fn finish(mut self) {
         // Anything that finished during the last wait still counts.
         self.collect(Duration::ZERO, true);
-        self.flush_now(Instant::now());
+        self.flush_all();
         self.hand_back_unstarted();
         for cancel in self.claims.active_signals() {
             cancel.cancel(CancelReason::Shutdown);
@@ -553,7 +604,7 @@ impl Dispatcher {
             }
             self.collect(until - now, true);
         }
-        self.flush_now(Instant::now());
+        self.flush_all();
         let lapsing = self.end_stopped_leases();
         let left = self.claims.active() + self.claims.handing_back_count() + lapsing;
         Counters::add(&self.stats.abandoned, left as u64);
@@ -634,6 +685,7 @@ mod tests {
             worker_id,
             ready: Arc::new(ReadyBuffer::default()),
             done_rx,
+            recorder: Recorder::InPlace,
             stats: Arc::new(Counters::default()),
             stop: Arc::new(StopFlag::default()),
             quiet: Arc::new(AtomicBool::new(false)),

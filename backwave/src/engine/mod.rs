@@ -82,6 +82,7 @@ mod handler;
 mod maintenance;
 mod pace;
 mod pool;
+mod recorder;
 mod registry;
 mod runtime;
 #[cfg(feature = "tokio")]

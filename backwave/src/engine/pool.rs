@@ -11,6 +11,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, Once};
 use std::time::Instant;
 
 use super::handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext};
+use super::recorder::Recorded;
 use super::registry::{Ready, Registry};
 use crate::error::panic_message;
 use crate::model::{Job, QuarantineReason};
@@ -28,7 +29,7 @@ pub(super) struct Work {
     pub claimed_at: Instant,
 }
 
-/// What a handler thread tells the dispatcher.
+/// What the dispatcher hears: from a handler thread, the engine's handle, or its recorder.
 pub(super) enum Done {
     Finished {
         run: u64,
@@ -36,6 +37,8 @@ pub(super) enum Done {
     },
     /// Nothing to record; the dispatcher should look at its stop flag.
     Wake,
+    /// The recorder thread's answer on a batch of outcomes (`recorder.rs`).
+    Recorded(Recorded),
 }
 
 /// Claimed jobs waiting for a free handler thread. The dispatcher fills it (claiming ahead of

@@ -14,6 +14,7 @@ use super::dispatcher::{Dispatcher, Setup};
 use super::group::WorkerGroup;
 use super::maintenance::WORKER_STALE_AFTER;
 use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
+use super::recorder::Recorder;
 use super::registry::Registry;
 #[cfg(feature = "tokio")]
 use super::tasks::{AsyncRuntime, Tasks};
@@ -211,6 +212,8 @@ impl Engine {
             let stop = Arc::new(StopFlag::default());
             let ready = Arc::new(ReadyBuffer::default());
             let (done_tx, done_rx) = mpsc::channel::<Done>();
+            let open = || Ok(Store::open(&self.db)?.with_clock(self.clock.clone()));
+            let recorder = Recorder::start(&store, open, &cfg.name, done_tx.clone())?;
             // A registry with an async handler: `concurrency` slot tasks run every job of the
             // group on the runtime. Otherwise a thread per handler.
             #[cfg(feature = "tokio")]
@@ -241,6 +244,7 @@ impl Engine {
                 worker_id: Arc::clone(&worker_id),
                 ready: Arc::clone(&ready),
                 done_rx,
+                recorder,
                 stats: Arc::clone(&stats),
                 stop: Arc::clone(&stop),
                 quiet: Arc::clone(&quiet),

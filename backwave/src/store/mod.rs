@@ -238,6 +238,17 @@ impl Store {
         Store { backend }
     }
 
+    /// Whether two connections to this store write at the same time: PostgreSQL's writers wait
+    /// only for the rows they share, SQLite's take turns on the file's one write lock. The
+    /// engine then writes a group's outcomes on a second connection while it claims on the first.
+    pub fn writes_side_by_side(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(_) => false,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => true,
+        }
+    }
+
     pub fn clock(&self) -> &Clock {
         match &self.backend {
             Backend::Sqlite(s) => s.clock(),
