@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 11.
+-- BackWave store contract, schema version 12.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -17,8 +17,9 @@
 --     and the quiet columns of `workers`, version 7 the `schedules` table, version 8 the
 --     schedules' `unique_pending` and `skipped_ticks` columns, version 9 nothing here
 --     (PostgreSQL's `backwave_enqueue`), version 10 the `jobs_failed_list` index, version 11 one
---     insert trigger for the count and the payload limit and a cheaper id CHECK (the sections
---     marked below); a writable open of an older
+--     insert trigger for the count and the payload limit and a cheaper id CHECK, version 12
+--     nothing here (PostgreSQL's log checks its job per statement) (the sections marked below);
+--     a writable open of an older
 --     store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -26,7 +27,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 11;
+PRAGMA user_version = 12;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -446,3 +447,10 @@ WHERE type = 'table' AND name = 'jobs';
 PRAGMA writable_schema = RESET;
 
 -- migration 11 end
+
+-- Version 11 -> 12: PostgreSQL only (the log's entries checked against their jobs once per
+-- statement instead of a foreign key's lookup per row; issue 23). SQLite's foreign key is an
+-- index probe within the statement, and stays.
+-- migration 12 begin
+-- nothing on SQLite
+-- migration 12 end

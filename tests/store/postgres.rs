@@ -226,6 +226,51 @@ fn counts_stay_exact_with_four_hosts_claiming_failing_and_completing_at_once() {
     assert_eq!(terminal, 800, "{counts:?}");
 }
 
+/// Migration 12 took the log's foreign key away for two statement triggers (issue 23): an entry
+/// still names a job that exists, whoever writes it, and a deleted job still takes its entries.
+#[test]
+fn without_a_foreign_key_every_log_entry_names_a_job_and_goes_with_it() {
+    use backwave::postgres::error::SqlState;
+    let db = pg_db();
+    let store = Store::create(&db).unwrap();
+    let ids = store.enqueue_many(&[NewJob::new("w", "q", "{}"), NewJob::new("w", "q", "{}")]).unwrap();
+    let (a, b) = (ids[0].to_string(), ids[1].to_string());
+    let mut c = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
+    let entries = |c: &mut backwave::postgres::Client, id: &str| -> i64 {
+        c.query_one(&format!("SELECT count(*) FROM transitions WHERE job_id = '{id}'"), &[]).unwrap().get(0)
+    };
+    assert_eq!((entries(&mut c, &a), entries(&mut c, &b)), (1, 1), "each job's creation entry");
+
+    // An entry for a job that is not there is refused, even beside one for a job that is.
+    let ghost = "0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b10";
+    let refused = c
+        .batch_execute(&format!(
+            "INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+             VALUES ('{a}', 1, 'scheduled', 'cancelled', 0), ('{ghost}', 1, 'scheduled', 'cancelled', 0)"
+        ))
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(&SqlState::FOREIGN_KEY_VIOLATION), "{refused:?}");
+    assert!(format!("{refused:?}").contains(ghost), "the error names the missing job: {refused:?}");
+    assert_eq!(entries(&mut c, &a), 1, "the statement wrote nothing");
+    // Moving an entry to a job that is not there is refused the same way.
+    let moved =
+        c.batch_execute(&format!("UPDATE transitions SET job_id = '{ghost}' WHERE job_id = '{a}'")).unwrap_err();
+    assert_eq!(moved.code(), Some(&SqlState::FOREIGN_KEY_VIOLATION), "{moved:?}");
+
+    // Deleting a job deletes its entries, and only its.
+    c.batch_execute(&format!("DELETE FROM jobs WHERE id = '{a}'")).unwrap();
+    assert_eq!((entries(&mut c, &a), entries(&mut c, &b)), (0, 1));
+    assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+    // An entry left behind by a program that switched the trigger off is reported.
+    c.batch_execute(&format!(
+        "ALTER TABLE transitions DISABLE TRIGGER transitions_job_insert;
+         INSERT INTO transitions (job_id, at, from_state, to_state, attempt) VALUES ('{ghost}', 1, NULL, 'scheduled', 0);
+         ALTER TABLE transitions ENABLE TRIGGER transitions_job_insert"
+    ))
+    .unwrap();
+    assert_eq!(store.check_integrity().unwrap(), ["1 log entries name a job that is not in jobs"]);
+}
+
 #[test]
 fn eight_processes_creating_one_store_at_once_apply_the_schema_once_and_make_one_admin() {
     let db = pg_db();

@@ -320,7 +320,8 @@ pub(crate) trait RepairTx: OperatorTx {
     /// key another job holds is refused with [`unique::edit_collides`] and changes nothing.
     fn set_payload(&mut self, id: JobId, payload: &[u8], key: Option<&str>, now: Millis) -> Result<()>;
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>>;
-    /// Delete the job; its log entries go with it (`ON DELETE CASCADE`).
+    /// Delete the job; its log entries go with it (SQLite's `ON DELETE CASCADE`, PostgreSQL's
+    /// `jobs_delete_log` trigger).
     fn delete_job(&mut self, id: JobId) -> Result<()>;
 }
 

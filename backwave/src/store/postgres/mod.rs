@@ -484,8 +484,9 @@ impl PgStore {
         self.with_client(|c| Ok(c.batch_execute(&format!("SET lock_timeout = '{ms}ms'"))?))
     }
 
-    /// BackWave's own invariants (the server keeps its storage and foreign keys): the counts
-    /// equal a count of the jobs, and the schema's version row is there.
+    /// BackWave's own invariants (the server keeps its storage): the counts equal a count of
+    /// the jobs, every log entry names a job (the rule migration 12's triggers keep), and the
+    /// schema's version row is there.
     pub fn check_integrity(&self) -> Result<Vec<String>> {
         self.read(|tx| {
             let mut problems = Vec::new();
@@ -504,6 +505,15 @@ impl PgStore {
             )? {
                 let (queue, state, jobs, kept): (String, String, i64, i64) = (r.get(0), r.get(1), r.get(2), r.get(3));
                 problems.push(format!("job_counts says {kept} {state} job(s) in queue {queue}, but there are {jobs}"));
+            }
+            let orphans: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM transitions t WHERE NOT EXISTS (SELECT FROM jobs j WHERE j.id = t.job_id)",
+                    &[],
+                )?
+                .get(0);
+            if orphans > 0 {
+                problems.push(format!("{orphans} log entries name a job that is not in jobs"));
             }
             let rows: i64 = tx.query_one("SELECT count(*) FROM backwave_schema", &[])?.get(0);
             if rows != 1 {

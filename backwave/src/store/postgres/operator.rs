@@ -270,7 +270,7 @@ pub(super) fn requeue_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[U
 }
 
 /// One batch of the retention sweep: up to `limit` terminal jobs that finished before
-/// `cutoff`, deleted with their log entries (`ON DELETE CASCADE`). Rows another transaction
+/// `cutoff`, deleted with their log entries (the `jobs_delete_log` trigger). Rows another transaction
 /// holds are passed by: an operator is acting on them, and the next sweep comes back.
 fn sweep_batch(tx: &mut Tx<'_>, cutoff: Millis, limit: usize) -> Result<u64> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
