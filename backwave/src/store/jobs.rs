@@ -5,6 +5,7 @@
 //! Why one file of some 580 lines: the fence is the contract. Claim, completion, heartbeat and
 //! reap share the SQL that decides who may write a job, and are reviewed together.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -13,7 +14,6 @@ use super::ops::columns::job_columns;
 use super::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
 use super::ops::outcome::{self, AttemptEnd, AttemptTx};
 pub(crate) use super::ops::outcome::{Entry, RunningAttempt};
-use super::ops::settings;
 use super::row::{job_from_row, parse_budget, parse_id};
 use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
@@ -113,11 +113,6 @@ impl SqliteStore {
             let now = self.now();
             let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
             let mut pick = tx.prepare_cached(CLAIM_SQL)?;
-            let mut update = tx.prepare_cached(
-                "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2, delay_table = ?3,
-                        lease_owner = ?4, lease_expires_at = ?5, worker_group = ?6, updated_at = ?7
-                 WHERE id = ?1 AND state = 'scheduled'",
-            )?;
             let mut claimed = Vec::with_capacity(req.limit.min(1024));
             if super::worker_state::is_quiet(tx, req.worker_id)? {
                 return Ok(claimed);
@@ -165,40 +160,36 @@ impl SqliteStore {
                         rows.extend(claim_around_paused(tx, queue, now, want, &excluded)?);
                     }
                 }
+                // `[id, its own delay table or null, the new attempt]` per row, written in two
+                // statements below.
+                let mut batch: Vec<(String, Option<String>, u32)> = Vec::with_capacity(rows.len());
                 for (mut job, seed) in rows {
-                    let own_table;
                     let table = match &shared_table {
-                        Some(t) => t,
+                        Some(t) => {
+                            job.delay_table = Some(t.ms.clone());
+                            None
+                        }
                         None => {
-                            own_table = DelayTable::new(req.policy, effective_seed(seed, &job.id));
-                            &own_table
+                            let own = DelayTable::new(req.policy, effective_seed(seed, &job.id));
+                            job.delay_table = Some(own.ms);
+                            Some(own.json)
                         }
                     };
-                    update.execute(params![
-                        job.id.to_string(),
-                        max,
-                        table.json,
-                        req.worker_id,
-                        lease_until,
-                        req.group,
-                        now
-                    ])?;
+                    batch.push((job.id.to_string(), table, job.attempt + 1));
                     job.state = JobState::Running;
                     job.attempt += 1;
                     job.max_attempts = Some(max);
-                    job.delay_table = Some(table.ms.clone());
                     job.lease_owner = Some(req.worker_id.to_string());
                     job.lease_expires_at = Some(lease_until);
                     job.worker_group = Some(req.group.to_string());
                     job.updated_at = now;
-                    let mut e = Entry::new(job.id, now, Some(JobState::Scheduled), JobState::Running, job.attempt);
-                    e.worker_id = Some(req.worker_id);
-                    log(tx, &e)?;
                     if !limits.is_empty() {
                         limits.charge(queue, &job.wire_name);
                     }
                     claimed.push(job);
                 }
+                let shared = shared_table.as_ref().map(|t| t.json.as_str());
+                claim_rows(tx, &batch, shared, max, req, lease_until, now)?;
             }
             if !limits.is_empty() {
                 super::limit::charge_windows(tx, &limits, now)?;
@@ -239,10 +230,7 @@ impl SqliteStore {
             return Ok(Vec::new());
         }
         let now = self.now();
-        self.write(|tx| {
-            let capture = settings::detail_enabled(&mut { tx })?;
-            completions.iter().map(|c| complete_one(tx, now, capture, c)).collect()
-        })
+        self.write(|tx| outcome::complete_many(&mut { tx }, now, completions))
     }
 
     pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>> {
@@ -386,29 +374,58 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
 
 /// One outcome behind the fence ([`outcome::complete`]); a success, the common case, is one
 /// fenced UPDATE with no row read at all.
-pub(super) fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
-    if c.outcome == Outcome::Succeeded {
-        return succeed(tx, now, c);
+/// Move the rows a claim picked (`[id, own delay table or null, new attempt]`, in claim order)
+/// to Running under the lease and log each, in two statements for the set (issue 23): a
+/// statement per job spent as much in starting and journalling it as in its row. `shared` is
+/// the delay table of every row without its own.
+fn claim_rows(
+    tx: &Connection,
+    batch: &[(String, Option<String>, u32)],
+    shared: Option<&str>,
+    max: u32,
+    req: &ClaimRequest<'_>,
+    lease_until: Millis,
+    now: Millis,
+) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
     }
+    let rows = serde_json::to_string(batch).map_err(Error::Encode)?;
+    let moved = tx
+        .prepare_cached(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2,
+                    delay_table = coalesce(c.tab, ?3), lease_owner = ?4, lease_expires_at = ?5,
+                    worker_group = ?6, updated_at = ?7
+             FROM (SELECT value ->> 0 AS cid, value ->> 1 AS tab FROM json_each(?1)) AS c
+             WHERE jobs.id = c.cid AND jobs.state = 'scheduled'",
+        )?
+        .execute(params![rows, max, shared, req.worker_id, lease_until, req.group, now])?;
+    if moved != batch.len() {
+        // Cannot happen under the write lock, which the rows were picked under; refuse rather
+        // than log claims that were not made.
+        return Err(Error::InvalidInput(format!(
+            "{} jobs were picked but {moved} claimed; nothing was claimed",
+            batch.len()
+        )));
+    }
+    tx.prepare_cached(
+        "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+         SELECT value ->> 0, ?2, 'scheduled', 'running', value ->> 2, ?3 FROM json_each(?1) ORDER BY key",
+    )?
+    .execute(params![rows, now, req.worker_id])?;
+    Ok(())
+}
+
+pub(super) fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
     outcome::complete(&mut { tx }, now, capture, c)
 }
 
-/// Record a success behind the fence in one UPDATE; the log entry only when it was accepted.
-fn succeed(tx: &Connection, now: Millis, c: &Completion) -> Result<Fenced> {
-    let changed = tx
-        .prepare_cached(
-            "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                    finished_at = ?4, updated_at = ?4
-             WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3",
-        )?
-        .execute(params![c.job_id.to_string(), c.worker_id, c.attempt, now])?;
-    if changed == 0 {
-        return Ok(Fenced::Rejected);
-    }
-    let mut e = Entry::new(c.job_id, now, Some(JobState::Running), JobState::Succeeded, c.attempt);
-    e.worker_id = Some(&c.worker_id);
-    log(tx, &e)?;
-    Ok(Fenced::Accepted(JobState::Succeeded))
+/// `[[id, worker, attempt], …]`: a batch of outcomes as one JSON array, which SQLite's
+/// `json_each` turns back into rows, so that a statement takes the whole batch.
+fn fence_json<'c>(completions: impl Iterator<Item = &'c &'c Completion>) -> Result<String> {
+    let rows: Vec<(String, &str, u32)> =
+        completions.map(|c| (c.job_id.to_string(), c.worker_id.as_str(), c.attempt)).collect();
+    serde_json::to_string(&rows).map_err(Error::Encode)
 }
 
 pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
@@ -478,6 +495,35 @@ impl AttemptTx for &Connection {
 
     fn log(&mut self, e: &Entry<'_>) -> Result<()> {
         log(self, e)
+    }
+
+    /// Two statements for the whole set (issue 23): a statement per job spent as much in
+    /// starting, journalling and finishing each statement as in its row. The UPDATE walks the
+    /// batch and finds each job by its key.
+    fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>> {
+        let accepted: HashSet<JobId> = self
+            .prepare_cached(
+                "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                        finished_at = ?2, updated_at = ?2
+                 FROM (SELECT value ->> 0 AS cid, value ->> 1 AS cworker, value ->> 2 AS cattempt
+                       FROM json_each(?1)) AS c
+                 WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
+                       AND jobs.attempt = c.cattempt
+                 RETURNING jobs.id",
+            )?
+            .query_map(params![fence_json(successes.iter())?, now], |r| parse_id(r, 0))?
+            .collect::<Result<_, _>>()?;
+        if !accepted.is_empty() {
+            // The accepted ones' entries, in the batch's order.
+            let logged = fence_json(successes.iter().filter(|c| accepted.contains(&c.job_id)))?;
+            self.prepare_cached(
+                "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+                 SELECT value ->> 0, ?2, 'running', 'succeeded', value ->> 2, value ->> 1
+                 FROM json_each(?1) ORDER BY key",
+            )?
+            .execute(params![logged, now])?;
+        }
+        Ok(accepted)
     }
 }
 

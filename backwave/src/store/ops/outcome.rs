@@ -232,6 +232,35 @@ pub(crate) trait AttemptTx {
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()>;
     /// Append one transition entry.
     fn log(&mut self, e: &Entry<'_>) -> Result<()>;
+    /// Record `successes` (no job named twice) behind the fence as a set, each accepted one
+    /// logged in their order: the jobs accepted.
+    fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>>;
+}
+
+/// A batch of outcomes in one transaction, the one rule both backends follow: the successes of
+/// jobs the batch names once go through [`AttemptTx::succeed_all`] (one statement for the set:
+/// the common case, and most of a drain's writes), every other outcome behind the same fence
+/// one at a time, in the batch's order. A job named twice is taken in order: the second report
+/// meets the first's result.
+pub(crate) fn complete_many<T>(tx: &mut T, now: Millis, completions: &[Completion]) -> Result<Vec<Fenced>>
+where
+    T: AttemptTx + super::settings::SettingRead,
+{
+    let mut seen = HashSet::new();
+    let repeated: HashSet<JobId> = completions.iter().filter(|c| !seen.insert(c.job_id)).map(|c| c.job_id).collect();
+    let batched = |c: &Completion| c.outcome == Outcome::Succeeded && !repeated.contains(&c.job_id);
+    let successes: Vec<&Completion> = completions.iter().filter(|c| batched(c)).collect();
+    let accepted = if successes.is_empty() { HashSet::new() } else { tx.succeed_all(now, &successes)? };
+    // Only a failure reads whether its detail is captured.
+    let capture = completions.iter().all(batched) || super::settings::detail_enabled(tx)?;
+    completions
+        .iter()
+        .map(|c| match batched(c) {
+            true if accepted.contains(&c.job_id) => Ok(Fenced::Accepted(JobState::Succeeded)),
+            true => Ok(Fenced::Rejected),
+            false => complete(tx, now, capture, c),
+        })
+        .collect()
 }
 
 /// One reported outcome behind the fence: a report for an attempt no longer under its lease is

@@ -29,7 +29,7 @@ use crate::store::ops::outcome::{
 use crate::store::ops::settings;
 use crate::store::ops::settings::check_new_payloads;
 use crate::store::unique::{self, UniqueColumns};
-use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus, Outcome};
+use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus};
 
 /// The part of a claim after `picked`: move the picked rows to running under the lease, log
 /// each, and return them oldest due first.
@@ -422,35 +422,15 @@ impl PgStore {
         Ok(self.complete_many(std::slice::from_ref(completion))?[0])
     }
 
-    /// All the batch's successes in one fenced statement (the common case), every other outcome
-    /// behind the same fence one job at a time, all in one transaction. A job named twice in a
-    /// batch is taken in order, as on SQLite: the second report meets the first's result.
+    /// One transaction for the batch, by the rule both backends follow
+    /// ([`outcome::complete_many`]).
     pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>> {
         if completions.is_empty() {
             return Ok(Vec::new());
         }
-        let mut seen = HashSet::new();
-        let repeated: HashSet<JobId> =
-            completions.iter().filter(|c| !seen.insert(c.job_id)).map(|c| c.job_id).collect();
-        let batched = |c: &Completion| c.outcome == Outcome::Succeeded && !repeated.contains(&c.job_id);
-        let successes: Vec<&Completion> = completions.iter().filter(|c| batched(c)).collect();
         self.write(|tx| {
             let now = tx.now()?;
-            let accepted = succeed_many(tx, now, &successes)?;
-            let capture = if completions.iter().all(batched) { true } else { settings::detail_enabled(tx)? };
-            completions
-                .iter()
-                .map(|c| {
-                    if batched(c) {
-                        Ok(match accepted.contains(&c.job_id.0) {
-                            true => Fenced::Accepted(JobState::Succeeded),
-                            false => Fenced::Rejected,
-                        })
-                    } else {
-                        outcome::complete(tx, now, capture, c)
-                    }
-                })
-                .collect()
+            outcome::complete_many(tx, now, completions)
         })
     }
 
@@ -693,38 +673,6 @@ fn attempt_from_row(r: &postgres::Row) -> Result<RunningAttempt> {
     })
 }
 
-/// Record the successes behind the fence in one statement, with their log entries; returns the
-/// ids accepted.
-fn succeed_many(tx: &mut Tx<'_>, now: Millis, successes: &[&Completion]) -> Result<HashSet<uuid::Uuid>> {
-    if successes.is_empty() {
-        return Ok(HashSet::new());
-    }
-    // Locked in id order, as in `fence_arrays`.
-    let mut successes = successes.to_vec();
-    successes.sort_unstable_by_key(|c| c.job_id.0);
-    let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
-    let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
-    let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
-    tx.query(
-        "WITH done AS (
-             UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                    finished_at = $4, updated_at = $4
-             FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
-             WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
-                   AND jobs.attempt = c.cattempt
-             RETURNING jobs.id, c.cworker, c.cattempt
-         ), logged AS (
-             INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-             SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
-         )
-         SELECT id FROM done",
-        &[&ids, &workers, &attempts, &now],
-    )?
-    .iter()
-    .map(|r| Ok(r.try_get(0)?))
-    .collect()
-}
-
 /// PostgreSQL's statements for the end of an attempt: the fenced read locks the Running row
 /// (`FOR UPDATE`), so the row it found is the row written.
 impl AttemptTx for Tx<'_> {
@@ -738,6 +686,34 @@ impl AttemptTx for Tx<'_> {
         )?
         .map(|r| attempt_from_row(&r))
         .transpose()
+    }
+
+    /// One statement for the set: the UPDATE returns the rows it moved and a data-modifying CTE
+    /// logs them, in id order, the order the rows are locked in (as in `fence_arrays`).
+    fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>> {
+        let mut successes = successes.to_vec();
+        successes.sort_unstable_by_key(|c| c.job_id.0);
+        let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
+        let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
+        let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
+        self.query(
+            "WITH done AS (
+                 UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                        finished_at = $4, updated_at = $4
+                 FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
+                 WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
+                       AND jobs.attempt = c.cattempt
+                 RETURNING jobs.id, c.cworker, c.cattempt
+             ), logged AS (
+                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+                 SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
+             )
+             SELECT id FROM done",
+            &[&ids, &workers, &attempts, &now],
+        )?
+        .iter()
+        .map(|r| Ok(JobId(r.try_get(0)?)))
+        .collect()
     }
 
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {
