@@ -232,8 +232,9 @@ pub(crate) trait AttemptTx {
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()>;
     /// Append one transition entry.
     fn log(&mut self, e: &Entry<'_>) -> Result<()>;
-    /// Record `successes` (no job named twice) behind the fence as a set, each accepted one
-    /// logged in their order: the jobs accepted.
+    /// Record `successes` (no job named twice) behind the fence as a set, and log each accepted
+    /// one (SQLite in the batch's order, PostgreSQL in id order, the order it locks rows in):
+    /// the jobs accepted.
     fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>>;
 }
 
