@@ -409,6 +409,10 @@ both_backends! {
             Completion { job_id: rest[1].id, worker_id: WORKER.into(), attempt: 1, outcome: Outcome::Succeeded },
         ];
         assert_eq!(fx.store.complete_many(&mixed).unwrap(), [Fenced::Accepted(JobState::Succeeded), Fenced::Rejected]);
+        // Written as one set: the accepted one logged, the rejected one untouched and unlogged.
+        let last = |id| fx.store.history(id).unwrap().pop().unwrap();
+        assert_eq!((last(rest[0].id).to, last(rest[0].id).worker_id.as_deref()), (JobState::Succeeded, Some(OTHER_WORKER)));
+        assert_eq!((last(rest[1].id).to, fx.job(rest[1].id).state), (JobState::Running, JobState::Running));
         assert_eq!(fx.store.complete_many(&[]).unwrap(), []);
         fx.assert_sound();
     }

@@ -5,8 +5,8 @@
 
 use rusqlite::params;
 
-use super::jobs::{complete_one, log, Completion, Entry, Fenced};
-use super::ops::outcome::HANDED_BACK;
+use super::jobs::{log, Completion, Entry, Fenced};
+use super::ops::outcome::{self, HANDED_BACK};
 use super::ops::settings;
 use super::row::parse_id;
 use super::SqliteStore;
@@ -52,7 +52,7 @@ impl SqliteStore {
                         log(tx, &e)?;
                         return Ok(Fenced::Accepted(JobState::Scheduled));
                     }
-                    complete_one(tx, now, capture, &Completion::not_handed_back(id, worker_id, attempt))
+                    outcome::complete(&mut { tx }, now, capture, &Completion::not_handed_back(id, worker_id, attempt))
                 })
                 .collect()
         })

@@ -416,10 +416,6 @@ fn claim_rows(
     Ok(())
 }
 
-pub(super) fn complete_one(tx: &Connection, now: Millis, capture: bool, c: &Completion) -> Result<Fenced> {
-    outcome::complete(&mut { tx }, now, capture, c)
-}
-
 /// `[[id, worker, attempt], …]`: a batch of outcomes as one JSON array, which SQLite's
 /// `json_each` turns back into rows, so that a statement takes the whole batch.
 fn fence_json<'c>(completions: impl Iterator<Item = &'c &'c Completion>) -> Result<String> {
