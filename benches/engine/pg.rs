@@ -55,7 +55,7 @@ const CLAIM: &str = "
         UPDATE jobs j SET state = 'running', attempt = j.attempt + 1, max_attempts = 10,
                delay_table = '[2000,4000,8000,16000,32000,64000,128000,256000,300000]'::jsonb,
                lease_owner = $4, lease_expires_at = $2 + 60000, worker_group = 'raw', updated_at = $2
-        FROM picked WHERE j.id = picked.id
+        WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
         RETURNING j.id, j.attempt),
     logged AS (
         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)

@@ -322,6 +322,11 @@ impl SqliteStore {
         set_pragma(&self.conn, "synchronous", "NORMAL", "1")?;
         // Without it the retention sweep would leave the deleted jobs' log behind.
         set_pragma(&self.conn, "foreign_keys", "ON", "1")?;
+        // Statement journals (the page images a statement inside a larger transaction keeps so
+        // that it alone can be undone: every multi-row insert of an enqueue) in memory: on a
+        // file they spill past 64 KiB and an enqueue of 1,000 jobs spent 8 % of its time in
+        // write(2) of pages it then threw away.
+        set_pragma(&self.conn, "temp_store", "MEMORY", "2")?;
         let busy = BUSY_TIMEOUT.as_millis().to_string();
         set_pragma(&self.conn, "busy_timeout", &busy, &busy)?;
         // Room for every fixed statement plus the filters of a dashboard session.
