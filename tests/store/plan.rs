@@ -1,10 +1,10 @@
 //! The claim query stays fast on a big backlog: it runs on the `(queue, due_at)` partial index
 //! over scheduled jobs and stops at the first job due in the future, however many wait behind it.
 
-use backwave::store::CLAIM_SQL;
-use backwave::NewJob;
+use backwave::store::{Completion, CLAIM_SQL, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
+use backwave::{JobState, NewJob};
 
-use super::{Fixture, T0};
+use super::{failed, policy, Fixture, T0, WORKER};
 
 #[test]
 fn the_claim_query_uses_the_jobs_claim_index_without_sorting() {
@@ -55,4 +55,49 @@ fn regression_the_claim_statement_is_not_reprepared_on_every_call() {
         })
         .unwrap();
     assert_eq!(stats[0].reprepares, 0);
+}
+
+/// A bulk requeue of 100,000 dead-lettered jobs took 6 s instead of under 1: each batch's two
+/// statements were answered from the `jobs_failed_list` index over every failed job, testing
+/// each against the batch's ids, so the whole requeue read the failed jobs once per batch of 500.
+/// A batch must cost its own ids, found by the primary key, whatever waits beside them.
+#[test]
+fn regression_a_bulk_requeue_batch_reads_its_own_jobs_not_every_failed_one() {
+    let fx = Fixture::new();
+    let jobs: Vec<NewJob> = (0..3000).map(|_| NewJob::new("w", "q", vec![])).collect();
+    fx.store.enqueue_many(&jobs).unwrap();
+    let claimed = fx.claim_as(WORKER, "q", 3000, &policy(1, std::time::Duration::from_secs(1)));
+    let ends: Vec<Completion> = claimed
+        .iter()
+        .map(|j| Completion { job_id: j.id, worker_id: WORKER.into(), attempt: j.attempt, outcome: failed("boom") })
+        .collect();
+    fx.store.complete_many(&ends).unwrap();
+    assert_eq!(fx.job(claimed[0].id).state, JobState::DeadLettered);
+
+    let batch = format!("[\"{}\",\"{}\"]", claimed[10].id, claimed[2000].id);
+    let log_params = [(&batch).into(), T0.into(), "alice".into(), "r".into()];
+    let move_params = [(&batch).into(), T0.into()];
+    for (sql, params) in [(REQUEUE_LOG_SQL, &log_params[..]), (REQUEUE_MOVE_SQL, &move_params[..])] {
+        let plan = fx.store.explain(sql, params).unwrap();
+        assert!(
+            plan.iter().any(|p| p.starts_with("SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)")),
+            "{plan:?}"
+        );
+        assert!(!plan.iter().any(|p| p.contains("jobs_failed_list")), "{plan:?}");
+    }
+    // No rows to read: the first step runs each statement whole.
+    let ((), stats) = fx
+        .store
+        .raw_statements(&[REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL], |s| {
+            s.query(0, &log_params, usize::MAX).unwrap();
+            s.query(1, &move_params, usize::MAX).unwrap();
+        })
+        .unwrap();
+    for (i, stat) in stats.iter().enumerate() {
+        assert_eq!(stat.fullscan_steps, 0, "statement {i}");
+        assert!(stat.vm_steps < 1000, "statement {i} ran {} VM steps for 2 jobs among 3,000 failed", stat.vm_steps);
+    }
+    assert_eq!(fx.job(claimed[10].id).state, JobState::Scheduled);
+    assert_eq!(fx.job(claimed[2000].id).state, JobState::Scheduled);
+    assert_eq!(fx.job(claimed[11].id).state, JobState::DeadLettered);
 }

@@ -186,28 +186,34 @@ fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
 /// still hold their terminal state): the same rows and entries, at about half the CPU of a
 /// statement per job (100,000 jobs: 2.1 s of CPU one by one). Jobs with a unique key go one by
 /// one as a requeue by id takes them, so that one whose key is taken is refused alone.
+/// The log entries of a bulk requeue's batch: `?1` the batch's ids as a JSON array, `?2` now,
+/// `?3` the actor, `?4` the reason. `+state`, not `state`: with a plain `state IN (…)` SQLite
+/// answered the batch from the `jobs_failed_list` index over every Dead-Lettered and Quarantined
+/// job, testing each against the batch's ids, so a bulk requeue read every failed job once per
+/// batch of 500 (100,000 jobs: 6 s instead of under 1). The unary `+` leaves the primary key,
+/// one probe per id, as the only way in. Public so that tests and tools can EXPLAIN it.
+pub const REQUEUE_LOG_SQL: &str = "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor, reason)
+     SELECT id, ?2, state, 'scheduled', 0, ?3, ?4
+     FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND +state IN ('dead-lettered', 'quarantined')
+           AND unique_key IS NULL
+     ORDER BY id";
+
+/// The move of a bulk requeue's batch (`?1` the ids, `?2` now), by the primary key as
+/// [`REQUEUE_LOG_SQL`]. Public so that tests and tools can EXPLAIN it.
+pub const REQUEUE_MOVE_SQL: &str =
+    "UPDATE jobs SET state = 'scheduled', attempt = 0, due_at = ?2, finished_at = NULL, terminal_cause = NULL,
+            cause_fingerprint = NULL, quarantine_reason = NULL, cancel_requested_by = NULL, updated_at = ?2
+     WHERE id IN (SELECT value FROM json_each(?1)) AND +state IN ('dead-lettered', 'quarantined')
+           AND unique_key IS NULL";
+
 fn requeue_batch(tx: &Connection, now: Millis, actor: &str, ids: &[JobId]) -> Result<u64> {
     if ids.is_empty() {
         return Ok(0);
     }
     let list = serde_json::to_string(&ids.iter().map(|id| id.to_string()).collect::<Vec<_>>())
         .map_err(crate::error::Error::Encode)?;
-    tx.prepare_cached(
-        "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor, reason)
-         SELECT id, ?2, state, 'scheduled', 0, ?3, ?4
-         FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('dead-lettered', 'quarantined')
-               AND unique_key IS NULL
-         ORDER BY id",
-    )?
-    .execute(params![list, now, actor, REQUEUE_REASON])?;
-    let mut n = tx
-        .prepare_cached(
-            "UPDATE jobs SET state = 'scheduled', attempt = 0, due_at = ?2, finished_at = NULL, terminal_cause = NULL,
-                    cause_fingerprint = NULL, quarantine_reason = NULL, cancel_requested_by = NULL, updated_at = ?2
-             WHERE id IN (SELECT value FROM json_each(?1)) AND state IN ('dead-lettered', 'quarantined')
-                   AND unique_key IS NULL",
-        )?
-        .execute(params![list, now])? as u64;
+    tx.prepare_cached(REQUEUE_LOG_SQL)?.execute(params![list, now, actor, REQUEUE_REASON])?;
+    let mut n = tx.prepare_cached(REQUEUE_MOVE_SQL)?.execute(params![list, now])? as u64;
     let keyed: Vec<JobId> = tx
         .prepare_cached(
             "SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND unique_key IS NOT NULL ORDER BY id",
