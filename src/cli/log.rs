@@ -243,25 +243,37 @@ impl<'a> Layout<'a> {
         let today = store.now().div_euclid(DAY_MS);
         let dated = first.iter().any(|t| t.at.div_euclid(DAY_MS) != today);
         let mut l = Layout { store, dated, last_day: None, wire_width: "WIRE NAME".len(), wire_names: HashMap::new() };
+        l.learn(first.iter().map(|t| t.job_id))?;
         for t in first {
-            let w = crate::text::width(&sanitize(&l.wire_name(t.job_id)?));
+            let w = crate::text::width(&sanitize(&l.wire_name(t.job_id)));
             l.wire_width = l.wire_width.max(w.min(24));
         }
         Ok(l)
     }
 
-    /// The wire name of `job`, read from the store the first time (empty when the job is gone).
-    fn wire_name(&mut self, job: JobId) -> Result<String, CliError> {
-        if let Some(w) = self.wire_names.get(&job) {
-            return Ok(w.clone());
+    /// Read the wire names of the `jobs` not known yet, in one statement (a job no longer in the
+    /// store shows an empty name).
+    fn learn(&mut self, jobs: impl IntoIterator<Item = JobId>) -> Result<(), CliError> {
+        let mut unknown: Vec<JobId> = jobs.into_iter().filter(|id| !self.wire_names.contains_key(id)).collect();
+        if unknown.is_empty() {
+            return Ok(());
         }
-        if self.wire_names.len() > 50_000 {
+        unknown.sort_unstable();
+        unknown.dedup();
+        if self.wire_names.len() + unknown.len() > 50_000 {
             // A long follow meets many jobs: forget them rather than grow without end.
             self.wire_names.clear();
         }
-        let name = self.store.job(job)?.map(|j| j.wire_name).unwrap_or_default();
-        self.wire_names.insert(job, name.clone());
-        Ok(name)
+        let mut found = self.store.wire_names_of(&unknown)?;
+        for id in unknown {
+            self.wire_names.insert(id, found.remove(&id).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// The wire name of `job`, as [`Layout::learn`] read it.
+    fn wire_name(&self, job: JobId) -> String {
+        self.wire_names.get(&job).cloned().unwrap_or_default()
     }
 
     fn time(&mut self, at: backwave::Millis) -> String {
@@ -341,8 +353,9 @@ fn write_entries(
     term: &Term,
     layout: &mut Layout<'_>,
 ) -> io::Result<()> {
+    layout.learn(entries.iter().map(|(t, _)| t.job_id)).map_err(io::Error::other)?;
     for (t, detail) in entries {
-        let wire = layout.wire_name(t.job_id).map_err(io::Error::other)?;
+        let wire = layout.wire_name(t.job_id);
         let wire = sanitize(&wire);
         let mut line = format!(
             "{}  {:<8}  {:<ww$}  {:<27}  {:<7}",

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use backwave::store::{LogFilter, TransitionCounter};
-use backwave::{JobState, LogCursor, Transition};
+use backwave::{JobId, JobState, LogCursor, Transition};
 
 use super::{Fixture, T0};
+use crate::backend::both_backends;
 
 /// Everything after `from`, polled `limit` at a time the way a follower does.
 fn follow(fx: &Fixture, from: LogCursor, limit: usize) -> Vec<Transition> {
@@ -97,4 +98,27 @@ fn transitions_are_counted_after_the_cursor_once_each() {
     fx.store.count_transitions(&mut counter).unwrap();
     assert_eq!(counter.by_state.get(&JobState::Scheduled), Some(&2), "each new entry once");
     assert_eq!(counter.last, Some(fx.store.log_end().unwrap()));
+}
+
+both_backends! {
+    /// `bw log tail` and the dashboard's log read the wire names of a page of entries in one
+    /// statement: each id still in the store once, a job that is not there left out.
+    fn the_wire_names_of_many_jobs_are_read_at_once() {
+        let fx = Fixture::new();
+        let jobs: Vec<backwave::NewJob> = (0..1500)
+            .map(|i| backwave::NewJob::new(if i % 2 == 0 { "send-email" } else { "charge-card" }, "q", vec![]))
+            .collect();
+        let ids = fx.store.enqueue_many(&jobs).unwrap();
+        let gone = JobId::new();
+        let mut asked = ids.clone();
+        asked.push(gone);
+        asked.push(ids[0]);
+        let names = fx.store.wire_names_of(&asked).unwrap();
+        assert_eq!(names.len(), 1500, "each stored job once; the unknown id left out");
+        assert!(!names.contains_key(&gone));
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(names[id], if i % 2 == 0 { "send-email" } else { "charge-card" });
+        }
+        assert!(fx.store.wire_names_of(&[]).unwrap().is_empty());
+    }
 }

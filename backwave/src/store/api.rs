@@ -271,6 +271,10 @@ forward! {
     // query.rs
     /// One job by id.
     pub fn job(&self, id: JobId) -> Result<Option<Job>>;
+    /// The wire name of each of `ids` still in the store (a deleted job is left out), in one
+    /// statement: the log's WIRE NAME column in `bw log tail` and the dashboard, which read a
+    /// whole job per entry before (100 entries: 100 reads, each a round trip on PostgreSQL).
+    pub fn wire_names_of(&self, ids: &[JobId]) -> Result<HashMap<JobId, String>>;
     /// Resolve a full id, any unique prefix of one (`0192f3a1`, with or without hyphens), or
     /// the short id tables show ([`JobId::short`]: the last hex digits of the id, up to 12).
     ///

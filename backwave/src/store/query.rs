@@ -3,7 +3,7 @@
 //! spelling of the job filter (`filter.rs` describes it once for both backends). Every query
 //! here is meant to run against millions of rows: it pages through an index, never loads every row.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
@@ -13,7 +13,7 @@ use super::filter::{page_of, page_statement, render, Arg, Dialect, Haystack, Ind
 pub use super::filter::{Cursor, JobFilter, SortOrder};
 use super::id_prefix::{id_tail, normalize_prefix, one_id};
 use super::ops::columns::JOB_COLUMNS;
-use super::row::{job_from_row, transition_from_row, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{job_from_row, parse_id, transition_from_row, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{Job, JobId, JobState, Transition};
@@ -119,6 +119,19 @@ impl SqliteStore {
             .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?
             .query_row([id.to_string()], job_from_row)
             .optional()?)
+    }
+
+    pub fn wire_names_of(&self, ids: &[JobId]) -> Result<HashMap<JobId, String>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let list = serde_json::to_string(&ids.iter().map(JobId::to_string).collect::<Vec<_>>())
+            .map_err(crate::error::Error::Encode)?;
+        Ok(self
+            .conn
+            .prepare_cached("SELECT id, wire_name FROM jobs WHERE id IN (SELECT value FROM json_each(?1))")?
+            .query_map([list], |r| Ok((parse_id(r, 0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?)
     }
 
     pub fn resolve_id(&self, text: &str) -> Result<JobId> {

@@ -19,12 +19,15 @@ pub(crate) struct Log;
 impl Screen for Log {
     fn read(&self, store: &Store, q: &Query, s: &mut Snapshot) -> backwave::Result<()> {
         // The log holds job ids only: the wire names of the rows on screen, and of the newest
-        // entries (about to be on screen), one lookup by key each.
-        let newest = s.log.iter().rev().take(q.limit).map(|t| t.job_id).collect::<Vec<_>>();
-        for id in q.wire_names.iter().copied().chain(newest) {
-            if let std::collections::hash_map::Entry::Vacant(e) = s.wire_names.entry(id) {
-                e.insert(store.job(id)?.map(|j| j.wire_name).unwrap_or_else(|| PURGED.to_string()));
-            }
+        // entries (about to be on screen), in one read (`bw log tail` reads them the same way).
+        let newest = s.log.iter().rev().take(q.limit).map(|t| t.job_id);
+        let mut wanted: Vec<JobId> =
+            q.wire_names.iter().copied().chain(newest).filter(|id| !s.wire_names.contains_key(id)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut found = store.wire_names_of(&wanted)?;
+        for id in wanted {
+            s.wire_names.insert(id, found.remove(&id).unwrap_or_else(|| PURGED.to_string()));
         }
         Ok(())
     }

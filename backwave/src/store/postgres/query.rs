@@ -3,6 +3,8 @@
 //! the id matching rules `store/id_prefix.rs`). Every read is one REPEATABLE READ snapshot, so
 //! a page and its total agree.
 
+use std::collections::HashMap;
+
 use uuid::Uuid;
 
 use super::filter::{where_clause, Postgres, Where};
@@ -18,6 +20,19 @@ impl PgStore {
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
         self.read(|tx| tx.query_opt(&sql, &[&id.0])?.as_ref().map(row::job).transpose())
+    }
+
+    pub fn wire_names_of(&self, ids: &[JobId]) -> Result<HashMap<JobId, String>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let uuids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        self.read(|tx| {
+            tx.query("SELECT id, wire_name FROM jobs WHERE id = ANY($1)", &[&uuids])?
+                .iter()
+                .map(|r| Ok((JobId(r.try_get(0)?), r.try_get(1)?)))
+                .collect()
+        })
     }
 
     pub fn resolve_id(&self, text: &str) -> Result<JobId> {
