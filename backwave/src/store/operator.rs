@@ -167,11 +167,17 @@ impl SqliteStore {
 /// Up to [`BULK_BATCH`] jobs of a bulk requeue's scope that its next batch takes: those whose
 /// unique key no other job holds (a job refused for its key stays as it is, and must not come
 /// back in every batch after). Under the write lock, so exact.
+///
+/// `INDEXED BY jobs_failed_list`: left to itself SQLite walked `jobs_finished` and read each
+/// failed job's row to test the rest of the filter, for every batch (`--wire-name` of a
+/// quarantined name behind 80,000 dead-lettered jobs: 1.3 s of picking for 3,000 jobs); the
+/// covering index tests the filter's columns in place. A requeue's scope (`requeue_scope`) is
+/// Dead-Lettered and Quarantined jobs only, which always renders that index's condition.
 fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
     let (clause, mut args) = filter.where_clause();
     args.push(rusqlite::types::Value::Integer(BULK_BATCH as i64));
     let sql = format!(
-        "SELECT id FROM jobs WHERE {clause} AND (unique_key IS NULL OR NOT EXISTS (
+        "SELECT id FROM jobs INDEXED BY jobs_failed_list WHERE {clause} AND (unique_key IS NULL OR NOT EXISTS (
              SELECT 1 FROM jobs h WHERE h.unique_key = jobs.unique_key AND h.unique_window = jobs.unique_window
              AND h.id <> jobs.id AND {})) LIMIT ?",
         unique::holds("h")
