@@ -299,6 +299,10 @@ forward! {
 
     // raw.rs: hidden hooks for the tests and benches
     #[doc(hidden)]
+    /// The plan of [`Store::count_jobs`]'s statement for `filter`: SQLite's `EXPLAIN QUERY PLAN`
+    /// lines, PostgreSQL's `EXPLAIN`.
+    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>>;
+    #[doc(hidden)]
     /// Run one statement of SQL text with `params` outside any library check: the rows changed.
     pub fn raw_execute(&self, sql: &str, params: &[RawValue]) -> Result<usize>;
     #[doc(hidden)]

@@ -343,6 +343,12 @@ pub(crate) fn render<D: Dialect>(predicates: &[Predicate], first: usize) -> Wher
 
 fn render_one<D: Dialect>(p: &Predicate, bind: &mut dyn FnMut(Arg) -> String) -> Option<String> {
     Some(match p {
+        // One state as `=`: SQLite reads `state IN ('x')` as `state = +'x'`, which does not
+        // imply a partial index's `WHERE state = 'x'`, so a filter could never use
+        // `jobs_dead_causes`, `jobs_quarantine`, `jobs_claim` or `jobs_claim_wire` (the count of
+        // one dead-letter cause group on 1,000,000 jobs: 13-20 ms walking every dead-lettered
+        // job, against 0.005 ms). No listing's plan got slower (every shape measured).
+        Predicate::StateIn(states) if states.len() == 1 => format!("state = '{}'", states[0].as_str()),
         Predicate::StateIn(states) => {
             let names = states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ");
             format!("state IN ({names})")
@@ -406,7 +412,7 @@ mod tests {
         let w = render::<Toy>(&f.predicates(), 2);
         assert_eq!(
             w.sql,
-            "state IN ('succeeded') AND finished_at IS NOT NULL AND queue = :2 AND L(:3, :4) AND finished_at >= :5"
+            "state = 'succeeded' AND finished_at IS NOT NULL AND queue = :2 AND L(:3, :4) AND finished_at >= :5"
         );
         assert_eq!(w.args, vec![Arg::Text("q".into()), Arg::Text("k".into()), Arg::Text("v".into()), Arg::Int(5)]);
     }
@@ -420,7 +426,7 @@ mod tests {
     #[test]
     fn an_index_only_predicate_is_left_out_where_the_dialect_lacks_the_index() {
         let w = render::<Toy>(&JobFilter::state(JobState::DeadLettered).predicates(), 1);
-        assert_eq!(w.sql, "state IN ('dead-lettered') AND finished_at IS NOT NULL");
+        assert_eq!(w.sql, "state = 'dead-lettered' AND finished_at IS NOT NULL");
     }
 
     #[test]

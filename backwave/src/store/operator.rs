@@ -188,10 +188,6 @@ fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
         .collect::<Result<_, _>>()?)
 }
 
-/// [`requeue_row`] for a whole batch in two set-based statements (log first, while the rows
-/// still hold their terminal state): the same rows and entries, at about half the CPU of a
-/// statement per job (100,000 jobs: 2.1 s of CPU one by one). Jobs with a unique key go one by
-/// one as a requeue by id takes them, so that one whose key is taken is refused alone.
 /// The log entries of a bulk requeue's batch: `?1` the batch's ids as a JSON array, `?2` now,
 /// `?3` the actor, `?4` the reason. `+state`, not `state`: with a plain `state IN (…)` SQLite
 /// answered the batch from the `jobs_failed_list` index over every Dead-Lettered and Quarantined
@@ -212,6 +208,10 @@ pub const REQUEUE_MOVE_SQL: &str =
      WHERE id IN (SELECT value FROM json_each(?1)) AND +state IN ('dead-lettered', 'quarantined')
            AND unique_key IS NULL";
 
+/// [`requeue_row`] for a whole batch in two set-based statements (log first, while the rows
+/// still hold their terminal state): the same rows and entries, at about half the CPU of a
+/// statement per job (100,000 jobs: 2.1 s of CPU one by one). Jobs with a unique key go one by
+/// one as a requeue by id takes them, so that one whose key is taken is refused alone.
 fn requeue_batch(tx: &Connection, now: Millis, actor: &str, ids: &[JobId]) -> Result<u64> {
     if ids.is_empty() {
         return Ok(0);

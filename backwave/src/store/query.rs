@@ -213,9 +213,20 @@ impl SqliteStore {
 
 fn count_with(conn: &Connection, filter: &JobFilter) -> Result<u64> {
     let (clause, args) = filter.where_clause();
-    Ok(conn
-        .prepare_cached(&format!("SELECT count(*) FROM jobs WHERE {clause}"))?
-        .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
+    Ok(conn.prepare_cached(&count_sql(&clause))?.query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
+}
+
+fn count_sql(clause: &str) -> String {
+    format!("SELECT count(*) FROM jobs WHERE {clause}")
+}
+
+impl SqliteStore {
+    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
+        let (clause, args) = filter.where_clause();
+        let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {}", count_sql(&clause)))?;
+        let plan = stmt.query_map(params_from_iter(args), |r| r.get::<_, String>(3))?.collect::<Result<_, _>>()?;
+        Ok(plan)
+    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,18 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
+        let clause = where_clause(filter, 1);
+        self.read(|tx| {
+            tx.query(&format!("EXPLAIN SELECT count(*) FROM jobs WHERE {}", clause.sql), &clause.params(&[]))?
+                .iter()
+                .map(|r| Ok(r.try_get(0)?))
+                .collect()
+        })
+    }
+}
+
 fn count_with(tx: &mut Tx<'_>, filter: &JobFilter) -> Result<u64> {
     let clause = where_clause(filter, 1);
     let n: i64 =
