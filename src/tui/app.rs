@@ -382,6 +382,7 @@ impl App {
             chart_cursor: self.feed.chart_cursor,
             actor: self.cfg.actor.clone(),
             wire_names: Vec::new(),
+            check_names: false,
         };
         self.screen().ask(self, &mut q);
         q

@@ -50,6 +50,10 @@ pub struct Query {
     pub actor: String,
     /// Log view: jobs on screen whose wire name the app does not know yet.
     pub wire_names: Vec<JobId>,
+    /// Check the filter's queue and wire name against the names the store knows, should its
+    /// page be empty: a scan of every job's wire name (1-2 s at 1,000,000 jobs), so the Jobs
+    /// screen asks once per filter and again every [`NAMES_EVERY_MS`], not every refresh.
+    pub check_names: bool,
 }
 
 /// Log entries a refresh reads at most, for the tail and for the chart's catch-up. The chart
@@ -61,6 +65,8 @@ pub const GROUP_LIMIT: usize = 200;
 pub const WORKERS_RUNNING_LIMIT: usize = 5_000;
 /// How often grouped views re-read their groups.
 pub const GROUPS_EVERY_MS: Millis = 10_000;
+/// How often an empty filtered list checks its names again (see `Query::check_names`).
+pub const NAMES_EVERY_MS: Millis = 10_000;
 /// Minutes the chart covers.
 pub const CHART_MINUTES: i64 = 60;
 
@@ -112,6 +118,8 @@ pub struct Snapshot {
     /// When the page is empty under a filter naming a queue or wire name nothing has: what
     /// `bw jobs list` says of it on stderr, with its did-you-mean ([`crate::text::unknown_filter_names`]).
     pub unknown_names: Vec<String>,
+    /// The filter whose names `unknown_names` answers, and when it was checked.
+    pub names_checked: Option<(JobFilter, Millis)>,
     /// Wall time the queries took.
     pub query_time: Duration,
 }

@@ -69,6 +69,46 @@ both_backends! {
     }
 }
 
+both_backends! {
+    // Found by a plan audit: the known wire names are a scan of every job (1-2 s at 1,000,000
+    // jobs), and an empty filtered list read them on every refresh, so a typo in `/` kept the
+    // dashboard scanning the store every second for as long as it was on screen.
+    fn an_empty_filtered_list_checks_its_names_once_per_filter_not_every_refresh() {
+        let f = Fixture::with_jobs();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        let checked_at = |app: &bw::tui::App| app.snapshot.as_ref().and_then(|s| s.names_checked.as_ref()).map(|c| c.1);
+        keys(&mut app, &f, "/queue:bluk");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        let text = screen(&f, &app);
+        assert!(text.contains("no job or worker has queue 'bluk'; did you mean 'bulk'?"), "{text}");
+        let first = checked_at(&app).expect("the empty list's names were checked");
+        for _ in 0..3 {
+            f.tick(1_000);
+            assert!(!app.query().check_names, "the same filter within 10 s is not checked again");
+            f.refresh(&mut app);
+            assert_eq!(checked_at(&app), Some(first), "kept from the first check, not read again");
+            let text = screen(&f, &app);
+            assert!(text.contains("no job or worker has queue 'bluk'; did you mean 'bulk'?"), "{text}");
+        }
+        f.tick(bw::tui::data::NAMES_EVERY_MS as u64);
+        f.refresh(&mut app);
+        assert!(checked_at(&app) > Some(first), "checked again once 10 s have passed");
+        keys(&mut app, &f, "/");
+        ctrl(&mut app, &f, 'u');
+        keys(&mut app, &f, "wire:resize-imag");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        let text = screen(&f, &app);
+        assert!(
+            text.contains("wire name 'resize-imag'; did you mean 'resize-image'?"),
+            "another filter is checked at once: {text}"
+        );
+        assert!(!text.contains("'bluk'"), "{text}");
+    }
+}
+
 // ---- 1. Esc never quits ----
 
 both_backends! {

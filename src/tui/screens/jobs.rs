@@ -9,6 +9,7 @@ use ratatui::widgets::{Cell, Row as TableRow};
 
 use super::{App, Open, Query, Row, Screen, Snapshot, View};
 use crate::text::{attempts, compact_duration, relative};
+use crate::tui::data::NAMES_EVERY_MS;
 use crate::tui::view::{clean, due, fill_width, header_only, len, live_handlers, short_id, Theme};
 use backwave::{Job, Store};
 
@@ -18,9 +19,10 @@ impl Screen for Jobs {
     fn read(&self, store: &Store, q: &Query, s: &mut Snapshot) -> backwave::Result<()> {
         if let Some(filter) = &q.filter {
             let page = store.list_jobs(filter, q.limit.max(1), q.offset)?;
-            if page.total == 0 {
+            if page.total == 0 && q.check_names {
                 // Only an empty list pays for the known names (a scan of the wire names).
                 s.unknown_names = crate::text::unknown_filter_names(store, filter)?;
+                s.names_checked = Some((filter.clone(), s.at));
             }
             s.page = Some(page);
         }
@@ -29,6 +31,25 @@ impl Screen for Jobs {
             s.live_handlers = store.live_handlers()?;
         }
         Ok(())
+    }
+
+    fn ask(&self, app: &App, q: &mut Query) {
+        let checked = app.snapshot.as_ref().and_then(|s| s.names_checked.as_ref());
+        q.check_names = match (&q.filter, checked) {
+            (Some(filter), Some((was, at))) => filter != was || app.now - at >= NAMES_EVERY_MS,
+            _ => true,
+        };
+    }
+
+    fn carry(&self, prev: &Snapshot, next: &mut Snapshot) {
+        // Names not checked this time: what the last check of the same filter said holds.
+        let same = |(was, _): &(backwave::store::JobFilter, backwave::Millis)| {
+            next.query.as_ref().is_some_and(|q| q.filter.as_ref() == Some(was))
+        };
+        if next.names_checked.is_none() && prev.names_checked.as_ref().is_some_and(same) {
+            next.names_checked = prev.names_checked.clone();
+            next.unknown_names = prev.unknown_names.clone();
+        }
     }
 
     fn len(&self, app: &App) -> u64 {
