@@ -29,6 +29,15 @@ fn ctrl(app: &mut bw::tui::App, f: &Fixture, c: char) {
     f.press(app, [a]);
 }
 
+/// Clear the `/` prompt, type `filter`, apply it and refresh.
+fn refilter(app: &mut bw::tui::App, f: &Fixture, filter: &str) {
+    keys(app, f, "/");
+    ctrl(app, f, 'u');
+    keys(app, f, filter);
+    code(app, f, KeyCode::Enter);
+    f.refresh(app);
+}
+
 fn prompt(app: &bw::tui::App) -> (String, usize) {
     match &app.mode {
         Mode::Filter { input } => (input.value().to_string(), input.cursor()),
@@ -51,19 +60,11 @@ both_backends! {
         assert_eq!(app.list_len(), 0);
         let text = screen(&f, &app);
         assert!(text.contains("no job or worker has queue 'bluk'; did you mean 'bulk'?"), "{text}");
-        keys(&mut app, &f, "/");
-        ctrl(&mut app, &f, 'u');
-        keys(&mut app, &f, "wire:resize-imag");
-        code(&mut app, &f, KeyCode::Enter);
-        f.refresh(&mut app);
+        refilter(&mut app, &f, "wire:resize-imag");
         let text = screen(&f, &app);
         assert!(text.contains("wire name 'resize-imag'; did you mean 'resize-image'?"), "{text}");
         // A known name that matches nothing in this view is just an empty list.
-        keys(&mut app, &f, "/");
-        ctrl(&mut app, &f, 'u');
-        keys(&mut app, &f, "queue:critical wire:noop");
-        code(&mut app, &f, KeyCode::Enter);
-        f.refresh(&mut app);
+        refilter(&mut app, &f, "queue:critical wire:noop");
         let text = screen(&f, &app);
         assert!(text.contains("jobs match the filter (/ to change it)") && !text.contains("did you mean"), "{text}");
     }
@@ -95,11 +96,7 @@ both_backends! {
         f.tick(bw::tui::data::NAMES_EVERY_MS as u64);
         f.refresh(&mut app);
         assert!(checked_at(&app) > Some(first), "checked again once 10 s have passed");
-        keys(&mut app, &f, "/");
-        ctrl(&mut app, &f, 'u');
-        keys(&mut app, &f, "wire:resize-imag");
-        code(&mut app, &f, KeyCode::Enter);
-        f.refresh(&mut app);
+        refilter(&mut app, &f, "wire:resize-imag");
         let text = screen(&f, &app);
         assert!(
             text.contains("wire name 'resize-imag'; did you mean 'resize-image'?"),

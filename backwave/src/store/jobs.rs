@@ -372,8 +372,6 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
     })
 }
 
-/// One outcome behind the fence ([`outcome::complete`]); a success, the common case, is one
-/// fenced UPDATE with no row read at all.
 /// Move the rows a claim picked (`[id, own delay table or null, new attempt]`, in claim order)
 /// to Running under the lease and log each, in two statements for the set (issue 23): a
 /// statement per job spent as much in starting and journalling it as in its row. `shared` is

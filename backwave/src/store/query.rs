@@ -191,6 +191,11 @@ impl SqliteStore {
         count_with(&self.conn, filter)
     }
 
+    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
+        let (clause, args) = filter.where_clause();
+        self.explain(&count_sql(&clause), &args.into_iter().map(super::raw::RawValue::from).collect::<Vec<_>>())
+    }
+
     pub fn wire_names(&self) -> Result<Vec<String>> {
         let mut stmt = self.conn.prepare_cached("SELECT DISTINCT wire_name FROM jobs ORDER BY wire_name")?;
         let names = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
@@ -218,15 +223,6 @@ fn count_with(conn: &Connection, filter: &JobFilter) -> Result<u64> {
 
 fn count_sql(clause: &str) -> String {
     format!("SELECT count(*) FROM jobs WHERE {clause}")
-}
-
-impl SqliteStore {
-    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
-        let (clause, args) = filter.where_clause();
-        let mut stmt = self.conn.prepare(&format!("EXPLAIN QUERY PLAN {}", count_sql(&clause)))?;
-        let plan = stmt.query_map(params_from_iter(args), |r| r.get::<_, String>(3))?.collect::<Result<_, _>>()?;
-        Ok(plan)
-    }
 }
 
 #[cfg(test)]

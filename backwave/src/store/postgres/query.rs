@@ -98,6 +98,16 @@ impl PgStore {
         self.read(|tx| count_with(tx, filter))
     }
 
+    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
+        let clause = where_clause(filter, 1);
+        self.read(|tx| {
+            tx.query(&format!("EXPLAIN {}", count_sql(&clause.sql)), &clause.params(&[]))?
+                .iter()
+                .map(|r| Ok(r.try_get(0)?))
+                .collect()
+        })
+    }
+
     pub fn counts(&self) -> Result<StateCounts> {
         self.read(super::health::counts)
     }
@@ -112,21 +122,12 @@ impl PgStore {
     }
 }
 
-impl PgStore {
-    pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
-        let clause = where_clause(filter, 1);
-        self.read(|tx| {
-            tx.query(&format!("EXPLAIN SELECT count(*) FROM jobs WHERE {}", clause.sql), &clause.params(&[]))?
-                .iter()
-                .map(|r| Ok(r.try_get(0)?))
-                .collect()
-        })
-    }
-}
-
 fn count_with(tx: &mut Tx<'_>, filter: &JobFilter) -> Result<u64> {
     let clause = where_clause(filter, 1);
-    let n: i64 =
-        tx.query_one(&format!("SELECT count(*) FROM jobs WHERE {}", clause.sql), &clause.params(&[]))?.try_get(0)?;
+    let n: i64 = tx.query_one(&count_sql(&clause.sql), &clause.params(&[]))?.try_get(0)?;
     Ok(n as u64)
+}
+
+fn count_sql(clause: &str) -> String {
+    format!("SELECT count(*) FROM jobs WHERE {clause}")
 }
