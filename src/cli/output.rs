@@ -3,6 +3,7 @@
 //! database, times, numbers, widths) is [`crate::text`], shared with `bw top`; it is re-exported
 //! here so a subcommand imports its printing from one place.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use backwave::Millis;
@@ -145,10 +146,20 @@ impl Table {
 
     pub fn write(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
         let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| width(h)).collect();
-        for row in &self.rows {
-            for (i, c) in row.iter().enumerate().take(n) {
-                widths[i] = widths[i].max(width(&c.text));
+        // Every cell's text and width, measured once (the header first).
+        let heading = if term.color { Style::Bold } else { Style::Plain };
+        let cells: Vec<Vec<(&str, usize, Style)>> =
+            std::iter::once(self.headers.iter().map(|h| (h.as_str(), width(h), heading)).collect())
+                .chain(
+                    self.rows
+                        .iter()
+                        .map(|r| r.iter().take(n).map(|c| (c.text.as_str(), width(&c.text), c.style)).collect()),
+                )
+                .collect();
+        let mut widths = vec![0; n];
+        for row in &cells {
+            for (i, (_, w, _)) in row.iter().enumerate() {
+                widths[i] = widths[i].max(*w);
             }
         }
         for (w, max) in widths.iter_mut().zip(&self.max) {
@@ -177,27 +188,7 @@ impl Table {
         // by cell, before colouring: cutting the painted line was skipped in colour, so at a
         // terminal (where colour is on) long rows wrapped.
         let limit = term.width.filter(|_| self.flex.is_some());
-        let cut_row = |cells: Vec<(&str, Style)>| -> Vec<(String, Style)> {
-            let mut row = Vec::with_capacity(cells.len());
-            let mut used = 0;
-            for (i, (text, style)) in cells.into_iter().enumerate() {
-                let mut cut = truncate(text, widths[i]).into_owned();
-                let left = limit.map_or(usize::MAX, |w| w.saturating_sub(used));
-                let overflows = width(&cut) > left;
-                if overflows {
-                    cut = truncate(&cut, left).into_owned();
-                }
-                row.push((cut, style));
-                if overflows {
-                    break;
-                }
-                used += widths[i] + 2;
-            }
-            row
-        };
-        let heading = if term.color { Style::Bold } else { Style::Plain };
-        let mut rows = vec![cut_row(self.headers.iter().map(|h| (h.as_str(), heading)).collect())];
-        rows.extend(self.rows.iter().map(|r| cut_row(r.iter().take(n).map(|c| (c.text.as_str(), c.style)).collect())));
+        let rows: Vec<Vec<(Cow<'_, str>, Style)>> = cells.iter().map(|row| cut_row(row, &widths, limit)).collect();
 
         // comfy-table lays the cut cells out: no borders or separators, columns of exactly these
         // widths plus two spaces of right padding. Nothing is wider than its column, so nothing
@@ -207,7 +198,7 @@ impl Table {
             .load_preset(comfy_table::presets::NOTHING)
             .set_content_arrangement(comfy_table::ContentArrangement::Disabled);
         for row in &rows {
-            table.add_row(row.iter().map(|(text, _)| text.as_str()));
+            table.add_row(row.iter().map(|(text, _)| text.as_ref()));
         }
         for (column, w) in table.column_iter_mut().zip(&widths) {
             column.set_padding((0, 2));
@@ -225,10 +216,37 @@ impl Table {
     }
 }
 
+/// One row's cells cut to their columns' `widths`, and the row cut where it would overflow a
+/// line of `limit` cells. A cell that fits is borrowed as is.
+fn cut_row<'a>(row: &[(&'a str, usize, Style)], widths: &[usize], limit: Option<usize>) -> Vec<(Cow<'a, str>, Style)> {
+    let mut out = Vec::with_capacity(row.len());
+    let mut used = 0;
+    for (i, &(text, w, style)) in row.iter().enumerate() {
+        let (mut cut, cut_w) = if w <= widths[i] {
+            (Cow::Borrowed(text), w)
+        } else {
+            let cut = truncate(text, widths[i]);
+            let cut_w = width(&cut);
+            (cut, cut_w)
+        };
+        let left = limit.map_or(usize::MAX, |w| w.saturating_sub(used));
+        let overflows = cut_w > left;
+        if overflows {
+            cut = Cow::Owned(truncate(&cut, left).into_owned());
+        }
+        out.push((cut, style));
+        if overflows {
+            break;
+        }
+        used += widths[i] + 2;
+    }
+    out
+}
+
 /// Colour the cells of one laid-out line. Colour goes on after layout, so escape codes never
 /// count towards a column's width: cell `i` starts at the sum of the widths before it and the
 /// two-space gaps, and is exactly the cut text it was given.
-fn paint_cells(line: &str, row: &[(String, Style)], widths: &[usize]) -> String {
+fn paint_cells(line: &str, row: &[(Cow<'_, str>, Style)], widths: &[usize]) -> String {
     let mut out = String::with_capacity(line.len() + 16 * row.len());
     let mut rest = line;
     for (i, (text, style)) in row.iter().enumerate() {
@@ -236,7 +254,7 @@ fn paint_cells(line: &str, row: &[(String, Style)], widths: &[usize]) -> String 
         let consumed = width(line) - width(rest);
         let (before, cell) = split_at_width(rest, start.saturating_sub(consumed));
         out.push_str(before);
-        match cell.strip_prefix(text.as_str()) {
+        match cell.strip_prefix(text.as_ref()) {
             Some(after) if !text.is_empty() => {
                 out.push_str(&style.paint(text, true));
                 rest = after;
