@@ -18,7 +18,6 @@ fn parse_permission(s: &str) -> Result<Permission, String> {
     s.parse::<Permission>().map_err(|e| e.to_string())
 }
 
-/// Give an actor (an OS user name) a permission: view-failure-detail, operate or admin.
 #[derive(Debug, clap::Args)]
 pub struct GrantArgs {
     pub actor: String,
@@ -26,7 +25,6 @@ pub struct GrantArgs {
     pub permission: Permission,
 }
 
-/// Take a permission away.
 #[derive(Debug, clap::Args)]
 pub struct RevokeArgs {
     pub actor: String,
@@ -34,7 +32,6 @@ pub struct RevokeArgs {
     pub permission: Permission,
 }
 
-/// The audit trail: grants, revokes, settings, failure-detail reveals, purges.
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     /// Only entries from the last DUR.

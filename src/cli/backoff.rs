@@ -20,7 +20,6 @@ pub enum ShapeArg {
     Default,
 }
 
-/// Print the schedule of a backoff policy.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// fixed (d, d, d…), linear (d, 2d, 3d…), exponential (d, 2d, 4d…), or default.

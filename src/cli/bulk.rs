@@ -16,7 +16,9 @@ use super::output::{sanitize, thousands, Cell, Render, Style, Table, Term};
 use super::{exit, CliError, Ctx};
 use backwave::{Error, JobId, Store};
 
-/// Which jobs a bulk verb acts on, and how: the flags `requeue`, `cancel` and `run-now` share.
+// Which jobs a bulk verb acts on, and how: the flags `requeue`, `cancel` and `run-now` share.
+// (A plain comment: clap would take a doc comment here for the description of each command
+// that flattens these flags.)
 #[derive(Debug, clap::Args)]
 pub struct Selection {
     /// Job ids or unique id prefixes. Leave out to select the jobs by filter.

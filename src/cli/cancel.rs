@@ -17,7 +17,6 @@ use super::{exit, CliError, Ctx};
 use backwave::store::{CancelDone, CancelPlan, CancelResult};
 use backwave::JobState;
 
-/// Cancel jobs by id, or every Scheduled/Running match of `--state` and filters (needs operate).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

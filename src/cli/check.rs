@@ -34,7 +34,6 @@ pub fn exit_status(status: Status) -> u8 {
     }
 }
 
-/// Check the store's health: exit 0 OK, 1 warning, 2 critical, 3 store unavailable
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Checks (severity when over the threshold):
   latency               critical  a queue's oldest due job waited longer than --max-latency
@@ -57,7 +56,9 @@ pub struct Args {
     pub thresholds: ThresholdArgs,
 }
 
-/// The thresholds `bw check` judges by and `bw metrics` reports check statuses with.
+// The thresholds `bw check` judges by and `bw metrics` reports check statuses with.
+// (A plain comment: clap would take a doc comment here for the description of each command
+// that flattens these flags.)
 #[derive(Debug, Clone, clap::Args)]
 pub struct ThresholdArgs {
     /// Critical when a queue's oldest due job has waited longer than this.

@@ -6,7 +6,6 @@ use clap::CommandFactory;
 
 use super::{Cli, CliError};
 
-/// Print a completion script: `bw completions bash > /etc/bash_completion.d/bw`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// bash, zsh, fish, elvish or powershell.

@@ -23,10 +23,6 @@ pub const DEFAULT_DEMO_DB: &str = "./backwave-demo.db";
 /// How long running handlers get to finish when the demo stops.
 const GRACE: Duration = Duration::from_secs(2);
 
-/// Run seed 000's worker groups for real on a demo store (default ./backwave-demo.db, or the
-/// database of a PostgreSQL URL) and watch them in `bw top`: jobs succeed, retry, dead-letter
-/// (by error, panic and lapsed lease) and are quarantined (no handler, undecodable payload).
-/// Without a terminal it runs for --duration and prints a summary.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Do not open `bw top`: run for --duration, then print a summary (also when stdout is not

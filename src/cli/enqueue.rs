@@ -12,7 +12,6 @@ use super::output::{sanitize, Render, Term};
 use super::{eprint_quiet, parse_duration, parse_label, parse_state, CliError, Ctx};
 use backwave::{Enqueued, Error, JobState, Millis, NewJob, Permission, UniqueRule};
 
-/// Enqueue a job (needs operate); prints its id.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The wire name a handler is registered under.

@@ -15,8 +15,6 @@ use super::{CliError, Ctx};
 use crate::demo::generate::{generate, GenerateOptions};
 use backwave::{JobState, StoreTarget};
 
-/// Build a large store (for benchmarks): N jobs with a realistic mix of states, causes and
-/// about five log entries each. Same --seed and same BW_NOW: the same store, row for row.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many jobs.

@@ -12,7 +12,6 @@ use super::{eprint_quiet, CliError, Ctx};
 use backwave::store::{StoreTarget, SCHEMA_VERSION};
 use backwave::Store;
 
-/// Create or migrate a store; its creator becomes admin.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 

@@ -15,9 +15,6 @@ use super::{exit, parse_duration, CliError, Ctx};
 use backwave::store::{Limit, LimitResult, LimitSpec, LimitStatus, PauseKind, Rate};
 use backwave::Millis;
 
-/// Limit a queue or a wire name across every host (needs operate): jobs over the limit stay
-/// Scheduled, spending no worker slot and no attempt. Flags not given keep the limit's other
-/// part; workers honour it from their next claim.
 #[derive(Debug, clap::Args)]
 pub struct LimitArgs {
     #[arg(value_enum)]
@@ -41,8 +38,6 @@ pub struct LimitArgs {
     pub force: bool,
 }
 
-/// Every limit in force: the operator's and the application's default, what runs under it, its
-/// current window, and the due jobs it holds back.
 #[derive(Debug, clap::Args)]
 pub struct LimitsArgs {}
 

@@ -22,7 +22,6 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 /// The content type of the text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Export the store's health as Prometheus metrics (printed, or served with --listen)
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Serve the metrics over HTTP at http://ADDR/metrics until SIGTERM or Ctrl-C, instead of

@@ -31,8 +31,6 @@ impl From<Kind> for PauseKind {
     }
 }
 
-/// Stop every worker claiming a queue's or a wire name's jobs (needs operate). Running jobs
-/// finish; enqueues still land; workers see it at their next poll.
 #[derive(Debug, clap::Args)]
 pub struct PauseArgs {
     #[arg(value_enum)]
@@ -50,7 +48,6 @@ pub struct PauseArgs {
     pub dry_run: bool,
 }
 
-/// Lift a pause (needs operate).
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
     #[arg(value_enum)]
@@ -59,7 +56,6 @@ pub struct ResumeArgs {
     pub name: String,
 }
 
-/// What is paused now, by whom, since and until when.
 #[derive(Debug, clap::Args)]
 pub struct PausesArgs {}
 

@@ -17,7 +17,6 @@ use super::{exit, parse_duration, CliError, Ctx};
 use backwave::store::PurgeResult;
 use backwave::Permission;
 
-/// Delete terminal jobs older than the retention, or by id (needs operate).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Terminal jobs to delete by id or unique prefix (audited one by one). Leave out to delete

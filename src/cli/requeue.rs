@@ -17,7 +17,6 @@ use super::{exit, CliError, Ctx};
 use backwave::store::{RequeueCheck, RequeuePlan, RequeueResult};
 use backwave::{JobId, JobState};
 
-/// Requeue jobs with a fresh attempt budget: by id, or every match of `--state` and filters.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

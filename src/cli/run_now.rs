@@ -17,8 +17,6 @@ use super::{exit, CliError, Ctx};
 use backwave::store::{RunNowPlan, RunNowResult};
 use backwave::JobState;
 
-/// Make Scheduled jobs due now, attempt and budget untouched: by id, or every match of the
-/// filters (needs operate).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

@@ -14,7 +14,6 @@ use super::{exit, parse_duration, CliError, Ctx};
 use backwave::store::{ScheduleInfo, SchedulePauseResult, ScheduleResumeResult};
 use backwave::{JobState, Millis};
 
-/// Every recurring schedule: cron, zone, next fire, last fire and its job, paused, orphaned.
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {}
 

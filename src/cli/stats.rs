@@ -16,7 +16,6 @@ use super::{CliError, Ctx};
 use backwave::store::{CauseGroup, QuarantineGroup, QueueLatency, StateCounts};
 use backwave::JobState;
 
-/// Counts by state and queue, queue latency, top dead-letter causes, quarantines, pauses, limits.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many dead-letter cause groups to show.

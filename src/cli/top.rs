@@ -7,8 +7,6 @@ use std::time::Duration;
 use super::{parse_duration, CliError, Ctx};
 use crate::tui::{App, Config};
 
-/// The live dashboard: what is failing now, Dead-Lettered apart from Quarantined, and requeue,
-/// cancel and reveal without retyping ids. Press ? inside for every key.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How often to refresh.

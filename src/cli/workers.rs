@@ -14,8 +14,6 @@ use super::{CliError, Ctx};
 use backwave::store::{WorkerSelector, WorkerState};
 use backwave::WorkerInfo;
 
-/// Live and stale workers: group, host, pid, state (running, quiet, stopping) and what each
-/// still runs, wire names, last heartbeat.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(subcommand)]

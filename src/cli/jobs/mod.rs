@@ -26,7 +26,8 @@ pub enum Command {
     Edit(edit::Args),
 }
 
-/// Which jobs: shared by `jobs list` and the bulk `requeue`.
+// Which jobs: shared by `jobs list` and the bulk `requeue`. (A plain comment: clap would take
+// a doc comment here for the description of each command that flattens these flags.)
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FilterArgs {
     /// Only jobs in this state (repeat or comma-separate for several): scheduled, running,
