@@ -192,13 +192,16 @@ impl Store {
         if force {
             return Ok(true);
         }
-        let now = self.now();
-        let decide =
-            |read: &mut dyn PauseRead| decide_name_action(read, action, actor, kind, name, Some((until, now)), false);
+        let decide = |read: &mut dyn PauseRead, now: Millis| {
+            decide_name_action(read, action, actor, kind, name, Some((until, now)), false)
+        };
         match &self.backend {
-            Backend::Sqlite(s) => s.read(|c| decide(&mut { c })),
+            Backend::Sqlite(s) => s.read(|c| decide(&mut { c }, s.now())),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.read(|tx| decide(tx)),
+            Backend::Postgres(p) => p.read(|tx| {
+                let now = tx.now()?;
+                decide(tx, now)
+            }),
         }?;
         Ok(true)
     }
