@@ -303,6 +303,9 @@ forward! {
     /// lines, PostgreSQL's `EXPLAIN`.
     pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>>;
     #[doc(hidden)]
+    /// The plan of [`Store::list_jobs`]'s statement for the first page of `limit` of `filter`.
+    pub fn explain_list_jobs(&self, filter: &JobFilter, limit: usize) -> Result<Vec<String>>;
+    #[doc(hidden)]
     /// Run one statement of SQL text with `params` outside any library check: the rows changed.
     pub fn raw_execute(&self, sql: &str, params: &[RawValue]) -> Result<usize>;
     #[doc(hidden)]

@@ -34,6 +34,17 @@ impl JobFilter {
         JobFilter { states: vec![state], ..Default::default() }
     }
 
+    /// The one state and the partial index of a filter that names one failure group: a
+    /// dead-letter cause (`jobs_dead_causes`) or a quarantine reason (`jobs_quarantine`) of one
+    /// wire name. Their index ranges hold the group's jobs in `finished_at` order.
+    pub(crate) fn failure_group(&self) -> Option<(JobState, &'static str)> {
+        match (self.states.as_slice(), &self.wire_name, &self.fingerprint, &self.quarantine_reason) {
+            ([JobState::DeadLettered], Some(_), Some(_), _) => Some((JobState::DeadLettered, "jobs_dead_causes")),
+            ([JobState::Quarantined], Some(_), _, Some(_)) => Some((JobState::Quarantined, "jobs_quarantine")),
+            _ => None,
+        }
+    }
+
     /// The order a listing of this filter follows.
     pub fn order(&self) -> SortOrder {
         if !self.states.is_empty() && self.states.iter().all(|s| s.is_terminal()) {
@@ -195,14 +206,34 @@ pub(crate) fn page_statement<D: Dialect>(
     let order = filter.order();
     let mut predicates = filter.predicates();
     predicates.extend(after.map(|c| order.after(c)));
+    let (limit, offset) = (limit.saturating_add(1).min(i64::MAX as usize), offset.unwrap_or(0).min(i64::MAX as u64));
+    if let Some((state, group_index)) = filter.failure_group().filter(|_| D::has(Index::FailedList)) {
+        // One failure group (a dead-letter cause or a quarantine reason of one wire name),
+        // where the dialect has `jobs_failed_list`: the page's keys come from the group's own
+        // index range (`jobs_dead_causes`, `jobs_quarantine`: already in `finished_at` order,
+        // and only the id, the row's first column, is read from the table), and its columns
+        // from `jobs_failed_list`, which holds them all. Read from `jobs_failed_list` alone, a
+        // small group's page walked every failed job newest first (12-26 ms on 1,000,000 jobs,
+        // on every refresh of `bw top`'s group view); from the group's index alone, it walked
+        // each row's payload overflow pages to reach the columns after it (25 ms for 50 jobs
+        // of 1 MiB).
+        predicates.retain(|p| !matches!(p, Predicate::ForIndex(..)));
+        let w = render::<D>(&predicates, 1);
+        let outer = render::<D>(
+            &[Predicate::StateIn(vec![state]), Predicate::StateIn(vec![JobState::DeadLettered, JobState::Quarantined])],
+            1,
+        );
+        let order_by = order.order_by();
+        let sql = format!(
+            "SELECT {columns} FROM jobs INDEXED BY jobs_failed_list WHERE {} AND (finished_at, id) IN (
+                 SELECT finished_at, id FROM jobs INDEXED BY {group_index} WHERE {} {order_by} LIMIT {limit} OFFSET {offset}
+             ) {order_by}",
+            outer.sql, w.sql
+        );
+        return Where { sql, args: w.args };
+    }
     let w = render::<D>(&predicates, 1);
-    let sql = format!(
-        "SELECT {columns} FROM jobs WHERE {} {} LIMIT {} OFFSET {}",
-        w.sql,
-        order.order_by(),
-        limit.saturating_add(1).min(i64::MAX as usize),
-        offset.unwrap_or(0).min(i64::MAX as u64)
-    );
+    let sql = format!("SELECT {columns} FROM jobs WHERE {} {} LIMIT {limit} OFFSET {offset}", w.sql, order.order_by());
     Where { sql, args: w.args }
 }
 

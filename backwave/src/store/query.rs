@@ -191,6 +191,11 @@ impl SqliteStore {
         count_with(&self.conn, filter)
     }
 
+    pub fn explain_list_jobs(&self, filter: &JobFilter, limit: usize) -> Result<Vec<String>> {
+        let page = page_statement::<Sqlite>(filter, LISTED_JOB_COLUMNS, limit, Some(0), None);
+        self.explain(&page.sql, &values(page.args).into_iter().map(super::raw::RawValue::from).collect::<Vec<_>>())
+    }
+
     pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
         let (clause, args) = filter.where_clause();
         self.explain(&count_sql(&clause), &args.into_iter().map(super::raw::RawValue::from).collect::<Vec<_>>())

@@ -98,6 +98,13 @@ impl PgStore {
         self.read(|tx| count_with(tx, filter))
     }
 
+    pub fn explain_list_jobs(&self, filter: &JobFilter, limit: usize) -> Result<Vec<String>> {
+        let page: Where = page_statement::<Postgres>(filter, LISTED_JOB_COLUMNS, limit, Some(0), None).into();
+        self.read(|tx| {
+            tx.query(&format!("EXPLAIN {}", page.sql), &page.params(&[]))?.iter().map(|r| Ok(r.try_get(0)?)).collect()
+        })
+    }
+
     pub fn explain_count_jobs(&self, filter: &JobFilter) -> Result<Vec<String>> {
         let clause = where_clause(filter, 1);
         self.read(|tx| {
