@@ -130,6 +130,10 @@ impl fmt::Display for JobState {
 impl FromStr for JobState {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
+        // The exact spelling first (every stored row, most input): no copy.
+        if let Some(state) = JobState::ALL.into_iter().find(|st| st.as_str() == s) {
+            return Ok(state);
+        }
         let norm = s.trim().to_ascii_lowercase().replace(['_', ' '], "-");
         JobState::ALL
             .into_iter()

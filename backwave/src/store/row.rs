@@ -54,9 +54,9 @@ pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
         xid: 0,
         job_id: parse_id(r, 1)?,
         at: r.get(2)?,
-        from: match r.get::<_, Option<String>>(3)? {
-            Some(_) => Some(parse_state(r, 3)?),
-            None => None,
+        from: match r.get_ref(3)? {
+            ValueRef::Null => None,
+            _ => Some(parse_state(r, 3)?),
         },
         to: parse_state(r, 4)?,
         attempt: r.get(5)?,
@@ -68,9 +68,19 @@ pub(crate) fn transition_from_row(r: &Row<'_>) -> rusqlite::Result<Transition> {
 }
 
 pub(crate) fn parse_id(r: &Row<'_>, i: usize) -> rusqlite::Result<JobId> {
-    let s: String = r.get(i)?;
-    s.parse::<JobId>()
+    with_text(r, i, |s| s.parse::<JobId>())?
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+/// `f` of column `i`'s text, read in place (ids and states of every listed row and log entry);
+/// a value that is not UTF-8 text fails as reading it into a `String` does.
+fn with_text<T>(r: &Row<'_>, i: usize, f: impl FnOnce(&str) -> T) -> rusqlite::Result<T> {
+    if let ValueRef::Text(t) = r.get_ref(i)? {
+        if let Ok(s) = std::str::from_utf8(t) {
+            return Ok(f(s));
+        }
+    }
+    r.get::<_, String>(i).map(|s| f(&s))
 }
 
 /// `max_attempts`, which the schema bounds only below: another program's "unlimited" (say
@@ -88,8 +98,7 @@ pub(crate) fn parse_budget(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<u32
 }
 
 pub(crate) fn parse_state(r: &Row<'_>, i: usize) -> rusqlite::Result<JobState> {
-    let s: String = r.get(i)?;
-    s.parse::<JobState>()
+    with_text(r, i, |s| s.parse::<JobState>())?
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
 }
 
