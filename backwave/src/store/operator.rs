@@ -173,19 +173,29 @@ impl SqliteStore {
 /// quarantined name behind 80,000 dead-lettered jobs: 1.3 s of picking for 3,000 jobs); the
 /// covering index tests the filter's columns in place. A requeue's scope (`requeue_scope`) is
 /// Dead-Lettered and Quarantined jobs only, which always renders that index's condition.
+/// A filter naming one failure group (`bw top`'s requeue of a cause group) reads the group's
+/// own index range instead: through `jobs_failed_list` each batch walked the failed jobs ahead
+/// of the group's (197 ms a batch on 1,000,000 jobs, inside the write transaction).
 fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
-    let (clause, mut args) = filter.where_clause();
-    args.push(rusqlite::types::Value::Integer(BULK_BATCH as i64));
-    let sql = format!(
-        "SELECT id FROM jobs INDEXED BY jobs_failed_list WHERE {clause} AND (unique_key IS NULL OR NOT EXISTS (
-             SELECT 1 FROM jobs h WHERE h.unique_key = jobs.unique_key AND h.unique_window = jobs.unique_window
-             AND h.id <> jobs.id AND {})) LIMIT ?",
-        unique::holds("h")
-    );
+    let (sql, args) = requeue_picker(filter);
     Ok(tx
         .prepare_cached(&sql)?
         .query_map(rusqlite::params_from_iter(args), |r| parse_id(r, 0))?
         .collect::<Result<_, _>>()?)
+}
+
+/// The statement and values of [`requeueable_ids`].
+fn requeue_picker(filter: &JobFilter) -> (String, Vec<rusqlite::types::Value>) {
+    let (clause, mut args) = filter.where_clause();
+    args.push(rusqlite::types::Value::Integer(BULK_BATCH as i64));
+    let index = filter.failure_group().map_or("jobs_failed_list", |(_, group_index)| group_index);
+    let sql = format!(
+        "SELECT id FROM jobs INDEXED BY {index} WHERE {clause} AND (unique_key IS NULL OR NOT EXISTS (
+             SELECT 1 FROM jobs h WHERE h.unique_key = jobs.unique_key AND h.unique_window = jobs.unique_window
+             AND h.id <> jobs.id AND {})) LIMIT ?",
+        unique::holds("h")
+    );
+    (sql, args)
 }
 
 /// The log entries of a bulk requeue's batch: `?1` the batch's ids as a JSON array, `?2` now,
@@ -433,5 +443,37 @@ impl RepairTx for SqliteOps<'_> {
     fn delete_job(&mut self, id: JobId) -> Result<()> {
         self.c.prepare_cached("DELETE FROM jobs WHERE id = ?1")?.execute([id.to_string()])?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobState, QuarantineReason};
+
+    fn plan(filter: &JobFilter) -> Vec<String> {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(crate::store::SCHEMA_SQL).unwrap();
+        let (sql, args) = requeue_picker(&crate::store::preview::requeue_scope(filter, 1_000));
+        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    }
+
+    #[test]
+    fn a_requeue_of_one_failure_group_picks_its_batches_from_the_groups_own_index() {
+        let dead = JobFilter { wire_name: Some("w".into()), ..JobFilter::state(JobState::DeadLettered) };
+        let cause = JobFilter { fingerprint: Some("boom".into()), ..dead.clone() };
+        let p = plan(&cause);
+        assert!(p.iter().any(|l| l.contains("jobs_dead_causes (wire_name=? AND cause_fingerprint=?")), "{p:?}");
+        let quarantined = JobFilter { wire_name: Some("w".into()), ..JobFilter::state(JobState::Quarantined) };
+        let reason = JobFilter { quarantine_reason: Some(QuarantineReason::NoHandler), ..quarantined };
+        let p = plan(&reason);
+        assert!(p.iter().any(|l| l.contains("jobs_quarantine (wire_name=? AND quarantine_reason=?")), "{p:?}");
+        // Any other filter: the covering list of every failed job, as before.
+        for other in [dead, JobFilter::default()] {
+            let p = plan(&other);
+            assert!(p.iter().any(|l| l.contains("jobs_failed_list")), "{p:?}");
+        }
     }
 }
