@@ -270,3 +270,65 @@ both_backends! {
         }
     }
 }
+
+both_backends! {
+    /// A bulk requeue of one failed state and one wire name, or of one cause group, takes its
+    /// batches from the name's own index range on SQLite: it requeues exactly the matching jobs,
+    /// over several batches, and leaves the others of the state, the name and the group alone.
+    fn a_bulk_requeue_of_one_wire_name_or_cause_group_requeues_exactly_its_jobs() {
+        use backwave::store::{Completion, JobFilter};
+        use backwave::NewJob;
+        let fx = Fixture::new();
+        // 1,300 jobs over three batches of 500: "a" quarantined (1,000) and dead-lettered by two
+        // causes (150 + 50), "b" quarantined and dead-lettered (50 each).
+        let names = |i: usize| if i < 1250 { "a" } else { "b" };
+        let jobs: Vec<NewJob> = (0..1300).map(|i| NewJob::new(names(i), "q", vec![])).collect();
+        fx.store.enqueue_many(&jobs).unwrap();
+        let claimed = fx.claim_as(crate::store::WORKER, "q", 1300, &policy(1, Duration::from_secs(1)));
+        assert_eq!(claimed.len(), 1300);
+        let outcome = |wire_name: &str, i: usize| match (wire_name, i % 26) {
+            ("a", 0..=2) => failed("disk full"),
+            ("a", 3) => failed("boom"),
+            ("a", _) => Outcome::Quarantined { reason: QuarantineReason::NoHandler, cause: "nobody handles a".into() },
+            (_, n) if n % 2 == 0 => failed("boom"),
+            _ => Outcome::Quarantined { reason: QuarantineReason::NoHandler, cause: "nobody handles b".into() },
+        };
+        let ends: Vec<Completion> = claimed
+            .iter()
+            .enumerate()
+            .map(|(i, j)| Completion {
+                job_id: j.id,
+                worker_id: crate::store::WORKER.into(),
+                attempt: j.attempt,
+                outcome: outcome(&j.wire_name, i),
+            })
+            .collect();
+        fx.store.complete_many(&ends).unwrap();
+        let count = |state: JobState, wire_name: &str| {
+            let f = JobFilter { wire_name: Some(wire_name.into()), ..JobFilter::state(state) };
+            fx.store.count_jobs(&f).unwrap()
+        };
+        let (a_quarantined, a_dead) = (count(JobState::Quarantined, "a"), count(JobState::DeadLettered, "a"));
+        assert_eq!(a_quarantined + a_dead, 1250);
+        assert!(a_quarantined > 1000, "{a_quarantined}");
+        let (b_quarantined, b_dead) = (count(JobState::Quarantined, "b"), count(JobState::DeadLettered, "b"));
+
+        let name = JobFilter { wire_name: Some("a".into()), ..JobFilter::state(JobState::Quarantined) };
+        assert_eq!(fx.store.requeue_matching(ADMIN, &name, |_| {}).unwrap(), a_quarantined);
+        assert_eq!(count(JobState::Quarantined, "a"), 0);
+        assert_eq!(count(JobState::Scheduled, "a"), a_quarantined);
+        assert_eq!((count(JobState::DeadLettered, "a"), count(JobState::Quarantined, "b")), (a_dead, b_quarantined));
+
+        let disk_full = JobFilter {
+            wire_name: Some("a".into()),
+            fingerprint: Some("disk full".into()),
+            ..JobFilter::state(JobState::DeadLettered)
+        };
+        let in_group = fx.store.count_jobs(&disk_full).unwrap();
+        assert!(in_group > 0 && in_group < a_dead, "{in_group} of {a_dead}");
+        assert_eq!(fx.store.requeue_matching(ADMIN, &disk_full, |_| {}).unwrap(), in_group);
+        assert_eq!(count(JobState::DeadLettered, "a"), a_dead - in_group, "the other cause stays");
+        assert_eq!(count(JobState::DeadLettered, "b"), b_dead, "the same cause of another name stays");
+        fx.assert_sound();
+    }
+}

@@ -38,9 +38,22 @@ impl JobFilter {
     /// dead-letter cause (`jobs_dead_causes`) or a quarantine reason (`jobs_quarantine`) of one
     /// wire name. Their index ranges hold the group's jobs in `finished_at` order.
     pub(crate) fn failure_group(&self) -> Option<(JobState, &'static str)> {
-        match (self.states.as_slice(), &self.wire_name, &self.fingerprint, &self.quarantine_reason) {
-            ([JobState::DeadLettered], Some(_), Some(_), _) => Some((JobState::DeadLettered, "jobs_dead_causes")),
-            ([JobState::Quarantined], Some(_), _, Some(_)) => Some((JobState::Quarantined, "jobs_quarantine")),
+        let index = self.failed_name_index()?;
+        match (self.states.as_slice(), &self.fingerprint, &self.quarantine_reason) {
+            ([JobState::DeadLettered], Some(_), _) | ([JobState::Quarantined], _, Some(_)) => {
+                Some((self.states[0], index))
+            }
+            _ => None,
+        }
+    }
+
+    /// The partial index over one failed state that leads with the wire name, for a filter of
+    /// that state and one wire name: its range holds exactly the name's jobs in that state (in
+    /// `finished_at` order only within one cause or reason).
+    pub(crate) fn failed_name_index(&self) -> Option<&'static str> {
+        match (self.states.as_slice(), &self.wire_name) {
+            ([JobState::DeadLettered], Some(_)) => Some("jobs_dead_causes"),
+            ([JobState::Quarantined], Some(_)) => Some("jobs_quarantine"),
             _ => None,
         }
     }
