@@ -329,6 +329,11 @@ both_backends! {
         assert_eq!(fx.store.requeue_matching(ADMIN, &disk_full, |_| {}).unwrap(), in_group);
         assert_eq!(count(JobState::DeadLettered, "a"), a_dead - in_group, "the other cause stays");
         assert_eq!(count(JobState::DeadLettered, "b"), b_dead, "the same cause of another name stays");
+        // A wire name over both failed states.
+        let b = JobFilter { wire_name: Some("b".into()), ..JobFilter::default() };
+        assert_eq!(fx.store.requeue_matching(ADMIN, &b, |_| {}).unwrap(), b_dead + b_quarantined);
+        assert_eq!(count(JobState::Scheduled, "b"), b_dead + b_quarantined);
+        assert_eq!(count(JobState::DeadLettered, "a"), a_dead - in_group);
         fx.assert_sound();
     }
 }
