@@ -177,9 +177,9 @@ impl SqliteStore {
 /// W` once W has a handler again, or `bw top`'s requeue of a cause group) reads the name's own
 /// range of `jobs_dead_causes` / `jobs_quarantine` instead: through `jobs_failed_list` each
 /// batch walked the failed jobs ahead of the name's (a name or cause of 3,000 jobs among
-/// 1,000,000: 6-46 ms a batch against 2-3 ms, inside the write transaction). A batch takes any of the matching jobs: no order to keep.
-/// A wire name over both failed states is picked one state at a time, so that each reads its
-/// own index.
+/// 1,000,000: 6-46 ms a batch against 2-3 ms, inside the write transaction). A batch takes any
+/// of the matching jobs: there is no order to keep. A wire name over both failed states is
+/// picked one state at a time, so that each reads its own index.
 fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
     let pick = |filter: &JobFilter, limit: usize| -> Result<Vec<JobId>> {
         let (sql, args) = requeue_picker(filter, limit);
