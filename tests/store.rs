@@ -119,6 +119,22 @@ impl Fixture {
         self.report_as(job.lease_owner.as_deref().unwrap(), job.id, job.attempt, outcome)
     }
 
+    /// End the claimed `jobs` in one batch, as [`Fixture::report`] ends one: job `i` with
+    /// `outcome(i, job)`.
+    pub fn report_all(&self, jobs: &[Job], outcome: impl Fn(usize, &Job) -> Outcome) {
+        let ends: Vec<Completion> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| Completion {
+                job_id: j.id,
+                worker_id: j.lease_owner.clone().unwrap(),
+                attempt: j.attempt,
+                outcome: outcome(i, j),
+            })
+            .collect();
+        self.store.complete_many(&ends).unwrap();
+    }
+
     pub fn report_as(&self, worker: &str, id: JobId, attempt: u32, outcome: Outcome) -> Fenced {
         self.store.complete(&Completion { job_id: id, worker_id: worker.to_string(), attempt, outcome }).unwrap()
     }

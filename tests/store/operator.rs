@@ -276,7 +276,7 @@ both_backends! {
     /// batches from the name's own index range on SQLite: it requeues exactly the matching jobs,
     /// over several batches, and leaves the others of the state, the name and the group alone.
     fn a_bulk_requeue_of_one_wire_name_or_cause_group_requeues_exactly_its_jobs() {
-        use backwave::store::{Completion, JobFilter};
+        use backwave::store::JobFilter;
         use backwave::NewJob;
         let fx = Fixture::new();
         // 1,300 jobs over three batches of 500: "a" quarantined (1,000) and dead-lettered by two
@@ -293,17 +293,7 @@ both_backends! {
             (_, n) if n % 2 == 0 => failed("boom"),
             _ => Outcome::Quarantined { reason: QuarantineReason::NoHandler, cause: "nobody handles b".into() },
         };
-        let ends: Vec<Completion> = claimed
-            .iter()
-            .enumerate()
-            .map(|(i, j)| Completion {
-                job_id: j.id,
-                worker_id: crate::store::WORKER.into(),
-                attempt: j.attempt,
-                outcome: outcome(&j.wire_name, i),
-            })
-            .collect();
-        fx.store.complete_many(&ends).unwrap();
+        fx.report_all(&claimed, |i, j| outcome(&j.wire_name, i));
         let count = |state: JobState, wire_name: &str| {
             let f = JobFilter { wire_name: Some(wire_name.into()), ..JobFilter::state(state) };
             fx.store.count_jobs(&f).unwrap()

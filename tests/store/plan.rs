@@ -1,7 +1,7 @@
 //! The claim query stays fast on a big backlog: it runs on the `(queue, due_at)` partial index
 //! over scheduled jobs and stops at the first job due in the future, however many wait behind it.
 
-use backwave::store::{Completion, CLAIM_SQL, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
+use backwave::store::{CLAIM_SQL, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
 use backwave::{JobState, NewJob};
 
 use super::{failed, policy, Fixture, T0, WORKER};
@@ -67,11 +67,7 @@ fn regression_a_bulk_requeue_batch_reads_its_own_jobs_not_every_failed_one() {
     let jobs: Vec<NewJob> = (0..3000).map(|_| NewJob::new("w", "q", vec![])).collect();
     fx.store.enqueue_many(&jobs).unwrap();
     let claimed = fx.claim_as(WORKER, "q", 3000, &policy(1, std::time::Duration::from_secs(1)));
-    let ends: Vec<Completion> = claimed
-        .iter()
-        .map(|j| Completion { job_id: j.id, worker_id: WORKER.into(), attempt: j.attempt, outcome: failed("boom") })
-        .collect();
-    fx.store.complete_many(&ends).unwrap();
+    fx.report_all(&claimed, |_, _| failed("boom"));
     assert_eq!(fx.job(claimed[0].id).state, JobState::DeadLettered);
 
     let batch = format!("[\"{}\",\"{}\"]", claimed[10].id, claimed[2000].id);
@@ -144,12 +140,7 @@ fn a_failure_groups_page_takes_its_range_of_the_groups_index_and_its_columns_fro
         9 => Outcome::Quarantined { reason: QuarantineReason::NoHandler, cause: "nobody handles w".into() },
         _ => failed("boom"),
     };
-    let ends: Vec<Completion> = claimed
-        .iter()
-        .enumerate()
-        .map(|(i, j)| Completion { job_id: j.id, worker_id: WORKER.into(), attempt: j.attempt, outcome: outcome(i) })
-        .collect();
-    fx.store.complete_many(&ends).unwrap();
+    fx.report_all(&claimed, |i, _| outcome(i));
 
     let dead = JobFilter { wire_name: Some("w".into()), ..JobFilter::state(JobState::DeadLettered) };
     let quarantined = JobFilter { wire_name: Some("w".into()), ..JobFilter::state(JobState::Quarantined) };

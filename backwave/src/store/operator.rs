@@ -192,8 +192,10 @@ fn requeueable_ids(tx: &Connection, filter: &JobFilter) -> Result<Vec<JobId>> {
         return pick(filter, BULK_BATCH);
     }
     let mut ids = Vec::new();
-    for state in &filter.states {
-        let one = JobFilter { states: vec![*state], ..filter.clone() };
+    // Each state once, whatever the filter repeats (`--state dead-lettered,dead-lettered`).
+    let states = [JobState::DeadLettered, JobState::Quarantined].into_iter().filter(|s| filter.states.contains(s));
+    for state in states {
+        let one = JobFilter { states: vec![state], ..filter.clone() };
         ids.extend(pick(&one, BULK_BATCH - ids.len())?);
         if ids.len() == BULK_BATCH {
             break;
