@@ -472,11 +472,12 @@ impl Store {
         until: Option<Millis>,
         force: bool,
     ) -> Result<LimitResult> {
-        let checked = self.check_name_first(NameAction::Limit, actor, kind, name, until, force)?;
+        self.check_name_first(NameAction::Limit, actor, kind, name, until, force)?;
         self.names_write(|names| {
             let tx = names.limits();
             let now = tx.now()?;
-            decide_name_action(&mut *tx, NameAction::Limit, actor, kind, name, Some((until, now)), checked)?;
+            // `true`: the name was checked (or forced) above, outside the write lock.
+            decide_name_action(&mut *tx, NameAction::Limit, actor, kind, name, Some((until, now)), true)?;
             tx.lock_name(kind, name)?;
             let previous = tx
                 .rows(now)?

@@ -142,11 +142,12 @@ impl Store {
         until: Option<Millis>,
         force: bool,
     ) -> Result<PauseResult> {
-        let checked = self.check_name_first(NameAction::Pause, actor, kind, name, until, force)?;
+        self.check_name_first(NameAction::Pause, actor, kind, name, until, force)?;
         self.names_write(|names| {
             let tx = names.pauses();
             let now = tx.now()?;
-            decide_name_action(&mut *tx, NameAction::Pause, actor, kind, name, Some((until, now)), checked)?;
+            // `true`: the name was checked (or forced) above, outside the write lock.
+            decide_name_action(&mut *tx, NameAction::Pause, actor, kind, name, Some((until, now)), true)?;
             tx.lock_name(kind, name)?;
             let previous = tx.pause_in_force(kind, name, now)?;
             tx.set_pause(kind, name, actor, now, until)?;
@@ -177,9 +178,9 @@ impl Store {
     /// [`decide_name_action`] in a read transaction, ahead of the write of a pause or a limit:
     /// whether a wire name is known is a scan of every job when it is not (the typo case), and
     /// on SQLite that scan inside the write transaction held every worker's claims and
-    /// completions for its length (160-175 ms at 1,000,000 jobs). `Ok(true)`: the write may skip
-    /// the known-name check (`force`, or the name was found); the write still decides
-    /// everything else in its own transaction, in the same order.
+    /// completions for its length (160-175 ms at 1,000,000 jobs). Once this passes (or with
+    /// `force`, which skips it), the write skips the known-name check and decides everything
+    /// else in its own transaction, in the same order.
     pub(crate) fn check_name_first(
         &self,
         action: NameAction,
@@ -188,9 +189,9 @@ impl Store {
         name: &str,
         until: Option<Millis>,
         force: bool,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         if force {
-            return Ok(true);
+            return Ok(());
         }
         let decide = |read: &mut dyn PauseRead, now: Millis| {
             decide_name_action(read, action, actor, kind, name, Some((until, now)), false)
@@ -202,8 +203,7 @@ impl Store {
                 let now = tx.now()?;
                 decide(tx, now)
             }),
-        }?;
-        Ok(true)
+        }
     }
 
     /// Run `f` in one write transaction of this store's backend, for a pause or a limit.
