@@ -9,10 +9,10 @@
 //! fenced completion of the whole batch in one statement, without the engine's bookkeeping.
 
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use backwave::engine::Engine;
-use backwave::{JobState, Store};
+use backwave::Store;
 
 use super::{enqueue, registry, Settings};
 
@@ -115,17 +115,13 @@ fn drain(url: &str, store: &Store, n: usize, workers: usize) -> f64 {
                 .expect("start a worker process")
         })
         .collect();
-    loop {
-        if store.counts().expect("counts").total(JobState::Succeeded) >= n as u64 {
-            break;
-        }
+    super::wait_for_successes(store, n, start, || {
         for c in &mut children {
             if let Some(status) = c.try_wait().unwrap() {
                 panic!("a worker process exited mid-drain: {status}");
             }
         }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    });
     let rate = n as f64 / start.elapsed().as_secs_f64();
     for mut c in children {
         let _ = c.kill();
