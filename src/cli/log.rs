@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::jobs::{detail_marker, transition_text, write_detail};
 use super::json::LogEntryJson;
-use super::output::{clock_time, sanitize, Printer, Render, Style, Term};
+use super::output::{sanitize, Printer, Render, Style, Term};
 use super::{parse_state, CliError, Ctx};
 use backwave::store::LogFilter;
 use backwave::{DetailStatus, Error, FailureDetail, JobId, JobState, Permission, Store, Transition};
@@ -245,7 +245,7 @@ impl<'a> Layout<'a> {
         let mut l = Layout { store, dated, last_day: None, wire_width: "WIRE NAME".len(), wire_names: HashMap::new() };
         l.learn(first.iter().map(|t| t.job_id))?;
         for t in first {
-            let w = crate::text::width(&sanitize(&l.wire_name(t.job_id)));
+            let w = crate::text::width(&sanitize(l.wire_name(t.job_id)));
             l.wire_width = l.wire_width.max(w.min(24));
         }
         Ok(l)
@@ -272,23 +272,26 @@ impl<'a> Layout<'a> {
     }
 
     /// The wire name of `job`, as [`Layout::learn`] read it.
-    fn wire_name(&self, job: JobId) -> String {
-        self.wire_names.get(&job).cloned().unwrap_or_default()
+    fn wire_name(&self, job: JobId) -> &str {
+        self.wire_names.get(&job).map_or("", String::as_str)
     }
 
-    fn time(&mut self, at: backwave::Millis) -> String {
+    /// Append the TIME column of an entry at `at` to `line`: the clock time (UTC), dated once
+    /// the entries span days.
+    fn push_time(&mut self, line: &mut String, at: backwave::Millis) {
         let day = at.div_euclid(DAY_MS);
         // A follow that crosses midnight dates every line from then on.
         if self.last_day.is_some_and(|d| d != day) {
             self.dated = true;
         }
         self.last_day = Some(day);
+        // `2026-11-30T14:02:12.301Z`: the date is its first 10 characters, the clock 11..23.
         let full = crate::text::rfc3339(at);
         if self.dated {
-            format!("{} {}", full.get(..10).unwrap_or(&full), clock_time(at))
-        } else {
-            clock_time(at)
+            line.push_str(full.get(..10).unwrap_or(&full));
+            line.push(' ');
         }
+        line.push_str(full.get(11..23).unwrap_or(&full));
     }
 
     fn time_width(&self) -> usize {
@@ -353,13 +356,18 @@ fn write_entries(
     term: &Term,
     layout: &mut Layout<'_>,
 ) -> io::Result<()> {
+    use std::fmt::Write as _;
     layout.learn(entries.iter().map(|(t, _)| t.job_id)).map_err(io::Error::other)?;
+    // One buffer for every line (`bw log tail` prints hundreds, `--follow` without end).
+    let mut line = String::with_capacity(160);
     for (t, detail) in entries {
-        let wire = layout.wire_name(t.job_id);
-        let wire = sanitize(&wire);
-        let mut line = format!(
-            "{}  {:<8}  {:<ww$}  {:<27}  {:<7}",
-            layout.time(t.at),
+        line.clear();
+        layout.push_time(&mut line, t.at);
+        let wire = sanitize(layout.wire_name(t.job_id));
+        // Writing to a String cannot fail.
+        let _ = write!(
+            line,
+            "  {:<8}  {:<ww$}  {:<27}  {:<7}",
             t.job_id.short(),
             super::output::truncate(&wire, layout.wire_width),
             transition_text(t.from, t.to),
@@ -367,28 +375,34 @@ fn write_entries(
             ww = layout.wire_width
         );
         if let Some(a) = &t.actor {
-            line.push_str(&format!("  by {}", sanitize(a)));
+            line.push_str("  by ");
+            line.push_str(&sanitize(a));
         } else if let Some(w) = &t.worker_id {
-            line.push_str(&format!("  worker {}", sanitize(w)));
+            line.push_str("  worker ");
+            line.push_str(&sanitize(w));
         }
         if let Some(r) = &t.reason {
-            line.push_str(&format!("  {}", sanitize(r)));
+            line.push_str("  ");
+            line.push_str(&sanitize(r));
         }
-        let marker = if detail.is_some() { String::new() } else { detail_marker(&t.detail) };
-        if !marker.is_empty() {
-            line.push_str(&format!("  {marker}"));
+        if detail.is_none() {
+            let marker = detail_marker(&t.detail);
+            if !marker.is_empty() {
+                line.push_str("  ");
+                line.push_str(&marker);
+            }
         }
-        let line = line.trim_end();
-        let line = match term.width {
-            Some(w) => super::output::truncate(line, w).into_owned(),
-            None => line.to_string(),
+        let trimmed = line.trim_end();
+        let shown = match term.width {
+            Some(w) => super::output::truncate(trimmed, w),
+            None => std::borrow::Cow::Borrowed(trimmed),
         };
         let style = match t.to {
             JobState::DeadLettered => Style::Red,
             JobState::Quarantined => Style::Yellow,
             _ => Style::Plain,
         };
-        writeln!(out, "{}", style.paint(&line, term.color))?;
+        writeln!(out, "{}", style.painted(&shown, term.color))?;
         if let Some(d) = detail {
             write_detail(out, "  failure detail:", d)?;
         }

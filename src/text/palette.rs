@@ -36,9 +36,26 @@ impl Tone {
 
     /// `text` in this tone as ANSI when colour is on, else unchanged.
     pub fn paint(self, text: &str, color: bool) -> String {
-        match (color, self.sgr()) {
-            (true, Some(code)) => format!("\x1b[{code}m{text}\x1b[0m"),
-            _ => text.to_string(),
+        self.painted(text, color).to_string()
+    }
+
+    /// [`Tone::paint`] without a copy: written straight into a line (`bw log tail`).
+    pub fn painted(self, text: &str, color: bool) -> Painted<'_> {
+        Painted { code: if color { self.sgr() } else { None }, text }
+    }
+}
+
+/// `text` as [`Tone::painted`] shows it.
+pub struct Painted<'a> {
+    code: Option<&'static str>,
+    text: &'a str,
+}
+
+impl std::fmt::Display for Painted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.code {
+            Some(code) => write!(f, "\x1b[{code}m{}\x1b[0m", self.text),
+            None => f.write_str(self.text),
         }
     }
 }
