@@ -599,10 +599,18 @@ fn a_server_error_quotes_the_servers_message_and_sqlstate_not_db_error() {
     let out = waiting.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
+    // The server sends its reason (FATAL 57P01) and closes the socket. When the client reads
+    // both at once, as it does on a loaded machine (12 runs in 15 beside three busy loops), the
+    // `postgres` crate's blocking client returns the connection's end and drops the reason;
+    // `bw` then says who may have ended it, never the driver's bare "connection closed".
     assert!(
-        stderr.contains("terminating connection due to administrator command (SQLSTATE 57P01)"),
+        stderr.contains("terminating connection due to administrator command (SQLSTATE 57P01)")
+            || stderr.contains(
+                "the server closed the connection (an administrator, a restart or a failover: the server's log says which)"
+            ),
         "the server's message and SQLSTATE are not quoted: {stderr}"
     );
+    assert!(!stderr.contains("db error") && !stderr.contains("error: connection closed"), "{stderr}");
     tx.rollback().unwrap();
 }
 

@@ -51,6 +51,15 @@ impl std::fmt::Display for PgError {
             }
             return Ok(());
         }
+        if self.0.is_closed() {
+            // The server ended the session. Its reason (a FATAL message such as 57P01) is lost
+            // when it arrives together with the end of the connection: the `postgres` crate's
+            // blocking client then returns the end before the query that holds the reason
+            // (`Connection::poll_block_on` in postgres 0.19), as it does on a loaded machine.
+            return f.write_str(
+                "the server closed the connection (an administrator, a restart or a failover: the server's log says which)",
+            );
+        }
         write!(f, "{}", self.0)?;
         let mut source = std::error::Error::source(&self.0);
         while let Some(s) = source {
