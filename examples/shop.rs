@@ -78,6 +78,11 @@ async fn main() -> Result<(), BoxError> {
     let workers = tokio::task::spawn_blocking(move || engine.start()).await??;
 
     let listener = TcpListener::bind(&addr).await?;
+    // One Ctrl-C listener for the whole loop: a new `ctrl_c()` per turn would miss a signal
+    // that came between two turns (while a connection was being accepted), and the shop would
+    // never stop.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     println!("shop listening on http://{}", listener.local_addr()?);
     loop {
         tokio::select! {
@@ -90,7 +95,7 @@ async fn main() -> Result<(), BoxError> {
                     }
                 });
             }
-            _ = tokio::signal::ctrl_c() => break,
+            _ = &mut ctrl_c => break,
         }
     }
     println!("shop: stopping");
