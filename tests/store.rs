@@ -135,6 +135,17 @@ impl Fixture {
         self.store.complete_many(&ends).unwrap();
     }
 
+    /// Enqueue `jobs` (all of queue `queue`), claim them all as [`WORKER`] with one attempt
+    /// each, and end them in one batch: job `i` of the claim with `outcome(i, job)`. Returns the
+    /// claimed jobs, in claim order.
+    pub fn ended(&self, queue: &str, jobs: &[NewJob], outcome: impl Fn(usize, &Job) -> Outcome) -> Vec<Job> {
+        self.store.enqueue_many(jobs).unwrap();
+        let claimed = self.claim_as(WORKER, queue, jobs.len(), &policy(1, Duration::from_secs(1)));
+        assert_eq!(claimed.len(), jobs.len(), "every job enqueued was claimed");
+        self.report_all(&claimed, outcome);
+        claimed
+    }
+
     pub fn report_as(&self, worker: &str, id: JobId, attempt: u32, outcome: Outcome) -> Fenced {
         self.store.complete(&Completion { job_id: id, worker_id: worker.to_string(), attempt, outcome }).unwrap()
     }

@@ -4,7 +4,7 @@
 use backwave::store::{CLAIM_SQL, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
 use backwave::{JobState, NewJob};
 
-use super::{failed, policy, Fixture, T0, WORKER};
+use super::{failed, Fixture, T0};
 
 #[test]
 fn the_claim_query_uses_the_jobs_claim_index_without_sorting() {
@@ -65,9 +65,7 @@ fn regression_the_claim_statement_is_not_reprepared_on_every_call() {
 fn regression_a_bulk_requeue_batch_reads_its_own_jobs_not_every_failed_one() {
     let fx = Fixture::new();
     let jobs: Vec<NewJob> = (0..3000).map(|_| NewJob::new("w", "q", vec![])).collect();
-    fx.store.enqueue_many(&jobs).unwrap();
-    let claimed = fx.claim_as(WORKER, "q", 3000, &policy(1, std::time::Duration::from_secs(1)));
-    fx.report_all(&claimed, |_, _| failed("boom"));
+    let claimed = fx.ended("q", &jobs, |_, _| failed("boom"));
     assert_eq!(fx.job(claimed[0].id).state, JobState::DeadLettered);
 
     let batch = format!("[\"{}\",\"{}\"]", claimed[10].id, claimed[2000].id);
@@ -133,14 +131,12 @@ fn a_failure_groups_page_takes_its_range_of_the_groups_index_and_its_columns_fro
     use backwave::QuarantineReason;
     let fx = Fixture::new();
     let jobs: Vec<NewJob> = (0..3010).map(|_| NewJob::new("w", "q", vec![])).collect();
-    fx.store.enqueue_many(&jobs).unwrap();
-    let claimed = fx.claim_as(WORKER, "q", 3010, &policy(1, std::time::Duration::from_secs(1)));
     let outcome = |i: usize| match i % 602 {
         7 => failed("disk full"),
         9 => Outcome::Quarantined { reason: QuarantineReason::NoHandler, cause: "nobody handles w".into() },
         _ => failed("boom"),
     };
-    fx.report_all(&claimed, |i, _| outcome(i));
+    fx.ended("q", &jobs, |i, _| outcome(i));
 
     let dead = JobFilter { wire_name: Some("w".into()), ..JobFilter::state(JobState::DeadLettered) };
     let quarantined = JobFilter { wire_name: Some("w".into()), ..JobFilter::state(JobState::Quarantined) };
