@@ -195,7 +195,8 @@ CREATE TABLE pauses (
 -- Later versions. Each step is one block between `-- migration N begin` and `-- migration N end`
 -- (N = 3, 4, …, in order), and it ends by setting the version row to N: a writable open of an
 -- older store runs the blocks it lacks, one transaction each, under the schema's advisory lock;
--- a new store runs the whole file. Steps are additive, as on SQLite.
+-- a new store runs the whole file. Steps are additive, as on SQLite, but for migration 13's
+-- dropped index.
 
 -- migration 3 begin
 
@@ -839,3 +840,13 @@ END
 $$;
 UPDATE backwave_schema SET version = 12;
 -- migration 12 end
+
+-- Version 12 -> 13: one index fewer on the log (issue 23). `transitions_at` served one read, the
+-- dashboard's first look at the last hour (`log_cursor_at`), and cost every entry an index
+-- insert: about 1 µs of server time, three entries per job run (measured 1.3 s against 1.6 s for
+-- 300,000 entries). That read now binary-searches the primary key for the time, as SQLite always
+-- has. The one step that removes something: no program reads the index by name.
+-- migration 13 begin
+DROP INDEX IF EXISTS transitions_at;
+UPDATE backwave_schema SET version = 13;
+-- migration 13 end

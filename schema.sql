@@ -18,16 +18,16 @@
 --     schedules' `unique_pending` and `skipped_ticks` columns, version 9 nothing here
 --     (PostgreSQL's `backwave_enqueue`), version 10 the `jobs_failed_list` index, version 11 one
 --     insert trigger for the count and the payload limit and a cheaper id CHECK, version 12
---     nothing here (PostgreSQL's log checks its job per statement) (the sections marked below);
---     a writable open of an older
---     store applies each section it lacks, in order, in one transaction each.
+--     nothing here (PostgreSQL's log checks its job per statement), version 13 nothing here
+--     (PostgreSQL's log drops its index on time) (the sections marked below); a writable open of
+--     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
 --   * CHECKs list states with OR rather than IN (...): SQLite builds a temporary b-tree for an
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 12;
+PRAGMA user_version = 13;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -454,3 +454,9 @@ PRAGMA writable_schema = RESET;
 -- migration 12 begin
 -- nothing on SQLite
 -- migration 12 end
+
+-- Version 12 -> 13: PostgreSQL only (its log's index on time dropped; issue 23). SQLite never
+-- had one.
+-- migration 13 begin
+-- nothing on SQLite
+-- migration 13 end

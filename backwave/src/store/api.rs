@@ -222,10 +222,10 @@ forward! {
     /// (0, 0) on an empty log.
     pub fn log_end(&self) -> Result<LogCursor>;
     /// The cursor just before the first entry at or after `at`, where a count of the entries
-    /// since `at` starts. SQLite finds it by binary search over the log's primary key (entries
-    /// are appended in time order), so no index on time is needed; PostgreSQL reads the first
-    /// entry from its `transitions_at` index (an entry's time is its transaction's start, so
-    /// entries of transactions running side by side at `at` may fall on either side).
+    /// since `at` starts. Both backends find it by binary search over the log's primary key
+    /// (entries are appended in time order), so no index on time is needed; on PostgreSQL an
+    /// entry's time is its transaction's start, so entries of transactions running side by side
+    /// at `at` may fall on either side.
     pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor>;
 
     // operator.rs

@@ -34,6 +34,37 @@ pub(super) fn log_end(conn: &Connection) -> Result<LogCursor> {
     Ok(LogCursor { xid: 0, seq })
 }
 
+/// The least seq in the log and one past the greatest ((1, 1) when it is empty), where
+/// [`first_seq_at`] searches. Two subqueries, not min and max in one SELECT: SQLite answers a lone
+/// min() or max() from the key's ends, but both together scan the whole log (1 s at 4.6M).
+pub(crate) const SEQ_BOUNDS_SQL: &str =
+    "SELECT coalesce((SELECT min(seq) FROM transitions), 1), coalesce((SELECT max(seq) FROM transitions), 0) + 1";
+
+/// The seq where the log splits at `at`, by binary search over its primary key between `lo` and
+/// `hi` ([`SEQ_BOUNDS_SQL`]): the entries before it are older than `at` and the first one from it
+/// is not; `hi` when no entry is that recent.
+/// `probe(seq)` reads the first entry at or after `seq`: its seq and time. Entries are appended in
+/// time order (on PostgreSQL nearly: an entry's time is its transaction's start, and seqs are
+/// handed out as transactions write, so entries of transactions running side by side at `at`
+/// may fall on either side), so no index on time is needed. Both backends search with this.
+pub(crate) fn first_seq_at(
+    mut lo: i64,
+    mut hi: i64,
+    at: Millis,
+    mut probe: impl FnMut(i64) -> Result<Option<(i64, Millis)>>,
+) -> Result<i64> {
+    while lo < hi {
+        // In i128: another program may have written a negative seq, and `hi - lo` across the
+        // whole i64 range overflows.
+        let mid = lo + ((hi as i128 - lo as i128) / 2) as i64;
+        match probe(mid)? {
+            Some((seq, t)) if t < at => lo = seq + 1,
+            _ => hi = mid,
+        }
+    }
+    Ok(lo)
+}
+
 /// Which log entries a tail shows.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LogFilter {
@@ -92,25 +123,12 @@ impl SqliteStore {
     }
 
     pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor> {
-        let (mut lo, mut hi): (i64, i64) = self.conn.query_row(
-            // Two subqueries, not min and max in one SELECT: SQLite answers a lone min() or
-            // max() from the key's ends, but both together scan the whole log (1 s at 4.6M).
-            "SELECT coalesce((SELECT min(seq) FROM transitions), 1), coalesce((SELECT max(seq) FROM transitions), 0) + 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let (lo, hi) = self.conn.query_row(SEQ_BOUNDS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let mut probe =
             self.conn.prepare_cached("SELECT seq, at FROM transitions WHERE seq >= ?1 ORDER BY seq LIMIT 1")?;
-        while lo < hi {
-            // In i128: another program may have written a negative seq, and `hi - lo` across
-            // the whole i64 range overflows.
-            let mid = lo + ((hi as i128 - lo as i128) / 2) as i64;
-            match probe.query_row([mid], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Millis>(1)?))).optional()? {
-                Some((seq, t)) if t < at => lo = seq + 1,
-                Some(_) => hi = mid,
-                None => hi = mid,
-            }
-        }
+        let lo = first_seq_at(lo, hi, at, |seq| {
+            Ok(probe.query_row([seq], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Millis>(1)?))).optional()?)
+        })?;
         // `lo` is the first seq whose entry is at or after `at` (one past the newest when none
         // is): the cursor just before it.
         Ok(lo.checked_sub(1).map_or(BEFORE_EVERY_ENTRY, |seq| LogCursor { xid: 0, seq }))

@@ -21,6 +21,7 @@ use super::row;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{JobState, LogCursor, Millis, Transition};
+use crate::store::log::{first_seq_at, SEQ_BOUNDS_SQL};
 use crate::store::{LogFilter, TransitionCounter};
 
 /// The log's horizon as an xid8 in a bigint: the lowest xid of a transaction that holds (or
@@ -163,19 +164,25 @@ impl PgStore {
         self.read(|tx| log_end(tx, horizon))
     }
 
-    /// The first entry at or after `at` by the `transitions_at` index, and the cursor just
-    /// before it; the log's end when no entry is that recent. Times are the writing
-    /// transactions' start (the database clock), and xids are taken at their first write, so
-    /// the two orders agree but for transactions running side by side: a count from here is
-    /// off by at most the entries of those.
+    /// The cursor just before the first entry at or after `at`, found by the binary search
+    /// SQLite uses ([`first_seq_at`]: schema 13 dropped the index on time); the log's end when no
+    /// entry is that recent. Times are the writing transactions' start (the database clock), and
+    /// seqs and xids are taken as they write, so the orders agree but for transactions running
+    /// side by side: a count from here is off by at most the entries of those.
     pub fn log_cursor_at(&self, at: Millis) -> Result<LogCursor> {
         let horizon = self.horizon()?;
         self.read(|tx| {
-            let first = tx.query_opt(
-                "SELECT xid::text::bigint, seq FROM transitions WHERE at >= $1 ORDER BY at, transitions.xid, seq LIMIT 1",
-                &[&at],
+            let bounds = tx.query_one(SEQ_BOUNDS_SQL, &[])?;
+            let first = first_seq_at(bounds.try_get(0)?, bounds.try_get(1)?, at, |seq| {
+                tx.query_opt("SELECT seq, at FROM transitions WHERE seq >= $1 ORDER BY seq LIMIT 1", &[&seq])?
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .transpose()
+            })?;
+            let entry = tx.query_opt(
+                "SELECT xid::text::bigint, seq FROM transitions WHERE seq >= $1 ORDER BY seq LIMIT 1",
+                &[&first],
             )?;
-            match first {
+            match entry {
                 Some(r) => Ok(just_before(LogCursor { xid: r.try_get(0)?, seq: r.try_get(1)? })),
                 None => log_end(tx, horizon),
             }
