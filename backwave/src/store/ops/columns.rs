@@ -7,17 +7,23 @@ use std::collections::BTreeMap;
 use crate::model::DetailStatus;
 
 /// The columns a job is read by on both backends, in order. A macro so that `concat!` can build the
-/// public claim statement from it; given an expression, it reads that in place of the payload.
+/// public claim statement from it; given an expression, it reads that in place of the payload
+/// (and given a second, that in place of the delay table).
 macro_rules! job_columns {
     () => {
-        job_columns!("payload")
+        $crate::store::ops::columns::job_columns!("payload")
     };
     ($payload:literal) => {
+        $crate::store::ops::columns::job_columns!($payload, "delay_table")
+    };
+    ($payload:literal, $delay_table:literal) => {
         concat!(
             "id, wire_name, queue, labels, ",
             $payload,
             ", state, attempt, max_attempts, due_at, lease_owner, \
-             lease_expires_at, worker_group, delay_table, cancel_requested_by, terminal_cause, cause_fingerprint, \
+             lease_expires_at, worker_group, ",
+            $delay_table,
+            ", cancel_requested_by, terminal_cause, cause_fingerprint, \
              quarantine_reason, created_at, updated_at, finished_at"
         )
     };
