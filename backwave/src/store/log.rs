@@ -134,3 +134,26 @@ impl SqliteStore {
         Ok(lo.checked_sub(1).map_or(BEFORE_EVERY_ENTRY, |seq| LogCursor { xid: 0, seq }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::first_seq_at;
+
+    /// The search over a log with gaps in its seqs (rolled-back writers, the retention sweep):
+    /// `entries` as (seq, time), the probe answering as the `seq >= ?` query does.
+    fn split(entries: &[(i64, i64)], at: i64) -> i64 {
+        let (lo, hi) = (entries[0].0, entries[entries.len() - 1].0 + 1);
+        first_seq_at(lo, hi, at, |seq| Ok(entries.iter().find(|(s, _)| *s >= seq).copied())).unwrap()
+    }
+
+    #[test]
+    fn the_split_falls_just_after_the_last_older_entry_across_gaps_in_the_seqs() {
+        let log = [(5, 10), (9, 20), (20, 30), (21, 40)];
+        assert_eq!(split(&log, 10), 5, "every entry is that recent: from the first");
+        // Any seq in 10..=20 splits the log at 25; the search stops just after the older entry.
+        assert_eq!(split(&log, 25), 10);
+        assert_eq!(split(&log, 30), 10);
+        assert_eq!(split(&log, 31), 21);
+        assert_eq!(split(&log, 41), 22, "none that recent: one past the newest");
+    }
+}
