@@ -345,7 +345,7 @@ impl PgStore {
                     let take = cap.min(plan.want - rows.len());
                     if take > 0 {
                         let take = take as i64;
-                        rows.extend(tx.query(
+                        rows.extend(tx.query_planned(
                             CLAIM_WIRE_NAME_SQL,
                             &[queue, &now, &take, &name, &req.worker_id, &req.group, &lease_until, &max, &table],
                         )?);
@@ -355,10 +355,10 @@ impl PgStore {
                 let want = plan.want - rows.len();
                 if want > 0 {
                     let around = !excluded.is_empty()
-                        && tx.query_one(PAUSED_DUE_SQL, &[queue, &now, &excluded])?.get::<_, bool>(0);
+                        && tx.query_planned_one(PAUSED_DUE_SQL, &[queue, &now, &excluded])?.try_get::<_, bool>(0)?;
                     let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
                     let want = want.min(i64::MAX as usize) as i64;
-                    rows.extend(tx.query(
+                    rows.extend(tx.query_planned(
                         sql,
                         &[queue, &now, &want, &excluded, &req.worker_id, &req.group, &lease_until, &max, &table],
                     )?);
@@ -381,7 +381,7 @@ impl PgStore {
                 }
                 if !seeded.is_empty() {
                     let (ids, tables): (Vec<uuid::Uuid>, Vec<String>) = seeded.into_iter().unzip();
-                    tx.execute(
+                    tx.query_planned(
                         "UPDATE jobs SET delay_table = t.tab::jsonb
                          FROM unnest($1::uuid[], $2::text[]) AS t(tid, tab) WHERE jobs.id = t.tid",
                         &[&ids, &tables],
@@ -407,7 +407,7 @@ impl PgStore {
             // (`clock_timestamp()`, not the transaction's start): a heartbeat that waited behind
             // a lock on `jobs` must not write a lease that lapsed while it waited.
             let held: HashMap<(uuid::Uuid, i64), bool> = tx
-                .query(
+                .query_planned(
                     "UPDATE jobs SET lease_expires_at =
                          coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $5::bigint
                      FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
@@ -455,7 +455,7 @@ impl PgStore {
             let now = tx.now()?;
             // The row locks wait for nothing (`SKIP LOCKED`), but a lock on the table does: the
             // last column is how long this statement waited, measured in the server.
-            let rows = tx.query(
+            let rows = tx.query_planned(
                 &format!(
                     "SELECT {ATTEMPT_COLUMNS}, lease_expires_at,
                             (extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)::bigint
@@ -499,7 +499,7 @@ impl PgStore {
         self.write(|tx| {
             let now = tx.now()?;
             let mut undone: HashSet<(uuid::Uuid, i64)> = tx
-                .query(
+                .query_planned(
                     "WITH undone AS (
                          UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
                                 lease_expires_at = NULL, updated_at = $4
@@ -707,7 +707,7 @@ impl AttemptTx for Tx<'_> {
         let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
         let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
         let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
-        self.query(
+        self.query_planned(
             "WITH done AS (
                  UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
                         finished_at = $4, updated_at = $4

@@ -137,7 +137,7 @@ impl PgStore {
         let mut rows = self.read(|tx| {
             let mut p: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
             p.push(&n);
-            tx.query(&sql, &p)?.iter().map(row::transition).collect::<Result<Vec<_>>>()
+            tx.query_planned(&sql, &p)?.iter().map(row::transition).collect::<Result<Vec<_>>>()
         })?;
         rows.reverse();
         Ok(rows)
@@ -155,7 +155,7 @@ impl PgStore {
             let mut p: Vec<&(dyn ToSql + Sync)> = vec![&xid, &seq];
             p.extend(params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
             p.push(&n);
-            tx.query(&sql, &p)?.iter().map(row::transition).collect()
+            tx.query_planned(&sql, &p)?.iter().map(row::transition).collect()
         })
     }
 

@@ -87,7 +87,8 @@ impl PgStore {
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
         let page: Where = page_statement::<Postgres>(filter, LISTED_JOB_COLUMNS, limit, offset, after).into();
         self.read(|tx| {
-            let jobs: Vec<Job> = tx.query(&page.sql, &page.params(&[]))?.iter().map(row::job).collect::<Result<_>>()?;
+            let jobs: Vec<Job> =
+                tx.query_planned(&page.sql, &page.params(&[]))?.iter().map(row::job).collect::<Result<_>>()?;
             let (jobs, next) = page_of(jobs, limit, filter.order());
             let total = count_with(tx, filter)?;
             Ok(JobPage { jobs, total, offset, next })
@@ -131,7 +132,7 @@ impl PgStore {
 
 fn count_with(tx: &mut Tx<'_>, filter: &JobFilter) -> Result<u64> {
     let clause = where_clause(filter, 1);
-    let n: i64 = tx.query_one(&count_sql(&clause.sql), &clause.params(&[]))?.try_get(0)?;
+    let n: i64 = tx.query_planned_one(&count_sql(&clause.sql), &clause.params(&[]))?.try_get(0)?;
     Ok(n as u64)
 }
 
