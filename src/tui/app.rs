@@ -355,6 +355,21 @@ impl App {
         self.screen().row(self, self.vs().selected)
     }
 
+    /// Whether the terminal is large enough for the dashboard (see `view::fits`).
+    pub fn fits(&self) -> bool {
+        super::view::fits(self.width, self.height)
+    }
+
+    /// The action for a key pressed now: the mode's, or while the terminal is too small only
+    /// quitting ([`keymap::action_when_too_small`]).
+    pub fn action_for_key(&self, key: crossterm::event::KeyEvent) -> Option<Action> {
+        if self.fits() {
+            super::keymap::action_for(&self.mode, key)
+        } else {
+            super::keymap::action_when_too_small(key)
+        }
+    }
+
     /// Rows of the list area at the current size (see `view::list_rows`).
     pub fn page_rows(&self) -> usize {
         super::view::list_rows(self.height, self.filter_line_shown()).max(1)
@@ -476,6 +491,8 @@ impl App {
             Action::Store(r) => self.on_response(r),
             Action::Edited(result) => self.edited(result),
             Action::Quit => self.quit = true,
+            // Behind the too-small screen nothing is shown to act on (a mouse click included).
+            _ if !self.fits() => {}
             other => self.on_key_action(other),
         }
     }

@@ -62,6 +62,20 @@ pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
     }
 }
 
+/// The action for a key while the terminal is too small for the dashboard: its screen says only
+/// how to enlarge it and that `q` quits, so `q` (and Ctrl-C) quit and every other key does
+/// nothing. A key whose effect the operator cannot see must not act on jobs (a blind Enter, `r`,
+/// `y` requeued a job behind that screen).
+pub fn action_when_too_small(key: KeyEvent) -> Option<Action> {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        _ if key.kind == KeyEventKind::Release => None,
+        KeyCode::Char('c') | KeyCode::Char('C') if ctrl => Some(Action::Quit),
+        KeyCode::Char('q') | KeyCode::Char('Q') => Some(Action::Quit),
+        _ => None,
+    }
+}
+
 /// A key of the normal mode: a key code, with Control or without (other modifiers are
 /// ignored, so Shift-G is `G`).
 #[derive(Clone, Copy, Debug)]

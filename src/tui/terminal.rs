@@ -12,7 +12,6 @@ use crossterm::{cursor, execute};
 
 use super::app::{Action, App, EditorRequest};
 use super::data::{self, Request, Response};
-use super::keymap;
 use backwave::{Clock, Store};
 
 /// What wakes the loop.
@@ -184,7 +183,7 @@ pub fn run(mut app: App, clock: Clock, open: impl Fn() -> backwave::Result<Store
         redraw = true;
         match wake {
             Wake::Key(k) => {
-                if let Some(a) = keymap::action_for(&app.mode, k) {
+                if let Some(a) = app.action_for_key(k) {
                     app.update(a);
                 }
             }

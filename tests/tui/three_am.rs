@@ -626,3 +626,41 @@ both_backends! {
         assert_eq!(app.vs().selected, 3);
     }
 }
+
+both_backends! {
+    // Found in a 3 a.m. walkthrough: in a 60x20 terminal the dashboard shows only "needs a
+    // terminal of at least 80x24 ... q: quit", yet Enter, `r`, `y` typed there requeued the
+    // selected Dead-Lettered job, which the operator saw only after enlarging the window.
+    fn behind_the_too_small_screen_no_key_acts_and_q_quits() {
+        let f = Fixture::with_jobs();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        f.press(&mut app, [Action::ShowView(View::DeadLettered)]);
+        assert!(app.list_len() > 0);
+        let dead = || f.store.counts().unwrap().total(JobState::DeadLettered);
+        let before = dead();
+        f.press(&mut app, [Action::Resize(60, 20)]);
+        assert!(screen(&f, &app).contains("needs a terminal of at least 80×24"));
+        for k in [KeyCode::Enter, KeyCode::Char('r'), KeyCode::Char('y'), KeyCode::Char('c'), KeyCode::Char('y')] {
+            let key = KeyEvent::new(k, KeyModifiers::NONE);
+            assert!(app.action_for_key(key).is_none(), "{k:?} acts behind the too-small screen");
+            // Nor does the action the key has at a usable size, however it arrives (a mouse click).
+            if let Some(a) = keymap::action_for(&app.mode, key) {
+                f.press(&mut app, [a]);
+            }
+        }
+        assert!(matches!(app.mode, Mode::Normal), "{:?}", app.mode);
+        assert_eq!(dead(), before, "a job was acted on behind the too-small screen");
+        // Enlarged again: the same keys work as before.
+        f.press(&mut app, [Action::Resize(120, 32)]);
+        let r = app.action_for_key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::NONE)).unwrap();
+        f.press(&mut app, [r]);
+        assert!(matches!(app.mode, Mode::Confirm(_)), "{:?}", app.mode);
+        f.press(&mut app, [Action::Decline]);
+        // And small again, `q` quits at once, as the screen says.
+        f.press(&mut app, [Action::Resize(60, 20)]);
+        let q = app.action_for_key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)).unwrap();
+        f.press(&mut app, [q]);
+        assert!(app.quit);
+    }
+}

@@ -28,6 +28,11 @@ use backwave::{DetailStatus, Job, JobState, Millis};
 /// The smallest terminal the dashboard draws in; below it, a message says so.
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
+
+/// Whether a terminal of `width`×`height` is large enough for the dashboard.
+pub fn fits(width: u16, height: u16) -> bool {
+    width >= MIN_WIDTH && height >= MIN_HEIGHT
+}
 /// Rows above the body: title, counts, two chart rows, tabs.
 const HEADER_ROWS: u16 = 5;
 
@@ -106,7 +111,7 @@ pub(crate) fn clean(s: &str, max: usize) -> String {
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = Theme { color: self.cfg.color };
-        if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        if !fits(area.width, area.height) {
             too_small(area, buf);
             return;
         }
