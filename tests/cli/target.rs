@@ -119,3 +119,26 @@ fn help_names_path_or_url_and_never_shows_a_bw_db_password() {
         .success()
         .stdout(predicate::str::contains("--db <PATH|URL>").and(predicate::str::contains("secret").not()));
 }
+
+/// Found in a 3 a.m. walkthrough: the "Next page: bw --db '…' jobs list … --page 2" hint that
+/// `bw jobs list` prints was built from the command line as typed, password and all, onto stdout
+/// (a terminal's scrollback, a pasted incident log). It shows the URL as every message does.
+#[cfg(feature = "postgres")]
+#[test]
+fn the_next_page_hint_never_shows_the_urls_password() {
+    let _g = crate::backend::use_backend(crate::backend::Backend::Postgres);
+    let f = Fixture::hostile_admin();
+    // The tests' server trusts its socket, so any password connects.
+    let url = format!("{}&password=secret", f.db.arg());
+    let shown = format!("{}&password=***", f.db.arg());
+    for db_args in [vec!["--db".to_string(), url.clone()], vec![format!("--db={url}")]] {
+        let mut cmd = bw_at("unused");
+        cmd.env_remove("BW_DB").args(&db_args).args(["jobs", "list", "--limit", "2"]);
+        let out = cmd.output().unwrap();
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{stderr}");
+        let hint = stdout.lines().find(|l| l.contains("--page 2")).unwrap_or_else(|| panic!("no next page: {stdout}"));
+        assert!(hint.contains(&shown), "{hint}");
+        assert!(!stdout.contains("secret") && !stderr.contains("secret"), "{stdout}{stderr}");
+    }
+}

@@ -10,7 +10,7 @@ use crate::cli::json::JobJson;
 use crate::cli::output::{relative, sanitize, shell_quote, state_style, thousands, Cell, Render, Style, Table, Term};
 use crate::cli::{CliError, Ctx};
 use crate::text::attempts;
-use backwave::store::{Cursor, JobPage};
+use backwave::store::{Cursor, JobPage, StoreTarget};
 use backwave::{Job, JobState};
 
 use super::{due_text, lease_left, worker_label, FilterArgs, ListArgs};
@@ -203,8 +203,20 @@ fn next_page_command(paging: &str) -> String {
         if a.starts_with("--page=") || a.starts_with("--after=") {
             continue;
         }
-        words.push(sanitize(&shell_quote(&a)).into_owned());
+        words.push(sanitize(&shell_quote(&redacted(&a))).into_owned());
     }
     words.push(paging.to_string());
     words.join(" ")
+}
+
+/// A word of the command line as the hint may show it: a PostgreSQL URL (`--db URL` or
+/// `--db=URL`) with its password as `***`, like every message that names a store.
+fn redacted(arg: &str) -> String {
+    if let Some((flag, value)) = arg.split_once('=').filter(|(flag, _)| flag.starts_with("--")) {
+        return format!("{flag}={}", redacted(value));
+    }
+    match StoreTarget::from(arg) {
+        StoreTarget::Postgres(url) => url.to_string(),
+        StoreTarget::File(_) => arg.to_string(),
+    }
 }
