@@ -226,6 +226,12 @@ impl Claims {
         &self.outcomes
     }
 
+    /// Outcomes the store has not taken yet: waiting, or in the batch being written. Their
+    /// leases are held until it does.
+    pub fn unrecorded(&self) -> usize {
+        self.outcomes.len() + self.recording.len()
+    }
+
     /// Whether a batch of outcomes is being written (one at a time: the next carries everything
     /// that finished meanwhile).
     pub fn recording(&self) -> bool {
