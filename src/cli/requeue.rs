@@ -130,7 +130,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let plan = store.plan_requeue(ctx.actor(), &filter)?;
     let what = a.select.filter.described();
     if plan.matching == 0 {
-        a.select.filter.warn_unknown_names(&store)?;
+        a.select.filter.refuse_unknown_names(&store)?;
     }
     if a.select.dry_run {
         printer.print(&PlanView { plan, what, dry_run: true, extra: Force(a.force) })?;
@@ -196,13 +196,26 @@ impl Render for PlanView<RequeuePlan, Force> {
     fn table(&self, out: &mut dyn Write, term: &Term) -> io::Result<()> {
         let p = &self.plan;
         let Some(w) = self.opening(out, p.matching, "requeue")? else { return Ok(()) };
-        writeln!(out, "  {:>w$} would be requeued with a fresh attempt budget, due now", thousands(p.would_requeue))?;
-        writeln!(
-            out,
-            "  {:>w$} would quarantine again: no live worker handles their wire name{}",
-            thousands(p.would_requarantine),
-            if p.would_requarantine > 0 && !self.extra.0 { " (skipped unless --force)" } else { "" }
-        )?;
+        // With --force the jobs no live worker handles are requeued too: the plan counts them
+        // among the requeued, as the run will (a dry run said "0 would be requeued" where the
+        // same command with --yes then requeued 206).
+        let forced = self.extra.0;
+        let requeued = if forced { p.would_requeue + p.would_requarantine } else { p.would_requeue };
+        writeln!(out, "  {:>w$} would be requeued with a fresh attempt budget, due now", thousands(requeued))?;
+        if forced && p.would_requarantine > 0 {
+            writeln!(
+                out,
+                "  {:>w$} of them would quarantine again: no live worker handles their wire name (--force)",
+                thousands(p.would_requarantine),
+            )?;
+        } else {
+            writeln!(
+                out,
+                "  {:>w$} would quarantine again: no live worker handles their wire name{}",
+                thousands(p.would_requarantine),
+                if p.would_requarantine > 0 { " (skipped unless --force)" } else { "" }
+            )?;
+        }
         if p.would_conflict > 0 {
             writeln!(
                 out,

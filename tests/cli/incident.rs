@@ -115,6 +115,36 @@ fn the_cli_and_the_dashboard_requeue_a_group_into_identical_stores() {
     assert_eq!(store.counts().unwrap().total(JobState::Quarantined), 5);
 }
 
+/// Found in a 3 a.m. walkthrough: `bw requeue … --force --dry-run` said "0 would be requeued"
+/// (and 206 would quarantine again), and the same command with `--yes` then requeued 206. A dry
+/// run counts what its own command would do.
+#[test]
+fn a_forced_dry_run_counts_the_jobs_the_forced_run_requeues() {
+    let f = admin_store();
+    let store = f.store();
+    live_worker(&store, &["resize"]);
+    quarantine(&store, "legacy-export", QuarantineReason::NoHandler, 3);
+    quarantine(&store, "resize", QuarantineReason::NoHandler, 2);
+    let plan = |extra: &[&str]| {
+        let out = f.bw().args(["requeue", "--state", "quarantined", "--dry-run"]).args(extra).assert().success();
+        text(&out.get_output().stdout)
+    };
+    let forced = plan(&["--force"]);
+    assert!(forced.contains("5 would be requeued with a fresh attempt budget"), "{forced}");
+    assert!(
+        forced.contains("3 of them would quarantine again: no live worker handles their wire name (--force)"),
+        "{forced}"
+    );
+    let plain = plan(&[]);
+    assert!(plain.contains("2 would be requeued with a fresh attempt budget"), "{plain}");
+    assert!(
+        plain.contains("3 would quarantine again: no live worker handles their wire name (skipped unless --force)"),
+        "{plain}"
+    );
+    let out = f.bw().args(["requeue", "--state", "quarantined", "--force", "--yes"]).assert().success();
+    assert!(text(&out.get_output().stdout).contains("Requeued 5"), "{}", text(&out.get_output().stdout));
+}
+
 /// The dashboard's preview and `bw requeue --dry-run` count from the same plan.
 #[test]
 fn the_dashboard_preview_and_the_cli_dry_run_agree_on_the_undecodable_count() {
