@@ -81,7 +81,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let what = a.select.filter.described();
     let todo = plan.would_cancel + plan.would_ask_to_stop;
     if plan.matching == 0 {
-        a.select.filter.warn_unknown_names(&store)?;
+        a.select.filter.refuse_unknown_names(&store)?;
     }
     if a.select.dry_run || todo == 0 {
         printer.print(&PlanView { plan, what, dry_run: a.select.dry_run, extra: () })?;

@@ -85,7 +85,7 @@ fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let plan = store.plan_run_now(ctx.actor(), &filter)?;
     let what = FilterArgs { states: vec![JobState::Scheduled], ..a.select.filter.clone() }.described();
     if plan.matching == 0 {
-        a.select.filter.warn_unknown_names(&store)?;
+        a.select.filter.refuse_unknown_names(&store)?;
     }
     if a.select.dry_run || plan.would_run_now == 0 {
         printer.print(&PlanView { plan, what, dry_run: a.select.dry_run, extra: rfc3339(store.now()) })?;

@@ -56,6 +56,10 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Admin, &["requeue", "not-an-id"], BadInput),
     (Admin, &["requeue", MISSING], NotFound),
     (Admin, &["requeue", "a0000017"], WrongState),
+    // A wire name nothing has, in a bulk filter: a typo, refused (it said "no jobs to requeue", exit 0).
+    (Stranger, &["requeue", "--state", "dead-lettered", "--wire-name", "flakey", "--yes"], Permission("operate")),
+    (Admin, &["requeue", "--state", "dead-lettered", "--wire-name", "flakey", "--yes"], UnknownName),
+    (Admin, &["requeue", "--state", "dead-lettered", "--wire-name", "flakey", "--dry-run"], UnknownName),
     // cancel
     (Stranger, &["cancel", "a0000017"], Permission("operate")),
     (Stranger, &["cancel", "--state", "scheduled", "--yes"], Permission("operate")),
@@ -63,6 +67,7 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Admin, &["cancel", "--state", "nope", "--yes"], BadInput),
     (Admin, &["cancel", MISSING], NotFound),
     (Admin, &["cancel", "a0000001"], WrongState),
+    (Admin, &["cancel", "--state", "scheduled", "--queue", "hgih", "--yes"], UnknownName),
     // run-now
     (Stranger, &["run-now", "a0000017"], Permission("operate")),
     (Stranger, &["run-now", "--queue", "high", "--yes"], Permission("operate")),
@@ -70,6 +75,7 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Admin, &["run-now", "a0000017x"], BadInput),
     (Admin, &["run-now", MISSING], NotFound),
     (Admin, &["run-now", "a0000003"], WrongState),
+    (Admin, &["run-now", "--wire-name", "flakey", "--yes"], UnknownName),
     // pause / resume
     (Stranger, &["pause", "queue", "high"], Permission("operate")),
     (Stranger, &["pause", "queue", "hgih"], Permission("operate")),
@@ -179,7 +185,9 @@ both_backends! {
                 UnknownName => {
                     r.code == Some(2)
                         && r.stdout.is_empty()
-                        && (r.stderr.contains("unknown") || r.stderr.contains("no schedule named")
+                        && (r.stderr.contains("unknown")
+                            || r.stderr.contains("no job or worker has")
+                            || r.stderr.contains("no schedule named")
                             || r.stderr.contains("no registered worker"))
                 }
                 NotFound => {

@@ -94,6 +94,23 @@ impl FilterArgs {
         Ok(())
     }
 
+    /// For a bulk action whose filter matched nothing: refuse it (exit 2, as `bw pause` and
+    /// `bw limit` refuse a name nothing has) when its queue or wire name is one no job has and
+    /// no worker serves, with the nearest known name. A typo answered "no jobs to requeue" and
+    /// exit 0, which a script and a tired operator read as done.
+    pub fn refuse_unknown_names(&self, store: &backwave::Store) -> Result<(), CliError> {
+        let filter = backwave::store::JobFilter {
+            queue: self.queue.clone(),
+            wire_name: self.wire_name.clone(),
+            ..Default::default()
+        };
+        let unknown = crate::text::unknown_filter_names(store, &filter)?;
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(CliError::Usage(format!("{} (nothing done)", unknown.join("; "))))
+    }
+
     /// The filter in words, in both numbers: see [`Described`].
     pub fn described(&self) -> Described {
         Described { one: self.describe("job"), many: self.describe("jobs") }
