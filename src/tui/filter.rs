@@ -48,11 +48,14 @@ impl Filter {
                 "queue" => &mut f.queue,
                 "cause" => &mut f.cause,
                 "since" => {
+                    let refused =
+                        || format!("'{value}' in since: is neither a duration (30m, 2h, 3d) nor a time (RFC 3339)");
                     let at = match crate::text::parse_duration(value) {
                         Ok(d) => now - d.as_millis() as Millis,
-                        Err(_) => crate::text::parse_instant(value).map_err(|_| {
-                            format!("'{value}' in since: is neither a duration (30m, 2h, 3d) nor a time (RFC 3339)")
-                        })?,
+                        // A bare number is a duration without its unit (`since:5`), not an
+                        // instant in 1970 that matches every job.
+                        Err(_) if value.trim().chars().all(|c| c.is_ascii_digit()) => return Err(refused()),
+                        Err(_) => crate::text::parse_instant(value).map_err(|_| refused())?,
                     };
                     f.since = Some((value.to_string(), at));
                     continue;
@@ -170,6 +173,12 @@ mod tests {
         assert!(e.contains("'colour:'"), "{e}");
         let e = Filter::parse("since:yesterdayish", 0).unwrap_err();
         assert!(e.contains("'yesterdayish'"), "{e}");
+        // A number without its unit matched every job (epoch milliseconds, 1970), while `bw jobs
+        // list --since 5` refuses it.
+        let e = Filter::parse("since:5 wire:flaky", 1_800_000_000_000).unwrap_err();
+        assert!(e.contains("'5' in since: is neither a duration"), "{e}");
+        let at = Filter::parse("since:2026-11-30T12:00:00Z", 0).unwrap().since.unwrap().1;
+        assert_eq!(at, 1_796_040_000_000);
         let e = Filter::parse("wire:", 0).unwrap_err();
         assert!(e.contains("'wire:'"), "{e}");
         assert!(Filter::parse("cause:\"open", 0).unwrap_err().contains("unclosed"));
