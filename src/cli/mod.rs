@@ -186,9 +186,24 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprint_quiet(format_args!("bw: error: {}\n", output::sanitize(&e.to_string())));
+            let mut text = e.to_string();
+            if let CliError::Store(backwave::Error::PermissionDenied { .. }) = &e {
+                text.push_str(&no_admin_hint(&ctx));
+            }
+            eprint_quiet(format_args!("bw: error: {}\n", output::sanitize(&text)));
             ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// After a missing permission, on a store nobody administers (one `bw generate` built, or whose
+/// admins were all revoked by raw SQL): the refusal's "an admin can run `bw grant …`" names
+/// someone who does not exist, so say how to become the admin. Empty otherwise (and when the
+/// store cannot be asked).
+fn no_admin_hint(ctx: &Ctx) -> String {
+    match ctx.open().and_then(|s| Ok(s.has_admin()?)) {
+        Ok(false) => "; this store has no admin yet: `bw init` on it makes you its admin".to_string(),
+        _ => String::new(),
     }
 }
 

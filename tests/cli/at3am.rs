@@ -308,3 +308,24 @@ both_backends! {
         insta::assert_snapshot!("cli__purge_by_id_deletes_terminal_jobs_with_their_log_audited_and_refuses_the_rest", transcript(&[dry, run, refused]));
     }
 }
+
+both_backends! {
+    // Found in a 3 a.m. walkthrough: on a store nobody administers (`bw generate` builds one),
+    // a missing permission said "an admin can run `bw grant root admin`", and `bw grant` said the
+    // same of itself: a dead end. The refusal now says how to become the admin.
+    fn a_refusal_on_a_store_without_an_admin_says_how_to_become_one() {
+        let f = Fixture::hostile();
+        let r = f.run(&["requeue", "a0000003"]);
+        assert_eq!(r.code, Some(1), "{r}");
+        assert!(r.stderr.contains("lacks the 'operate' permission"), "{r}");
+        assert!(r.stderr.contains("this store has no admin yet: `bw init` on it makes you its admin"), "{r}");
+        assert!(f.run(&["init"]).code == Some(0));
+        let r = f.run(&["requeue", "a0000003"]);
+        assert_eq!(r.code, Some(0), "{r}");
+        // Where someone else administers the store, the refusal points at them as before.
+        let f = Fixture::hostile_stranger();
+        let r = f.run(&["requeue", "a0000003"]);
+        assert_eq!(r.code, Some(1), "{r}");
+        assert!(r.stderr.contains("an admin can run `bw grant") && !r.stderr.contains("no admin yet"), "{r}");
+    }
+}
