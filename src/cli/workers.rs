@@ -33,7 +33,8 @@ pub enum Action {
 #[derive(Debug, clap::Args)]
 #[group(required = true, multiple = false)]
 pub struct Select {
-    /// A worker id as `bw workers` shows it.
+    /// A worker id as `bw workers` shows it, or its unique start or end (4 characters or more:
+    /// `web-1/7`, `#0001`).
     pub id: Option<String>,
     #[arg(long, value_name = "HOST")]
     pub host: Option<String>,
@@ -42,23 +43,40 @@ pub struct Select {
 }
 
 impl Select {
-    fn selector(&self) -> WorkerSelector {
-        match (&self.id, &self.host, &self.group) {
-            (Some(id), _, _) => WorkerSelector::Id(id.clone()),
+    fn selector(&self, store: &backwave::Store) -> Result<WorkerSelector, CliError> {
+        Ok(match (&self.id, &self.host, &self.group) {
+            (Some(id), _, _) => WorkerSelector::Id(resolve_id(store, id)?),
             (_, Some(h), _) => WorkerSelector::Host(h.clone()),
             (_, _, Some(g)) => WorkerSelector::Group(g.clone()),
             // clap's group makes one of the three required.
             _ => WorkerSelector::Id(String::new()),
-        }
+        })
     }
+}
+
+/// The registered worker `typed` names: itself, or the one id that starts or ends with it (at
+/// least 4 characters: the `#tail` a narrow table shows, or `host/pid`). Anything else is passed
+/// on as typed, for the store to refuse in its order (the permission first, then "no registered
+/// worker has id …"): an id the table cut was a dead end at 3 a.m.
+fn resolve_id(store: &backwave::Store, typed: &str) -> Result<String, CliError> {
+    const SHORTEST: usize = 4;
+    let ids: Vec<String> = store.workers()?.into_iter().map(|w| w.id).collect();
+    if typed.chars().count() < SHORTEST || ids.iter().any(|id| id == typed) {
+        return Ok(typed.to_string());
+    }
+    let mut matching = ids.into_iter().filter(|id| id.starts_with(typed) || id.ends_with(typed));
+    Ok(match (matching.next(), matching.next()) {
+        (Some(one), None) => one,
+        _ => typed.to_string(),
+    })
 }
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     if let Some(action) = &a.action {
         let (quiet, sel) = match action {
-            Action::Quiet(s) => (true, s.selector()),
-            Action::Resume(s) => (false, s.selector()),
+            Action::Quiet(s) => (true, s.selector(&store)?),
+            Action::Resume(s) => (false, s.selector(&store)?),
         };
         let ids =
             if quiet { store.quiet_workers(ctx.actor(), &sel)? } else { store.resume_workers(ctx.actor(), &sel)? };
@@ -187,10 +205,12 @@ impl Render for Workers {
             return self.pauses.section(out, term);
         }
         let list = |v: &[String]| v.iter().map(|s| sanitize(s).into_owned()).collect::<Vec<_>>().join(", ");
-        // The id is what log lines and lease owners show (`host/pid/group#tail`): print it whole.
+        // The id is what log lines and lease owners show (`host/pid/group#tail`), and what `bw
+        // workers quiet` takes: print it whole. Uncapped, it is never squeezed for the other
+        // columns (a quiet worker's long status cut every id to `vm/1331…` at 120 columns); a
+        // line too long for the terminal loses its end, the wire names, instead.
         let mut t = Table::new(&["WORKER", "STATUS", "GROUP", "HOST", "PID", "HEARTBEAT", "QUEUES", "WIRE NAMES"])
             .flex(7)
-            .max_width(0, 48)
             .max_width(3, 24);
         for w in &self.workers {
             let st = self.states.get(&w.id);

@@ -199,3 +199,31 @@ both_backends! {
         assert!(audit.contains("quiet") && audit.contains("resume-worker"), "{audit}");
     }
 }
+
+both_backends! {
+    // Found in a 3 a.m. walkthrough: once a worker was quiet, `bw workers` at 120 columns cut
+    // every id to `vm/1331…` for the long status beside it, and `bw workers quiet` took only a
+    // whole id: quieting one worker needed a wider terminal or JSON.
+    fn a_worker_is_named_by_the_unique_start_or_end_of_its_id_and_the_table_shows_ids_whole() {
+        let f = admin_store();
+        let (store, _) = one_running(&f);
+        worker(&store, "web-2/9/payments-with-a-long-group-name#0002", "web-2");
+        // The tail the table shows, a host/pid start: each names one worker.
+        let out = f.bw().args(["--format", "json", "workers", "quiet", "#0002"]).assert().success();
+        assert_eq!(json(&out.get_output().stdout)["ids"][0], "web-2/9/payments-with-a-long-group-name#0002");
+        let out = f.bw().args(["--format", "json", "workers", "quiet", "web-1/7"]).assert().success();
+        assert_eq!(json(&out.get_output().stdout)["ids"][0], "web-1/7/payments#0001");
+        // A start two ids share, or one too short to be sure of, names none: refused as before.
+        for typed in ["web-", "#00", "2"] {
+            let out = f.bw().args(["workers", "resume", typed]).assert().code(2);
+            let err = text(&out.get_output().stderr);
+            assert!(err.contains(&format!("no registered worker has id '{typed}'")), "{err}");
+        }
+        // Both quiet now, with long statuses: every id is shown whole at 120 columns.
+        let table = text(&f.bw().env("COLUMNS", "120").arg("workers").assert().success().get_output().stdout);
+        for id in ["web-1/7/payments#0001", "web-2/9/payments-with-a-long-group-name#0002"] {
+            assert!(table.contains(id), "{id} is cut in:\n{table}");
+        }
+        assert!(table.lines().all(|l| l.chars().count() <= 120), "{table}");
+    }
+}
