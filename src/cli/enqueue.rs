@@ -95,7 +95,35 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             sanitize(a.unique_key.as_deref().unwrap_or_default())
         ));
     }
+    if !done.is_duplicate() {
+        if let Some(warning) = unhandled_warning(&store, &a.wire_name)? {
+            eprint_quiet(format_args!("bw: {warning}\n"));
+        }
+    }
     let result = if done.is_duplicate() { "duplicate" } else { "created" };
     ctx.printer()?.print(&View { id: done.id().to_string(), result, unique_key: a.unique_key.clone() })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// When workers are live but none handles `wire_name`: most likely a typo (a worker of its queue
+/// quarantines the job as unhandled within a poll: `bw enqueue send-emial` printed only an id),
+/// said with the nearest name they do handle. Nothing when no worker is live (enqueueing ahead of a deploy is normal) or one
+/// handles it. Reads the worker registry only, never the jobs.
+fn unhandled_warning(store: &backwave::Store, wire_name: &str) -> Result<Option<String>, CliError> {
+    let now = store.now();
+    let live: Vec<_> = store.workers()?.into_iter().filter(|w| w.is_live(now)).collect();
+    if live.is_empty() || live.iter().any(|w| w.wire_names.iter().any(|n| n == wire_name)) {
+        return Ok(None);
+    }
+    let handled: std::collections::BTreeSet<&str> =
+        live.iter().flat_map(|w| w.wire_names.iter().map(String::as_str)).collect();
+    let hint = match crate::text::did_you_mean(wire_name, handled.iter().copied()) {
+        Some(m) => format!("; did you mean '{}'?", sanitize(m)),
+        None => String::new(),
+    };
+    Ok(Some(format!(
+        "warning: no live worker handles wire name '{}'{hint} (enqueued; a worker that claims it without a \
+         handler quarantines it)",
+        sanitize(wire_name)
+    )))
 }

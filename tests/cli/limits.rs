@@ -227,3 +227,26 @@ both_backends! {
         assert!(table.lines().all(|l| l.chars().count() <= 120), "{table}");
     }
 }
+
+both_backends! {
+    // Found in a 3 a.m. walkthrough: `bw enqueue send-emial --queue high` printed only the new
+    // id, and a worker quarantined the job 150 ms later as unhandled.
+    fn enqueueing_a_wire_name_no_live_worker_handles_warns_with_the_name_meant() {
+        let f = admin_store();
+        // No worker live: enqueueing ahead of a deploy is normal, and nothing is said.
+        let out = f.bw().args(["enqueue", "charge-crad", "--queue", "critical"]).assert().success();
+        assert!(out.get_output().stderr.is_empty(), "{}", text(&out.get_output().stderr));
+        worker(&f.store(), "web-1/7/payments#0001", "web-1");
+        let out = f.bw().args(["enqueue", "charge-crad", "--queue", "critical"]).assert().success();
+        let err = text(&out.get_output().stderr);
+        assert_eq!(
+            err,
+            "bw: warning: no live worker handles wire name 'charge-crad'; did you mean 'charge-card'? (enqueued; a \
+             worker that claims it without a handler quarantines it)\n"
+        );
+        assert_eq!(text(&out.get_output().stdout).lines().count(), 1, "the id, as always");
+        let out = f.bw().args(["enqueue", "charge-card", "--queue", "critical"]).assert().success();
+        assert!(out.get_output().stderr.is_empty(), "{}", text(&out.get_output().stderr));
+        assert_eq!(f.store().counts().unwrap().total(backwave::JobState::Scheduled), 3, "all three enqueued");
+    }
+}
