@@ -10,7 +10,7 @@ use backwave::Millis;
 
 pub use crate::text::{
     bytes, clock_time, compact_duration, json_terminal_safe, precise_duration, relative, rfc3339, sanitize,
-    sanitize_bytes, sanitize_multiline, shell_quote, thousands, truncate, width,
+    sanitize_bytes, sanitize_multiline, shell_quote, thousands, truncate, truncate_keeping_tail, width,
 };
 
 /// How table output is laid out: the width to fit (`None`: unlimited, e.g. into a pipe),
@@ -107,6 +107,8 @@ impl<T: Into<String>> From<T> for Cell {
 pub struct Table {
     headers: Vec<String>,
     max: Vec<Option<usize>>,
+    /// Cells of column `i` cut to fit keep their last `tails[i]` cells (0: cut at the end).
+    tails: Vec<usize>,
     rows: Vec<Vec<Cell>>,
     flex: Option<usize>,
 }
@@ -119,6 +121,7 @@ impl Table {
         Table {
             headers: headers.iter().map(|h| h.to_string()).collect(),
             max: vec![None; headers.len()],
+            tails: vec![0; headers.len()],
             rows: Vec::new(),
             flex: None,
         }
@@ -133,6 +136,13 @@ impl Table {
     /// Column `i` is never wider than `w` cells.
     pub fn max_width(mut self, i: usize, w: usize) -> Self {
         self.max[i] = Some(w);
+        self
+    }
+
+    /// Column `i`'s cells, when cut to fit, keep their last `tail` cells after the `…`: for ids
+    /// whose end tells them apart (`demo-host/42…#0002`).
+    pub fn keep_tail(mut self, i: usize, tail: usize) -> Self {
+        self.tails[i] = tail;
         self
     }
 
@@ -188,7 +198,8 @@ impl Table {
         // by cell, before colouring: cutting the painted line was skipped in colour, so at a
         // terminal (where colour is on) long rows wrapped.
         let limit = term.width.filter(|_| self.flex.is_some());
-        let rows: Vec<Vec<(Cow<'_, str>, Style)>> = cells.iter().map(|row| cut_row(row, &widths, limit)).collect();
+        let rows: Vec<Vec<(Cow<'_, str>, Style)>> =
+            cells.iter().map(|row| cut_row(row, &widths, &self.tails, limit)).collect();
 
         // comfy-table lays the cut cells out: no borders or separators, columns of exactly these
         // widths plus two spaces of right padding. Nothing is wider than its column, so nothing
@@ -218,14 +229,19 @@ impl Table {
 
 /// One row's cells cut to their columns' `widths`, and the row cut where it would overflow a
 /// line of `limit` cells. A cell that fits is borrowed as is.
-fn cut_row<'a>(row: &[(&'a str, usize, Style)], widths: &[usize], limit: Option<usize>) -> Vec<(Cow<'a, str>, Style)> {
+fn cut_row<'a>(
+    row: &[(&'a str, usize, Style)],
+    widths: &[usize],
+    tails: &[usize],
+    limit: Option<usize>,
+) -> Vec<(Cow<'a, str>, Style)> {
     let mut out = Vec::with_capacity(row.len());
     let mut used = 0;
     for (i, &(text, w, style)) in row.iter().enumerate() {
         let (mut cut, cut_w) = if w <= widths[i] {
             (Cow::Borrowed(text), w)
         } else {
-            let cut = truncate(text, widths[i]);
+            let cut = truncate_keeping_tail(text, widths[i], tails[i]);
             let cut_w = width(&cut);
             (cut, cut_w)
         };

@@ -54,6 +54,10 @@ impl Select {
     }
 }
 
+/// The end of a worker id a cut table cell keeps: `#` and the four hex digits that tell two
+/// workers of one group and process apart.
+const ID_TAIL: usize = 5;
+
 /// The registered worker `typed` names: itself, or the one id that starts or ends with it (at
 /// least 4 characters: the `#tail` a narrow table shows, or `host/pid`). Anything else is passed
 /// on as typed, for the store to refuse in its order (the permission first, then "no registered
@@ -206,11 +210,13 @@ impl Render for Workers {
         }
         let list = |v: &[String]| v.iter().map(|s| sanitize(s).into_owned()).collect::<Vec<_>>().join(", ");
         // The id is what log lines and lease owners show (`host/pid/group#tail`), and what `bw
-        // workers quiet` takes: print it whole. Uncapped, it is never squeezed for the other
-        // columns (a quiet worker's long status cut every id to `vm/1331…` at 120 columns); a
-        // line too long for the terminal loses its end, the wire names, instead.
+        // workers quiet` takes, whole or by its unique end: cut to fit, it keeps its `#tail` (a
+        // quiet worker's long status cut every id to `vm/1331…` at 120 columns, which named
+        // none of them).
         let mut t = Table::new(&["WORKER", "STATUS", "GROUP", "HOST", "PID", "HEARTBEAT", "QUEUES", "WIRE NAMES"])
             .flex(7)
+            .max_width(0, 48)
+            .keep_tail(0, ID_TAIL)
             .max_width(3, 24);
         for w in &self.workers {
             let st = self.states.get(&w.id);

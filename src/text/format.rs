@@ -35,6 +35,29 @@ pub fn truncate(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`truncate`], keeping the last `tail` cells of `s` after the `…` (`demo-host/42…#0002`): for
+/// names whose end tells them apart. Plain [`truncate`] when `max` leaves no room for a head.
+pub fn truncate_keeping_tail(s: &str, max: usize, tail: usize) -> Cow<'_, str> {
+    if width(s) <= max {
+        return Cow::Borrowed(s);
+    }
+    if tail == 0 || max < tail + 2 {
+        return truncate(s, max);
+    }
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for c in s.chars().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > tail {
+            break;
+        }
+        kept.push(c);
+        used += w;
+    }
+    let end: String = kept.into_iter().rev().collect();
+    Cow::Owned(format!("{}{end}", truncate(s, max - used)))
+}
+
 /// `2m ago`, `in 4s`, `now`, relative to `now`.
 pub fn relative(now: Millis, at: Millis) -> String {
     let delta = now - at;
