@@ -71,6 +71,7 @@ pub fn limit(a: &LimitArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             limit: None,
             previous: None,
             until: None,
+            lifted_until: None,
             running: None,
         };
         ctx.printer()?.print(&view)?;
@@ -85,6 +86,15 @@ pub fn limit(a: &LimitArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let now = store.now();
     let until = a.for_.map(|d| now.saturating_add(d.as_millis().min(i64::MAX as u128) as Millis));
     let change = LimitSpec { concurrency: a.concurrency, rate: a.rate };
+    // The expiry the limit had, to say so when this change lifts it (a change without --for
+    // lasts until --clear, as a pause given again replaces its expiry).
+    let had_until = store
+        .limits()?
+        .into_iter()
+        .find(|l| l.kind == kind && l.name == a.name)
+        .and_then(|l| l.operator)
+        .and_then(|o| o.until)
+        .filter(|u| *u > now);
     let result = store.set_limit(ctx.actor(), kind, &a.name, &change, until, a.force)?;
     let limit = store.limits()?.into_iter().find(|l| l.kind == kind && l.name == a.name);
     let view = LimitView {
@@ -100,6 +110,9 @@ pub fn limit(a: &LimitArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             LimitResult::Limited => None,
         },
         until: until.map(rfc3339),
+        lifted_until: had_until
+            .filter(|_| until.is_none() && matches!(result, LimitResult::Changed { .. }))
+            .map(rfc3339),
         // Counted only under a concurrency limit.
         running: limit.as_ref().filter(|l| l.effective.concurrency.is_some()).map(|l| l.running),
     };
@@ -124,6 +137,10 @@ struct LimitView {
     previous: Option<LimitSpec>,
     /// RFC 3339, `null` when until cleared.
     until: Option<String>,
+    /// The expiry this change lifted (it had one; given again without `--for`, it lasts until
+    /// cleared), RFC 3339; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lifted_until: Option<String>,
     /// Running under it now (`null` without a concurrency limit).
     running: Option<u64>,
 }
@@ -140,11 +157,16 @@ impl Render for LimitView {
             "Limited" => {
                 writeln!(out, "Limited {what} to {spec} {until}: every worker honours it from its next claim.")?
             }
-            "Changed" => writeln!(
-                out,
-                "{what} was limited to {}: now {spec} {until}.",
-                self.previous.map(|p| p.to_string()).unwrap_or_default()
-            )?,
+            "Changed" => {
+                writeln!(
+                    out,
+                    "{what} was limited to {}: now {spec} {until}.",
+                    self.previous.map(|p| p.to_string()).unwrap_or_default()
+                )?;
+                if let Some(lifted) = &self.lifted_until {
+                    writeln!(out, "  It was to lapse at {lifted}; given without --for, it now lasts until cleared.")?;
+                }
+            }
             "Cleared" => writeln!(out, "Cleared the operator's limit on {what}.")?,
             _ => writeln!(out, "{what} has no operator limit.")?,
         }

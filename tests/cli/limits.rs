@@ -253,3 +253,24 @@ both_backends! {
         assert_eq!(f.store().counts().unwrap().total(backwave::JobState::Scheduled), 3, "all three enqueued");
     }
 }
+
+both_backends! {
+    // Found in a 3 a.m. walkthrough: a limit set for an hour and then changed without `--for`
+    // lost its expiry without a word; and a name limited or paused ahead of its first job with
+    // `--force` could not be changed or paused again without `--force` ("unknown wire-name").
+    fn a_change_that_lifts_a_limits_expiry_says_so_and_a_forced_name_is_known_afterwards() {
+        let f = admin_store();
+        f.bw().args(["limit", "wire-name", "new-thing", "--rate", "50/s", "--for", "1h"]).assert().code(2);
+        f.bw().args(["limit", "wire-name", "new-thing", "--rate", "50/s", "--for", "1h", "--force"]).assert().success();
+        let out = f.bw().args(["limit", "wire-name", "new-thing", "--concurrency", "3"]).assert().success();
+        let said = text(&out.get_output().stdout);
+        assert!(said.contains("now concurrency 3, rate 50/s until `bw limit --clear`"), "{said}");
+        assert!(said.contains("It was to lapse at 2026-11-30T13:00:00.000Z; given without --for, it now lasts until cleared"), "{said}");
+        // Given with --for, or with no expiry to lift, nothing more is said.
+        let out = f.bw().args(["--format", "json", "limit", "wire-name", "new-thing", "--concurrency", "4"]).assert().success();
+        assert!(json(&out.get_output().stdout).get("lifted_until").is_none());
+        // A pause, forced ahead of its first job, is extended without --force.
+        f.bw().args(["pause", "queue", "later", "--force"]).assert().success();
+        f.bw().args(["pause", "queue", "later", "--for", "1h"]).assert().success();
+    }
+}

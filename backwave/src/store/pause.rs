@@ -179,14 +179,18 @@ impl PauseRead for &Connection {
         let sql = match kind {
             PauseKind::Queue => {
                 "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = ?1)
-                 OR EXISTS (SELECT 1 FROM workers, json_each(workers.queues) WHERE json_each.value = ?1)"
+                 OR EXISTS (SELECT 1 FROM workers, json_each(workers.queues) WHERE json_each.value = ?1)
+                 OR EXISTS (SELECT 1 FROM pauses WHERE kind = ?2 AND name = ?1)
+                 OR EXISTS (SELECT 1 FROM limits WHERE kind = ?2 AND name = ?1)"
             }
             PauseKind::WireName => {
                 "SELECT EXISTS (SELECT 1 FROM workers, json_each(workers.wire_names) WHERE json_each.value = ?1)
+                 OR EXISTS (SELECT 1 FROM pauses WHERE kind = ?2 AND name = ?1)
+                 OR EXISTS (SELECT 1 FROM limits WHERE kind = ?2 AND name = ?1)
                  OR EXISTS (SELECT 1 FROM jobs WHERE wire_name = ?1)"
             }
         };
-        Ok(self.prepare_cached(sql)?.query_row([name], |r| r.get(0))?)
+        Ok(self.prepare_cached(sql)?.query_row(params![name, kind.as_str()], |r| r.get(0))?)
     }
 }
 

@@ -68,7 +68,8 @@ pub(crate) trait PauseRead {
     /// `PermissionDenied` unless the actor (on PostgreSQL, the one the server vouches for)
     /// holds `permission`.
     fn require(&mut self, actor: &str, permission: Permission) -> Result<()>;
-    /// Whether any job or any registered worker mentions the queue or wire name.
+    /// Whether any job or any registered worker mentions the queue or wire name, or it has a
+    /// pause or a limit (one set ahead of its first job with `--force` is changed without it).
     fn is_known(&mut self, kind: PauseKind, name: &str) -> Result<bool>;
 }
 
@@ -190,7 +191,9 @@ impl Store {
         until: Option<Millis>,
         force: bool,
     ) -> Result<()> {
-        if force {
+        // A store opened read-only refuses the write whatever the name (exit 3, as a requeue
+        // there does); an old schema opened read-only may not have the tables the check reads.
+        if force || self.is_read_only() {
             return Ok(());
         }
         let decide = |read: &mut dyn PauseRead, now: Millis| {

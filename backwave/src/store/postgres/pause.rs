@@ -59,14 +59,18 @@ impl PauseRead for Tx<'_> {
             PauseKind::Queue => {
                 "SELECT EXISTS (SELECT 1 FROM job_counts WHERE queue = $1)
                  OR EXISTS (SELECT 1 FROM job_count_deltas WHERE queue = $1)
-                 OR EXISTS (SELECT 1 FROM workers WHERE queues ? $1)"
+                 OR EXISTS (SELECT 1 FROM workers WHERE queues ? $1)
+                 OR EXISTS (SELECT 1 FROM pauses WHERE kind = $2 AND name = $1)
+                 OR EXISTS (SELECT 1 FROM limits WHERE kind = $2 AND name = $1)"
             }
             PauseKind::WireName => {
                 "SELECT EXISTS (SELECT 1 FROM workers WHERE wire_names ? $1)
+                 OR EXISTS (SELECT 1 FROM pauses WHERE kind = $2 AND name = $1)
+                 OR EXISTS (SELECT 1 FROM limits WHERE kind = $2 AND name = $1)
                  OR EXISTS (SELECT 1 FROM jobs WHERE wire_name = $1)"
             }
         };
-        Ok(self.query_one(sql, &[&name])?.try_get(0)?)
+        Ok(self.query_one(sql, &[&name, &kind.as_str()])?.try_get(0)?)
     }
 }
 
