@@ -278,6 +278,9 @@ struct Summary {
     quarantined: Vec<Group>,
     charges: usize,
     double_charges: usize,
+    /// Handlers the shutdown stopped (their leases ended at once) and handlers left running
+    /// (their leases left to lapse).
+    stopped: u64,
     abandoned: u64,
     explore: Vec<String>,
 }
@@ -329,6 +332,7 @@ impl Summary {
             quarantined,
             charges: report.charges,
             double_charges: report.double_charges,
+            stopped: report.stopped,
             abandoned: report.abandoned,
             explore,
         })
@@ -379,11 +383,22 @@ impl Render for Summary {
             thousands(self.charges as u64),
             self.double_charges
         )?;
+        // Said apart: a stopped handler's lease ended at once (its job is Scheduled again, or
+        // dead-lettered on its last attempt), so "left to their leases" beside Running 0 in the
+        // table above read as a contradiction.
+        if self.stopped > 0 {
+            writeln!(
+                out,
+                "{} handler(s) stopped when the workers shut down: their leases ended at once and their jobs are \
+                 retried (one attempt spent), as on a host shutdown.",
+                self.stopped
+            )?;
+        }
         if self.abandoned > 0 {
             writeln!(
                 out,
                 "{} handler(s) still running at the end were left to their leases, as on a host shutdown: \
-                 the next worker runs them again.",
+                 the next worker runs them again once they lapse.",
                 self.abandoned
             )?;
         }
@@ -406,4 +421,42 @@ fn write_groups(out: &mut dyn Write, groups: &[Group]) -> io::Result<()> {
         writeln!(out, "  {:>5}  {name}{}  {}", thousands(g.count), " ".repeat(pad), sanitize(&g.cause))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(stopped: u64, abandoned: u64) -> String {
+        let s = Summary {
+            store: "demo.db".into(),
+            seconds: 1.0,
+            enqueued: 0,
+            by_queue: BTreeMap::new(),
+            dead_lettered: Vec::new(),
+            quarantined: Vec::new(),
+            charges: 0,
+            double_charges: 0,
+            stopped,
+            abandoned,
+            explore: Vec::new(),
+        };
+        let mut out = Vec::new();
+        s.table(&mut out, &Term { width: Some(200), color: false, now: 0 }).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Found in a 3 a.m. walkthrough: "3 handler(s) still running … left to their leases" beside
+    /// Running 0 in the same table. Handlers the shutdown stopped had their leases ended at once;
+    /// only those still running are left to their leases.
+    #[test]
+    fn the_summary_says_stopped_handlers_apart_from_those_left_to_their_leases() {
+        let text = summary(3, 0);
+        assert!(text.contains("3 handler(s) stopped when the workers shut down: their leases ended at once"), "{text}");
+        assert!(!text.contains("left to their leases"), "{text}");
+        let text = summary(0, 2);
+        assert!(text.contains("2 handler(s) still running at the end were left to their leases"), "{text}");
+        assert!(!text.contains("stopped when"), "{text}");
+        assert!(!summary(0, 0).contains("handler(s)"));
+    }
 }

@@ -44,8 +44,11 @@ pub struct DemoOptions {
 #[derive(Debug, Default)]
 pub struct DemoReport {
     pub enqueued: u64,
-    /// Handlers still running when the workers stopped: nothing recorded for them, their leases
-    /// ended (those that stopped when asked) or left to lapse, as a host shutdown does.
+    /// Handlers that stopped when the shutdown asked them to: nothing recorded for them, their
+    /// leases ended at once, so their jobs are retried now (one attempt spent).
+    pub stopped: u64,
+    /// Handlers still running when the workers stopped: their leases are left to lapse, as a
+    /// host shutdown does.
     pub abandoned: u64,
     /// charge-card's idempotency ledger: keys charged, and keys charged more than once.
     pub charges: usize,
@@ -200,7 +203,8 @@ impl Demo {
         let enqueue_failure = self.failure.lock().unwrap_or_else(|p| p.into_inner()).take();
         DemoReport {
             enqueued: self.enqueued.load(Ordering::Relaxed),
-            abandoned: shutdown.stopped + shutdown.abandoned,
+            stopped: shutdown.stopped,
+            abandoned: shutdown.abandoned,
             charges,
             double_charges,
             groups,
