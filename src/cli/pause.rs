@@ -106,7 +106,15 @@ pub fn resume(a: &ResumeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     };
     ctx.printer()?.print(&view)?;
     if result == ResumeResult::NotPaused {
-        return Err(exit::not_all_done(format!("{kind} '{}' was not paused: nothing resumed", sanitize(&a.name))));
+        // A typo of a paused name: say which one is paused (`bw resume queue critcal`).
+        let paused: Vec<String> = store.pauses()?.into_iter().filter(|p| p.kind == kind).map(|p| p.name).collect();
+        let meant = crate::text::did_you_mean(&a.name, paused.iter().map(String::as_str))
+            .map(|m| format!("; did you mean '{}'?", sanitize(m)))
+            .unwrap_or_default();
+        return Err(exit::not_all_done(format!(
+            "{kind} '{}' was not paused: nothing resumed{meant}",
+            sanitize(&a.name)
+        )));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -329,3 +329,18 @@ both_backends! {
         assert!(r.stderr.contains("an admin can run `bw grant") && !r.stderr.contains("no admin yet"), "{r}");
     }
 }
+
+both_backends! {
+    // Found in a 3 a.m. walkthrough: `bw resume queue critcal` said only that it was not
+    // paused, while `critical` stayed paused.
+    fn resuming_a_typo_of_a_paused_name_says_which_one_is_paused() {
+        let f = Fixture::hostile_admin();
+        assert_eq!(f.run(&["pause", "queue", "critical"]).code, Some(0));
+        let r = f.run(&["resume", "queue", "critcal"]);
+        assert_eq!(r.code, Some(1), "{r}");
+        assert!(r.stderr.contains("queue 'critcal' was not paused: nothing resumed; did you mean 'critical'?"), "{r}");
+        // Nothing close: said as before.
+        let r = f.run(&["resume", "queue", "high"]);
+        assert!(r.stderr.contains("queue 'high' was not paused: nothing resumed\n"), "{r}");
+    }
+}
