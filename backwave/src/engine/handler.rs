@@ -157,8 +157,12 @@ pub(crate) fn panic_trace(location: &str, bt: &Backtrace) -> String {
 /// and thread start, the backtrace machinery, and this engine's dispatch (which runs every
 /// handler, so it says nothing about one failure). Trait-impl frames (`<T as core::…>::f`) are
 /// judged by their type.
-const FOREIGN_FRAMES: [&str; 16] = [
+const FOREIGN_FRAMES: [&str; 18] = [
     "std::",
+    // The runtime an async registry runs sync handlers on (`spawn_blocking`): some 17 frames,
+    // 3 KiB of every failed attempt's detail, none of them the application's.
+    "tokio::",
+    "futures_util::",
     "core::",
     "alloc::",
     "backtrace::",
@@ -469,6 +473,20 @@ mod tests {
    2: <shop::jobs::Charge as backwave::engine::registry::Handler>::handle
              at ./src/jobs.rs:80:5"
         );
+    }
+
+    /// Found by an application developer's walkthrough: with an async handler in the registry,
+    /// sync handlers run on tokio's blocking pool, and each failed attempt kept its frames.
+    #[test]
+    fn tokio_frames_are_not_the_applications() {
+        let trace = "   0: shop::jobs::charge_card
+             at ./src/jobs.rs:42:9
+   1: tokio::runtime::blocking::task::BlockingTask<T> as core::future::future::Future>::poll
+   2: <tokio::runtime::blocking::task::BlockingTask<T> as core::future::future::Future>::poll
+             at /cargo/tokio-1.48.0/src/runtime/blocking/task.rs:42:21
+   3: tokio::runtime::task::core::Core<T,S>::poll::{{closure}}
+   4: <futures_util::future::catch_unwind::CatchUnwind<Fut> as core::future::future::Future>::poll";
+        assert_eq!(application_frames(trace), "   0: shop::jobs::charge_card\n             at ./src/jobs.rs:42:9");
     }
 
     #[test]
