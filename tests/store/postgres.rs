@@ -458,3 +458,51 @@ fn a_worker_that_started_on_an_empty_queue_never_claims_a_grown_backlog_with_a_p
         .collect();
     assert_eq!(generic, Vec::<String>::new(), "statements of the worker's session ran a plan made without its values");
 }
+
+/// Found by an application developer's walkthrough: inside `#[tokio::main]` the sync `Store` and
+/// `Engine::start` on PostgreSQL panicked ("Cannot start a runtime from within a runtime": the
+/// driver blocks on a runtime of its own), where the same code on SQLite worked. On a
+/// multi-threaded runtime they now lend the thread (`block_in_place`), both on the thread that
+/// runs `block_on` (as `#[tokio::main]` runs `main`) and on a worker; dropping a store there,
+/// which closes its connection, too.
+#[test]
+fn the_sync_store_and_an_engine_work_inside_a_multi_threaded_tokio_runtime() {
+    use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup};
+    let db = pg_db();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let url = db.arg().to_string();
+    rt.block_on(async {
+        let store = Store::create(url.as_str()).unwrap();
+        store.enqueue_many(&(0..20).map(|_| NewJob::new("w", "q", "1")).collect::<Vec<_>>()).unwrap();
+        let seen = store.snapshot(|s| Ok(s.counts()?.total(JobState::Scheduled))).unwrap();
+        assert_eq!(seen, 20);
+        let on_a_worker = tokio::spawn({
+            let url = url.clone();
+            async move {
+                let store = Store::open(url.as_str()).unwrap();
+                let n = store.counts().unwrap().total(JobState::Scheduled);
+                drop(store);
+                n
+            }
+        });
+        assert_eq!(on_a_worker.await.unwrap(), 20);
+
+        let mut registry = Registry::new();
+        registry.handle::<u32>("w", |_, _| Ok(())).queue("q");
+        let mut engine = Engine::new(url.as_str(), registry);
+        engine.add_worker_group(WorkerGroup {
+            name: "g".into(),
+            policy: DispatchPolicy::strict(["q"]),
+            poll_interval: Duration::from_millis(20),
+            ..WorkerGroup::default()
+        });
+        let running = engine.start().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while store.counts().unwrap().total(JobState::Succeeded) < 20 {
+            assert!(std::time::Instant::now() < deadline, "the engine started inside the runtime ran nothing");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        running.shutdown(Duration::from_secs(5));
+        drop(store);
+    });
+}

@@ -387,7 +387,7 @@ impl PgStore {
             lock_timeout: std::cell::Cell::new(BUSY_TIMEOUT),
             snapshot: std::cell::Cell::new(None),
         };
-        store.ensure_connected()?;
+        blocking(|| store.ensure_connected())?;
         // A worker role may update some columns of `jobs` only (README): any is enough to write.
         let (read_only, detail_readable): (bool, bool) = store.with_client(|c| {
             let r = c.query_one(
@@ -399,7 +399,9 @@ impl PgStore {
             )?;
             Ok((r.get(0), r.get(1)))
         })?;
-        Ok(PgStore { read_only, detail_readable, ..store })
+        let mut store = store;
+        (store.read_only, store.detail_readable) = (read_only, detail_readable);
+        Ok(store)
     }
 
     /// The connection, opened (and its session settings applied and read back) if it is not.
@@ -434,6 +436,10 @@ impl PgStore {
 
     /// Run `f` on the client outside a transaction (session settings, the schema check).
     fn with_client<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        blocking(|| self.with_client_here(f))
+    }
+
+    fn with_client_here<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
         self.ensure_connected()?;
         let mut slot = self.conn.borrow_mut();
         let conn = slot.as_mut().expect("connected above");
@@ -479,6 +485,15 @@ impl PgStore {
     }
 
     fn transaction<T>(
+        &self,
+        level: IsolationLevel,
+        read_only: bool,
+        f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        blocking(|| self.transaction_here(level, read_only, f))
+    }
+
+    fn transaction_here<T>(
         &self,
         level: IsolationLevel,
         read_only: bool,
@@ -610,6 +625,31 @@ fn empty_or_version(tx: &mut Tx<'_>, url: &PostgresUrl) -> Result<i64> {
         return Err(Error::SchemaTooNew { path: url.to_string().into(), found: version, supported: SCHEMA_VERSION });
     }
     Ok(version)
+}
+
+/// Run `f`, which blocks on the `postgres` crate's own runtime, so that it may: on a worker
+/// thread of a multi-threaded tokio runtime (an application calling the sync `Store` from
+/// `async fn main`) through `block_in_place`, which hands the thread's other tasks to the rest
+/// of the pool; anywhere else as it is (the engine's threads, `spawn_blocking`, no runtime).
+/// Without it the driver panicked ("Cannot start a runtime from within a runtime") where the
+/// same code on SQLite worked. A current-thread runtime cannot lend its only thread: there, use
+/// `AsyncStore`.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(feature = "tokio")]
+    if tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+    {
+        return tokio::task::block_in_place(f);
+    }
+    f()
+}
+
+impl Drop for PgStore {
+    /// Closing the connection blocks on the driver's runtime too (see [`blocking`]).
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().take();
+        blocking(move || drop(conn));
+    }
 }
 
 /// How PostgreSQL shows a `lock_timeout` of `ms` milliseconds.

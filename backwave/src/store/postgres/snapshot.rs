@@ -9,6 +9,10 @@ impl PgStore {
     /// Run `f` with every read of this store inside one read-only snapshot. A snapshot inside
     /// a snapshot is the same one.
     pub(crate) fn snapshot<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        super::blocking(|| self.snapshot_here(f))
+    }
+
+    fn snapshot_here<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         if self.snapshot.get().is_some() {
             return f();
         }
