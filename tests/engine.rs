@@ -753,3 +753,28 @@ both_flavors! {
         assert!(t.store.history(id).unwrap().iter().all(|e| e.reason.as_deref() != Some(LEASE_EXPIRED)));
     }
 }
+
+/// Found by an application developer's walkthrough: a schedule whose payload its handler's type
+/// does not decode (`"nope"` for a `u64` handler) started, and every tick was quarantined. It is
+/// refused at start, before anything is stored, as `registry.job` refuses such an enqueue; a
+/// schedule of a wire name another process handles is not this registry's to judge.
+#[test]
+fn a_schedule_its_handler_cannot_decode_is_refused_at_start() {
+    use backwave::schedule::Schedule;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bw.db");
+    let engine = |payload: &str, wire_name: &str| {
+        let mut registry = Registry::new();
+        registry.handle::<u64>("report", |_, _| Ok(()));
+        let mut engine = Engine::new(&db, registry);
+        engine.add_worker_group(WorkerGroup { name: "g".into(), ..WorkerGroup::default() });
+        engine.add_schedule(Schedule::new("nightly", "0 0 3 * * *", wire_name, "default", payload.as_bytes().to_vec()));
+        engine
+    };
+    let Err(err) = engine("\"nope\"", "report").start() else { panic!("a schedule its handler cannot decode started") };
+    let err = err.to_string();
+    assert!(err.contains("schedule 'nightly': its payload for 'report' does not decode as u64"), "{err}");
+    assert!(!db.exists(), "nothing stored");
+    engine("42", "report").start().unwrap().shutdown(Duration::from_secs(1));
+    engine("{}", "handled-elsewhere").start().unwrap().shutdown(Duration::from_secs(1));
+}

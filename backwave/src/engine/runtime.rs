@@ -163,6 +163,21 @@ impl Engine {
             }
         }
         crate::store::validate_schedules(&self.schedules)?;
+        // A schedule whose wire name this registry handles must give the handler a payload it
+        // decodes, or every tick would be quarantined (`registry.job` checks an enqueue the same
+        // way). One another process handles is not this registry's to judge.
+        for s in &self.schedules {
+            if let Some(entry) = self.registry.entry(&s.wire_name) {
+                if let Err(e) = entry.route.decode(&s.payload) {
+                    return Err(Error::InvalidInput(format!(
+                        "schedule '{}': its payload for '{}' does not decode as {}: {e}",
+                        s.name,
+                        s.wire_name,
+                        entry.route.type_name()
+                    )));
+                }
+            }
+        }
         let first = Store::create(&self.db)?.with_clock(self.clock.clone());
         let actor = format!("{}/{}", hostname(), std::process::id());
         first.declare_limits(&actor, &self.limits)?;
