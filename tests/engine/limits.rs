@@ -165,7 +165,7 @@ both_backends! {
         let quiet = procs[0].worker_id.clone();
         let changed = t.store.quiet_workers(ACTOR, &WorkerSelector::Id(quiet.clone())).unwrap();
         assert_eq!(changed, vec![quiet.clone()]);
-        // SIGTSTP quiets the second one locally, without the store.
+        // SIGTSTP quiets the second one in its process, which writes it into its row.
         procs[1].signal(libc::SIGTSTP);
         std::thread::sleep(Duration::from_millis(200)); // four polls of each
         let since = t.store.now();
@@ -183,6 +183,11 @@ both_backends! {
         let q = states.iter().find(|s| s.id == quiet).unwrap();
         assert_eq!(q.quiet_by.as_deref(), Some(ACTOR));
         assert!(q.quiet_at.is_some());
+        // Found by an application developer's walkthrough: a quiet set in the process (SIGTSTP,
+        // EngineHandle::quiet) was the process's alone, and `bw workers` showed it `live`.
+        let by_itself = states.iter().find(|s| s.id == procs[1].worker_id).unwrap();
+        assert_eq!(by_itself.quiet_by.as_deref(), Some(backwave::store::QUIET_BY_PROCESS));
+        assert!(by_itself.quiet_at.is_some());
         let audit = t.store.audit_entries(0, 100).unwrap();
         assert!(audit.iter().any(|a| a.action == "quiet" && a.detail.as_deref().is_some_and(|d| d.contains(&quiet))));
 
@@ -200,6 +205,15 @@ both_backends! {
         );
         let claimers: Vec<&str> = claimers.iter().map(|r| r[0].as_str()).collect();
         assert_eq!(claimers, vec![quiet.as_str()], "the resumed process claims again; the SIGTSTP one does not");
+
+        // An operator lifts the process's own quiet as any other: it claims again.
+        let by_itself = procs[1].worker_id.clone();
+        assert_eq!(t.store.resume_workers(ACTOR, &WorkerSelector::Id(by_itself.clone())).unwrap(), vec![by_itself.clone()]);
+        procs[0].kill();
+        let last = enqueue(&t.store, "free", 50);
+        wait_for("the process resumed by an operator to drain", Duration::from_secs(60), || {
+            (count_state(&t.store, "free", JobState::Succeeded) == ids.len() + last.len()).then_some(())
+        });
         let unknown = t.store.quiet_workers(ACTOR, &WorkerSelector::Host("no-such-host".into())).unwrap_err();
         assert!(unknown.to_string().contains("'no-such-host'"), "{unknown}");
     }

@@ -74,7 +74,8 @@ pub(super) struct Setup {
     pub recorder: Recorder,
     pub stats: Arc<Counters>,
     pub stop: Arc<StopFlag>,
-    /// The process's own quiet (SIGTSTP, `EngineHandle::quiet`): no claims while set.
+    /// The process's own quiet (SIGTSTP, `EngineHandle::quiet`): written into this worker's
+    /// registry row when it changes (see [`Dispatcher::sync_quiet`]).
     pub quiet: Arc<AtomicBool>,
     /// Only the first group of an engine sweeps.
     pub sweep_interval: Option<Duration>,
@@ -97,6 +98,8 @@ pub(super) struct Dispatcher {
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
     quiet: Arc<AtomicBool>,
+    /// The process's quiet as last written into the registry row.
+    quiet_written: bool,
     pace: Pace,
     steps: Deadlines<Step>,
     heartbeat_every: Duration,
@@ -134,6 +137,7 @@ impl Dispatcher {
             stats: s.stats,
             stop: s.stop,
             quiet: s.quiet,
+            quiet_written: false,
             pace: Pace::new(now),
             steps,
             heartbeat_every,
@@ -179,6 +183,7 @@ impl Dispatcher {
         if stopping && (self.claims.active() == 0 || grace_end.is_none_or(|g| now >= g)) {
             return false;
         }
+        self.sync_quiet();
         if self.steps.is_due(Step::Heartbeat, now) {
             self.heartbeat();
             self.give_back_surplus(now);
@@ -216,6 +221,22 @@ impl Dispatcher {
         [own, self.maintenance.next_due(), grace].into_iter().flatten().min()
     }
 
+    /// Write the process's own quiet into this worker's registry row when it changed (SIGTSTP
+    /// and `EngineHandle::quiet` only set a flag): the row is what the claim reads, what `bw
+    /// workers` and `bw check` show, and what `bw workers resume` lifts. Such a quiet was once
+    /// the process's alone, so a worker that claimed nothing still showed `live`. Until the
+    /// write succeeds the flag itself holds the claims (see [`Dispatcher::claim_room`]).
+    fn sync_quiet(&mut self) {
+        let wanted = self.quiet.load(Ordering::SeqCst);
+        if wanted == self.quiet_written {
+            return;
+        }
+        match self.store.mark_quiet_self(&self.worker_id, wanted) {
+            Ok(()) => self.quiet_written = wanted,
+            Err(e) => self.stats.error(&e),
+        }
+    }
+
     /// Tell the claim table which buffered jobs handlers have taken since the last look.
     fn sync_started(&mut self) {
         for run in self.ready.take_started() {
@@ -228,7 +249,10 @@ impl Dispatcher {
     /// a claim; past that, the buffer is topped up only once half the claim-ahead has drained,
     /// so claims stay wide. None while the store has not taken [`UNRECORDED_MAX`] outcomes.
     fn claim_room(&self) -> Option<usize> {
-        if self.quiet.load(Ordering::SeqCst) || self.claims.unrecorded() >= self.unrecorded_max {
+        // A process quiet not yet in the row holds the claims itself; once written, the row
+        // does (the claim reads it), so an operator's `bw workers resume` lifts it.
+        let quiet_unwritten = self.quiet.load(Ordering::SeqCst) && !self.quiet_written;
+        if quiet_unwritten || self.claims.unrecorded() >= self.unrecorded_max {
             return None;
         }
         let ahead = self.pace.ahead();

@@ -498,12 +498,19 @@ impl EngineHandle {
     }
 
     /// Quiet this process: every group claims nothing from its next poll on and finishes what
-    /// it runs, as `bw workers quiet` does from the store. Lifted by [`EngineHandle::resume`].
+    /// it runs, as `bw workers quiet` does from the store. Each group writes it into its
+    /// registry row (`quiet … by its own process`), where `bw workers` and `bw check` see it
+    /// and `bw workers resume` lifts it. Lifted by [`EngineHandle::resume`].
     pub fn quiet(&self) {
         self.quiet.store(true, Ordering::SeqCst);
+        for w in &self.wakers {
+            let _ = w.send(Done::Wake);
+        }
     }
 
-    /// Lift this process's own quiet (one set through the store stays until `bw workers resume`).
+    /// Lift this process's own quiet (one an operator set through the store stays until `bw
+    /// workers resume`). After an operator lifted it, quiet the process again with `resume` and
+    /// then `quiet` (the flag is still set, so a second SIGTSTP changes nothing).
     pub fn resume(&self) {
         self.quiet.store(false, Ordering::SeqCst);
         for w in &self.wakers {

@@ -124,6 +124,11 @@ forward! {
     pub fn resume_workers(&self, actor: &str, selector: &WorkerSelector) -> Result<Vec<String>>;
     /// Record that a worker's engine began to shut down.
     pub fn mark_stopping(&self, worker_id: &str) -> Result<()>;
+    /// Write a worker's own quiet (SIGTSTP, `EngineHandle::quiet`) into its registry row, as
+    /// [`crate::store::QUIET_BY_PROCESS`], so that `bw workers` and `bw check` see it and `bw
+    /// workers resume` lifts it; `false` lifts only a quiet the process wrote itself. No
+    /// permission, no audit: a process's word about itself.
+    pub fn mark_quiet_self(&self, worker_id: &str, quiet: bool) -> Result<()>;
     /// Quiet and stopping state and live Running count of every registered worker, by id.
     pub fn worker_states(&self) -> Result<Vec<WorkerState>>;
 

@@ -94,7 +94,7 @@ pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
 pub use show::JobView;
 pub use target::{PostgresUrl, StoreTarget};
 pub use unique::validate as validate_unique_rule;
-pub use worker_state::{WorkerSelector, WorkerState};
+pub use worker_state::{WorkerSelector, WorkerState, QUIET_BY_PROCESS};
 
 #[cfg(feature = "postgres")]
 use crate::error::Error;

@@ -12,6 +12,10 @@ use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::Millis;
 
+/// Who a worker's quiet is by when its own process set it (SIGTSTP, `EngineHandle::quiet`):
+/// what `bw workers` shows as `quiet <since> by its own process`.
+pub const QUIET_BY_PROCESS: &str = "its own process";
+
 /// Which worker processes an operator means.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WorkerSelector {
@@ -79,6 +83,24 @@ impl SqliteStore {
     fn set_quiet(&self, actor: &str, selector: &WorkerSelector, quiet: bool) -> Result<Vec<String>> {
         let now = self.now();
         self.write(|c| workers::set_quiet(&mut SqliteOps { c, now }, actor, selector, quiet))
+    }
+
+    pub fn mark_quiet_self(&self, worker_id: &str, quiet: bool) -> Result<()> {
+        let now = self.now();
+        self.write(|tx| {
+            if quiet {
+                tx.execute(
+                    "UPDATE workers SET quiet_at = ?2, quiet_by = ?3 WHERE id = ?1 AND quiet_at IS NULL",
+                    params![worker_id, now, QUIET_BY_PROCESS],
+                )?;
+            } else {
+                tx.execute(
+                    "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE id = ?1 AND quiet_by = ?2",
+                    params![worker_id, QUIET_BY_PROCESS],
+                )?;
+            }
+            Ok(())
+        })
     }
 
     pub fn mark_stopping(&self, worker_id: &str) -> Result<()> {

@@ -175,6 +175,25 @@ impl PgStore {
         self.write(|tx| workers::set_quiet(tx, actor, selector, quiet))
     }
 
+    pub fn mark_quiet_self(&self, worker_id: &str, quiet: bool) -> Result<()> {
+        use crate::store::QUIET_BY_PROCESS;
+        self.write(|tx| {
+            if quiet {
+                let now = tx.now()?;
+                tx.execute(
+                    "UPDATE workers SET quiet_at = $2, quiet_by = $3 WHERE id = $1 AND quiet_at IS NULL",
+                    &[&worker_id, &now, &QUIET_BY_PROCESS],
+                )?;
+            } else {
+                tx.execute(
+                    "UPDATE workers SET quiet_at = NULL, quiet_by = NULL WHERE id = $1 AND quiet_by = $2",
+                    &[&worker_id, &QUIET_BY_PROCESS],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
     pub fn mark_stopping(&self, worker_id: &str) -> Result<()> {
         self.write(|tx| {
             let now = tx.now()?;
