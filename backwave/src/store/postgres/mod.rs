@@ -218,16 +218,17 @@ impl Tx<'_> {
 
     /// [`Tx::query`] for a statement whose plan must fit the values it runs with and the table as
     /// it is now, which a long-lived session runs again and again: the engine's batch statements
-    /// over `jobs` (the claim, the completion, the heartbeat, the reap), and the pages, counts and
-    /// log reads a dashboard or a follow repeats. A statement the session keeps prepared may, after five runs, be
-    /// given a generic plan, made without its values and priced on the table as it was then;
-    /// a worker that started on a near-empty queue kept, for its claim, a plan that reads and
-    /// sorts every job, and once a burst of 300,000 arrived each claim of 1,000 took 1.3 s
-    /// instead of 11 ms until an ANALYZE happened to replace it. Here the statement is planned
-    /// afresh on every run (the unnamed statement, parsed, bound and run in one round trip);
-    /// the cached one only lends its parameter types. That costs a parse and a plan per run,
-    /// a fraction of a millisecond against a batch; the single-row statements of `enqueue` and
-    /// of an attempt's end keep their cached plans (a primary key lookup has one good plan).
+    /// over `jobs` (the claim, the completion, the heartbeat, the reap), and the pages, counts
+    /// and log reads a dashboard or a follow repeats. A statement the session keeps prepared
+    /// may, after five runs, be given a generic plan, made without its values and priced on the
+    /// table as it was then: a worker that started on a near-empty queue kept, for its claim, a
+    /// plan that reads and sorts every job, and once a burst of 300,000 arrived each claim of
+    /// 1,000 took 1.3 s instead of 11 ms until an ANALYZE happened to replace it. Here the
+    /// statement is planned afresh on every run (the unnamed statement, parsed, bound and run in
+    /// one round trip); the cached one only lends its parameter types. That costs a parse and a
+    /// plan per run, a fraction of a millisecond against a batch; the single-row statements of
+    /// `enqueue` and of an attempt's end keep their cached plans (a primary key lookup has one
+    /// good plan).
     pub(crate) fn query_planned(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let typed = self.typed(sql, params)?;
         Ok(self.tx.query_typed(sql, &typed)?)
