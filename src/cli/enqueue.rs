@@ -107,8 +107,8 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 /// When workers are live but none handles `wire_name`: most likely a typo (a worker of its queue
 /// quarantines the job as unhandled within a poll: `bw enqueue send-emial` printed only an id),
-/// said with the nearest name they do handle. Nothing when no worker is live (enqueueing ahead of a deploy is normal) or one
-/// handles it. Reads the worker registry only, never the jobs.
+/// said with the nearest name they do handle. Nothing when no worker is live (enqueueing ahead
+/// of a deploy is normal) or one handles it. Reads the worker registry only, never the jobs.
 fn unhandled_warning(store: &backwave::Store, wire_name: &str) -> Result<Option<String>, CliError> {
     let now = store.now();
     let live: Vec<_> = store.workers()?.into_iter().filter(|w| w.is_live(now)).collect();
