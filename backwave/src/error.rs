@@ -63,7 +63,7 @@ pub enum Error {
     #[error("no job matches '{0}'")]
     JobNotFound(String),
 
-    #[error("job id prefix '{prefix}' is ambiguous: it matches {}", candidates.join(", "))]
+    #[error("job id '{prefix}' is ambiguous: it matches the start or the end of {}", candidates.join(", "))]
     AmbiguousId { prefix: String, candidates: Vec<String> },
 
     #[error("job {id} is {state}, not {wanted}")]

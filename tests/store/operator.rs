@@ -164,7 +164,7 @@ both_backends! {
         assert_eq!(fx.store.resolve_id(ids[0]).unwrap(), ids[0].parse().unwrap());
         assert_eq!(
             fx.store.resolve_id("0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b1").unwrap_err().to_string(),
-            format!("job id prefix '0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b1' is ambiguous: it matches {}, {}", ids[0], ids[1])
+            format!("job id '0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b1' is ambiguous: it matches the start or the end of {}, {}", ids[0], ids[1])
         );
         match fx.store.resolve_id("0192f3") {
             Err(Error::AmbiguousId { prefix, candidates }) => {
