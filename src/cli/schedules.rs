@@ -72,13 +72,29 @@ fn open_to_operate(ctx: &Ctx) -> Result<backwave::Store, CliError> {
     Ok(store)
 }
 
+/// The schedule `name`, or the store's refusal of a name no schedule has with the one probably
+/// meant (`bw schedule pause inventory-sinc`): asked only once the permission held, so someone
+/// who may not act learns no names.
+fn named(store: &backwave::Store, name: &str) -> Result<ScheduleInfo, CliError> {
+    match store.schedule(name) {
+        Err(e @ backwave::Error::InvalidInput(_)) => {
+            let names: Vec<String> = store.schedules()?.into_iter().map(|s| s.row.schedule.name).collect();
+            match crate::text::did_you_mean(name, names.iter().map(String::as_str)) {
+                Some(m) => Err(CliError::Usage(format!("{e}; did you mean '{}'?", sanitize(m)))),
+                None => Err(e.into()),
+            }
+        }
+        other => Ok(other?),
+    }
+}
+
 fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     if a.for_.is_some_and(|d| d.is_zero()) {
         return Err(CliError::Usage("--for '0s' would end the pause at once: give a longer duration, e.g. 2h".into()));
     }
     let store = open_to_operate(ctx)?;
     // Refuses a name no schedule has before anything is written.
-    let info = store.schedule(&a.name)?;
+    let info = named(&store, &a.name)?;
     let now = store.now();
     let until = a.for_.map(|d| now.saturating_add(d.as_millis().min(i64::MAX as u128) as Millis));
     let result = if a.dry_run {
@@ -96,7 +112,7 @@ fn pause(a: &PauseArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 fn resume(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = open_to_operate(ctx)?;
-    let info = store.schedule(&a.name)?;
+    let info = named(&store, &a.name)?;
     let resumed = if a.dry_run {
         if info.paused {
             "WouldResume"
@@ -119,7 +135,7 @@ fn resume(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
 
 fn trigger(a: &NameArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = open_to_operate(ctx)?;
-    let info = store.schedule(&a.name)?;
+    let info = named(&store, &a.name)?;
     let (result, job) = if a.dry_run {
         ("WouldTrigger", None)
     } else {

@@ -128,6 +128,9 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["schedule", "trigger", "nosuch"], Permission("operate")),
     (Admin, &["schedule", "pause", "nightly", "--for", "0s"], BadInput),
     (Admin, &["schedule", "pause", "nosuch"], UnknownName),
+    // A typo of a schedule's name says the name meant, after the permission, as for queues.
+    (Stranger, &["schedule", "pause", "nighlty"], Permission("operate")),
+    (Admin, &["schedule", "pause", "nighlty"], UnknownName),
     (Admin, &["schedule", "trigger", "nosuch"], UnknownName),
     (Admin, &["schedule", "resume", "nightly"], WrongState),
     // settings
