@@ -398,44 +398,26 @@ fn eight_processes_opening_a_store_of_the_base_version_migrate_it_once_and_keep_
 /// are planned for the values they run with, every time.
 #[test]
 fn a_worker_that_started_on_an_empty_queue_never_claims_a_grown_backlog_with_a_plan_made_for_the_empty_one() {
-    let db = pg_db();
-    let store = Store::create(&db).unwrap();
+    let _g = use_backend(Backend::Postgres);
+    let fx = super::Fixture::new();
+    let store = &fx.store;
     let policy = RetryPolicy::new(3, Duration::ZERO).unwrap();
-    let queues = ["q".to_string()];
-    let req = |limit| ClaimRequest {
-        worker_id: "w1",
-        group: "g",
-        queues: &queues,
-        limit,
-        lease: Duration::from_secs(60),
-        policy: &policy,
-    };
     let run = |claimed: Vec<backwave::Job>| {
         let held: Vec<_> = claimed.iter().map(|j| (j.id, j.attempt)).collect();
-        store.heartbeat("w1", &held, Duration::from_secs(60)).unwrap();
-        let done: Vec<Completion> = claimed
-            .iter()
-            .map(|j| Completion {
-                job_id: j.id,
-                worker_id: "w1".into(),
-                attempt: j.attempt,
-                outcome: Outcome::Succeeded,
-            })
-            .collect();
-        store.complete_many(&done).unwrap();
+        store.heartbeat(super::WORKER, &held, super::LEASE).unwrap();
+        fx.report_all(&claimed, |_, _| Outcome::Succeeded);
         claimed.len()
     };
     // A quiet queue: a job at a time, claimed, heartbeated and completed, well past the five
     // runs after which PostgreSQL weighs a generic plan.
     for _ in 0..12 {
-        store.enqueue_many(&[NewJob::new("w", "q", "{}")]).unwrap();
-        assert_eq!(run(store.claim(&req(10)).unwrap()), 1);
+        fx.enqueue("w", "q");
+        assert_eq!(run(fx.claim_as(super::WORKER, "q", 10, &policy)), 1);
     }
     // The burst, then the same worker's next claim.
     let burst: Vec<NewJob> = (0..20_000).map(|_| NewJob::new("w", "q", "{}")).collect();
     store.enqueue_many(&burst).unwrap();
-    let claimed = store.claim(&req(100)).unwrap();
-    assert_eq!(run(claimed), 100);
+    assert_eq!(run(fx.claim_as(super::WORKER, "q", 100, &policy)), 100);
 
     // The session's prepared statements that read or update jobs (the insert has one plan
     // whatever the table holds): none ran a generic plan. Without the fix the claim, the
@@ -497,11 +479,11 @@ fn the_sync_store_and_an_engine_work_inside_a_multi_threaded_tokio_runtime() {
             ..WorkerGroup::default()
         });
         let running = engine.start().unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while store.counts().unwrap().total(JobState::Succeeded) < 20 {
-            assert!(std::time::Instant::now() < deadline, "the engine started inside the runtime ran nothing");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        crate::engine::support::wait_for(
+            "the engine started inside the runtime to drain",
+            Duration::from_secs(30),
+            || (store.counts().unwrap().total(JobState::Succeeded) == 20).then_some(()),
+        );
         running.shutdown(Duration::from_secs(5));
         drop(store);
     });
