@@ -214,6 +214,21 @@ both_backends! {
         wait_for("the process resumed by an operator to drain", Duration::from_secs(60), || {
             (count_state(&t.store, "free", JobState::Succeeded) == ids.len() + last.len()).then_some(())
         });
+        // A second SIGTSTP after the operator's lift quiets it again (it was a flag still set,
+        // so the second signal changed nothing).
+        procs[1].signal(libc::SIGTSTP);
+        wait_for("the second SIGTSTP to reach the row", Duration::from_secs(30), || {
+            let states = t.store.worker_states().unwrap();
+            let row = states.iter().find(|s| s.id == by_itself)?;
+            (row.quiet_by.as_deref() == Some(backwave::store::QUIET_BY_PROCESS)).then_some(())
+        });
+        std::thread::sleep(Duration::from_millis(200)); // four polls
+        let since = t.store.now();
+        let after = enqueue(&t.store, "free", 20);
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(count_state(&t.store, "free", JobState::Scheduled), after.len(), "the requieted process claimed");
+        let claimed = format!("SELECT count(*) FROM transitions WHERE to_state = 'running' AND at >= {since}");
+        assert_eq!(plain_query(&t.db, &claimed)[0][0].as_i64(), 0);
         let unknown = t.store.quiet_workers(ACTOR, &WorkerSelector::Host("no-such-host".into())).unwrap_err();
         assert!(unknown.to_string().contains("'no-such-host'"), "{unknown}");
     }

@@ -7,7 +7,7 @@
 //! code, and never sleeps but to wait for the next finished job or deadline.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use super::maintenance::Maintenance;
 use super::pace::{Pace, MAX_AHEAD};
 use super::pool::{Done, ReadyBuffer, Work};
 use super::recorder::{Recorded, Recorder};
-use super::runtime::{later, Counters, StopFlag};
+use super::runtime::{later, Counters, ProcessQuiet, StopFlag};
 use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
@@ -76,7 +76,7 @@ pub(super) struct Setup {
     pub stop: Arc<StopFlag>,
     /// The process's own quiet (SIGTSTP, `EngineHandle::quiet`): written into this worker's
     /// registry row when it changes (see [`Dispatcher::sync_quiet`]).
-    pub quiet: Arc<AtomicBool>,
+    pub quiet: Arc<ProcessQuiet>,
     /// Only the first group of an engine sweeps.
     pub sweep_interval: Option<Duration>,
 }
@@ -97,9 +97,11 @@ pub(super) struct Dispatcher {
     recorder: Recorder,
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
-    quiet: Arc<AtomicBool>,
-    /// The process's quiet as last written into the registry row.
+    quiet: Arc<ProcessQuiet>,
+    /// The process's quiet as last written into the registry row, and how many asks to be quiet
+    /// that write had seen (a later ask is written again: an operator may have lifted the first).
     quiet_written: bool,
+    quiet_asks_written: u64,
     pace: Pace,
     steps: Deadlines<Step>,
     heartbeat_every: Duration,
@@ -138,6 +140,7 @@ impl Dispatcher {
             stop: s.stop,
             quiet: s.quiet,
             quiet_written: false,
+            quiet_asks_written: 0,
             pace: Pace::new(now),
             steps,
             heartbeat_every,
@@ -227,14 +230,20 @@ impl Dispatcher {
     /// the process's alone, so a worker that claimed nothing still showed `live`. Until the
     /// write succeeds the flag itself holds the claims (see [`Dispatcher::claim_room`]).
     fn sync_quiet(&mut self) {
-        let wanted = self.quiet.load(Ordering::SeqCst);
-        if wanted == self.quiet_written {
+        let wanted = self.quiet.is_on();
+        if !self.quiet_unwritten() && wanted == self.quiet_written {
             return;
         }
+        let asks = self.quiet.asks();
         match self.store.mark_quiet_self(&self.worker_id, wanted) {
-            Ok(()) => self.quiet_written = wanted,
+            Ok(()) => (self.quiet_written, self.quiet_asks_written) = (wanted, asks),
             Err(e) => self.stats.error(&e),
         }
+    }
+
+    /// Whether the process is quiet by an ask not yet written into the registry row.
+    fn quiet_unwritten(&self) -> bool {
+        self.quiet.is_on() && (!self.quiet_written || self.quiet.asks() != self.quiet_asks_written)
     }
 
     /// Tell the claim table which buffered jobs handlers have taken since the last look.
@@ -251,8 +260,7 @@ impl Dispatcher {
     fn claim_room(&self) -> Option<usize> {
         // A process quiet not yet in the row holds the claims itself; once written, the row
         // does (the claim reads it), so an operator's `bw workers resume` lifts it.
-        let quiet_unwritten = self.quiet.load(Ordering::SeqCst) && !self.quiet_written;
-        if quiet_unwritten || self.claims.unrecorded() >= self.unrecorded_max {
+        if self.quiet_unwritten() || self.claims.unrecorded() >= self.unrecorded_max {
             return None;
         }
         let ahead = self.pace.ahead();
@@ -728,7 +736,7 @@ mod tests {
             recorder: Recorder::InPlace,
             stats: Arc::new(Counters::default()),
             stop: Arc::new(StopFlag::default()),
-            quiet: Arc::new(AtomicBool::new(false)),
+            quiet: Arc::new(ProcessQuiet::default()),
             sweep_interval: None,
         });
         (Harness { d, done, store, _dir: dir }, ids)

@@ -193,12 +193,13 @@ impl Engine {
         };
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
-        let quiet = Arc::new(AtomicBool::new(false));
+        let quiet = Arc::new(ProcessQuiet::default());
         let mut handle = EngineHandle {
             groups: Vec::new(),
             wakers: Vec::new(),
             registry: Arc::clone(&self.registry),
             quiet: Arc::clone(&quiet),
+            signals: Mutex::default(),
             ticker: None,
             #[cfg(feature = "tokio")]
             async_rt,
@@ -389,6 +390,37 @@ impl Counters {
     }
 }
 
+/// This process's own quiet: asked by [`EngineHandle::quiet`] or SIGTSTP, lifted by
+/// [`EngineHandle::resume`]. Each ask is counted, so one that comes after an operator lifted the
+/// quiet from the store (`bw workers resume`) quiets the process again: a flag alone would still
+/// be set and the second SIGTSTP would change nothing.
+#[derive(Default)]
+pub(super) struct ProcessQuiet {
+    on: AtomicBool,
+    asks: AtomicU64,
+}
+
+impl ProcessQuiet {
+    /// Quiet the process. Only atomic stores: SIGTSTP's handler calls it.
+    pub fn ask(&self) {
+        self.on.store(true, Ordering::SeqCst);
+        self.asks.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn lift(&self) {
+        self.on.store(false, Ordering::SeqCst);
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::SeqCst)
+    }
+
+    /// How many times the process was asked to be quiet.
+    pub fn asks(&self) -> u64 {
+        self.asks.load(Ordering::SeqCst)
+    }
+}
+
 /// A group's shutdown request and the end of its grace period.
 #[derive(Default)]
 pub(super) struct StopFlag {
@@ -419,7 +451,9 @@ pub struct EngineHandle {
     registry: Arc<Registry>,
     ticker: Option<TickerHandle>,
     /// This process's own quiet (SIGTSTP, or [`EngineHandle::quiet`]), beside the store's.
-    quiet: Arc<AtomicBool>,
+    quiet: Arc<ProcessQuiet>,
+    /// The signal waits [`EngineHandle::quiet_on_sigtstp`] started: closed when the engine stops.
+    signals: Mutex<Vec<signal_hook::iterator::Handle>>,
     #[cfg(feature = "tokio")]
     async_rt: Option<AsyncRuntime>,
 }
@@ -500,19 +534,19 @@ impl EngineHandle {
     /// Quiet this process: every group claims nothing from its next poll on and finishes what
     /// it runs, as `bw workers quiet` does from the store. Each group writes it into its
     /// registry row (`quiet … by its own process`), where `bw workers` and `bw check` see it
-    /// and `bw workers resume` lifts it. Lifted by [`EngineHandle::resume`].
+    /// and `bw workers resume` lifts it. Lifted by [`EngineHandle::resume`]; after an operator
+    /// lifted it, calling this (or SIGTSTP) again quiets the process again.
     pub fn quiet(&self) {
-        self.quiet.store(true, Ordering::SeqCst);
+        self.quiet.ask();
         for w in &self.wakers {
             let _ = w.send(Done::Wake);
         }
     }
 
     /// Lift this process's own quiet (one an operator set through the store stays until `bw
-    /// workers resume`). After an operator lifted it, quiet the process again with `resume` and
-    /// then `quiet` (the flag is still set, so a second SIGTSTP changes nothing).
+    /// workers resume`).
     pub fn resume(&self) {
-        self.quiet.store(false, Ordering::SeqCst);
+        self.quiet.lift();
         for w in &self.wakers {
             let _ = w.send(Done::Wake);
         }
@@ -521,15 +555,30 @@ impl EngineHandle {
     /// Quiet this process when it receives SIGTSTP, as Sidekiq and asynq do: a deploy script
     /// signals the old process, which stops claiming at its next poll and finishes what it runs
     /// (then stop it with [`EngineHandle::shutdown`]). Replaces the terminal's default stop.
+    /// Each SIGTSTP quiets it, also one after an operator's `bw workers resume`; the groups see
+    /// it at once. A thread of its own waits for the signal until the engine stops.
     pub fn quiet_on_sigtstp(&self) -> Result<()> {
-        signal_hook::flag::register(signal_hook::consts::SIGTSTP, Arc::clone(&self.quiet))
+        let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTSTP handler: {e}"));
+        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTSTP]).map_err(cannot)?;
+        self.signals.lock().unwrap_or_else(|p| p.into_inner()).push(signals.handle());
+        let (quiet, wakers) = (Arc::clone(&self.quiet), self.wakers.clone());
+        std::thread::Builder::new()
+            .name("bw-sigtstp".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    quiet.ask();
+                    for w in &wakers {
+                        let _ = w.send(Done::Wake);
+                    }
+                }
+            })
             .map(drop)
-            .map_err(|e| Error::InvalidInput(format!("cannot install the SIGTSTP handler: {e}")))
+            .map_err(cannot)
     }
 
     /// Whether this process was quieted locally (by [`EngineHandle::quiet`] or SIGTSTP).
     pub fn is_quiet(&self) -> bool {
-        self.quiet.load(Ordering::SeqCst)
+        self.quiet.is_on()
     }
 
     /// Stop claiming in every group at once, under one deadline `grace` from now: hand back
@@ -543,6 +592,9 @@ impl EngineHandle {
     }
 
     fn stop_all(&mut self, grace: Duration, wait_for_stopped: bool) -> ShutdownReport {
+        for s in self.signals.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            s.close();
+        }
         // The ticker first: no tick fires into an engine that is going away.
         if let Some(t) = self.ticker.as_mut() {
             let _ = t.stop.send(());
