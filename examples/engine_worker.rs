@@ -16,7 +16,9 @@
 //!     epoch milliseconds written in <clock-file>, so that a test moves the time of several
 //!     processes at once; its ticker looks every 2 ms.
 //! ```
-//! It prints `ready <worker-id>` once its worker group runs, and serves until killed. With
+//! It prints `ready <worker-id>` once its worker group runs, and serves until killed; the modes
+//! but `ticks` stop on SIGTERM or SIGINT with a 60 s grace period (a second signal: at once) and
+//! print `stopped handed_back=N stopped=N abandoned=N`. With
 //! `BW_WORKER_ASYNC=1` every handler is registered with `handle_async` (the engine tests run each
 //! child scenario with plain and with async handlers).
 
@@ -141,9 +143,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         running.quiet_on_sigtstp()?;
     }
     println!("ready {}", running.worker_ids()[0].1);
-    loop {
-        std::thread::park();
-    }
+    // Serves until SIGTERM or SIGINT, then stops as a deploy does; a second signal: at once.
+    let report = running.serve_until_signal(Duration::from_secs(60))?;
+    println!("stopped handed_back={} stopped={} abandoned={}", report.handed_back, report.stopped, report.abandoned);
+    Ok(())
 }
 
 /// The `ticks` mode: a schedule every second on a clock the test moves through a file.

@@ -265,6 +265,43 @@ fn deploy_registry(slow: &Arc<AtomicBool>, ran_slow: &Arc<Mutex<Vec<JobId>>>) ->
 }
 
 both_flavors! {
+    /// A worker process's `main` ends with `EngineHandle::serve_until_signal` (an application
+    /// developer's walkthrough found no SIGTERM helper: each application wrote its own, or its
+    /// workers died on the orchestrator's SIGTERM with their claims). SIGTERM stops it as a
+    /// deploy does: a running handler gets the grace period (60 s in the child), so the process
+    /// still serves a moment later, marked stopping; a second signal (Ctrl-C) ends the grace at
+    /// once: the handler stops when asked, its lease ends at once, the worker leaves the registry
+    /// and the process exits 0.
+    fn sigterm_stops_a_worker_process_under_its_grace_and_a_second_signal_at_once() {
+        let t = test_store();
+        let id = NewJob::new("sleepy", "sleepy", "\"zzz\"");
+        let id = t.store.enqueue_many(&[id]).unwrap()[0];
+        let mut child = ChildWorker::spawn(&[t.db.arg(), "sleepy", "3", "60000"]);
+        let worker = child.worker_id.clone();
+        wait_for("the child to run the job", Duration::from_secs(10), || {
+            let j = job(&t.store, id);
+            (j.state == JobState::Running && j.lease_owner.as_deref() == Some(worker.as_str())).then_some(())
+        });
+        child.signal(libc::SIGTERM);
+        wait_for("the worker to be marked stopping", Duration::from_secs(10), || {
+            let states = t.store.worker_states().unwrap();
+            states.iter().find(|s| s.id == worker)?.stopping_at.map(drop)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(child.child.try_wait().unwrap().is_none(), "exited at the first signal, inside its 60 s grace");
+        assert_eq!(job(&t.store, id).state, JobState::Running);
+
+        let asked = Instant::now();
+        child.signal(libc::SIGINT);
+        let status = wait_for("the child to exit", Duration::from_secs(10), || child.child.try_wait().unwrap());
+        assert!(status.success(), "{status}");
+        assert!(asked.elapsed() < Duration::from_secs(5), "exited {:?} after the second signal", asked.elapsed());
+        assert_eq!(child.next_line(), "stopped handed_back=0 stopped=1 abandoned=0");
+        let j = job(&t.store, id);
+        assert!(j.lease_expires_at.is_some_and(|at| at <= t.store.now()), "the stopped job's lease still runs: {j:?}");
+        assert!(!t.store.worker_states().unwrap().iter().any(|s| s.id == worker), "the worker did not leave the registry");
+    }
+
     /// A deploy (issue 21): the old process is quieted, then stopped with one 2 s deadline while
     /// its long handlers run and the new version already serves. No job is lost; a job claimed
     /// ahead that never started costs no attempt; the handlers running at the deadline stop when

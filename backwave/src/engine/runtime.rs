@@ -591,6 +591,39 @@ impl EngineHandle {
         self.stop_all(grace, true)
     }
 
+    /// Serve until the process receives SIGTERM or SIGINT (Ctrl-C), then shut down as
+    /// [`EngineHandle::shutdown`] does under `grace`; a second signal during that shutdown ends
+    /// the grace period at once (running handlers are asked to stop). What a worker process's
+    /// `main` ends with; it blocks the calling thread (in async code use `tokio::signal` and
+    /// `shutdown` in `spawn_blocking`, as the shop example does). Once it returns, SIGTERM and
+    /// SIGINT no longer end the process: return from `main`.
+    pub fn serve_until_signal(mut self, grace: Duration) -> Result<ShutdownReport> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTERM/SIGINT handler: {e}"));
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(cannot)?;
+        let _first = signals.forever().next();
+        let stops: Vec<Arc<StopFlag>> = self.groups.iter().map(|g| Arc::clone(&g.stop)).collect();
+        let (wakers, waiting) = (self.wakers.clone(), signals.handle());
+        let hurry = std::thread::Builder::new()
+            .name("bw-stop-signal".into())
+            .spawn(move || {
+                if signals.forever().next().is_some() {
+                    let now = Instant::now();
+                    for s in &stops {
+                        *s.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+                    }
+                    for w in &wakers {
+                        let _ = w.send(Done::Wake);
+                    }
+                }
+            })
+            .map_err(cannot)?;
+        let report = self.stop_all(grace, true);
+        waiting.close();
+        let _ = hurry.join();
+        Ok(report)
+    }
+
     fn stop_all(&mut self, grace: Duration, wait_for_stopped: bool) -> ShutdownReport {
         for s in self.signals.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
             s.close();
@@ -607,7 +640,10 @@ impl EngineHandle {
         let handed_back_before: Vec<u64> =
             self.groups.iter().map(|g| g.stats.handed_back.load(Ordering::Relaxed)).collect();
         for g in &self.groups {
-            *g.stop.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
+            // An earlier end stands (a second stop signal may already have set one).
+            let mut end = g.stop.grace.lock().unwrap_or_else(|p| p.into_inner());
+            *end = Some(end.map_or(deadline, |e| e.min(deadline)));
+            drop(end);
             g.stop.wait_for_stopped.store(wait_for_stopped, Ordering::SeqCst);
             g.stop.requested.store(true, Ordering::SeqCst);
         }
