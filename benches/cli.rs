@@ -283,6 +283,7 @@ fn build_dead_lettered(path: &Path, n: usize) {
                 limit: k,
                 lease: Duration::from_secs(60),
                 policy: &policy,
+                handler_policies: &[],
             })
             .unwrap();
         let done: Vec<Completion> = claimed

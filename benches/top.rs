@@ -194,6 +194,7 @@ fn payloads_table(bin: &str, target: &str) {
         limit: 50,
         lease: Duration::from_secs(60),
         policy: &policy,
+        handler_policies: &[],
     };
     let completions: Vec<Completion> = store
         .claim(&claim)

@@ -89,6 +89,29 @@ both_flavors! {
     }
 }
 
+both_flavors! {
+    /// A handler's own retry policy (`Registration::retry`) replaces the claiming group's for
+    /// its jobs only: a capture that may try twice beside a report that may try four times,
+    /// served by one group.
+    fn a_handler_s_own_retry_policy_replaces_the_group_s_for_its_jobs_only() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        handle::<u32>(&mut registry, "capture", |_, _| Err(HandlerError::msg("declined")))
+            .queue("q")
+            .retry(backwave::RetryPolicy::new(2, Duration::from_millis(30)).unwrap());
+        handle::<u32>(&mut registry, "report", |_, _| Err(HandlerError::msg("no data"))).queue("q");
+        let capture = registry.enqueue(&t.store, "capture", &1).unwrap();
+        let report = registry.enqueue(&t.store, "report", &1).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 4));
+        let running = engine.start().unwrap();
+        let (c, r) = (wait_terminal(&t.store, capture), wait_terminal(&t.store, report));
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((c.state, c.attempt, c.max_attempts, c.delay_table), (JobState::DeadLettered, 2, Some(2), Some(vec![30])));
+        assert_eq!((r.state, r.attempt, r.max_attempts, r.delay_table), (JobState::DeadLettered, 4, Some(4), Some(vec![10; 3])));
+    }
+}
+
 /// Seed 000's idempotency ledger and card gateway, in memory.
 #[derive(Default)]
 struct Payments {

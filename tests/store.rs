@@ -104,7 +104,15 @@ impl Fixture {
     pub fn claim_as(&self, worker: &str, queue: &str, limit: usize, policy: &RetryPolicy) -> Vec<Job> {
         let queues = [queue.to_string()];
         self.store
-            .claim(&ClaimRequest { worker_id: worker, group: "default", queues: &queues, limit, lease: LEASE, policy })
+            .claim(&ClaimRequest {
+                worker_id: worker,
+                group: "default",
+                queues: &queues,
+                limit,
+                lease: LEASE,
+                policy,
+                handler_policies: &[],
+            })
             .unwrap()
     }
 

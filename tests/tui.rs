@@ -1196,6 +1196,7 @@ both_backends! {
             limit: 5,
             lease: std::time::Duration::from_secs(600),
             policy: &policy,
+            handler_policies: &[],
         };
         assert_eq!(f.store.claim(&req).unwrap().len(), 1, "the limit lets one run");
         let rate = LimitSpec { concurrency: None, rate: Some(Rate::parse("50/s").unwrap()) };

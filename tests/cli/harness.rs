@@ -104,6 +104,7 @@ pub fn claim_all(store: &Store, queue: &str, n: usize) -> Vec<backwave::Job> {
             limit: n,
             lease: Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         })
         .unwrap()
 }

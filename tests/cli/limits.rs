@@ -59,6 +59,7 @@ fn one_running(f: &Fixture) -> (Store, Vec<backwave::JobId>) {
         limit: 1,
         lease: std::time::Duration::from_secs(60),
         policy: &p,
+        handler_policies: &[],
     };
     assert_eq!(store.claim(&req).unwrap().len(), 1);
     (store, ids)

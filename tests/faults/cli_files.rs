@@ -122,6 +122,7 @@ fn operator_store(db: &Path) {
             limit: 2,
             lease: std::time::Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         })
         .unwrap();
     let outcomes = [
@@ -238,6 +239,7 @@ fn terminal_store(db: &Path, n: usize) {
             limit: n,
             lease: std::time::Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         })
         .unwrap();
     let done: Vec<_> = claimed

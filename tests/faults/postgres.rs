@@ -177,6 +177,7 @@ fn dead_with_detail(store: &Store) -> JobId {
             limit: 1,
             lease: Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         })
         .unwrap()
         .remove(0);
@@ -310,6 +311,7 @@ fn a_worker_role_with_the_readmes_grants_drains_and_sweeps_and_can_do_nothing_mo
         limit: 1,
         lease: Duration::from_secs(600),
         policy: &policy,
+        handler_policies: &[],
     };
     let job = as_worker.claim(&claim).unwrap().remove(0);
     store.cancel("alice", &[stop]).unwrap();
@@ -356,6 +358,7 @@ fn no_role_can_write_a_log_entry_audit_row_pause_or_grant_under_another_name() {
         limit: 1,
         lease: Duration::from_secs(600),
         policy: &policy,
+        handler_policies: &[],
     };
     assert_eq!(store.claim(&claim).unwrap().len(), 1);
 

@@ -70,6 +70,7 @@ fn dead_lettered_store(db: &TestDb, n: usize, ago: Duration) -> Vec<JobId> {
             limit: n,
             lease: Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         })
         .unwrap();
     assert_eq!(claimed.len(), n);
@@ -209,6 +210,7 @@ both_backends! {
                         limit: 7,
                         lease: Duration::from_secs(60),
                         policy: &policy,
+                        handler_policies: &[],
                     })
                     .unwrap();
                 if claimed.is_empty() {

@@ -339,6 +339,7 @@ impl Harness {
                         limit: *limit,
                         lease: Duration::from_millis(*lease_ms as u64),
                         policy: &self.policies[*policy].0,
+                        handler_policies: &[],
                     })
                     .unwrap();
                 // Which of several equally-due jobs is claimed is the store's choice; the model

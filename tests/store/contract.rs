@@ -90,6 +90,7 @@ fn a_store_built_by_the_sqlite3_shell_is_read_and_run_by_the_library() {
         limit: 10,
         lease: Duration::from_secs(30),
         policy: &fx_policy,
+        handler_policies: &[],
     };
     let claimed = store.claim(&req).unwrap();
     assert_eq!(claimed.len(), 1);

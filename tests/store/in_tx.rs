@@ -108,6 +108,7 @@ fn claim_now(store: &Store, queue: &str) -> Vec<Job> {
             limit: 10,
             lease: LEASE,
             policy: &policy,
+            handler_policies: &[],
         })
         .unwrap()
 }

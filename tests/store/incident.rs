@@ -47,6 +47,7 @@ both_backends! {
             limit: 10,
             lease: crate::store::LEASE,
             policy: &p,
+            handler_policies: &[],
         };
         let claimed: Vec<_> = fx.store.claim(&req).unwrap().into_iter().map(|j| j.id).collect();
         assert_eq!(claimed, [other], "only the unpaused queue is claimed");
@@ -456,6 +457,7 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
         limit: 5,
         lease: super::LEASE,
         policy: &p,
+        handler_policies: &[],
     };
     assert!(store.claim(&req).unwrap().is_empty(), "the one due job is charge-card, paused");
     store.resume("alice", PauseKind::WireName, "charge-card").unwrap();

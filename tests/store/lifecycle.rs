@@ -101,6 +101,68 @@ both_backends! {
 }
 
 both_backends! {
+    /// A handler's own retry policy (`Registration::retry`, passed to the claim as
+    /// `handler_policies`) replaces the group's for its wire name only, from the claim on: its
+    /// job carries those attempts and that delay table, an error and a lapse both wait by them,
+    /// and it dead-letters at its own last attempt. A job of another wire name in the same claim
+    /// keeps the group's policy.
+    fn a_handler_s_own_retry_policy_replaces_the_group_s_for_its_wire_name_at_claim() {
+        let fx = Fixture::new();
+        // The group's policy at the first claim, another group's at the second.
+        let groups = [policy(5, Duration::from_secs(7)), policy(10, SEC)];
+        let own = [("capture".to_string(), policy(2, Duration::from_secs(30)))];
+        let capture_err = fx.enqueue("capture", "q");
+        let capture_lapse = fx.enqueue("capture", "q");
+        let report = fx.enqueue("report", "q");
+        let queues = ["q".to_string()];
+        let req = |group: usize| backwave::store::ClaimRequest {
+            worker_id: WORKER,
+            group: "g",
+            queues: &queues,
+            limit: 3,
+            lease: LEASE,
+            policy: &groups[group],
+            handler_policies: &own,
+        };
+        let jobs = fx.store.claim(&req(0)).unwrap();
+        let claimed: Vec<_> = jobs.iter().map(|j| (j.id, j.max_attempts, j.delay_table.clone())).collect();
+        assert_eq!(
+            claimed,
+            [
+                (capture_err, Some(2), Some(vec![30_000])),
+                (capture_lapse, Some(2), Some(vec![30_000])),
+                (report, Some(5), Some(vec![7_000; 4])),
+            ]
+        );
+        for j in &jobs {
+            let stored = fx.job(j.id);
+            assert_eq!((stored.max_attempts, stored.delay_table.clone()), (j.max_attempts, j.delay_table.clone()), "{}", j.wire_name);
+        }
+        fx.report(&jobs[0], failed("declined"));
+        fx.report(&jobs[2], failed("no data"));
+        fx.clock.advance(LEASE + Duration::from_millis(1));
+        assert_eq!(fx.store.reap_expired(100).unwrap(), 1);
+        assert_eq!(fx.job(capture_err).due_at, T0 + 30_000);
+        assert_eq!(fx.job(capture_lapse).due_at, T0 + LEASE.as_millis() as i64 + 1 + 30_000);
+        assert_eq!(fx.job(report).due_at, T0 + 7_000);
+        // The second attempt is the capture's last, whatever the claiming group allows.
+        fx.clock.advance(Duration::from_secs(3600));
+        let again = fx.store.claim(&req(1)).unwrap();
+        assert_eq!(
+            again.iter().map(|j| (j.id, j.attempt, j.max_attempts)).collect::<Vec<_>>(),
+            [(report, 2, Some(10)), (capture_err, 2, Some(2)), (capture_lapse, 2, Some(2))],
+            "in due order"
+        );
+        for j in &again {
+            fx.report(j, failed("again"));
+        }
+        let states: Vec<_> = [capture_err, capture_lapse, report].into_iter().map(|id| fx.job(id).state).collect();
+        assert_eq!(states, [JobState::DeadLettered, JobState::DeadLettered, JobState::Scheduled]);
+        fx.assert_sound();
+    }
+}
+
+both_backends! {
     fn a_lapsed_lease_consumes_one_attempt_exactly_like_an_error() {
         let fx = Fixture::new();
         let p = policy(3, Duration::from_secs(7));
@@ -432,6 +494,7 @@ both_backends! {
             limit,
             lease: LEASE,
             policy: &p,
+            handler_policies: &[],
         };
         assert_eq!(fx.store.claim(&req(1)).unwrap()[0].id, low, "high has nothing due yet");
         fx.clock.advance(Duration::from_secs(10));

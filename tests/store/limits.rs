@@ -37,6 +37,7 @@ fn claim(fx: &Fixture, worker: &str, queues: &[&str], limit: usize) -> Vec<backw
             limit,
             lease: crate::store::LEASE,
             policy: &p,
+            handler_policies: &[],
         })
         .unwrap()
 }

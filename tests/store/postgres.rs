@@ -194,6 +194,7 @@ fn counts_stay_exact_with_four_hosts_claiming_failing_and_completing_at_once() {
                             limit: 16,
                             lease: Duration::from_secs(60),
                             policy,
+                            handler_policies: &[],
                         })
                         .unwrap();
                     if claimed.is_empty() {

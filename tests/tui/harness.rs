@@ -167,6 +167,7 @@ impl Fixture {
             limit: 1,
             lease: Duration::from_secs(60),
             policy,
+            handler_policies: &[],
         };
         assert_eq!(self.store.claim(&req).unwrap().len(), 1, "a job to claim in {queue}");
         self.tick(100);

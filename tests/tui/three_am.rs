@@ -334,6 +334,7 @@ both_backends! {
             limit: 1,
             lease: Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         };
         assert_eq!(f.store.claim(&claim).unwrap().len(), 1);
         f.store
@@ -433,6 +434,7 @@ both_backends! {
             limit: 1,
             lease: Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         };
         assert_eq!(f.store.claim(&claim).unwrap().len(), 1);
         f.tick(10);

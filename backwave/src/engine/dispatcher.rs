@@ -23,6 +23,7 @@ use super::recorder::{Recorded, Recorder};
 use super::runtime::{later, Counters, ProcessQuiet, StopFlag};
 use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
+use crate::retry::RetryPolicy;
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
 
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
@@ -79,6 +80,8 @@ pub(super) struct Setup {
     pub quiet: Arc<ProcessQuiet>,
     /// Only the first group of an engine sweeps.
     pub sweep_interval: Option<Duration>,
+    /// Handlers' own retry policies (`Registration::retry`), by wire name.
+    pub handler_policies: Vec<(String, RetryPolicy)>,
 }
 
 pub(super) struct Dispatcher {
@@ -98,6 +101,7 @@ pub(super) struct Dispatcher {
     stats: Arc<Counters>,
     stop: Arc<StopFlag>,
     quiet: Arc<ProcessQuiet>,
+    handler_policies: Vec<(String, RetryPolicy)>,
     /// The process's quiet as last written into the registry row, and how many asks to be quiet
     /// that write had seen (a later ask is written again: an operator may have lifted the first).
     quiet_written: bool,
@@ -139,6 +143,7 @@ impl Dispatcher {
             stats: s.stats,
             stop: s.stop,
             quiet: s.quiet,
+            handler_policies: s.handler_policies,
             quiet_written: false,
             quiet_asks_written: 0,
             pace: Pace::new(now),
@@ -441,6 +446,7 @@ impl Dispatcher {
                 limit,
                 lease: self.cfg.lease,
                 policy: &self.cfg.retry_policy,
+                handler_policies: &self.handler_policies,
             });
             self.claim_in_doubt = claimed.is_err();
             let jobs = claimed?;
@@ -738,6 +744,7 @@ mod tests {
             stop: Arc::new(StopFlag::default()),
             quiet: Arc::new(ProcessQuiet::default()),
             sweep_interval: None,
+            handler_policies: Vec::new(),
         });
         (Harness { d, done, store, _dir: dir }, ids)
     }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::handler::{HandlerResult, JobContext};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, Millis, NewJob, UniqueRule};
+use crate::retry::RetryPolicy;
 use crate::store::Store;
 
 /// The queue a wire name's jobs go to when its registration names none.
@@ -94,6 +95,8 @@ pub(crate) struct Entry {
     pub(crate) route: Box<dyn Route>,
     pub(crate) queue: String,
     pub(crate) labels: BTreeMap<String, String>,
+    /// The handler's own retry policy, in place of the claiming group's.
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 /// Handlers by wire name. Build it once, then hand it to an [`Engine`](super::Engine).
@@ -184,7 +187,7 @@ impl Registry {
     }
 
     fn register(&mut self, wire_name: &str, route: Box<dyn Route>) -> Registration<'_> {
-        let entry = Entry { route, queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new() };
+        let entry = Entry { route, queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new(), retry: None };
         self.entries.insert(wire_name.to_string(), entry);
         Registration { entry: self.entries.get_mut(wire_name).expect("just inserted") }
     }
@@ -238,6 +241,14 @@ impl Registry {
         self.job(wire_name, payload)?.enqueue(store)
     }
 
+    /// The wire names whose handlers have their own retry policy, with it.
+    pub(crate) fn handler_policies(&self) -> Vec<(String, RetryPolicy)> {
+        let mut own: Vec<_> =
+            self.entries.iter().filter_map(|(name, e)| Some((name.clone(), e.retry.clone()?))).collect();
+        own.sort_by(|a, b| a.0.cmp(&b.0));
+        own
+    }
+
     pub(crate) fn entry(&self, wire_name: &str) -> Option<&Entry> {
         self.entries.get(wire_name)
     }
@@ -256,6 +267,15 @@ impl Registration<'_> {
 
     pub fn label(self, key: &str, value: &str) -> Self {
         self.entry.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// This handler's own retry policy: its jobs get these attempts and this backoff whichever
+    /// worker group claims them (written into each job at claim, as a group's policy is), where
+    /// other handlers' jobs get the claiming group's. E.g. a payment capture that may try
+    /// twice beside report jobs that may try ten times.
+    pub fn retry(self, policy: RetryPolicy) -> Self {
+        self.entry.retry = Some(policy);
         self
     }
 }

@@ -265,6 +265,7 @@ impl Engine {
                 stop: Arc::clone(&stop),
                 quiet: Arc::clone(&quiet),
                 sweep_interval: (i == 0).then_some(self.sweep_interval),
+                handler_policies: self.registry.handler_policies(),
             });
             let thread = std::thread::Builder::new()
                 .name(format!("bw-{}-dispatch", cfg.name))

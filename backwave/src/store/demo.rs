@@ -90,6 +90,7 @@ mod tests {
             limit: 1,
             lease: std::time::Duration::from_secs(60),
             policy: &policy,
+            handler_policies: &[],
         };
         store.enqueue_many(&[NewJob::new("flaky", "low", b"{}".to_vec())]).unwrap();
         assert_eq!(store.claim(&req).unwrap().len(), 1, "a claim under the rate limit writes its window");

@@ -35,6 +35,30 @@ pub struct ClaimRequest<'a> {
     pub limit: usize,
     pub lease: Duration,
     pub policy: &'a RetryPolicy,
+    /// Wire names whose handlers have a retry policy of their own (`Registration::retry`): a
+    /// claimed job of one gets that policy's attempts and delay table instead of `policy`'s.
+    /// Usually empty.
+    pub handler_policies: &'a [(String, RetryPolicy)],
+}
+
+/// A claimed job's own attempts and delay table (JSON), when its handler's retry policy
+/// replaces the group's: `(id, max_attempts, delay_table)`, written after the claim.
+pub(crate) type OwnPolicy = (JobId, u32, String);
+
+impl ClaimRequest<'_> {
+    /// Give `job`, just claimed, its handler's own retry policy if it has one: its attempts and
+    /// a delay table drawn from its seed (`stored_seed`) replace the group's in the job, and
+    /// are kept in `own` for the store to write. Returns whether it did.
+    pub(crate) fn apply_handler_policy(&self, job: &mut Job, stored_seed: i64, own: &mut Vec<OwnPolicy>) -> bool {
+        let Some((_, policy)) = self.handler_policies.iter().find(|(name, _)| *name == job.wire_name) else {
+            return false;
+        };
+        let table = DelayTable::new(policy, effective_seed(stored_seed, &job.id));
+        job.max_attempts = Some(policy.max_attempts());
+        job.delay_table = Some(table.ms);
+        own.push((job.id, policy.max_attempts(), table.json));
+        true
+    }
 }
 
 /// How an attempt ended, as the worker reports it.
@@ -114,6 +138,7 @@ impl SqliteStore {
             let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
             let mut pick = tx.prepare_cached(CLAIM_SQL)?;
             let mut claimed = Vec::with_capacity(req.limit.min(1024));
+            let mut own = Vec::new();
             if super::worker_state::is_quiet(tx, req.worker_id)? {
                 return Ok(claimed);
             }
@@ -183,6 +208,7 @@ impl SqliteStore {
                     job.lease_expires_at = Some(lease_until);
                     job.worker_group = Some(req.group.to_string());
                     job.updated_at = now;
+                    req.apply_handler_policy(&mut job, seed, &mut own);
                     if !limits.is_empty() {
                         limits.charge(queue, &job.wire_name);
                     }
@@ -190,6 +216,15 @@ impl SqliteStore {
                 }
                 let shared = shared_table.as_ref().map(|t| t.json.as_str());
                 claim_rows(tx, &batch, shared, max, req, lease_until, now)?;
+            }
+            if !own.is_empty() {
+                let rows = serde_json::to_string(&own).map_err(Error::Encode)?;
+                tx.prepare_cached(
+                    "UPDATE jobs SET max_attempts = c.max, delay_table = c.tab
+                     FROM (SELECT value ->> 0 AS cid, value ->> 1 AS max, value ->> 2 AS tab FROM json_each(?1)) AS c
+                     WHERE jobs.id = c.cid",
+                )?
+                .execute(params![rows])?;
             }
             if !limits.is_empty() {
                 super::limit::charge_windows(tx, &limits, now)?;

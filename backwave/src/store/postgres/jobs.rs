@@ -322,6 +322,7 @@ impl PgStore {
         self.write(|tx| {
             let (now, paused_queues, paused_names, limited, quiet) = time_and_pauses(tx, pinned, req.worker_id)?;
             let mut claimed: Vec<Job> = Vec::with_capacity(req.limit.min(1024));
+            let mut own = Vec::new();
             if quiet {
                 return Ok(claimed);
             }
@@ -366,6 +367,13 @@ impl PgStore {
                 let mut seeded = Vec::new();
                 for r in &rows {
                     let mut job = row::job(r)?;
+                    if req.apply_handler_policy(&mut job, r.try_get(20)?, &mut own) {
+                        if !limits.is_empty() {
+                            limits.charge(queue, &job.wire_name);
+                        }
+                        claimed.push(job);
+                        continue;
+                    }
                     job.delay_table = match &shared_table {
                         Some(t) => Some(t.ms.clone()),
                         None => {
@@ -387,6 +395,21 @@ impl PgStore {
                         &[&ids, &tables],
                     )?;
                 }
+            }
+            if !own.is_empty() {
+                let mut ids = Vec::with_capacity(own.len());
+                let mut maxes = Vec::with_capacity(own.len());
+                let mut tables = Vec::with_capacity(own.len());
+                for (id, max, table) in own {
+                    ids.push(id.0);
+                    maxes.push(i64::from(max));
+                    tables.push(table);
+                }
+                tx.query_planned(
+                    "UPDATE jobs SET max_attempts = t.max, delay_table = t.tab::jsonb
+                     FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(tid, max, tab) WHERE jobs.id = t.tid",
+                    &[&ids, &maxes, &tables],
+                )?;
             }
             if !limits.is_empty() {
                 super::limit::charge_windows(tx, &limits, now)?;
