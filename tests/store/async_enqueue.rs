@@ -80,6 +80,27 @@ async_tests! {
         drop((store, opened));
     }
 
+    fn a_typed_job_enqueues_on_the_async_store_as_on_the_sync_one(_f, store) {
+        // Typed enqueue from async code (an application developer's walkthrough found it on the
+        // sync `Store` only): the registry's queue and labels, the payload checked against the
+        // handler's type, a relative due time by the store's clock.
+        use backwave::engine::Registry;
+        let mut registry = Registry::new();
+        registry.handle::<u32>("resize", |_, _| Ok(())).queue("bulk").label("team", "media");
+        let id = registry.enqueue_async(&store, "resize", &7u32).await.unwrap();
+        let job = job_of(&store, id).await;
+        assert_eq!((job.queue.as_str(), job.payload.as_slice()), ("bulk", b"7".as_slice()));
+        assert_eq!(job.labels.get("team").map(String::as_str), Some("media"));
+        let later = registry.job("resize", &8u32).unwrap().due_in(std::time::Duration::from_secs(60));
+        let later = later.insert_async(&store).await.unwrap();
+        assert_eq!(job_of(&store, later.id()).await.due_at, T0 + 60_000);
+        let err = registry.enqueue_async(&store, "resize", "not a number").await.unwrap_err();
+        assert!(err.to_string().contains("does not decode as u32"), "{err}");
+        let err = registry.enqueue_async(&store, "resise", &1u32).await.unwrap_err();
+        assert!(err.to_string().contains("'resise'"), "{err}");
+        assert_eq!(store.call(|s| s.counts()).await.unwrap().queue_total("bulk"), 2);
+    }
+
     fn many_tasks_enqueueing_at_once_all_land(_f, store) {
         let tasks: Vec<_> = (0..16)
             .map(|t| {

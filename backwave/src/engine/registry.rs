@@ -249,6 +249,17 @@ impl Registry {
         own
     }
 
+    /// [`Registry::enqueue`] from async code, on an [`AsyncStore`](crate::AsyncStore).
+    #[cfg(feature = "tokio")]
+    pub async fn enqueue_async<P: Serialize + ?Sized>(
+        &self,
+        store: &crate::AsyncStore,
+        wire_name: &str,
+        payload: &P,
+    ) -> Result<JobId> {
+        self.job(wire_name, payload)?.enqueue_async(store).await
+    }
+
     pub(crate) fn entry(&self, wire_name: &str) -> Option<&Entry> {
         self.entries.get(wire_name)
     }
@@ -343,5 +354,17 @@ impl Enqueue {
     pub fn insert(self, store: &Store) -> Result<Enqueued> {
         let now = store.now();
         store.insert(&self.into_new_job(now))
+    }
+
+    /// [`Enqueue::enqueue`] from async code, on an [`AsyncStore`](crate::AsyncStore).
+    #[cfg(feature = "tokio")]
+    pub async fn enqueue_async(self, store: &crate::AsyncStore) -> Result<JobId> {
+        Ok(self.insert_async(store).await?.id())
+    }
+
+    /// [`Enqueue::insert`] from async code, on an [`AsyncStore`](crate::AsyncStore).
+    #[cfg(feature = "tokio")]
+    pub async fn insert_async(self, store: &crate::AsyncStore) -> Result<Enqueued> {
+        store.call(move |s| self.insert(s)).await
     }
 }
