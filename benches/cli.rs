@@ -292,7 +292,11 @@ fn build_dead_lettered(path: &Path, n: usize) {
                 job_id: j.id,
                 worker_id: "w-bench".into(),
                 attempt: j.attempt,
-                outcome: Outcome::Failed { message: format!("gateway timeout (attempt {})", j.attempt), detail: None },
+                outcome: Outcome::Failed {
+                    message: format!("gateway timeout (attempt {})", j.attempt),
+                    detail: None,
+                    retry_in: None,
+                },
             })
             .collect();
         store.complete_many(&done).unwrap();

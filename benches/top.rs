@@ -204,7 +204,7 @@ fn payloads_table(bin: &str, target: &str) {
             job_id: j.id,
             worker_id: "bench-worker".into(),
             attempt: j.attempt,
-            outcome: Outcome::Failed { message: "blob store unreachable".into(), detail: None },
+            outcome: Outcome::Failed { message: "blob store unreachable".into(), detail: None, retry_in: None },
         })
         .collect();
     assert_eq!(store.complete_many(&completions).unwrap().len(), 50);

@@ -112,6 +112,31 @@ both_flavors! {
     }
 }
 
+both_flavors! {
+    /// A handler that knows when to come back (`HandlerError::retry_in`, an upstream's
+    /// Retry-After) is retried then, not at its group's 10 ms.
+    fn a_handler_s_own_retry_wait_replaces_the_delay_table_s_for_that_attempt() {
+        let t = test_store();
+        let mut registry = Registry::new();
+        handle::<u32>(&mut registry, "call-api", |_, ctx| match ctx.attempt() {
+            1 => Err(HandlerError::msg("429 Too Many Requests").retry_in(Duration::from_millis(1500))),
+            _ => Ok(()),
+        })
+        .queue("q");
+        let id = registry.enqueue(&t.store, "call-api", &1).unwrap();
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", strict("q"), 3));
+        let running = engine.start().unwrap();
+        let j = wait_terminal(&t.store, id);
+        running.shutdown(Duration::from_secs(1));
+        assert_eq!((j.state, j.attempt), (JobState::Succeeded, 2));
+        let history = t.store.history(id).unwrap();
+        let failed = history.iter().find(|e| e.from == Some(JobState::Running) && e.to == JobState::Scheduled).unwrap();
+        let again = history.iter().filter(|e| e.to == JobState::Running).nth(1).unwrap();
+        assert!(again.at - failed.at >= 1500, "retried {} ms after the failure: {history:?}", again.at - failed.at);
+    }
+}
+
 /// Seed 000's idempotency ledger and card gateway, in memory.
 #[derive(Default)]
 struct Payments {

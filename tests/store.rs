@@ -171,7 +171,7 @@ impl Fixture {
 }
 
 pub fn failed(message: &str) -> Outcome {
-    Outcome::Failed { message: message.to_string(), detail: None }
+    Outcome::Failed { message: message.to_string(), detail: None, retry_in: None }
 }
 
 pub fn policy(max_attempts: u32, wait: Duration) -> RetryPolicy {

@@ -106,7 +106,7 @@ fn dead_letters(f: &Fixture, n: usize) {
     let store = f.store();
     for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
         let jobs: Vec<NewJob> = chunk.iter().map(|_| NewJob::new("w", "default", vec![])).collect();
-        end_as(&store, &jobs, |_| Outcome::Failed { message: "boom".into(), detail: None });
+        end_as(&store, &jobs, |_| Outcome::Failed { message: "boom".into(), detail: None, retry_in: None });
     }
 }
 

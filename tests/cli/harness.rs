@@ -129,7 +129,11 @@ pub fn dead_letter(store: &Store, wire_name: &str, n: usize) {
     while left > 0 {
         let k = left.min(500);
         let jobs: Vec<NewJob> = (0..k).map(|i| NewJob::new(wire_name, "default", format!("{{\"n\":{i}}}"))).collect();
-        end_as(store, &jobs, |j| Outcome::Failed { message: format!("gateway timeout (job {})", j.id), detail: None });
+        end_as(store, &jobs, |j| Outcome::Failed {
+            message: format!("gateway timeout (job {})", j.id),
+            detail: None,
+            retry_in: None,
+        });
         left -= k;
     }
 }

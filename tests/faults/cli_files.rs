@@ -126,7 +126,7 @@ fn operator_store(db: &Path) {
         })
         .unwrap();
     let outcomes = [
-        backwave::store::Outcome::Failed { message: "boom".into(), detail: None },
+        backwave::store::Outcome::Failed { message: "boom".into(), detail: None, retry_in: None },
         backwave::store::Outcome::Succeeded,
     ];
     for (j, outcome) in claimed.iter().zip(outcomes) {

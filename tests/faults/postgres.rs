@@ -187,7 +187,7 @@ fn dead_with_detail(store: &Store) -> JobId {
             job_id: id,
             worker_id: "w1".into(),
             attempt: job.attempt,
-            outcome: Outcome::Failed { message: "boom".into(), detail: Some(detail) },
+            outcome: Outcome::Failed { message: "boom".into(), detail: Some(detail), retry_in: None },
         })
         .unwrap();
     assert_eq!(store.job(id).unwrap().unwrap().state, JobState::DeadLettered);

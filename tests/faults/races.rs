@@ -80,7 +80,7 @@ fn dead_lettered_store(db: &TestDb, n: usize, ago: Duration) -> Vec<JobId> {
             job_id: j.id,
             worker_id: "w-1".into(),
             attempt: 1,
-            outcome: Outcome::Failed { message: "gateway timeout".into(), detail: None },
+            outcome: Outcome::Failed { message: "gateway timeout".into(), detail: None, retry_in: None },
         })
         .collect();
     store.complete_many(&done).unwrap();

@@ -443,6 +443,7 @@ impl Harness {
                             chain: vec!["disk full".into()],
                             backtrace: None,
                         }),
+                        retry_in: None,
                     },
                     Act::Cancelled => Outcome::Cancelled,
                     Act::Quarantine => Outcome::Quarantined {

@@ -163,6 +163,32 @@ both_backends! {
 }
 
 both_backends! {
+    /// A handler's own wait for a retry (`HandlerError::retry_in`, e.g. an upstream's
+    /// Retry-After) replaces the delay table's for that attempt only; the attempt counts, and on
+    /// the last one the job dead-letters as after any failure.
+    fn a_failure_with_its_own_retry_wait_is_due_then_and_still_counts() {
+        let fx = Fixture::new();
+        let p = policy(3, Duration::from_secs(7));
+        let id = fx.enqueue("call-api", "q");
+        let rate_limited = || Outcome::Failed { message: "429".into(), detail: None, retry_in: Some(Duration::from_secs(90)) };
+        let job = fx.claim_one("q", &p);
+        fx.report(&job, rate_limited());
+        let j = fx.job(id);
+        assert_eq!((j.state, j.attempt, j.due_at), (JobState::Scheduled, 1, T0 + 90_000));
+        fx.clock.advance(Duration::from_secs(90));
+        let job = fx.claim_one("q", &p);
+        fx.report(&job, failed("500"));
+        assert_eq!(fx.job(id).due_at, T0 + 90_000 + 7_000, "the next wait is the table's");
+        fx.clock.advance(Duration::from_secs(7));
+        let job = fx.claim_one("q", &p);
+        fx.report(&job, rate_limited());
+        let j = fx.job(id);
+        assert_eq!((j.state, j.attempt, j.terminal_cause.as_deref()), (JobState::DeadLettered, 3, Some("429")));
+        fx.assert_sound();
+    }
+}
+
+both_backends! {
     fn a_lapsed_lease_consumes_one_attempt_exactly_like_an_error() {
         let fx = Fixture::new();
         let p = policy(3, Duration::from_secs(7));
@@ -549,7 +575,7 @@ both_backends! {
             chain: vec!["tcp".into()],
             backtrace: Some("0: main".into()),
         };
-        fx.report(&job, Outcome::Failed { message: "connection reset".into(), detail: Some(detail.clone()) });
+        fx.report(&job, Outcome::Failed { message: "connection reset".into(), detail: Some(detail.clone()), retry_in: None });
         let entry = fx.store.history(id).unwrap().pop().unwrap();
         match &entry.detail {
             backwave::DetailStatus::Hidden { kind, bytes } => {

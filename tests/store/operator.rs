@@ -192,7 +192,7 @@ both_backends! {
         let id = fx.enqueue("pii", "q");
         let job = fx.claim_one("q", &policy(1, Duration::from_secs(1)));
         let detail = FailureDetail { kind: "E".into(), message: "card 4111-1111".into(), ..Default::default() };
-        fx.report(&job, Outcome::Failed { message: "card declined".into(), detail: Some(detail) });
+        fx.report(&job, Outcome::Failed { message: "card declined".into(), detail: Some(detail), retry_in: None });
         let last = fx.store.history(id).unwrap().pop().unwrap();
         assert_eq!(last.detail, DetailStatus::NotCaptured);
         assert_eq!(last.reason.as_deref(), Some("card declined"));
@@ -216,7 +216,7 @@ both_backends! {
         let id = fx.enqueue("pii", "q");
         let job = fx.claim_one("q", &policy(1, Duration::from_secs(1)));
         let detail = FailureDetail { kind: "E".into(), message: "card 4111-1111".into(), ..Default::default() };
-        fx.report(&job, Outcome::Failed { message: "card declined".into(), detail: Some(detail.clone()) });
+        fx.report(&job, Outcome::Failed { message: "card declined".into(), detail: Some(detail.clone()), retry_in: None });
         fx.store.set_setting(ADMIN, SettingKey::FailureDetail, "off").unwrap();
         assert!(matches!(fx.store.reveal_failure_detail(ADMIN, id), Err(Error::FailureDetailOff)));
         fx.store.set_setting(ADMIN, SettingKey::FailureDetail, "on").unwrap();
@@ -231,7 +231,7 @@ both_backends! {
         let id = fx.enqueue("w", "q");
         let job = fx.claim_one("q", &policy(1, Duration::from_secs(1)));
         let detail = FailureDetail { kind: "panic".into(), message: "index out of bounds".into(), ..Default::default() };
-        fx.report(&job, Outcome::Failed { message: "index out of bounds".into(), detail: Some(detail.clone()) });
+        fx.report(&job, Outcome::Failed { message: "index out of bounds".into(), detail: Some(detail.clone()), retry_in: None });
         match fx.store.reveal_failure_detail("carol", id) {
             Err(Error::PermissionDenied { actor, permission }) => {
                 assert_eq!((actor.as_str(), permission), ("carol", Permission::ViewFailureDetail))

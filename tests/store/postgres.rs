@@ -205,7 +205,7 @@ fn counts_stay_exact_with_four_hosts_claiming_failing_and_completing_at_once() {
                         .enumerate()
                         .map(|(i, j)| {
                             let outcome = if i % 4 == 0 {
-                                Outcome::Failed { message: "boom".into(), detail: None }
+                                Outcome::Failed { message: "boom".into(), detail: None, retry_in: None }
                             } else {
                                 Outcome::Succeeded
                             };

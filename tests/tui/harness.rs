@@ -180,7 +180,7 @@ impl Fixture {
             chain: vec!["connection reset by peer".into()],
             backtrace: Some("at charge_card (src/jobs.rs:42)\nat run (src/worker.rs:7)".into()),
         };
-        self.complete(id, attempt, Outcome::Failed { message: message.into(), detail: Some(detail) });
+        self.complete(id, attempt, Outcome::Failed { message: message.into(), detail: Some(detail), retry_in: None });
     }
 
     fn complete(&self, id: JobId, attempt: u32, outcome: Outcome) {

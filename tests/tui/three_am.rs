@@ -342,7 +342,7 @@ both_backends! {
                 job_id: id,
                 worker_id: worker.into(),
                 attempt: 1,
-                outcome: backwave::store::Outcome::Failed { message: cause.clone(), detail: None },
+                outcome: backwave::store::Outcome::Failed { message: cause.clone(), detail: None, retry_in: None },
             })
             .unwrap();
         let mut app = f.app(80, 24);
@@ -443,7 +443,7 @@ both_backends! {
                 job_id: late,
                 worker_id: "w".into(),
                 attempt: 1,
-                outcome: backwave::store::Outcome::Failed { message: "gateway timeout (attempt 1)".into(), detail: None },
+                outcome: backwave::store::Outcome::Failed { message: "gateway timeout (attempt 1)".into(), detail: None, retry_in: None },
             })
             .unwrap();
         keys(&mut app, &f, "y");

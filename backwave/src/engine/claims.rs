@@ -319,7 +319,7 @@ mod tests {
     }
 
     fn fail(msg: &str) -> Outcome {
-        Outcome::Failed { message: msg.into(), detail: None }
+        Outcome::Failed { message: msg.into(), detail: None, retry_in: None }
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub struct HandlerError {
     chain: Vec<String>,
     backtrace: Option<String>,
     cancelled: bool,
+    retry_in: Option<Duration>,
 }
 
 impl HandlerError {
@@ -40,6 +41,7 @@ impl HandlerError {
             chain: Vec::new(),
             backtrace: captured(Backtrace::capture()),
             cancelled: false,
+            retry_in: None,
         }
     }
 
@@ -52,6 +54,7 @@ impl HandlerError {
             chain: source_chain(&*e),
             backtrace: captured(Backtrace::capture()),
             cancelled: false,
+            retry_in: None,
         }
     }
 
@@ -65,6 +68,7 @@ impl HandlerError {
             chain: Vec::new(),
             backtrace: None,
             cancelled: true,
+            retry_in: None,
         }
     }
 
@@ -86,8 +90,23 @@ impl HandlerError {
         self.cancelled
     }
 
+    /// Retry this failed attempt after `d` rather than the retry policy's wait for it: an
+    /// upstream's `Retry-After`, a lock another system holds until a known time. The attempt
+    /// still counts (on the last one the job is dead-lettered as after any failure); the delay
+    /// table is unchanged for the attempts after it. E.g.
+    /// `Err(HandlerError::msg("rate limited").retry_in(Duration::from_secs(retry_after)))`.
+    pub fn retry_in(mut self, d: Duration) -> Self {
+        self.retry_in = Some(d);
+        self
+    }
+
+    /// The wait the handler chose with [`HandlerError::retry_in`].
+    pub fn retry_delay(&self) -> Option<Duration> {
+        self.retry_in
+    }
+
     pub(crate) fn panic(message: String, backtrace: Option<String>) -> Self {
-        HandlerError { kind: "panic".into(), message, chain: Vec::new(), backtrace, cancelled: false }
+        HandlerError { kind: "panic".into(), message, chain: Vec::new(), backtrace, cancelled: false, retry_in: None }
     }
 
     pub(crate) fn into_detail(self) -> FailureDetail {
@@ -106,6 +125,7 @@ where
             chain: source_chain(&e),
             backtrace: captured(Backtrace::capture()),
             cancelled: false,
+            retry_in: None,
         }
     }
 }

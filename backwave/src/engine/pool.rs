@@ -230,7 +230,7 @@ pub(super) fn install_panic_hook() {
 fn run_one(work: Work, registry: &Registry, capture: bool) -> Outcome {
     let (ready, ctx) = match prepare(work, registry) {
         Ok(r) => r,
-        Err(outcome) => return outcome,
+        Err(outcome) => return *outcome,
     };
     match ready {
         Ready::Sync(run) => run_sync(run, ctx, capture),
@@ -253,24 +253,25 @@ pub(super) fn run_sync(
 
 /// Before any handler code runs: an operator's cancel that reached the job while it waited,
 /// and quarantine of a job no handler can take (no route, or a payload that does not decode).
-pub(super) fn prepare(work: Work, registry: &Registry) -> Result<(Ready, JobContext), Outcome> {
+/// The outcome is boxed: the rare path, and `Outcome` is large.
+pub(super) fn prepare(work: Work, registry: &Registry) -> Result<(Ready, JobContext), Box<Outcome>> {
     let Work { job, ctx, .. } = work;
     // An operator's cancel that reached the job while it waited: it never starts.
     if ctx.cancel.reason() == Some(CancelReason::Operator) {
-        return Err(Outcome::Cancelled);
+        return Err(Box::new(Outcome::Cancelled));
     }
     let Some(entry) = registry.entry(&job.wire_name) else {
-        return Err(Outcome::Quarantined {
+        return Err(Box::new(Outcome::Quarantined {
             reason: QuarantineReason::NoHandler,
             cause: format!("no handler is registered for wire name '{}'", job.wire_name),
-        });
+        }));
     };
     match entry.route.decode(&job.payload) {
         Ok(r) => Ok((r, ctx)),
-        Err(e) => Err(Outcome::Quarantined {
+        Err(e) => Err(Box::new(Outcome::Quarantined {
             reason: QuarantineReason::UndecodablePayload,
             cause: format!("the payload of '{}' does not decode as {}: {e}", job.wire_name, entry.route.type_name()),
-        }),
+        })),
     }
 }
 
@@ -302,5 +303,6 @@ pub(super) fn settle(result: Result<HandlerResult, HandlerError>, cancel: &Cance
         return Outcome::Cancelled;
     }
     let message = if error.is_cancelled() { UNREQUESTED_CANCEL.to_string() } else { error.message().to_string() };
-    Outcome::Failed { message, detail: capture.then(|| error.into_detail()) }
+    let retry_in = error.retry_delay();
+    Outcome::Failed { message, detail: capture.then(|| error.into_detail()), retry_in }
 }

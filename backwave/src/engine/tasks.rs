@@ -66,7 +66,7 @@ impl Slot {
     async fn run_one(&self, work: Work) -> Option<Outcome> {
         let (ready, ctx) = match prepare(work, &self.registry) {
             Ok(r) => r,
-            Err(outcome) => return Some(outcome),
+            Err(outcome) => return Some(*outcome),
         };
         let capture = self.capture;
         match ready {

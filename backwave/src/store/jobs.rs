@@ -67,9 +67,12 @@ pub enum Outcome {
     Succeeded,
     /// The handler returned an error, panicked, or timed out on its own. `detail` is `None`
     /// when this host does not capture failure detail; the message is kept either way.
+    /// `retry_in`, when the handler chose it ([`HandlerError::retry_in`](crate::engine::HandlerError::retry_in),
+    /// e.g. an upstream's Retry-After), is this retry's wait in place of the delay table's.
     Failed {
         message: String,
         detail: Option<FailureDetail>,
+        retry_in: Option<Duration>,
     },
     /// The handler stopped because an operator asked. Without a request on the row this is a
     /// plain failure: only an operator cancel produces Cancelled.

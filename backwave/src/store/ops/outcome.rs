@@ -143,12 +143,13 @@ impl<'a> Entry<'a> {
 /// which then write it each in their own SQL.
 pub(crate) enum Decision<'a> {
     Succeed,
-    /// A failed attempt: retried at the job's delay table, or dead-lettered on the last one.
-    /// `detail` is `None` for no failure detail status at all, `Some(None)` for a failure whose
-    /// detail was not captured.
+    /// A failed attempt: retried at the job's delay table (or after `retry_in`, the handler's
+    /// own wait), or dead-lettered on the last one. `detail` is `None` for no failure detail
+    /// status at all, `Some(None)` for a failure whose detail was not captured.
     Fail {
         message: &'a str,
         detail: Option<Option<&'a FailureDetail>>,
+        retry_in: Option<Duration>,
     },
     /// Ended by an operator's cancel; `failure` is the handler's error when it stopped by
     /// failing, kept on the log entry since the job will not run again to show it.
@@ -169,15 +170,15 @@ pub(crate) fn decide<'a>(outcome: &'a Outcome, cancel_requested_by: Option<&'a s
             Some(actor) => Decision::Cancel { actor, failure: None },
             // Only an operator cancel produces Cancelled: the handler's own cancellation (a
             // timeout inside it) is a plain failed attempt.
-            None => Decision::Fail { message: UNREQUESTED_CANCEL, detail: Some(None) },
+            None => Decision::Fail { message: UNREQUESTED_CANCEL, detail: Some(None), retry_in: None },
         },
-        Outcome::Failed { message, detail } => {
+        Outcome::Failed { message, detail, retry_in } => {
             let detail = if capture { detail.as_ref() } else { None };
             match cancel_requested_by {
                 // An operator asked it to stop: retrying would defy them. The failure is kept
                 // in the log entry that ends the job.
                 Some(actor) => Decision::Cancel { actor, failure: Some((message, detail)) },
-                None => Decision::Fail { message, detail: Some(detail) },
+                None => Decision::Fail { message, detail: Some(detail), retry_in: *retry_in },
             }
         }
         Outcome::Quarantined { reason, cause } => Decision::Quarantine { reason: *reason, cause },
@@ -277,7 +278,7 @@ pub(crate) fn complete(tx: &mut impl AttemptTx, now: Millis, capture: bool, c: &
 fn lapse_attempt(tx: &mut impl AttemptTx, now: Millis, run: &RunningAttempt) -> Result<JobState> {
     let decision = match run.cancel_requested_by.as_deref() {
         Some(actor) => Decision::Cancel { actor, failure: None },
-        None => Decision::Fail { message: LEASE_EXPIRED, detail: None },
+        None => Decision::Fail { message: LEASE_EXPIRED, detail: None, retry_in: None },
     };
     end(tx, now, run, Some(&run.lease_owner), decision)
 }
@@ -300,7 +301,7 @@ pub(crate) fn end(
             tx.end_attempt(run.id, now, AttemptEnd::Succeeded)?;
             tx.log(&e)?;
         }
-        Decision::Fail { message, detail } => {
+        Decision::Fail { message, detail, retry_in } => {
             // `detail` is `None` for a lapsed lease (no detail exists), and `Some(None)` for a
             // failure whose detail was not captured.
             json = detail_json(detail.flatten())?;
@@ -312,7 +313,8 @@ pub(crate) fn end(
                 tx.end_attempt(run.id, now, AttemptEnd::DeadLettered { cause: message })?;
             } else {
                 e.to = JobState::Scheduled;
-                let due = now.saturating_add(run.next_delay_ms().min(i64::MAX as u64) as Millis);
+                let wait = retry_in.map_or_else(|| run.next_delay_ms(), crate::retry::duration_ms);
+                let due = now.saturating_add(wait.min(i64::MAX as u64) as Millis);
                 tx.end_attempt(run.id, now, AttemptEnd::Retry { due })?;
             }
             tx.log(&e)?;
