@@ -130,3 +130,35 @@ both_backends! {
         watching.shutdown(Duration::from_secs(1));
     }
 }
+
+both_backends! {
+    /// `serve_until_signal`: a stop held up by the store (here its lease ends and the registry
+    /// row wait behind the hold) ends at the third SIGTERM or SIGINT, as the signal would end a
+    /// process without a handler; the first asked for the grace period, the second cut it short.
+    fn a_third_stop_signal_ends_a_worker_whose_stop_the_held_store_holds_up() {
+        use std::os::unix::process::ExitStatusExt;
+        let t = test_store();
+        let id = Enqueue::new("sleepy", "sleepy", "zzz").unwrap().enqueue(&t.store).unwrap();
+        let mut child = ChildWorker::spawn(&[t.db.arg(), "sleepy", "3", "60000"]);
+        let worker = child.worker_id.clone();
+        wait_for("the child to run the job", Duration::from_secs(10), || {
+            (job(&t.store, id).state == JobState::Running).then_some(())
+        });
+        child.signal(libc::SIGTERM);
+        wait_for("the worker to be marked stopping", Duration::from_secs(10), || {
+            t.store.worker_states().unwrap().iter().find(|s| s.id == worker)?.stopping_at.map(drop)
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| hold_store(&t.db, Duration::from_secs(8)));
+            std::thread::sleep(Duration::from_millis(300));
+            child.signal(libc::SIGINT);
+            std::thread::sleep(Duration::from_millis(700));
+            assert!(child.child.try_wait().unwrap().is_none(), "the stop was not held up by the store");
+            let third = Instant::now();
+            child.signal(libc::SIGTERM);
+            let status = wait_for("the child to end", Duration::from_secs(5), || child.child.try_wait().unwrap());
+            assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
+            assert!(third.elapsed() < Duration::from_secs(3), "ended {:?} after the third signal", third.elapsed());
+        });
+    }
+}

@@ -402,7 +402,7 @@ pub(super) struct ProcessQuiet {
 }
 
 impl ProcessQuiet {
-    /// Quiet the process. Only atomic stores: SIGTSTP's handler calls it.
+    /// Quiet the process (from any thread: the SIGTSTP waiter calls it).
     pub fn ask(&self) {
         self.on.store(true, Ordering::SeqCst);
         self.asks.fetch_add(1, Ordering::SeqCst);
@@ -594,34 +594,45 @@ impl EngineHandle {
 
     /// Serve until the process receives SIGTERM or SIGINT (Ctrl-C), then shut down as
     /// [`EngineHandle::shutdown`] does under `grace`; a second signal during that shutdown ends
-    /// the grace period at once (running handlers are asked to stop). What a worker process's
-    /// `main` ends with; it blocks the calling thread (in async code use `tokio::signal` and
-    /// `shutdown` in `spawn_blocking`, as the shop example does). Once it returns, SIGTERM and
-    /// SIGINT no longer end the process: return from `main`.
+    /// the grace period at once (running handlers are asked to stop), and a third ends the
+    /// process as the signal would without a handler (a store that cannot be reached may hold
+    /// the stop). What a worker process's `main` ends with; call it right after
+    /// [`Engine::start`](super::Engine::start): until then the signals have their default action.
+    /// It blocks the calling thread (in async code use `tokio::signal` and `shutdown` in
+    /// `spawn_blocking`, as the shop example does). Once it returns, SIGTERM and SIGINT end the
+    /// process again as they would without a handler.
     pub fn serve_until_signal(mut self, grace: Duration) -> Result<ShutdownReport> {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTERM/SIGINT handler: {e}"));
+        // Set by the second signal and when this returns: a further signal then ends the
+        // process as it would without a handler.
+        let default_again = Arc::new(AtomicBool::new(false));
+        for sig in [SIGTERM, SIGINT] {
+            signal_hook::flag::register_conditional_default(sig, Arc::clone(&default_again)).map_err(cannot)?;
+        }
         let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(cannot)?;
         let _first = signals.forever().next();
         let stops: Vec<Arc<StopFlag>> = self.groups.iter().map(|g| Arc::clone(&g.stop)).collect();
-        let (wakers, waiting) = (self.wakers.clone(), signals.handle());
-        let hurry = std::thread::Builder::new()
-            .name("bw-stop-signal".into())
-            .spawn(move || {
-                if signals.forever().next().is_some() {
-                    let now = Instant::now();
-                    for s in &stops {
-                        *s.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
-                    }
-                    for w in &wakers {
-                        let _ = w.send(Done::Wake);
-                    }
+        let (wakers, waiting, hurried) = (self.wakers.clone(), signals.handle(), Arc::clone(&default_again));
+        let hurry = std::thread::Builder::new().name("bw-stop-signal".into()).spawn(move || {
+            if signals.forever().next().is_some() {
+                let now = Instant::now();
+                for s in &stops {
+                    *s.grace.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
                 }
-            })
-            .map_err(cannot)?;
+                for w in &wakers {
+                    let _ = w.send(Done::Wake);
+                }
+                hurried.store(true, Ordering::SeqCst);
+            }
+        });
+        // Should the thread not start, the stop still takes its grace period (without the hurry).
         let report = self.stop_all(grace, true);
         waiting.close();
-        let _ = hurry.join();
+        if let Ok(thread) = hurry {
+            let _ = thread.join();
+        }
+        default_again.store(true, Ordering::SeqCst);
         Ok(report)
     }
 
