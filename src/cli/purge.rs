@@ -3,6 +3,7 @@
 //! jobs named by id. Batched and audited by the store; confirmed first unless --yes, after the
 //! permission check.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use super::output::{compact_duration, rfc3339, thousands, Render, Term};
 use super::progress::Progress;
 use super::{exit, parse_duration, CliError, Ctx};
 use backwave::store::PurgeResult;
-use backwave::Permission;
+use backwave::{JobState, Permission};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -41,6 +42,8 @@ struct Purge {
     cutoff: String,
     /// Jobs that would be / were deleted.
     jobs: u64,
+    /// The same jobs by state, as counted before the run (`{"dead-lettered": 75, …}`).
+    by_state: BTreeMap<JobState, u64>,
 }
 
 impl Render for Purge {
@@ -48,12 +51,24 @@ impl Render for Purge {
         let verb = if self.dry_run { "would be deleted" } else { "deleted" };
         writeln!(
             out,
-            "{} terminal jobs that finished more than {} ago (before {}) {verb}, with their log.",
+            "{} terminal jobs that finished more than {} ago (before {}) {verb}, with their log{}.",
             thousands(self.jobs),
             self.older_than,
-            self.cutoff
+            self.cutoff,
+            by_state_text(&self.by_state).map(|t| format!(": {t}")).unwrap_or_default()
         )
     }
+}
+
+/// `310 Succeeded, 50 Dead-Lettered, 25 Quarantined`, Dead-Lettered and Quarantined (failures
+/// nobody may have looked at yet) first; `None` for no jobs.
+pub(crate) fn by_state_text(counts: &BTreeMap<JobState, u64>) -> Option<String> {
+    let order = [JobState::DeadLettered, JobState::Quarantined, JobState::Cancelled, JobState::Succeeded];
+    let parts: Vec<String> = order
+        .iter()
+        .filter_map(|s| counts.get(s).filter(|n| **n > 0).map(|n| format!("{} {s}", thousands(*n))))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
@@ -70,14 +85,25 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     // Never `now - older as i64`: a stored retention past i64 milliseconds must not wrap into
     // the future (the same cutoff as the engine's sweep).
     let cutoff = backwave::model::millis_before(store.now(), older);
-    let count = store.count_purgeable(cutoff)?;
-    let mut view =
-        Purge { dry_run: a.dry_run, older_than: compact_duration(older), cutoff: rfc3339(cutoff), jobs: count };
+    let by_state: BTreeMap<JobState, u64> = store.purgeable_by_state(cutoff)?.into_iter().collect();
+    let count = by_state.values().sum();
+    let mut view = Purge {
+        dry_run: a.dry_run,
+        older_than: compact_duration(older),
+        cutoff: rfc3339(cutoff),
+        jobs: count,
+        by_state,
+    };
     if a.dry_run || count == 0 {
         ctx.printer()?.print(&view)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let q = format!("Delete {} terminal jobs that finished more than {} ago?", thousands(count), view.older_than);
+    let q = format!(
+        "Delete {} terminal jobs that finished more than {} ago ({}), with their log?",
+        thousands(count),
+        view.older_than,
+        by_state_text(&view.by_state).unwrap_or_default()
+    );
     if !ctx.confirm_or_refuse(a.yes, &q, "purge")? {
         return Err(exit::not_all_done("nothing deleted"));
     }

@@ -344,3 +344,41 @@ both_backends! {
         assert!(r.stderr.contains("queue 'high' was not paused: nothing resumed\n"), "{r}");
     }
 }
+
+// ---- a shorter retention ---------------------------------------------------------------------
+
+both_backends! {
+    fn shortening_the_retention_says_what_the_next_sweep_would_delete_by_state_and_asks() {
+        // Found at 3 a.m.: `config set retention 0s` (or `1m` meant as `1M`) said `retention 0s`
+        // and the next sweep emptied the Dead-Lettered and Quarantined lists unasked.
+        let f = Fixture::hostile_admin();
+        let default = f.store().retention().unwrap();
+        let failed = f.store().purgeable_by_state(i64::MAX).unwrap();
+        assert!(failed.iter().any(|(s, n)| *s == JobState::DeadLettered && *n > 0), "{failed:?}");
+        let refused = f.run(&["config", "set", "retention", "0s"]);
+        assert_eq!(refused.code, Some(2), "{refused}");
+        assert!(refused.stderr.contains("refusing to shorten the retention without confirmation"), "{refused}");
+        assert_eq!(f.store().retention().unwrap(), default, "unchanged");
+
+        // At a terminal the question counts what would go, failures first; No keeps it.
+        let mut t = at_a_terminal(&f, 200, &["config", "set", "retention", "0s"], &[]);
+        t.wait_for("Set it? [y/N]", PTY_WAIT);
+        t.send("n");
+        t.send(pty::keys::ENTER);
+        assert_eq!(t.wait_exit(PTY_WAIT), 1);
+        let screen = t.screen();
+        assert!(screen.contains("With retention 0s the next sweep deletes"), "{screen}");
+        assert!(screen.contains("Dead-Lettered") && screen.contains("with their log"), "{screen}");
+        assert_eq!(f.store().retention().unwrap(), default, "unchanged");
+
+        // A longer retention deletes nothing sooner: nothing to ask. --yes goes ahead.
+        assert_eq!(f.run(&["config", "set", "retention", "30d"]).code, Some(0));
+        let yes = f.run(&["config", "set", "retention", "0s", "--yes"]);
+        assert_eq!(yes.code, Some(0), "{yes}");
+        assert_eq!(f.store().retention().unwrap(), Duration::ZERO);
+
+        // `bw purge` says the same breakdown.
+        let dry = f.run(&["purge", "--older-than", "0s", "--dry-run"]);
+        assert!(dry.stdout.contains("with their log: ") && dry.stdout.contains("Dead-Lettered"), "{dry}");
+    }
+}

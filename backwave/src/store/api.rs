@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::error::Result;
 use crate::model::{
-    Enqueued, FailureDetail, Job, JobId, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo,
+    Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo,
 };
 
 macro_rules! forward {
@@ -257,6 +257,9 @@ forward! {
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>>;
     /// How many terminal jobs finished before `cutoff`.
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64>;
+    /// The terminal jobs that finished before `cutoff`, by state (states with none left out):
+    /// what a purge or a shorter retention would delete.
+    pub fn purgeable_by_state(&self, cutoff: Millis) -> Result<Vec<(JobState, u64)>>;
 
     // pause.rs (pause and resume are written once, on `Store`, in `ops/names.rs`)
     /// Count what pausing `kind` `name` would hold now, after the same checks as

@@ -155,12 +155,18 @@ impl SqliteStore {
     }
 
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
-        Ok(self.conn.query_row(
-            "SELECT count(*) FROM jobs WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled')
-             AND finished_at < ?1",
-            [cutoff],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
+        Ok(self.purgeable_by_state(cutoff)?.iter().map(|(_, n)| n).sum())
+    }
+
+    pub fn purgeable_by_state(&self, cutoff: Millis) -> Result<Vec<(JobState, u64)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT state, count(*) FROM jobs WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled')
+             AND finished_at < ?1 GROUP BY state",
+        )?;
+        let rows = st.query_map([cutoff], |r| Ok((parse_state(r, 0)?, r.get::<_, i64>(1)? as u64)))?;
+        let mut counts = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+        counts.sort_by_key(|(s, _)| *s);
+        Ok(counts)
     }
 }
 

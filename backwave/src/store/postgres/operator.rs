@@ -97,15 +97,23 @@ impl PgStore {
     }
 
     pub fn count_purgeable(&self, cutoff: Millis) -> Result<u64> {
+        Ok(self.purgeable_by_state(cutoff)?.iter().map(|(_, n)| n).sum())
+    }
+
+    pub fn purgeable_by_state(&self, cutoff: Millis) -> Result<Vec<(JobState, u64)>> {
         self.read(|tx| {
-            let n: i64 = tx
-                .query_one(
-                    "SELECT count(*) FROM jobs WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled')
-                     AND finished_at < $1",
-                    &[&cutoff],
-                )?
-                .get(0);
-            Ok(n as u64)
+            let rows = tx.query(
+                "SELECT state::text, count(*) FROM jobs
+                 WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled') AND finished_at < $1
+                 GROUP BY state",
+                &[&cutoff],
+            )?;
+            let mut counts = rows
+                .iter()
+                .map(|r| Ok((super::row::state(r, 0)?, r.try_get::<_, i64>(1)? as u64)))
+                .collect::<Result<Vec<_>>>()?;
+            counts.sort_by_key(|(s, _)| *s);
+            Ok(counts)
         })
     }
 
