@@ -90,6 +90,18 @@ both_backends! {
         assert_eq!(status(&fx, CheckName::UnworkedQueue), Status::Critical);
         fx.worker("w1", &["bulk"], &["send-email"], NOW + 90 * SECOND);
         assert_eq!(status(&fx, CheckName::UnworkedQueue), Status::Ok);
+        // Found at 3 a.m.: a quiet worker claims nothing, so it does not serve the queue (the
+        // check said ok while the queue's only worker was quiet and its jobs waited).
+        fx.store.bootstrap_admin(ADMIN).unwrap();
+        let quieted = fx.store.quiet_workers(ADMIN, &backwave::store::WorkerSelector::Id("w1".into())).unwrap();
+        assert_eq!(quieted, ["w1"]);
+        let h = fx.health();
+        let unworked = h.check(CheckName::UnworkedQueue);
+        assert_eq!(unworked.status, Status::Critical, "{}", unworked.message);
+        assert!(unworked.message.contains("quiet and stopping workers claim nothing"), "{}", unworked.message);
+        assert_eq!(h.queues.iter().find(|q| q.queue == "bulk").unwrap().live_workers, 0);
+        fx.store.resume_workers(ADMIN, &backwave::store::WorkerSelector::Id("w1".into())).unwrap();
+        assert_eq!(status(&fx, CheckName::UnworkedQueue), Status::Ok);
     }
 }
 

@@ -292,9 +292,9 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 .map(|q| format!("{} ({} due, oldest {})", quote(&q.queue), q.due_now, ago(q.oldest_due_age_ms)))
                 .collect();
             let message = if !over.is_empty() {
-                format!("no live worker serves {}", list(over))
+                format!("no live worker serves {} (quiet and stopping workers claim nothing)", list(over))
             } else if unworked.is_empty() {
-                "every queue with due jobs has a live worker".into()
+                "every queue with due jobs has a live worker claiming".into()
             } else {
                 format!("no live worker yet for {} queue(s), within the {} grace", unworked.len(), ago(grace))
             };

@@ -63,7 +63,7 @@ pub struct QueueHealth {
     /// The queue's own pause: a paused queue is reported, not judged by `latency` or
     /// `unworked-queue` (it is paused on purpose; `forgotten-pause` watches how long).
     pub paused: Option<Pause>,
-    /// Live workers whose groups claim from this queue.
+    /// Live workers whose groups claim from this queue, quiet and stopping ones left out.
     pub live_workers: u64,
     /// Left out of the latency checks (`Thresholds::exclude_queues`).
     pub excluded: bool,
@@ -290,11 +290,17 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
     let schedules = r.schedule_rows()?.into_iter().map(|row| super::ops::schedules::schedule_info(row, now)).collect();
     let payload_limit = r.payload_limit()?;
 
+    // A quiet or stopping worker claims nothing: it does not serve its queues (found at 3 a.m.:
+    // with every worker of a queue quiet, `unworked-queue` said ok while its jobs waited).
+    let not_claiming: BTreeSet<&str> = worker_states.iter().map(|s| s.id.as_str()).collect();
     let mut serving: BTreeMap<&str, u64> = BTreeMap::new();
     let mut worker_health = WorkerHealth::default();
     for w in &workers {
         if w.is_live(now) {
             worker_health.live += 1;
+            if not_claiming.contains(w.id.as_str()) {
+                continue;
+            }
             for q in &w.queues {
                 *serving.entry(q.as_str()).or_default() += 1;
             }
