@@ -113,9 +113,31 @@ impl PostgresUrl {
     }
 }
 
+/// What is not a URL but was meant for a server (see [`not_a_url_by_mistake`]), its password
+/// replaced by `***` too: a URL missing its `//`, a libpq keyword string.
+fn redact_mistaken(raw: &str) -> String {
+    for scheme in ["postgresql:", "postgres:"] {
+        if raw.len() > scheme.len() && raw[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            let (head, rest) = raw.split_at(scheme.len());
+            return redact(&format!("{head}//{rest}")).replacen("//", "", 1);
+        }
+    }
+    if !raw.to_ascii_lowercase().contains("password=") {
+        return raw.to_string();
+    }
+    let tokens: Vec<String> = raw
+        .split_whitespace()
+        .map(|t| match t.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => t.to_string(),
+        })
+        .collect();
+    tokens.join(" ")
+}
+
 /// `raw` with the password of its user info and any `password=` parameter replaced by `***`.
 fn redact(raw: &str) -> String {
-    let Some(scheme_len) = StoreTarget::classify(raw) else { return raw.to_string() };
+    let Some(scheme_len) = StoreTarget::classify(raw) else { return redact_mistaken(raw) };
     let (head, rest) = raw.split_at(scheme_len);
     let (before_query, query) = match rest.split_once('?') {
         Some((b, q)) => (b, Some(q)),
@@ -160,9 +182,58 @@ impl FromStr for StoreTarget {
                 PostgresUrl::check(s, scheme_len).map_err(Error::InvalidInput)?;
                 Ok(StoreTarget::Postgres(PostgresUrl { raw: s.to_string(), problem: None }))
             }
-            None => Ok(StoreTarget::File(PathBuf::from(s))),
+            None => {
+                not_a_url_by_mistake(s).map_err(Error::InvalidInput)?;
+                Ok(StoreTarget::File(PathBuf::from(s)))
+            }
         }
     }
+}
+
+/// The keywords of libpq's `key=value` connection strings.
+const LIBPQ_KEYWORDS: [&str; 14] = [
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "sslmode",
+    "sslrootcert",
+    "service",
+    "options",
+    "application_name",
+    "connect_timeout",
+    "target_session_attrs",
+];
+
+/// Refuse, rather than take for a file name, what was meant for a PostgreSQL server: libpq's
+/// keyword form (`dbname=app user=bw password=…`) and a URL missing its `//` (`postgresql:app`).
+/// Found at 3 a.m.: both became SQLite file names, and the "no store" message printed the
+/// password; `bw init` then created a file named after it.
+fn not_a_url_by_mistake(s: &str) -> Result<(), String> {
+    let is_keyword =
+        |t: &str| t.split_once('=').is_some_and(|(k, _)| LIBPQ_KEYWORDS.iter().any(|kw| kw.eq_ignore_ascii_case(k)));
+    if !s.trim().is_empty() && s.split_whitespace().all(is_keyword) {
+        return Err(format!(
+            "'{}' is a libpq keyword string: give a postgresql:// URL (postgresql://USER@HOST:PORT/DBNAME, or \
+             postgresql:///DBNAME?host=/run/postgresql for a local socket) or the path of an SQLite file",
+            redact(s)
+        ));
+    }
+    for scheme in ["postgresql:", "postgres:"] {
+        if s.len() > scheme.len() && s[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            let shown = redact(s);
+            let file = if shown == s { format!("; a file of that name is ./{s}") } else { String::new() };
+            return Err(format!(
+                "'{shown}' is not a PostgreSQL URL: '{}' must be followed by '//' (postgresql://HOST/DBNAME, \
+                 or postgresql:///DBNAME for a local socket){file}",
+                &s[..scheme.len()]
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Display for StoreTarget {
@@ -261,7 +332,6 @@ mod tests {
             ),
             ("postgres://u:p@ss/w@rd@[::1]:5433,h2:5434/db", Some("postgres://u:***@[::1]:5433,h2:5434/db")),
             ("./postgres://x", None),
-            ("postgres:/x", None),
             ("postgres", None),
             ("backwave.db", None),
             ("../stores/backwave.db", None),
@@ -284,6 +354,32 @@ mod tests {
                 _ => panic!("{input} parsed as {target:?}"),
             }
             assert_eq!(StoreTarget::from(*input), target, "From<&str> and FromStr agree on {input}");
+        }
+    }
+
+    #[test]
+    fn a_libpq_keyword_string_or_a_url_without_slashes_is_refused_not_taken_for_a_file() {
+        for (given, shown) in [
+            (
+                "dbname=walk3 user=postgres password=S3cretPW",
+                "'dbname=walk3 user=postgres password=***' is a libpq keyword string",
+            ),
+            ("host=/run/postgresql dbname=app", "'host=/run/postgresql dbname=app' is a libpq keyword string"),
+            ("postgresql:walk3", "'postgresql:walk3' is not a PostgreSQL URL: 'postgresql:' must be followed by '//'"),
+            ("POSTGRES:u:S3cretPW@h/db", "'POSTGRES:u:***@h/db' is not a PostgreSQL URL"),
+            ("postgres:/x", "'postgres:/x' is not a PostgreSQL URL"),
+        ] {
+            let e = given.parse::<StoreTarget>().unwrap_err().to_string();
+            assert!(e.contains(shown), "{given}: {e}");
+            assert!(!e.contains("S3cretPW"), "{e}");
+            // The library's infallible conversion opens nothing and says the same.
+            let t = StoreTarget::from(given);
+            assert!(!t.to_string().contains("S3cretPW") || matches!(t, StoreTarget::File(_)), "{t}");
+            assert!(t.file().is_err(), "{given} became a file");
+        }
+        // Files that only look a little like one stay files.
+        for file in ["store.db", "data/host.db", "a=b.db", "./postgresql:walk3", "dbname"] {
+            assert!(matches!(file.parse::<StoreTarget>(), Ok(StoreTarget::File(_))), "{file}");
         }
     }
 
