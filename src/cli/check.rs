@@ -115,11 +115,39 @@ impl ThresholdArgs {
 }
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    let store = ctx.open()?;
+    let health = ctx.open().and_then(|store| Ok(store.health(&a.thresholds.thresholds())?));
     let printer = ctx.printer()?;
-    let health = store.health(&a.thresholds.thresholds())?;
-    printer.print(&Report(&health))?;
-    Ok(ExitCode::from(exit_status(health.status)))
+    match health {
+        Ok(health) => {
+            printer.print(&Report(&health))?;
+            Ok(ExitCode::from(exit_status(health.status)))
+        }
+        // A monitor reads stdout: say UNKNOWN there too (found at 3 a.m.: with the store
+        // missing or unreachable stdout was empty, and the README's cron recipe mailed a blank
+        // subject exactly when it mattered). The error itself goes to stderr as for any command.
+        Err(e) => {
+            printer.print(&Unknown {
+                status: "unknown",
+                exit_code: super::exit::exit_code(&e),
+                error: e.to_string(),
+            })?;
+            Err(e)
+        }
+    }
+}
+
+/// `bw check`'s document when there is no health to judge: the store could not be read.
+#[derive(Serialize)]
+struct Unknown {
+    status: &'static str,
+    exit_code: u8,
+    error: String,
+}
+
+impl Render for Unknown {
+    fn table(&self, out: &mut dyn Write, _term: &Term) -> io::Result<()> {
+        writeln!(out, "BACKWAVE UNKNOWN: {}", sanitize(&self.error))
+    }
 }
 
 struct Report<'a>(&'a Health);
