@@ -382,3 +382,18 @@ both_backends! {
         assert!(dry.stdout.contains("with their log: ") && dry.stdout.contains("Dead-Lettered"), "{dry}");
     }
 }
+
+// ---- hints a person pastes -------------------------------------------------------------------
+
+both_backends! {
+    fn the_reveal_hint_is_the_command_as_typed_with_its_db() {
+        // Found at 3 a.m.: `bw --db STORE jobs show X` hinted `bw jobs show X --detail`, which
+        // pasted opened ./backwave.db (and suggested `bw init`).
+        let f = Fixture::hostile_admin();
+        let out = plain_bw(&f).env_remove("BW_DB").args(["--db", f.db.arg(), "jobs", "show", "a0000004"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let hint = stdout.lines().find(|l| l.starts_with("Reveal failure detail: ")).unwrap_or_else(|| panic!("{stdout}"));
+        assert!(hint.starts_with("Reveal failure detail: bw --db "), "{hint}");
+        assert!(hint.ends_with(" jobs show a0000004 --detail"), "{hint}");
+    }
+}

@@ -193,6 +193,12 @@ impl Render for JobList {
 
 /// This very command line, with its paging flags replaced by `paging`.
 fn next_page_command(paging: &str) -> String {
+    this_command_with(paging)
+}
+
+/// This very command line (its `--db` and every other word, a password as `***`), without its
+/// paging flags, and `extra` at its end: a hint a person can paste as it is.
+pub(crate) fn this_command_with(extra: &str) -> String {
     let mut words = vec!["bw".to_string()];
     let mut args = std::env::args().skip(1).peekable();
     while let Some(a) = args.next() {
@@ -205,7 +211,7 @@ fn next_page_command(paging: &str) -> String {
         }
         words.push(sanitize(&shell_quote(&redacted(&a))).into_owned());
     }
-    words.push(paging.to_string());
+    words.push(extra.to_string());
     words.join(" ")
 }
 

@@ -347,7 +347,9 @@ impl Render for JobShow {
             writeln!(
                 out,
                 "{}",
-                Style::Dim.paint(&format!("Reveal failure detail: bw jobs show {} --detail", j.id), c)
+                // The command as typed, `--db` included (found at 3 a.m.: the hint dropped it, and
+                // pasted it opened ./backwave.db and suggested `bw init`).
+                Style::Dim.paint(&format!("Reveal failure detail: {}", super::list::this_command_with("--detail")), c)
             )?;
         }
         Ok(())
