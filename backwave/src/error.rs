@@ -72,7 +72,9 @@ pub enum Error {
     #[error("{actor} lacks the '{permission}' permission (an admin can run `bw grant {actor} {permission}`)")]
     PermissionDenied { actor: String, permission: Permission },
 
-    #[error("failure detail is switched off for this store: it was never captured")]
+    #[error(
+        "failure detail is switched off for this store: none is shown while it is off, not even detail captured before (an admin can run `bw config set failure_detail on`)"
+    )]
     FailureDetailOff,
 
     #[error("could not encode the payload: {0}")]

@@ -16,8 +16,8 @@ use clap::ValueEnum;
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalOpts {
     /// The job store: an SQLite file, or a PostgreSQL URL (postgres://user@host/db; a password
-    /// is never printed).
-    #[arg(long, global = true, env = "BW_DB", default_value = "./backwave.db", value_name = "PATH|URL", value_parser = parse_target, hide_env_values = true)]
+    /// is never printed). Default ./backwave.db (`bw demo`: ./backwave-demo.db).
+    #[arg(long, global = true, env = "BW_DB", default_value = "./backwave.db", hide_default_value = true, value_name = "PATH|URL", value_parser = parse_target, hide_env_values = true)]
     pub db: StoreTarget,
     /// `table` for people, `json` for scripts (one JSON document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = Format::Table)]

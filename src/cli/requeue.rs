@@ -241,7 +241,18 @@ impl Render for PlanView<RequeuePlan, Force> {
             }
             t.write(out, term)?;
         }
-        self.closing(out, true, "requeue them")
+        // Nothing a run would requeue but jobs --force would: say that, not "run again" (found at
+        // 3 a.m.: the run then refused with "pass --force").
+        if self.dry_run && requeued == 0 && p.would_requarantine > 0 {
+            writeln!(
+                out,
+                "Nothing would be requeued without --force; run again with --force (no --dry-run) to requeue the {} \
+                 that would quarantine again.",
+                thousands(p.would_requarantine)
+            )?;
+            return Ok(());
+        }
+        self.closing(out, requeued > 0, "requeue them")
     }
 }
 

@@ -397,3 +397,16 @@ both_backends! {
         assert!(hint.ends_with(" jobs show a0000004 --detail"), "{hint}");
     }
 }
+
+both_backends! {
+    fn a_dry_run_that_would_requeue_nothing_without_force_says_force_not_run_again() {
+        // Found at 3 a.m.: "0 would be requeued … N would quarantine again" ended "Run again
+        // without --dry-run to requeue them", and the run then refused with "pass --force".
+        let f = Fixture::hostile_admin();
+        let dry = f.run(&["requeue", "--state", "quarantined", "--wire-name", "legacy-report", "--dry-run"]);
+        assert_eq!(dry.code, Some(0), "{dry}");
+        assert!(dry.stdout.contains("0 would be requeued"), "{dry}");
+        assert!(dry.stdout.contains("Nothing would be requeued without --force; run again with --force"), "{dry}");
+        assert!(!dry.stdout.contains("Run again without --dry-run"), "{dry}");
+    }
+}
