@@ -1021,6 +1021,21 @@ both_backends! {
 }
 
 both_backends! {
+    fn screen_help_overlay_shows_every_key_at_80x24() {
+        // Found at 3 a.m.: at 80x24 the help ended after `n run now` (P, t, E and p cut off).
+        let f = Fixture::empty();
+        let mut app = f.app(80, 24);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "?");
+        let s = screen(&f, &app);
+        for (k, what) in keymap::HELP.iter().filter(|(k, _)| !matches!(*k, "?" | "Ctrl-C")) {
+            assert!(s.contains(k) && s.contains(what), "help lists {k} ({what}):\n{s}");
+        }
+        assert!(s.contains("Ctrl-C quits. --read-only disables r x e n P t E. Any key closes this help."), "{s}");
+    }
+}
+
+both_backends! {
     fn screen_80x24_is_usable_and_60x15_says_why_not() {
         let f = Fixture::with_jobs();
         let mut app = f.app(80, 24);

@@ -226,11 +226,18 @@ pub(super) fn payload_edit(t: &Theme, mode: &Mode, area: Rect, buf: &mut Buffer)
 }
 
 pub(super) fn help(t: &Theme, area: Rect, buf: &mut Buffer) {
+    // Every key fits an 80x24 terminal, a line each (the keymap test keeps them short): `?` (the
+    // key that opened this) and Ctrl-C are said in the last line instead of lines of their own,
+    // and the blank line before it goes where it would push keys off (found at 3 a.m.: P, t, E
+    // and p were cut off at 80x24, and any key closed the help).
     let mut lines: Vec<Line> = keymap::HELP
         .iter()
-        .map(|(k, what)| Line::from(vec![Span::styled(format!("{k:<20}"), t.heading()), Span::raw(*what)]))
+        .filter(|(k, _)| !matches!(*k, "?" | "Ctrl-C"))
+        .map(|(k, what)| Line::from(vec![Span::styled(format!("{k:<19}"), t.heading()), Span::raw(*what)]))
         .collect();
-    lines.push(Line::from(""));
-    lines.push(Line::styled("--read-only disables r, x, e, n, P, t and E. Any key closes this help.", t.dim()));
+    if area.height as usize >= lines.len() + 6 {
+        lines.push(Line::from(""));
+    }
+    lines.push(Line::styled("Ctrl-C quits. --read-only disables r x e n P t E. Any key closes this help.", t.dim()));
     popup(t, area, buf, "keys", lines, None);
 }
