@@ -394,6 +394,10 @@ both_backends! {
         let screen = render(&app);
         assert!(screen.contains("[y] yes    [n] no"), "{screen}");
         assert!(screen.contains("export-quarterly-ledger"), "the wrapped part is shown too: {screen}");
+        // The marked jobs are named (found at 3 a.m.: "2 marked jobs" hid one never looked at).
+        let Target::Jobs(ids) = &p.target else { panic!("{:?}", p.target) };
+        let named = format!("3 marked jobs: {}", ids.iter().map(|id| id.short()).collect::<Vec<_>>().join(" "));
+        assert!(screen.contains(&named), "{named} in {screen}");
     }
 }
 
