@@ -113,14 +113,19 @@ impl PostgresUrl {
     }
 }
 
+/// A PostgreSQL scheme without its `//` (`postgresql:app`): the scheme as written and the rest.
+fn without_slashes(s: &str) -> Option<(&str, &str)> {
+    ["postgresql:", "postgres:"]
+        .iter()
+        .find(|scheme| s.len() > scheme.len() && s[..scheme.len()].eq_ignore_ascii_case(scheme))
+        .map(|scheme| s.split_at(scheme.len()))
+}
+
 /// What is not a URL but was meant for a server (see [`not_a_url_by_mistake`]), its password
 /// replaced by `***` too: a URL missing its `//`, a libpq keyword string.
 fn redact_mistaken(raw: &str) -> String {
-    for scheme in ["postgresql:", "postgres:"] {
-        if raw.len() > scheme.len() && raw[..scheme.len()].eq_ignore_ascii_case(scheme) {
-            let (head, rest) = raw.split_at(scheme.len());
-            return redact(&format!("{head}//{rest}")).replacen("//", "", 1);
-        }
+    if let Some((head, rest)) = without_slashes(raw) {
+        return redact(&format!("{head}//{rest}")).replacen("//", "", 1);
     }
     if !raw.to_ascii_lowercase().contains("password=") {
         return raw.to_string();
@@ -222,16 +227,13 @@ fn not_a_url_by_mistake(s: &str) -> Result<(), String> {
             redact(s)
         ));
     }
-    for scheme in ["postgresql:", "postgres:"] {
-        if s.len() > scheme.len() && s[..scheme.len()].eq_ignore_ascii_case(scheme) {
-            let shown = redact(s);
-            let file = if shown == s { format!("; a file of that name is ./{s}") } else { String::new() };
-            return Err(format!(
-                "'{shown}' is not a PostgreSQL URL: '{}' must be followed by '//' (postgresql://HOST/DBNAME, \
-                 or postgresql:///DBNAME for a local socket){file}",
-                &s[..scheme.len()]
-            ));
-        }
+    if let Some((head, _)) = without_slashes(s) {
+        let shown = redact(s);
+        let file = if shown == s { format!("; a file of that name is ./{s}") } else { String::new() };
+        return Err(format!(
+            "'{shown}' is not a PostgreSQL URL: '{head}' must be followed by '//' (postgresql://HOST/DBNAME, \
+             or postgresql:///DBNAME for a local socket){file}"
+        ));
     }
     Ok(())
 }
