@@ -96,7 +96,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         ));
     }
     if !done.is_duplicate() {
-        if let Some(warning) = unhandled_warning(&store, &a.wire_name)? {
+        for warning in unhandled_warnings(&store, &a.wire_name, &job.queue)? {
             eprint_quiet(format_args!("bw: {warning}\n"));
         }
     }
@@ -105,25 +105,38 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// When workers are live but none handles `wire_name`: most likely a typo (a worker of its queue
-/// quarantines the job as unhandled within a poll: `bw enqueue send-emial` printed only an id),
-/// said with the nearest name they do handle. Nothing when no worker is live (enqueueing ahead
-/// of a deploy is normal) or one handles it. Reads the worker registry only, never the jobs.
-fn unhandled_warning(store: &backwave::Store, wire_name: &str) -> Result<Option<String>, CliError> {
+/// When workers are live but none handles `wire_name`, or none claims from `queue`: most
+/// likely a typo (a worker of its queue quarantines the job as unhandled within a poll: `bw
+/// enqueue send-emial` printed only an id; a job in queue `hgh` waits for a worker that never
+/// comes), said with the nearest name they do handle or serve. Nothing when no worker is live
+/// (enqueueing ahead of a deploy is normal). Reads the worker registry only, never the jobs.
+fn unhandled_warnings(store: &backwave::Store, wire_name: &str, queue: &str) -> Result<Vec<String>, CliError> {
     let now = store.now();
     let live: Vec<_> = store.workers()?.into_iter().filter(|w| w.is_live(now)).collect();
-    if live.is_empty() || live.iter().any(|w| w.wire_names.iter().any(|n| n == wire_name)) {
-        return Ok(None);
+    if live.is_empty() {
+        return Ok(Vec::new());
     }
-    let handled: std::collections::BTreeSet<&str> =
-        live.iter().flat_map(|w| w.wire_names.iter().map(String::as_str)).collect();
-    let hint = match crate::text::did_you_mean(wire_name, handled.iter().copied()) {
+    let hint = |name: &str, known: std::collections::BTreeSet<&str>| match crate::text::did_you_mean(name, known) {
         Some(m) => format!("; did you mean '{}'?", sanitize(m)),
         None => String::new(),
     };
-    Ok(Some(format!(
-        "warning: no live worker handles wire name '{}'{hint} (enqueued; a worker that claims it without a \
-         handler quarantines it)",
-        sanitize(wire_name)
-    )))
+    let mut warnings = Vec::new();
+    if !live.iter().any(|w| w.wire_names.iter().any(|n| n == wire_name)) {
+        let handled = live.iter().flat_map(|w| w.wire_names.iter().map(String::as_str)).collect();
+        warnings.push(format!(
+            "warning: no live worker handles wire name '{}'{} (enqueued; a worker that claims it without a \
+             handler quarantines it)",
+            sanitize(wire_name),
+            hint(wire_name, handled)
+        ));
+    }
+    if !live.iter().any(|w| w.queues.iter().any(|q| q == queue)) {
+        let served = live.iter().flat_map(|w| w.queues.iter().map(String::as_str)).collect();
+        warnings.push(format!(
+            "warning: no live worker claims from queue '{}'{} (enqueued; it waits until one does)",
+            sanitize(queue),
+            hint(queue, served)
+        ));
+    }
+    Ok(warnings)
 }

@@ -252,6 +252,14 @@ both_backends! {
         let out = f.bw().args(["enqueue", "charge-card", "--queue", "critical"]).assert().success();
         assert!(out.get_output().stderr.is_empty(), "{}", text(&out.get_output().stderr));
         assert_eq!(f.store().counts().unwrap().total(backwave::JobState::Scheduled), 3, "all three enqueued");
+        // The same for a queue no live worker claims from (found in the next walkthrough:
+        // `--queue hgh` was enqueued without a word, to wait for a worker that never comes).
+        let out = f.bw().args(["enqueue", "charge-card", "--queue", "critcal"]).assert().success();
+        assert_eq!(
+            text(&out.get_output().stderr),
+            "bw: warning: no live worker claims from queue 'critcal'; did you mean 'critical'? (enqueued; it waits \
+             until one does)\n"
+        );
     }
 }
 
