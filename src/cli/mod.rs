@@ -187,8 +187,15 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let _ = std::io::stdout().flush();
             let mut text = e.to_string();
-            if let CliError::Store(backwave::Error::PermissionDenied { .. }) = &e {
-                text.push_str(&no_admin_hint(&ctx));
+            match &e {
+                CliError::Store(backwave::Error::PermissionDenied { .. }) => text.push_str(&no_admin_hint(&ctx)),
+                // Which store, and how long bw waited (found at 3 a.m.: the message named neither).
+                CliError::Store(backwave::Error::Busy) => text.push_str(&format!(
+                    " ('{}', waited --busy-timeout {})",
+                    ctx.global.db,
+                    output::compact_duration(ctx.global.busy_timeout)
+                )),
+                _ => {}
             }
             eprint_quiet(format_args!("bw: error: {}\n", output::sanitize(&text)));
             ExitCode::from(exit_code(&e))

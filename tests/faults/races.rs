@@ -437,6 +437,9 @@ fn commands_against_a_locked_store_wait_the_busy_timeout_then_exit_3() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "bw {} under a lock: {stderr}", args.join(" "));
         assert!(stderr.contains("lock"), "bw {}: the error does not name the lock: {stderr}", args.join(" "));
+        // Which store, and how long it waited (found at 3 a.m.: the message named neither).
+        assert!(stderr.contains("waited --busy-timeout 300ms)"), "bw {}: {stderr}", args.join(" "));
+        assert!(stderr.contains(&format!("'{}'", db.arg())), "bw {}: the store is not named: {stderr}", args.join(" "));
         assert_eq!(stderr.trim_end().lines().count(), 1, "not a one-line error: {stderr}");
         assert!(
             took >= Duration::from_millis(300),
