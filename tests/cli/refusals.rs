@@ -106,6 +106,7 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["revoke", "someone-else", "admin"], Permission("admin")),
     (Admin, &["grant", "bob", "superuser"], BadInput),
     (Admin, &["grant", "bad\u{1b}name", "operate"], BadInput),
+    (Admin, &["grant", "ali ce", "operate"], BadInput),
     (Admin, &["revoke", "bob", "operate"], NotFound),
     // limit
     (Stranger, &["limit", "queue", "high", "--concurrency", "2"], Permission("operate")),
