@@ -458,6 +458,27 @@ both_backends! {
 }
 
 both_backends! {
+    fn groups_are_re_read_within_seconds_once_the_header_count_moves() {
+        // Found at 3 a.m.: the header said 43 Dead-Lettered while the groups summed to 39 for
+        // ten seconds. Unchanged counts keep the ten-second rhythm (the grouping reads every
+        // failed job); a moved count re-reads them after two seconds.
+        let mut f = Fixture::with_jobs();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        f.press(&mut app, [Action::ToggleGroup]);
+        let sum = |app: &bw::tui::App| app.snapshot.as_ref().unwrap().cause_groups.iter().map(|g| g.count).sum::<u64>();
+        let header = |app: &bw::tui::App| app.snapshot.as_ref().unwrap().counts.total(JobState::DeadLettered);
+        assert_eq!(sum(&app), header(&app));
+        f.dead_letter_now("bulk-import");
+        f.refresh(&mut app);
+        assert_eq!(sum(&app) + 1, header(&app), "within two seconds the groups are kept");
+        f.tick(2_000);
+        f.refresh(&mut app);
+        assert_eq!(sum(&app), header(&app), "re-read once the count moved");
+    }
+}
+
+both_backends! {
     fn the_log_selection_stays_on_its_entry_when_new_entries_arrive() {
         // New entries pushed the log down under a fixed row: Enter opened another job.
         let mut f = Fixture::with_jobs();

@@ -65,6 +65,8 @@ pub const GROUP_LIMIT: usize = 200;
 pub const WORKERS_RUNNING_LIMIT: usize = 5_000;
 /// How often grouped views re-read their groups.
 pub const GROUPS_EVERY_MS: Millis = 10_000;
+/// How soon grouped views re-read their groups once their state's count has moved.
+pub const GROUPS_CHANGED_MS: Millis = 2_000;
 /// How often an empty filtered list checks its names again (see `Query::check_names`).
 pub const NAMES_EVERY_MS: Millis = 10_000;
 /// Minutes the chart covers.
