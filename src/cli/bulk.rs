@@ -200,3 +200,11 @@ impl Render for IdResults {
         Ok(())
     }
 }
+
+/// The permission first, for an action by id as for a bulk one: a role that may neither write
+/// the jobs nor holds `operate` is told it lacks `operate` (exit 1), not that the store is
+/// read-only (exit 3, "unavailable"), as `bw pause` already told it (found at 3 a.m. on a
+/// PostgreSQL viewer role).
+pub fn require_operate(store: &backwave::Store, ctx: &Ctx) -> Result<(), CliError> {
+    Ok(store.require(ctx.actor(), backwave::Permission::Operate)?)
+}

@@ -31,7 +31,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
     let resolved = resolve_all(&store, &a.select.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
-    let outcomes = if a.select.dry_run { store.check_cancel(&found)? } else { store.cancel(ctx.actor(), &found)? };
+    let outcomes = if a.select.dry_run {
+        store.check_cancel(&found)?
+    } else {
+        super::bulk::require_operate(&store, ctx)?;
+        store.cancel(ctx.actor(), &found)?
+    };
     let dry_run = a.select.dry_run;
     let results = per_id(&resolved, outcomes, |text, id, outcome| {
         let id = id.to_string();

@@ -62,6 +62,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         printer.print(&IdResults { results, verb: "requeued" })?;
         return Ok(ExitCode::SUCCESS);
     }
+    super::bulk::require_operate(&store, ctx)?;
     let outcomes = store.requeue(ctx.actor(), &found)?;
     let results = per_id(&resolved, outcomes.iter().zip(&checks), |text, id, (r, check)| match r {
         RequeueResult::Requeued { .. } => IdResult {

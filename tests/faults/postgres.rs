@@ -550,6 +550,17 @@ fn a_role_without_view_failure_detail_reads_everything_but_the_detail_and_bw_ref
     let (code, _, stderr) = bw(&["cancel", "--state", "scheduled", "--yes"]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(&format!("{reader} lacks the 'operate' permission")), "{stderr}");
+    // By id too (found at 3 a.m.: `requeue ID` and `cancel ID` said the store was read-only,
+    // exit 3 "unavailable", where `pause` and the bulk forms said the permission is missing).
+    for args in [&["requeue", &id][..], &["cancel", &id], &["run-now", &id]] {
+        let (code, _, stderr) = bw(args);
+        assert_eq!(code, Some(1), "bw {}: {stderr}", args.join(" "));
+        assert!(
+            stderr.contains(&format!("{reader} lacks the 'operate' permission")),
+            "bw {}: {stderr}",
+            args.join(" ")
+        );
+    }
     assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 1, "nothing changed");
 }
 
