@@ -100,6 +100,16 @@ fn read_only_cli_checks(db: &Path) {
         let out = support::drop_privileges(bw(db).args(args)).output().unwrap();
         assert_store_error(&out, &format!("bw {} on a read-only store", args.join(" ")), "read-only");
     }
+    // A reveal is refused too, saying why: it writes its audit row (a bare "read-only" read as
+    // a refusal to read).
+    let dead = {
+        let store = Store::open(db).unwrap();
+        let filter =
+            backwave::store::JobFilter { states: vec![backwave::JobState::DeadLettered], ..Default::default() };
+        store.list_jobs(&filter, 1, 0).unwrap().jobs[0].id.to_string()
+    };
+    let out = support::drop_privileges(bw(db).args(["jobs", "show", &dead, "--detail"])).output().unwrap();
+    assert_store_error(&out, "bw jobs show --detail on a read-only store", "a reveal is recorded in the audit log");
     assert_eq!(std::fs::read(db).unwrap(), before, "a command changed the read-only store");
 }
 
@@ -110,6 +120,7 @@ fn operator_store(db: &Path) {
     let who = if support::is_root() { "nobody".to_string() } else { current_actor() };
     store.bootstrap_admin(&current_actor()).unwrap();
     store.grant(&current_actor(), &who, backwave::Permission::Operate).unwrap();
+    store.grant(&current_actor(), &who, backwave::Permission::ViewFailureDetail).unwrap();
     // A dead-lettered and a succeeded job, so that a requeue or a purge has work to refuse.
     drop(store);
     let store = Store::open(db).unwrap();
@@ -126,7 +137,16 @@ fn operator_store(db: &Path) {
         })
         .unwrap();
     let outcomes = [
-        backwave::store::Outcome::Failed { message: "boom".into(), detail: None, retry_in: None },
+        backwave::store::Outcome::Failed {
+            message: "boom".into(),
+            detail: Some(backwave::FailureDetail {
+                kind: "std::io::Error".into(),
+                message: "boom".into(),
+                chain: vec![],
+                backtrace: None,
+            }),
+            retry_in: None,
+        },
         backwave::store::Outcome::Succeeded,
     ];
     for (j, outcome) in claimed.iter().zip(outcomes) {

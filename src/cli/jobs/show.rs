@@ -31,6 +31,11 @@ pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
         match store.reveal_failure_detail(ctx.actor(), id) {
             Ok(d) => (d.into_iter().collect::<HashMap<_, _>>(), None),
             Err(e @ (Error::PermissionDenied { .. } | Error::FailureDetailOff)) => (HashMap::new(), Some(e)),
+            // A reveal writes its audit row: say so, or "read-only" reads as a refusal to read.
+            Err(Error::ReadOnly { why }) => {
+                let why = format!("{why}; a reveal is recorded in the audit log, which is a write");
+                return Err(Error::ReadOnly { why }.into());
+            }
             Err(e) => return Err(e.into()),
         }
     } else if a.detail && !detail_on {
