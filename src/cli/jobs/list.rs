@@ -181,19 +181,14 @@ impl Render for JobList {
         };
         if let Some(next) = &self.page.next {
             let cmd = if self.after {
-                next_page_command(&format!("--after {next}"))
+                this_command_with(&format!("--after {next}"))
             } else {
-                next_page_command(&format!("--page {}", self.page_no.unwrap_or(1) + 1))
+                this_command_with(&format!("--page {}", self.page_no.unwrap_or(1) + 1))
             };
             footer.push_str(&format!(" Next page: {cmd}"));
         }
         writeln!(out, "{}", Style::Dim.paint(&footer, term.color))
     }
-}
-
-/// This very command line, with its paging flags replaced by `paging`.
-fn next_page_command(paging: &str) -> String {
-    this_command_with(paging)
 }
 
 /// This very command line (its `--db` and every other word, a password as `***`), without its
