@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use backwave::engine::{
-    DispatchPolicy, Engine, HandlerError, HandlerResult, JobContext, Registration, Registry, WorkerGroup,
+    DispatchPolicy, Engine, HandlerError, HandlerResult, JobContext, Registration, Registry, StopSignals, WorkerGroup,
 };
 use backwave::{Clock, MissedTicks, RetryPolicy, Schedule};
 use serde::{Deserialize, Serialize};
@@ -138,13 +138,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lease,
         ..WorkerGroup::default()
     });
+    // Caught from before the start: a SIGTERM while the engine starts is a stop like any other.
+    let stop = StopSignals::install()?;
     let running = engine.start()?;
     if mode == "limits" {
         running.quiet_on_sigtstp()?;
     }
     println!("ready {}", running.worker_ids()[0].1);
     // Serves until SIGTERM or SIGINT, then stops as a deploy does; a second signal: at once.
-    let report = running.serve_until_signal(Duration::from_secs(60))?;
+    let report = running.serve_until(stop, Duration::from_secs(60))?;
     println!("stopped handed_back={} stopped={} abandoned={}", report.handed_back, report.stopped, report.abandoned);
     Ok(())
 }

@@ -132,7 +132,7 @@ both_backends! {
 }
 
 both_backends! {
-    /// `serve_until_signal`: a stop held up by the store (here its lease ends and the registry
+    /// `serve_until`: a stop held up by the store (here its lease ends and the registry
     /// row wait behind the hold) ends at the third SIGTERM or SIGINT, as the signal would end a
     /// process without a handler; the first asked for the grace period, the second cut it short.
     fn a_third_stop_signal_ends_a_worker_whose_stop_the_held_store_holds_up() {

@@ -265,7 +265,7 @@ fn deploy_registry(slow: &Arc<AtomicBool>, ran_slow: &Arc<Mutex<Vec<JobId>>>) ->
 }
 
 both_flavors! {
-    /// A worker process's `main` ends with `EngineHandle::serve_until_signal` (an application
+    /// A worker process's `main` ends with `EngineHandle::serve_until` (with `StopSignals` installed before the start) (an application
     /// developer's walkthrough found no SIGTERM helper: each application wrote its own, or its
     /// workers died on the orchestrator's SIGTERM with their claims). SIGTERM stops it as a
     /// deploy does: a running handler gets the grace period (60 s in the child), so the process

@@ -92,4 +92,4 @@ mod ticker;
 pub use group::{DispatchPolicy, WorkerGroup};
 pub use handler::{CancelReason, CancelSignal, Cancelled, HandlerError, HandlerResult, JobContext};
 pub use registry::{Enqueue, Registration, Registry, DEFAULT_QUEUE};
-pub use runtime::{Engine, EngineHandle, GroupStats, ShutdownReport, TickerReport};
+pub use runtime::{Engine, EngineHandle, GroupStats, ShutdownReport, StopSignals, TickerReport};

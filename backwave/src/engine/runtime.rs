@@ -586,28 +586,21 @@ impl EngineHandle {
         self.stop_all(grace, true)
     }
 
-    /// Serve until the process receives SIGTERM or SIGINT (Ctrl-C), then shut down as
-    /// [`EngineHandle::shutdown`] does under `grace`; a second signal during that shutdown ends
-    /// the grace period at once (running handlers are asked to stop), and a third ends the
-    /// process as the signal would without a handler (a store that cannot be reached may hold
-    /// the stop). What a worker process's `main` ends with; call it right after
-    /// [`Engine::start`](super::Engine::start): until then the signals have their default action.
-    /// It blocks the calling thread (in async code use `tokio::signal` and `shutdown` in
-    /// `spawn_blocking`, as the shop example does). Once it returns, SIGTERM and SIGINT end the
-    /// process again as they would without a handler.
-    pub fn serve_until_signal(mut self, grace: Duration) -> Result<ShutdownReport> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTERM/SIGINT handler: {e}"));
-        // Set by the second signal and when this returns: a further signal then ends the
-        // process as it would without a handler.
-        let default_again = Arc::new(AtomicBool::new(false));
-        for sig in [SIGTERM, SIGINT] {
-            signal_hook::flag::register_conditional_default(sig, Arc::clone(&default_again)).map_err(cannot)?;
-        }
-        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(cannot)?;
+    /// Serve until the process receives SIGTERM or SIGINT (Ctrl-C), caught by `stop` since it
+    /// was installed, then shut down as [`EngineHandle::shutdown`] does under `grace`; a second
+    /// signal during that shutdown ends the grace period at once (running handlers are asked to
+    /// stop), and a third ends the process as the signal would without a handler (a store that
+    /// cannot be reached may hold the stop). What a worker process's `main` ends with. It blocks
+    /// the calling thread (in async code use `tokio::signal` and `shutdown` in `spawn_blocking`,
+    /// as the shop example does). Once it returns, SIGTERM and SIGINT end the process again as
+    /// they would without a handler.
+    pub fn serve_until(mut self, mut stop: StopSignals, grace: Duration) -> Result<ShutdownReport> {
+        let Some(mut signals) = stop.signals.take() else {
+            return Ok(self.stop_all(grace, true));
+        };
         let _first = signals.forever().next();
         let stops: Vec<Arc<StopFlag>> = self.groups.iter().map(|g| Arc::clone(&g.stop)).collect();
-        let (wakers, waiting, hurried) = (self.wakers.clone(), signals.handle(), Arc::clone(&default_again));
+        let (wakers, waiting, hurried) = (self.wakers.clone(), signals.handle(), Arc::clone(&stop.default_again));
         let hurry = std::thread::Builder::new().name("bw-stop-signal".into()).spawn(move || {
             if signals.forever().next().is_some() {
                 let now = Instant::now();
@@ -624,7 +617,6 @@ impl EngineHandle {
         if let Ok(thread) = hurry {
             let _ = thread.join();
         }
-        default_again.store(true, Ordering::SeqCst);
         Ok(report)
     }
 
@@ -677,6 +669,43 @@ impl EngineHandle {
 impl Drop for EngineHandle {
     fn drop(&mut self) {
         self.stop_all(Duration::ZERO, false);
+    }
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), caught from the moment this is installed until
+/// [`EngineHandle::serve_until`] has stopped the engine: install it before
+/// [`Engine::start`](super::Engine::start), so that a signal that comes while the engine starts
+/// is a stop like any other, not the signal's default end of the process (with the jobs just
+/// claimed left to their leases). Dropped, the signals end the process as without a handler.
+pub struct StopSignals {
+    signals: Option<signal_hook::iterator::Signals>,
+    /// Set by the second signal and when the stop is over: a further signal then ends the
+    /// process as it would without a handler.
+    default_again: Arc<AtomicBool>,
+}
+
+impl StopSignals {
+    pub fn install() -> Result<StopSignals> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTERM/SIGINT handler: {e}"));
+        let default_again = Arc::new(AtomicBool::new(false));
+        for sig in [SIGTERM, SIGINT] {
+            signal_hook::flag::register_conditional_default(sig, Arc::clone(&default_again)).map_err(cannot)?;
+        }
+        let signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(cannot)?;
+        Ok(StopSignals { signals: Some(signals), default_again })
+    }
+}
+
+impl Drop for StopSignals {
+    fn drop(&mut self) {
+        self.default_again.store(true, Ordering::SeqCst);
+    }
+}
+
+impl std::fmt::Debug for StopSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopSignals(SIGTERM, SIGINT)")
     }
 }
 
