@@ -850,3 +850,48 @@ UPDATE backwave_schema SET version = 12;
 DROP INDEX IF EXISTS transitions_at;
 UPDATE backwave_schema SET version = 13;
 -- migration 13 end
+
+-- Version 13 -> 14: wake-ups (issue 40). The count trigger also tells the workers listening on
+-- the channel `backwave` which queues gained Scheduled jobs in this statement: an insert (an
+-- enqueue, `backwave_enqueue`, a schedule's tick) or an update that leaves jobs Scheduled (a
+-- requeue, a run-now, a retry, a hand-back). The server merges identical notifications within
+-- a transaction, so a transaction sends at most one per queue, however many jobs: never one per
+-- job (a NOTIFY takes a lock at commit that every notifying transaction shares). The payload is
+-- JSON, `[schema, queue]`, or `[schema]` (any queue) for a queue name too long for a payload. A
+-- listener hears it after the commit, never of a rollback; the notification is only a hint: a
+-- worker that misses one finds the job at its next poll.
+-- migration 14 begin
+CREATE OR REPLACE FUNCTION bw_count_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO job_count_deltas (queue, state, d)
+            SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO job_count_deltas (queue, state, d)
+            SELECT queue, state, -count(*) FROM old_rows GROUP BY queue, state;
+        RETURN NULL;
+    ELSE
+        INSERT INTO job_count_deltas (queue, state, d)
+            SELECT queue, state, sum(d) FROM (
+                SELECT queue, state, 1 AS d FROM new_rows
+                UNION ALL
+                SELECT queue, state, -1 AS d FROM old_rows
+            ) changed
+            GROUP BY queue, state
+            HAVING sum(d) <> 0;
+    END IF;
+    PERFORM pg_notify('backwave', CASE WHEN octet_length(q.queue) <= 7000
+                                       THEN json_build_array(current_schema(), q.queue)
+                                       ELSE json_build_array(current_schema()) END::text)
+        FROM (SELECT DISTINCT queue FROM new_rows WHERE state = 'scheduled') q;
+    RETURN NULL;
+END
+$$;
+-- Pinned as in migration 4 (CREATE OR REPLACE dropped the setting).
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION bw_count_jobs() SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+UPDATE backwave_schema SET version = 14;
+-- migration 14 end

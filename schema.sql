@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 12.
+-- BackWave store contract, schema version 14.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -19,7 +19,8 @@
 --     (PostgreSQL's `backwave_enqueue`), version 10 the `jobs_failed_list` index, version 11 one
 --     insert trigger for the count and the payload limit and a cheaper id CHECK, version 12
 --     nothing here (PostgreSQL's log checks its job per statement), version 13 nothing here
---     (PostgreSQL's log drops its index on time) (the sections marked below); a writable open of
+--     (PostgreSQL's log drops its index on time), version 14 nothing here (PostgreSQL's
+--     wake-up notifications) (the sections marked below); a writable open of
 --     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -27,7 +28,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 13;
+PRAGMA user_version = 14;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -460,3 +461,9 @@ PRAGMA writable_schema = RESET;
 -- migration 13 begin
 -- nothing on SQLite
 -- migration 13 end
+
+-- Version 13 -> 14: PostgreSQL only (its count trigger notifies listening workers; issue 40).
+-- SQLite's workers notice another connection's commit by `PRAGMA data_version`.
+-- migration 14 begin
+-- nothing on SQLite
+-- migration 14 end

@@ -27,6 +27,8 @@ pub mod self_cancel;
 pub mod stale_runs;
 #[path = "engine/support.rs"]
 pub mod support;
+#[path = "engine/wake.rs"]
+pub mod wake;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};

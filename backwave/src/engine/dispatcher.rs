@@ -7,7 +7,7 @@
 //! code, and never sleeps but to wait for the next finished job or deadline.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,6 +82,8 @@ pub(super) struct Setup {
     pub sweep_interval: Option<Duration>,
     /// Handlers' own retry policies (`Registration::retry`), by wire name.
     pub handler_policies: Vec<(String, RetryPolicy)>,
+    /// Set while a [`Done::Work`] waits in the channel (`wake.rs`); cleared when it is taken.
+    pub rung: Arc<AtomicBool>,
 }
 
 pub(super) struct Dispatcher {
@@ -118,6 +120,9 @@ pub(super) struct Dispatcher {
     marked_stopping: bool,
     /// Past this many outcomes waiting for the store, no claim ([`UNRECORDED_MAX`]).
     unrecorded_max: usize,
+    rung: Arc<AtomicBool>,
+    /// Every queue of the policy: where [`Store::next_due`] looks when the queues ran dry.
+    queues: Vec<String>,
 }
 
 impl Dispatcher {
@@ -129,6 +134,7 @@ impl Dispatcher {
         steps.set(Step::Heartbeat, later(now, heartbeat_every));
         let unrecorded_max = s.cfg.concurrency.saturating_add(UNRECORDED_MAX);
         Dispatcher {
+            queues: s.cfg.policy.queues(),
             planner: Planner::new(s.cfg.policy.clone()),
             group: Arc::from(s.cfg.name.as_str()),
             maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info),
@@ -152,6 +158,7 @@ impl Dispatcher {
             claim_in_doubt: false,
             marked_stopping: false,
             unrecorded_max,
+            rung: s.rung,
         }
     }
 
@@ -208,8 +215,9 @@ impl Dispatcher {
             let next = match self.claim(room) {
                 // Every place filled: there may be more due, claim again as room frees.
                 Ok(n) if n == room => now,
-                // The queues are drained: look again after a poll interval.
-                Ok(_) => later(now, self.cfg.poll_interval),
+                // The queues are drained: look again when the next job is due, or after a poll
+                // interval (unless a ring brings the claim forward).
+                Ok(_) => self.next_look(now),
                 Err(e) => {
                     self.stats.error(&e);
                     now + ERROR_BACKOFF.min(self.cfg.poll_interval)
@@ -218,6 +226,27 @@ impl Dispatcher {
             self.steps.set(Step::Claim, next);
         }
         true
+    }
+
+    /// After a claim that found fewer jobs than it asked for: when to claim next. At the poll
+    /// interval, or sooner when a job of the group's queues becomes due before that (a retry's
+    /// delay, a job enqueued to run later): one millisecond after its due time, so that the
+    /// store's clock has passed it. A job already due that the claim left (a pause, a limit)
+    /// waits for the poll.
+    fn next_look(&self, now: Instant) -> Instant {
+        let poll = later(now, self.cfg.poll_interval);
+        let due = match self.store.next_due(&self.queues) {
+            Ok(due) => due,
+            Err(e) => {
+                self.stats.error(&e);
+                None
+            }
+        };
+        let wait = due.map(|at| at.saturating_sub(self.store.now()));
+        match wait {
+            Some(ms) if ms > 0 => poll.min(later(now, Duration::from_millis(ms as u64 + 1))),
+            _ => poll,
+        }
     }
 
     /// When the loop must next act: its own steps (a claim only when there is room for one and
@@ -319,6 +348,12 @@ impl Dispatcher {
                 return false;
             }
             Done::Wake => return false,
+            Done::Work => {
+                // Cleared before the claim it asks for: a ring during that claim asks again.
+                self.rung.store(false, Ordering::SeqCst);
+                self.steps.set(Step::Claim, Instant::now());
+                return false;
+            }
         };
         match self.claims.get(run).map(|c| (c.state, stopped_at_shutdown(&outcome, &c.cancel))) {
             Some((State::Buffered | State::Running, true)) => {
@@ -745,6 +780,7 @@ mod tests {
             quiet: Arc::new(ProcessQuiet::default()),
             sweep_interval: None,
             handler_policies: Vec::new(),
+            rung: Arc::default(),
         });
         (Harness { d, done, store, _dir: dir }, ids)
     }

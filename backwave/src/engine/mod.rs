@@ -88,6 +88,7 @@ mod runtime;
 #[cfg(feature = "tokio")]
 mod tasks;
 mod ticker;
+mod wake;
 
 pub use group::{DispatchPolicy, WorkerGroup};
 pub use handler::{CancelReason, CancelSignal, Cancelled, HandlerError, HandlerResult, JobContext};

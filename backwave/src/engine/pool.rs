@@ -37,6 +37,9 @@ pub(super) enum Done {
     },
     /// Nothing to record; the dispatcher should look at its stop flag.
     Wake,
+    /// Jobs of the group's queues may be due now (`wake.rs`): claim now rather than at the
+    /// next poll.
+    Work,
     /// The recorder thread's answer on a batch of outcomes (`recorder.rs`).
     Recorded(Recorded),
 }

@@ -19,6 +19,7 @@ use super::registry::Registry;
 #[cfg(feature = "tokio")]
 use super::tasks::{AsyncRuntime, Tasks};
 use super::ticker::{Ticker, TickerStats};
+use super::wake::{self, Doorbell};
 use crate::error::{panic_message, Error, Result};
 use crate::model::{JobId, WorkerInfo};
 use crate::schedule::Schedule;
@@ -53,6 +54,7 @@ pub struct Engine {
     schedules: Vec<Schedule>,
     schedule_poll: Duration,
     limits: Vec<LimitDefault>,
+    poll_only: bool,
     /// Where async handlers' futures run; `None`: a runtime of the engine's own.
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
@@ -79,9 +81,22 @@ impl Engine {
             schedules: Vec::new(),
             schedule_poll: Duration::from_secs(1),
             limits: Vec::new(),
+            poll_only: false,
             #[cfg(feature = "tokio")]
             runtime: None,
         }
+    }
+
+    /// Find work by polling alone (default `false`). Normally an idle group starts a job the
+    /// moment it is enqueued: this process's enqueues ring its groups directly, and one
+    /// connection per engine listens for other processes' (PostgreSQL's `LISTEN`, SQLite's
+    /// `PRAGMA data_version` every 2 ms); each group's `poll_interval` is only the safety net.
+    /// Poll-only keeps the first and drops the listening connection, so that jobs enqueued
+    /// elsewhere start within a poll interval: for a PostgreSQL connection through a pooler in
+    /// transaction mode (PgBouncer's `pool_mode = transaction`), where `LISTEN` cannot work.
+    pub fn poll_only(&mut self, on: bool) -> &mut Self {
+        self.poll_only = on;
+        self
     }
 
     /// Run async handlers ([`Registry::handle_async`]) on the application's runtime (feature
@@ -194,9 +209,12 @@ impl Engine {
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
         let quiet = Arc::new(ProcessQuiet::default());
+        let mut doorbell = Doorbell::default();
         let mut handle = EngineHandle {
             groups: Vec::new(),
             wakers: Vec::new(),
+            ear: None,
+            stop_listening: Arc::new(AtomicBool::new(false)),
             registry: Arc::clone(&self.registry),
             quiet: Arc::clone(&quiet),
             signals: Mutex::default(),
@@ -266,6 +284,7 @@ impl Engine {
                 quiet: Arc::clone(&quiet),
                 sweep_interval: (i == 0).then_some(self.sweep_interval),
                 handler_policies: self.registry.handler_policies(),
+                rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
             });
             let thread = std::thread::Builder::new()
                 .name(format!("bw-{}-dispatch", cfg.name))
@@ -290,6 +309,17 @@ impl Engine {
                 #[cfg(feature = "tokio")]
                 tasks,
             });
+        }
+        // Every group is in: from now on an enqueue (here or elsewhere) rings them.
+        let doorbell = Arc::new(doorbell);
+        let store = Store::open(&self.db)?;
+        handle.ear = Some(doorbell.ear(&store));
+        if !self.poll_only {
+            let (stop, stats) = (Arc::clone(&handle.stop_listening), Arc::clone(&handle.groups[0].stats));
+            std::thread::Builder::new()
+                .name("bw-listen".into())
+                .spawn(move || wake::listen(store, doorbell, stop, stats))
+                .map_err(|e| Error::InvalidInput(format!("cannot start the listener thread: {e}")))?;
         }
         if !self.schedules.is_empty() {
             let (stop_tx, stop_rx) = mpsc::channel();
@@ -449,6 +479,10 @@ struct GroupHandle {
 pub struct EngineHandle {
     groups: Vec<GroupHandle>,
     wakers: Vec<Sender<Done>>,
+    /// This process's enqueues ring the groups while this lives (`wake.rs`).
+    ear: Option<Arc<crate::store::Ear>>,
+    /// Set when the engine stops: the listener thread ends (within 100 ms; nobody waits).
+    stop_listening: Arc<AtomicBool>,
     registry: Arc<Registry>,
     ticker: Option<TickerHandle>,
     /// This process's own quiet (SIGTSTP, or [`EngineHandle::quiet`]), beside the store's.
@@ -624,6 +658,8 @@ impl EngineHandle {
         for s in self.signals.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
             s.close();
         }
+        self.stop_listening.store(true, Ordering::SeqCst);
+        self.ear = None;
         // The ticker first: no tick fires into an engine that is going away.
         if let Some(t) = self.ticker.as_mut() {
             let _ = t.stop.send(());

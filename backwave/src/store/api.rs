@@ -193,6 +193,10 @@ forward! {
     /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each
     /// claim raises the attempt and writes the group's retry budget and delay table into the job.
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>>;
+    /// When the earliest Scheduled job of `queues` is due, due or not (None: they hold none).
+    /// How long an idle worker may sleep: a job due later (a retry's delay, one enqueued to run
+    /// later) is claimed at its time rather than at the next poll.
+    pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>>;
     /// Renew the leases a worker holds, in one transaction. A lease that is no longer ours is
     /// reported `Lost`; a held one tells whether an operator asked the job to stop.
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>>;
@@ -343,11 +347,14 @@ impl Store {
     /// ([`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge)): all of the jobs, or none. The unique index decides, never a lock or a read before the write, so
     /// racing enqueues of one key from any number of processes and hosts store one job.
     pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        match &self.backend {
+        let done = match &self.backend {
             Backend::Sqlite(s) => s.enqueue_many(jobs),
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.enqueue_many(jobs),
-        }
+        }?;
+        // Committed: this process's idle workers on this store hear of it now.
+        listen::ring(&self.bell, jobs.iter().map(|j| j.queue.as_str()));
+        Ok(done)
     }
 
     /// [`Store::insert_many`] for one job.

@@ -271,6 +271,22 @@ impl SqliteStore {
         self.write(|tx| outcome::complete_many(&mut { tx }, now, completions))
     }
 
+    pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>> {
+        self.read(|tx| {
+            // One probe of `jobs_claim` per queue: its first entry is the queue's earliest.
+            let mut first = tx.prepare_cached(
+                "SELECT due_at FROM jobs INDEXED BY jobs_claim WHERE state = 'scheduled' AND queue = ?1
+                 ORDER BY due_at LIMIT 1",
+            )?;
+            let mut earliest: Option<Millis> = None;
+            for q in queues {
+                let due: Option<Millis> = first.query_row(params![q], |r| r.get(0)).optional()?;
+                earliest = earliest.into_iter().chain(due).min();
+            }
+            Ok(earliest)
+        })
+    }
+
     pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>> {
         self.write(|tx| {
             if matches!(confirmed, Confirmed::Seen(_)) && self.lock_wait.get() >= HELD_UP {

@@ -26,6 +26,7 @@ mod in_tx;
 mod incident;
 mod jobs;
 mod limit;
+mod listen;
 mod load;
 mod log;
 mod migrate;
@@ -71,6 +72,8 @@ pub use jobs::{
     ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, CLAIM_NEXT_WIRE_NAME_SQL,
     CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
+pub(crate) use listen::{add_ear, Ear};
+pub use listen::{Heard, Listener, CHANNEL, DATA_VERSION_EVERY};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
 pub use operator::{
@@ -103,7 +106,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 /// The store contract, embedded verbatim: the repository's top-level `schema.sql`, where another
 /// program or a person at the `sqlite3` shell finds it (outside this crate's folder, so a
 /// published crate would have to carry a copy).
@@ -154,6 +157,9 @@ pub fn system_now() -> Millis {
 /// An open store. Not `Sync`: give each thread its own (they are cheap to open).
 pub struct Store {
     backend: Backend,
+    /// Who in this process hears this store's enqueues (see `listen.rs`): the canonical path
+    /// of an SQLite file, a PostgreSQL URL as given.
+    bell: Arc<str>,
 }
 
 enum Backend {
@@ -188,7 +194,7 @@ impl Store {
             #[cfg(not(feature = "postgres"))]
             target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
         };
-        Ok(Store { backend })
+        Ok(Store::wrap(backend))
     }
 
     /// Create a store, or open and migrate the one there (`bw init`, and the engine's
@@ -202,7 +208,7 @@ impl Store {
             #[cfg(not(feature = "postgres"))]
             target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
         };
-        Ok(Store { backend })
+        Ok(Store::wrap(backend))
     }
 
     /// Create a store at `target` and fill it through `fill` in one transaction: on any error
@@ -228,7 +234,7 @@ impl Store {
             #[cfg(not(feature = "postgres"))]
             target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
         };
-        Ok((Store { backend }, out))
+        Ok((Store::wrap(backend), out))
     }
 
     pub fn with_clock(self, clock: Clock) -> Self {
@@ -237,7 +243,33 @@ impl Store {
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => Backend::Postgres(Box::new(p.with_clock(clock))),
         };
-        Store { backend }
+        Store { backend, bell: self.bell }
+    }
+
+    fn wrap(backend: Backend) -> Store {
+        let bell = match &backend {
+            Backend::Sqlite(s) => {
+                std::fs::canonicalize(s.path()).unwrap_or_else(|_| s.path().to_path_buf()).to_string_lossy().into()
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.url().to_string().into(),
+        };
+        Store { backend, bell }
+    }
+
+    /// This store's key among the process's ears (see `listen.rs`).
+    pub(crate) fn bell_key(&self) -> Arc<str> {
+        Arc::clone(&self.bell)
+    }
+
+    /// A [`Listener`] on a connection of its own, to hear of work other processes and
+    /// connections make due: PostgreSQL's notifications, or SQLite's `PRAGMA data_version`.
+    pub fn listen(&self) -> Result<Listener> {
+        match &self.backend {
+            Backend::Sqlite(s) => Listener::sqlite(s.path()),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => Ok(Listener::postgres(postgres::PgListener::open(p.url())?)),
+        }
     }
 
     /// Whether two connections to this store write at the same time: PostgreSQL's writers wait

@@ -471,6 +471,19 @@ impl PgStore {
     /// Fail (or, when an operator asked, cancel) up to `limit` attempts whose lease lapsed,
     /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
     /// and a row a completion holds is left to it. Folds the count deltas first.
+    pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>> {
+        // One probe of `jobs_claim` per queue (each queue's first entry), planned for its values.
+        let row = self.read(|tx| {
+            tx.query_planned_one(
+                "SELECT min(first.due_at) FROM unnest($1::text[]) AS q(name) CROSS JOIN LATERAL (
+                     SELECT due_at FROM jobs WHERE state = 'scheduled' AND queue = q.name ORDER BY due_at LIMIT 1
+                 ) first",
+                &[&queues],
+            )
+        })?;
+        Ok(row.get(0))
+    }
+
     pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>> {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.write(|tx| {

@@ -17,6 +17,7 @@ mod health;
 mod incident;
 mod jobs;
 mod limit;
+mod listen;
 mod load;
 mod log;
 mod operator;
@@ -37,6 +38,7 @@ use std::time::Duration;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
+pub(crate) use self::listen::PgListener;
 use self::tls::{Connector, TlsSettings};
 use super::driver_error::{is_connection_lost, pg_error};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
