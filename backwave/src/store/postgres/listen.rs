@@ -89,7 +89,6 @@ mod tests {
         let mut out = Vec::new();
         heard("public", r#"["public","high"]"#, &mut out);
         heard("public", r#"["public","high"]"#, &mut out);
-        heard("other", r#"["other","low"]"#, &mut out);
         heard("public", r#"["other","low"]"#, &mut out);
         heard("public", "high", &mut out);
         heard("public", r#"{"queue":"x"}"#, &mut out);
