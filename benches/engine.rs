@@ -25,6 +25,8 @@
 //! beside the same drain with `handle`, on both backends (`engine/async_drain.rs`), alternating,
 //! median of 3 each; `BW_BENCH_ONLY=async` runs only those rows and the AsyncStore enqueue rows.
 //! `BW_BENCH_ONLY=postgres`: the PostgreSQL ceilings and drains alone.
+//! `BW_BENCH_ONLY=idle`: an idle worker process's CPU, transactions and writes per second,
+//! poll-only against listening, on both backends (`engine/idle.rs`).
 //! `BW_BENCH_ONLY=enqueue-schema`: SQLite enqueue on schema 11 against schema 10's insert path
 //! (`engine/enqueue_schema.rs`).
 
@@ -354,6 +356,8 @@ mod async_enqueue;
 mod backend;
 #[path = "engine/enqueue_schema.rs"]
 mod enqueue_schema;
+#[path = "engine/idle.rs"]
+mod idle;
 #[path = "engine/pg.rs"]
 mod pg;
 
@@ -445,6 +449,9 @@ fn main() {
     if let Ok(url) = std::env::var("BW_BENCH_WORKER") {
         pg::worker(&url);
     }
+    if let Ok(db) = std::env::var("BW_BENCH_IDLE_CHILD") {
+        idle::child(&db);
+    }
     // `cargo bench` passes `--bench`; nothing else to parse.
     let n: usize = std::env::var("BW_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -459,6 +466,11 @@ fn main() {
         async_drain::rows(dir.path(), n, &mut row);
         async_enqueue::both_backends(dir.path(), n, &mut row);
         print_table(&rows);
+        return;
+    }
+    // `BW_BENCH_ONLY=idle`: what an idle worker process costs (`engine/idle.rs`).
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "idle") {
+        idle::rows(dir.path(), backend::server_url());
         return;
     }
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "enqueue-schema") {

@@ -199,7 +199,6 @@ impl Engine {
         if !self.schedules.is_empty() {
             first.declare_schedules(&actor, &self.schedules)?;
         }
-        drop(first);
         install_panic_hook();
         #[cfg(feature = "tokio")]
         let async_rt = match self.registry.has_async() {
@@ -312,13 +311,14 @@ impl Engine {
         }
         // Every group is in: from now on an enqueue (here or elsewhere) rings them.
         let doorbell = Arc::new(doorbell);
-        let store = Store::open(&self.db)?;
-        handle.ear = Some(doorbell.ear(&store));
+        handle.ear = Some(doorbell.ear(&first));
+        drop(first);
         if !self.poll_only {
             let (stop, stats) = (Arc::clone(&handle.stop_listening), Arc::clone(&handle.groups[0].stats));
+            let target = self.db.clone();
             std::thread::Builder::new()
                 .name("bw-listen".into())
-                .spawn(move || wake::listen(store, doorbell, stop, stats))
+                .spawn(move || wake::listen(target, doorbell, stop, stats))
                 .map_err(|e| Error::InvalidInput(format!("cannot start the listener thread: {e}")))?;
         }
         if !self.schedules.is_empty() {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::pool::Done;
 use super::runtime::Counters;
-use crate::store::{Ear, Heard, Store};
+use crate::store::{Ear, Heard, Listener, Store, StoreTarget};
 
 /// How long the listener waits for news before it looks at its stop flag.
 const LISTEN_SLICE: Duration = Duration::from_millis(100);
@@ -66,16 +66,16 @@ impl Doorbell {
     }
 }
 
-/// The listener thread: rings `bell` with what `store`'s listener hears until `stop` is set. A
+/// The listener thread: rings `bell` with what a listener on `target` hears until `stop` is set. A
 /// broken connection is opened again (backing off up to [`RECONNECT_MAX`]), and then every group
 /// claims at once: what was sent while it was down is lost.
-pub(super) fn listen(store: Store, bell: Arc<Doorbell>, stop: Arc<AtomicBool>, stats: Arc<Counters>) {
+pub(super) fn listen(target: StoreTarget, bell: Arc<Doorbell>, stop: Arc<AtomicBool>, stats: Arc<Counters>) {
     let mut listener = None;
     let mut backoff = RECONNECT_FIRST;
     while !stop.load(Ordering::SeqCst) {
         let l = match &mut listener {
             Some(l) => l,
-            None => match store.listen() {
+            None => match Listener::open(target.clone()) {
                 Ok(l) => {
                     backoff = RECONNECT_FIRST;
                     bell.ring(None);

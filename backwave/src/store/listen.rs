@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::StoreTarget;
 use crate::error::Result;
 
 /// How often an SQLite listener reads `PRAGMA data_version`: the most a job enqueued by another
@@ -37,7 +38,7 @@ pub enum Heard {
 }
 
 /// Waits for news of due work from other processes and connections (see the module's docs):
-/// open one per process with [`Store::listen`](super::Store::listen).
+/// open one per process with [`Listener::open`] (or [`Store::listen`](super::Store::listen)).
 pub struct Listener {
     inner: Inner,
 }
@@ -59,13 +60,16 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
-    pub(crate) fn sqlite(path: &Path) -> Result<Listener> {
-        Ok(Listener { inner: Inner::Sqlite(SqliteListener::open(path)?) })
-    }
-
-    #[cfg(feature = "postgres")]
-    pub(crate) fn postgres(l: super::postgres::PgListener) -> Listener {
-        Listener { inner: Inner::Postgres(Box::new(l)) }
+    /// Listen to the store at `target` on a connection of its own.
+    pub fn open(target: impl Into<StoreTarget>) -> Result<Listener> {
+        let inner = match target.into() {
+            StoreTarget::File(path) => Inner::Sqlite(SqliteListener::open(&path)?),
+            #[cfg(feature = "postgres")]
+            StoreTarget::Postgres(url) => Inner::Postgres(Box::new(super::postgres::PgListener::open(&url)?)),
+            #[cfg(not(feature = "postgres"))]
+            target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
+        };
+        Ok(Listener { inner })
     }
 
     /// Wait up to `timeout` for news; empty when nothing was heard in that time. An error means

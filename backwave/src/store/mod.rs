@@ -265,11 +265,7 @@ impl Store {
     /// A [`Listener`] on a connection of its own, to hear of work other processes and
     /// connections make due: PostgreSQL's notifications, or SQLite's `PRAGMA data_version`.
     pub fn listen(&self) -> Result<Listener> {
-        match &self.backend {
-            Backend::Sqlite(s) => Listener::sqlite(s.path()),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => Ok(Listener::postgres(postgres::PgListener::open(p.url())?)),
-        }
+        Listener::open(self.target())
     }
 
     /// Whether two connections to this store write at the same time: PostgreSQL's writers wait
