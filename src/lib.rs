@@ -11,3 +11,29 @@ pub mod cli;
 pub mod demo;
 pub mod text;
 pub mod tui;
+
+/// The Rust examples of README.md and of every page under docs/ compile as doctests here, in the
+/// package that depends on `backwave`, so no page can drift from the API (and the library's own
+/// package includes nothing from outside its folder). `demo::readme::every_docs_page_is_run_and_compiled`
+/// fails when a page is missing from this list; the pages' shell examples run in that file.
+#[cfg(doctest)]
+pub mod pages {
+    #[doc = include_str!("../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../docs/operating.md")]
+    pub struct Operating;
+    #[doc = include_str!("../docs/alerting.md")]
+    pub struct Alerting;
+    #[doc = include_str!("../docs/embedding.md")]
+    pub struct Embedding;
+    #[doc = include_str!("../docs/postgres.md")]
+    pub struct Postgres;
+    #[doc = include_str!("../docs/contract.md")]
+    pub struct Contract;
+    #[doc = include_str!("../docs/reference.md")]
+    pub struct Reference;
+    #[doc = include_str!("../docs/benchmarks.md")]
+    pub struct Benchmarks;
+    #[doc = include_str!("../docs/architecture.md")]
+    pub struct Architecture;
+}

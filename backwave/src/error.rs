@@ -13,7 +13,7 @@ pub enum Error {
     StoreMissing { path: PathBuf },
 
     /// A `postgres://` target given to a build without a PostgreSQL backend; nothing was opened.
-    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (PostgreSQL is planned: docs/postgres.md, issue 12); give --db or BW_DB a file path")]
+    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (it was built without the cargo feature `postgres`); give --db or BW_DB a file path")]
     PostgresNotBuilt { target: String },
 
     /// The PostgreSQL server named by a URL could not be reached or refused the login.

@@ -41,8 +41,3 @@ pub use postgres;
 pub use rusqlite;
 #[cfg(feature = "postgres")]
 pub use tokio_postgres;
-
-/// The README's Rust examples compile as doctests, so the page cannot drift from the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

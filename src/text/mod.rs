@@ -1,6 +1,6 @@
-//! The text layer `bw` and `bw top` share (feature "cli"): escaping what came from the database,
-//! numbers, times and widths as people read them, the state colours, and parsing what an
-//! operator types. It depends on the library only; `cli` and `tui` import it, never each other's
+//! The text layer `bw` and `bw top` share, in the `backwave-cli` package: escaping what came
+//! from the database, numbers, times and widths as people read them, the state colours, and
+//! parsing what an operator types. It depends on the library only; `cli` and `tui` import it, never each other's
 //! helpers (library <- text <- tui <- cli). It never writes to a terminal itself.
 
 mod escape;

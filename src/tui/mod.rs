@@ -1,5 +1,5 @@
-//! The `bw top` dashboard (feature "cli"): app state, actions, keymap, update, screens, view,
-//! terminal.
+//! The `bw top` dashboard, in the `backwave-cli` package (the library has no terminal crate):
+//! app state, actions, keymap, update, screens, view, terminal.
 //! State changes only in `App::update`; drawing (`view`) only reads; all database work goes
 //! through `data::serve`, on a background thread, with the same library calls as the CLI.
 

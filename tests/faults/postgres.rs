@@ -2,11 +2,10 @@
 //! (`pg_terminate_backend`, as a restart, a failover or a network cut would): the worker
 //! reconnects on its next call and carries on; every job still ends Succeeded exactly once, the
 //! counts stay exact, and the store errors it went through are in its stats. And roles, each
-//! with exactly the README's statements ("Roles on PostgreSQL") and tried by raw SQL as that
-//! role: a worker drains and sweeps and can do nothing more; a scheduler fires schedules but
-//! pauses none; no role writes a row under another
-//! name; a role without `view-failure-detail` reads everything but the detail, and `bw` refuses
-//! it that part alone.
+//! with exactly the statements of docs/postgres.md ("Roles on PostgreSQL") and tried by raw SQL
+//! as that role: a worker drains and sweeps and can do nothing more; a scheduler fires schedules
+//! but pauses none; no role writes a row under another name; a role without
+//! `view-failure-detail` reads everything but the detail, and `bw` refuses it that part alone.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -88,9 +87,10 @@ fn a_worker_whose_connections_are_cut_mid_drain_reconnects_and_every_job_succeed
     eprintln!("connection loss: {cut} connections cut; {stats:?}");
 }
 
-/// The README's role statements (the block of "Roles on PostgreSQL" that starts `-- BackWave
-/// roles`), run as written but for two names: the group roles get a prefix of this test's own
-/// (the test server is shared, and roles are the whole cluster's) and the schema is the test's.
+/// The role statements of docs/postgres.md (the block of "Roles on PostgreSQL" that starts
+/// `-- BackWave roles`), run as written but for two names: the group roles get a prefix of this
+/// test's own (the test server is shared, and roles are the whole cluster's) and the schema is
+/// the test's.
 /// Everything made is dropped afterwards, with its grants.
 struct Roles {
     admin: String,
@@ -104,9 +104,10 @@ impl Roles {
     fn new(db: &TestDb) -> Roles {
         static N: AtomicUsize = AtomicUsize::new(0);
         let prefix = format!("bw{}_{}_", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let readme = include_str!("../../README.md");
-        let start = readme.find("```sql\n-- BackWave roles\n").expect("README has the roles block") + "```sql\n".len();
-        let mut sql = readme[start..][..readme[start..].find("```").unwrap()].to_string();
+        let page = include_str!("../../docs/postgres.md");
+        let start =
+            page.find("```sql\n-- BackWave roles\n").expect("docs/postgres.md has the roles block") + "```sql\n".len();
+        let mut sql = page[start..][..page[start..].find("```").unwrap()].to_string();
         for group in GROUPS {
             sql = sql.replace(&format!("backwave_{group}"), &format!("{prefix}{group}"));
         }
@@ -121,7 +122,7 @@ impl Roles {
         roles
     }
 
-    /// A login role that is a member of the README's group `group`; its name and its URL.
+    /// A login role that is a member of the docs page's group `group`; its name and its URL.
     fn login(&mut self, name: &str, group: &str) -> (String, String) {
         let login = format!("{}login_{name}", self.prefix);
         connect(&self.admin)
@@ -446,7 +447,7 @@ fn no_role_can_write_a_log_entry_audit_row_pause_or_grant_under_another_name() {
         }
         other => panic!("expected PermissionDenied, got {other:?}"),
     }
-    // `bw` as the operator, with the README's grants: its operator commands work, and the log
+    // `bw` as the operator, with the page's grants: its operator commands work, and the log
     // and the audit trail name the role, not the OS user running `bw`.
     let bw = |args: &[&str]| {
         let out =
@@ -474,7 +475,7 @@ fn no_role_can_write_a_log_entry_audit_row_pause_or_grant_under_another_name() {
     }
     assert!(audit[seen..].iter().all(|a| a.actor == op), "{actions:?}");
 
-    // The owner alone is taken at its word: it could rewrite any row anyway (README).
+    // The owner alone is taken at its word: it could rewrite any row anyway (docs/postgres.md).
     assert_eq!(audit.iter().find(|a| a.action == "grant").map(|a| a.actor.as_str()), Some("alice"));
 }
 
