@@ -90,7 +90,7 @@ impl Engine {
     /// Find work by polling alone (default `false`). Normally an idle group starts a job the
     /// moment it is enqueued: this process's enqueues ring its groups directly, and one
     /// connection per engine listens for other processes' (PostgreSQL's `LISTEN`, SQLite's
-    /// `PRAGMA data_version` every 2 ms); each group's `poll_interval` is only the safety net.
+    /// `PRAGMA data_version` every 4 ms); each group's `poll_interval` is only the safety net.
     /// Poll-only keeps the first and drops the listening connection, so that jobs enqueued
     /// elsewhere start within a poll interval: for a PostgreSQL connection through a pooler in
     /// transaction mode (PgBouncer's `pool_mode = transaction`), where `LISTEN` cannot work.

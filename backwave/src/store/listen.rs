@@ -18,10 +18,11 @@ use super::StoreTarget;
 use crate::error::Result;
 
 /// How often an SQLite listener reads `PRAGMA data_version`: the most a job enqueued by another
-/// process waits before an idle worker looks (half of it on average). A read costs a few
-/// microseconds; 500 a second are about 0.3 % of a core (`cargo bench --bench engine`'s idle
-/// table).
-pub const DATA_VERSION_EVERY: Duration = Duration::from_millis(2);
+/// process waits before an idle worker looks (half of it on average). Each read begins a read
+/// transaction on the WAL index (a lock and an unlock of the `-shm` file, no lock on the
+/// database): 250 a second cost an idle worker process 0.8 % of a core in a debug build, where
+/// 2 ms cost 1.5 % (`BW_BENCH_ONLY=idle cargo bench --bench engine`).
+pub const DATA_VERSION_EVERY: Duration = Duration::from_millis(4);
 
 /// The PostgreSQL channel every store's notifications go to; the payload names the store's
 /// schema and the queue (a JSON array `[schema, queue]`, or `[schema]` for any queue).
