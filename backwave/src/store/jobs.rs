@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::ops::claim::{self, ClaimTx, Holds, Lease, OwnPolicy, Taken};
 use super::ops::columns::job_columns;
-use super::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
+use super::ops::enqueue::{jitter_seed, validate_new_jobs};
+use super::ops::limits::ClaimLimits;
 use super::ops::outcome::{self, AttemptEnd, AttemptTx};
 pub(crate) use super::ops::outcome::{Entry, RunningAttempt};
 use super::row::{job_from_row, parse_budget, parse_id};
@@ -39,26 +41,6 @@ pub struct ClaimRequest<'a> {
     /// claimed job of one gets that policy's attempts and delay table instead of `policy`'s.
     /// Usually empty.
     pub handler_policies: &'a [(String, RetryPolicy)],
-}
-
-/// A claimed job's own attempts and delay table (JSON), when its handler's retry policy
-/// replaces the group's: `(id, max_attempts, delay_table)`, written after the claim.
-pub(crate) type OwnPolicy = (JobId, u32, String);
-
-impl ClaimRequest<'_> {
-    /// Give `job`, just claimed, its handler's own retry policy if it has one: its attempts and
-    /// a delay table drawn from its seed (`stored_seed`) replace the group's in the job, and
-    /// are kept in `own` for the store to write. Returns whether it did.
-    pub(crate) fn apply_handler_policy(&self, job: &mut Job, stored_seed: i64, own: &mut Vec<OwnPolicy>) -> bool {
-        let Some((_, policy)) = self.handler_policies.iter().find(|(name, _)| *name == job.wire_name) else {
-            return false;
-        };
-        let table = DelayTable::new(policy, effective_seed(stored_seed, &job.id));
-        job.max_attempts = Some(policy.max_attempts());
-        job.delay_table = Some(table.ms);
-        own.push((job.id, policy.max_attempts(), table.json));
-        true
-    }
 }
 
 /// How an attempt ended, as the worker reports it.
@@ -131,108 +113,12 @@ impl SqliteStore {
     }
 
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
-        let max = req.policy.max_attempts();
-        // Without jitter every job gets the same table: compute (and encode) it once per batch.
-        let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
-        self.write(|tx| {
+        let shared = req.shared_table();
+        self.write(|c| {
             // Read under the write lock, not before waiting for it: claims then see time in the
             // order they commit, which a rate limit's windows count by.
             let now = self.now();
-            let lease_until = now.saturating_add(req.lease.as_millis().min(i64::MAX as u128) as Millis);
-            let mut pick = tx.prepare_cached(CLAIM_SQL)?;
-            let mut claimed = Vec::with_capacity(req.limit.min(1024));
-            let mut own = Vec::new();
-            if super::worker_state::is_quiet(tx, req.worker_id)? {
-                return Ok(claimed);
-            }
-            let pauses = super::pause::active(tx, now)?;
-            let mut limits = super::limit::for_claim(tx, now)?;
-            for queue in req.queues {
-                let want = req.limit.saturating_sub(claimed.len());
-                if want == 0 {
-                    break;
-                }
-                if pauses.queues.contains(queue) {
-                    continue;
-                }
-                let plan = limits.plan(queue, want, &pauses.wire_names);
-                let mut rows = Vec::new();
-                let mut excluded = plan.excluded;
-                // A wire name with fewer slots left than this claim wants is taken apart, up to
-                // its budget, then left out of the rest of the queue's claim.
-                for (name, cap) in plan.capped {
-                    let take = cap.min(plan.want - rows.len());
-                    if take > 0 {
-                        let mut due_of = tx.prepare_cached(CLAIM_WIRE_NAME_SQL)?;
-                        let due = due_of
-                            .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
-                            .filter(|r| !unreadable(r))
-                            .take(take)
-                            .collect::<Result<Vec<_>, _>>()?;
-                        rows.extend(due);
-                    }
-                    excluded.push(name);
-                }
-                let want = plan.want - rows.len();
-                if want > 0 {
-                    if excluded.is_empty() || !paused_due(tx, queue, now, &excluded)? {
-                        // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
-                        // every new value bound to a LIMIT, and the index order makes stopping early free.
-                        let due = pick
-                            .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
-                            .filter(|r| !unreadable(r))
-                            .take(want)
-                            .collect::<Result<Vec<_>, _>>()?;
-                        rows.extend(due);
-                    } else {
-                        rows.extend(claim_around_paused(tx, queue, now, want, &excluded)?);
-                    }
-                }
-                // `[id, its own delay table or null, the new attempt]` per row, written in two
-                // statements below.
-                let mut batch: Vec<(String, Option<String>, u32)> = Vec::with_capacity(rows.len());
-                for (mut job, seed) in rows {
-                    let table = match &shared_table {
-                        Some(t) => {
-                            job.delay_table = Some(t.ms.clone());
-                            None
-                        }
-                        None => {
-                            let own = DelayTable::new(req.policy, effective_seed(seed, &job.id));
-                            job.delay_table = Some(own.ms);
-                            Some(own.json)
-                        }
-                    };
-                    batch.push((job.id.to_string(), table, job.attempt + 1));
-                    job.state = JobState::Running;
-                    job.attempt += 1;
-                    job.max_attempts = Some(max);
-                    job.lease_owner = Some(req.worker_id.to_string());
-                    job.lease_expires_at = Some(lease_until);
-                    job.worker_group = Some(req.group.to_string());
-                    job.updated_at = now;
-                    req.apply_handler_policy(&mut job, seed, &mut own);
-                    if !limits.is_empty() {
-                        limits.charge(queue, &job.wire_name);
-                    }
-                    claimed.push(job);
-                }
-                let shared = shared_table.as_ref().map(|t| t.json.as_str());
-                claim_rows(tx, &batch, shared, max, req, lease_until, now)?;
-            }
-            if !own.is_empty() {
-                let rows = serde_json::to_string(&own).map_err(Error::Encode)?;
-                tx.prepare_cached(
-                    "UPDATE jobs SET max_attempts = c.max, delay_table = c.tab
-                     FROM (SELECT value ->> 0 AS cid, value ->> 1 AS max, value ->> 2 AS tab FROM json_each(?1)) AS c
-                     WHERE jobs.id = c.cid",
-                )?
-                .execute(params![rows])?;
-            }
-            if !limits.is_empty() {
-                super::limit::charge_windows(tx, &limits, now)?;
-            }
-            Ok(claimed)
+            claim::claim(&mut SqliteClaim { c, now }, req, shared.as_ref())
         })
     }
 
@@ -428,17 +314,9 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
 
 /// Move the rows a claim picked (`[id, own delay table or null, new attempt]`, in claim order)
 /// to Running under the lease and log each, in two statements for the set (issue 23): a
-/// statement per job spent as much in starting and journalling it as in its row. `shared` is
-/// the delay table of every row without its own.
-fn claim_rows(
-    tx: &Connection,
-    batch: &[(String, Option<String>, u32)],
-    shared: Option<&str>,
-    max: u32,
-    req: &ClaimRequest<'_>,
-    lease_until: Millis,
-    now: Millis,
-) -> Result<()> {
+/// statement per job spent as much in starting and journalling it as in its row. The lease's
+/// shared delay table is that of every row without its own.
+fn claim_rows(tx: &Connection, batch: &[(String, Option<String>, u32)], lease: &Lease<'_>) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }
@@ -451,7 +329,15 @@ fn claim_rows(
              FROM (SELECT value ->> 0 AS cid, value ->> 1 AS tab FROM json_each(?1)) AS c
              WHERE jobs.id = c.cid AND jobs.state = 'scheduled'",
         )?
-        .execute(params![rows, max, shared, req.worker_id, lease_until, req.group, now])?;
+        .execute(params![
+            rows,
+            lease.max_attempts,
+            lease.shared_table,
+            lease.worker_id,
+            lease.until,
+            lease.group,
+            lease.now
+        ])?;
     if moved != batch.len() {
         // Cannot happen under the write lock, which the rows were picked under; refuse rather
         // than log claims that were not made.
@@ -464,8 +350,102 @@ fn claim_rows(
         "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
          SELECT value ->> 0, ?2, 'scheduled', 'running', value ->> 2, ?3 FROM json_each(?1) ORDER BY key",
     )?
-    .execute(params![rows, now, req.worker_id])?;
+    .execute(params![rows, lease.now, lease.worker_id])?;
     Ok(())
+}
+
+/// SQLite's statements for a claim (`ops/claim.rs`), under the one writer: what a take reads
+/// stays so until the transaction ends, so the takes only read (stepping no further than they
+/// need, see [`CLAIM_SQL`]) and [`claim_rows`] writes the move of each queue's set after them.
+struct SqliteClaim<'c> {
+    c: &'c Connection,
+    /// The store's clock, read under the write lock.
+    now: Millis,
+}
+
+impl SqliteClaim<'_> {
+    /// Up to `n` rows of a claim statement run with `args`, as claimed under `lease`; a row that
+    /// does not read is passed over ([`unreadable`]).
+    fn take(&self, sql: &str, args: impl rusqlite::Params, lease: &Lease<'_>, n: usize) -> Result<Vec<Taken>> {
+        let mut rows = self
+            .c
+            .prepare_cached(sql)?
+            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+            .filter(|r| !unreadable(r))
+            .take(n)
+            .collect::<Result<Vec<_>, _>>()?;
+        for (job, _) in &mut rows {
+            lease.claimed(job);
+        }
+        Ok(rows)
+    }
+}
+
+impl ClaimTx for SqliteClaim<'_> {
+    /// The quiet flag first: a quiet worker's claim reads nothing else.
+    fn holds(&mut self, worker_id: &str) -> Result<Holds> {
+        if super::worker_state::is_quiet(self.c, worker_id)? {
+            return Ok(Holds { now: self.now, quiet: true, ..Holds::default() });
+        }
+        let pauses = super::pause::active(self.c, self.now)?;
+        // With no limit in force, reading the limits is one read of an empty table.
+        Ok(Holds {
+            now: self.now,
+            quiet: false,
+            paused_queues: pauses.queues,
+            paused_names: pauses.wire_names,
+            limited: true,
+        })
+    }
+
+    fn limits(&mut self, now: Millis, queues: &[String]) -> Result<ClaimLimits> {
+        super::limit::for_claim(self.c, now, queues)
+    }
+
+    fn take_name(&mut self, lease: &Lease<'_>, queue: &str, name: &str, n: usize) -> Result<Vec<Taken>> {
+        self.take(CLAIM_WIRE_NAME_SQL, params![queue, name, lease.now], lease, n)
+    }
+
+    fn names_due(&mut self, queue: &str, now: Millis, names: &[String]) -> Result<bool> {
+        paused_due(self.c, queue, now, names)
+    }
+
+    /// `skipping` is not read: under the write lock none of those names has become due since.
+    /// `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on every new value
+    /// bound to a LIMIT, and the index order makes stopping early free.
+    fn take_due(&mut self, lease: &Lease<'_>, queue: &str, n: usize, _skipping: &[String]) -> Result<Vec<Taken>> {
+        self.take(CLAIM_SQL, params![queue, lease.now], lease, n)
+    }
+
+    fn take_around(&mut self, lease: &Lease<'_>, queue: &str, n: usize, skipping: &[String]) -> Result<Vec<Taken>> {
+        let mut rows = claim_around_paused(self.c, queue, lease.now, n, skipping)?;
+        for (job, _) in &mut rows {
+            lease.claimed(job);
+        }
+        Ok(rows)
+    }
+
+    fn write_claimed(&mut self, lease: &Lease<'_>, jobs: &[Job], tables: &[Option<String>]) -> Result<()> {
+        let batch: Vec<(String, Option<String>, u32)> =
+            jobs.iter().zip(tables).map(|(job, table)| (job.id.to_string(), table.clone(), job.attempt)).collect();
+        claim_rows(self.c, &batch, lease)
+    }
+
+    fn write_handler_policies(&mut self, own: &[OwnPolicy]) -> Result<()> {
+        let rows = serde_json::to_string(own).map_err(Error::Encode)?;
+        self.c
+            .prepare_cached(
+                "UPDATE jobs SET max_attempts = c.max, delay_table = c.tab
+                 FROM (SELECT value ->> 0 AS cid, value ->> 1 AS max, value ->> 2 AS tab FROM json_each(?1)) AS c
+                 WHERE jobs.id = c.cid",
+            )?
+            .execute(params![rows])?;
+        Ok(())
+    }
+
+    fn charge_windows(&mut self, limits: &ClaimLimits, now: Millis) -> Result<()> {
+        super::limit::charge_windows(self.c, limits, now)
+    }
 }
 
 /// `[[id, worker, attempt], …]`: a batch of outcomes as one JSON array, which SQLite's

@@ -95,10 +95,10 @@ pub(crate) fn read_statuses(c: &Connection, now: Millis) -> Result<Vec<LimitStat
     statuses(rows(c, now)?, now, &mut SqliteCounts { c, now })
 }
 
-/// The limits a SQLite claim honours at `now` (the claim holds the write lock, so the counts
-/// cannot move under it). With no limit in force this is one read of an empty table.
-pub(crate) fn for_claim(c: &Connection, now: Millis) -> Result<ClaimLimits> {
-    claim_limits(rows(c, now)?, now, None, &mut SqliteCounts { c, now })
+/// The limits a SQLite claim from `queues` honours at `now` (the claim holds the write lock, so
+/// the counts cannot move under it). With no limit in force this is one read of an empty table.
+pub(crate) fn for_claim(c: &Connection, now: Millis, queues: &[String]) -> Result<ClaimLimits> {
+    claim_limits(rows(c, now)?, now, Some(queues), &mut SqliteCounts { c, now })
 }
 
 /// Write a claim's rate charges.

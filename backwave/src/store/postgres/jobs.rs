@@ -21,8 +21,10 @@ use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::store::ops::claim::{self, ClaimTx, Holds, Lease, OwnPolicy, Taken};
 use crate::store::ops::columns::job_columns;
-use crate::store::ops::enqueue::{effective_seed, jitter_seed, seed_independent, validate_new_jobs, DelayTable};
+use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
+use crate::store::ops::limits::ClaimLimits;
 use crate::store::ops::outcome::{
     self, AttemptEnd, AttemptTx, Confirmed, Entry, Reap, RunningAttempt, HANDED_BACK, HELD_UP,
 };
@@ -315,107 +317,9 @@ impl PgStore {
     }
 
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
-        let max = i64::from(req.policy.max_attempts());
-        // Without jitter every job gets the same table: computed (and encoded) once per batch.
-        let shared_table = seed_independent(req.policy).then(|| DelayTable::new(req.policy, 0));
+        let shared = req.shared_table();
         let pinned = self.pinned_now();
-        self.write(|tx| {
-            let (now, paused_queues, paused_names, limited, quiet) = time_and_pauses(tx, pinned, req.worker_id)?;
-            let mut claimed: Vec<Job> = Vec::with_capacity(req.limit.min(1024));
-            let mut own = Vec::new();
-            if quiet {
-                return Ok(claimed);
-            }
-            let mut limits = if limited { super::limit::for_claim(tx, now, req.queues)? } else { Default::default() };
-            let lease_until = now.saturating_add(duration_ms(req.lease));
-            let table = shared_table.as_ref().map(|t| t.json.as_str());
-            for queue in req.queues {
-                let want = req.limit.saturating_sub(claimed.len());
-                if want == 0 {
-                    break;
-                }
-                if paused_queues.contains(queue) {
-                    continue;
-                }
-                let plan = limits.plan(queue, want, &paused_names);
-                let mut rows = Vec::new();
-                let mut excluded = plan.excluded;
-                // A wire name with fewer slots left than this claim wants is taken apart, up to
-                // its budget, then left out of the rest of the queue's claim.
-                for (name, cap) in plan.capped {
-                    let take = cap.min(plan.want - rows.len());
-                    if take > 0 {
-                        let take = take as i64;
-                        rows.extend(tx.query_planned(
-                            CLAIM_WIRE_NAME_SQL,
-                            &[queue, &now, &take, &name, &req.worker_id, &req.group, &lease_until, &max, &table],
-                        )?);
-                    }
-                    excluded.push(name);
-                }
-                let want = plan.want - rows.len();
-                if want > 0 {
-                    let around = !excluded.is_empty()
-                        && tx.query_planned_one(PAUSED_DUE_SQL, &[queue, &now, &excluded])?.try_get::<_, bool>(0)?;
-                    let sql = if around { CLAIM_AROUND_PAUSED_SQL } else { CLAIM_SQL };
-                    let want = want.min(i64::MAX as usize) as i64;
-                    rows.extend(tx.query_planned(
-                        sql,
-                        &[queue, &now, &want, &excluded, &req.worker_id, &req.group, &lease_until, &max, &table],
-                    )?);
-                }
-                let mut seeded = Vec::new();
-                for r in &rows {
-                    let mut job = row::job(r)?;
-                    if req.apply_handler_policy(&mut job, r.try_get(20)?, &mut own) {
-                        if !limits.is_empty() {
-                            limits.charge(queue, &job.wire_name);
-                        }
-                        claimed.push(job);
-                        continue;
-                    }
-                    job.delay_table = match &shared_table {
-                        Some(t) => Some(t.ms.clone()),
-                        None => {
-                            let t = DelayTable::new(req.policy, effective_seed(r.try_get(20)?, &job.id));
-                            seeded.push((job.id.0, t.json));
-                            Some(t.ms)
-                        }
-                    };
-                    if !limits.is_empty() {
-                        limits.charge(queue, &job.wire_name);
-                    }
-                    claimed.push(job);
-                }
-                if !seeded.is_empty() {
-                    let (ids, tables): (Vec<uuid::Uuid>, Vec<String>) = seeded.into_iter().unzip();
-                    tx.query_planned(
-                        "UPDATE jobs SET delay_table = t.tab::jsonb
-                         FROM unnest($1::uuid[], $2::text[]) AS t(tid, tab) WHERE jobs.id = t.tid",
-                        &[&ids, &tables],
-                    )?;
-                }
-            }
-            if !own.is_empty() {
-                let mut ids = Vec::with_capacity(own.len());
-                let mut maxes = Vec::with_capacity(own.len());
-                let mut tables = Vec::with_capacity(own.len());
-                for (id, max, table) in own {
-                    ids.push(id.0);
-                    maxes.push(i64::from(max));
-                    tables.push(table);
-                }
-                tx.query_planned(
-                    "UPDATE jobs SET max_attempts = t.max, delay_table = t.tab::jsonb
-                     FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(tid, max, tab) WHERE jobs.id = t.tid",
-                    &[&ids, &maxes, &tables],
-                )?;
-            }
-            if !limits.is_empty() {
-                super::limit::charge_windows(tx, &limits, now)?;
-            }
-            Ok(claimed)
-        })
+        self.write(|tx| claim::claim(&mut PgClaim { tx, pinned }, req, shared.as_ref()))
     }
 
     /// Renew every lease still held, in one statement; the others are Lost.
@@ -654,6 +558,102 @@ pub(crate) fn fold_counts(tx: &mut Tx<'_>) -> Result<()> {
         &[],
     )?;
     Ok(())
+}
+
+/// PostgreSQL's statements for a claim (`ops/claim.rs`), beside other claims on other hosts:
+/// each take locks the rows it picks (`SKIP LOCKED`), moves them to Running and logs them in
+/// one round trip per queue, planned for its values ([`Tx::query_planned`]).
+struct PgClaim<'t, 'a> {
+    tx: &'t mut Tx<'a>,
+    /// A test's manual clock, else `None`: the database's clock.
+    pinned: Option<Millis>,
+}
+
+impl PgClaim<'_, '_> {
+    /// Run one of the claim statements for `queue`: `$3` how many, `$4` the wire names (an
+    /// array) or the one name (text), the rest from the lease.
+    fn take(
+        &mut self,
+        sql: &str,
+        lease: &Lease<'_>,
+        queue: &str,
+        n: usize,
+        names: &(dyn ToSql + Sync),
+    ) -> Result<Vec<Taken>> {
+        let n = n.min(i64::MAX as usize) as i64;
+        let max = i64::from(lease.max_attempts);
+        let rows = self.tx.query_planned(
+            sql,
+            &[&queue, &lease.now, &n, names, &lease.worker_id, &lease.group, &lease.until, &max, &lease.shared_table],
+        )?;
+        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(20)?))).collect()
+    }
+}
+
+impl ClaimTx for PgClaim<'_, '_> {
+    fn holds(&mut self, worker_id: &str) -> Result<Holds> {
+        let (now, paused_queues, paused_names, limited, quiet) = time_and_pauses(self.tx, self.pinned, worker_id)?;
+        Ok(Holds { now, quiet, paused_queues, paused_names, limited })
+    }
+
+    fn limits(&mut self, now: Millis, queues: &[String]) -> Result<ClaimLimits> {
+        super::limit::for_claim(self.tx, now, queues)
+    }
+
+    fn take_name(&mut self, lease: &Lease<'_>, queue: &str, name: &str, n: usize) -> Result<Vec<Taken>> {
+        self.take(CLAIM_WIRE_NAME_SQL, lease, queue, n, &name)
+    }
+
+    fn names_due(&mut self, queue: &str, now: Millis, names: &[String]) -> Result<bool> {
+        Ok(self.tx.query_planned_one(PAUSED_DUE_SQL, &[&queue, &now, &names])?.try_get(0)?)
+    }
+
+    /// `skipping` is left out again: a job of those names may have become due, committed by
+    /// another transaction, since [`PAUSED_DUE_SQL`] looked.
+    fn take_due(&mut self, lease: &Lease<'_>, queue: &str, n: usize, skipping: &[String]) -> Result<Vec<Taken>> {
+        self.take(CLAIM_SQL, lease, queue, n, &skipping)
+    }
+
+    fn take_around(&mut self, lease: &Lease<'_>, queue: &str, n: usize, skipping: &[String]) -> Result<Vec<Taken>> {
+        self.take(CLAIM_AROUND_PAUSED_SQL, lease, queue, n, &skipping)
+    }
+
+    /// The takes moved and logged the jobs: only each job's own delay table is left, one
+    /// statement for the queue's set (none when they share the group's).
+    fn write_claimed(&mut self, _lease: &Lease<'_>, jobs: &[Job], tables: &[Option<String>]) -> Result<()> {
+        let (ids, tables): (Vec<uuid::Uuid>, Vec<&str>) =
+            jobs.iter().zip(tables).filter_map(|(job, t)| Some((job.id.0, t.as_deref()?))).unzip();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.tx.query_planned(
+            "UPDATE jobs SET delay_table = t.tab::jsonb
+             FROM unnest($1::uuid[], $2::text[]) AS t(tid, tab) WHERE jobs.id = t.tid",
+            &[&ids, &tables],
+        )?;
+        Ok(())
+    }
+
+    fn write_handler_policies(&mut self, own: &[OwnPolicy]) -> Result<()> {
+        let mut ids = Vec::with_capacity(own.len());
+        let mut maxes = Vec::with_capacity(own.len());
+        let mut tables = Vec::with_capacity(own.len());
+        for (id, max, table) in own {
+            ids.push(id.0);
+            maxes.push(i64::from(*max));
+            tables.push(table.as_str());
+        }
+        self.tx.query_planned(
+            "UPDATE jobs SET max_attempts = t.max, delay_table = t.tab::jsonb
+             FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(tid, max, tab) WHERE jobs.id = t.tid",
+            &[&ids, &maxes, &tables],
+        )?;
+        Ok(())
+    }
+
+    fn charge_windows(&mut self, limits: &ClaimLimits, now: Millis) -> Result<()> {
+        super::limit::charge_windows(self.tx, limits, now)
+    }
 }
 
 /// What a claim reads before it claims, in one round trip: the transaction's time (`pinned`, a
