@@ -173,15 +173,6 @@ forward! {
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
     /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>>;
-    /// Make every matching Scheduled job that is due later due now, in batches of
-    /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
-    /// the run starts (jobs enqueued during it are left alone). Returns how many changed.
-    /// [`Store::run_now_planned`] is the same on the set a plan counted.
-    pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64>;
-    /// Cancel every matching Scheduled job and ask every matching Running one to stop, in
-    /// batches of [`BULK_BATCH`] (each job exactly as [`Store::cancel`] does it, logged with
-    /// the actor). The set is fixed when the run starts. Needs `operate`.
-    pub fn cancel_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<CancelDone>;
     /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
     /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
     /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
@@ -240,10 +231,6 @@ forward! {
     // operator.rs
     /// Requeue jobs by id: only Dead-Lettered or Quarantined jobs change. Needs `operate`.
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>>;
-    /// Requeue every Dead-Lettered or Quarantined job that matches `filter` and had finished
-    /// when the run started (so a job that fails again during the run is not requeued twice),
-    /// in batches of [`BULK_BATCH`]. Returns how many were requeued.
-    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64>;
     /// Cancel jobs by id. Needs `operate`.
     pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>>;
     /// The retention sweep: delete up to `limit` terminal jobs that finished before `cutoff`,

@@ -5,8 +5,9 @@
 
 use serde::Serialize;
 
+use super::ops::bulk::{BulkAction, BulkStore, BulkTx};
 use super::*;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{Millis, Permission};
 
 /// What a bulk requeue or run-now did to the set its plan counted.
@@ -51,13 +52,37 @@ impl Store {
         match &self.backend {
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.require(actor, permission),
-            Backend::Sqlite(_) => {
-                if self.permissions(actor)?.contains(&permission) {
-                    return Ok(());
-                }
-                Err(Error::PermissionDenied { actor: actor.to_string(), permission })
-            }
+            Backend::Sqlite(_) => ops::access::allowed(&self.permissions(actor)?, actor, permission),
         }
+    }
+
+    /// Requeue every Dead-Lettered or Quarantined job that matches `filter` and had finished
+    /// when the run started (so a job that fails again during the run is not requeued twice),
+    /// in batches of [`BULK_BATCH`]. Needs `operate`, checked before anything is counted and
+    /// again in each batch. Returns how many were requeued.
+    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
+        Ok(ops::bulk::run(self, actor, BulkAction::Requeue, filter, progress)?.changed)
+    }
+
+    /// Make every matching Scheduled job that is due later due now, in batches of
+    /// [`BULK_BATCH`], each audited job by job in its own transaction. The set is fixed when
+    /// the run starts (jobs enqueued during it are left alone). Needs `operate`. Returns how
+    /// many changed.
+    /// [`Store::run_now_planned`] is the same on the set a plan counted.
+    pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
+        Ok(ops::bulk::run(self, actor, BulkAction::RunNow, filter, progress)?.changed)
+    }
+
+    /// Cancel every matching Scheduled job and ask every matching Running one to stop, in
+    /// batches of [`BULK_BATCH`] (each job exactly as [`Store::cancel`] does it, logged with
+    /// the actor). The set is fixed when the run starts. Needs `operate`.
+    pub fn cancel_matching(
+        &self,
+        actor: &str,
+        filter: &JobFilter,
+        progress: impl FnMut(BulkProgress),
+    ) -> Result<CancelDone> {
+        Ok(ops::bulk::run(self, actor, BulkAction::Cancel, filter, progress)?.cancel_done())
     }
 
     /// Count, exactly, what a bulk requeue of `filter` by `actor` would do now. Needs `operate`,
@@ -117,11 +142,7 @@ impl Store {
     /// checked before counting.
     pub fn plan_cancel(&self, actor: &str, filter: &JobFilter) -> Result<CancelPlan> {
         self.require(actor, Permission::Operate)?;
-        let mut plan = match &self.backend {
-            Backend::Sqlite(s) => s.plan_cancel(filter)?,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.plan_cancel(filter)?,
-        };
+        let mut plan = self.bulk_read(&mut |tx| ops::bulk::plan_cancel(tx, filter))?;
         plan.scope = cut(incident::cancel_scope(filter), plan.as_of);
         Ok(plan)
     }
@@ -144,11 +165,7 @@ impl Store {
     /// checked before counting.
     pub fn plan_run_now(&self, actor: &str, filter: &JobFilter) -> Result<RunNowPlan> {
         self.require(actor, Permission::Operate)?;
-        let mut plan = match &self.backend {
-            Backend::Sqlite(s) => s.plan_run_now(filter)?,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.plan_run_now(filter)?,
-        };
+        let mut plan = self.bulk_read(&mut |tx| ops::bulk::plan_run_now(tx, filter))?;
         plan.scope = cut(incident::run_now_scope(filter), plan.as_of);
         Ok(plan)
     }
@@ -164,5 +181,24 @@ impl Store {
         let done = self.run_now_matching(actor, &plan.scope, progress)?;
         let arrived = after(plan.scope.clone(), plan.as_of);
         Ok(BulkDone { done, arrived_after_plan: self.count_jobs(&arrived)? })
+    }
+}
+
+/// A bulk run's transactions on the store's backend.
+impl BulkStore for Store {
+    fn bulk_write<T>(&self, f: &mut dyn FnMut(&mut dyn BulkTx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.bulk_write(f),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.bulk_write(f),
+        }
+    }
+
+    fn bulk_read<T>(&self, f: &mut dyn FnMut(&mut dyn BulkTx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.bulk_read(f),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.bulk_read(f),
+        }
     }
 }

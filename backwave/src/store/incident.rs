@@ -1,22 +1,18 @@
 //! Incident actions beyond requeue and cancel: run now (a Scheduled job due at once, attempt
 //! and budget untouched), bulk cancel of a filtered set, and payload repair of a terminal job.
 //! Each is one library call that the CLI and the dashboard share, planned first (exact counts),
-//! then done in [`BULK_BATCH`]-sized transactions that check `operate` and leave every job whole
+//! then done in [`BULK_BATCH`](super::BULK_BATCH)-sized transactions that check `operate` and leave every job whole
 //! and audited if the run is killed between two of them.
 
-use rusqlite::types::Value;
-use rusqlite::{params_from_iter, Connection};
 use serde::Serialize;
 
-use super::operator::{BulkProgress, CancelResult, SqliteOps, BULK_BATCH};
+use super::operator::{CancelResult, SqliteOps};
 use super::ops;
-use super::ops::jobs::OperatorTx;
 pub(crate) use super::ops::jobs::{cancel_scope, check_new_payload, run_now_scope};
 use super::query::JobFilter;
-use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::Result;
-use crate::model::{JobId, JobState, Millis, Permission};
+use crate::model::{JobId, JobState, Millis};
 
 /// The result of making one job due now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -127,107 +123,9 @@ impl SqliteStore {
         self.read(|c| ops::jobs::check_cancel(&mut SqliteOps { c, now }, ids))
     }
 
-    pub fn plan_run_now(&self, filter: &JobFilter) -> Result<RunNowPlan> {
-        let scope = run_now_scope(filter);
-        let now = self.now();
-        self.read(|c| {
-            let matching = count_where(c, &scope, "created_at <= ?", &[now])?;
-            let would_run_now = count_where(c, &scope, "created_at <= ? AND due_at > ?", &[now, now])?;
-            Ok(RunNowPlan {
-                matching,
-                would_run_now,
-                already_due: matching - would_run_now,
-                as_of: now,
-                scope: JobFilter::default(),
-            })
-        })
-    }
-
-    pub fn run_now_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let scope = run_now_scope(filter);
-        let started = self.now();
-        self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
-        let total = self.read(|c| count_where(c, &scope, "created_at <= ? AND due_at > ?", &[started, started]))?;
-        self.in_batches(
-            actor,
-            total,
-            |c, _| {
-                // Every job of the run gets the run's start as its due time, so a batch never
-                // finds the jobs of an earlier one again.
-                let ids = ids_where(c, &scope, "created_at <= ? AND due_at > ?", &[started, started])?;
-                let tx = &mut SqliteOps { c, now: started };
-                let mut jobs = tx.jobs(&ids, true)?;
-                Ok(ops::jobs::run_now_found(tx, started, actor, &ids, &mut jobs)?.1)
-            },
-            progress,
-        )
-    }
-
-    pub fn plan_cancel(&self, filter: &JobFilter) -> Result<CancelPlan> {
-        let scope = cancel_scope(filter);
-        let now = self.now();
-        self.read(|c| {
-            let matching = count_where(c, &scope, "created_at <= ?", &[now])?;
-            let would_cancel = count_where(c, &scope, "created_at <= ? AND state = 'scheduled'", &[now])?;
-            let would_ask_to_stop = count_where(
-                c,
-                &scope,
-                "created_at <= ? AND state = 'running' AND cancel_requested_by IS NULL",
-                &[now],
-            )?;
-            Ok(CancelPlan::counted(matching, would_cancel, would_ask_to_stop, now))
-        })
-    }
-
-    pub fn cancel_matching(
-        &self,
-        actor: &str,
-        filter: &JobFilter,
-        progress: impl FnMut(BulkProgress),
-    ) -> Result<CancelDone> {
-        let scope = cancel_scope(filter);
-        let started = self.now();
-        self.write(|tx| super::admin::require(tx, actor, Permission::Operate))?;
-        let pending = "created_at <= ? AND (state = 'scheduled' OR cancel_requested_by IS NULL)";
-        let total = self.read(|c| count_where(c, &scope, pending, &[started]))?;
-        let mut done = CancelDone::default();
-        self.in_batches(
-            actor,
-            total,
-            |c, now| {
-                let ids = ids_where(c, &scope, pending, &[started])?;
-                let tx = &mut SqliteOps { c, now };
-                let mut jobs = tx.jobs(&ids, true)?;
-                let batch = ops::jobs::cancel_found(tx, now, actor, &ids, &mut jobs)?.1;
-                done.cancelled += batch.cancelled;
-                done.asked_to_stop += batch.asked_to_stop;
-                Ok(batch.cancelled + batch.asked_to_stop)
-            },
-            progress,
-        )?;
-        Ok(done)
-    }
-
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
         check_new_payload(payload)?;
         let now = self.now();
         self.write(|c| ops::jobs::edit_payload(&mut SqliteOps { c, now }, actor, id, payload, requeue))
     }
-}
-
-/// `count(*)` of the filter's jobs that also meet `extra` (its `?`s bound to `extra_args`).
-fn count_where(c: &Connection, filter: &JobFilter, extra: &str, extra_args: &[Millis]) -> Result<u64> {
-    let (clause, mut args) = filter.where_clause();
-    args.extend(extra_args.iter().map(|v| Value::Integer(*v)));
-    Ok(c.prepare_cached(&format!("SELECT count(*) FROM jobs WHERE {clause} AND {extra}"))?
-        .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
-}
-
-/// Ids of up to [`BULK_BATCH`] of the filter's jobs that also meet `extra`.
-fn ids_where(c: &Connection, filter: &JobFilter, extra: &str, extra_args: &[Millis]) -> Result<Vec<JobId>> {
-    let (clause, mut args) = filter.where_clause();
-    args.extend(extra_args.iter().map(|v| Value::Integer(*v)));
-    Ok(c.prepare_cached(&format!("SELECT id FROM jobs WHERE {clause} AND {extra} LIMIT {BULK_BATCH}"))?
-        .query_map(params_from_iter(args), |r| parse_id(r, 0))?
-        .collect::<Result<_, _>>()?)
 }

@@ -5,10 +5,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::jobs::{log, Entry};
+use super::ops::bulk::{Batch, BulkAction, BulkRun, BulkSet, BulkStore, BulkTx};
 pub(crate) use super::ops::jobs::REQUEUE_REASON;
 use super::ops::jobs::{Editable, Found, OperatorTx, PurgeTx, Purgeable, RepairTx};
 use super::ops::{self, AuditAction, StoreTx};
@@ -85,46 +86,6 @@ impl SqliteStore {
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
         let now = self.now();
         self.write(|c| ops::jobs::requeue(&mut SqliteOps { c, now }, actor, ids))
-    }
-
-    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let filter = super::preview::requeue_scope(filter, self.now());
-        let total = self.count_jobs(&filter)?;
-        self.in_batches(
-            actor,
-            total,
-            |tx, now| {
-                let ids = requeueable_ids(tx, &filter)?;
-                requeue_batch(tx, now, actor, &ids)
-            },
-            progress,
-        )
-    }
-
-    /// Run a bulk operator action as short transactions until a batch changes nothing. Each
-    /// batch checks `operate` again and commits whole, so a run killed part-way leaves every job
-    /// either changed with its log entry or untouched, and running it again finishes the rest.
-    /// `batch` gets the transaction and its time and returns how many jobs it changed.
-    pub(crate) fn in_batches(
-        &self,
-        actor: &str,
-        total: u64,
-        mut batch: impl FnMut(&Connection, Millis) -> Result<u64>,
-        mut progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        let mut done = 0u64;
-        loop {
-            let now = self.now();
-            let n = self.write(|tx| {
-                super::admin::require(tx, actor, Permission::Operate)?;
-                batch(tx, now)
-            })?;
-            if n == 0 {
-                return Ok(done);
-            }
-            done += n;
-            progress(BulkProgress { done, total });
-        }
     }
 
     pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
@@ -416,6 +377,67 @@ impl OperatorTx for SqliteOps<'_> {
     fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, from: JobState) -> Result<Option<JobId>> {
         requeue_row(self.c, now, actor, id, from)
     }
+}
+
+/// SQLite's transactions for a bulk run (`ops/bulk.rs`), each on the store's clock.
+impl BulkStore for SqliteStore {
+    fn bulk_write<T>(&self, f: &mut dyn FnMut(&mut dyn BulkTx) -> Result<T>) -> Result<T> {
+        let now = self.now();
+        self.write(|c| f(&mut SqliteOps { c, now }))
+    }
+
+    fn bulk_read<T>(&self, f: &mut dyn FnMut(&mut dyn BulkTx) -> Result<T>) -> Result<T> {
+        let now = self.now();
+        self.read(|c| f(&mut SqliteOps { c, now }))
+    }
+}
+
+/// SQLite's statements for a bulk run: each batch picks the jobs still to do afresh, exact
+/// under the one writer ([`BulkSet::Picked`]).
+impl BulkTx for SqliteOps<'_> {
+    /// One `count(*)` per condition.
+    fn count_each(&mut self, scope: &JobFilter, base: &str, each: &[String]) -> Result<Vec<u64>> {
+        let mut counts = vec![count_where(self.c, scope, base)?];
+        for extra in each {
+            counts.push(count_where(self.c, scope, &format!("{base} AND ({extra})"))?);
+        }
+        Ok(counts)
+    }
+
+    fn bulk_set(&mut self, run: &BulkRun) -> Result<BulkSet> {
+        Ok(BulkSet::Picked { total: count_where(self.c, &run.scope, &run.pending())? })
+    }
+
+    /// Never given a list (this backend's sets are picked). A requeue's batch is picked by its
+    /// own indexes, and its statements decide on the rows ([`requeue_batch`]), so it reads no
+    /// job first.
+    fn take_batch(&mut self, run: &BulkRun, _listed: Option<&[JobId]>) -> Result<Batch> {
+        if run.action == BulkAction::Requeue {
+            return Ok(Batch { ids: requeueable_ids(self.c, &run.scope)?, found: HashMap::new() });
+        }
+        let ids = ids_where(self.c, &run.scope, &run.pending())?;
+        let found = self.jobs(&ids, true)?;
+        Ok(Batch { ids, found })
+    }
+
+    fn requeue_batch(&mut self, now: Millis, actor: &str, batch: Batch) -> Result<u64> {
+        requeue_batch(self.c, now, actor, &batch.ids)
+    }
+}
+
+/// `count(*)` of the filter's jobs that also meet `extra` (our own SQL, no input).
+fn count_where(c: &Connection, filter: &JobFilter, extra: &str) -> Result<u64> {
+    let (clause, args) = filter.where_clause();
+    Ok(c.prepare_cached(&format!("SELECT count(*) FROM jobs WHERE {clause} AND {extra}"))?
+        .query_row(params_from_iter(args), |r| r.get::<_, i64>(0))? as u64)
+}
+
+/// Ids of up to [`BULK_BATCH`] of the filter's jobs that also meet `extra`.
+fn ids_where(c: &Connection, filter: &JobFilter, extra: &str) -> Result<Vec<JobId>> {
+    let (clause, args) = filter.where_clause();
+    Ok(c.prepare_cached(&format!("SELECT id FROM jobs WHERE {clause} AND {extra} LIMIT {BULK_BATCH}"))?
+        .query_map(params_from_iter(args), |r| parse_id(r, 0))?
+        .collect::<Result<_, _>>()?)
 }
 
 impl PurgeTx for SqliteOps<'_> {

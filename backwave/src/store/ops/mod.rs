@@ -4,6 +4,7 @@
 //! `store/health`'s `HealthRead`, `schedules.rs`'s `ScheduleTx` and `limits.rs`'s `LimitTx`).
 
 pub(crate) mod access;
+pub(crate) mod bulk;
 pub(crate) mod claim;
 pub(crate) mod columns;
 pub(crate) mod demo;

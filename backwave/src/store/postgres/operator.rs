@@ -1,5 +1,5 @@
 //! Operator actions that change jobs on PostgreSQL: requeue, cancel, the retention sweep and
-//! purge, and the batch machinery the bulk actions of `incident.rs` share. Where SQLite's one
+//! purge, and the statements under the bulk runs of `ops/bulk.rs`. Where SQLite's one
 //! writer decided alone, each action here first locks the rows it decides on (`FOR UPDATE`, in
 //! id order so that two operators lock in the same order) and re-reads them, so that two
 //! operators, or an operator and a worker finishing the job, never both act on one job. Each
@@ -10,13 +10,12 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::admin::require;
 use super::filter::where_clause;
 use super::{is_unique_violation, PgStore, Tx};
 use crate::error::Result;
-use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
+use crate::model::{cause_fingerprint, JobId, JobState, Millis};
+use crate::store::ops::bulk::{Batch, BulkRun, BulkSet, BulkStore, BulkTx};
 use crate::store::ops::jobs::{Editable, Found, OperatorTx, PurgeTx, Purgeable, RepairTx, REQUEUE_REASON};
-use crate::store::ops::preview::requeue_scope;
 use crate::store::ops::{self, AuditAction};
 use crate::store::unique;
 use crate::store::{BulkProgress, CancelResult, JobFilter, PurgeResult, RequeueResult, BULK_BATCH};
@@ -38,25 +37,6 @@ fn found(r: &postgres::Row) -> Result<(JobId, Found)> {
 impl PgStore {
     pub fn requeue(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RequeueResult>> {
         self.write(|tx| ops::jobs::requeue(tx, actor, ids))
-    }
-
-    pub fn requeue_matching(&self, actor: &str, filter: &JobFilter, progress: impl FnMut(BulkProgress)) -> Result<u64> {
-        let (scope, ids) = self.write(|tx| {
-            require(tx, actor, Permission::Operate)?;
-            let scope = requeue_scope(filter, tx.now()?);
-            let ids = matching_ids(tx, &scope, "true")?;
-            Ok((scope, ids))
-        })?;
-        self.in_batches(
-            actor,
-            &ids,
-            |tx, now, chunk| {
-                let ids: Vec<Uuid> = lock_matching(tx, &scope, "true", chunk)?.iter().map(|(id, _)| id.0).collect();
-                Ok((requeue_some(tx, now, actor, &ids)?, ()))
-            },
-            |()| {},
-            progress,
-        )
     }
 
     pub fn cancel(&self, actor: &str, ids: &[JobId]) -> Result<Vec<CancelResult>> {
@@ -115,46 +95,6 @@ impl PgStore {
             counts.sort_by_key(|(s, _)| *s);
             Ok(counts)
         })
-    }
-
-    /// Run a bulk operator action on the set `ids` (fixed when the run started, in id order),
-    /// as one short transaction per [`BULK_BATCH`] of it. Each batch checks `operate` again,
-    /// locks the jobs it decides on and commits whole, so a run killed part-way leaves every
-    /// job either changed with its log entry or untouched, and running it again finishes the
-    /// rest. `batch` gets the transaction, its time and its part of the set, and returns how
-    /// many jobs it changed (fewer than it was given when another operator or a worker changed
-    /// some first) and what it did to them, handed to `committed` once the batch has committed
-    /// (a batch that lost a race runs again from the start, so it must not count anything
-    /// itself).
-    ///
-    /// The set is read once, rather than the first matches again in every batch as on SQLite:
-    /// PostgreSQL keeps the row versions a batch replaced until a vacuum, and planning on
-    /// statistics from before the run, a later batch may scan past every one of them (100,000
-    /// jobs run now after a requeue: 41 s instead of 2.4). It costs 16 bytes a job (a million
-    /// jobs: 16 MB).
-    pub(super) fn in_batches<T>(
-        &self,
-        actor: &str,
-        ids: &[Uuid],
-        mut batch: impl FnMut(&mut Tx<'_>, Millis, &[Uuid]) -> Result<(u64, T)>,
-        mut committed: impl FnMut(T),
-        mut progress: impl FnMut(BulkProgress),
-    ) -> Result<u64> {
-        let total = ids.len() as u64;
-        let mut done = 0u64;
-        for chunk in ids.chunks(BULK_BATCH) {
-            let (changed, what) = self.write(|tx| {
-                require(tx, actor, Permission::Operate)?;
-                let now = tx.now()?;
-                batch(tx, now, chunk)
-            })?;
-            committed(what);
-            if changed > 0 {
-                done += changed;
-                progress(BulkProgress { done, total });
-            }
-        }
-        Ok(done)
     }
 }
 
@@ -357,6 +297,44 @@ impl OperatorTx for Tx<'_> {
 
     fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, _from: JobState) -> Result<Option<JobId>> {
         requeue_keyed(self, now, actor, id.0)
+    }
+}
+
+/// PostgreSQL's transactions for a bulk run (`ops/bulk.rs`).
+impl BulkStore for PgStore {
+    fn bulk_write<T>(&self, f: &mut dyn FnMut(&mut dyn BulkTx) -> Result<T>) -> Result<T> {
+        self.write(|tx| f(tx))
+    }
+
+    fn bulk_read<T>(&self, f: &mut dyn FnMut(&mut dyn BulkTx) -> Result<T>) -> Result<T> {
+        self.read(|tx| f(tx))
+    }
+}
+
+/// PostgreSQL's statements for a bulk run: the set is listed once ([`BulkSet::Listed`]), and
+/// each batch locks its chunk, in id order, and keeps the jobs that still match.
+impl BulkTx for Tx<'_> {
+    /// One statement: a `count(*) FILTER` per condition.
+    fn count_each(&mut self, scope: &JobFilter, base: &str, each: &[String]) -> Result<Vec<u64>> {
+        let w = where_clause(scope, 1);
+        let filtered: String = each.iter().map(|extra| format!(", count(*) FILTER (WHERE {extra})")).collect();
+        let r =
+            self.query_one(&format!("SELECT count(*){filtered} FROM jobs WHERE {base} AND {}", w.sql), &w.params(&[]))?;
+        (0..=each.len()).map(|i| Ok(r.try_get::<_, i64>(i)?.max(0) as u64)).collect()
+    }
+
+    fn bulk_set(&mut self, run: &BulkRun) -> Result<BulkSet> {
+        Ok(BulkSet::Listed(matching_ids(self, &run.scope, &run.pending())?.into_iter().map(JobId).collect()))
+    }
+
+    fn take_batch(&mut self, run: &BulkRun, listed: Option<&[JobId]>) -> Result<Batch> {
+        let ids: Vec<Uuid> = listed.unwrap_or_default().iter().map(|id| id.0).collect();
+        let locked = lock_matching(self, &run.scope, &run.pending(), &ids)?;
+        Ok(Batch { ids: locked.iter().map(|(id, _)| *id).collect(), found: locked.into_iter().collect() })
+    }
+
+    fn requeue_batch(&mut self, now: Millis, actor: &str, batch: Batch) -> Result<u64> {
+        requeue_some(self, now, actor, &batch.ids.iter().map(|id| id.0).collect::<Vec<_>>())
     }
 }
 
