@@ -5,7 +5,9 @@
 //! Only [`super::data::serve`] calls in.
 
 use crate::text::thousands;
-use backwave::store::{CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, ResumeResult, RunNowResult};
+use backwave::store::{
+    CancelPlan, CancelResult, JobFilter, PauseKind, PauseResult, RequeueCheck, RequeuePlan, ResumeResult, RunNowResult,
+};
 use backwave::{Error, JobId, JobState, Millis, Permission, QuarantineReason, Store};
 
 /// Which jobs an action covers.
@@ -132,9 +134,20 @@ pub struct Preview {
     /// Requeue of a group only: also requeue the jobs no live worker handles. Never the
     /// default; the dialog's `f` turns it on, as `--force` does for `bw requeue`.
     pub force: bool,
-    /// The store's clock when the plan was counted: a bulk run acts on the jobs that matched
-    /// then (see [`How::planned_at`]).
-    pub planned_at: Millis,
+    /// A bulk action's plan, as the library counted it: the run acts on its set (see
+    /// [`How::plan`]).
+    pub plan: Option<Plan>,
+}
+
+/// The library's plan of a bulk action, counted for the confirmation and carried to the run,
+/// which hands it to the `*_planned` call `bw` makes after its own plan: the set, the cut at
+/// the plan's instant and the count of what arrived after it are the library's, not decided here.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// A group requeue ([`Store::plan_requeue`], then [`Store::requeue_planned`]).
+    Requeue(Box<RequeuePlan>),
+    /// A filtered cancel ([`Store::plan_cancel`], then [`Store::cancel_planned`]).
+    Cancel(Box<CancelPlan>),
 }
 
 /// How to run a confirmed action.
@@ -142,36 +155,14 @@ pub struct Preview {
 pub struct How {
     /// See [`Preview::force`].
     pub force: bool,
-    /// A group requeue or a filtered cancel acts on the set its plan counted at this instant:
-    /// jobs that turned Dead-Lettered (or were enqueued) after it are left alone, and the
-    /// report says how many. Without it the run took in whatever had arrived since, and the
-    /// dashboard cancelled 69 after asking about 68.
-    pub planned_at: Option<Millis>,
+    /// A group requeue or a filtered cancel acts on the set this plan counted: jobs that
+    /// turned Dead-Lettered (or were enqueued) after it are left alone, and the report says how
+    /// many. Without a plan the run took in whatever had arrived since, and the dashboard
+    /// cancelled 69 after asking about 68. `None` (no confirmation shown): the run plans first,
+    /// as `bw … --yes` does.
+    pub plan: Option<Plan>,
     /// A pause that ends by itself after this long (the dialog's 1, 2, 3; `bw pause --for`).
     pub pause_for: Option<std::time::Duration>,
-}
-
-/// The filter of a bulk target, bounded to the jobs its plan at `planned_at` counted: terminal
-/// jobs finished by then, others created by then (the reference times the store's filter uses).
-fn as_planned(filter: &JobFilter, planned_at: Option<Millis>) -> JobFilter {
-    let mut f = filter.clone();
-    if let Some(at) = planned_at {
-        let end = at.saturating_add(1);
-        if f.states.iter().all(|s| s.is_terminal()) && !f.states.is_empty() {
-            f.finished_before = Some(f.finished_before.map_or(end, |b| b.min(end)));
-        } else {
-            f.before = Some(f.before.map_or(end, |b| b.min(end)));
-        }
-    }
-    f
-}
-
-/// Jobs of `filter` that arrived after the plan at `planned_at` (left alone by the run).
-fn arrived_since(store: &Store, filter: &JobFilter, planned_at: Option<Millis>) -> backwave::Result<u64> {
-    let Some(at) = planned_at else { return Ok(0) };
-    let from = at.saturating_add(1);
-    let f = JobFilter { since: Some(filter.since.map_or(from, |s| s.max(from))), ..filter.clone() };
-    store.count_jobs(&f)
 }
 
 /// The report's line for jobs that arrived after the plan, if any did.
@@ -208,7 +199,7 @@ pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> ba
         running: 0,
         already_due: 0,
         force: false,
-        planned_at: store.now(),
+        plan: None,
     };
     let mut unhandled = std::collections::BTreeSet::new();
     match target {
@@ -303,27 +294,27 @@ pub(super) fn preview(store: &Store, actor: &str, op: Op, target: &Target) -> ba
                 Target::QuarantineGroup { reason, .. } => format!("{wire_name} · {reason}"),
                 _ => unreachable!("matched above"),
             };
-            // The same plan `bw requeue --dry-run` prints, of the jobs finished by now: the run
-            // acts on exactly these.
-            let plan = store.plan_requeue(actor, &as_planned(&filter, Some(p.planned_at)))?;
+            // The same plan `bw requeue --dry-run` prints: the run acts on exactly its jobs.
+            let plan = store.plan_requeue(actor, &filter)?;
             p.affected = plan.matching;
             p.would_requarantine = plan.would_requarantine;
             p.undecodable = plan.undecodable;
-            unhandled.extend(plan.unhandled.into_iter().map(|w| w.wire_name));
+            unhandled.extend(plan.unhandled.iter().map(|w| w.wire_name.clone()));
+            p.plan = Some(Plan::Requeue(Box::new(plan)));
         }
         Target::Matching { filter, described } => {
             if op != Op::Cancel {
                 return Err(not_for(op, "a filtered list"));
             }
             p.what = described.clone();
-            // The plan `bw cancel --state … --dry-run` prints, of the jobs enqueued by now: the
-            // run acts on exactly these.
-            let plan = store.plan_cancel(actor, &as_planned(filter, Some(p.planned_at)))?;
+            // The plan `bw cancel --state … --dry-run` prints: the run acts on exactly its jobs.
+            let plan = store.plan_cancel(actor, filter)?;
             p.affected = plan.would_cancel + plan.would_ask_to_stop;
             p.running = plan.would_ask_to_stop;
             if plan.already_asked > 0 {
                 p.skipped.push(format!("{} Running already asked to stop", plan.already_asked));
             }
+            p.plan = Some(Plan::Cancel(Box::new(plan)));
         }
         Target::Paused { kind, name } => {
             p.what = format!("{kind} {name}");
@@ -362,7 +353,7 @@ fn not_for(op: Op, what: &str) -> Error {
 
 pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How) -> backwave::Result<Report> {
     let force = how.force;
-    use backwave::store::RequeueResult;
+    use backwave::store::{BulkDone, RequeueResult};
     let mut report = Report { title: String::new(), lines: Vec::new(), refused: false };
     match (op, target) {
         (Op::Requeue, Target::Jobs(ids)) => {
@@ -481,13 +472,17 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How
             });
         }
         (Op::Requeue, group @ (Target::CauseGroup { .. } | Target::QuarantineGroup { .. })) => {
-            let all = group.group_filter().unwrap_or_default();
-            let filter = as_planned(&all, how.planned_at);
             // The same plan and the same call as `bw requeue --state …`: jobs no live worker
             // handles are left alone unless forced (the dialog's `f`, like `--force`).
-            let plan = store.plan_requeue(actor, &filter)?;
-            let done = store.requeue_planned(actor, &plan, force, |_| {})?.done;
-            let arrived = arrived_since(store, &all, how.planned_at)?;
+            let planned;
+            let plan = match &how.plan {
+                Some(Plan::Requeue(plan)) => &**plan,
+                _ => {
+                    planned = store.plan_requeue(actor, &group.group_filter().unwrap_or_default())?;
+                    &planned
+                }
+            };
+            let BulkDone { done, arrived_after_plan: arrived } = store.requeue_planned(actor, plan, force, |_| {})?;
             let (jobs, are) = if done == 1 { ("job", "is") } else { ("jobs", "are") };
             report.title = format!("Requeued {done} {jobs}");
             report.lines.push(match group {
@@ -510,17 +505,24 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How
             report.lines.extend(arrivals_line(arrived, "joined the group"));
         }
         (Op::Cancel, Target::Matching { filter, .. }) => {
-            // The same call as `bw cancel --state … --yes`: batches, each job whole; on the
-            // jobs the plan counted.
-            let done = store.cancel_matching(actor, &as_planned(filter, how.planned_at), |_| {})?;
-            let arrived = arrived_since(store, &store.cancel_scope(filter), how.planned_at)?;
+            // The same plan and the same call as `bw cancel --state … --yes`: batches, each job
+            // whole; on the jobs the plan counted.
+            let planned;
+            let plan = match &how.plan {
+                Some(Plan::Cancel(plan)) => &**plan,
+                _ => {
+                    planned = store.plan_cancel(actor, filter)?;
+                    &planned
+                }
+            };
+            let done = store.cancel_planned(actor, plan, |_| {})?;
             report.title = format!("Cancelled {}", thousands(done.cancelled + done.asked_to_stop));
             report.lines.push(format!("{} Scheduled ended Cancelled", thousands(done.cancelled)));
             report.lines.push(format!(
                 "{} Running asked to stop: they end Cancelled when their handler stops",
                 thousands(done.asked_to_stop)
             ));
-            report.lines.extend(arrivals_line(arrived, "were enqueued"));
+            report.lines.extend(arrivals_line(done.arrived_after_plan, "were enqueued"));
         }
         (Op::Pause, Target::Schedule { name }) => {
             // The dialog's durations (1 2 3) hold for a schedule as for a queue.

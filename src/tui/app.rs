@@ -528,7 +528,7 @@ impl App {
                             d.reveal = Reveal::Asked;
                         }
                     }
-                    let how = How { force: p.force, planned_at: Some(p.planned_at), pause_for: None };
+                    let how = How { force: p.force, plan: p.plan.clone(), pause_for: None };
                     self.outbox.push(Request::Run { op: p.op, target: p.target, how });
                 }
                 // Offered only where it changes something: a group requeue that would leave
@@ -537,13 +537,13 @@ impl App {
                     if p.op == Op::Requeue && p.would_requarantine > 0 && p.target.group_filter().is_some() =>
                 {
                     self.mode = Mode::Running { op: p.op };
-                    let how = How { force: true, planned_at: Some(p.planned_at), pause_for: None };
+                    let how = How { force: true, plan: p.plan.clone(), pause_for: None };
                     self.outbox.push(Request::Run { op: p.op, target: p.target, how });
                 }
                 // A pause for a while (the CLI's `--for`): it ends by itself.
                 Action::ConfirmPauseFor(i) if p.op == Op::Pause && i < PAUSE_FOR.len() => {
                     self.mode = Mode::Running { op: p.op };
-                    let how = How { force: false, planned_at: Some(p.planned_at), pause_for: Some(PAUSE_FOR[i]) };
+                    let how = How { force: false, plan: None, pause_for: Some(PAUSE_FOR[i]) };
                     self.outbox.push(Request::Run { op: p.op, target: p.target, how });
                 }
                 Action::Decline | Action::Back => {
