@@ -163,6 +163,39 @@ both_backends! {
 }
 
 both_backends! {
+    /// The claim decides a job's handler policy before the group's delay table (`ops/claim.rs`):
+    /// under a jittered group policy, where every other job draws a table of its own, a job its
+    /// handler's policy covers carries and stores that policy's table, and the other job the
+    /// group's, each drawn from its own seed.
+    fn a_handler_s_own_policy_holds_under_a_jittered_group_policy() {
+        let fx = Fixture::new();
+        let jittered = RetryPolicy::new(4, backwave::Backoff::exponential(Duration::from_secs(1)).jitter(0.5)).unwrap();
+        let own = [("capture".to_string(), policy(2, Duration::from_secs(30)))];
+        let capture = fx.enqueue("capture", "q");
+        let report = fx.enqueue("report", "q");
+        let queues = ["q".to_string()];
+        let req = backwave::store::ClaimRequest {
+            worker_id: WORKER,
+            group: "g",
+            queues: &queues,
+            limit: 2,
+            lease: LEASE,
+            policy: &jittered,
+            handler_policies: &own,
+        };
+        let jobs = fx.store.claim(&req).unwrap();
+        assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [capture, report]);
+        assert_eq!((jobs[0].max_attempts, jobs[0].delay_table.clone()), (Some(2), Some(vec![30_000])));
+        let group_table = jobs[1].delay_table.clone().expect("the group's table");
+        assert_eq!((jobs[1].max_attempts, group_table.len()), (Some(4), 3));
+        for j in &jobs {
+            let stored = fx.job(j.id);
+            assert_eq!((stored.max_attempts, stored.delay_table.clone()), (j.max_attempts, j.delay_table.clone()), "{}", j.wire_name);
+        }
+    }
+}
+
+both_backends! {
     /// A handler's own wait for a retry (`HandlerError::retry_in`, e.g. an upstream's
     /// Retry-After) replaces the delay table's for that attempt only; the attempt counts, and on
     /// the last one the job dead-letters as after any failure.

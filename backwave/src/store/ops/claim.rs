@@ -1,8 +1,9 @@
 //! A claim, written once for both backends: the quiet worker that takes nothing, the paused
 //! queue skipped, the limits plan (a capped wire name taken apart, an exhausted one left out),
 //! the claim around paused wire names, each job's delay table and handler policy, and the rate
-//! windows charged. A backend supplies one-statement primitives ([`ClaimTx`]) and keeps its
-//! plan choices in them; it decides nothing here.
+//! windows charged. A backend supplies the statements ([`ClaimTx`]) and keeps its plan choices
+//! in them; it decides nothing of this. One test suite runs every claim on both backends
+//! (`both_backends!`).
 
 use std::collections::HashSet;
 
@@ -60,10 +61,12 @@ impl Lease<'_> {
     }
 }
 
-/// What a claim asks of a backend, in one write transaction: one statement each (a take around
-/// paused names is SQLite's one walk of the wire names), no decisions. Every take returns jobs
-/// oldest due first, as claimed (Running under `lease`, the attempt counted; the delay table is
-/// the caller's to set), passing over any another claim holds.
+/// What a claim asks of a backend, in one write transaction: statements, no decisions. On
+/// PostgreSQL, whose claim latency is its round trips, each is one statement; SQLite's, in
+/// process, are a few where its plan wants them (the quiet flag before the pauses, the walk of
+/// the wire names around paused ones, the move and its log). Every take returns jobs oldest due
+/// first, as claimed (Running under `lease`, the attempt counted; the delay table is the
+/// caller's to set), passing over any another claim holds.
 pub(crate) trait ClaimTx {
     /// What holds jobs back now. A quiet worker's answer need carry nothing else.
     fn holds(&mut self, worker_id: &str) -> Result<Holds>;
