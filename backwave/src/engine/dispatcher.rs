@@ -235,10 +235,13 @@ impl Dispatcher {
                 // The queues are drained: look again when the next job is due, or after a poll
                 // interval (unless a ring brings the claim forward).
                 Ok(n) => {
-                    if doubtful && n == 0 {
+                    let due = self.next_due();
+                    // Nothing claimed though a job is still due: something holds it back (not
+                    // another worker that was quicker, which would have left nothing due).
+                    if doubtful && n == 0 && due.is_some_and(|at| at <= self.store.now()) {
                         self.deaf_until = later(now, self.cfg.poll_interval);
                     }
-                    self.next_look(now)
+                    self.look_after(now, due)
                 }
                 Err(e) => {
                     self.stats.error(&e);
@@ -251,7 +254,7 @@ impl Dispatcher {
     }
 
     /// Before a claim a doubtful ring asked for: `None` if a job of the group's queues is due
-    /// (claim now), else when to look next, as [`Dispatcher::next_look`] says.
+    /// (claim now), else when to look next, as [`Dispatcher::look_after`] says.
     fn nothing_due(&self, now: Instant) -> Option<Instant> {
         match self.store.next_due(&self.queues) {
             Ok(Some(at)) if at <= self.store.now() => None,
@@ -261,20 +264,13 @@ impl Dispatcher {
         }
     }
 
-    /// After a claim that found fewer jobs than it asked for: when to claim next. At the poll
-    /// interval, or sooner when a job of the group's queues becomes due before that (a retry's
-    /// delay, a job enqueued to run later): one millisecond after its due time, so that the
-    /// store's clock has passed it. A job already due that the claim left (a pause, a limit)
-    /// waits for the poll.
-    fn next_look(&self, now: Instant) -> Instant {
-        let due = match self.store.next_due(&self.queues) {
-            Ok(due) => due,
-            Err(e) => {
-                self.stats.error(&e);
-                None
-            }
-        };
-        self.look_after(now, due)
+    /// When the earliest Scheduled job of the group's queues is due ([`Store::next_due`]); on a
+    /// store error, `None` (the poll then looks again).
+    fn next_due(&self) -> Option<Millis> {
+        self.store.next_due(&self.queues).unwrap_or_else(|e| {
+            self.stats.error(&e);
+            None
+        })
     }
 
     /// The next look for a group whose earliest job is due at `due`: one millisecond after it,
@@ -910,6 +906,46 @@ mod tests {
         h.d.flush_now(Instant::now());
         assert_eq!(h.d.claims.unrecorded(), 0);
         assert_eq!(h.d.claim_room(), Some(2));
+    }
+
+    /// Ring the dispatcher as `wake.rs` does, `sure` or not, and let it take one turn.
+    fn ring(h: &mut Harness, sure: bool) {
+        h.d.rung.sure.store(sure, Ordering::SeqCst);
+        h.d.rung.pending.store(true, Ordering::SeqCst);
+        h.done.send(Done::Work).unwrap();
+        assert!(h.d.turn());
+    }
+
+    #[test]
+    fn a_doubtful_ring_whose_due_job_is_held_back_is_not_heard_again_until_the_poll() {
+        let (mut h, ids) = harness(1);
+        // The poll is a minute away; the store holds the worker quiet, so its claims take
+        // nothing though the job is due.
+        h.d.steps.set(Step::Claim, later(Instant::now(), Duration::from_secs(60)));
+        h.store.mark_quiet_self("host/1/g#test", true).unwrap();
+        ring(&mut h, false);
+        assert!(h.d.deaf_until > Instant::now(), "the held-back job makes the group deaf to doubts");
+        // Lifted: a doubtful ring (any commit on SQLite) is not heard until the poll…
+        h.store.mark_quiet_self("host/1/g#test", false).unwrap();
+        ring(&mut h, false);
+        assert_eq!(h.store.job(ids[0]).unwrap().unwrap().state, JobState::Scheduled);
+        // …but a sure one (an enqueue, a notification) is.
+        ring(&mut h, true);
+        assert_eq!(h.store.job(ids[0]).unwrap().unwrap().state, JobState::Running);
+    }
+
+    #[test]
+    fn a_doubtful_ring_with_nothing_due_looks_and_does_not_claim() {
+        let (mut h, _) = harness(0);
+        h.d.steps.set(Step::Claim, later(Instant::now(), Duration::from_secs(60)));
+        // A job due in 300 ms: the look finds it not due, and the next claim is set for it.
+        let id = Enqueue::new("w", "q", &1).unwrap().due_in(Duration::from_millis(300)).enqueue(&h.store).unwrap();
+        let before = Instant::now();
+        ring(&mut h, false);
+        let next = h.d.steps.get(Step::Claim).expect("a claim is set");
+        assert!(next > before && next <= before + Duration::from_millis(400), "the next look is at the job's time");
+        assert_eq!(h.store.job(id).unwrap().unwrap().state, JobState::Scheduled);
+        assert!(h.d.deaf_until <= Instant::now(), "nothing was held back");
     }
 
     #[test]
