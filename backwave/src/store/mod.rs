@@ -104,10 +104,11 @@ use crate::model::Millis;
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
 pub const SCHEMA_VERSION: i64 = 13;
-/// The store contract, embedded verbatim: the repository's top-level `schema.sql`, where another
-/// program or a person at the `sqlite3` shell finds it (outside this crate's folder, so a
-/// published crate would have to carry a copy).
-pub const SCHEMA_SQL: &str = include_str!("../../../schema.sql");
+/// The store contract on SQLite, embedded verbatim: every table, index and trigger a store holds,
+/// with its migration steps. Another program that writes jobs into a store (from any language,
+/// or a person at the `sqlite3` shell) follows this text; it is the repository's top-level
+/// `schema.sql`, of which this crate carries a byte-for-byte copy so that it builds on its own.
+pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -292,6 +293,29 @@ impl Store {
             Backend::Sqlite(s) => s.raw_statements(sqls, f),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Err(Error::InvalidInput("raw_statements is a hook for SQLite stores only".into())),
+        }
+    }
+}
+
+/// The crate carries copies of the repository's two contract files, so that it builds from its
+/// own folder once published; the top-level files are the ones people read and tests load.
+#[cfg(test)]
+mod schema_copies {
+    use std::path::Path;
+
+    #[test]
+    fn the_crates_schema_files_equal_the_repositorys_byte_for_byte() {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for name in ["schema.sql", "schema-postgres.sql"] {
+            let top = here.join("..").join(name);
+            // A packaged crate has no repository around it: nothing to compare with.
+            let Ok(original) = std::fs::read(&top) else { continue };
+            let copy = std::fs::read(here.join(name)).unwrap_or_default();
+            assert!(
+                copy == original,
+                "backwave/{name} differs from the repository's {name}, which is the contract: copy it \
+                 with `cp schema.sql schema-postgres.sql backwave/` at the repository's top"
+            );
         }
     }
 }
