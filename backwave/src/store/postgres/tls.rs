@@ -321,7 +321,10 @@ impl SecureRandom for Ring {
 }
 
 impl KeyProvider for Ring {
-    fn load_private_key(&self, key_der: PrivateKeyDer<'static>) -> std::result::Result<Arc<dyn SigningKey>, rustls::Error> {
+    fn load_private_key(
+        &self,
+        key_der: PrivateKeyDer<'static>,
+    ) -> std::result::Result<Arc<dyn SigningKey>, rustls::Error> {
         rustls::crypto::ring::sign::any_supported_type(&key_der)
     }
 }
