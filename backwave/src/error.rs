@@ -40,7 +40,7 @@ pub enum Error {
     },
 
     /// The database exists but is not a BackWave store (another program's database, a file that
-    /// is not SQLite at all); it was opened read-only and nothing was written to it.
+    /// is not SQLite at all); nothing was written to it.
     #[error("'{}' is not a BackWave store: {why}", path.display())]
     NotAStore {
         /// The file or URL opened.
@@ -108,7 +108,8 @@ pub enum Error {
     },
 
     /// A [`RetryPolicy`](crate::RetryPolicy) or [`Backoff`](crate::Backoff) that cannot be used
-    /// (no attempts, a backoff that panics or overflows); the message says which value.
+    /// (no attempts or too many, a jitter out of range, a backoff function that panics, two
+    /// different budgets); the message says which value.
     #[error("invalid retry policy: {0}")]
     InvalidPolicy(String),
 

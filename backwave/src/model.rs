@@ -214,7 +214,8 @@ impl FromStr for QuarantineReason {
 pub enum Permission {
     /// Read failure detail (error chains, backtraces), which may hold personal data.
     ViewFailureDetail,
-    /// Change jobs: requeue, cancel, run now, edit payloads, pause, limits, purge.
+    /// Change jobs and what claims them: requeue, cancel, run now, edit payloads, purge, pause
+    /// and limit queues and wire names, quiet workers, pause and trigger schedules.
     Operate,
     /// Everything, and change grants and store settings.
     Admin,
@@ -299,8 +300,8 @@ pub struct Job {
     pub state: JobState,
     /// The attempts begun so far (1 while the first runs; 0 before the first claim).
     pub attempt: u32,
-    /// The attempt budget, written at the first claim from the retry policy that claimed it
-    /// (`None` until then): the failure of attempt `max_attempts` dead-letters.
+    /// The attempt budget, written at each claim from the claiming retry policy (`None` before
+    /// the first claim): the failure of attempt `max_attempts` dead-letters.
     pub max_attempts: Option<u32>,
     /// When it may next be claimed (Scheduled), milliseconds since the Unix epoch.
     pub due_at: Millis,
@@ -309,7 +310,7 @@ pub struct Job {
     /// When the lease lapses unless renewed by a heartbeat; a lapsed lease is reaped as a
     /// failed attempt.
     pub lease_expires_at: Option<Millis>,
-    /// The worker group whose retry policy it runs under (set at the first claim).
+    /// The worker group that claimed it last (set at each claim).
     pub worker_group: Option<String>,
     /// Milliseconds to wait after failed attempt n, at index n-1.
     pub delay_table: Option<Vec<u64>>,

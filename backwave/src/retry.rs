@@ -255,8 +255,8 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
 /// worker group has one ([`WorkerGroup::retry_policy`](crate::WorkerGroup::retry_policy)) for
 /// the jobs it claims; a handler may carry its own instead
 /// ([`Registration::retry`](crate::engine::Registration::retry)). The policy is written into
-/// each job when it is first claimed (its budget and its delay table), so changing it later
-/// never changes the waits of a job already running.
+/// the job at each claim (its budget and its delay table), so the wait after a failed attempt
+/// is the one the claiming policy chose, and a changed policy applies from a job's next claim.
 ///
 /// ```
 /// use std::time::Duration;

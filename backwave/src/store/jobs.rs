@@ -37,8 +37,7 @@ pub struct ClaimRequest<'a> {
     pub limit: usize,
     /// How long each lease lasts without a heartbeat.
     pub lease: Duration,
-    /// The group's retry policy: the budget and delay table written into each job at its first
-    /// claim.
+    /// The group's retry policy: the budget and delay table written into each job it claims.
     pub policy: &'a RetryPolicy,
     /// Wire names whose handlers have a retry policy of their own (`Registration::retry`): a
     /// claimed job of one gets that policy's attempts and delay table instead of `policy`'s.

@@ -47,7 +47,8 @@ pub struct AuditEntry {
     pub at: Millis,
     /// Who (an operating-system user, a PostgreSQL role, or the name an application passed).
     pub actor: String,
-    /// What, as stored: `requeue`, `cancel`, `pause`, `grant`, `reveal-failure-detail`, …
+    /// What, as stored: `pause`, `run-now`, `edit-payload`, `grant`, `reveal-failure-detail`, …
+    /// (requeues and cancels are in the transition log, with their actor).
     pub action: String,
     /// The job acted on, when the action was on one job.
     pub job_id: Option<JobId>,
