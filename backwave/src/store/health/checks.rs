@@ -67,12 +67,16 @@ impl Default for Thresholds {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Within every threshold.
     Ok,
+    /// Something needs a look soon (a new failure cause, a forgotten pause).
     Warning,
+    /// Jobs are not getting done (latency, an unworked queue, many dead letters): page someone.
     Critical,
 }
 
 impl Status {
+    /// The spelling in JSON and metrics: `ok`, `warning`, `critical`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
@@ -107,6 +111,7 @@ pub enum CheckName {
 }
 
 impl CheckName {
+    /// Every check, in the order they are reported.
     pub const ALL: [CheckName; 9] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
@@ -119,6 +124,7 @@ impl CheckName {
         CheckName::OverdueSchedule,
     ];
 
+    /// The check's name in JSON and metrics: `latency`, `unworked-queue`, …
     pub fn as_str(self) -> &'static str {
         match self {
             CheckName::Latency => "latency",
@@ -165,10 +171,15 @@ impl CheckName {
 /// One check's verdict: `value` against `threshold` (both in `unit`); over it is `severity`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
+    /// Which check.
     pub name: CheckName,
+    /// `Ok`, or the check's severity when `value` is over `threshold`.
     pub status: Status,
+    /// What was measured (the worst queue's latency, the dead letters in the window, …).
     pub value: f64,
+    /// The threshold it was compared with, from [`Thresholds`].
     pub threshold: f64,
+    /// The unit of both ([`CheckName::unit`]).
     pub unit: &'static str,
     /// One line naming what is wrong (the queues, causes, wire names, workers), or all is well.
     pub message: String,

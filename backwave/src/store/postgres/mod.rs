@@ -45,8 +45,9 @@ use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 use crate::model::Millis;
 
-/// The PostgreSQL contract, embedded verbatim: the top-level `schema-postgres.sql`.
-pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../../schema-postgres.sql");
+/// The PostgreSQL contract, embedded verbatim: the top-level `schema-postgres.sql` (this crate
+/// carries a byte-for-byte copy, see `SCHEMA_SQL`).
+pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../schema-postgres.sql");
 
 /// How often a transaction that lost a serialization race or a deadlock is run again.
 const RETRIES: usize = 8;
