@@ -189,16 +189,39 @@ pub struct Check {
 /// as spaces, cut to 80 characters (the full text is in `bw stats` and `bw jobs show`).
 fn quote(text: &str) -> String {
     const MAX: usize = 80;
-    let mut out = String::from("'");
+    // A cause that holds a single quote ("flaky 'daily' failed") is quoted in double quotes, so
+    // the reader sees where it ends; one that holds both has its single quotes escaped.
+    let (mark, escape) = match (text.contains('\''), text.contains('"')) {
+        (false, _) => ('\'', false),
+        (true, false) => ('"', false),
+        (true, true) => ('\'', true),
+    };
+    let mut out = String::from(mark);
     for (i, c) in text.chars().enumerate() {
         if i == MAX {
             out.push('…');
             break;
         }
+        if escape && c == '\'' {
+            out.push('\\');
+        }
         out.push(if c.is_control() { ' ' } else { c });
     }
-    out.push('\'');
+    out.push(mark);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn a_quoted_cause_that_holds_quotes_still_shows_where_it_ends() {
+        assert_eq!(quote("gateway timeout"), "'gateway timeout'");
+        assert_eq!(quote("flaky 'tick-12' (attempt 4)"), "\"flaky 'tick-12' (attempt 4)\"");
+        assert_eq!(quote(r#"it's "odd""#), r#"'it\'s "odd"'"#);
+        assert_eq!(quote("a\nb"), "'a b'");
+    }
 }
 
 /// `paused by alice until 2026-11-30T14:30:00Z` (or `until resumed`), the actor quoted.
