@@ -99,6 +99,7 @@ pub struct Engine {
     schedule_poll: Duration,
     limits: Vec<LimitDefault>,
     poll_only: bool,
+    admin: Option<String>,
     /// Where async handlers' futures run; `None`: a runtime of the engine's own.
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
@@ -126,9 +127,21 @@ impl Engine {
             schedule_poll: Duration::from_secs(1),
             limits: Vec::new(),
             poll_only: false,
+            admin: None,
             #[cfg(feature = "tokio")]
             runtime: None,
         }
+    }
+
+    /// Who becomes the store's admin when the engine starts on a store that has none (a store
+    /// it just created, or one nobody initialised): that user may then requeue, reveal failure
+    /// detail and grant others their permissions. A name as the store knows its actors: the OS
+    /// user of whoever runs `bw` (on PostgreSQL, the server role). Audited like any grant; a
+    /// store that already has an admin is left as it is. Without it, a store the application
+    /// created has no admin until someone calls [`Store::bootstrap_admin`] on it.
+    pub fn admin(&mut self, who: impl Into<String>) -> &mut Self {
+        self.admin = Some(who.into());
+        self
     }
 
     /// Find work by polling alone (default `false`). Normally an idle group starts a job the
@@ -230,6 +243,9 @@ impl Engine {
             }
         }
         crate::store::validate_schedules(&self.schedules)?;
+        if let Some(who) = &self.admin {
+            crate::store::check_grantee(who)?;
+        }
         // A schedule whose wire name this registry handles must give the handler a payload it
         // decodes, or every tick would be quarantined (`registry.job` checks an enqueue the same
         // way). One another process handles is not this registry's to judge.
@@ -246,6 +262,9 @@ impl Engine {
             }
         }
         let first = Store::create(&self.db)?.with_clock(self.clock.clone());
+        if let Some(who) = &self.admin {
+            first.bootstrap_admin(who)?;
+        }
         let actor = format!("{}/{}", hostname(), std::process::id());
         first.declare_limits(&actor, &self.limits)?;
         if !self.schedules.is_empty() {

@@ -82,6 +82,7 @@ pub use log::LogFilter;
 pub use operator::{
     BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL,
 };
+pub(crate) use ops::access::check_grantee;
 pub(crate) use ops::enqueue::validate_name as validate_job_name;
 pub use ops::groups::{CauseGroup, QuarantineGroup};
 pub use ops::limits::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
