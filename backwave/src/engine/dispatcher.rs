@@ -278,9 +278,13 @@ impl Dispatcher {
     /// a limit) waits for the poll.
     fn look_after(&self, now: Instant, due: Option<Millis>) -> Instant {
         let poll = later(now, self.cfg.poll_interval);
-        let wait = due.map(|at| at.saturating_sub(self.store.now()));
-        match wait {
-            Some(ms) if ms > 0 => poll.min(later(now, Duration::from_millis(ms as u64 + 1))),
+        // The store's clock and the monotonic one read together: `now` was read before the
+        // claim and the look, which may have taken a while, and a deadline counted from it
+        // would come before the job is due (found on a loaded machine: the claim came 10 ms
+        // early, took nothing, and the retry then waited for the poll).
+        let (store_now, instant_now) = (self.store.now(), Instant::now());
+        match due.map(|at| at.saturating_sub(store_now)) {
+            Some(ms) if ms > 0 => poll.min(later(instant_now, Duration::from_millis(ms as u64 + 1))),
             _ => poll,
         }
     }
