@@ -211,19 +211,6 @@ fn quote(text: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::quote;
-
-    #[test]
-    fn a_quoted_cause_that_holds_quotes_still_shows_where_it_ends() {
-        assert_eq!(quote("gateway timeout"), "'gateway timeout'");
-        assert_eq!(quote("flaky 'tick-12' (attempt 4)"), "\"flaky 'tick-12' (attempt 4)\"");
-        assert_eq!(quote(r#"it's "odd""#), r#"'it\'s "odd"'"#);
-        assert_eq!(quote("a\nb"), "'a b'");
-    }
-}
-
 /// `paused by alice until 2026-11-30T14:30:00Z` (or `until resumed`), the actor quoted.
 fn paused_by(p: &Pause) -> String {
     let until = match p.until {
@@ -517,4 +504,17 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
     let over_limit = name == CheckName::OverdueSchedule
         && h.schedules.iter().any(|s| !s.paused && s.row.schedule.payload.len() as u64 > h.payload_limit);
     Check { name, status: verdict(value > threshold || over_limit), value, threshold, unit: name.unit(), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn a_quoted_cause_that_holds_quotes_still_shows_where_it_ends() {
+        assert_eq!(quote("gateway timeout"), "'gateway timeout'");
+        assert_eq!(quote("flaky 'tick-12' (attempt 4)"), "\"flaky 'tick-12' (attempt 4)\"");
+        assert_eq!(quote(r#"it's "odd""#), r#"'it\'s "odd"'"#);
+        assert_eq!(quote("a\nb"), "'a b'");
+    }
 }
