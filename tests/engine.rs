@@ -5,6 +5,8 @@
 
 use crate::backend;
 
+#[path = "engine/admin.rs"]
+pub mod admin;
 #[path = "engine/async_handlers.rs"]
 pub mod async_handlers;
 #[path = "engine/claim_ahead.rs"]

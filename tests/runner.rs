@@ -19,28 +19,46 @@ mod health;
 mod store;
 mod tui;
 
-/// An application that adds `backwave` compiles the library and its store drivers, and no crate
-/// `bw` draws a terminal with: the library's dependency tree, default features, names none.
-#[test]
-fn the_library_compiles_no_terminal_crate() {
-    use std::collections::BTreeSet;
+/// The crates `cargo tree` lists for the library with `features` (`-e normal,build`).
+fn library_tree(features: &[&str]) -> std::collections::BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut args =
+        vec!["tree", "--offline", "-p", "backwave", "-e", "normal,build", "--prefix", "none", "--format", "{p}"];
+    args.extend_from_slice(features);
     let out = std::process::Command::new(cargo)
-        .args(["tree", "--offline", "-p", "backwave", "-e", "normal,build", "--prefix", "none", "--format", "{p}"])
+        .args(&args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree runs");
     assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
     let tree = String::from_utf8(out.stdout).unwrap();
-    let crates: BTreeSet<&str> = tree.lines().filter_map(|line| line.split_whitespace().next()).collect();
+    tree.lines().filter_map(|line| line.split_whitespace().next()).map(str::to_string).collect()
+}
+
+/// An application that adds `backwave` compiles the library and its store drivers, and no crate
+/// `bw` draws a terminal with: the library's dependency tree, every feature on, names none.
+#[test]
+fn the_library_compiles_no_terminal_crate() {
+    let crates = library_tree(&["--all-features"]);
     // The tree read is the library's own: both store drivers are in it.
     for driver in ["rusqlite", "postgres"] {
         assert!(crates.contains(driver), "{driver} is missing from backwave's tree: {crates:?}");
     }
     let terminal =
         ["clap", "clap_complete", "ratatui", "crossterm", "comfy-table", "tui-input", "tiny_http", "unicode-width"];
-    let found: Vec<&str> = terminal.into_iter().filter(|name| crates.contains(name)).collect();
+    let found: Vec<&str> = terminal.into_iter().filter(|name| crates.contains(*name)).collect();
     assert!(found.is_empty(), "backwave depends on terminal crates {found:?}");
+}
+
+/// An SQLite application compiles neither the PostgreSQL client, TLS nor tokio: the library's
+/// default features are SQLite alone (`postgres` and `tokio` are opt-in).
+#[test]
+fn the_library_default_features_compile_no_postgres_tls_or_tokio() {
+    let crates = library_tree(&[]);
+    assert!(crates.contains("rusqlite"), "rusqlite is missing from backwave's tree: {crates:?}");
+    let heavy = ["postgres", "tokio-postgres", "rustls", "ring", "tokio"];
+    let found: Vec<&str> = heavy.into_iter().filter(|name| crates.contains(*name)).collect();
+    assert!(found.is_empty(), "backwave's default features compile {found:?}");
 }
 
 /// Every `.rs` file under `tests/` is this file or named by a `#[path = "…"]` or a `mod` of a file

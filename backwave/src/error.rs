@@ -1,53 +1,121 @@
-//! Typed errors of the library. The `bw` binary maps each kind to an exit code in one place
-//! (`cli::exit_code`); nothing here knows about a terminal.
+//! Typed errors of the library: every fallible function returns [`Result`], whose error is one
+//! [`Error`]. Match on the variant to decide what to do ([`Error::is_transient`] says whether
+//! trying again may help); its `Display` is a one-line message for a person. The `bw` binary
+//! maps each kind to an exit code in one place (`cli::exit_code`); nothing here knows about a
+//! terminal.
 
 use std::path::PathBuf;
 
 use crate::model::{JobState, Permission};
 
+/// The library's result type: `Ok(T)` or one [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Everything that can go wrong in the library, by kind. Variants carry what an application
+/// needs to react (the path, the state found, the permission missing); `Display` is the message.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// [`Store::open`](crate::Store::open) found no store at an SQLite path (it never creates
+    /// one: [`Store::create`](crate::Store::create) does); nothing was written.
     #[error("no BackWave store at '{}': create one with `bw init --db {}`", path.display(), path.display())]
-    StoreMissing { path: PathBuf },
+    StoreMissing {
+        /// The path that holds no store.
+        path: PathBuf,
+    },
 
     /// A `postgres://` target given to a build without a PostgreSQL backend; nothing was opened.
     #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (it was built without the cargo feature `postgres`); give --db or BW_DB a file path")]
-    PostgresNotBuilt { target: String },
+    PostgresNotBuilt {
+        /// The URL, as given (its password redacted).
+        target: String,
+    },
 
     /// The PostgreSQL server named by a URL could not be reached or refused the login.
     #[error("cannot connect to the store at '{target}': {why}")]
-    Unreachable { target: String, why: String },
+    Unreachable {
+        /// The store's URL (its password redacted).
+        target: String,
+        /// The driver's reason.
+        why: String,
+    },
 
+    /// The database exists but is not a BackWave store (another program's database, a file that
+    /// is not SQLite at all); nothing was written to it.
     #[error("'{}' is not a BackWave store: {why}", path.display())]
-    NotAStore { path: PathBuf, why: String },
+    NotAStore {
+        /// The file or URL opened.
+        path: PathBuf,
+        /// What was found instead.
+        why: String,
+    },
+
+    /// The store was written by a newer BackWave, whose schema this build does not know;
+    /// nothing was written. Upgrade the library (older builds never read newer stores).
 
     #[error(
         "'{}' has schema version {found}, but this build of BackWave knows versions up to {supported}: upgrade bw",
         path.display()
     )]
-    SchemaTooNew { path: PathBuf, found: i64, supported: i64 },
+    SchemaTooNew {
+        /// The store's file or URL.
+        path: PathBuf,
+        /// The store's schema version.
+        found: i64,
+        /// The newest version this build knows ([`SCHEMA_VERSION`](crate::store::SCHEMA_VERSION)).
+        supported: i64,
+    },
 
+    /// The store's SQLite file is damaged (truncated, or SQLite reports corruption); restore it
+    /// from a backup.
     #[error("'{}' is damaged: {why}", path.display())]
-    Corrupt { path: PathBuf, why: String },
+    Corrupt {
+        /// The store's file or URL.
+        path: PathBuf,
+        /// What is wrong, as the database reported it.
+        why: String,
+    },
 
+    /// Another process held SQLite's write lock past [`BUSY_TIMEOUT`](crate::store::BUSY_TIMEOUT);
+    /// nothing was written. Transient: try again.
     #[error("the store is locked: another process held the database write lock past the busy timeout; try again, or find the process holding it")]
     Busy,
 
+    /// A write to a store this process may only read: a file or folder without write
+    /// permission, a read-only PostgreSQL role, or a standby server. Reads still work.
     #[error("the store is read-only here: {why}")]
-    ReadOnly { why: String },
+    ReadOnly {
+        /// Why the store is read-only here.
+        why: String,
+    },
 
     /// The disk (or the server's) holding the store has no room left: nothing was written.
     #[error("the disk holding the store is full: {why}")]
-    DiskFull { why: String },
+    DiskFull {
+        /// The driver's message.
+        why: String,
+    },
 
+    /// A connection setting did not take (an SQLite pragma, PostgreSQL's `lock_timeout`): the
+    /// store refuses to run without it rather than run unsafely.
     #[error("pragma {name} is {actual:?} after setting it to {wanted:?}")]
-    Pragma { name: &'static str, wanted: String, actual: String },
+    Pragma {
+        /// The setting.
+        name: &'static str,
+        /// The value set.
+        wanted: String,
+        /// The value read back.
+        actual: String,
+    },
 
+    /// A [`RetryPolicy`](crate::RetryPolicy) or [`Backoff`](crate::Backoff) that cannot be used
+    /// (no attempts or too many, a jitter out of range, a backoff function that panics, two
+    /// different budgets); the message says which value.
     #[error("invalid retry policy: {0}")]
     InvalidPolicy(String),
 
+    /// An argument the library refuses, with a message naming it: an empty or overlong name, a
+    /// payload that does not decode as the handler's type, an unknown wire name, a worker group
+    /// without queues, an invalid cron expression, a mismatched filter.
     #[error("{0}")]
     InvalidInput(String),
 
@@ -58,25 +126,59 @@ pub enum Error {
         size(*bytes),
         size(*limit)
     )]
-    PayloadTooLarge { bytes: u64, limit: u64, job: Option<usize> },
+    PayloadTooLarge {
+        /// The payload's size.
+        bytes: u64,
+        /// The store's limit.
+        limit: u64,
+        /// Which job of a batch (0-based), `None` for a single enqueue.
+        job: Option<usize>,
+    },
 
+    /// No job has this id (or id prefix); it may have been deleted by the retention sweep.
     #[error("no job matches '{0}'")]
     JobNotFound(String),
 
+    /// A short id matches the start or the end of more than one job id: give more of it.
     #[error("job id '{prefix}' is ambiguous: it matches the start or the end of {}", candidates.join(", "))]
-    AmbiguousId { prefix: String, candidates: Vec<String> },
+    AmbiguousId {
+        /// The id text given.
+        prefix: String,
+        /// The first few ids it matches.
+        candidates: Vec<String>,
+    },
 
+    /// The job is not in a state the operation applies to (editing the payload of a job that is
+    /// not Dead-Lettered or Quarantined); nothing changed.
     #[error("job {id} is {state}, not {wanted}")]
-    WrongState { id: String, state: JobState, wanted: &'static str },
+    WrongState {
+        /// The job's id.
+        id: String,
+        /// The state it is in.
+        state: JobState,
+        /// The states the operation needs, in words.
+        wanted: &'static str,
+    },
 
+    /// The actor named in an operator call lacks the permission it needs; nothing changed. An
+    /// admin gives it with [`Store::grant`](crate::Store::grant).
     #[error("{actor} lacks the '{permission}' permission (an admin can run `bw grant {actor} {permission}`)")]
-    PermissionDenied { actor: String, permission: Permission },
+    PermissionDenied {
+        /// Who asked.
+        actor: String,
+        /// What they lack.
+        permission: Permission,
+    },
 
+    /// Failure detail was asked for while the store's `failure_detail` setting is off: none is
+    /// shown, not even detail captured before it was switched off.
     #[error(
         "failure detail is switched off for this store: none is shown while it is off, not even detail captured before (an admin can run `bw config set failure_detail on`)"
     )]
     FailureDetailOff,
 
+    /// A payload `serde_json` could not encode (a map with non-string keys, a failing
+    /// `Serialize`); nothing was written.
     #[error("could not encode the payload: {0}")]
     Encode(#[source] serde_json::Error),
 

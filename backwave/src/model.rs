@@ -13,12 +13,15 @@ use crate::error::Error;
 /// Milliseconds since the Unix epoch, UTC: the store's unit of time.
 pub type Millis = i64;
 
-/// A job's id: a time-ordered UUID (v7), so ids sort roughly by creation.
+/// A job's id: a time-ordered UUID (v7), so ids sort roughly by creation. Displayed hyphenated;
+/// parsed from the same text (`"0192f3a1-…".parse::<JobId>()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct JobId(pub Uuid);
 
 impl JobId {
+    /// A fresh id: the current millisecond and random bits drawn from the operating system.
+    /// The store makes one for every enqueued job; an application rarely needs its own.
     pub fn new() -> Self {
         JobId(Uuid::now_v7())
     }
@@ -27,7 +30,8 @@ impl JobId {
     ///
     /// Not the first 8: ids are time-ordered (v7), so their first 8 hex digits are the top of a
     /// millisecond timestamp, the same for every job made in the same ~65 seconds. The tail is
-    /// random: two jobs share it about once in four billion pairs, and then `bw` lists both.
+    /// random: two jobs share it about once in four billion pairs, and then
+    /// [`Store::resolve_id`] answers [`Error::AmbiguousId`] listing both.
     ///
     /// [`Store::resolve_id`]: crate::Store::resolve_id
     pub fn short(&self) -> String {
@@ -58,19 +62,29 @@ impl FromStr for JobId {
     }
 }
 
-/// The six states of a job. Four are terminal.
+/// The six states of a job. Four are terminal: a job in one never runs again unless an
+/// operator requeues it (Dead-Lettered and Quarantined only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum JobState {
+    /// Waiting to be claimed, from its due time on (new, or retrying after a failed attempt).
     Scheduled,
+    /// Claimed by a worker under a lease, its handler running.
     Running,
+    /// Its handler returned `Ok(())`. Terminal.
     Succeeded,
+    /// Its last allowed attempt failed (the retry policy's budget is spent). Terminal;
+    /// requeueable.
     DeadLettered,
+    /// It never ran: no handler for its wire name, or a payload that does not decode (see
+    /// [`QuarantineReason`]). Terminal; requeueable.
     Quarantined,
+    /// An operator cancelled it, before it ran or while it ran. Terminal.
     Cancelled,
 }
 
 impl JobState {
+    /// Every state, in the order above (the order of [`JobState::unique_bit`]'s bits).
     pub const ALL: [JobState; 6] = [
         JobState::Scheduled,
         JobState::Running,
@@ -104,6 +118,7 @@ impl JobState {
         }
     }
 
+    /// Whether the job is finished: every state but Scheduled and Running.
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobState::Scheduled | JobState::Running)
     }
@@ -158,6 +173,7 @@ pub enum QuarantineReason {
 }
 
 impl QuarantineReason {
+    /// The spelling in the store and in JSON: `no-handler`, `undecodable-payload`.
     pub fn as_str(self) -> &'static str {
         match self {
             QuarantineReason::NoHandler => "no-handler",
@@ -185,18 +201,31 @@ impl FromStr for QuarantineReason {
     }
 }
 
-/// Operator permissions. `Admin` implies the other two.
+/// Operator permissions, held per actor (an operating-system user name on SQLite, a role on
+/// PostgreSQL). `Admin` implies the other two. Every operator call of the [`Store`] names its
+/// actor and is refused with [`Error::PermissionDenied`] without the permission it needs;
+/// [`Store::bootstrap_admin`] makes the first admin, who then grants ([`Store::grant`]).
+///
+/// [`Store`]: crate::Store
+/// [`Store::bootstrap_admin`]: crate::Store::bootstrap_admin
+/// [`Store::grant`]: crate::Store::grant
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Permission {
+    /// Read failure detail (error chains, backtraces), which may hold personal data.
     ViewFailureDetail,
+    /// Change jobs and what claims them: requeue, cancel, run now, edit payloads, purge, pause
+    /// and limit queues and wire names, quiet workers, pause and trigger schedules.
     Operate,
+    /// Everything, and change grants and store settings.
     Admin,
 }
 
 impl Permission {
+    /// Every permission, weakest first.
     pub const ALL: [Permission; 3] = [Permission::ViewFailureDetail, Permission::Operate, Permission::Admin];
 
+    /// The spelling in the store and in JSON: `view-failure-detail`, `operate`, `admin`.
     pub fn as_str(self) -> &'static str {
         match self {
             Permission::ViewFailureDetail => "view-failure-detail",
@@ -224,13 +253,20 @@ impl FromStr for Permission {
 }
 
 /// Longer than any store will live. Every duration is subtracted from or added to "now" in i64
-/// milliseconds; past about 292 million years that wraps, and a wrapped `--older-than` made
-/// `bw purge` delete every terminal job (tests/faults, `purge_older_than_an_enormous_duration…`).
+/// milliseconds; past about 292 million years that wraps, and a wrapped purge cutoff once
+/// deleted every terminal job. [`parse_duration`] refuses anything longer.
 pub const LONGEST_DURATION: Duration = Duration::from_secs(1_000 * 366 * 24 * 3_600);
 
 /// The one parser for a duration an operator or a setting gives (`500ms`, `90s`, `2h`, `14d`):
-/// humantime, at most [`LONGEST_DURATION`]. The CLI, the dashboard's filter and the store's
-/// `retention` setting all read durations through it.
+/// humantime, at most [`LONGEST_DURATION`]. The store's `retention` setting is read through it,
+/// so an application that takes durations from its users accepts the same spellings.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(backwave::model::parse_duration("90s")?, Duration::from_secs(90));
+/// assert!(backwave::model::parse_duration("soon").is_err());
+/// # Ok::<(), backwave::Error>(())
+/// ```
 pub fn parse_duration(s: &str) -> Result<Duration, Error> {
     let d = humantime::parse_duration(s.trim())
         .map_err(|e| Error::InvalidInput(format!("'{s}' is not a duration ({e}); use e.g. 500ms, 90s, 2h, 14d")))?;
@@ -247,30 +283,51 @@ pub fn millis_before(now: Millis, d: Duration) -> Millis {
     now.saturating_sub(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX))
 }
 
-/// One job row, as stored.
+/// One job row, as stored: what [`Store::job`](crate::Store::job) and the listings return.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Job {
+    /// The job's id.
     pub id: JobId,
+    /// The name its handler is registered under.
     pub wire_name: String,
+    /// The queue it waits in.
     pub queue: String,
+    /// Its labels (`tenant=acme`), as enqueued.
     pub labels: BTreeMap<String, String>,
+    /// The payload's bytes: JSON for jobs enqueued through the registry.
     pub payload: Vec<u8>,
+    /// Where it is now.
     pub state: JobState,
+    /// The attempts begun so far (1 while the first runs; 0 before the first claim).
     pub attempt: u32,
+    /// The attempt budget, written at each claim from the claiming retry policy (`None` before
+    /// the first claim): the failure of attempt `max_attempts` dead-letters.
     pub max_attempts: Option<u32>,
+    /// When it may next be claimed (Scheduled), milliseconds since the Unix epoch.
     pub due_at: Millis,
+    /// The worker holding it while Running.
     pub lease_owner: Option<String>,
+    /// When the lease lapses unless renewed by a heartbeat; a lapsed lease is reaped as a
+    /// failed attempt.
     pub lease_expires_at: Option<Millis>,
+    /// The worker group that claimed it last (set at each claim).
     pub worker_group: Option<String>,
     /// Milliseconds to wait after failed attempt n, at index n-1.
     pub delay_table: Option<Vec<u64>>,
     /// The operator who asked this running job to stop.
     pub cancel_requested_by: Option<String>,
+    /// Why a terminal job ended as it did, in one line (the last failure's message, `no handler
+    /// registered for 'x'`, `cancelled by alice`); `None` while it is not terminal.
     pub terminal_cause: Option<String>,
+    /// The cause with its values masked ([`cause_fingerprint`]), so that like failures group.
     pub cause_fingerprint: Option<String>,
+    /// Why a Quarantined job never ran.
     pub quarantine_reason: Option<QuarantineReason>,
+    /// When it was enqueued.
     pub created_at: Millis,
+    /// When its row last changed.
     pub updated_at: Millis,
+    /// When it became terminal.
     pub finished_at: Option<Millis>,
 }
 
@@ -311,14 +368,23 @@ pub struct Transition {
     pub seq: i64,
     /// The id of the transaction that appended the entry: 0 on SQLite (see [`LogCursor`]).
     pub xid: i64,
+    /// The job that moved.
     pub job_id: JobId,
+    /// When, by the store's clock.
     pub at: Millis,
+    /// The state it left; `None` for the enqueue that created it.
     pub from: Option<JobState>,
+    /// The state it entered.
     pub to: JobState,
+    /// The job's attempt at the time.
     pub attempt: u32,
+    /// The worker that made the move (a claim, an outcome, a reap), if a worker did.
     pub worker_id: Option<String>,
+    /// The operator who made the move (a requeue, a cancel), if one did.
     pub actor: Option<String>,
+    /// Why, in one line: a failure's message, `lease expired`, a quarantine reason.
     pub reason: Option<String>,
+    /// The failed attempt's failure detail, as much of it as the reader may see.
     pub detail: DetailStatus,
 }
 
@@ -338,7 +404,12 @@ pub enum DetailStatus {
     /// A failure whose detail was switched off on the host or the store.
     NotCaptured,
     /// Captured detail, hidden: its error type and size only.
-    Hidden { kind: String, bytes: usize },
+    Hidden {
+        /// The error's type name ([`FailureDetail::kind`]).
+        kind: String,
+        /// The detail's size.
+        bytes: usize,
+    },
     /// Captured detail, revealed to a permitted actor.
     Revealed(FailureDetail),
 }
@@ -349,20 +420,48 @@ pub struct FailureDetail {
     /// The error's type name, e.g. `std::io::Error` or `panic`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The error's message.
     pub message: String,
     /// The `source()` chain, outermost first, the message itself excluded.
     #[serde(default)]
     pub chain: Vec<String>,
+    /// The application's frames of the backtrace, when one was captured (`RUST_BACKTRACE` or
+    /// `RUST_LIB_BACKTRACE` set, or a panic).
     #[serde(default)]
     pub backtrace: Option<String>,
 }
 
-/// A job to enqueue.
+/// A job to enqueue, by wire name and payload bytes: what [`Store::insert`](crate::Store::insert),
+/// [`Store::enqueue`](crate::Store::enqueue) and the in-transaction enqueues take. Most
+/// applications build one through their [`Registry`](crate::Registry) instead ([`Registry::job`]
+/// checks the payload against the handler's type); `NewJob` is for a wire name another process
+/// handles, or a payload that is already bytes.
+///
+/// [`Registry::job`]: crate::Registry::job
+///
+/// ```
+/// use backwave::{NewJob, Store, UniqueRule};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::create(dir.path().join("jobs.db"))?;
+/// let job = NewJob::new("send-invoice", "billing", br#"{"invoice":42}"#.to_vec())
+///     .label("tenant", "acme")
+///     .unique(UniqueRule::key("invoice:42"));
+/// let first = store.insert(&job)?;
+/// assert!(!first.is_duplicate());
+/// assert_eq!(store.insert(&job)?, backwave::Enqueued::Duplicate(first.id()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewJob {
+    /// The name its handler is registered under.
     pub wire_name: String,
+    /// The queue it waits in.
     pub queue: String,
+    /// Labels to filter and group by (`tenant=acme`).
     pub labels: BTreeMap<String, String>,
+    /// The payload's bytes, given to the handler (JSON for a [`Registry`](crate::Registry)
+    /// handler, which decodes it into its type).
     pub payload: Vec<u8>,
     /// When the job may first run; `None` is now.
     pub due_at: Option<Millis>,
@@ -371,6 +470,9 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// A job for `wire_name` on `queue` with these payload bytes, due now, no labels, not
+    /// unique. Names are checked when it is enqueued: an empty or overlong wire name or queue is
+    /// [`Error::InvalidInput`], a payload over the store's limit [`Error::PayloadTooLarge`].
     pub fn new(wire_name: impl Into<String>, queue: impl Into<String>, payload: impl Into<Vec<u8>>) -> Self {
         NewJob {
             wire_name: wire_name.into(),
@@ -389,11 +491,14 @@ impl NewJob {
         self
     }
 
+    /// Add a label (a later value for the same key replaces an earlier one).
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self
     }
 
+    /// First claimable at this instant (milliseconds since the Unix epoch); a time in the past
+    /// is now.
     pub fn due_at(mut self, at: Millis) -> Self {
         self.due_at = Some(at);
         self
@@ -421,8 +526,11 @@ pub enum UniqueBy {
 /// same key enqueued in the next window is a new job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UniqueRule {
+    /// What jobs are compared by.
     pub by: UniqueBy,
+    /// The states in which a job holds its key (at least Scheduled and Running).
     pub states: Vec<JobState>,
+    /// The window the key is held per, if any.
     #[serde(serialize_with = "period_ms")]
     pub period: Option<Duration>,
 }
@@ -481,26 +589,38 @@ impl Enqueued {
         }
     }
 
+    /// Whether nothing was stored because another job holds the same unique key.
     pub fn is_duplicate(self) -> bool {
         matches!(self, Enqueued::Duplicate(_))
     }
 }
 
-/// A registered worker (one worker group of one process).
+/// A registered worker (one worker group of one process), as the store's worker registry holds
+/// it: each running group writes its row at start and heartbeats it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkerInfo {
+    /// The worker's id, `host/pid/group#tail`: the lease owner of the jobs it runs.
     pub id: String,
+    /// Its worker group's name.
     pub group: String,
+    /// The host it runs on.
     pub host: String,
+    /// Its process id.
     pub pid: u32,
+    /// The wire names its process's registry handles.
     pub wire_names: Vec<String>,
+    /// The queues its dispatch policy claims from.
     pub queues: Vec<String>,
+    /// When it started.
     pub started_at: Millis,
+    /// Its last heartbeat.
     pub last_heartbeat_at: Millis,
+    /// How long after its last heartbeat it counts as gone.
     pub stale_after_ms: i64,
 }
 
 impl WorkerInfo {
+    /// Whether it heartbeat within `stale_after_ms` of `now`.
     pub fn is_live(&self, now: Millis) -> bool {
         // Saturating: another program may write any integer as the heartbeat time.
         now.saturating_sub(self.last_heartbeat_at) <= self.stale_after_ms

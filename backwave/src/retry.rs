@@ -37,14 +37,38 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// The same wait after every failed attempt: `interval`, `interval`, … For a dependency
+    /// that recovers on its own schedule (a nightly batch window, a polled resource).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = backwave::Backoff::fixed(Duration::from_secs(30));
+    /// assert_eq!((b.delay(1), b.delay(7)), (Duration::from_secs(30), Duration::from_secs(30)));
+    /// ```
     pub fn fixed(interval: Duration) -> Self {
         Self::new(Shape::Fixed, interval)
     }
 
+    /// A wait that grows by `interval` per failed attempt: `interval`, 2×, 3×, …
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = backwave::Backoff::linear(Duration::from_secs(10));
+    /// assert_eq!(b.delay(3), Duration::from_secs(30));
+    /// ```
     pub fn linear(interval: Duration) -> Self {
         Self::new(Shape::Linear, interval)
     }
 
+    /// A wait that doubles per failed attempt: `interval`, 2×, 4×, 8×, … The usual choice for a
+    /// remote service under load; bound it with [`Backoff::cap`] and spread a crowd of retries
+    /// with [`Backoff::jitter`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = backwave::Backoff::exponential(Duration::from_secs(1));
+    /// assert_eq!(b.delay(4), Duration::from_secs(8));
+    /// ```
     pub fn exponential(interval: Duration) -> Self {
         Self::new(Shape::Exponential, interval)
     }
@@ -72,27 +96,34 @@ impl Backoff {
         self
     }
 
+    /// How the wait grows.
     pub fn shape(&self) -> Shape {
         self.shape
     }
 
+    /// The first wait, and the step the shape grows by.
     pub fn interval(&self) -> Duration {
         self.interval
     }
 
+    /// The attempt budget set with [`Backoff::max_attempts`], if any.
     pub fn max_attempts_value(&self) -> Option<u32> {
         self.max_attempts
     }
 
+    /// The longest single wait set with [`Backoff::cap`], if any.
     pub fn cap_value(&self) -> Option<Duration> {
         self.cap
     }
 
+    /// The jitter fraction set with [`Backoff::jitter`] (0 when exact).
     pub fn jitter_value(&self) -> f64 {
         self.jitter
     }
 
-    /// Out-of-range values are errors, never panics.
+    /// Check the curve's values: a jitter outside 0..=1 (or not a number) and a budget of 0
+    /// attempts are [`Error::InvalidPolicy`]. Out-of-range values are errors, never panics;
+    /// [`RetryPolicy::new`] calls this.
     pub fn validate(&self) -> Result<()> {
         if !self.jitter.is_finite() || !(0.0..=1.0).contains(&self.jitter) {
             return Err(Error::InvalidPolicy(format!("jitter must be a fraction from 0 to 1, got {}", self.jitter)));
@@ -177,7 +208,10 @@ pub fn splitmix64(state: &mut u64) -> u64 {
 /// The curve a retry policy evaluates: a [`Backoff`] value or any pure `Fn(attempt) -> Duration`.
 #[derive(Clone)]
 pub enum BackoffFn {
+    /// A [`Backoff`] curve (a plain `Duration` converts into a fixed one).
     Curve(Backoff),
+    /// A function of the failed attempt's number (1-based) to the wait after it. It must be
+    /// pure: it is evaluated at every claim to write the job's delay table.
     Func(Arc<dyn Fn(u32) -> Duration + Send + Sync>),
 }
 
@@ -217,8 +251,26 @@ where
 /// retrying, in a table of about 70 KB.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
 
-/// A worker group's retry policy: how many attempts in total, and how long to wait after each
-/// failed one. It belongs to the group that claims the job; there is no per-job override.
+/// A retry policy: how many attempts in total, and how long to wait after each failed one. A
+/// worker group has one ([`WorkerGroup::retry_policy`](crate::WorkerGroup::retry_policy)) for
+/// the jobs it claims; a handler may carry its own instead
+/// ([`Registration::retry`](crate::engine::Registration::retry)). The policy is written into
+/// the job at each claim (its budget and its delay table), so the wait after a failed attempt
+/// is the one the claiming policy chose, and a changed policy applies from a job's next claim.
+///
+/// ```
+/// use std::time::Duration;
+/// use backwave::{Backoff, RetryPolicy};
+///
+/// // Five attempts in all, waiting 1 s, 2 s, 4 s, 8 s between them.
+/// let policy = RetryPolicy::new(5, Backoff::exponential(Duration::from_secs(1)))?;
+/// assert_eq!(policy.delay_table(0).len(), 4);
+/// // Any pure function of the failed attempt's number works too.
+/// let flat = RetryPolicy::new(3, |_attempt| Duration::from_millis(500))?;
+/// assert_eq!(flat.delay(2, 0), Duration::from_millis(500));
+/// assert!(RetryPolicy::new(0, Duration::from_secs(1)).is_err());
+/// # Ok::<(), backwave::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct RetryPolicy {
     max_attempts: u32,
@@ -229,8 +281,11 @@ impl RetryPolicy {
     /// `RetryPolicy::new(5, |_| Duration::from_millis(500))` reads like the seed's
     /// `new RetryPolicy { MaxAttempts = 5, Backoff = _ => TimeSpan.FromMilliseconds(500) }`.
     ///
-    /// A curve that carries its own `.max_attempts(m)` with `m` different from `max_attempts` is
-    /// refused: two budgets for one thing, and no silent preference between them (seed 001).
+    /// Errors ([`Error::InvalidPolicy`]): `max_attempts` of 0 or over [`MAX_ATTEMPTS_LIMIT`]; a
+    /// curve [`Backoff::validate`] refuses; a function that panics for one of the attempts (it
+    /// is evaluated once here, since a panic at claim time would stop the worker group); and a
+    /// curve that carries its own `.max_attempts(m)` with `m` different from `max_attempts`: two
+    /// budgets for one thing, and no silent preference between them.
     pub fn new(max_attempts: u32, backoff: impl Into<BackoffFn>) -> Result<Self> {
         let backoff = backoff.into();
         if max_attempts == 0 {
@@ -274,10 +329,13 @@ impl RetryPolicy {
         Self::new(n, backoff)
     }
 
+    /// The attempt budget, the first attempt included: the failure of this attempt
+    /// dead-letters the job.
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
+    /// The curve the waits come from.
     pub fn backoff(&self) -> &BackoffFn {
         &self.backoff
     }

@@ -22,8 +22,8 @@ use crate::error::{Error, Result};
 use crate::model::Millis;
 
 /// How late a tick may be noticed and still count as on time: a tick the missed-tick policy
-/// `Skip` still fires, and how long `bw check` waits past a due tick before it warns that nobody
-/// fires the schedule.
+/// `Skip` still fires, and how long past a due tick the store's health waits before it reports
+/// the schedule as overdue (nobody fires it).
 pub const TICK_GRACE: Duration = Duration::from_secs(30);
 
 /// A schedule nobody declared for this long is shown as orphaned: no running application
@@ -38,7 +38,8 @@ pub const SCHEDULE_TOUCH_EVERY: Duration = Duration::from_secs(10);
 pub const SCHEDULE_LABEL: &str = "schedule";
 /// The label of a tick's job: the tick instant, RFC 3339 UTC.
 pub const TICK_LABEL: &str = "tick";
-/// The label of a job made by `bw schedule trigger`: who triggered it.
+/// The label of a job made by [`Store::trigger_schedule`](crate::Store::trigger_schedule): who
+/// triggered it.
 pub const TRIGGERED_BY_LABEL: &str = "triggered-by";
 
 /// What happens to ticks that passed while no process ran the schedule (or while every process
@@ -50,7 +51,10 @@ pub enum MissedTicks {
     #[default]
     Latest,
     /// Fire every missed tick, up to the latest `max` of them (older ones beyond that dropped).
-    CatchUp { max: u32 },
+    CatchUp {
+        /// How many of the latest missed ticks fire at most (at least 1).
+        max: u32,
+    },
     /// Fire no missed tick: only a tick noticed within [`TICK_GRACE`] of its time fires.
     Skip,
 }
@@ -96,32 +100,76 @@ impl std::fmt::Display for MissedTicks {
 /// A recurring job, declared in code: every tick of `cron` in `zone` enqueues one job with this
 /// wire name, queue, payload and labels (plus the labels [`SCHEDULE_LABEL`] and [`TICK_LABEL`]).
 ///
+/// Declare schedules on the [`Engine`](crate::Engine) ([`Engine::add_schedule`]): it stores them
+/// when it starts (a changed definition is updated and audited) and its ticker fires their ticks.
+/// Every engine that declares a schedule fires it, and each tick still makes exactly one job: the
+/// store moves the schedule's cursor in the transaction that inserts the tick's job. Ticks that
+/// passed while no engine ran are handled by the [`MissedTicks`] policy. An invalid schedule (a
+/// bad cron expression or zone, an empty name, a payload its registered handler cannot decode)
+/// makes [`Engine::start`] fail with [`Error::InvalidInput`] before anything is stored.
+///
+/// [`Engine::add_schedule`]: crate::Engine::add_schedule
+/// [`Engine::start`]: crate::Engine::start
+///
 /// ```
 /// use backwave::schedule::{MissedTicks, Schedule};
 /// let nightly = Schedule::new("nightly-report", "0 2 * * *", "build-report", "low", br#"{"kind":"daily"}"#)
 ///     .zone("Europe/Berlin")
 ///     .label("team", "finance")
-///     .missed(MissedTicks::CatchUp { max: 3 });
+///     .missed(MissedTicks::CatchUp { max: 3 })
+///     .unique();
 /// assert!(nightly.validate().is_ok());
+/// assert!(Schedule::new("typo", "0 25 * * *", "build-report", "low", "{}").validate().is_err());
+/// ```
+///
+/// What the ticker does, step by step on a store whose clock the example moves:
+///
+/// ```
+/// use std::time::Duration;
+/// use backwave::schedule::Schedule;
+/// use backwave::{Clock, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let clock = Clock::manual(1_767_225_600_000); // 2026-01-01T00:00:00Z
+/// let store = Store::create(dir.path().join("jobs.db"))?.with_clock(clock.clone());
+/// let every_minute = Schedule::new("heartbeat", "* * * * *", "ping", "default", "{}");
+/// store.declare_schedules("my-app", &[every_minute])?;
+///
+/// clock.advance(Duration::from_secs(60));
+/// let (fired, _next) = store.fire_due_schedules(&["heartbeat".to_string()])?;
+/// assert_eq!(fired[0].fired.len(), 1); // one job for the tick at 00:01
+/// let again = store.fire_due_schedules(&["heartbeat".to_string()])?;
+/// assert!(again.0.iter().all(|f| f.fired.is_empty())); // that tick has its job
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Schedule {
+    /// The schedule's name, unique in the store (the key a redeclaration updates).
     pub name: String,
     /// Five fields (minute hour day-of-month month day-of-week), or six with seconds first.
     pub cron: String,
     /// An IANA zone name; `UTC` unless set.
     pub zone: String,
+    /// The wire name of each tick's job.
     pub wire_name: String,
+    /// The queue of each tick's job.
     pub queue: String,
+    /// The payload of each tick's job.
     #[serde(skip)]
     pub payload: Vec<u8>,
+    /// Labels each tick's job carries, besides [`SCHEDULE_LABEL`] and [`TICK_LABEL`].
     pub labels: BTreeMap<String, String>,
+    /// What happens to ticks nobody fired in time. Default [`MissedTicks::Latest`].
     pub missed: MissedTicks,
     /// One tick's job at a time: see [`Schedule::unique`].
     pub unique: bool,
 }
 
 impl Schedule {
+    /// A schedule named `name` that enqueues a job of `wire_name` on `queue` with `payload` at
+    /// every tick of `cron` (five fields, minute first, or six with seconds first), in UTC, missed
+    /// ticks [`MissedTicks::Latest`], not unique. Nothing is checked until it is declared (or
+    /// [`Schedule::validate`]d).
     pub fn new(
         name: impl Into<String>,
         cron: impl Into<String>,
@@ -142,16 +190,21 @@ impl Schedule {
         }
     }
 
+    /// Read the cron expression in this IANA zone (`Europe/Berlin`): `0 2 * * *` is 02:00 local
+    /// time, across daylight-saving changes (see the module docs for gaps and overlaps). The zone
+    /// database is compiled in, so every host computes the same ticks.
     pub fn zone(mut self, zone: impl Into<String>) -> Self {
         self.zone = zone.into();
         self
     }
 
+    /// Add a label to every tick's job.
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self
     }
 
+    /// What happens to ticks that passed while nobody fired them.
     pub fn missed(mut self, missed: MissedTicks) -> Self {
         self.missed = missed;
         self
@@ -161,9 +214,10 @@ impl Schedule {
     /// slow nightly report is not started again by the next night's tick). Each tick's job holds
     /// the unique key [`unique_key`] while Scheduled or Running; a tick that comes meanwhile makes
     /// no job, and is consumed all the same: the schedule's cursor moves past it and its
-    /// `skipped_ticks` counts it (`bw schedules` shows it), so uniqueness can never hold the
-    /// schedule back. Missed ticks caught up together make one job. `bw schedule trigger`'s jobs
-    /// are outside the tick sequence and hold no key.
+    /// `skipped_ticks` counts it ([`Store::schedules`](crate::Store::schedules) shows it), so
+    /// uniqueness can never hold the schedule back. Missed ticks caught up together make one job.
+    /// Jobs made by [`Store::trigger_schedule`](crate::Store::trigger_schedule) are outside the
+    /// tick sequence and hold no key.
     pub fn unique(mut self) -> Self {
         self.unique = true;
         self

@@ -7,7 +7,7 @@
 //! code, and never sleeps but to wait for the next finished job or deadline.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,8 +21,9 @@ use super::pace::{Pace, MAX_AHEAD};
 use super::pool::{Done, ReadyBuffer, Work};
 use super::recorder::{Recorded, Recorder};
 use super::runtime::{later, Counters, ProcessQuiet, StopFlag};
+use super::wake::Rung;
 use crate::error::Result;
-use crate::model::{JobId, JobState, WorkerInfo};
+use crate::model::{JobId, JobState, Millis, WorkerInfo};
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
 
@@ -82,8 +83,8 @@ pub(super) struct Setup {
     pub sweep_interval: Option<Duration>,
     /// Handlers' own retry policies (`Registration::retry`), by wire name.
     pub handler_policies: Vec<(String, RetryPolicy)>,
-    /// Set while a [`Done::Work`] waits in the channel (`wake.rs`); cleared when it is taken.
-    pub rung: Arc<AtomicBool>,
+    /// What the rings since the last [`Done::Work`] said (`wake.rs`).
+    pub rung: Arc<Rung>,
 }
 
 pub(super) struct Dispatcher {
@@ -120,7 +121,14 @@ pub(super) struct Dispatcher {
     marked_stopping: bool,
     /// Past this many outcomes waiting for the store, no claim ([`UNRECORDED_MAX`]).
     unrecorded_max: usize,
-    rung: Arc<AtomicBool>,
+    rung: Arc<Rung>,
+    /// The next claim was asked for by a ring that only knows the store changed: look first
+    /// whether anything is due (a read) before claiming (a write lock on SQLite).
+    look_first: bool,
+    /// Until then, rings that only know the store changed are not heard: a claim one of them
+    /// asked for found a job due but could claim none (a paused wire name or a limit holds it),
+    /// and every commit of a busy store would otherwise ask for that write again.
+    deaf_until: Instant,
     /// Every queue of the policy: where [`Store::next_due`] looks when the queues ran dry.
     queues: Vec<String>,
 }
@@ -159,6 +167,8 @@ impl Dispatcher {
             marked_stopping: false,
             unrecorded_max,
             rung: s.rung,
+            look_first: false,
+            deaf_until: now,
         }
     }
 
@@ -212,12 +222,27 @@ impl Dispatcher {
             return true;
         }
         if let Some(room) = self.claim_room() {
+            let doubtful = std::mem::take(&mut self.look_first);
+            if doubtful {
+                if let Some(next) = self.nothing_due(now) {
+                    self.steps.set(Step::Claim, next);
+                    return true;
+                }
+            }
             let next = match self.claim(room) {
                 // Every place filled: there may be more due, claim again as room frees.
                 Ok(n) if n == room => now,
                 // The queues are drained: look again when the next job is due, or after a poll
                 // interval (unless a ring brings the claim forward).
-                Ok(_) => self.next_look(now),
+                Ok(n) => {
+                    let due = self.next_due();
+                    // Nothing claimed though a job is still due: something holds it back (not
+                    // another worker that was quicker, which would have left nothing due).
+                    if doubtful && n == 0 && due.is_some_and(|at| at <= self.store.now()) {
+                        self.deaf_until = later(now, self.cfg.poll_interval);
+                    }
+                    self.look_after(now, due)
+                }
                 Err(e) => {
                     self.stats.error(&e);
                     now + ERROR_BACKOFF.min(self.cfg.poll_interval)
@@ -228,23 +253,38 @@ impl Dispatcher {
         true
     }
 
-    /// After a claim that found fewer jobs than it asked for: when to claim next. At the poll
-    /// interval, or sooner when a job of the group's queues becomes due before that (a retry's
-    /// delay, a job enqueued to run later): one millisecond after its due time, so that the
-    /// store's clock has passed it. A job already due that the claim left (a pause, a limit)
-    /// waits for the poll.
-    fn next_look(&self, now: Instant) -> Instant {
+    /// Before a claim a doubtful ring asked for: `None` if a job of the group's queues is due
+    /// (claim now), else when to look next, as [`Dispatcher::look_after`] says.
+    fn nothing_due(&self, now: Instant) -> Option<Instant> {
+        match self.store.next_due(&self.queues) {
+            Ok(Some(at)) if at <= self.store.now() => None,
+            Ok(due) => Some(self.look_after(now, due)),
+            // The claim will say what is wrong.
+            Err(_) => None,
+        }
+    }
+
+    /// When the earliest Scheduled job of the group's queues is due ([`Store::next_due`]); on a
+    /// store error, `None` (the poll then looks again).
+    fn next_due(&self) -> Option<Millis> {
+        self.store.next_due(&self.queues).unwrap_or_else(|e| {
+            self.stats.error(&e);
+            None
+        })
+    }
+
+    /// The next look for a group whose earliest job is due at `due`: one millisecond after it,
+    /// or at the poll interval, whichever is sooner; a job due already (held back by a pause or
+    /// a limit) waits for the poll.
+    fn look_after(&self, now: Instant, due: Option<Millis>) -> Instant {
         let poll = later(now, self.cfg.poll_interval);
-        let due = match self.store.next_due(&self.queues) {
-            Ok(due) => due,
-            Err(e) => {
-                self.stats.error(&e);
-                None
-            }
-        };
-        let wait = due.map(|at| at.saturating_sub(self.store.now()));
-        match wait {
-            Some(ms) if ms > 0 => poll.min(later(now, Duration::from_millis(ms as u64 + 1))),
+        // The store's clock and the monotonic one read together: `now` was read before the
+        // claim and the look, which may have taken a while, and a deadline counted from it
+        // would come before the job is due (found on a loaded machine: the claim came 10 ms
+        // early, took nothing, and the retry then waited for the poll).
+        let (store_now, instant_now) = (self.store.now(), Instant::now());
+        match due.map(|at| at.saturating_sub(store_now)) {
+            Some(ms) if ms > 0 => poll.min(later(instant_now, Duration::from_millis(ms as u64 + 1))),
             _ => poll,
         }
     }
@@ -350,8 +390,15 @@ impl Dispatcher {
             Done::Wake => return false,
             Done::Work => {
                 // Cleared before the claim it asks for: a ring during that claim asks again.
-                self.rung.store(false, Ordering::SeqCst);
-                self.steps.set(Step::Claim, Instant::now());
+                self.rung.pending.store(false, Ordering::SeqCst);
+                let sure = self.rung.sure.swap(false, Ordering::SeqCst);
+                let now = Instant::now();
+                if !sure && now < self.deaf_until {
+                    return false;
+                }
+                // A poll or an earlier ring that was sure wins over a doubt.
+                self.look_first = !sure && (self.look_first || !self.steps.is_due(Step::Claim, now));
+                self.steps.set(Step::Claim, now);
                 return false;
             }
         };
@@ -863,6 +910,46 @@ mod tests {
         h.d.flush_now(Instant::now());
         assert_eq!(h.d.claims.unrecorded(), 0);
         assert_eq!(h.d.claim_room(), Some(2));
+    }
+
+    /// Ring the dispatcher as `wake.rs` does, `sure` or not, and let it take one turn.
+    fn ring(h: &mut Harness, sure: bool) {
+        h.d.rung.sure.store(sure, Ordering::SeqCst);
+        h.d.rung.pending.store(true, Ordering::SeqCst);
+        h.done.send(Done::Work).unwrap();
+        assert!(h.d.turn());
+    }
+
+    #[test]
+    fn a_doubtful_ring_whose_due_job_is_held_back_is_not_heard_again_until_the_poll() {
+        let (mut h, ids) = harness(1);
+        // The poll is a minute away; the store holds the worker quiet, so its claims take
+        // nothing though the job is due.
+        h.d.steps.set(Step::Claim, later(Instant::now(), Duration::from_secs(60)));
+        h.store.mark_quiet_self("host/1/g#test", true).unwrap();
+        ring(&mut h, false);
+        assert!(h.d.deaf_until > Instant::now(), "the held-back job makes the group deaf to doubts");
+        // Lifted: a doubtful ring (any commit on SQLite) is not heard until the poll…
+        h.store.mark_quiet_self("host/1/g#test", false).unwrap();
+        ring(&mut h, false);
+        assert_eq!(h.store.job(ids[0]).unwrap().unwrap().state, JobState::Scheduled);
+        // …but a sure one (an enqueue, a notification) is.
+        ring(&mut h, true);
+        assert_eq!(h.store.job(ids[0]).unwrap().unwrap().state, JobState::Running);
+    }
+
+    #[test]
+    fn a_doubtful_ring_with_nothing_due_looks_and_does_not_claim() {
+        let (mut h, _) = harness(0);
+        h.d.steps.set(Step::Claim, later(Instant::now(), Duration::from_secs(60)));
+        // A job due in 300 ms: the look finds it not due, and the next claim is set for it.
+        let id = Enqueue::new("w", "q", &1).unwrap().due_in(Duration::from_millis(300)).enqueue(&h.store).unwrap();
+        let before = Instant::now();
+        ring(&mut h, false);
+        let next = h.d.steps.get(Step::Claim).expect("a claim is set");
+        assert!(next > before && next <= before + Duration::from_millis(400), "the next look is at the job's time");
+        assert_eq!(h.store.job(id).unwrap().unwrap().state, JobState::Scheduled);
+        assert!(h.d.deaf_until <= Instant::now(), "nothing was held back");
     }
 
     #[test]

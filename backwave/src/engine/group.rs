@@ -1,5 +1,5 @@
-//! Worker group configuration (seed 000's `WorkerGroupOptions`) and the dispatch policies that
-//! decide which queue each free slot is claimed from. Pure data and arithmetic: no store here.
+//! Worker group configuration and the dispatch policies that decide which queue each free slot
+//! is claimed from. Pure data and arithmetic: no store here.
 
 use std::time::Duration;
 
@@ -59,32 +59,60 @@ impl DispatchPolicy {
     }
 }
 
-/// One worker group: reads like seed 000's `Program.cs`.
+/// One worker group: a set of handler slots that claim from some queues under one dispatch
+/// policy and one retry policy, with its own lease and poll interval. An [`Engine`] runs one or
+/// more ([`Engine::add_worker_group`]); several groups let one process give urgent queues slots
+/// that bulk work cannot take, or retry one kind of job differently from another. Each group is
+/// a worker of its own in the store's registry, with its own dispatcher thread.
+///
+/// Set the fields you need and take the rest from [`WorkerGroup::default`] (or
+/// [`WorkerGroup::new`]). [`Engine::start`] checks every group and refuses, with
+/// [`Error::InvalidInput`](crate::Error::InvalidInput), an empty name, a policy without queues
+/// (or with an empty or repeated queue, or a weight of 0), a concurrency of 0, a poll interval
+/// of 0 and a lease under 30 ms.
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use backwave::{RetryPolicy, engine::{DispatchPolicy, WorkerGroup}};
+/// # use backwave::{Backoff, RetryPolicy, engine::{DispatchPolicy, WorkerGroup}};
+/// // Mail first, reports when no mail is due, each on 8 handler threads.
 /// let group = WorkerGroup {
-///     name: "weighted-fair".into(),
-///     policy: DispatchPolicy::weighted([("high", 6), ("low", 1)]),
-///     poll_interval: Duration::from_millis(250),
-///     retry_policy: RetryPolicy::new(3, |_| Duration::from_millis(500)).unwrap(),
+///     name: "front".into(),
+///     policy: DispatchPolicy::strict(["mail", "reports"]),
+///     concurrency: 8,
+///     retry_policy: RetryPolicy::new(5, Backoff::exponential(Duration::from_secs(1)))?,
 ///     ..WorkerGroup::default()
 /// };
+/// // Six claims from `high` for each from `low` while both have due jobs.
+/// let fair = WorkerGroup {
+///     policy: DispatchPolicy::weighted([("high", 6), ("low", 1)]),
+///     poll_interval: Duration::from_millis(100),
+///     ..WorkerGroup::new("weighted-fair")
+/// };
+/// assert_eq!(fair.policy.queues(), ["high", "low"]);
+/// # Ok::<(), backwave::Error>(())
 /// ```
+///
+/// [`Engine`]: crate::Engine
+/// [`Engine::add_worker_group`]: crate::Engine::add_worker_group
+/// [`Engine::start`]: crate::Engine::start
 #[derive(Clone, Debug)]
 pub struct WorkerGroup {
-    /// Shown by `bw workers` and written on every job this group claims.
+    /// The group's name, unique within one engine: part of its worker id, and written on every
+    /// job it claims.
     pub name: String,
+    /// Which queues it claims from, and in what order or proportion.
     pub policy: DispatchPolicy,
     /// How long an idle group waits before looking for due jobs again (and reaping lapsed
     /// leases). A busy group claims again as soon as a slot frees.
     pub poll_interval: Duration,
     /// Attempts and backoff for every job this group claims. Default: [`RetryPolicy::default`].
     pub retry_policy: RetryPolicy,
-    /// Handlers running at once, each on its own thread.
+    /// Handlers running at once, each on its own thread (or, when the registry has an async
+    /// handler, as tasks on the runtime). Default 4.
     pub concurrency: usize,
-    /// How long a claim holds a job without a heartbeat. Heartbeats renew it every third of it.
+    /// How long a claim holds a job without a heartbeat (default 60 s). Heartbeats renew it
+    /// every third of it; a process that dies leaves its jobs to be reaped as failed attempts
+    /// once their leases lapse.
     pub lease: Duration,
     /// Capture failure detail (error type, message, chain, backtrace) on this host. When off,
     /// failing log entries say it was not captured; the terminal cause is kept either way.

@@ -77,6 +77,7 @@ impl HandlerError {
         &self.kind
     }
 
+    /// The error's own message (its `Display`), without the `source()` chain.
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -86,6 +87,8 @@ impl HandlerError {
         &self.chain
     }
 
+    /// Whether this is [`HandlerError::cancelled`]: the handler stopped on its cancellation
+    /// signal. The engine ends the job Cancelled only if an operator asked for it.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled
     }
@@ -230,7 +233,8 @@ pub(crate) fn application_frames(trace: &str) -> String {
 /// Why a [`CancelSignal`] fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CancelReason {
-    /// An operator cancelled the job (`bw cancel`): the attempt ends Cancelled.
+    /// An operator cancelled the job ([`Store::cancel`](crate::Store::cancel) and the bulk
+    /// cancels): the attempt ends Cancelled if the handler stops with an error.
     Operator,
     /// The process is shutting down and the deadline has passed: a handler that stops now (returns
     /// the cancellation) reports nothing, as the SPEC has a host shutdown do; its lease is ended
@@ -259,6 +263,8 @@ struct CancelState {
 }
 
 impl CancelSignal {
+    /// A signal that has not fired. The engine makes one per attempt; a test makes its own to
+    /// drive a handler's cancellation path.
     pub fn new() -> Self {
         Self::default()
     }
@@ -281,10 +287,12 @@ impl CancelSignal {
         }
     }
 
+    /// Why the signal fired, or `None` while it has not.
     pub fn reason(&self) -> Option<CancelReason> {
         self.lock().reason
     }
 
+    /// Whether the signal has fired, for whatever reason: cheap enough to poll between steps.
     pub fn is_cancelled(&self) -> bool {
         self.reason().is_some()
     }
@@ -370,7 +378,28 @@ pub struct JobContext {
 }
 
 impl JobContext {
-    /// A context for calling a handler outside a worker (unit tests of handlers).
+    /// A context for calling a handler outside a worker (unit tests of handlers): the given id,
+    /// attempt, wire name and queue, no labels, an empty group and worker id, `max_attempts`
+    /// equal to `attempt`, and a signal that has not fired (fire it through
+    /// [`JobContext::cancellation`]).
+    ///
+    /// ```
+    /// use backwave::{HandlerError, HandlerResult, JobContext, JobId};
+    ///
+    /// fn resize(width: u32, ctx: &JobContext) -> HandlerResult {
+    ///     ctx.check_cancelled()?;
+    ///     if width == 0 {
+    ///         return Err(HandlerError::msg(format!("width 0 on attempt {}", ctx.attempt())));
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// let ctx = JobContext::detached(JobId::new(), 1, "resize", "default");
+    /// assert!(resize(640, &ctx).is_ok());
+    /// assert_eq!(resize(0, &ctx).unwrap_err().message(), "width 0 on attempt 1");
+    /// ctx.cancellation().cancel(backwave::engine::CancelReason::Operator);
+    /// assert!(resize(640, &ctx).unwrap_err().is_cancelled());
+    /// ```
     pub fn detached(job_id: JobId, attempt: u32, wire_name: &str, queue: &str) -> Self {
         JobContext {
             job_id,
@@ -400,18 +429,24 @@ impl JobContext {
         self.max_attempts
     }
 
+    /// The wire name the job was enqueued under, which chose this handler.
     pub fn wire_name(&self) -> &str {
         &self.wire_name
     }
 
+    /// The queue the job was claimed from.
     pub fn queue(&self) -> &str {
         &self.queue
     }
 
+    /// The job's labels (e.g. `tenant=acme`), as given at enqueue ([`Enqueue::label`]).
+    ///
+    /// [`Enqueue::label`]: crate::engine::Enqueue::label
     pub fn labels(&self) -> &BTreeMap<String, String> {
         &self.labels
     }
 
+    /// One label's value, `None` when the job has no label `key`.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.get(key).map(String::as_str)
     }
@@ -421,6 +456,8 @@ impl JobContext {
         &self.group
     }
 
+    /// The id of the claiming worker (`host/pid/group#tail`), as the store's worker registry
+    /// and the transition log name it.
     pub fn worker_id(&self) -> &str {
         &self.worker_id
     }
@@ -431,6 +468,8 @@ impl JobContext {
         &self.cancel
     }
 
+    /// Whether the job was asked to stop: an operator's cancel, a lost lease, or the end of a
+    /// shutdown's grace period ([`CancelSignal::reason`] tells which).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }

@@ -4,7 +4,7 @@
 //! never decides a job's fate on its own: retries, dead-lettering and quarantine are the
 //! store's transitions, the engine only reports what happened.
 //!
-//! Seed 000's `Program.cs` and handlers, in Rust:
+//! A worker process with two handlers on two queues and two worker groups:
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -17,7 +17,6 @@
 //!
 //! # fn main() -> backwave::Result<()> {
 //! let mut registry = Registry::new();
-//! // [Job("flaky", Queue = "low")]
 //! registry
 //!     .handle::<String>("flaky", |label, ctx| {
 //!         Err(HandlerError::msg(format!("flaky '{label}' always fails (attempt {})", ctx.attempt())))
@@ -69,8 +68,8 @@
 //! ends Succeeded. Its own timeouts, and a cancellation nobody asked for, are plain failures
 //! that retry.
 //!
-//! With the `tokio` feature a handler may instead be async ([`Registry::handle_async`]): its
-//! future runs on the application's runtime ([`Engine::runtime`]) or one the engine owns, and
+//! With the `tokio` feature a handler may instead be async (`Registry::handle_async`): its
+//! future runs on the application's runtime (`Engine::runtime`) or one the engine owns, and
 //! awaits [`JobContext::cancelled`] to stop when asked. Only handler code runs there: claims,
 //! heartbeats and completions stay on the engine's threads (`tasks.rs`).
 

@@ -1,6 +1,6 @@
 //! The registry of handlers: wire name -> typed handler, with the queue and labels its jobs are
-//! enqueued with (seed 000's `[Job("flaky", Queue = "low")]`). It also builds typed jobs to
-//! enqueue. Decoding happens here, so a payload that does not decode never reaches a handler.
+//! enqueued with. It also builds typed jobs to enqueue. Decoding happens here, so a payload that
+//! does not decode never reaches a handler.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -100,6 +100,50 @@ pub(crate) struct Entry {
 }
 
 /// Handlers by wire name. Build it once, then hand it to an [`Engine`](super::Engine).
+///
+/// A wire name is the stable name a job is stored under (`send-invoice`), independent of Rust
+/// type names, so jobs survive refactors and other processes (or programs) can enqueue them. Each
+/// handler decodes its payload from JSON into its own type `T`; a job whose payload does not
+/// decode is Quarantined without running, as is a job whose wire name no process handles. The
+/// registry also enqueues: [`Registry::job`] and [`Registry::enqueue`] check a payload against
+/// the handler's type before anything is stored, and put the job on the queue (with the labels)
+/// the registration names.
+///
+/// ```
+/// use std::time::Duration;
+/// use backwave::engine::{HandlerError, Registry};
+/// use backwave::{Backoff, RetryPolicy, Store};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct ChargeCard { card_token: String, amount: u64 }
+///
+/// let mut registry = Registry::new();
+/// registry
+///     .handle::<ChargeCard>("charge-card", |job, ctx| {
+///         if job.amount == 0 {
+///             return Err(HandlerError::msg(format!("nothing to charge (attempt {})", ctx.attempt())));
+///         }
+///         Ok(()) // charge job.amount to job.card_token, keyed by ctx.job_id()
+///     })
+///     .queue("payments")
+///     .retry(RetryPolicy::new(2, Backoff::fixed(Duration::from_secs(30)))?);
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::create(dir.path().join("jobs.db"))?;
+/// let id = registry
+///     .job("charge-card", &ChargeCard { card_token: "tok_1".into(), amount: 4200 })?
+///     .label("tenant", "acme")
+///     .due_in(Duration::from_secs(5))
+///     .enqueue(&store)?;
+/// assert_eq!(store.job(id)?.unwrap().queue, "payments");
+///
+/// // A payload the handler could not decode is refused before anything is stored.
+/// assert!(registry.enqueue(&store, "charge-card", "not a ChargeCard").is_err());
+/// // So is a wire name nobody registered here (use `Enqueue::new` for another process's).
+/// assert!(registry.enqueue(&store, "charge-crad", &42).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Default)]
 pub struct Registry {
     entries: HashMap<String, Entry>,
@@ -112,6 +156,8 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
+    /// An empty registry. Register handlers with [`Registry::handle`] (and, with the `tokio`
+    /// feature, `Registry::handle_async`).
     pub fn new() -> Self {
         Self::default()
     }
@@ -205,6 +251,7 @@ impl Registry {
         names
     }
 
+    /// Whether a handler is registered for `wire_name`.
     pub fn contains(&self, wire_name: &str) -> bool {
         self.entries.contains_key(wire_name)
     }
@@ -217,6 +264,10 @@ impl Registry {
     /// A job of a registered wire name, with its registered queue and labels. The payload is
     /// checked now against the handler's type, so a job this registry's handler could not
     /// decode is refused here rather than quarantined later.
+    ///
+    /// Errors: [`Error::InvalidInput`] for a wire name not registered here (listing those that
+    /// are) or a payload that does not decode as the handler's type; [`Error::Encode`] for a
+    /// payload `serde_json` cannot encode.
     pub fn job<P: Serialize + ?Sized>(&self, wire_name: &str, payload: &P) -> Result<Enqueue> {
         let entry = self.entries.get(wire_name).ok_or_else(|| {
             Error::InvalidInput(format!(
@@ -236,7 +287,9 @@ impl Registry {
         Ok(Enqueue { job, due_in: None })
     }
 
-    /// Enqueue a job of a registered wire name now, on its registered queue.
+    /// Enqueue a job of a registered wire name now, on its registered queue and with its
+    /// registered labels; returns its id. [`Registry::job`]'s errors, then the store's
+    /// ([`Error::PayloadTooLarge`], [`Error::ReadOnly`], [`Error::Busy`], …).
     pub fn enqueue<P: Serialize + ?Sized>(&self, store: &Store, wire_name: &str, payload: &P) -> Result<JobId> {
         self.job(wire_name, payload)?.enqueue(store)
     }
@@ -271,11 +324,14 @@ pub struct Registration<'r> {
 }
 
 impl Registration<'_> {
+    /// The queue this wire name's jobs are enqueued to through the registry (default
+    /// [`DEFAULT_QUEUE`]). A worker group claims them only if its dispatch policy names it.
     pub fn queue(self, queue: &str) -> Self {
         self.entry.queue = queue.to_string();
         self
     }
 
+    /// A label every job of this wire name enqueued through the registry carries.
     pub fn label(self, key: &str, value: &str) -> Self {
         self.entry.labels.insert(key.to_string(), value.to_string());
         self
@@ -300,17 +356,21 @@ pub struct Enqueue {
 }
 
 impl Enqueue {
-    /// A job for any wire name (also one this process does not handle), payload as JSON.
+    /// A job for any wire name (also one this process does not handle), payload as JSON. Nothing
+    /// checks the payload against a handler: the handling process quarantines one it cannot
+    /// decode. Fails with [`Error::Encode`] when `serde_json` cannot encode `payload`.
     pub fn new<P: Serialize + ?Sized>(wire_name: &str, queue: &str, payload: &P) -> Result<Self> {
         let bytes = serde_json::to_vec(payload).map_err(Error::Encode)?;
         Ok(Enqueue { job: NewJob::new(wire_name, queue, bytes), due_in: None })
     }
 
+    /// Put this job on another queue than the registered one.
     pub fn queue(mut self, queue: &str) -> Self {
         self.job.queue = queue.to_string();
         self
     }
 
+    /// Add a label (a later value for the same key replaces an earlier one).
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.job.labels.insert(key.to_string(), value.to_string());
         self
@@ -346,6 +406,9 @@ impl Enqueue {
         self
     }
 
+    /// Store the job; returns its id (for a [`unique`](Enqueue::unique) job's duplicate, the id
+    /// of the job holding the key: [`Enqueue::insert`] tells the two apart). Fails as
+    /// [`Store::insert`] does.
     pub fn enqueue(self, store: &Store) -> Result<JobId> {
         Ok(self.insert(store)?.id())
     }

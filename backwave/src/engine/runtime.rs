@@ -25,23 +25,67 @@ use crate::model::{JobId, WorkerInfo};
 use crate::schedule::Schedule;
 use crate::store::{Clock, LimitDefault, LimitSpec, PauseKind, Store, StoreTarget};
 
-/// The embedded engine: a store, a registry of handlers, and worker groups.
+/// The embedded engine: a store, a registry of handlers, and worker groups. Build it with
+/// [`Engine::new`], add at least one [`WorkerGroup`] (and optionally schedules and limits), then
+/// [`start`](Engine::start) it: each group gets a dispatcher thread that claims due jobs under
+/// leases, heartbeats them and records their outcomes, and a pool of handler threads (or tasks,
+/// for async handlers) that run your code. The returned [`EngineHandle`] reports
+/// [`stats`](EngineHandle::stats) and stops the engine.
+///
+/// Jobs run at least once: a process that dies mid-job leaves the job to be reaped when its
+/// lease lapses and retried elsewhere, so handlers should be idempotent (the job id and attempt
+/// make a natural idempotency key).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup};
+/// use backwave::{HandlerError, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let db = dir.path().join("jobs.db");
+///
+/// let mut registry = Registry::new();
+/// registry
+///     .handle::<String>("greet", |name, _ctx| match name.is_empty() {
+///         true => Err(HandlerError::msg("nobody to greet")),
+///         false => Ok(()),
+///     })
+///     .queue("mail");
+///
+/// let mut engine = Engine::new(&db, registry);
+/// engine.add_worker_group(WorkerGroup {
+///     name: "mail".into(),
+///     policy: DispatchPolicy::strict(["mail"]),
+///     poll_interval: Duration::from_millis(20),
+///     ..WorkerGroup::default()
+/// });
+/// let running = engine.start()?; // creates the store if it is missing
+///
+/// // Any process may enqueue into the same store; here, this one.
+/// let store = Store::open(&db)?;
+/// running.registry().enqueue(&store, "greet", "Ada")?;
+///
+/// let started = Instant::now();
+/// while running.stats()[0].succeeded < 1 && started.elapsed() < Duration::from_secs(10) {
+///     std::thread::sleep(Duration::from_millis(10));
+/// }
+/// assert_eq!(running.stats()[0].succeeded, 1);
+/// let report = running.shutdown(Duration::from_secs(5));
+/// assert_eq!(report.abandoned, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// A worker process's `main` usually ends by serving until SIGTERM:
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// # use backwave::{RetryPolicy, engine::{DispatchPolicy, Engine, Registry, WorkerGroup}};
+/// # use backwave::engine::{Engine, Registry, StopSignals, WorkerGroup};
 /// # fn main() -> backwave::Result<()> {
-/// let mut backwave = Engine::new("backwave.db", Registry::new());
-/// backwave.add_worker_group(WorkerGroup {
-///     name: "strict-priority".into(),
-///     policy: DispatchPolicy::strict(["critical", "bulk", "limited"]),
-///     poll_interval: Duration::from_millis(250),
-///     retry_policy: RetryPolicy::new(5, |_| Duration::from_millis(500))?,
-///     ..WorkerGroup::default()
-/// });
-/// let running = backwave.start()?;
-/// // ... until the process should stop:
-/// running.shutdown(Duration::from_secs(10));
+/// let stop = StopSignals::install()?; // before start: no signal is lost while it starts
+/// let mut engine = Engine::new("backwave.db", Registry::new());
+/// engine.add_worker_group(WorkerGroup::new("default"));
+/// let report = engine.start()?.serve_until(stop, Duration::from_secs(30))?;
+/// eprintln!("stopped; {} jobs handed back", report.handed_back);
 /// # Ok(()) }
 /// ```
 pub struct Engine {
@@ -55,6 +99,7 @@ pub struct Engine {
     schedule_poll: Duration,
     limits: Vec<LimitDefault>,
     poll_only: bool,
+    admin: Option<String>,
     /// Where async handlers' futures run; `None`: a runtime of the engine's own.
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
@@ -67,9 +112,9 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine over the store at `db` (created on start if missing).
-    /// A path or a store URL: a PostgreSQL URL makes `start` fail with
-    /// [`crate::Error::PostgresNotBuilt`] in this build.
+    /// An engine over the store at `db` (created on start if missing), running the handlers of
+    /// `registry`. `db` is an SQLite path or a PostgreSQL URL ([`StoreTarget`]); without the
+    /// `postgres` feature a URL makes `start` fail with [`crate::Error::PostgresNotBuilt`].
     pub fn new(db: impl Into<StoreTarget>, registry: Registry) -> Self {
         Engine {
             db: db.into(),
@@ -82,9 +127,21 @@ impl Engine {
             schedule_poll: Duration::from_secs(1),
             limits: Vec::new(),
             poll_only: false,
+            admin: None,
             #[cfg(feature = "tokio")]
             runtime: None,
         }
+    }
+
+    /// Who becomes the store's admin when the engine starts on a store that has none (a store
+    /// it just created, or one nobody initialised): that user may then requeue, reveal failure
+    /// detail and grant others their permissions. A name as the store knows its actors: the OS
+    /// user of whoever runs `bw` (on PostgreSQL, the server role). Audited like any grant; a
+    /// store that already has an admin is left as it is. Without it, a store the application
+    /// created has no admin until someone calls [`Store::bootstrap_admin`] on it.
+    pub fn admin(&mut self, who: impl Into<String>) -> &mut Self {
+        self.admin = Some(who.into());
+        self
     }
 
     /// Find work by polling alone (default `false`). Normally an idle group starts a job the
@@ -127,15 +184,16 @@ impl Engine {
 
     /// Declare the application's default limit on a queue or a wire name: at most
     /// `spec.concurrency` Running at once across every host, at most `spec.rate` claimed per
-    /// window. Written to the store when the engine starts; an operator's `bw limit` on the same
-    /// name wins over it, and `bw limits` shows both.
+    /// window. Written to the store when the engine starts; an operator's limit on the same
+    /// name ([`Store::set_limit`]) wins over it, and [`Store::limits`] shows both.
     pub fn limit(&mut self, kind: PauseKind, name: &str, spec: LimitSpec) -> &mut Self {
         self.limits.retain(|l| !(l.kind == kind && l.name == name));
         self.limits.push(LimitDefault { kind, name: name.to_string(), spec });
         self
     }
 
-    /// Seed 000's `backwave.AddWorkerGroup(...)`.
+    /// Add a worker group; at least one is needed. Groups are checked at [`Engine::start`]:
+    /// each must be valid (see [`WorkerGroup`]) and their names distinct.
     pub fn add_worker_group(&mut self, group: WorkerGroup) -> &mut Self {
         self.groups.push(group);
         self
@@ -161,12 +219,19 @@ impl Engine {
         self
     }
 
+    /// The handlers this engine will run.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
 
-    /// Register each group as a worker and start its threads. Nothing is claimed if any group
-    /// is invalid or the store cannot be opened.
+    /// Create the store if it is missing, store the declared limits and schedules, register each
+    /// group as a worker and start its threads; returns the handle that stops them.
+    ///
+    /// Nothing is claimed when it fails: [`Error::InvalidInput`] for no worker group, an
+    /// invalid or duplicate group, an invalid schedule, or a schedule whose payload its
+    /// registered handler cannot decode; the store's errors when it cannot be created or opened
+    /// ([`Error::Unreachable`], [`Error::ReadOnly`], [`Error::PostgresNotBuilt`], …). Groups
+    /// already started when a later one fails are stopped again.
     pub fn start(self) -> Result<EngineHandle> {
         if self.groups.is_empty() {
             return Err(Error::InvalidInput("the engine has no worker groups: add one with add_worker_group".into()));
@@ -178,6 +243,9 @@ impl Engine {
             }
         }
         crate::store::validate_schedules(&self.schedules)?;
+        if let Some(who) = &self.admin {
+            crate::store::check_grantee(who)?;
+        }
         // A schedule whose wire name this registry handles must give the handler a payload it
         // decodes, or every tick would be quarantined (`registry.job` checks an enqueue the same
         // way). One another process handles is not this registry's to judge.
@@ -194,6 +262,9 @@ impl Engine {
             }
         }
         let first = Store::create(&self.db)?.with_clock(self.clock.clone());
+        if let Some(who) = &self.admin {
+            first.bootstrap_admin(who)?;
+        }
         let actor = format!("{}/{}", hostname(), std::process::id());
         first.declare_limits(&actor, &self.limits)?;
         if !self.schedules.is_empty() {
@@ -356,20 +427,35 @@ pub struct TickerReport {
     pub skipped: u64,
     /// Store errors it retried through.
     pub errors: u64,
+    /// The message of the latest of those errors.
     pub last_error: Option<String>,
 }
 
-/// Counts of what one group did since it started.
+/// Counts of what one worker group did since the engine started: a snapshot taken by
+/// [`EngineHandle::stats`]. Every count only grows; poll and compare two snapshots for rates.
+/// They are this process's view (what its dispatcher did), not the store's: for counts across
+/// every process read the store ([`Store::counts`], [`Store::health`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupStats {
+    /// The group's name.
     pub group: String,
+    /// The group's worker id (`host/pid/group#tail`), as the store's worker registry and the
+    /// transition log name it.
     pub worker_id: String,
+    /// Jobs this group claimed, each one attempt (also those then quarantined, for a job no
+    /// handler here can run).
     pub claimed: u64,
+    /// Attempts whose handler returned `Ok(())`: the job is Succeeded.
     pub succeeded: u64,
     /// Failed attempts that were scheduled again.
     pub retried: u64,
+    /// Failed attempts that spent the job's budget: the job is Dead-Lettered.
     pub dead_lettered: u64,
+    /// Claimed jobs that could not run here (no handler for the wire name, or a payload that
+    /// does not decode): the job is Quarantined.
     pub quarantined: u64,
+    /// Claimed jobs that ended Cancelled: an operator's cancel reached them (the handler stopped
+    /// with an error, or had not started).
     pub cancelled: u64,
     /// Outcomes the fence discarded (the lease had been lost).
     pub fenced_out: u64,
@@ -385,6 +471,8 @@ pub struct GroupStats {
     pub abandoned: u64,
     /// Store errors the dispatcher retried through, or its own stop on a bug.
     pub errors: u64,
+    /// The message of the latest error counted in `errors` (a dispatcher that stopped on a bug
+    /// says so here).
     pub last_error: Option<String>,
 }
 
@@ -529,6 +617,13 @@ impl EngineHandle {
         self.groups.iter().map(|g| (g.name.clone(), g.worker_id.clone())).collect()
     }
 
+    /// A snapshot of each group's counters, in the order the groups were added: what it
+    /// claimed, how those attempts ended (succeeded, retried, dead-lettered, quarantined,
+    /// cancelled), leases it lost or reaped, jobs it handed back, and the store errors it
+    /// retried through (see [`GroupStats`] for each count). Cheap (atomic loads, no store
+    /// access): poll it for a health endpoint or a metrics exporter, and compare two snapshots
+    /// for rates; the counts never go down. A group whose `errors` keeps rising, or whose
+    /// `last_error` says its dispatcher stopped, needs attention.
     pub fn stats(&self) -> Vec<GroupStats> {
         self.groups
             .iter()
@@ -588,6 +683,8 @@ impl EngineHandle {
     /// (then stop it with [`EngineHandle::shutdown`]). Replaces the terminal's default stop.
     /// Each SIGTSTP quiets it, also one after an operator's `bw workers resume`; the groups see
     /// it at once. A thread of its own waits for the signal until the engine stops.
+    ///
+    /// Fails with [`Error::InvalidInput`] when the signal handler cannot be installed.
     pub fn quiet_on_sigtstp(&self) -> Result<()> {
         let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTSTP handler: {e}"));
         let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTSTP]).map_err(cannot)?;
@@ -721,6 +818,21 @@ pub struct StopSignals {
 }
 
 impl StopSignals {
+    /// Catch SIGTERM and SIGINT from now on, for [`EngineHandle::serve_until`]. Call it first
+    /// in `main`, before [`Engine::start`]. Fails with [`Error::InvalidInput`] when the
+    /// handlers cannot be installed.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use backwave::engine::{Engine, Registry, StopSignals, WorkerGroup};
+    /// # fn main() -> backwave::Result<()> {
+    /// let stop = StopSignals::install()?;
+    /// let mut engine = Engine::new("backwave.db", Registry::new());
+    /// engine.add_worker_group(WorkerGroup::new("default"));
+    /// let running = engine.start()?;
+    /// running.serve_until(stop, Duration::from_secs(30))?;
+    /// # Ok(()) }
+    /// ```
     pub fn install() -> Result<StopSignals> {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let cannot = |e: std::io::Error| Error::InvalidInput(format!("cannot install the SIGTERM/SIGINT handler: {e}"));

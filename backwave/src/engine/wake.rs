@@ -25,9 +25,21 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 struct Line {
     queues: Vec<String>,
     tx: Sender<Done>,
+    rung: Arc<Rung>,
+}
+
+/// What a group's dispatcher has been told since it last looked (see [`Doorbell::ring`]).
+#[derive(Default)]
+pub(super) struct Rung {
     /// Set by a ring, cleared by the dispatcher when it takes [`Done::Work`]: at most one ring
     /// waits in a channel, however many enqueues there are.
-    pending: Arc<AtomicBool>,
+    pub pending: AtomicBool,
+    /// Set by a ring that knows jobs of the group's queues were added (an enqueue here, a
+    /// PostgreSQL notification), as opposed to one that only knows the store changed (SQLite's
+    /// `data_version`, moved by any commit, a heartbeat as much as an enqueue): for the latter
+    /// the dispatcher first looks whether anything is due, which takes no write lock, before a
+    /// claim that would.
+    pub sure: AtomicBool,
 }
 
 /// Every group of one engine, to be told that jobs of some queue (or any) may be due.
@@ -37,17 +49,24 @@ pub(super) struct Doorbell {
 }
 
 impl Doorbell {
-    /// Add a group; returns the flag its dispatcher clears when it takes a ring.
-    pub(super) fn add(&mut self, queues: Vec<String>, tx: Sender<Done>) -> Arc<AtomicBool> {
-        let pending = Arc::new(AtomicBool::new(false));
-        self.lines.push(Line { queues, tx, pending: Arc::clone(&pending) });
-        pending
+    /// Add a group; returns what its dispatcher reads and clears when it takes a ring.
+    pub(super) fn add(&mut self, queues: Vec<String>, tx: Sender<Done>) -> Arc<Rung> {
+        let rung = Arc::new(Rung::default());
+        self.lines.push(Line { queues, tx, rung: Arc::clone(&rung) });
+        rung
     }
 
-    /// Tell the groups serving `queue` (every group for `None`) to claim now.
-    pub(super) fn ring(&self, queue: Option<&str>) {
+    /// Tell the groups serving `queue` (every group for `None`) that jobs may be due now;
+    /// `sure` when jobs were added (see [`Rung::sure`]).
+    pub(super) fn ring(&self, queue: Option<&str>, sure: bool) {
         for line in &self.lines {
-            if queue.is_none_or(|q| line.queues.iter().any(|l| l == q)) && !line.pending.swap(true, Ordering::SeqCst) {
+            if queue.is_some_and(|q| !line.queues.iter().any(|l| l == q)) {
+                continue;
+            }
+            if sure {
+                line.rung.sure.store(true, Ordering::SeqCst);
+            }
+            if !line.rung.pending.swap(true, Ordering::SeqCst) {
                 let _ = line.tx.send(Done::Work);
             }
         }
@@ -58,7 +77,7 @@ impl Doorbell {
         let bell = Arc::clone(self);
         let ear: Arc<Ear> = Arc::new(move |queues: &[&str]| {
             for q in queues {
-                bell.ring(Some(q));
+                bell.ring(Some(q), true);
             }
         });
         crate::store::add_ear(store.bell_key(), &ear);
@@ -78,7 +97,7 @@ pub(super) fn listen(target: StoreTarget, bell: Arc<Doorbell>, stop: Arc<AtomicB
             None => match Listener::open(target.clone()) {
                 Ok(l) => {
                     backoff = RECONNECT_FIRST;
-                    bell.ring(None);
+                    bell.ring(None, false);
                     listener.insert(l)
                 }
                 Err(e) => {
@@ -93,8 +112,8 @@ pub(super) fn listen(target: StoreTarget, bell: Arc<Doorbell>, stop: Arc<AtomicB
             Ok(heard) => {
                 for h in heard {
                     match h {
-                        Heard::Queue(q) => bell.ring(Some(&q)),
-                        Heard::Anything => bell.ring(None),
+                        Heard::Queue(q) => bell.ring(Some(&q), true),
+                        Heard::Anything => bell.ring(None, false),
                     }
                 }
             }

@@ -30,8 +30,15 @@ macro_rules! forward {
 
 forward! {
     // sqlite.rs / postgres/mod.rs
+    /// How long a statement waits for another writer's lock before failing with
+    /// [`Busy`](crate::Error::Busy) (default [`BUSY_TIMEOUT`]); on PostgreSQL the session's
+    /// `lock_timeout`.
     pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()>;
+    /// The store's clock now ([`Clock`]), in milliseconds since the Unix epoch: the time every
+    /// due time, lease and log entry of this handle is written with.
     pub fn now(&self) -> Millis;
+    /// Whether this handle may only read (see [`Store::open`]): writes then fail with
+    /// [`ReadOnly`](crate::Error::ReadOnly).
     pub fn is_read_only(&self) -> bool;
     /// The schema version of the store (a read-only open of an older store stays at its version).
     pub fn schema_version(&self) -> i64;
@@ -59,18 +66,19 @@ forward! {
     pub fn retention(&self) -> Result<std::time::Duration>;
     /// The largest payload, in bytes, that an enqueue or a payload edit may store: the
     /// `payload_limit` setting, 1 MiB by default. Over it they fail with
-    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge) and write nothing; the schema's
+    /// [`PayloadTooLarge`](crate::Error::PayloadTooLarge) and write nothing; the schema's
     /// triggers refuse the same rows from any other program.
     pub fn payload_limit(&self) -> Result<u64>;
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool>;
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
     pub fn mark_demo(&self) -> Result<()>;
+    /// Whether [`Store::mark_demo`] marked this store.
     pub fn is_demo(&self) -> Result<bool>;
 
     // demo.rs
     /// Start a demo store over (`bw demo --reset`): in one transaction, refuse with
-    /// [`Error::InvalidInput`] unless the store is marked as a demo store, then delete every row
+    /// [`InvalidInput`](crate::Error::InvalidInput) unless the store is marked as a demo store, then delete every row
     /// of every table (the schema and its version stay) and mark it again. Grants go too:
     /// bootstrap an admin afterwards.
     pub fn reset_demo(&self) -> Result<()>;
@@ -79,7 +87,7 @@ forward! {
     /// transaction that reads the detail.
     ///
     /// While the store's switch is off nothing is revealed to anyone, not even detail captured
-    /// before it was turned off (issue 4): the answer is [`Error::FailureDetailOff`], so nobody
+    /// before it was turned off: the answer is [`FailureDetailOff`](crate::Error::FailureDetailOff), so nobody
     /// mistakes "off" for "no failure".
     pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>>;
     /// The audit trail since `since`, oldest first.
@@ -176,8 +184,9 @@ forward! {
     /// Replace the payload of a Dead-Lettered or Quarantined job with `payload`, which must be
     /// valid JSON; with `requeue`, requeue it in the same transaction. Needs `operate`. The old
     /// payload is kept in the audit entry (`edit-payload`), so nothing is lost. Any other state
-    /// is refused with [`Error::WrongState`] and nothing changes; so is a payload over the
-    /// store's [`payload_limit`](Store::payload_limit) ([`Error::PayloadTooLarge`]).
+    /// is refused with [`WrongState`](crate::Error::WrongState) and nothing changes; so is a
+    /// payload over the store's [`payload_limit`](Store::payload_limit)
+    /// ([`PayloadTooLarge`](crate::Error::PayloadTooLarge)).
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
 
     // jobs.rs
@@ -331,8 +340,9 @@ impl Store {
     /// nothing stored for it. A rule the store could not keep (a state set without Scheduled and
     /// Running, an empty key, a zero period) is [`Error::InvalidInput`](crate::Error) and
     /// nothing is stored; so is a payload over the store's [`payload_limit`](Store::payload_limit)
-    /// ([`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge)): all of the jobs, or none. The unique index decides, never a lock or a read before the write, so
-    /// racing enqueues of one key from any number of processes and hosts store one job.
+    /// ([`PayloadTooLarge`](crate::Error::PayloadTooLarge)): all of the jobs, or none. The
+    /// unique index decides, never a lock or a read before the write, so racing enqueues of one
+    /// key from any number of processes and hosts store one job.
     pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let done = match &self.backend {
             Backend::Sqlite(s) => s.enqueue_many(jobs),

@@ -8,8 +8,11 @@ use crate::model::{Job, JobId, JobState, Millis, QuarantineReason};
 /// Which jobs a list, a count or a bulk action covers. Empty fields match everything.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobFilter {
+    /// Jobs in any of these states.
     pub states: Vec<JobState>,
+    /// Jobs of this queue (exact name).
     pub queue: Option<String>,
+    /// Jobs of this wire name (exact name).
     pub wire_name: Option<String>,
     /// Every pair must match.
     pub labels: Vec<(String, String)>,
@@ -20,6 +23,7 @@ pub struct JobFilter {
     pub text: Option<String>,
     /// Exact cause fingerprint (a dead-letter group).
     pub fingerprint: Option<String>,
+    /// Quarantined jobs for this reason.
     pub quarantine_reason: Option<QuarantineReason>,
     /// Jobs whose reference time (finished for terminal jobs, created otherwise) is at or after.
     pub since: Option<Millis>,
@@ -30,6 +34,7 @@ pub struct JobFilter {
 }
 
 impl JobFilter {
+    /// Every job in one state, e.g. `JobFilter::state(JobState::DeadLettered)`.
     pub fn state(state: JobState) -> Self {
         JobFilter { states: vec![state], ..Default::default() }
     }
@@ -185,7 +190,9 @@ pub(crate) fn sort_key(job: &Job, order: SortOrder) -> Millis {
 /// `<key>.<id>`, it survives new jobs arriving between pages (unlike an offset).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cursor {
+    /// The last row's sort key (the time its [`SortOrder`] orders by).
     pub key: Millis,
+    /// The last row's id, which breaks ties between equal keys.
     pub id: JobId,
 }
 

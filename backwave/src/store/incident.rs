@@ -21,12 +21,15 @@ pub enum RunNowResult {
     /// Scheduled and due now; `was_due_at` is when it would have run (already past when it
     /// was due anyway, in which case nothing changed).
     Due {
+        /// The due time it had.
         was_due_at: Millis,
     },
     /// Not Scheduled (Running, or terminal: requeue is the verb for those): nothing changed.
     NotScheduled {
+        /// The state it is in.
         state: JobState,
     },
+    /// No job has this id.
     NotFound,
 }
 
@@ -86,7 +89,10 @@ impl CancelPlan {
 /// What a bulk cancel did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CancelDone {
+    /// Scheduled jobs Cancelled at once.
     pub cancelled: u64,
+    /// Running jobs asked to stop (each ends Cancelled when its handler stops or its lease
+    /// lapses).
     pub asked_to_stop: u64,
     /// Jobs that came to match after the plan counted (enqueued since): left alone, since the
     /// operator confirmed the plan's set.
@@ -98,7 +104,9 @@ pub struct CancelDone {
 pub struct PayloadEdit {
     /// The state the job was in (Dead-Lettered or Quarantined).
     pub from: JobState,
+    /// The old payload's size (the old payload itself is in the audit entry).
     pub old_bytes: usize,
+    /// The new payload's size.
     pub new_bytes: usize,
     /// Also requeued, in the same transaction.
     pub requeued: bool,

@@ -29,13 +29,17 @@ pub use super::ops::outcome::{Confirmed, Lapse, Reap, HELD_UP, LEASE_EXPIRED, UN
 /// What a worker asks for when it claims.
 #[derive(Clone, Debug)]
 pub struct ClaimRequest<'a> {
+    /// The claiming worker: each claimed job's lease owner.
     pub worker_id: &'a str,
+    /// The claiming worker group, written on each job.
     pub group: &'a str,
     /// Queues in the order to try them: the first with a due job is served first.
     pub queues: &'a [String],
     /// At most this many jobs.
     pub limit: usize,
+    /// How long each lease lasts without a heartbeat.
     pub lease: Duration,
+    /// The group's retry policy: the budget and delay table written into each job it claims.
     pub policy: &'a RetryPolicy,
     /// Wire names whose handlers have a retry policy of their own (`Registration::retry`): a
     /// claimed job of one gets that policy's attempts and delay table instead of `policy`'s.
@@ -46,14 +50,18 @@ pub struct ClaimRequest<'a> {
 /// How an attempt ended, as the worker reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
+    /// The handler returned `Ok(())`.
     Succeeded,
     /// The handler returned an error, panicked, or timed out on its own. `detail` is `None`
     /// when this host does not capture failure detail; the message is kept either way.
     /// `retry_in`, when the handler chose it ([`HandlerError::retry_in`](crate::engine::HandlerError::retry_in),
     /// e.g. an upstream's Retry-After), is this retry's wait in place of the delay table's.
     Failed {
+        /// The error's message: the job's terminal cause if this was its last attempt.
         message: String,
+        /// The failure detail captured, if any.
         detail: Option<FailureDetail>,
+        /// The handler's own wait before the retry, if it chose one.
         retry_in: Option<Duration>,
     },
     /// The handler stopped because an operator asked. Without a request on the row this is a
@@ -61,7 +69,9 @@ pub enum Outcome {
     Cancelled,
     /// The job could not be routed: it never ran.
     Quarantined {
+        /// Why it could not run.
         reason: QuarantineReason,
+        /// The cause in words, kept as the job's terminal cause.
         cause: String,
     },
 }
@@ -69,9 +79,13 @@ pub enum Outcome {
 /// One outcome for one attempt of one job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Completion {
+    /// The job.
     pub job_id: JobId,
+    /// The worker that ran it: the fence compares it with the lease owner.
     pub worker_id: String,
+    /// The attempt that ran: the fence compares it with the job's.
     pub attempt: u32,
+    /// How it ended.
     pub outcome: Outcome,
 }
 
@@ -97,7 +111,10 @@ pub enum Fenced {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseStatus {
     /// Renewed. `cancel_requested` tells the handler an operator wants it to stop.
-    Held { cancel_requested: bool },
+    Held {
+        /// Whether an operator asked the job to stop.
+        cancel_requested: bool,
+    },
     /// The job is no longer ours: the lease lapsed and was reaped, or it was cancelled.
     Lost,
 }

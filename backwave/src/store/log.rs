@@ -68,6 +68,7 @@ pub(crate) fn first_seq_at(
 /// Which log entries a tail shows.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LogFilter {
+    /// Only this job's entries.
     pub job: Option<JobId>,
     /// Entries that moved a job into one of these states.
     pub to_states: Vec<JobState>,

@@ -1,13 +1,16 @@
-//! The job store: one database that every worker and every `bw` process shares, an SQLite file
-//! on one host or a PostgreSQL server across several.
-//!
-//! [`Store`] is the public face; every operation is listed once in `api.rs` and forwarded to the
-//! backend the target named: `sqlite.rs` (with the operation groups beside it, `jobs.rs`,
-//! `operator.rs`, …, each holding its types and its SQLite implementation) or `postgres/`
-//! (the same groups for PostgreSQL). The compiler keeps the two in lockstep: an operation one
-//! backend lacks does not build. The drivers stay in here: `driver_error.rs` maps their errors
-//! onto `Error`, and `raw.rs` holds the hidden hooks through which tests and benches run SQL
-//! text and get plain values back.
+//! The job store: one database that every worker, every application process and every operator
+//! shares, an SQLite file on one host or (feature `postgres`) a PostgreSQL database across
+//! several. [`Store`] is its face: enqueueing, reading jobs, the transition log and the store's
+//! health, and the operator's actions; the types here are what those calls take and return.
+//! The schema is a public contract ([`SCHEMA_SQL`]): another program may enqueue by inserting
+//! rows as it describes.
+
+// Every operation is listed once in `api.rs` and forwarded to the backend the target named:
+// `sqlite.rs` (with the operation groups beside it, `jobs.rs`, `operator.rs`, …, each holding
+// its types and its SQLite implementation) or `postgres/` (the same groups for PostgreSQL). The
+// compiler keeps the two in lockstep: an operation one backend lacks does not build. The drivers
+// stay in here: `driver_error.rs` maps their errors onto `Error`, and `raw.rs` holds the hidden
+// hooks through which tests and benches run SQL text and get plain values back.
 
 mod admin;
 mod api;
@@ -79,6 +82,7 @@ pub use log::LogFilter;
 pub use operator::{
     BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL,
 };
+pub(crate) use ops::access::check_grantee;
 pub(crate) use ops::enqueue::validate_name as validate_job_name;
 pub use ops::groups::{CauseGroup, QuarantineGroup};
 pub use ops::limits::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
@@ -107,26 +111,42 @@ use crate::model::Millis;
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
 pub const SCHEMA_VERSION: i64 = 14;
-/// The store contract, embedded verbatim: the repository's top-level `schema.sql`, where another
-/// program or a person at the `sqlite3` shell finds it (outside this crate's folder, so a
-/// published crate would have to carry a copy).
-pub const SCHEMA_SQL: &str = include_str!("../../../schema.sql");
+/// The store contract on SQLite, embedded verbatim: every table, index and trigger a store holds,
+/// with its migration steps. Another program that writes jobs into a store (from any language,
+/// or a person at the `sqlite3` shell) follows this text; it is the repository's top-level
+/// `schema.sql`, of which this crate carries a byte-for-byte copy so that it builds on its own.
+pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where the store's time comes from. Tests pin it; everything else uses the system clock.
+/// Where the store's time comes from: every due time, lease and log entry is written by it.
+/// Applications use the system clock (the default); tests pin a manual one and move it, so that
+/// retries, leases and schedules happen without waiting.
+///
+/// ```
+/// use std::time::Duration;
+/// use backwave::Clock;
+///
+/// let clock = Clock::manual(1_000);
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(clock.now(), 3_000);
+/// ```
 #[derive(Clone, Debug, Default)]
 pub enum Clock {
+    /// The system's wall clock.
     #[default]
     System,
+    /// A time that moves only when told ([`Clock::advance`], [`Clock::set`]); clones share it.
     Manual(Arc<AtomicI64>),
 }
 
 impl Clock {
+    /// A manual clock standing at `start` (milliseconds since the Unix epoch).
     pub fn manual(start: Millis) -> Self {
         Clock::Manual(Arc::new(AtomicI64::new(start)))
     }
 
+    /// The time now, in milliseconds since the Unix epoch.
     pub fn now(&self) -> Millis {
         match self {
             Clock::System => system_now(),
@@ -143,6 +163,7 @@ impl Clock {
         }
     }
 
+    /// Put a manual clock at `at` (also backwards); a no-op on the system clock.
     pub fn set(&self, at: Millis) {
         if let Clock::Manual(t) = self {
             t.store(at, Ordering::SeqCst);
@@ -150,11 +171,38 @@ impl Clock {
     }
 }
 
+/// The system clock in milliseconds since the Unix epoch (0 before 1970).
 pub fn system_now() -> Millis {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
 }
 
-/// An open store. Not `Sync`: give each thread its own (they are cheap to open).
+/// An open store: one SQLite file, or one PostgreSQL database (feature `postgres`), that every
+/// worker and every operator of an application shares. Enqueue jobs with it (directly, or
+/// through a [`Registry`](crate::Registry) that checks payloads against handler types), read
+/// jobs, their transition log and the store's health, and act as an operator (requeue, cancel,
+/// pause, limits), each operator call naming its actor and checked against its
+/// [`Permission`](crate::Permission). The [`Engine`](crate::Engine) opens its own stores.
+///
+/// Not `Sync`: give each thread its own (they are cheap to open); from async code use
+/// `AsyncStore` (feature `tokio`). Every method may fail with [`Busy`](crate::Error::Busy)
+/// when another writer held the lock too long, or [`Unreachable`](crate::Error::Unreachable)
+/// when a PostgreSQL server is gone; both are [transient](crate::Error::is_transient).
+///
+/// ```
+/// use backwave::store::JobFilter;
+/// use backwave::{JobState, NewJob, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("jobs.db");
+/// let store = Store::create(&path)?; // Store::open(&path) once it exists
+/// let id = store.enqueue(&NewJob::new("send-email", "default", br#"{"to":"a@example.com"}"#.to_vec()))?;
+///
+/// let job = store.job(id)?.expect("just enqueued");
+/// assert_eq!(job.state, JobState::Scheduled);
+/// assert_eq!(store.count_jobs(&JobFilter::default())?, 1);
+/// assert_eq!(store.history(id)?.len(), 1); // the enqueue's log entry
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Store {
     backend: Backend,
     /// Who in this process hears this store's enqueues (see `listen.rs`): the canonical path
@@ -183,9 +231,16 @@ impl Store {
     /// database that is not a BackWave store, is damaged, or has a schema version this build
     /// does not know, and writes nothing to it in that case. A store this process may not write
     /// (a file or folder without write permission, a read-only role or a replica) is opened
-    /// read-only: reads work, writes fail with [`Error::ReadOnly`]. An older store opened for
-    /// writing is migrated to [`SCHEMA_VERSION`] in one transaction (additive: every row stays
-    /// as it was); opened read-only, it is read as it is.
+    /// read-only: reads work, writes fail with [`ReadOnly`](crate::Error::ReadOnly). An older
+    /// store opened for writing is migrated to [`SCHEMA_VERSION`] in one transaction (additive:
+    /// every row stays as it was); opened read-only, it is read as it is.
+    ///
+    /// `target` is an SQLite path or, with the `postgres` feature, a `postgres://` URL. Errors:
+    /// [`StoreMissing`](crate::Error::StoreMissing) (use [`Store::create`]),
+    /// [`NotAStore`](crate::Error::NotAStore), [`Corrupt`](crate::Error::Corrupt),
+    /// [`SchemaTooNew`](crate::Error::SchemaTooNew), [`Unreachable`](crate::Error::Unreachable)
+    /// for a server that cannot be reached or refuses the login, and
+    /// [`PostgresNotBuilt`](crate::Error::PostgresNotBuilt) for a URL without the feature.
     pub fn open(target: impl Into<StoreTarget>) -> Result<Store> {
         let backend = match target.into() {
             StoreTarget::File(path) => Backend::Sqlite(SqliteStore::open(&path)?),
@@ -197,9 +252,10 @@ impl Store {
         Ok(Store::wrap(backend))
     }
 
-    /// Create a store, or open and migrate the one there (`bw init`, and the engine's
-    /// create-if-missing). A new file is readable by its owner and group only; on PostgreSQL
-    /// the schema is created in the URL's database (and its `search_path` schema).
+    /// Create a store, or open and migrate the one there (the engine does this when it starts).
+    /// A new file is readable by its owner and group only; on PostgreSQL the schema is created
+    /// in the URL's database (and its `search_path` schema). Fails as [`Store::open`] does,
+    /// besides [`StoreMissing`](crate::Error::StoreMissing).
     pub fn create(target: impl Into<StoreTarget>) -> Result<Store> {
         let backend = match target.into() {
             StoreTarget::File(path) => Backend::Sqlite(SqliteStore::create(&path)?),
@@ -237,6 +293,7 @@ impl Store {
         Ok((Store::wrap(backend), out))
     }
 
+    /// The same store, keeping time by `clock` (tests pin a [`Clock::manual`]).
     pub fn with_clock(self, clock: Clock) -> Self {
         let backend = match self.backend {
             Backend::Sqlite(s) => Backend::Sqlite(s.with_clock(clock)),
@@ -279,6 +336,7 @@ impl Store {
         }
     }
 
+    /// The clock this store keeps time by.
     pub fn clock(&self) -> &Clock {
         match &self.backend {
             Backend::Sqlite(s) => s.clock(),
@@ -320,6 +378,29 @@ impl Store {
             Backend::Sqlite(s) => s.raw_statements(sqls, f),
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Err(Error::InvalidInput("raw_statements is a hook for SQLite stores only".into())),
+        }
+    }
+}
+
+/// The crate carries copies of the repository's two contract files, so that it builds from its
+/// own folder once published; the top-level files are the ones people read and tests load.
+#[cfg(test)]
+mod schema_copies {
+    use std::path::Path;
+
+    #[test]
+    fn the_crates_schema_files_equal_the_repositorys_byte_for_byte() {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for name in ["schema.sql", "schema-postgres.sql"] {
+            let top = here.join("..").join(name);
+            // A packaged crate has no repository around it: nothing to compare with.
+            let Ok(original) = std::fs::read(&top) else { continue };
+            let copy = std::fs::read(here.join(name)).unwrap_or_default();
+            assert!(
+                copy == original,
+                "backwave/{name} differs from the repository's {name}, which is the contract: copy it \
+                 with `cp schema.sql schema-postgres.sql backwave/` at the repository's top"
+            );
         }
     }
 }

@@ -25,18 +25,22 @@ use crate::model::{cause_fingerprint, JobId, JobState, Millis, Permission};
 pub enum RequeueResult {
     /// Back to Scheduled, due now, budget reset; `from` is the terminal state it left.
     Requeued {
+        /// The terminal state it left.
         from: JobState,
     },
     /// Not Dead-Lettered or Quarantined: nothing changed.
     NotRequeueable {
+        /// The state it is in.
         state: JobState,
     },
     /// Its unique key is held by the job `existing` (Scheduled or Running, or in another state
     /// its rule keeps the key in): requeued, it would be a second job with that key, so nothing
     /// changed.
     Conflict {
+        /// The job holding the key.
         existing: JobId,
     },
+    /// No job has this id (perhaps deleted by the retention sweep).
     NotFound,
 }
 
@@ -50,23 +54,28 @@ pub enum CancelResult {
     CancelRequested,
     /// Already terminal: nothing changed.
     NotCancellable {
+        /// The terminal state it is in.
         state: JobState,
     },
+    /// No job has this id.
     NotFound,
 }
 
-/// The result of purging one job by id (`bw purge ID…`).
+/// The result of purging one job by id ([`Store::purge_jobs`](crate::Store::purge_jobs)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "result")]
 pub enum PurgeResult {
     /// Deleted with its log; `state` is the terminal state it was in.
     Deleted {
+        /// The terminal state it was in.
         state: JobState,
     },
     /// Not terminal (Scheduled or Running): nothing changed. Cancel it first.
     NotTerminal {
+        /// The state it is in.
         state: JobState,
     },
+    /// No job has this id.
     NotFound,
 }
 

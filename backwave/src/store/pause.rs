@@ -21,12 +21,14 @@ use crate::model::{Millis, Permission};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PauseKind {
+    /// A queue: none of its jobs is claimed.
     Queue,
+    /// A wire name: none of its jobs is claimed, whatever queue it is in.
     WireName,
 }
 
 impl PauseKind {
-    /// The spelling in `pauses.kind` and on the command line.
+    /// The spelling in the store's `pauses.kind` and in JSON: `queue`, `wire-name`.
     pub fn as_str(self) -> &'static str {
         match self {
             PauseKind::Queue => "queue",
@@ -52,9 +54,13 @@ impl fmt::Display for PauseKind {
 /// One pause in force.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Pause {
+    /// A queue or a wire name.
     pub kind: PauseKind,
+    /// The queue's or wire name's name.
     pub name: String,
+    /// The operator who paused it.
     pub paused_by: String,
+    /// When.
     pub paused_at: Millis,
     /// When it lapses by itself; `None` until resumed.
     pub until: Option<Millis>,
@@ -67,13 +73,17 @@ pub enum PauseResult {
     /// Now paused (it was not).
     Paused,
     /// It was paused already: its expiry is now the one given, and the new actor is recorded.
-    Extended { previous_until: Option<Millis> },
+    Extended {
+        /// The expiry it had (`None`: until resumed).
+        previous_until: Option<Millis>,
+    },
 }
 
 /// The result of a resume.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "result")]
 pub enum ResumeResult {
+    /// The pause was lifted: its jobs are claimable again.
     Resumed,
     /// No pause in force: nothing changed.
     NotPaused,

@@ -8,9 +8,10 @@ use crate::model::{Job, JobId, Transition};
 use super::id_prefix::normalize_prefix;
 use super::Store;
 
-/// One job as `bw jobs show` prints it, read at one moment.
+/// One job with everything about it, read at one moment: its row, its history, who handles it.
 #[derive(Debug)]
 pub struct JobView {
+    /// The job's row.
     pub job: Job,
     /// Every transition of the job, oldest first.
     pub history: Vec<Transition>,

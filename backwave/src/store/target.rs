@@ -11,15 +11,19 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// The store a command or an engine works on: `--db`, `BW_DB`, or what a program passes to
-/// `Store::open`, `Store::create` or `Engine::new`.
+/// Where a store lives: what a program passes to [`Store::open`](crate::Store::open),
+/// [`Store::create`](crate::Store::create) or [`Engine::new`](crate::Engine::new). Anything
+/// path-like or a `&str`/`String` converts into it, so those take `"jobs.db"`, a `&Path` or
+/// `"postgres://app@db/jobs"` alike.
 ///
 /// A string is a URL when it starts with `postgres://` or `postgresql://` (scheme in any case),
 /// and a path otherwise: a file literally named `postgres://x` is `./postgres://x`. A `Path` or
 /// `PathBuf` is always a path.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreTarget {
+    /// An SQLite file.
     File(PathBuf),
+    /// A PostgreSQL database (opened only with the `postgres` feature).
     Postgres(PostgresUrl),
 }
 

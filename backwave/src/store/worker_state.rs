@@ -49,12 +49,15 @@ impl WorkerSelector {
     }
 }
 
-/// What a worker process is doing, as `bw workers` and the dashboard show it.
+/// What a registered worker is doing beyond its heartbeat: quiet, stopping, how much it runs
+/// ([`Store::worker_states`](crate::Store::worker_states)).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WorkerState {
+    /// The worker's id.
     pub id: String,
     /// Set while quiet: when, and by whom.
     pub quiet_at: Option<Millis>,
+    /// Who quieted it: an operator, or [`QUIET_BY_PROCESS`] for the process itself.
     pub quiet_by: Option<String>,
     /// Set once its engine began to shut down.
     pub stopping_at: Option<Millis>,

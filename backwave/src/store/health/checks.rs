@@ -67,12 +67,16 @@ impl Default for Thresholds {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Within every threshold.
     Ok,
+    /// Something needs a look soon (a new failure cause, a forgotten pause).
     Warning,
+    /// Jobs are not getting done (latency, an unworked queue, many dead letters): page someone.
     Critical,
 }
 
 impl Status {
+    /// The spelling in JSON and metrics: `ok`, `warning`, `critical`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
@@ -107,6 +111,7 @@ pub enum CheckName {
 }
 
 impl CheckName {
+    /// Every check, in the order they are reported.
     pub const ALL: [CheckName; 9] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
@@ -119,6 +124,7 @@ impl CheckName {
         CheckName::OverdueSchedule,
     ];
 
+    /// The check's name in JSON and metrics: `latency`, `unworked-queue`, …
     pub fn as_str(self) -> &'static str {
         match self {
             CheckName::Latency => "latency",
@@ -165,10 +171,15 @@ impl CheckName {
 /// One check's verdict: `value` against `threshold` (both in `unit`); over it is `severity`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
+    /// Which check.
     pub name: CheckName,
+    /// `Ok`, or the check's severity when `value` is over `threshold`.
     pub status: Status,
+    /// What was measured (the worst queue's latency, the dead letters in the window, …).
     pub value: f64,
+    /// The threshold it was compared with, from [`Thresholds`].
     pub threshold: f64,
+    /// The unit of both ([`CheckName::unit`]).
     pub unit: &'static str,
     /// One line naming what is wrong (the queues, causes, wire names, workers), or all is well.
     pub message: String,
@@ -178,15 +189,25 @@ pub struct Check {
 /// as spaces, cut to 80 characters (the full text is in `bw stats` and `bw jobs show`).
 fn quote(text: &str) -> String {
     const MAX: usize = 80;
-    let mut out = String::from("'");
+    // A cause that holds a single quote ("flaky 'daily' failed") is quoted in double quotes, so
+    // the reader sees where it ends; one that holds both has its single quotes escaped.
+    let (mark, escape) = match (text.contains('\''), text.contains('"')) {
+        (false, _) => ('\'', false),
+        (true, false) => ('"', false),
+        (true, true) => ('\'', true),
+    };
+    let mut out = String::from(mark);
     for (i, c) in text.chars().enumerate() {
         if i == MAX {
             out.push('…');
             break;
         }
+        if escape && c == '\'' {
+            out.push('\\');
+        }
         out.push(if c.is_control() { ' ' } else { c });
     }
-    out.push('\'');
+    out.push(mark);
     out
 }
 
@@ -483,4 +504,17 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
     let over_limit = name == CheckName::OverdueSchedule
         && h.schedules.iter().any(|s| !s.paused && s.row.schedule.payload.len() as u64 > h.payload_limit);
     Check { name, status: verdict(value > threshold || over_limit), value, threshold, unit: name.unit(), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn a_quoted_cause_that_holds_quotes_still_shows_where_it_ends() {
+        assert_eq!(quote("gateway timeout"), "'gateway timeout'");
+        assert_eq!(quote("flaky 'tick-12' (attempt 4)"), "\"flaky 'tick-12' (attempt 4)\"");
+        assert_eq!(quote(r#"it's "odd""#), r#"'it\'s "odd"'"#);
+        assert_eq!(quote("a\nb"), "'a b'");
+    }
 }

@@ -36,6 +36,7 @@ pub const DUE_WIRE_NAME_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDE
 /// oldest of them, and the due jobs a pause holds back.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QueueLatency {
+    /// The queue's name.
     pub queue: String,
     /// Scheduled jobs whose `due_at` has come and that no pause holds: waiting for a worker now.
     pub due_now: u64,

@@ -47,16 +47,16 @@ use transitions::log_seq;
 pub const CAUSE_GROUPS: usize = 100;
 
 /// One queue's latency and who serves it: a [`QueueLatency`] (its fields mean what they mean
-/// there) and the two facts only a health read knows. Flat rather than holding a `QueueLatency`,
-/// because `bw check`, `bw top`, the benches and the tests read `q.due_now` and friends; the
-/// one place that builds it, `QueueHealth::served`, destructures the latency field by field,
-/// so a field added to one and not the other fails to compile instead of going missing.
+/// there) and the two facts only a health read knows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct QueueHealth {
+    /// The queue's name.
     pub queue: String,
     /// Due jobs waiting for a worker now ([`QueueLatency::due_now`]).
     pub due_now: u64,
+    /// The earliest due time among them ([`QueueLatency::oldest_due_at`]).
     pub oldest_due_at: Option<Millis>,
+    /// How long that job has waited, in milliseconds ([`QueueLatency::oldest_due_age_ms`]).
     pub oldest_due_age_ms: u64,
     /// Due jobs a pause in force holds back ([`QueueLatency::held_by_pause`]).
     pub held_by_pause: u64,
@@ -69,6 +69,9 @@ pub struct QueueHealth {
     pub excluded: bool,
 }
 
+// Flat rather than holding a `QueueLatency`, because readers use `q.due_now` and friends; the
+// one place that builds it, `QueueHealth::served`, destructures the latency field by field, so a
+// field added to one and not the other fails to compile instead of going missing.
 impl QueueHealth {
     /// `latency` with who serves the queue and whether the checks leave it out.
     fn served(latency: QueueLatency, live_workers: u64, excluded: bool) -> Self {
@@ -80,14 +83,16 @@ impl QueueHealth {
 /// Workers in the registry.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct WorkerHealth {
+    /// Registered workers that heartbeat in time.
     pub live: u64,
+    /// Registered workers whose heartbeat is overdue (gone without unregistering).
     pub stale: u64,
     /// Ids of the workers whose last heartbeat fell inside the window and are stale now: they
     /// stopped recently (killed, hung, host lost). Older stale rows are history.
     pub recently_stale: Vec<String>,
 }
 
-/// Everything [`Store::health`] reads, and the verdicts.
+/// Everything [`Store::health`](crate::Store::health) reads, and the verdicts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Health {
     /// The instant it was read at.
@@ -122,16 +127,18 @@ pub struct Health {
     pub new_causes_total: u64,
     /// Quarantined jobs by wire name and reason, with their live handlers.
     pub quarantines: Vec<QuarantineGroup>,
+    /// The worker registry's live and stale workers.
     pub workers: WorkerHealth,
-    /// The limits in force (`bw limits`), with what each holds back now.
+    /// The limits in force ([`Store::limits`](crate::Store::limits)), with what each holds
+    /// back now.
     pub limits: Vec<LimitStatus>,
     /// Registered workers that are quiet or stopping, by id, with what each still runs.
     pub worker_states: Vec<WorkerState>,
     /// The transition log's sequence: every transition ever appended (it never goes back, even
     /// when the retention sweep deletes old entries). A Prometheus counter.
     pub log_seq: i64,
-    /// Every schedule, as `bw schedules` shows it: `bw check` judges the overdue ones and
-    /// `bw metrics` exports each one's time since its last fire.
+    /// Every schedule, as [`Store::schedules`](crate::Store::schedules) reports it (the
+    /// `overdue-schedule` check judges them).
     #[serde(skip)]
     pub schedules: Vec<super::ScheduleInfo>,
     /// The store's `payload_limit`: a schedule whose payload is over it fails every tick.
@@ -140,6 +147,7 @@ pub struct Health {
 }
 
 impl Health {
+    /// The verdict of one check.
     pub fn check(&self, name: CheckName) -> &Check {
         // Every Health holds one check per name, in CheckName::ALL order.
         &self.checks[CheckName::ALL.iter().position(|n| *n == name).unwrap_or(0)]

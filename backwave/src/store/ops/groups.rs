@@ -12,23 +12,36 @@ use crate::model::{Millis, QuarantineReason, WorkerInfo};
 /// Dead-Lettered jobs that share a wire name and a cause fingerprint.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CauseGroup {
+    /// The jobs' wire name.
     pub wire_name: String,
+    /// Their cause with its values masked ([`cause_fingerprint`](crate::cause_fingerprint)):
+    /// filter by it ([`JobFilter::fingerprint`](crate::store::JobFilter::fingerprint)) to list
+    /// or requeue the group.
     pub fingerprint: String,
     /// One real cause of the group, the most recent.
     pub example: String,
+    /// How many jobs the group holds.
     pub count: u64,
+    /// When its oldest job finished.
     pub first_seen: Millis,
+    /// When its newest job finished.
     pub last_seen: Millis,
 }
 
 /// Quarantined jobs that share a wire name and a reason.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QuarantineGroup {
+    /// The jobs' wire name.
     pub wire_name: String,
+    /// Why they never ran.
     pub reason: QuarantineReason,
+    /// One real cause of the group, the most recent.
     pub example: String,
+    /// How many jobs the group holds.
     pub count: u64,
+    /// When its oldest job was quarantined.
     pub first_seen: Millis,
+    /// When its newest job was quarantined.
     pub last_seen: Millis,
     /// Live workers that handle this wire name now.
     pub live_handlers: u64,

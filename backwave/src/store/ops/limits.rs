@@ -18,7 +18,9 @@ use crate::store::{PauseKind, Store};
 /// so every host agrees on where a window starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rate {
+    /// Claims allowed per window (at least 1).
     pub n: u32,
+    /// The window's length (at least 1 ms).
     pub per: Duration,
 }
 
@@ -46,7 +48,7 @@ impl Rate {
 }
 
 impl fmt::Display for Rate {
-    /// `50/s`, `600/m`, `10/5m`: as `bw limit --rate` takes it (one of a unit is the unit alone).
+    /// `50/s`, `600/m`, `10/5m`: as [`Rate::parse`] takes it (one of a unit is the unit alone).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let per = humantime::format_duration(self.per).to_string();
         let per = match per.strip_prefix('1') {
@@ -102,16 +104,19 @@ impl fmt::Display for LimitSpec {
     }
 }
 
-/// Who set a limit: an operator (`bw limit`, audited) or the application's default in code.
-/// The operator's wins while it is in force.
+/// Who set a limit: an operator ([`Store::set_limit`], audited) or the application's default in
+/// code ([`Engine::limit`](crate::Engine::limit)). The operator's wins while it is in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LimitSource {
+    /// Set by an operator through the store.
     Operator,
+    /// Declared by an application's engine.
     Application,
 }
 
 impl LimitSource {
+    /// The spelling in the store and in JSON: `operator`, `application`.
     pub fn as_str(self) -> &'static str {
         match self {
             LimitSource::Operator => "operator",
@@ -128,33 +133,46 @@ impl LimitSource {
     }
 }
 
-/// One row of `limits`.
+/// One stored limit (a row of the store's `limits` table).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Limit {
+    /// A queue or a wire name.
     pub kind: PauseKind,
+    /// The queue's or wire name's name.
     pub name: String,
+    /// Who set it.
     pub source: LimitSource,
+    /// What it allows.
     #[serde(flatten)]
     pub spec: LimitSpec,
+    /// The operator, or the declaring process (`host/pid`).
     pub set_by: String,
+    /// When it was set.
     pub set_at: Millis,
     /// When it lapses by itself; `None` until cleared.
     pub until: Option<Millis>,
 }
 
-/// An application's default limit, declared in code (see `Engine::limit`): written to the store
-/// when the engine starts, where an operator's limit overrides it.
+/// An application's default limit, declared in code (see
+/// [`Engine::limit`](crate::Engine::limit)): written to the store when the engine starts, where
+/// an operator's limit overrides it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitDefault {
+    /// A queue or a wire name.
     pub kind: PauseKind,
+    /// The queue's or wire name's name.
     pub name: String,
+    /// What it allows.
     pub spec: LimitSpec,
 }
 
-/// A limited name as `bw limits`, `bw stats`, the dashboard and the metrics show it.
+/// A limited name as [`Store::limits`] reports it: both sources side by side, the limit in
+/// force, and what runs under it now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LimitStatus {
+    /// A queue or a wire name.
     pub kind: PauseKind,
+    /// The queue's or wire name's name.
     pub name: String,
     /// The operator's limit in force, if any.
     pub operator: Option<Limit>,
@@ -172,14 +190,17 @@ pub struct LimitStatus {
     pub held_back: u64,
 }
 
-/// The result of `bw limit`.
+/// The result of [`Store::set_limit`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "result")]
 pub enum LimitResult {
     /// No operator limit was in force; now it is.
     Limited,
-    /// An operator limit was in force: this is what it was.
-    Changed { previous: LimitSpec },
+    /// An operator limit was in force and was replaced.
+    Changed {
+        /// What it allowed before.
+        previous: LimitSpec,
+    },
 }
 
 /// The start of the fixed window holding `now`.

@@ -39,14 +39,22 @@ pub(crate) trait StoreTx {
     fn payload_limit(&mut self) -> Result<u64>;
 }
 
-/// One audited operator action.
+/// One audited operator action, as [`Store::audit_entries`](crate::Store::audit_entries) reads
+/// the audit trail: who did what, when, to which job.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AuditEntry {
+    /// The entry's number, in the order entries were written.
     pub seq: i64,
+    /// When.
     pub at: Millis,
+    /// Who (an operating-system user, a PostgreSQL role, or the name an application passed).
     pub actor: String,
+    /// What, as stored: `pause`, `run-now`, `edit-payload`, `grant`, `reveal-failure-detail`, …
+    /// (requeues and cancels are in the transition log, with their actor).
     pub action: String,
+    /// The job acted on, when the action was on one job.
     pub job_id: Option<JobId>,
+    /// The action's particulars (a pause's name and expiry, a payload edit's old payload).
     pub detail: Option<String>,
 }
 

@@ -133,8 +133,8 @@ impl Store {
     /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
     /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
     /// typo unless `force` (to pause one ahead of its first job). Pausing again replaces the
-    /// expiry. Applies from every worker's next claim. Checked in the order of
-    /// [`decide_name_action`].
+    /// expiry. Applies from every worker's next claim. The actor's permission is checked before
+    /// the name, so a refusal never tells an actor without `operate` which names exist.
     pub fn pause(
         &self,
         actor: &str,

@@ -28,8 +28,11 @@ pub const HELD_UP: Duration = Duration::from_millis(200);
 /// between moves the expiry, so one lapse is never confirmed across a renewal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Lapse {
+    /// The job whose lease lapsed.
     pub job_id: JobId,
+    /// The attempt that held it.
     pub attempt: u32,
+    /// The expiry the lease had when the look found it.
     pub expired_at: Millis,
 }
 

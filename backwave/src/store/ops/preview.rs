@@ -43,28 +43,38 @@ pub struct RequeuePlan {
 pub enum RequeueCheck {
     /// Dead-Lettered or Quarantined: it would be requeued.
     WouldRequeue {
+        /// The state it is in.
         state: JobState,
+        /// Its wire name.
         wire_name: String,
         /// No live worker handles its wire name: it would quarantine again.
         requarantine: bool,
         /// Quarantined because its payload did not decode (and a worker handles it).
         undecodable: bool,
     },
+    /// Not Dead-Lettered or Quarantined: a requeue would change nothing.
     NotRequeueable {
+        /// The state it is in.
         state: JobState,
     },
     /// Dead-Lettered or Quarantined, but the job `existing` holds its unique key now: a
     /// requeue would be refused.
     Conflict {
+        /// The state it is in.
         state: JobState,
+        /// The job holding the key.
         existing: JobId,
     },
+    /// No job has this id.
     NotFound,
 }
 
+/// How many jobs of a plan have one wire name, and whether anyone would run them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WireNameCount {
+    /// The wire name.
     pub wire_name: String,
+    /// How many of the plan's jobs have it.
     pub count: u64,
     /// Live workers that handle this wire name now.
     pub live_handlers: u64,

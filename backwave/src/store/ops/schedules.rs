@@ -24,19 +24,28 @@ use crate::store::{Backend, Store};
 /// A schedule as stored, with the state of the last job it made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ScheduleRow {
+    /// The definition as last declared.
     #[serde(flatten)]
     pub schedule: Schedule,
     /// The cursor: the latest tick fired or dropped, or when the schedule was first declared.
     pub last_tick: Millis,
+    /// The job the latest fired tick made.
     pub last_job_id: Option<JobId>,
     /// `None` when there is no last job, or it has been swept by retention.
     pub last_job_state: Option<JobState>,
+    /// When a tick last made a job.
     pub last_fired_at: Option<Millis>,
+    /// When it was first declared.
     pub declared_at: Millis,
+    /// When its definition last changed.
     pub updated_at: Millis,
+    /// When a running engine last said it declares it.
     pub seen_at: Millis,
+    /// The operator who paused it, while paused.
     pub paused_by: Option<String>,
+    /// When it was paused.
     pub paused_at: Option<Millis>,
+    /// When the pause lapses by itself (`None`: until resumed).
     pub paused_until: Option<Millis>,
     /// Ticks of a [`Schedule::unique`] schedule that made no job because the previous tick's
     /// job was still pending.
@@ -55,13 +64,16 @@ impl ScheduleRow {
     }
 }
 
-/// A schedule as `bw schedules` and the dashboard show it.
+/// A schedule as [`Store::schedules`] reports it: the stored row and what follows from it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleInfo {
+    /// The stored schedule.
     pub row: ScheduleRow,
     /// The next tick that would fire (after the cursor, or after now when that is later).
     pub next_fire: Option<Millis>,
+    /// Whether a pause is in force now.
     pub paused: bool,
+    /// Whether no running application has declared it for [`SCHEDULE_ORPHANED_AFTER`].
     pub orphaned: bool,
     /// How late the first unfired tick is, once past the grace: nobody is firing it.
     pub overdue: Option<Duration>,
@@ -73,9 +85,11 @@ pub struct ScheduleInfo {
 pub enum Declared {
     /// Not in the store before: stored, its first tick is the next one after now.
     New,
+    /// Stored already with this very definition.
     Unchanged,
     /// The stored definition differed: replaced (audited with each change). The cursor stays.
     Updated {
+        /// Each field that changed, in words (`cron "0 2 * * *" -> "0 3 * * *"`).
         changes: Vec<String>,
     },
 }
@@ -83,6 +97,7 @@ pub enum Declared {
 /// What firing a schedule's due ticks did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TickFire {
+    /// The schedule's name.
     pub name: String,
     /// The ticks that got a job, with it.
     pub fired: Vec<(Millis, JobId)>,
@@ -97,9 +112,11 @@ pub struct TickFire {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "result")]
 pub enum SchedulePauseResult {
+    /// Now paused (it was not).
     Paused,
     /// It was paused already: now until the new `until`.
     Extended {
+        /// The expiry it had (`None`: until resumed).
         previous_until: Option<Millis>,
     },
 }
@@ -108,14 +125,18 @@ pub enum SchedulePauseResult {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "result")]
 pub enum ScheduleResumeResult {
+    /// The pause was lifted: its next tick fires.
     Resumed,
+    /// It was not paused: nothing changed.
     NotPaused,
 }
 
-/// The job `bw schedule trigger` made.
+/// The job [`Store::trigger_schedule`] made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Trigger {
+    /// The schedule's name.
     pub schedule: String,
+    /// The job it enqueued.
     pub job: JobId,
 }
 

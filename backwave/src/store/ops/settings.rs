@@ -18,15 +18,16 @@ pub enum SettingKey {
 
 /// The payload limit of a store whose settings name none: 1 MiB. Google Cloud Tasks takes 1 MB
 /// a task (100 KB on App Engine queues), SQS 256 KiB a message, and Sidekiq's advice is ids,
-/// not data; `bw top` with 50 jobs of 1 MiB in its list stays at 16 MB, within its 50 MB
-/// (README, Benchmarks). Larger data belongs in a file or object store the payload names.
+/// not data. Larger data belongs in a file or object store the payload names.
 pub const DEFAULT_PAYLOAD_LIMIT: u64 = 1 << 20;
 /// The most `payload_limit` may be set to: the largest value either database stores (1 GB).
 pub const MAX_PAYLOAD_LIMIT: u64 = 1_000_000_000;
 
 impl SettingKey {
+    /// Every setting.
     pub const ALL: [SettingKey; 3] = [SettingKey::FailureDetail, SettingKey::Retention, SettingKey::PayloadLimit];
 
+    /// The setting's name as stored: `failure_detail`, `retention`, `payload_limit`.
     pub fn as_str(self) -> &'static str {
         match self {
             SettingKey::FailureDetail => "failure_detail",
@@ -35,6 +36,7 @@ impl SettingKey {
         }
     }
 
+    /// The value a store that never set it has: `on`, `14d`, `1048576`.
     pub fn default_value(self) -> &'static str {
         match self {
             SettingKey::FailureDetail => "on",
@@ -43,6 +45,7 @@ impl SettingKey {
         }
     }
 
+    /// The setting named `key` (`-` taken as `_`); any other name is [`Error::InvalidInput`].
     pub fn parse(key: &str) -> Result<Self> {
         let k = key.trim().replace('-', "_");
         SettingKey::ALL.into_iter().find(|s| s.as_str() == k).ok_or_else(|| {

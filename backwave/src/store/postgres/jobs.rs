@@ -193,6 +193,13 @@ fn insert_jobs(
     rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
 }
 
+/// The schema's trigger refused a payload over the store's limit (`bw_check_payloads`).
+fn is_over_payload_limit(e: &Error) -> bool {
+    crate::store::driver_error::pg_error(e)
+        .and_then(|e| e.code())
+        .is_some_and(|c| *c == postgres::error::SqlState::PROGRAM_LIMIT_EXCEEDED)
+}
+
 /// Each job's labels as JSON text, NULL for none (the column's `'{}'`): most jobs have none, and
 /// an empty map is then neither serialised nor sent.
 fn labels_json(jobs: &[NewJob], which: &[usize]) -> Result<Vec<Option<String>>> {
@@ -210,7 +217,7 @@ fn labels_json(jobs: &[NewJob], which: &[usize]) -> Result<Vec<Option<String>>> 
 /// row, and ids are fresh v7 UUIDs, so every row goes in or the statement fails whole; the
 /// speculative insertion `ON CONFLICT` makes for every row (a probe of both unique indexes
 /// first) and the join back to the rows returned are then pure cost (issue 23).
-fn insert_plain_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob], ids: &[JobId]) -> Result<()> {
+fn insert_plain_jobs(tx: &mut Tx<'_>, now: Option<Millis>, jobs: &[NewJob], ids: &[JobId]) -> Result<()> {
     let all: Vec<usize> = (0..jobs.len()).collect();
     let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
     let wire_names: Vec<&str> = jobs.iter().map(|j| j.wire_name.as_str()).collect();
@@ -219,15 +226,16 @@ fn insert_plain_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob], ids: &[JobId
     let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
     let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
     let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+    // `$8` NULL: the database clock, read by the statement itself (see `PgStore::enqueue_many`).
     let inserted = tx.execute(
-        "WITH logged AS (
+        "WITH t AS (SELECT coalesce($8::bigint, bw_now_ms()) AS now), logged AS (
              INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
-             SELECT o.id, $8, NULL, 'scheduled', 0 FROM unnest($1::uuid[]) AS o(id)
+             SELECT o.id, t.now, NULL, 'scheduled', 0 FROM unnest($1::uuid[]) AS o(id), t
          )
          INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
-         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8
+         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, t.now), s, t.now, t.now
          FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[])
-              AS n(id, w, q, l, p, d, s)",
+              AS n(id, w, q, l, p, d, s), t",
         &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
     )?;
     if inserted != jobs.len() as u64 {
@@ -284,7 +292,7 @@ pub(crate) fn insert_new_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob]) -> 
     check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
     let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
     if jobs.iter().all(|j| j.unique.is_none()) {
-        insert_plain_jobs(tx, now, jobs, &ids)?;
+        insert_plain_jobs(tx, Some(now), jobs, &ids)?;
         return Ok(ids.into_iter().map(Enqueued::Created).collect());
     }
     let all: Vec<usize> = (0..jobs.len()).collect();
@@ -310,6 +318,18 @@ impl PgStore {
             return Ok(Vec::new());
         }
         validate_new_jobs(jobs)?;
+        // Jobs without a unique rule: one statement on its own, one round trip (no `BEGIN`,
+        // clock read, limit read or `COMMIT` of their own), the schema's trigger holding the
+        // payload limit. A payload over it is then enqueued again the long way, which reads the
+        // limit first and names the job in its refusal; nothing was stored either way.
+        if jobs.iter().all(|j| j.unique.is_none()) {
+            let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+            match self.autocommit(|tx| insert_plain_jobs(tx, self.pinned_now(), jobs, &ids)) {
+                Ok(()) => return Ok(ids.into_iter().map(Enqueued::Created).collect()),
+                Err(e) if is_over_payload_limit(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.write(|tx| {
             let now = tx.now()?;
             insert_new_jobs(tx, now, jobs)

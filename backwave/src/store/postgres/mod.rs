@@ -45,8 +45,9 @@ use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 use crate::model::Millis;
 
-/// The PostgreSQL contract, embedded verbatim: the top-level `schema-postgres.sql`.
-pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../../schema-postgres.sql");
+/// The PostgreSQL contract, embedded verbatim: the top-level `schema-postgres.sql` (this crate
+/// carries a byte-for-byte copy, see `SCHEMA_SQL`).
+pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../schema-postgres.sql");
 
 /// How often a transaction that lost a serialization race or a deadlock is run again.
 const RETRIES: usize = 8;
@@ -480,6 +481,28 @@ impl PgStore {
                 other => return other,
             }
         }
+    }
+
+    /// Run `f`, which issues exactly one statement, outside any explicit transaction: the server
+    /// commits it by itself, one round trip where `BEGIN`, the statement and `COMMIT` take three.
+    /// A single statement is atomic on its own; only for such.
+    pub(crate) fn autocommit<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
+        }
+        if self.snapshot.get().is_some() {
+            return Err(Error::ReadOnly { why: "a write was asked for inside a read snapshot".into() });
+        }
+        blocking(|| {
+            self.ensure_connected()?;
+            let mut slot = self.conn.borrow_mut();
+            let Conn { client, statements } = slot.as_mut().expect("connected above");
+            let out = f(&mut Tx { tx: Session::Joined(client), statements, clock: &self.clock, now: None });
+            if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
+                *slot = None;
+            }
+            out
+        })
     }
 
     /// Run `f` in one read-only REPEATABLE READ transaction: several queries, one snapshot.

@@ -1,8 +1,8 @@
 //! TLS to the server, as libpq reads it from the URL: `sslmode` (`disable`, `prefer` — the
 //! default —, `require`, `verify-ca`, `verify-full`) and `sslrootcert=FILE` (else the system's
 //! root certificates). Built on rustls (pure Rust: no system OpenSSL to build or ship). This
-//! file owns reading the two keys, the certificate checks each mode makes, and the message
-//! when a server's certificate is refused.
+//! file owns reading the two keys, the crypto provider, the certificate checks each mode makes,
+//! and the message when a server's certificate is refused.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,9 +11,13 @@ use postgres::config::Host;
 use postgres::Config;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom,
+    WebPkiSupportedAlgorithms,
+};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::SigningKey;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -112,7 +116,7 @@ impl TlsSettings {
         if self.mode == Mode::Disable || (self.mode == Mode::Prefer && sockets_only) {
             return Ok(Connector::Plain);
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = provider();
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::InvalidInput(format!("TLS for '{shown}': {e}")))?;
@@ -245,6 +249,86 @@ impl ServerCertVerifier for Verifier {
     }
 }
 
+/// The crypto provider of every TLS connection: the process-wide default when the application
+/// installed one (`CryptoProvider::install_default`, e.g. aws-lc-rs for post-quantum key exchange
+/// or FIPS), else ring's. Never installs a default itself: that is the application's choice.
+fn provider() -> Arc<CryptoProvider> {
+    match CryptoProvider::get_default() {
+        Some(installed) => Arc::clone(installed),
+        None => Arc::new(ring_provider()),
+    }
+}
+
+/// ring's suites, key exchange groups and signature algorithms: what
+/// `rustls::crypto::ring::default_provider()` returns, assembled from the parts rustls and webpki
+/// publish, since that function is deprecated from rustls 0.23.48 on (ring has no post-quantum
+/// key exchange; an application that wants one installs aws-lc-rs as the default, above).
+/// `ring_provider_is_rustls_own` compares the two.
+fn ring_provider() -> CryptoProvider {
+    CryptoProvider {
+        cipher_suites: rustls::crypto::ring::DEFAULT_CIPHER_SUITES.to_vec(),
+        kx_groups: rustls::crypto::ring::DEFAULT_KX_GROUPS.to_vec(),
+        signature_verification_algorithms: RING_SIGNATURES,
+        secure_random: &Ring,
+        key_provider: &Ring,
+    }
+}
+
+/// rustls's table for ring (`crypto/ring/mod.rs`, `SUPPORTED_SIG_ALGS`), which it does not export.
+static RING_SIGNATURES: WebPkiSupportedAlgorithms = {
+    use webpki::ring as alg;
+    WebPkiSupportedAlgorithms {
+        all: &[
+            alg::ECDSA_P256_SHA256,
+            alg::ECDSA_P256_SHA384,
+            alg::ECDSA_P384_SHA256,
+            alg::ECDSA_P384_SHA384,
+            alg::ED25519,
+            alg::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+            alg::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+            alg::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+            alg::RSA_PKCS1_2048_8192_SHA256,
+            alg::RSA_PKCS1_2048_8192_SHA384,
+            alg::RSA_PKCS1_2048_8192_SHA512,
+            alg::RSA_PKCS1_2048_8192_SHA256_ABSENT_PARAMS,
+            alg::RSA_PKCS1_2048_8192_SHA384_ABSENT_PARAMS,
+            alg::RSA_PKCS1_2048_8192_SHA512_ABSENT_PARAMS,
+        ],
+        mapping: &[
+            // For TLS 1.2 the curve is not fixed by the scheme; for TLS 1.3 it is.
+            (SignatureScheme::ECDSA_NISTP384_SHA384, &[alg::ECDSA_P384_SHA384, alg::ECDSA_P256_SHA384]),
+            (SignatureScheme::ECDSA_NISTP256_SHA256, &[alg::ECDSA_P256_SHA256, alg::ECDSA_P384_SHA256]),
+            (SignatureScheme::ED25519, &[alg::ED25519]),
+            (SignatureScheme::RSA_PSS_SHA512, &[alg::RSA_PSS_2048_8192_SHA512_LEGACY_KEY]),
+            (SignatureScheme::RSA_PSS_SHA384, &[alg::RSA_PSS_2048_8192_SHA384_LEGACY_KEY]),
+            (SignatureScheme::RSA_PSS_SHA256, &[alg::RSA_PSS_2048_8192_SHA256_LEGACY_KEY]),
+            (SignatureScheme::RSA_PKCS1_SHA512, &[alg::RSA_PKCS1_2048_8192_SHA512]),
+            (SignatureScheme::RSA_PKCS1_SHA384, &[alg::RSA_PKCS1_2048_8192_SHA384]),
+            (SignatureScheme::RSA_PKCS1_SHA256, &[alg::RSA_PKCS1_2048_8192_SHA256]),
+        ],
+    }
+};
+
+/// ring's random numbers, and its keys for a client certificate (none is sent today).
+#[derive(Debug)]
+struct Ring;
+
+impl SecureRandom for Ring {
+    fn fill(&self, buf: &mut [u8]) -> std::result::Result<(), GetRandomFailed> {
+        use ring::rand::SecureRandom as _;
+        ring::rand::SystemRandom::new().fill(buf).map_err(|_| GetRandomFailed)
+    }
+}
+
+impl KeyProvider for Ring {
+    fn load_private_key(
+        &self,
+        key_der: PrivateKeyDer<'static>,
+    ) -> std::result::Result<Arc<dyn SigningKey>, rustls::Error> {
+        rustls::crypto::ring::sign::any_supported_type(&key_der)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -296,6 +380,25 @@ mod tests {
         let e = s.connector(&raw.parse().unwrap(), "shown").err().unwrap();
         assert_eq!(e.to_string(), format!("'shown': sslrootcert '{}' holds no CA certificate", junk.display()));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The table copied from rustls must stay what rustls's own ring provider offers: the same
+    /// suites in the same order, key exchange groups and signature schemes.
+    #[test]
+    fn ring_provider_is_rustls_own() {
+        #[allow(deprecated)] // the very function ring_provider() stands in for
+        let theirs = rustls::crypto::ring::default_provider();
+        let ours = ring_provider();
+        assert_eq!(ours.cipher_suites, theirs.cipher_suites);
+        let names = |p: &CryptoProvider| p.kx_groups.iter().map(|g| g.name()).collect::<Vec<_>>();
+        assert_eq!(names(&ours), names(&theirs));
+        let (o, t) = (&ours.signature_verification_algorithms, &theirs.signature_verification_algorithms);
+        assert_eq!(o.supported_schemes(), t.supported_schemes());
+        assert_eq!(format!("{:?}", o.all), format!("{:?}", t.all));
+        assert_eq!(format!("{:?}", o.mapping), format!("{:?}", t.mapping));
+        let mut bytes = [0u8; 32];
+        ours.secure_random.fill(&mut bytes).unwrap();
+        assert_ne!(bytes, [0u8; 32]);
     }
 
     fn tempfile_dir() -> PathBuf {
