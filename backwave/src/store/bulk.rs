@@ -43,7 +43,7 @@ fn after(mut scope: JobFilter, as_of: Millis) -> JobFilter {
 }
 
 impl Store {
-    /// Refuse with [`Error::PermissionDenied`] unless `actor` holds `permission` (admin holds
+    /// Refuse with [`Error::PermissionDenied`](crate::Error::PermissionDenied) unless `actor` holds `permission` (admin holds
     /// all three). Every bulk plan calls it first, so that nobody waits for a count and a
     /// question only to be told at the end that they may not act.
     /// On PostgreSQL the name checked (and refused) is the one the server vouches for: the
