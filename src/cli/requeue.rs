@@ -106,6 +106,9 @@ fn requarantine_warning(check: &RequeueCheck) -> Option<String> {
         RequeueCheck::WouldRequeue { wire_name, requarantine: true, .. } => {
             Some(format!("no live worker handles '{wire_name}'; it will quarantine again"))
         }
+        RequeueCheck::WouldRequeue { no_live_worker: true, .. } => {
+            Some("no live worker runs now: it waits until one starts".to_string())
+        }
         _ => None,
     }
 }
@@ -203,6 +206,9 @@ impl Render for PlanView<RequeuePlan, Force> {
         let forced = self.extra.0;
         let requeued = if forced { p.would_requeue + p.would_requarantine } else { p.would_requeue };
         writeln!(out, "  {:>w$} would be requeued with a fresh attempt budget, due now", thousands(requeued))?;
+        if p.no_live_worker && requeued > 0 {
+            writeln!(out, "  No live worker is running now: they wait, scheduled, until one starts.")?;
+        }
         if forced && p.would_requarantine > 0 {
             writeln!(
                 out,

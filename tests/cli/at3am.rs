@@ -410,3 +410,38 @@ both_backends! {
         assert!(!dry.stdout.contains("Run again without --dry-run"), "{dry}");
     }
 }
+
+// ---- issue 39: a requeue while no worker runs --------------------------------------------------
+
+both_backends! {
+    fn a_requeue_while_no_worker_runs_says_the_jobs_wait_not_that_they_quarantine_again() {
+        // The service was stopped: no live worker at all. `bw requeue` said "no live worker
+        // handles 'always-fails'; it will quarantine again", yet the jobs waited and ran (four
+        // attempts) once the service came back: nobody claims them meanwhile.
+        let f = Fixture::empty();
+        let store = Store::create(&f.db).unwrap().with_clock(Clock::manual(T_MS));
+        store.bootstrap_admin(&current_actor()).unwrap();
+        dead_letter(&store, "always-fails", 3);
+        let ids: Vec<String> = store
+            .list_jobs(&backwave::store::JobFilter { states: vec![JobState::DeadLettered], ..Default::default() }, 10, 0)
+            .unwrap()
+            .jobs
+            .iter()
+            .map(|j| j.id.to_string())
+            .collect();
+        let plan = f.run(&["requeue", "--state", "dead-lettered", "--dry-run"]);
+        assert_eq!(plan.code, Some(0), "{plan}");
+        assert!(plan.stdout.contains("3 would be requeued"), "{plan}");
+        assert!(plan.stdout.contains("No live worker is running now: they wait"), "{plan}");
+        assert!(!plan.stdout.contains("(skipped unless --force)"), "{plan}");
+        let one = f.run(&["requeue", &ids[0]]);
+        assert_eq!(one.code, Some(0), "{one}");
+        assert!(one.stdout.contains("no live worker runs now: it waits until one starts"), "{one}");
+        assert!(!one.stdout.contains("quarantine again"), "{one}");
+        // Without --force the bulk requeue takes them all: none would quarantine again.
+        let bulk = f.run(&["requeue", "--state", "dead-lettered", "--yes"]);
+        assert_eq!(bulk.code, Some(0), "{bulk}");
+        assert!(bulk.stdout.contains("Requeued 2"), "{bulk}");
+        assert_eq!(store.count_jobs(&backwave::store::JobFilter { states: vec![JobState::Scheduled], ..Default::default() }).unwrap(), 3);
+    }
+}

@@ -551,10 +551,24 @@ both_backends! {
 
 both_backends! {
     fn a_group_requeue_of_one_unhandled_job_speaks_in_the_singular() {
-        // One Quarantined job whose wire name no live worker handles.
+        // One Quarantined job whose wire name no live worker handles, while a worker runs (with
+        // no worker at all, the job would wait for one rather than quarantine again).
         let mut f = Fixture::empty();
         f.store.grant("root", ACTOR, backwave::Permission::Operate).unwrap();
         f.quarantine_no_handler_now("invoice.render");
+        f.store
+            .register_worker(&WorkerInfo {
+                id: "demo-host/4242/strict-priority#0001".into(),
+                group: "strict-priority".into(),
+                host: "demo-host".into(),
+                pid: 4242,
+                wire_names: vec!["resize-image".into()],
+                queues: vec!["bulk".into()],
+                started_at: T0 - 3_600_000,
+                last_heartbeat_at: T0 - 2_000,
+                stale_after_ms: 30_000,
+            })
+            .unwrap();
         let mut app = f.app(120, 32);
         keys(&mut app, &f, "2");
         f.refresh(&mut app);

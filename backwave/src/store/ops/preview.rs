@@ -35,6 +35,11 @@ pub struct RequeuePlan {
     /// Of `matching`, jobs a requeue leaves as they are because of their unique key: another
     /// job holds it, or another matching job with the same key is requeued first.
     pub would_conflict: u64,
+    /// No live worker at all now (a service stopped, or between deploys): the jobs requeued wait,
+    /// Scheduled, until one starts; none is quarantined again for want of a handler, since
+    /// nobody claims them meanwhile (found by an on-call: `bw requeue` said they would
+    /// quarantine again, and they ran once the service came back).
+    pub no_live_worker: bool,
 }
 
 /// What requeueing one job by id would do now.
@@ -47,8 +52,10 @@ pub enum RequeueCheck {
         state: JobState,
         /// Its wire name.
         wire_name: String,
-        /// No live worker handles its wire name: it would quarantine again.
+        /// Live workers run, but none handles its wire name: it would quarantine again.
         requarantine: bool,
+        /// No live worker at all now: it would wait, Scheduled, until one starts.
+        no_live_worker: bool,
         /// Quarantined because its payload did not decode (and a worker handles it).
         undecodable: bool,
     },
@@ -87,9 +94,11 @@ impl RequeuePlan {
         if count == 0 {
             return false;
         }
+        // Every live worker handles at least one wire name: none at all means no worker runs.
+        self.no_live_worker = handlers.is_empty();
         let live = handlers.get(&wire_name).copied().unwrap_or(0);
         let entry = WireNameCount { wire_name, count, live_handlers: live };
-        if live == 0 {
+        if live == 0 && !self.no_live_worker {
             self.would_requarantine += count;
             self.unhandled.push(entry);
             false
@@ -116,10 +125,12 @@ pub(crate) fn check_one(job: Option<Job>, holder: Option<JobId>, handlers: &Hash
         Some(j) if !j.state.is_requeueable() => RequeueCheck::NotRequeueable { state: j.state },
         Some(j) if holder.is_some() => RequeueCheck::Conflict { state: j.state, existing: holder.unwrap_or(j.id) },
         Some(j) => {
-            let requarantine = handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
+            let no_live_worker = handlers.is_empty();
+            let requarantine = !no_live_worker && handlers.get(&j.wire_name).copied().unwrap_or(0) == 0;
             RequeueCheck::WouldRequeue {
                 state: j.state,
                 requarantine,
+                no_live_worker,
                 undecodable: !requarantine && j.quarantine_reason == Some(QuarantineReason::UndecodablePayload),
                 wire_name: j.wire_name,
             }
