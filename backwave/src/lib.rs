@@ -17,6 +17,7 @@ pub mod model;
 pub mod retry;
 pub mod schedule;
 pub mod store;
+pub mod telemetry;
 
 pub use engine::{
     DispatchPolicy, Engine, EngineHandle, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup,

@@ -17,6 +17,7 @@ use super::deadlines::Deadlines;
 use super::group::{DispatchPolicy, Planner, WorkerGroup};
 use super::handler::{CancelReason, CancelSignal, JobContext};
 use super::maintenance::Maintenance;
+use super::outage::Watch;
 use super::pace::{Pace, MAX_AHEAD};
 use super::pool::{Done, ReadyBuffer, Work};
 use super::recorder::{Recorded, Recorder};
@@ -25,6 +26,7 @@ use crate::error::Result;
 use crate::model::{JobId, JobState, WorkerInfo};
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
+use crate::telemetry;
 
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
 /// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
@@ -84,6 +86,8 @@ pub(super) struct Setup {
     pub handler_policies: Vec<(String, RetryPolicy)>,
     /// Set while a [`Done::Work`] waits in the channel (`wake.rs`); cleared when it is taken.
     pub rung: Arc<AtomicBool>,
+    /// This group's view of the store, for the engine's once-per-outage events (`outage.rs`).
+    pub watch: Watch,
 }
 
 pub(super) struct Dispatcher {
@@ -123,6 +127,10 @@ pub(super) struct Dispatcher {
     rung: Arc<AtomicBool>,
     /// Every queue of the policy: where [`Store::next_due`] looks when the queues ran dry.
     queues: Vec<String>,
+    /// Whether the store answered a claim, heartbeat or batch of outcomes in this turn: with
+    /// no error in the same turn, the store works again (see [`Dispatcher::run`]).
+    answered: bool,
+    watch: Watch,
 }
 
 impl Dispatcher {
@@ -159,12 +167,34 @@ impl Dispatcher {
             marked_stopping: false,
             unrecorded_max,
             rung: s.rung,
+            answered: false,
+            watch: s.watch,
         }
     }
 
     pub(super) fn run(mut self) {
-        while self.turn() {}
+        loop {
+            let (errors, began) = (self.stats.own_errors(), Instant::now());
+            self.answered = false;
+            let more = self.turn();
+            self.watch_turn(errors, began);
+            if !more {
+                break;
+            }
+        }
         self.finish();
+    }
+
+    /// After a turn: a store error in it means the store fails (said once, however many turns
+    /// it lasts); an answer without an error, that it works (again). A turn that asked the
+    /// store nothing changes nothing, and one where a claim went through but the outcomes were
+    /// refused still counts as failing, so a store that refuses one write keeps one warning.
+    fn watch_turn(&mut self, errors_before: u64, began: Instant) {
+        if self.stats.own_errors() > errors_before {
+            self.watch.failed(&self.stats.last_error(), began);
+        } else if self.answered {
+            self.watch.worked();
+        }
     }
 
     /// One turn of the loop: wait for a finished job or the next deadline, record what finished,
@@ -212,7 +242,9 @@ impl Dispatcher {
             return true;
         }
         if let Some(room) = self.claim_room() {
-            let next = match self.claim(room) {
+            let claimed = self.claim(room);
+            self.answered |= claimed.is_ok();
+            let next = match claimed {
                 // Every place filled: there may be more due, claim again as room frees.
                 Ok(n) if n == room => now,
                 // The queues are drained: look again when the next job is due, or after a poll
@@ -341,8 +373,8 @@ impl Dispatcher {
 
     /// Take in one message; whether it was a handler's finished run.
     fn take(&mut self, done: Done) -> bool {
-        let (run, outcome) = match done {
-            Done::Finished { run, outcome } => (run, outcome),
+        let (run, outcome, span) = match done {
+            Done::Finished { run, outcome, span } => (run, outcome, span),
             Done::Recorded(recorded) => {
                 self.recorded(recorded, Instant::now());
                 return false;
@@ -360,14 +392,16 @@ impl Dispatcher {
                 if let Some(c) = self.claims.remove(run) {
                     self.stopped.push((c.job_id, c.attempt));
                 }
+                telemetry::stopped(&span);
             }
             Some((State::Buffered | State::Running, false)) => {
-                self.claims.finished(run, outcome);
+                self.claims.finished_in(run, outcome, span);
             }
             // A stale run: the job was claimed again since, so its word is discarded.
             Some((State::Superseded, _)) => {
                 self.claims.remove(run);
                 Counters::add(&self.stats.fenced_out, 1);
+                telemetry::fenced_out(&span);
             }
             Some((State::Finished | State::Recording | State::HandingBack, _)) | None => {}
         }
@@ -406,10 +440,21 @@ impl Dispatcher {
     fn recorded(&mut self, (batch, result): Recorded, now: Instant) {
         match result {
             Ok(fenced) => {
-                for f in fenced {
-                    self.count(f);
+                self.answered = true;
+                for f in &fenced {
+                    self.count(*f);
                 }
-                self.claims.recorded();
+                // The store's word on each attempt, on its span; a refused one's handler hears
+                // that its attempt is lost (its result was discarded), should it still be at work.
+                let store_now = self.store.now();
+                let mut answers = fenced.iter().zip(&batch);
+                self.claims.recorded_each(|claim| {
+                    let Some((f, c)) = answers.next() else { return };
+                    if *f == Fenced::Rejected {
+                        claim.cancel.cancel(CancelReason::LeaseLost);
+                    }
+                    telemetry::verdict(&claim.span, *f, &c.outcome, claim.retry_ms, store_now);
+                });
                 self.steps.clear(Step::Flush);
             }
             Err(e) => {
@@ -502,7 +547,7 @@ impl Dispatcher {
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
                 };
-                let run = self.claims.claimed(job.id, job.attempt, cancel);
+                let run = self.claims.claimed_with(job.id, job.attempt, cancel, job.next_delay_ms());
                 let rank = self.rank(&job.queue);
                 works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
             }
@@ -542,6 +587,14 @@ impl Dispatcher {
             } else {
                 self.claims.supersede(run);
                 if let Some(c) = self.claims.get(run) {
+                    if c.cancel.reason().is_none() {
+                        tracing::warn!(
+                            messaging.message.id = %c.job_id,
+                            backwave.attempt = c.attempt,
+                            backwave.worker_id = %self.worker_id,
+                            "lease lost while the handler runs (the job was claimed again): it is told to stop, and its result will be discarded"
+                        );
+                    }
                     c.cancel.cancel(CancelReason::LeaseLost);
                 }
             }
@@ -562,6 +615,7 @@ impl Dispatcher {
             Ok(s) => s,
             Err(e) => return self.stats.error(&e),
         };
+        self.answered = true;
         for (run, status) in runs.into_iter().zip(statuses) {
             let reason = match status {
                 LeaseStatus::Held { cancel_requested: false } => continue,
@@ -584,6 +638,14 @@ impl Dispatcher {
                     }
                 }
             } else if let Some(c) = self.claims.get(run) {
+                if reason == CancelReason::LeaseLost && c.cancel.reason().is_none() {
+                    tracing::warn!(
+                        messaging.message.id = %c.job_id,
+                        backwave.attempt = c.attempt,
+                        backwave.worker_id = %self.worker_id,
+                        "lease lost while the handler runs: it is told to stop, and its result will be discarded"
+                    );
+                }
                 c.cancel.cancel(reason);
             }
         }
@@ -781,6 +843,7 @@ mod tests {
             sweep_interval: None,
             handler_policies: Vec::new(),
             rung: Arc::default(),
+            watch: Watch::new(&crate::engine::outage::StoreHealth::new(&crate::StoreTarget::File(db.clone())), "test"),
         });
         (Harness { d, done, store, _dir: dir }, ids)
     }
@@ -798,7 +861,9 @@ mod tests {
         h.d.sync_started();
         assert_eq!(h.d.claims.held().count(), 2);
         h.store.raw_batch(REFUSE_SUCCESS).unwrap();
-        h.done.send(Done::Finished { run: first.run, outcome: Outcome::Succeeded }).unwrap();
+        h.done
+            .send(Done::Finished { run: first.run, outcome: Outcome::Succeeded, span: tracing::Span::none() })
+            .unwrap();
         let expiries: Vec<i64> = ids.iter().map(|id| lease_expiry(&h.store, *id)).collect();
         std::thread::sleep(Duration::from_millis(20));
 
@@ -848,7 +913,9 @@ mod tests {
             claimed += n;
             for _ in 0..n {
                 let w = h.d.ready.next().unwrap();
-                h.done.send(Done::Finished { run: w.run, outcome: Outcome::Succeeded }).unwrap();
+                h.done
+                    .send(Done::Finished { run: w.run, outcome: Outcome::Succeeded, span: tracing::Span::none() })
+                    .unwrap();
             }
             h.d.sync_started();
             h.d.collect(Duration::ZERO, false);

@@ -80,6 +80,7 @@ mod dispatcher;
 mod group;
 mod handler;
 mod maintenance;
+mod outage;
 mod pace;
 mod pool;
 mod recorder;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::dispatcher::{Dispatcher, Setup};
 use super::group::WorkerGroup;
 use super::maintenance::WORKER_STALE_AFTER;
+use super::outage::{StoreHealth, Watch};
 use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::recorder::Recorder;
 use super::registry::Registry;
@@ -205,6 +206,7 @@ impl Engine {
             true => Some(AsyncRuntime::new(self.runtime.clone())?),
             false => None,
         };
+        let health = StoreHealth::new(&self.db);
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
         let quiet = Arc::new(ProcessQuiet::default());
@@ -284,6 +286,7 @@ impl Engine {
                 sweep_interval: (i == 0).then_some(self.sweep_interval),
                 handler_policies: self.registry.handler_policies(),
                 rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
+                watch: Watch::new(&health, format!("group {}", cfg.name)),
             });
             let thread = std::thread::Builder::new()
                 .name(format!("bw-{}-dispatch", cfg.name))
@@ -316,9 +319,10 @@ impl Engine {
         if !self.poll_only {
             let (stop, stats) = (Arc::clone(&handle.stop_listening), Arc::clone(&handle.groups[0].stats));
             let target = self.db.clone();
+            let watch = Watch::new(&health, "listener");
             std::thread::Builder::new()
                 .name("bw-listen".into())
-                .spawn(move || wake::listen(target, doorbell, stop, stats))
+                .spawn(move || wake::listen(target, doorbell, stop, stats, watch))
                 .map_err(|e| Error::InvalidInput(format!("cannot start the listener thread: {e}")))?;
         }
         if !self.schedules.is_empty() {
@@ -330,6 +334,7 @@ impl Engine {
                 max_sleep: self.schedule_poll,
                 stats: Arc::clone(&stats),
                 stop: stop_rx,
+                watch: Watch::new(&health, "schedule ticker"),
             };
             let thread = std::thread::Builder::new()
                 .name("bw-schedules".into())
@@ -337,6 +342,11 @@ impl Engine {
                 .map_err(|e| Error::InvalidInput(format!("cannot start the schedule ticker: {e}")))?;
             handle.ticker = Some(TickerHandle { stop: stop_tx, stats, thread: Some(thread) });
         }
+        tracing::info!(
+            backwave.store = %self.db,
+            backwave.worker_ids = ?handle.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
+            "engine started"
+        );
         Ok(handle)
     }
 }
@@ -403,6 +413,9 @@ pub(super) struct Counters {
     pub stopped: AtomicU64,
     pub abandoned: AtomicU64,
     pub errors: AtomicU64,
+    /// Of `errors`, those of the engine's listener thread (counted in the first group's stats),
+    /// which the group's own view of the store leaves out (`outage.rs`).
+    pub listener_errors: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -418,6 +431,21 @@ impl Counters {
     pub fn failed(&self, why: &str) {
         Self::add(&self.errors, 1);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+    }
+
+    /// A store error of the listener thread.
+    pub fn listener_error(&self, e: &Error) {
+        Self::add(&self.listener_errors, 1);
+        self.error(e);
+    }
+
+    /// The errors of the group's own thread (its dispatcher and chores) so far.
+    pub fn own_errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed).saturating_sub(self.listener_errors.load(Ordering::Relaxed))
+    }
+
+    pub fn last_error(&self) -> String {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
     }
 }
 
@@ -681,8 +709,10 @@ impl EngineHandle {
         }
         wake(&self.wakers);
         let mut report = ShutdownReport::default();
+        let mut stopped_now = false;
         for (g, before) in self.groups.iter_mut().zip(handed_back_before) {
             if let Some(t) = g.thread.take() {
+                stopped_now = true;
                 let _ = t.join();
                 report.handed_back += g.stats.handed_back.load(Ordering::Relaxed) - before;
                 report.stopped += g.stats.stopped.load(Ordering::Relaxed);
@@ -697,6 +727,16 @@ impl EngineHandle {
         #[cfg(feature = "tokio")]
         if let Some(rt) = self.async_rt.as_mut() {
             rt.shutdown();
+        }
+        // Once: a second stop (the drop after a shutdown) finds no group thread left.
+        if stopped_now {
+            tracing::info!(
+                backwave.worker_ids = ?self.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
+                handed_back = report.handed_back,
+                stopped = report.stopped,
+                abandoned = report.abandoned,
+                "engine stopped"
+            );
         }
         report
     }

@@ -22,7 +22,7 @@ use crate::model::{
 };
 use crate::retry::RetryPolicy;
 
-pub use super::ops::outcome::{Confirmed, Lapse, Reap, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use super::ops::outcome::{Confirmed, Lapse, Reap, Reaped, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 
 /// What a worker asks for when it claims.
 #[derive(Clone, Debug)]

@@ -69,7 +69,7 @@ pub use in_tx::enqueue_in_sqlite;
 pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
-    ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, CLAIM_NEXT_WIRE_NAME_SQL,
+    ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, Reaped, CLAIM_NEXT_WIRE_NAME_SQL,
     CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 pub(crate) use listen::{add_ear, Ear};
