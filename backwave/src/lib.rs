@@ -14,6 +14,7 @@
 pub mod engine;
 pub mod error;
 pub mod model;
+mod otel;
 pub mod retry;
 pub mod schedule;
 pub mod store;

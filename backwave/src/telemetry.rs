@@ -13,6 +13,8 @@ use crate::engine::JobContext;
 use crate::model::{Enqueued, Job, JobState, Millis, NewJob};
 use crate::store::{Fenced, Outcome};
 
+pub use crate::otel::traceparent_of;
+
 /// The span of one enqueue call ([`Store::insert_many`](crate::Store::insert_many) and every
 /// call that ends in it, and the `enqueue_in_*` functions): OpenTelemetry kind `producer`.
 pub const ENQUEUE_SPAN: &str = "backwave.enqueue";
@@ -134,6 +136,7 @@ pub(crate) fn run_span(job: &Job, ctx: &JobContext, claimed_at: std::time::Insta
     let buffered = claimed_at.elapsed().as_millis() as u64;
     let waited = job.updated_at.saturating_sub(job.due_at).max(0) as u64 + buffered;
     span.record("backwave.queue_wait_ms", waited);
+    crate::otel::continue_trace(&span, job.traceparent.as_deref());
     span
 }
 

@@ -483,3 +483,100 @@ both_backends! {
         assert!(down_ms >= 500, "down for {down_ms} ms");
     }
 }
+
+/// `bw jobs show ID` (and its JSON) against `db`: the printed table and the parsed document.
+fn bw_show(db: &TestDb, id: &str) -> (String, serde_json::Value) {
+    let run = |json: bool| {
+        let mut args = vec!["--db", db.arg()];
+        if json {
+            args.extend(["--format", "json"]);
+        }
+        args.extend(["jobs", "show", id]);
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw")).args(&args).output().unwrap();
+        assert!(out.status.success(), "bw {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    (run(false), serde_json::from_str(&run(true)).unwrap())
+}
+
+both_backends! {
+    /// A job enqueued with a trace the application carries itself keeps it, and `bw jobs show`
+    /// prints its trace id; a job enqueued outside any trace has none (JSON null, no line).
+    fn a_job_keeps_the_traceparent_it_was_enqueued_with_and_bw_shows_its_trace_id() {
+        let t = test_store();
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let traced = t.store.enqueue(&NewJob::new("w", "q", b"1".to_vec()).traceparent(tp)).unwrap();
+        let plain = t.store.enqueue(&NewJob::new("w", "q", b"2".to_vec())).unwrap();
+        assert_eq!(job(&t.store, traced).traceparent.as_deref(), Some(tp));
+        assert_eq!(job(&t.store, traced).trace_id(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(job(&t.store, plain).traceparent, None);
+        let bad = t.store.enqueue(&NewJob::new("w", "q", b"3".to_vec()).traceparent("00-xyz"));
+        assert!(matches!(bad, Err(backwave::Error::InvalidInput(ref m)) if m.contains("not a W3C traceparent")), "{bad:?}");
+
+        let (table, json) = bw_show(&t.db, &traced.to_string());
+        assert!(table.lines().any(|l| l.split_whitespace().eq(["Trace", "4bf92f3577b34da6a3ce929d0e0e4736"])), "{table}");
+        assert_eq!(json["job"]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        let (table, json) = bw_show(&t.db, &plain.to_string());
+        assert!(!table.contains("Trace"), "{table}");
+        assert!(json["job"]["trace_id"].is_null(), "{json}");
+    }
+}
+
+/// One span `examples/traced.rs` printed: `(name, trace id, span id, parent id)` and its
+/// attributes.
+type Exported = ((String, String, String, String), BTreeMap<String, String>);
+
+/// The spans `examples/traced.rs` printed, in its order.
+fn exported(stdout: &str) -> Vec<Exported> {
+    let mut spans: Vec<Exported> = Vec::new();
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("span ") {
+            let mut words = rest.split_whitespace();
+            let name = words.next().unwrap().to_string();
+            let mut field = |k: &str| words.next().and_then(|w| w.strip_prefix(k)).unwrap().to_string();
+            let head = (name, field("trace="), field("id="), field("parent="));
+            spans.push((head, BTreeMap::new()));
+        } else if let Some((k, v)) = line.strip_prefix("  ").and_then(|l| l.split_once(" = ")) {
+            spans.last_mut().expect("an attribute after its span").1.insert(k.to_string(), v.to_string());
+        }
+    }
+    spans
+}
+
+both_backends! {
+    /// `cargo run --example traced -- DB`: the request span, the enqueue's producer span, the
+    /// attempt's consumer span and the handler's own span are one trace (32 hex digits), each the
+    /// child of the one before; the attempt span says `messaging.system = backwave`, and
+    /// `bw jobs show` prints the same trace id.
+    fn the_traced_example_exports_one_trace_from_the_request_to_the_handler() {
+        let t = test_store();
+        let out = std::process::Command::new(crate::programs::example("traced")).arg(t.db.arg()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "traced failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        let spans = exported(&stdout);
+        let find = |name: &str| {
+            let found: Vec<_> = spans.iter().filter(|((n, ..), _)| n == name).collect();
+            assert_eq!(found.len(), 1, "one {name} span in {stdout}");
+            found[0].clone()
+        };
+        let ((_, trace, request_id, _), _) = find("request");
+        let ((_, enqueue_trace, enqueue_id, enqueue_parent), enqueue) = find(ENQUEUE_SPAN);
+        let ((_, run_trace, run_id, run_parent), run) = find(RUN_SPAN);
+        let ((_, handler_trace, _, handler_parent), _) = find("render-greeting");
+        assert!(trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()) && trace != "0".repeat(32), "{trace}");
+        assert_eq!([&enqueue_trace, &run_trace, &handler_trace], [&trace; 3], "{stdout}");
+        assert_eq!((&enqueue_parent, &run_parent, &handler_parent), (&request_id, &enqueue_id, &run_id), "{stdout}");
+        assert_eq!(run["messaging.system"], "backwave");
+        assert_eq!(run["messaging.operation.name"], "process");
+        assert_eq!(run["messaging.destination.name"], "traced");
+        assert_eq!(run["backwave.verdict"], verdict::SUCCEEDED);
+        assert_eq!(enqueue["messaging.system"], "backwave");
+        assert_eq!(enqueue["messaging.message.id"], run["messaging.message.id"]);
+
+        let id = &run["messaging.message.id"];
+        assert!(stdout.contains(&format!("job {id} Succeeded trace={trace}")), "{stdout}");
+        let (table, json) = bw_show(&t.db, id);
+        assert!(table.lines().any(|l| l.split_whitespace().eq(["Trace", trace.as_str()])), "{table}");
+        assert_eq!(json["job"]["trace_id"], trace.as_str());
+    }
+}

@@ -351,10 +351,11 @@ impl Store {
     /// current span (see [`crate::telemetry`]).
     pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         let span = crate::telemetry::enqueue_span(jobs);
+        let traced = crate::otel::stamp(jobs, &span);
         let done = span.in_scope(|| match &self.backend {
-            Backend::Sqlite(s) => s.enqueue_many(jobs),
+            Backend::Sqlite(s) => s.enqueue_many(&traced),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.enqueue_many(jobs),
+            Backend::Postgres(p) => p.enqueue_many(&traced),
         });
         crate::telemetry::enqueued(&span, done.as_deref());
         let done = done?;

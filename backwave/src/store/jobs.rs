@@ -165,7 +165,7 @@ impl SqliteStore {
                     if take > 0 {
                         let mut due_of = tx.prepare_cached(CLAIM_WIRE_NAME_SQL)?;
                         let due = due_of
-                            .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                            .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
                             .filter(|r| !unreadable(r))
                             .take(take)
                             .collect::<Result<Vec<_>, _>>()?;
@@ -179,7 +179,7 @@ impl SqliteStore {
                         // `take` rather than `LIMIT ?`: SQLite re-plans (re-parses) a statement on
                         // every new value bound to a LIMIT, and the index order makes stopping early free.
                         let due = pick
-                            .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                            .query_map(params![queue, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
                             .filter(|r| !unreadable(r))
                             .take(want)
                             .collect::<Result<Vec<_>, _>>()?;
@@ -371,7 +371,7 @@ fn claim_around_paused(
     while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
         if !paused.contains(&name) {
             let due = due_of
-                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
                 .filter(|r| !unreadable(r))
                 .take(want)
                 .collect::<Result<Vec<_>, _>>()?;
@@ -659,7 +659,7 @@ pub(crate) fn insert_jobs(tx: &Connection, jobs: &[NewJob], now: Millis) -> Resu
 const INSERT_ROWS: [usize; 3] = [64, 8, 1];
 
 /// The parameters of one row of [`insert_sql`]; `?1` is the time, shared by every row.
-const ROW_PARAMS: usize = 10;
+const ROW_PARAMS: usize = 11;
 
 /// `INSERT INTO jobs … VALUES (…), (…) ON CONFLICT DO NOTHING` for `rows` rows, made once per size.
 fn insert_sql(rows: usize) -> &'static str {
@@ -672,7 +672,7 @@ fn insert_sql(rows: usize) -> &'static str {
                     .map(|r| {
                         let p = |k: usize| 2 + r * ROW_PARAMS + k;
                         format!(
-                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{})",
+                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{}, ?{})",
                             p(0),
                             p(1),
                             p(2),
@@ -682,13 +682,14 @@ fn insert_sql(rows: usize) -> &'static str {
                             p(6),
                             p(7),
                             p(8),
-                            p(9)
+                            p(9),
+                            p(10)
                         )
                     })
                     .collect();
                 format!(
                     "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
-                                       updated_at, unique_key, unique_states, unique_window)
+                                       updated_at, unique_key, unique_states, unique_window, traceparent)
                      VALUES {} ON CONFLICT DO NOTHING",
                     values.join(", ")
                 )
@@ -725,6 +726,7 @@ fn insert_rows(
         insert.raw_bind_parameter(p + 7, uq.as_ref().map(|u| u.key.as_str()))?;
         insert.raw_bind_parameter(p + 8, uq.as_ref().map(|u| u.states))?;
         insert.raw_bind_parameter(p + 9, uq.as_ref().map(|u| u.window))?;
+        insert.raw_bind_parameter(p + 10, job.traceparent.as_deref())?;
     }
     Ok(insert.raw_execute()?)
 }

@@ -106,7 +106,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 16;
 /// The store contract, embedded verbatim: the repository's top-level `schema.sql`, where another
 /// program or a person at the `sqlite3` shell finds it (outside this crate's folder, so a
 /// published crate would have to carry a copy).

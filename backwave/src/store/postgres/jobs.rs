@@ -158,13 +158,15 @@ fn insert_jobs(
     let unique_keys: Vec<Option<&str>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.key.as_str())).collect();
     let unique_states: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.states)).collect();
     let unique_windows: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.window)).collect();
+    let traceparents = traceparents(which.iter().map(|&i| &jobs[i]));
     let rows = tx.query(
         "WITH new AS (
              INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
-                               created_at, updated_at, unique_key, unique_states, unique_window)
-             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw
+                               created_at, updated_at, unique_key, unique_states, unique_window, traceparent)
+             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw, tp
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[]) AS n(id, w, q, l, p, d, s, uk, us, uw)
+                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[])
+                  AS n(id, w, q, l, p, d, s, uk, us, uw, tp)
              ON CONFLICT DO NOTHING
              RETURNING id
          ), logged AS (
@@ -186,9 +188,19 @@ fn insert_jobs(
             &unique_keys,
             &unique_states,
             &unique_windows,
+            &traceparents,
         ],
     )?;
     rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+}
+
+/// Each job's trace context, or no array at all when none has one: `unnest` of several arrays
+/// pads the shorter ones with NULL, so a batch outside any trace sends nothing more.
+fn traceparents<'a>(jobs: impl Iterator<Item = &'a NewJob> + Clone) -> Vec<Option<&'a str>> {
+    if jobs.clone().all(|j| j.traceparent.is_none()) {
+        return Vec::new();
+    }
+    jobs.map(|j| j.traceparent.as_deref()).collect()
 }
 
 /// Each job's labels as JSON text, NULL for none (the column's `'{}'`): most jobs have none, and
@@ -217,16 +229,19 @@ fn insert_plain_jobs(tx: &mut Tx<'_>, now: Millis, jobs: &[NewJob], ids: &[JobId
     let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
     let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
     let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+    let traceparents = traceparents(jobs.iter());
     let inserted = tx.execute(
         "WITH logged AS (
              INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
              SELECT o.id, $8, NULL, 'scheduled', 0 FROM unnest($1::uuid[]) AS o(id)
          )
-         INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
-         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[])
-              AS n(id, w, q, l, p, d, s)",
-        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
+         INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
+                           traceparent)
+         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, tp
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[],
+                     $9::text[])
+              AS n(id, w, q, l, p, d, s, tp)",
+        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now, &traceparents],
     )?;
     if inserted != jobs.len() as u64 {
         // Cannot happen without ON CONFLICT; refuse rather than answer for rows not stored.
@@ -367,7 +382,7 @@ impl PgStore {
                 let mut seeded = Vec::new();
                 for r in &rows {
                     let mut job = row::job(r)?;
-                    if req.apply_handler_policy(&mut job, r.try_get(20)?, &mut own) {
+                    if req.apply_handler_policy(&mut job, r.try_get(21)?, &mut own) {
                         if !limits.is_empty() {
                             limits.charge(queue, &job.wire_name);
                         }
@@ -377,7 +392,7 @@ impl PgStore {
                     job.delay_table = match &shared_table {
                         Some(t) => Some(t.ms.clone()),
                         None => {
-                            let t = DelayTable::new(req.policy, effective_seed(r.try_get(20)?, &job.id));
+                            let t = DelayTable::new(req.policy, effective_seed(r.try_get(21)?, &job.id));
                             seeded.push((job.id.0, t.json));
                             Some(t.ms)
                         }
