@@ -30,6 +30,8 @@ pub mod support;
 // Not `mod tracing`: that would shadow the crate of the same name in every engine test.
 #[path = "engine/tracing.rs"]
 pub mod telemetry;
+#[path = "engine/typed_enqueue.rs"]
+pub mod typed_enqueue;
 #[path = "engine/wake.rs"]
 pub mod wake;
 

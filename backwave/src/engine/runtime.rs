@@ -162,8 +162,15 @@ impl Engine {
         self
     }
 
+    /// The handlers this engine will run.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Typed enqueue by this engine's registry, for the application's request handlers: a
+    /// cheap clone each holds for the service's lifetime, before and after `start`.
+    pub fn enqueuer(&self) -> super::Enqueuer {
+        super::Enqueuer::new(Arc::clone(&self.registry))
     }
 
     /// Register each group as a worker and start its threads. Nothing is claimed if any group
@@ -552,11 +559,23 @@ impl EngineHandle {
         &self.registry
     }
 
+    /// [`Engine::enqueuer`]: typed enqueue that outlives this handle's borrow (and its
+    /// shutdown), for request handlers to hold.
+    pub fn enqueuer(&self) -> super::Enqueuer {
+        super::Enqueuer::new(Arc::clone(&self.registry))
+    }
+
     /// Each group's worker id (as in the store's worker registry and transition log).
     pub fn worker_ids(&self) -> Vec<(String, String)> {
         self.groups.iter().map(|g| (g.name.clone(), g.worker_id.clone())).collect()
     }
 
+    /// Each group's counts since it started ([`GroupStats`]): what it claimed and how each
+    /// attempt ended, what the fence discarded, the lapses it reaped, and the store errors it
+    /// went through (with the last one). For a health endpoint or a gauge, read when asked.
+    /// To act on each outcome as it happens instead (a dead-letter, a quarantine, a discarded
+    /// result, the store becoming unavailable), subscribe to the engine's `tracing` events
+    /// (see [`crate::telemetry`] and docs/embedding.md, "Tracing and OpenTelemetry").
     pub fn stats(&self) -> Vec<GroupStats> {
         self.groups
             .iter()
