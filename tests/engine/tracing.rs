@@ -580,3 +580,33 @@ both_backends! {
         assert_eq!(json["job"]["trace_id"], trace.as_str());
     }
 }
+
+both_backends! {
+    /// A paused queue holds its due job back while the group has room: one event when that
+    /// starts (once the job has waited a second), one when it ends, and the job then runs.
+    fn due_work_held_back_by_a_pause_is_said_once_when_it_starts_and_once_when_it_ends() {
+        let mut cap = Captured::new();
+        let t = test_store();
+        let group_name = format!("g-{}", JobId::new().short());
+        cap.watch(&group_name);
+        let id = t.store.enqueue(&NewJob::new("work", "q", b"1".to_vec())).unwrap();
+        t.store.pause(ACTOR, backwave::store::PauseKind::Queue, "q", None, false).unwrap();
+        let mut registry = Registry::new();
+        registry.handle::<u32>("work", |_, _| Ok(())).queue("q");
+        let running = engine(&t, registry, group(&group_name, DispatchPolicy::strict(["q"]), 1));
+        wait_for("the held-back event", Duration::from_secs(10), || {
+            (!cap.said("due work held back").is_empty()).then_some(())
+        });
+        // Many polls (20 ms each) while it stays paused: still one event.
+        std::thread::sleep(Duration::from_millis(300));
+        t.store.resume(ACTOR, backwave::store::PauseKind::Queue, "q").unwrap();
+        assert_eq!(wait_terminal(&t.store, id).state, JobState::Succeeded);
+        wait_for("the released event", Duration::from_secs(10), || {
+            (!cap.said("due work no longer held back").is_empty()).then_some(())
+        });
+        running.shutdown(Duration::from_secs(1));
+        let (held, released) = (cap.said("due work held back"), cap.said("due work no longer held back"));
+        assert_eq!((held.len(), released.len()), (1, 1), "{:#?}", cap.events());
+        assert_eq!(held[0].level, Level::INFO);
+    }
+}

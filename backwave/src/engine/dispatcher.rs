@@ -53,6 +53,9 @@ const UNRECORDED_MAX: usize = 4 * MAX_AHEAD;
 /// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
 /// handed back so that another worker can run them now.
 const BUFFER_MAX_WAIT: Duration = Duration::from_secs(1);
+/// How long a job must have been due, while a claim with room left it, before the group says
+/// due work is held back: a job enqueued just after a claim's look is not.
+const HELD_BACK_AFTER_MS: i64 = 1_000;
 
 /// The dispatcher's own steps, each on its deadline (the maintenance chores keep theirs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +134,8 @@ pub(super) struct Dispatcher {
     /// no error in the same turn, the store works again (see [`Dispatcher::run`]).
     answered: bool,
     watch: Watch,
+    /// Due work of the group's queues waits while it has room (said once per change).
+    held_back: bool,
 }
 
 impl Dispatcher {
@@ -169,6 +174,7 @@ impl Dispatcher {
             rung: s.rung,
             answered: false,
             watch: s.watch,
+            held_back: false,
         }
     }
 
@@ -265,19 +271,44 @@ impl Dispatcher {
     /// delay, a job enqueued to run later): one millisecond after its due time, so that the
     /// store's clock has passed it. A job already due that the claim left (a pause, a limit)
     /// waits for the poll.
-    fn next_look(&self, now: Instant) -> Instant {
+    fn next_look(&mut self, now: Instant) -> Instant {
         let poll = later(now, self.cfg.poll_interval);
         let due = match self.store.next_due(&self.queues) {
             Ok(due) => due,
             Err(e) => {
                 self.stats.error(&e);
-                None
+                return poll;
             }
         };
-        let wait = due.map(|at| at.saturating_sub(self.store.now()));
+        let store_now = self.store.now();
+        self.tell_held_back(due.is_some_and(|at| at <= store_now.saturating_sub(HELD_BACK_AFTER_MS)));
+        let wait = due.map(|at| at.saturating_sub(store_now));
         match wait {
             Some(ms) if ms > 0 => poll.min(later(now, Duration::from_millis(ms as u64 + 1))),
             _ => poll,
+        }
+    }
+
+    /// Say once when due work starts (and stops) waiting while this group had room to claim it:
+    /// a pause or a limit holds it back (or a claim of this group cannot reach it).
+    fn tell_held_back(&mut self, held: bool) {
+        if held == self.held_back {
+            return;
+        }
+        self.held_back = held;
+        if held {
+            tracing::info!(
+                backwave.worker_group = %self.group,
+                backwave.worker_id = %self.worker_id,
+                backwave.queues = ?self.queues,
+                "due work held back: jobs of this group's queues wait while it has room (a pause or a limit)"
+            );
+        } else {
+            tracing::info!(
+                backwave.worker_group = %self.group,
+                backwave.worker_id = %self.worker_id,
+                "due work no longer held back"
+            );
         }
     }
 
