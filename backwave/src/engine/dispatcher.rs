@@ -136,6 +136,8 @@ pub(super) struct Dispatcher {
     watch: Watch,
     /// Due work of the group's queues waits while it has room (said once per change).
     held_back: bool,
+    /// The due time of the oldest due job a look found passed over, and when it was first found.
+    held_candidate: Option<(i64, Instant)>,
 }
 
 impl Dispatcher {
@@ -175,6 +177,7 @@ impl Dispatcher {
             answered: false,
             watch: s.watch,
             held_back: false,
+            held_candidate: None,
         }
     }
 
@@ -281,12 +284,33 @@ impl Dispatcher {
             }
         };
         let store_now = self.store.now();
-        self.tell_held_back(due.is_some_and(|at| at <= store_now.saturating_sub(HELD_BACK_AFTER_MS)));
+        self.look_held_back(due.filter(|&at| at <= store_now.saturating_sub(HELD_BACK_AFTER_MS)), now);
         let wait = due.map(|at| at.saturating_sub(store_now));
         match wait {
             Some(ms) if ms > 0 => poll.min(later(now, Duration::from_millis(ms as u64 + 1))),
             _ => poll,
         }
+    }
+
+    /// After a claim that left room: `oldest`, the due time of the earliest job of the group's
+    /// queues if it has been due for [`HELD_BACK_AFTER_MS`]. Held back once the same job has
+    /// been found so for as long again: on PostgreSQL a job another worker's claim has locked
+    /// (`SKIP LOCKED`) is passed over once, and is gone at the next look.
+    fn look_held_back(&mut self, oldest: Option<i64>, now: Instant) {
+        let held = match (oldest, self.held_candidate) {
+            (None, _) => {
+                self.held_candidate = None;
+                false
+            }
+            (Some(at), Some((seen, since))) if seen == at => {
+                self.held_back || now.saturating_duration_since(since).as_millis() as i64 >= HELD_BACK_AFTER_MS
+            }
+            (Some(at), _) => {
+                self.held_candidate = Some((at, now));
+                self.held_back
+            }
+        };
+        self.tell_held_back(held);
     }
 
     /// Say once when due work starts (and stops) waiting while this group had room to claim it:
