@@ -43,6 +43,36 @@ fn the_library_compiles_no_terminal_crate() {
     assert!(found.is_empty(), "backwave depends on terminal crates {found:?}");
 }
 
+/// An application that adds `backwave` without its `opentelemetry` feature compiles the `tracing`
+/// facade and nothing of OpenTelemetry, nor any subscriber; with the feature, the API and the
+/// bridge (issue 41).
+#[test]
+fn the_library_compiles_opentelemetry_only_with_its_feature() {
+    use std::collections::BTreeSet;
+    let tree = |features: &[&str]| -> BTreeSet<String> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args(["tree", "--offline", "-p", "backwave", "-e", "normal,build", "--prefix", "none", "--format", "{p}"])
+            .args(features)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo tree runs");
+        assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
+    };
+    let otel = ["opentelemetry", "opentelemetry_sdk", "tracing-opentelemetry", "tracing-subscriber"];
+    let plain = tree(&[]);
+    assert!(plain.contains("tracing"), "the library speaks tracing: {plain:?}");
+    let found: Vec<&str> = otel.into_iter().filter(|c| plain.contains(*c)).collect();
+    assert!(found.is_empty(), "backwave without its opentelemetry feature depends on {found:?}");
+    let with = tree(&["--features", "opentelemetry"]);
+    for c in ["opentelemetry", "tracing-opentelemetry"] {
+        assert!(with.contains(c), "the opentelemetry feature brings no {c}: {with:?}");
+    }
+    assert!(!with.contains("opentelemetry_sdk"), "the library picks no SDK: the application does");
+}
+
 /// Every `.rs` file under `tests/` is this file or named by a `#[path = "…"]` or a `mod` of a file
 /// that is itself part of the suite.
 #[test]

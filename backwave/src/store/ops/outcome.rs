@@ -57,7 +57,9 @@ pub struct Reap {
 /// One lapsed attempt a reap ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reaped {
+    /// The job whose attempt lapsed.
     pub job_id: JobId,
+    /// The attempt that lapsed.
     pub attempt: u32,
     /// The worker whose lease lapsed.
     pub worker_id: String,
