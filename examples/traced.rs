@@ -3,15 +3,15 @@
 //!
 //! The application's side of docs/embedding.md ("Tracing and OpenTelemetry"): `tracing` spans go
 //! to OpenTelemetry through `tracing-opentelemetry`, `backwave` is built with its
-//! `opentelemetry` feature, and a "request" span enqueues one job. The enqueue stores the trace
-//! with the job; the worker's attempt span continues it, and the handler's own span sits inside
+//! `opentelemetry` feature, and a "request" span enqueues two jobs, one from sync code and one
+//! through `AsyncStore`. Each enqueue stores the trace with its job; the worker's attempt span continues it, and the handler's own span sits inside
 //! the attempt. Each span is printed as the SDK exports it: its name, trace id (32 hex digits),
 //! span id, parent and kind, then its attributes, one per line.
 
 use std::time::{Duration, Instant};
 
 use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup};
-use backwave::{JobState, Store};
+use backwave::{AsyncStore, JobState, Store};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
@@ -62,9 +62,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .queue("traced");
     let store = Store::create(db.as_str())?;
-    let id = {
+    // Async code enqueues through `AsyncStore`, whose calls may run on tokio's blocking pool (on
+    // a current-thread runtime they do): the request's span goes along.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let async_store = rt.block_on(AsyncStore::open(db.as_str()))?;
+    let ids = {
         let _request = tracing::info_span!("request", http.route = "/greet").entered();
-        registry.job("greet", &"ann".to_string())?.enqueue(&store)?
+        let sync = registry.job("greet", &"ann".to_string())?.enqueue(&store)?;
+        let from_async = rt.block_on(registry.job("greet", &"bob".to_string())?.enqueue_async(&async_store))?;
+        [sync, from_async]
     };
 
     let mut engine = Engine::new(db.as_str(), registry);
@@ -76,18 +82,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let running = engine.start()?;
     let started = Instant::now();
-    let job = loop {
-        let job = store.job(id)?.ok_or("the job is gone")?;
-        if job.state.is_terminal() || started.elapsed() > Duration::from_secs(30) {
-            break job;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut jobs = Vec::new();
+    for id in ids {
+        let job = loop {
+            let job = store.job(id)?.ok_or("the job is gone")?;
+            if job.state.is_terminal() || started.elapsed() > Duration::from_secs(30) {
+                break job;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        jobs.push(job);
+    }
     running.shutdown(Duration::from_secs(5));
+    drop(async_store);
     provider.force_flush()?;
-    println!("job {id} {} trace={}", job.state, job.trace_id().unwrap_or("none"));
-    if job.state != JobState::Succeeded {
-        return Err(format!("job {id} ended {}", job.state).into());
+    for job in &jobs {
+        println!("job {} {} trace={}", job.id, job.state, job.trace_id().unwrap_or("none"));
+    }
+    if let Some(job) = jobs.iter().find(|j| j.state != JobState::Succeeded) {
+        return Err(format!("job {} ended {}", job.id, job.state).into());
     }
     provider.shutdown()?;
     Ok(())

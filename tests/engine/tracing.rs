@@ -136,8 +136,17 @@ impl Visit for Fields {
 
 struct Capture;
 
+/// Whether any test watches now: while none does (the rest of the suite, once the subscriber is
+/// installed), spans are not formatted at all.
+fn watching() -> bool {
+    !locked().keys.is_empty()
+}
+
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !watching() {
+            return;
+        }
         let mut fields = Fields(BTreeMap::new());
         attrs.record(&mut fields);
         if let Some(span) = ctx.span(id) {
@@ -154,6 +163,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if !watching() {
+            return;
+        }
         let mut fields = Fields(BTreeMap::new());
         event.record(&mut fields);
         let message = fields.0.remove("message").unwrap_or_default();
@@ -177,7 +189,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
-        let fields = span.extensions().get::<Fields>().map(|f| f.0.clone()).unwrap_or_default();
+        let Some(fields) = span.extensions().get::<Fields>().map(|f| f.0.clone()) else { return };
         let mut log = locked();
         if fields.values().any(|v| log.keys.contains(v)) {
             log.closed.push(Closed { name: span.name().to_string(), fields });
@@ -546,38 +558,45 @@ fn exported(stdout: &str) -> Vec<Exported> {
 both_backends! {
     /// `cargo run --example traced -- DB`: the request span, the enqueue's producer span, the
     /// attempt's consumer span and the handler's own span are one trace (32 hex digits), each the
-    /// child of the one before; the attempt span says `messaging.system = backwave`, and
-    /// `bw jobs show` prints the same trace id.
+    /// child of the one before, for a job enqueued from sync code and one through `AsyncStore`
+    /// (its call run on tokio's blocking pool); the attempt span says `messaging.system =
+    /// backwave`, and `bw jobs show` prints the same trace id.
     fn the_traced_example_exports_one_trace_from_the_request_to_the_handler() {
         let t = test_store();
         let out = std::process::Command::new(crate::programs::example("traced")).arg(t.db.arg()).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "traced failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
         let spans = exported(&stdout);
-        let find = |name: &str| {
-            let found: Vec<_> = spans.iter().filter(|((n, ..), _)| n == name).collect();
-            assert_eq!(found.len(), 1, "one {name} span in {stdout}");
-            found[0].clone()
+        let named = |name: &str, n: usize| {
+            let found: Vec<Exported> = spans.iter().filter(|((s, ..), _)| s == name).cloned().collect();
+            assert_eq!(found.len(), n, "{n} {name} spans in {stdout}");
+            found
         };
-        let ((_, trace, request_id, _), _) = find("request");
-        let ((_, enqueue_trace, enqueue_id, enqueue_parent), enqueue) = find(ENQUEUE_SPAN);
-        let ((_, run_trace, run_id, run_parent), run) = find(RUN_SPAN);
-        let ((_, handler_trace, _, handler_parent), _) = find("render-greeting");
+        let ((_, trace, request_id, _), _) = named("request", 1).remove(0);
         assert!(trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()) && trace != "0".repeat(32), "{trace}");
-        assert_eq!([&enqueue_trace, &run_trace, &handler_trace], [&trace; 3], "{stdout}");
-        assert_eq!((&enqueue_parent, &run_parent, &handler_parent), (&request_id, &enqueue_id, &run_id), "{stdout}");
-        assert_eq!(run["messaging.system"], "backwave");
-        assert_eq!(run["messaging.operation.name"], "process");
-        assert_eq!(run["messaging.destination.name"], "traced");
-        assert_eq!(run["backwave.verdict"], verdict::SUCCEEDED);
-        assert_eq!(enqueue["messaging.system"], "backwave");
-        assert_eq!(enqueue["messaging.message.id"], run["messaging.message.id"]);
-
-        let id = &run["messaging.message.id"];
-        assert!(stdout.contains(&format!("job {id} Succeeded trace={trace}")), "{stdout}");
-        let (table, json) = bw_show(&t.db, id);
-        assert!(table.lines().any(|l| l.split_whitespace().eq(["Trace", trace.as_str()])), "{table}");
-        assert_eq!(json["job"]["trace_id"], trace.as_str());
+        // Two jobs, one enqueued from sync code and one through AsyncStore: each its own
+        // enqueue, attempt and handler span, all in the request's trace.
+        let (enqueues, runs, handlers) = (named(ENQUEUE_SPAN, 2), named(RUN_SPAN, 2), named("render-greeting", 2));
+        for ((_, enqueue_trace, enqueue_id, enqueue_parent), enqueue) in &enqueues {
+            assert_eq!((enqueue_trace, enqueue_parent), (&trace, &request_id), "{stdout}");
+            assert_eq!(enqueue["messaging.system"], "backwave");
+            let id = &enqueue["messaging.message.id"];
+            let ((_, run_trace, run_id, run_parent), run) =
+                runs.iter().find(|(_, r)| &r["messaging.message.id"] == id).expect("the job's attempt span").clone();
+            assert_eq!((&run_trace, &run_parent), (&trace, enqueue_id), "{stdout}");
+            assert_eq!(run["messaging.system"], "backwave");
+            assert_eq!(run["messaging.operation.name"], "process");
+            assert_eq!(run["messaging.destination.name"], "traced");
+            assert_eq!(run["backwave.verdict"], verdict::SUCCEEDED);
+            assert!(
+                handlers.iter().any(|((_, t, _, parent), _)| t == &trace && parent == &run_id),
+                "no handler span inside {run_id}: {stdout}"
+            );
+            assert!(stdout.contains(&format!("job {id} Succeeded trace={trace}")), "{stdout}");
+            let (table, json) = bw_show(&t.db, id);
+            assert!(table.lines().any(|l| l.split_whitespace().eq(["Trace", trace.as_str()])), "{table}");
+            assert_eq!(json["job"]["trace_id"], trace.as_str());
+        }
     }
 }
 
