@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 14.
+-- BackWave store contract, schema version 15.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -20,7 +20,8 @@
 --     insert trigger for the count and the payload limit and a cheaper id CHECK, version 12
 --     nothing here (PostgreSQL's log checks its job per statement), version 13 nothing here
 --     (PostgreSQL's log drops its index on time), version 14 nothing here (PostgreSQL's
---     wake-up notifications) (the sections marked below); a writable open of
+--     wake-up notifications), version 15 the `traceparent` column of `jobs` (the sections
+--     marked below); a writable open of
 --     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -28,7 +29,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 14;
+PRAGMA user_version = 15;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -467,3 +468,15 @@ PRAGMA writable_schema = RESET;
 -- migration 14 begin
 -- nothing on SQLite
 -- migration 14 end
+
+-- Version 14 -> 15: one trace from the request to the job (issue 41). The W3C trace context
+-- (https://www.w3.org/TR/trace-context/, `version-trace id-parent id-flags` in lower-case hex) of
+-- the span that enqueued the job, kept with the job and not in its payload, so that the
+-- worker's attempt span continues the request's trace. NULL when the enqueuing code had none.
+-- Lists never read it: `jobs_failed_list` still covers them.
+-- migration 15 begin
+ALTER TABLE jobs ADD COLUMN traceparent TEXT
+    CHECK (traceparent IS NULL OR (length(traceparent) = 55 AND traceparent GLOB
+        '[0-9a-f][0-9a-f]-????????????????????????????????-????????????????-[0-9a-f][0-9a-f]'
+        AND NOT substr(traceparent, 4, 49) GLOB '*[^0-9a-f-]*'));
+-- migration 15 end

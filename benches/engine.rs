@@ -452,6 +452,15 @@ fn main() {
     if let Ok(db) = std::env::var("BW_BENCH_IDLE_CHILD") {
         idle::child(&db);
     }
+    // `BW_BENCH_SUBSCRIBER=info`: every row with an application's INFO subscriber installed
+    // (`tracing-subscriber`'s fmt layer at INFO, writing to a sink), against none (issue 41): the
+    // cost of the engine's spans and events to an application that logs.
+    if std::env::var("BW_BENCH_SUBSCRIBER").is_ok_and(|v| v == "info") {
+        let subscriber =
+            tracing_subscriber::fmt().with_max_level(tracing::Level::INFO).with_writer(std::io::sink).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
+        eprintln!("engine bench: with an INFO subscriber (fmt to a sink)");
+    }
     // `cargo bench` passes `--bench`; nothing else to parse.
     let n: usize = std::env::var("BW_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dir = tempfile::tempdir().expect("temp dir");

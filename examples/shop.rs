@@ -16,9 +16,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backwave::engine::{DispatchPolicy, Engine, HandlerResult, JobContext, Registry, WorkerGroup};
+use backwave::engine::{DispatchPolicy, Engine, Enqueuer, HandlerResult, JobContext, Registry, WorkerGroup};
 use backwave::rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-use backwave::{enqueue_in_sqlite, AsyncStore, JobId, NewJob, Store};
+use backwave::{AsyncStore, JobId, Store};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -68,6 +68,9 @@ async fn main() -> Result<(), BoxError> {
         .handle_async::<ShipOrder, _, _>("ship-order", move |job, ctx| ship(shipping.clone(), job, ctx))
         .queue("orders");
     let mut engine = Engine::new(path.as_str(), registry);
+    // Typed enqueue for the request handlers: the registry's queue and payload type, cloned
+    // into each connection's task.
+    let jobs = engine.enqueuer();
     engine.runtime(tokio::runtime::Handle::current());
     engine.add_worker_group(WorkerGroup {
         name: "shipping".into(),
@@ -88,9 +91,9 @@ async fn main() -> Result<(), BoxError> {
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, _) = accepted?;
-                let app = app.clone();
+                let (app, jobs) = (app.clone(), jobs.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = serve(&app, stream).await {
+                    if let Err(e) = serve(&app, &jobs, stream).await {
                         eprintln!("shop: a request failed: {e}");
                     }
                 });
@@ -116,19 +119,19 @@ async fn ship(app: Arc<App>, job: ShipOrder, _ctx: JobContext) -> HandlerResult 
     .await?
 }
 
-/// Place an order: the order row and its job in one transaction of the application's own.
-fn place_order(db: &mut Connection, item: &str) -> Result<(i64, JobId), BoxError> {
+/// Place an order: the order row and its job in one transaction of the application's own. The
+/// job is typed: its queue and payload check come from the registry's `ship-order`.
+fn place_order(db: &mut Connection, jobs: &Enqueuer, item: &str) -> Result<(i64, JobId), BoxError> {
     let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute("INSERT INTO orders (item, status, job_id) VALUES (?1, 'paid', '')", [item])?;
     let order = tx.last_insert_rowid();
-    let job = NewJob::new("ship-order", "orders", serde_json::to_vec(&ShipOrder { order })?);
-    let id = enqueue_in_sqlite(&tx, &job)?.id();
+    let id = jobs.job("ship-order", &ShipOrder { order })?.enqueue_in_sqlite(&tx)?.id();
     tx.execute("UPDATE orders SET job_id = ?2 WHERE id = ?1", params![order, id.to_string()])?;
     tx.commit()?;
     Ok((order, id))
 }
 
-async fn serve(app: &Arc<App>, stream: TcpStream) -> Result<(), BoxError> {
+async fn serve(app: &Arc<App>, jobs: &Enqueuer, stream: TcpStream) -> Result<(), BoxError> {
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line).await?;
@@ -152,11 +155,11 @@ async fn serve(app: &Arc<App>, stream: TcpStream) -> Result<(), BoxError> {
     let (status, reply) = match (method, target.strip_prefix("/orders")) {
         ("POST", Some("")) => {
             let item = String::from_utf8_lossy(&body).trim().to_string();
-            let app = app.clone();
+            let (app, jobs) = (app.clone(), jobs.clone());
             // rusqlite blocks: the transaction runs on the blocking pool, never on a runtime thread.
             let placed = tokio::task::spawn_blocking(move || {
                 let mut db = app.db.lock().unwrap_or_else(|p| p.into_inner());
-                place_order(&mut db, &item)
+                place_order(&mut db, &jobs, &item)
             })
             .await?;
             match placed {

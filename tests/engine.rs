@@ -29,6 +29,11 @@ pub mod self_cancel;
 pub mod stale_runs;
 #[path = "engine/support.rs"]
 pub mod support;
+// Not `mod tracing`: that would shadow the crate of the same name in every engine test.
+#[path = "engine/tracing.rs"]
+pub mod telemetry;
+#[path = "engine/typed_enqueue.rs"]
+pub mod typed_enqueue;
 #[path = "engine/wake.rs"]
 pub mod wake;
 

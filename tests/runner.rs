@@ -61,6 +61,23 @@ fn the_library_default_features_compile_no_postgres_tls_or_tokio() {
     assert!(found.is_empty(), "backwave's default features compile {found:?}");
 }
 
+/// An application that adds `backwave` without its `opentelemetry` feature compiles the `tracing`
+/// facade and nothing of OpenTelemetry, nor any subscriber; with the feature, the API and the
+/// bridge (issue 41).
+#[test]
+fn the_library_compiles_opentelemetry_only_with_its_feature() {
+    let otel = ["opentelemetry", "opentelemetry_sdk", "tracing-opentelemetry", "tracing-subscriber"];
+    let plain = library_tree(&[]);
+    assert!(plain.contains("tracing"), "the library speaks tracing: {plain:?}");
+    let found: Vec<&str> = otel.into_iter().filter(|c| plain.contains(*c)).collect();
+    assert!(found.is_empty(), "backwave without its opentelemetry feature depends on {found:?}");
+    let with = library_tree(&["--features", "opentelemetry"]);
+    for c in ["opentelemetry", "tracing-opentelemetry"] {
+        assert!(with.contains(c), "the opentelemetry feature brings no {c}: {with:?}");
+    }
+    assert!(!with.contains("opentelemetry_sdk"), "the library picks no SDK: the application does");
+}
+
 /// Every `.rs` file under `tests/` is this file or named by a `#[path = "…"]` or a `mod` of a file
 /// that is itself part of the suite.
 #[test]

@@ -91,9 +91,11 @@
 pub mod engine;
 pub mod error;
 pub mod model;
+mod otel;
 pub mod retry;
 pub mod schedule;
 pub mod store;
+pub mod telemetry;
 
 pub use engine::{
     DispatchPolicy, Engine, EngineHandle, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup,

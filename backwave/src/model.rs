@@ -329,9 +329,17 @@ pub struct Job {
     pub updated_at: Millis,
     /// When it became terminal.
     pub finished_at: Option<Millis>,
+    /// The W3C trace context the job was enqueued in (see [`NewJob::traceparent`]); `None` in
+    /// lists, and for a job enqueued outside any trace.
+    pub traceparent: Option<String>,
 }
 
 impl Job {
+    /// The trace id (32 hex digits) of the trace the job was enqueued in, if any.
+    pub fn trace_id(&self) -> Option<&str> {
+        self.traceparent.as_deref().and_then(trace_id_of)
+    }
+
     /// Attempts left before the job dead-letters, when the budget is known.
     pub fn budget_left(&self) -> Option<u32> {
         self.max_attempts.map(|m| m.saturating_sub(self.attempt))
@@ -467,6 +475,11 @@ pub struct NewJob {
     pub due_at: Option<Millis>,
     /// At most one job per key in the rule's states: see [`UniqueRule`].
     pub unique: Option<UniqueRule>,
+    /// The W3C `traceparent` of the trace this job continues (its attempts' spans are children
+    /// of it). Left `None`, an enqueue with the `opentelemetry` feature fills it from the
+    /// enqueue's own span when that span is in a trace; set it to carry a trace the application
+    /// propagates itself.
+    pub traceparent: Option<String>,
 }
 
 impl NewJob {
@@ -481,7 +494,15 @@ impl NewJob {
             payload: payload.into(),
             due_at: None,
             unique: None,
+            traceparent: None,
         }
+    }
+
+    /// Continue the trace of a W3C `traceparent` header (`00-<trace id>-<parent id>-<flags>`):
+    /// checked at enqueue ([`Error::InvalidInput`](crate::Error::InvalidInput) when malformed).
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self
     }
 
     /// Make the job unique under `rule`: enqueued while another job holds the same key, it is
@@ -701,6 +722,19 @@ pub fn cause_fingerprint(cause: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// Whether `s` is a W3C `traceparent` as the store keeps it: `vv-<32 hex>-<16 hex>-ff`, lower-case.
+pub fn is_traceparent(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 55
+        && [2, 35, 52].iter().all(|&i| b[i] == b'-')
+        && b.iter().enumerate().all(|(i, c)| [2, 35, 52].contains(&i) || matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The trace id of a W3C `traceparent`, if it is one.
+pub fn trace_id_of(traceparent: &str) -> Option<&str> {
+    is_traceparent(traceparent).then(|| &traceparent[3..35])
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use tracing::Span;
+
 use super::handler::CancelSignal;
 use crate::model::JobId;
 use crate::store::{Completion, Outcome};
@@ -41,6 +43,12 @@ pub(super) struct Claim {
     pub attempt: u32,
     pub cancel: CancelSignal,
     pub state: State,
+    /// The attempt's span (`telemetry::RUN_SPAN`) once its handler has returned, kept until the
+    /// store's word on the outcome is recorded on it; disabled before (and without a subscriber).
+    pub span: Span,
+    /// The wait a failure of this attempt retries after, from the job's delay table: what the
+    /// span says of a retry.
+    pub retry_ms: Option<u64>,
 }
 
 impl Claim {
@@ -86,9 +94,16 @@ impl Claims {
     }
 
     /// A job just claimed, going into the ready buffer: its token.
+    #[cfg(test)]
     pub fn claimed(&mut self, job_id: JobId, attempt: u32, cancel: CancelSignal) -> u64 {
+        self.claimed_with(job_id, attempt, cancel, None)
+    }
+
+    /// [`Claims::claimed`], with the wait a failure of this attempt would retry after.
+    pub fn claimed_with(&mut self, job_id: JobId, attempt: u32, cancel: CancelSignal, retry_ms: Option<u64>) -> u64 {
         let run = self.token();
-        self.claims.insert(run, Claim { job_id, attempt, cancel, state: State::Buffered });
+        let claim = Claim { job_id, attempt, cancel, state: State::Buffered, span: Span::none(), retry_ms };
+        self.claims.insert(run, claim);
         self.active += 1;
         run
     }
@@ -97,7 +112,15 @@ impl Claims {
     /// was lost): to be handed back.
     pub fn lost(&mut self, job_id: JobId, attempt: u32) -> u64 {
         let run = self.token();
-        self.claims.insert(run, Claim { job_id, attempt, cancel: CancelSignal::new(), state: State::HandingBack });
+        let claim = Claim {
+            job_id,
+            attempt,
+            cancel: CancelSignal::new(),
+            state: State::HandingBack,
+            span: Span::none(),
+            retry_ms: None,
+        };
+        self.claims.insert(run, claim);
         self.handing_back += 1;
         run
     }
@@ -118,11 +141,17 @@ impl Claims {
     /// The claim's outcome is known: it waits to be recorded. Only a claim that holds its lease
     /// and has not ended moves; returns whether it did.
     pub fn finished(&mut self, run: u64, outcome: Outcome) -> bool {
+        self.finished_in(run, outcome, Span::none())
+    }
+
+    /// [`Claims::finished`] for a run whose handler ran in `span`: kept for the store's word.
+    pub fn finished_in(&mut self, run: u64, outcome: Outcome, span: Span) -> bool {
         let Some(c) = self.claims.get_mut(&run) else { return false };
         if !matches!(c.state, State::Buffered | State::Running) {
             return false;
         }
         c.state = State::Finished;
+        c.span = span;
         self.active -= 1;
         self.finished.push(run);
         self.outcomes.push(Completion {
@@ -252,9 +281,17 @@ impl Claims {
     }
 
     /// The store has recorded the batch: those claims end.
+    #[cfg(test)]
     pub fn recorded(&mut self) {
+        self.recorded_each(|_| {});
+    }
+
+    /// [`Claims::recorded`], handing each ended claim to `each` in the batch's order.
+    pub fn recorded_each(&mut self, mut each: impl FnMut(Claim)) {
         for run in self.recording.drain(..) {
-            self.claims.remove(&run);
+            if let Some(c) = self.claims.remove(&run) {
+                each(c);
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use super::deadlines::Deadlines;
 use super::group::{DispatchPolicy, Planner, WorkerGroup};
 use super::handler::{CancelReason, CancelSignal, JobContext};
 use super::maintenance::Maintenance;
+use super::outage::Watch;
 use super::pace::{Pace, MAX_AHEAD};
 use super::pool::{Done, ReadyBuffer, Work};
 use super::recorder::{Recorded, Recorder};
@@ -26,6 +27,7 @@ use crate::error::Result;
 use crate::model::{JobId, JobState, Millis, WorkerInfo};
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
+use crate::telemetry;
 
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
 /// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
@@ -52,6 +54,9 @@ const UNRECORDED_MAX: usize = 4 * MAX_AHEAD;
 /// claimed (a burst of quick jobs, then slow ones): jobs beyond the current claim-ahead are
 /// handed back so that another worker can run them now.
 const BUFFER_MAX_WAIT: Duration = Duration::from_secs(1);
+/// How long a job must have been due, while a claim with room left it, before the group says
+/// due work is held back: a job enqueued just after a claim's look is not.
+const HELD_BACK_AFTER_MS: i64 = 1_000;
 
 /// The dispatcher's own steps, each on its deadline (the maintenance chores keep theirs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +90,8 @@ pub(super) struct Setup {
     pub handler_policies: Vec<(String, RetryPolicy)>,
     /// What the rings since the last [`Done::Work`] said (`wake.rs`).
     pub rung: Arc<Rung>,
+    /// This group's view of the store, for the engine's once-per-outage events (`outage.rs`).
+    pub watch: Watch,
 }
 
 pub(super) struct Dispatcher {
@@ -131,6 +138,14 @@ pub(super) struct Dispatcher {
     deaf_until: Instant,
     /// Every queue of the policy: where [`Store::next_due`] looks when the queues ran dry.
     queues: Vec<String>,
+    /// Whether the store answered a claim, heartbeat or batch of outcomes in this turn: with
+    /// no error in the same turn, the store works again (see [`Dispatcher::run`]).
+    answered: bool,
+    watch: Watch,
+    /// Due work of the group's queues waits while it has room (said once per change).
+    held_back: bool,
+    /// The due time of the oldest due job a look found passed over, and when it was first found.
+    held_candidate: Option<(i64, Instant)>,
 }
 
 impl Dispatcher {
@@ -169,12 +184,36 @@ impl Dispatcher {
             rung: s.rung,
             look_first: false,
             deaf_until: now,
+            answered: false,
+            watch: s.watch,
+            held_back: false,
+            held_candidate: None,
         }
     }
 
     pub(super) fn run(mut self) {
-        while self.turn() {}
+        loop {
+            let (errors, began) = (self.stats.own_errors(), Instant::now());
+            self.answered = false;
+            let more = self.turn();
+            self.watch_turn(errors, began);
+            if !more {
+                break;
+            }
+        }
         self.finish();
+    }
+
+    /// After a turn: a store error in it means the store fails (said once, however many turns
+    /// it lasts); an answer without an error, that it works (again). A turn that asked the
+    /// store nothing changes nothing, and one where a claim went through but the outcomes were
+    /// refused still counts as failing, so a store that refuses one write keeps one warning.
+    fn watch_turn(&mut self, errors_before: u64, began: Instant) {
+        if self.stats.own_errors() > errors_before {
+            self.watch.failed(&self.stats.last_error(), began);
+        } else if self.answered {
+            self.watch.worked();
+        }
     }
 
     /// One turn of the loop: wait for a finished job or the next deadline, record what finished,
@@ -229,13 +268,17 @@ impl Dispatcher {
                     return true;
                 }
             }
-            let next = match self.claim(room) {
+            let claimed = self.claim(room);
+            self.answered |= claimed.is_ok();
+            let next = match claimed {
                 // Every place filled: there may be more due, claim again as room frees.
                 Ok(n) if n == room => now,
                 // The queues are drained: look again when the next job is due, or after a poll
                 // interval (unless a ring brings the claim forward).
                 Ok(n) => {
                     let due = self.next_due();
+                    let store_now = self.store.now();
+                    self.look_held_back(due.filter(|&at| at <= store_now.saturating_sub(HELD_BACK_AFTER_MS)), now);
                     // Nothing claimed though a job is still due: something holds it back (not
                     // another worker that was quicker, which would have left nothing due).
                     if doubtful && n == 0 && due.is_some_and(|at| at <= self.store.now()) {
@@ -286,6 +329,50 @@ impl Dispatcher {
         match due.map(|at| at.saturating_sub(store_now)) {
             Some(ms) if ms > 0 => poll.min(later(instant_now, Duration::from_millis(ms as u64 + 1))),
             _ => poll,
+        }
+    }
+
+    /// After a claim that left room: `oldest`, the due time of the earliest job of the group's
+    /// queues if it has been due for [`HELD_BACK_AFTER_MS`]. Held back once the same job has
+    /// been found so for as long again: on PostgreSQL a job another worker's claim has locked
+    /// (`SKIP LOCKED`) is passed over once, and is gone at the next look.
+    fn look_held_back(&mut self, oldest: Option<i64>, now: Instant) {
+        let held = match (oldest, self.held_candidate) {
+            (None, _) => {
+                self.held_candidate = None;
+                false
+            }
+            (Some(at), Some((seen, since))) if seen == at => {
+                self.held_back || now.saturating_duration_since(since).as_millis() as i64 >= HELD_BACK_AFTER_MS
+            }
+            (Some(at), _) => {
+                self.held_candidate = Some((at, now));
+                self.held_back
+            }
+        };
+        self.tell_held_back(held);
+    }
+
+    /// Say once when due work starts (and stops) waiting while this group had room to claim it:
+    /// a pause or a limit holds it back (or a claim of this group cannot reach it).
+    fn tell_held_back(&mut self, held: bool) {
+        if held == self.held_back {
+            return;
+        }
+        self.held_back = held;
+        if held {
+            tracing::info!(
+                backwave.worker_group = %self.group,
+                backwave.worker_id = %self.worker_id,
+                backwave.queues = ?self.queues,
+                "due work held back: jobs of this group's queues wait while it has room (a pause or a limit)"
+            );
+        } else {
+            tracing::info!(
+                backwave.worker_group = %self.group,
+                backwave.worker_id = %self.worker_id,
+                "due work no longer held back"
+            );
         }
     }
 
@@ -381,8 +468,8 @@ impl Dispatcher {
 
     /// Take in one message; whether it was a handler's finished run.
     fn take(&mut self, done: Done) -> bool {
-        let (run, outcome) = match done {
-            Done::Finished { run, outcome } => (run, outcome),
+        let (run, outcome, span) = match done {
+            Done::Finished { run, outcome, span } => (run, outcome, span),
             Done::Recorded(recorded) => {
                 self.recorded(recorded, Instant::now());
                 return false;
@@ -407,14 +494,16 @@ impl Dispatcher {
                 if let Some(c) = self.claims.remove(run) {
                     self.stopped.push((c.job_id, c.attempt));
                 }
+                telemetry::stopped(&span);
             }
             Some((State::Buffered | State::Running, false)) => {
-                self.claims.finished(run, outcome);
+                self.claims.finished_in(run, outcome, span);
             }
             // A stale run: the job was claimed again since, so its word is discarded.
             Some((State::Superseded, _)) => {
                 self.claims.remove(run);
                 Counters::add(&self.stats.fenced_out, 1);
+                telemetry::fenced_out(&span);
             }
             Some((State::Finished | State::Recording | State::HandingBack, _)) | None => {}
         }
@@ -453,10 +542,21 @@ impl Dispatcher {
     fn recorded(&mut self, (batch, result): Recorded, now: Instant) {
         match result {
             Ok(fenced) => {
-                for f in fenced {
-                    self.count(f);
+                self.answered = true;
+                for f in &fenced {
+                    self.count(*f);
                 }
-                self.claims.recorded();
+                // The store's word on each attempt, on its span; a refused one's handler hears
+                // that its attempt is lost (its result was discarded), should it still be at work.
+                let store_now = self.store.now();
+                let mut answers = fenced.iter().zip(&batch);
+                self.claims.recorded_each(|claim| {
+                    let Some((f, c)) = answers.next() else { return };
+                    if *f == Fenced::Rejected {
+                        claim.cancel.cancel(CancelReason::LeaseLost);
+                    }
+                    telemetry::verdict(&claim.span, *f, &c.outcome, claim.retry_ms, store_now);
+                });
                 self.steps.clear(Step::Flush);
             }
             Err(e) => {
@@ -549,7 +649,7 @@ impl Dispatcher {
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
                 };
-                let run = self.claims.claimed(job.id, job.attempt, cancel);
+                let run = self.claims.claimed_with(job.id, job.attempt, cancel, job.next_delay_ms());
                 let rank = self.rank(&job.queue);
                 works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
             }
@@ -589,6 +689,14 @@ impl Dispatcher {
             } else {
                 self.claims.supersede(run);
                 if let Some(c) = self.claims.get(run) {
+                    if c.cancel.reason().is_none() {
+                        tracing::warn!(
+                            messaging.message.id = %c.job_id,
+                            backwave.attempt = c.attempt,
+                            backwave.worker_id = %self.worker_id,
+                            "lease lost while the handler runs (the job was claimed again): it is told to stop, and its result will be discarded"
+                        );
+                    }
                     c.cancel.cancel(CancelReason::LeaseLost);
                 }
             }
@@ -609,6 +717,7 @@ impl Dispatcher {
             Ok(s) => s,
             Err(e) => return self.stats.error(&e),
         };
+        self.answered = true;
         for (run, status) in runs.into_iter().zip(statuses) {
             let reason = match status {
                 LeaseStatus::Held { cancel_requested: false } => continue,
@@ -631,6 +740,14 @@ impl Dispatcher {
                     }
                 }
             } else if let Some(c) = self.claims.get(run) {
+                if reason == CancelReason::LeaseLost && c.cancel.reason().is_none() {
+                    tracing::warn!(
+                        messaging.message.id = %c.job_id,
+                        backwave.attempt = c.attempt,
+                        backwave.worker_id = %self.worker_id,
+                        "lease lost while the handler runs: it is told to stop, and its result will be discarded"
+                    );
+                }
                 c.cancel.cancel(reason);
             }
         }
@@ -828,6 +945,7 @@ mod tests {
             sweep_interval: None,
             handler_policies: Vec::new(),
             rung: Arc::default(),
+            watch: Watch::new(&crate::engine::outage::StoreHealth::new(&crate::StoreTarget::File(db.clone())), "test"),
         });
         (Harness { d, done, store, _dir: dir }, ids)
     }
@@ -845,7 +963,9 @@ mod tests {
         h.d.sync_started();
         assert_eq!(h.d.claims.held().count(), 2);
         h.store.raw_batch(REFUSE_SUCCESS).unwrap();
-        h.done.send(Done::Finished { run: first.run, outcome: Outcome::Succeeded }).unwrap();
+        h.done
+            .send(Done::Finished { run: first.run, outcome: Outcome::Succeeded, span: tracing::Span::none() })
+            .unwrap();
         let expiries: Vec<i64> = ids.iter().map(|id| lease_expiry(&h.store, *id)).collect();
         std::thread::sleep(Duration::from_millis(20));
 
@@ -895,7 +1015,9 @@ mod tests {
             claimed += n;
             for _ in 0..n {
                 let w = h.d.ready.next().unwrap();
-                h.done.send(Done::Finished { run: w.run, outcome: Outcome::Succeeded }).unwrap();
+                h.done
+                    .send(Done::Finished { run: w.run, outcome: Outcome::Succeeded, span: tracing::Span::none() })
+                    .unwrap();
             }
             h.d.sync_started();
             h.d.collect(Duration::ZERO, false);

@@ -131,6 +131,16 @@ impl Maintenance {
                 }
                 Ok(Some(round)) => {
                     total += round.reaped;
+                    for r in &round.ended {
+                        tracing::warn!(
+                            messaging.message.id = %r.job_id,
+                            backwave.attempt = r.attempt,
+                            backwave.lease_owner = %r.worker_id,
+                            backwave.worker_id = %self.info.id,
+                            backwave.state = r.state.as_str(),
+                            "lease lapsed: the attempt is reaped as failed"
+                        );
+                    }
                     let at = Instant::now();
                     for lapse in &round.seen {
                         self.seen.entry(*lapse).or_insert(at);

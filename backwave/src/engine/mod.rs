@@ -79,6 +79,7 @@ mod dispatcher;
 mod group;
 mod handler;
 mod maintenance;
+mod outage;
 mod pace;
 mod pool;
 mod recorder;
@@ -91,5 +92,5 @@ mod wake;
 
 pub use group::{DispatchPolicy, WorkerGroup};
 pub use handler::{CancelReason, CancelSignal, Cancelled, HandlerError, HandlerResult, JobContext};
-pub use registry::{Enqueue, Registration, Registry, DEFAULT_QUEUE};
+pub use registry::{Enqueue, Enqueuer, Registration, Registry, DEFAULT_QUEUE};
 pub use runtime::{Engine, EngineHandle, GroupStats, ShutdownReport, StopSignals, TickerReport};

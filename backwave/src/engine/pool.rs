@@ -10,6 +10,8 @@ use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, MutexGuard, Once};
 use std::time::Instant;
 
+use tracing::Span;
+
 use super::handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext};
 use super::recorder::Recorded;
 use super::registry::{Ready, Registry};
@@ -34,6 +36,9 @@ pub(super) enum Done {
     Finished {
         run: u64,
         outcome: Outcome,
+        /// The attempt's span, for the store's word on the outcome (disabled without a
+        /// subscriber).
+        span: Span,
     },
     /// Nothing to record; the dispatcher should look at its stop flag.
     Wake,
@@ -195,8 +200,9 @@ impl ReadyBuffer {
 pub(super) fn handler_loop(ready: &ReadyBuffer, done: &Sender<Done>, registry: &Registry, capture: bool) {
     while let Some(work) = ready.next() {
         let run = work.run;
-        let outcome = run_one(work, registry, capture);
-        if done.send(Done::Finished { run, outcome }).is_err() {
+        let span = crate::telemetry::run_span(&work.job, &work.ctx, work.claimed_at);
+        let outcome = span.in_scope(|| run_one(work, registry, capture));
+        if done.send(Done::Finished { run, outcome, span }).is_err() {
             // The dispatcher is gone (shutdown past its grace): nothing is reported.
             return;
         }

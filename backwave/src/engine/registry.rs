@@ -318,6 +318,70 @@ impl Registry {
     }
 }
 
+/// Typed enqueue for the application's request handlers: a cheap, cloneable handle on the
+/// engine's registry ([`Engine::enqueuer`](super::Engine::enqueuer),
+/// [`EngineHandle::enqueuer`](super::EngineHandle::enqueuer)) that each handler can hold for the
+/// service's lifetime, sync or async, on either backend. Every job gets its wire name's
+/// registered queue and labels and is checked against the handler's payload type, as
+/// [`Registry::job`] does; the handler's own retry policy applies when a worker claims it.
+///
+/// ```no_run
+/// # use backwave::engine::{Engine, Registry};
+/// # fn main() -> backwave::Result<()> {
+/// let mut registry = Registry::new();
+/// registry.handle::<u64>("ship-order", |_order, _ctx| Ok(())).queue("orders");
+/// let engine = Engine::new("backwave.db", registry);
+/// let jobs = engine.enqueuer(); // clone it into every request handler
+/// let store = backwave::Store::open("backwave.db")?;
+/// jobs.enqueue(&store, "ship-order", &42u64)?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Enqueuer {
+    registry: Arc<Registry>,
+}
+
+impl std::fmt::Debug for Enqueuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Enqueuer").field(&self.registry).finish()
+    }
+}
+
+impl Enqueuer {
+    pub(crate) fn new(registry: Arc<Registry>) -> Self {
+        Enqueuer { registry }
+    }
+
+    /// [`Registry::job`]: a typed job on its registered queue, to adjust (labels, due time,
+    /// unique rule) and then enqueue on a store, an [`AsyncStore`](crate::AsyncStore), or inside
+    /// the application's own transaction ([`Enqueue::enqueue_in_sqlite`] and the PostgreSQL
+    /// forms).
+    pub fn job<P: Serialize + ?Sized>(&self, wire_name: &str, payload: &P) -> Result<Enqueue> {
+        self.registry.job(wire_name, payload)
+    }
+
+    /// [`Registry::enqueue`]: enqueue a typed job now, on its registered queue.
+    pub fn enqueue<P: Serialize + ?Sized>(&self, store: &Store, wire_name: &str, payload: &P) -> Result<JobId> {
+        self.registry.enqueue(store, wire_name, payload)
+    }
+
+    /// [`Registry::enqueue_async`]: the same from async code.
+    #[cfg(feature = "tokio")]
+    pub async fn enqueue_async<P: Serialize + ?Sized>(
+        &self,
+        store: &crate::AsyncStore,
+        wire_name: &str,
+        payload: &P,
+    ) -> Result<JobId> {
+        self.registry.enqueue_async(store, wire_name, payload).await
+    }
+
+    /// The registry it enqueues by.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
 /// Returned by [`Registry::handle`]: say where the wire name's jobs are enqueued.
 pub struct Registration<'r> {
     entry: &'r mut Entry,
@@ -429,5 +493,27 @@ impl Enqueue {
     #[cfg(feature = "tokio")]
     pub async fn insert_async(self, store: &crate::AsyncStore) -> Result<Enqueued> {
         store.call(move |s| self.insert(s)).await
+    }
+
+    /// Enqueue inside the application's own SQLite transaction on the store's file
+    /// ([`enqueue_in_sqlite`](crate::enqueue_in_sqlite)): the job exists if and only if `tx`
+    /// commits. A relative due time counts from the system clock's now.
+    pub fn enqueue_in_sqlite(self, tx: &rusqlite::Transaction<'_>) -> Result<Enqueued> {
+        crate::store::enqueue_in_sqlite(tx, &self.into_new_job(crate::store::system_now()))
+    }
+
+    /// Enqueue inside the application's own PostgreSQL transaction
+    /// ([`enqueue_in_postgres`](crate::enqueue_in_postgres)). A relative due time counts from
+    /// this host's clock.
+    #[cfg(feature = "postgres")]
+    pub fn enqueue_in_postgres(self, tx: &mut postgres::Transaction<'_>) -> Result<Enqueued> {
+        crate::store::enqueue_in_postgres(tx, &self.into_new_job(crate::store::system_now()))
+    }
+
+    /// Enqueue inside the application's own `tokio-postgres` transaction
+    /// ([`enqueue_in_tokio_postgres`](crate::enqueue_in_tokio_postgres)).
+    #[cfg(feature = "postgres")]
+    pub async fn enqueue_in_tokio_postgres(self, tx: &impl tokio_postgres::GenericClient) -> Result<Enqueued> {
+        crate::store::enqueue_in_tokio_postgres(tx, &self.into_new_job(crate::store::system_now())).await
     }
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::dispatcher::{Dispatcher, Setup};
 use super::group::WorkerGroup;
 use super::maintenance::WORKER_STALE_AFTER;
+use super::outage::{StoreHealth, Watch};
 use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
 use super::recorder::Recorder;
 use super::registry::Registry;
@@ -224,6 +225,12 @@ impl Engine {
         &self.registry
     }
 
+    /// Typed enqueue by this engine's registry, for the application's request handlers: a
+    /// cheap clone each holds for the service's lifetime, before and after `start`.
+    pub fn enqueuer(&self) -> super::Enqueuer {
+        super::Enqueuer::new(Arc::clone(&self.registry))
+    }
+
     /// Create the store if it is missing, store the declared limits and schedules, register each
     /// group as a worker and start its threads; returns the handle that stops them.
     ///
@@ -276,6 +283,7 @@ impl Engine {
             true => Some(AsyncRuntime::new(self.runtime.clone())?),
             false => None,
         };
+        let health = StoreHealth::new(&self.db);
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
         let quiet = Arc::new(ProcessQuiet::default());
@@ -355,6 +363,7 @@ impl Engine {
                 sweep_interval: (i == 0).then_some(self.sweep_interval),
                 handler_policies: self.registry.handler_policies(),
                 rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
+                watch: Watch::new(&health, format!("group {}", cfg.name)),
             });
             let thread = std::thread::Builder::new()
                 .name(format!("bw-{}-dispatch", cfg.name))
@@ -387,9 +396,10 @@ impl Engine {
         if !self.poll_only {
             let (stop, stats) = (Arc::clone(&handle.stop_listening), Arc::clone(&handle.groups[0].stats));
             let target = self.db.clone();
+            let watch = Watch::new(&health, "listener");
             std::thread::Builder::new()
                 .name("bw-listen".into())
-                .spawn(move || wake::listen(target, doorbell, stop, stats))
+                .spawn(move || wake::listen(target, doorbell, stop, stats, watch))
                 .map_err(|e| Error::InvalidInput(format!("cannot start the listener thread: {e}")))?;
         }
         if !self.schedules.is_empty() {
@@ -401,6 +411,7 @@ impl Engine {
                 max_sleep: self.schedule_poll,
                 stats: Arc::clone(&stats),
                 stop: stop_rx,
+                watch: Watch::new(&health, "schedule ticker"),
             };
             let thread = std::thread::Builder::new()
                 .name("bw-schedules".into())
@@ -408,6 +419,11 @@ impl Engine {
                 .map_err(|e| Error::InvalidInput(format!("cannot start the schedule ticker: {e}")))?;
             handle.ticker = Some(TickerHandle { stop: stop_tx, stats, thread: Some(thread) });
         }
+        tracing::info!(
+            backwave.store = %self.db,
+            backwave.worker_ids = ?handle.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
+            "engine started"
+        );
         Ok(handle)
     }
 }
@@ -491,6 +507,9 @@ pub(super) struct Counters {
     pub stopped: AtomicU64,
     pub abandoned: AtomicU64,
     pub errors: AtomicU64,
+    /// Of `errors`, those of the engine's listener thread (counted in the first group's stats),
+    /// which the group's own view of the store leaves out (`outage.rs`).
+    pub listener_errors: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -506,6 +525,21 @@ impl Counters {
     pub fn failed(&self, why: &str) {
         Self::add(&self.errors, 1);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+    }
+
+    /// A store error of the listener thread.
+    pub fn listener_error(&self, e: &Error) {
+        Self::add(&self.listener_errors, 1);
+        self.error(e);
+    }
+
+    /// The errors of the group's own thread (its dispatcher and chores) so far.
+    pub fn own_errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed).saturating_sub(self.listener_errors.load(Ordering::Relaxed))
+    }
+
+    pub fn last_error(&self) -> String {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
     }
 }
 
@@ -612,6 +646,12 @@ impl EngineHandle {
         &self.registry
     }
 
+    /// [`Engine::enqueuer`]: typed enqueue that outlives this handle's borrow (and its
+    /// shutdown), for request handlers to hold.
+    pub fn enqueuer(&self) -> super::Enqueuer {
+        super::Enqueuer::new(Arc::clone(&self.registry))
+    }
+
     /// Each group's worker id (as in the store's worker registry and transition log).
     pub fn worker_ids(&self) -> Vec<(String, String)> {
         self.groups.iter().map(|g| (g.name.clone(), g.worker_id.clone())).collect()
@@ -622,8 +662,10 @@ impl EngineHandle {
     /// cancelled), leases it lost or reaped, jobs it handed back, and the store errors it
     /// retried through (see [`GroupStats`] for each count). Cheap (atomic loads, no store
     /// access): poll it for a health endpoint or a metrics exporter, and compare two snapshots
-    /// for rates; the counts never go down. A group whose `errors` keeps rising, or whose
-    /// `last_error` says its dispatcher stopped, needs attention.
+    /// for rates; the counts never go down. To act on each outcome as it happens instead (a
+    /// dead-letter, a quarantine, a discarded result, the store becoming unavailable), subscribe
+    /// to the engine's `tracing` events (see [`crate::telemetry`] and docs/embedding.md,
+    /// "Tracing and OpenTelemetry").
     pub fn stats(&self) -> Vec<GroupStats> {
         self.groups
             .iter()
@@ -778,8 +820,10 @@ impl EngineHandle {
         }
         wake(&self.wakers);
         let mut report = ShutdownReport::default();
+        let mut stopped_now = false;
         for (g, before) in self.groups.iter_mut().zip(handed_back_before) {
             if let Some(t) = g.thread.take() {
+                stopped_now = true;
                 let _ = t.join();
                 report.handed_back += g.stats.handed_back.load(Ordering::Relaxed) - before;
                 report.stopped += g.stats.stopped.load(Ordering::Relaxed);
@@ -794,6 +838,16 @@ impl EngineHandle {
         #[cfg(feature = "tokio")]
         if let Some(rt) = self.async_rt.as_mut() {
             rt.shutdown();
+        }
+        // Once: a second stop (the drop after a shutdown) finds no group thread left.
+        if stopped_now {
+            tracing::info!(
+                backwave.worker_ids = ?self.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
+                handed_back = report.handed_back,
+                stopped = report.stopped,
+                abandoned = report.abandoned,
+                "engine stopped"
+            );
         }
         report
     }

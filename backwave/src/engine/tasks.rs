@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
+use tracing::{Instrument, Span};
 
 use super::handler::{HandlerError, HandlerResult};
 use super::pool::{in_handler, prepare, run_sync, settle, Done, ReadyBuffer, Work};
@@ -52,9 +53,10 @@ impl Slot {
     async fn run(self) {
         while let Some(work) = self.ready.next_async().await {
             let run = work.run;
+            let span = crate::telemetry::run_span(&work.job, &work.ctx, work.claimed_at);
             // `None`: the runtime is shutting down and the job never started; its lease lapses.
-            let Some(outcome) = self.run_one(work).await else { return };
-            if self.done.send(Done::Finished { run, outcome }).is_err() {
+            let Some(outcome) = self.run_one(work, &span).await else { return };
+            if self.done.send(Done::Finished { run, outcome, span }).is_err() {
                 return;
             }
             // A slot that always finds a job and a future that is ready at once would otherwise
@@ -63,21 +65,26 @@ impl Slot {
         }
     }
 
-    async fn run_one(&self, work: Work) -> Option<Outcome> {
-        let (ready, ctx) = match prepare(work, &self.registry) {
+    /// Run one job inside its attempt `span`: the handler's own spans and events nest in it,
+    /// its future entered at every poll.
+    async fn run_one(&self, work: Work, span: &Span) -> Option<Outcome> {
+        let (ready, ctx) = match span.in_scope(|| prepare(work, &self.registry)) {
             Ok(r) => r,
             Err(outcome) => return Some(*outcome),
         };
         let capture = self.capture;
         match ready {
             // `run_sync` catches the handler's panic: only a runtime shutting down fails the join.
-            Ready::Sync(call) => tokio::task::spawn_blocking(move || run_sync(call, ctx, capture)).await.ok(),
+            Ready::Sync(call) => {
+                let span = span.clone();
+                tokio::task::spawn_blocking(move || span.in_scope(|| run_sync(call, ctx, capture))).await.ok()
+            }
             Ready::Async(start) => {
                 let cancel = ctx.cancel.clone();
                 // Called inside the first poll, so that a handler panicking before it returns
                 // its future is caught like any other.
                 let future: HandlerFuture = Box::pin(async move { start(ctx).await });
-                let result = CatchUnwind { future, capture }.await;
+                let result = CatchUnwind { future, capture }.instrument(span.clone()).await;
                 Some(settle(result, &cancel, capture))
             }
         }

@@ -8,6 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::outage::Watch;
 use crate::schedule::SCHEDULE_TOUCH_EVERY;
 use crate::store::{Clock, Store};
 
@@ -29,14 +30,21 @@ pub(super) struct Ticker {
     pub stats: Arc<TickerStats>,
     /// A message or a hang-up ends the loop.
     pub stop: Receiver<()>,
+    /// The ticker's view of the store, for the engine's once-per-outage events.
+    pub watch: Watch,
 }
 
 impl Ticker {
-    pub fn run(self) {
+    pub fn run(mut self) {
         let mut touched = Instant::now();
         loop {
+            let began = Instant::now();
             let sleep = match self.store.fire_due_schedules(&self.names) {
                 Ok((fired, next)) => {
+                    self.watch.worked();
+                    for f in &fired {
+                        tell(f);
+                    }
                     let jobs: usize = fired.iter().map(|f| f.fired.len()).sum();
                     let skipped: usize = fired.iter().map(|f| f.skipped.len()).sum();
                     self.stats.fired.fetch_add(jobs as u64, Ordering::Relaxed);
@@ -45,6 +53,7 @@ impl Ticker {
                 }
                 Err(e) => {
                     self.error(&e.to_string());
+                    self.watch.failed(&e.to_string(), began);
                     self.max_sleep
                 }
             };
@@ -76,5 +85,21 @@ impl Ticker {
     fn error(&self, why: &str) {
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
         *self.stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+    }
+}
+
+/// One event per tick this engine fired (with its job) or skipped (a unique schedule whose last
+/// job still held its key).
+fn tell(f: &crate::store::TickFire) {
+    for (tick, job) in &f.fired {
+        tracing::info!(backwave.schedule = %f.name, backwave.tick = tick, messaging.message.id = %job, "schedule tick fired");
+    }
+    for (tick, holder) in &f.skipped {
+        tracing::info!(
+            backwave.schedule = %f.name,
+            backwave.tick = tick,
+            backwave.held_by = %holder,
+            "schedule tick skipped: the schedule's previous job is still pending"
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::outage::Watch;
 use super::pool::Done;
 use super::runtime::Counters;
 use crate::store::{Ear, Heard, Listener, Store, StoreTarget};
@@ -88,20 +89,29 @@ impl Doorbell {
 /// The listener thread: rings `bell` with what a listener on `target` hears until `stop` is set. A
 /// broken connection is opened again (backing off up to [`RECONNECT_MAX`]), and then every group
 /// claims at once: what was sent while it was down is lost.
-pub(super) fn listen(target: StoreTarget, bell: Arc<Doorbell>, stop: Arc<AtomicBool>, stats: Arc<Counters>) {
+pub(super) fn listen(
+    target: StoreTarget,
+    bell: Arc<Doorbell>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Counters>,
+    mut watch: Watch,
+) {
     let mut listener = None;
     let mut backoff = RECONNECT_FIRST;
     while !stop.load(Ordering::SeqCst) {
+        let began = std::time::Instant::now();
         let l = match &mut listener {
             Some(l) => l,
             None => match Listener::open(target.clone()) {
                 Ok(l) => {
+                    watch.worked();
                     backoff = RECONNECT_FIRST;
                     bell.ring(None, false);
                     listener.insert(l)
                 }
                 Err(e) => {
-                    stats.error(&e);
+                    stats.listener_error(&e);
+                    watch.failed(&e.to_string(), began);
                     sleep_unless_stopped(&stop, backoff);
                     backoff = (backoff * 2).min(RECONNECT_MAX);
                     continue;
@@ -118,7 +128,8 @@ pub(super) fn listen(target: StoreTarget, bell: Arc<Doorbell>, stop: Arc<AtomicB
                 }
             }
             Err(e) => {
-                stats.error(&e);
+                stats.listener_error(&e);
+                watch.failed(&e.to_string(), began);
                 listener = None;
                 sleep_unless_stopped(&stop, backoff);
             }

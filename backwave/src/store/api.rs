@@ -343,12 +343,19 @@ impl Store {
     /// ([`PayloadTooLarge`](crate::Error::PayloadTooLarge)): all of the jobs, or none. The
     /// unique index decides, never a lock or a read before the write, so racing enqueues of one
     /// key from any number of processes and hosts store one job.
+    ///
+    /// Each call is one [`ENQUEUE_SPAN`](crate::telemetry::ENQUEUE_SPAN) in the caller's
+    /// current span (see [`crate::telemetry`]).
     pub fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let done = match &self.backend {
-            Backend::Sqlite(s) => s.enqueue_many(jobs),
+        let span = crate::telemetry::enqueue_span(jobs);
+        let traced = crate::otel::stamp(jobs, &span);
+        let done = span.in_scope(|| match &self.backend {
+            Backend::Sqlite(s) => s.enqueue_many(&traced),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.enqueue_many(jobs),
-        }?;
+            Backend::Postgres(p) => p.enqueue_many(&traced),
+        });
+        crate::telemetry::enqueued(&span, done.as_deref());
+        let done = done?;
         // Committed: this process's idle workers on this store hear of it now.
         listen::ring(&self.bell, jobs.iter().map(|j| j.queue.as_str()));
         Ok(done)

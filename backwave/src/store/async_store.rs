@@ -86,7 +86,10 @@ impl AsyncStore {
     {
         let permit = self.inner.permits.clone().acquire_owned().await.expect("the semaphore is never closed");
         let inner = self.inner.clone();
-        blocking(move || inner.with_store(permit, f)).await
+        // The caller's span goes along to the blocking pool, so that an enqueue there is still
+        // a child of the request that made it (and carries its trace).
+        let span = tracing::Span::current();
+        blocking(move || span.in_scope(|| inner.with_store(permit, f))).await
     }
 
     /// [`Store::enqueue`]: the job's id (a unique job's duplicate answers the holder's id).

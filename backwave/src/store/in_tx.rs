@@ -21,6 +21,19 @@ use crate::model::{Enqueued, NewJob};
 /// this build's schema version: create it with `Store::create` first (it migrates an older one),
 /// then add the application's tables to it.
 pub fn enqueue_in_sqlite(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
+    let span = crate::telemetry::enqueue_span(std::slice::from_ref(job));
+    let traced = crate::otel::stamp(std::slice::from_ref(job), &span);
+    let done = span.in_scope(|| sqlite_insert(tx, &traced[0]));
+    answered(&span, done)
+}
+
+/// What an `enqueue_in_*` answered, told on its span.
+fn answered(span: &tracing::Span, done: Result<Enqueued>) -> Result<Enqueued> {
+    crate::telemetry::enqueued(span, done.as_ref().map(std::slice::from_ref));
+    done
+}
+
+fn sqlite_insert(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
     let jobs = std::slice::from_ref(job);
     validate_new_jobs(jobs)?;
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -44,7 +57,7 @@ pub fn enqueue_in_sqlite(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result
 /// connection's `search_path` (the store's schema must be on it, as it is for the store's URL).
 #[cfg(feature = "postgres")]
 const ENQUEUE_SQL: &str =
-    "SELECT job_id, created FROM backwave_enqueue_bytes($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9)";
+    "SELECT job_id, created FROM backwave_enqueue_bytes($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9, $10)";
 
 /// The arguments of [`ENQUEUE_SQL`] for `job`, validated as the store validates them so that a
 /// library caller gets the library's errors.
@@ -76,7 +89,7 @@ impl Args {
         })
     }
 
-    fn params<'a>(&'a self, job: &'a NewJob) -> [&'a (dyn postgres::types::ToSql + Sync); 9] {
+    fn params<'a>(&'a self, job: &'a NewJob) -> [&'a (dyn postgres::types::ToSql + Sync); 10] {
         [
             &job.wire_name,
             &job.payload,
@@ -87,6 +100,7 @@ impl Args {
             &self.by_payload,
             &self.states,
             &self.period_ms,
+            &job.traceparent,
         ]
     }
 }
@@ -120,16 +134,31 @@ fn map_error(e: postgres::Error) -> Error {
 /// Times are the database clock's. The store's schema must be on the connection's `search_path`.
 #[cfg(feature = "postgres")]
 pub fn enqueue_in_postgres(tx: &mut postgres::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
-    let args = Args::of(job)?;
-    let row = tx.query_one(ENQUEUE_SQL, &args.params(job)).map_err(map_error)?;
-    answer(&row)
+    let span = crate::telemetry::enqueue_span(std::slice::from_ref(job));
+    let traced = crate::otel::stamp(std::slice::from_ref(job), &span);
+    let job = &traced[0];
+    let done = span.in_scope(|| {
+        let args = Args::of(job)?;
+        let row = tx.query_one(ENQUEUE_SQL, &args.params(job)).map_err(map_error)?;
+        answer(&row)
+    });
+    answered(&span, done)
 }
 
 /// [`enqueue_in_postgres`] for an application on `tokio-postgres` (a `Transaction`, or any
 /// `GenericClient` already inside one).
 #[cfg(feature = "postgres")]
 pub async fn enqueue_in_tokio_postgres(tx: &impl tokio_postgres::GenericClient, job: &NewJob) -> Result<Enqueued> {
-    let args = Args::of(job)?;
-    let row = tx.query_one(ENQUEUE_SQL, &args.params(job)).await.map_err(map_error)?;
-    answer(&row)
+    use tracing::Instrument;
+    let span = crate::telemetry::enqueue_span(std::slice::from_ref(job));
+    let traced = crate::otel::stamp(std::slice::from_ref(job), &span);
+    let job = &traced[0];
+    let done = async {
+        let args = Args::of(job)?;
+        let row = tx.query_one(ENQUEUE_SQL, &args.params(job)).await.map_err(map_error)?;
+        answer(&row)
+    }
+    .instrument(span.clone())
+    .await;
+    answered(&span, done)
 }

@@ -24,7 +24,7 @@ use crate::model::{
 };
 use crate::retry::RetryPolicy;
 
-pub use super::ops::outcome::{Confirmed, Lapse, Reap, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
+pub use super::ops::outcome::{Confirmed, Lapse, Reap, Reaped, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 
 /// What a worker asks for when it claims.
 #[derive(Clone, Debug)]
@@ -274,7 +274,7 @@ fn claim_around_paused(
     while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
         if !paused.contains(&name) {
             let due = due_of
-                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
                 .filter(|r| !unreadable(r))
                 .take(want)
                 .collect::<Result<Vec<_>, _>>()?;
@@ -387,7 +387,7 @@ impl SqliteClaim<'_> {
         let mut rows = self
             .c
             .prepare_cached(sql)?
-            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(20)?)))?
+            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
             .filter(|r| !unreadable(r))
             .take(n)
             .collect::<Result<Vec<_>, _>>()?;
@@ -656,7 +656,7 @@ pub(crate) fn insert_jobs(tx: &Connection, jobs: &[NewJob], now: Millis) -> Resu
 const INSERT_ROWS: [usize; 3] = [64, 8, 1];
 
 /// The parameters of one row of [`insert_sql`]; `?1` is the time, shared by every row.
-const ROW_PARAMS: usize = 10;
+const ROW_PARAMS: usize = 11;
 
 /// `INSERT INTO jobs … VALUES (…), (…) ON CONFLICT DO NOTHING` for `rows` rows, made once per size.
 fn insert_sql(rows: usize) -> &'static str {
@@ -669,7 +669,7 @@ fn insert_sql(rows: usize) -> &'static str {
                     .map(|r| {
                         let p = |k: usize| 2 + r * ROW_PARAMS + k;
                         format!(
-                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{})",
+                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{}, ?{})",
                             p(0),
                             p(1),
                             p(2),
@@ -679,13 +679,14 @@ fn insert_sql(rows: usize) -> &'static str {
                             p(6),
                             p(7),
                             p(8),
-                            p(9)
+                            p(9),
+                            p(10)
                         )
                     })
                     .collect();
                 format!(
                     "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
-                                       updated_at, unique_key, unique_states, unique_window)
+                                       updated_at, unique_key, unique_states, unique_window, traceparent)
                      VALUES {} ON CONFLICT DO NOTHING",
                     values.join(", ")
                 )
@@ -722,6 +723,7 @@ fn insert_rows(
         insert.raw_bind_parameter(p + 7, uq.as_ref().map(|u| u.key.as_str()))?;
         insert.raw_bind_parameter(p + 8, uq.as_ref().map(|u| u.states))?;
         insert.raw_bind_parameter(p + 9, uq.as_ref().map(|u| u.window))?;
+        insert.raw_bind_parameter(p + 10, job.traceparent.as_deref())?;
     }
     Ok(insert.raw_execute()?)
 }

@@ -72,7 +72,7 @@ pub use in_tx::enqueue_in_sqlite;
 pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
 pub use jobs::{
-    ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, CLAIM_NEXT_WIRE_NAME_SQL,
+    ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, Reaped, CLAIM_NEXT_WIRE_NAME_SQL,
     CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
 };
 pub(crate) use listen::{add_ear, Ear};
@@ -110,7 +110,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 /// The store contract on SQLite, embedded verbatim: every table, index and trigger a store holds,
 /// with its migration steps. Another program that writes jobs into a store (from any language,
 /// or a person at the `sqlite3` shell) follows this text; it is the repository's top-level

@@ -12,7 +12,8 @@ use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
 
 /// The job columns with an empty payload in place of the stored one, for lists: a page of 50
 /// jobs must not read 50 payloads it never shows (five of 50 MiB made a list take 420 MB).
-pub(crate) const LISTED_JOB_COLUMNS: &str = job_columns!("X''");
+/// Nor the trace context: `jobs_failed_list` covers a list of failed jobs without it.
+pub(crate) const LISTED_JOB_COLUMNS: &str = job_columns!("X''", "delay_table", "NULL");
 
 /// A job read by [`JOB_COLUMNS`](super::ops::columns::JOB_COLUMNS) or [`LISTED_JOB_COLUMNS`].
 pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
@@ -37,6 +38,7 @@ pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         created_at: r.get(17)?,
         updated_at: r.get(18)?,
         finished_at: r.get(19)?,
+        traceparent: r.get(20)?,
     })
 }
 

@@ -98,6 +98,8 @@ impl Serialize for JobShow {
             budget_left: Option<u32>,
             next_attempt_at: Option<String>,
             updated_at: String,
+            /// The trace the job was enqueued in (32 hex digits), or null.
+            trace_id: Option<&'a str>,
         }
         #[derive(Serialize)]
         struct Doc<'a> {
@@ -130,6 +132,7 @@ impl Serialize for JobShow {
                 budget_left: j.budget_left(),
                 next_attempt_at: self.next_attempt_at().map(rfc3339),
                 updated_at: rfc3339(j.updated_at),
+                trace_id: j.trace_id(),
             },
             live_handlers: self.live,
             failure_detail: if self.detail_on { "on" } else { "off" },
@@ -194,6 +197,9 @@ impl Render for JobShow {
         let payload = sanitize_bytes(&j.payload);
         f.push(("Payload", format!("{}  ({})", output::truncate(&payload, 200), bytes(j.payload.len()))));
         f.push(("Created", format!("{} ({})", rfc3339(j.created_at), relative(now, j.created_at))));
+        if let Some(trace) = j.trace_id() {
+            f.push(("Trace", trace.to_string()));
+        }
         match j.max_attempts {
             Some(m) => {
                 f.push(("Attempts", format!("{} of {} used, {} left", j.attempt, m, j.budget_left().unwrap_or(0))))

@@ -8,7 +8,7 @@ use crate::model::DetailStatus;
 
 /// The columns a job is read by on both backends, in order. A macro so that `concat!` can build the
 /// public claim statement from it; given an expression, it reads that in place of the payload
-/// (and given a second, that in place of the delay table).
+/// (and given a second, that in place of the delay table; a third, in place of the trace context).
 macro_rules! job_columns {
     () => {
         $crate::store::ops::columns::job_columns!("payload")
@@ -17,6 +17,9 @@ macro_rules! job_columns {
         $crate::store::ops::columns::job_columns!($payload, "delay_table")
     };
     ($payload:literal, $delay_table:literal) => {
+        $crate::store::ops::columns::job_columns!($payload, $delay_table, "traceparent")
+    };
+    ($payload:literal, $delay_table:literal, $traceparent:literal) => {
         concat!(
             "id, wire_name, queue, labels, ",
             $payload,
@@ -24,7 +27,8 @@ macro_rules! job_columns {
              lease_expires_at, worker_group, ",
             $delay_table,
             ", cancel_requested_by, terminal_cause, cause_fingerprint, \
-             quarantine_reason, created_at, updated_at, finished_at"
+             quarantine_reason, created_at, updated_at, finished_at, ",
+            $traceparent
         )
     };
 }

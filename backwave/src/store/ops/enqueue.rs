@@ -13,6 +13,13 @@ pub(crate) fn validate_new_jobs(jobs: &[NewJob]) -> Result<()> {
     for job in jobs {
         validate_name("wire name", &job.wire_name)?;
         validate_name("queue", &job.queue)?;
+        if let Some(tp) = &job.traceparent {
+            if !crate::model::is_traceparent(tp) {
+                return Err(Error::InvalidInput(format!(
+                    "the traceparent {tp:?} is not a W3C traceparent (version-trace id-parent id-flags, lower-case hex)"
+                )));
+            }
+        }
     }
     unique::validate_all(jobs)
 }

@@ -53,6 +53,22 @@ pub struct Reap {
     pub reaped: usize,
     /// The lapsed leases it found but did not reap, not yet confirmed.
     pub seen: Vec<Lapse>,
+    /// The attempts it ended, in the order it ended them.
+    pub ended: Vec<Reaped>,
+}
+
+/// One lapsed attempt a reap ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reaped {
+    /// The job whose attempt lapsed.
+    pub job_id: JobId,
+    /// The attempt that lapsed.
+    pub attempt: u32,
+    /// The worker whose lease lapsed.
+    pub worker_id: String,
+    /// Where the job went: Scheduled (a retry), Dead-Lettered, or Cancelled (an operator had
+    /// asked it to stop).
+    pub state: JobState,
 }
 
 /// Reap, among the lapsed leases a look `found` (oldest expiry first, with the expiry each had),
@@ -69,8 +85,14 @@ pub(crate) fn reap_found(
         match confirmed {
             Confirmed::Seen(seen) if !seen.contains(&lapse) => reap.seen.push(lapse),
             _ => {
-                lapse_attempt(tx, now, &run)?;
+                let state = lapse_attempt(tx, now, &run)?;
                 reap.reaped += 1;
+                reap.ended.push(Reaped {
+                    job_id: run.id,
+                    attempt: run.attempt,
+                    worker_id: run.lease_owner.clone(),
+                    state,
+                });
             }
         }
     }

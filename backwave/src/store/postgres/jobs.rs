@@ -160,13 +160,15 @@ fn insert_jobs(
     let unique_keys: Vec<Option<&str>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.key.as_str())).collect();
     let unique_states: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.states)).collect();
     let unique_windows: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.window)).collect();
+    let traceparents = traceparents(which.iter().map(|&i| &jobs[i]));
     let rows = tx.query(
         "WITH new AS (
              INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
-                               created_at, updated_at, unique_key, unique_states, unique_window)
-             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw
+                               created_at, updated_at, unique_key, unique_states, unique_window, traceparent)
+             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw, tp
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[]) AS n(id, w, q, l, p, d, s, uk, us, uw)
+                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[])
+                  AS n(id, w, q, l, p, d, s, uk, us, uw, tp)
              ON CONFLICT DO NOTHING
              RETURNING id
          ), logged AS (
@@ -188,6 +190,7 @@ fn insert_jobs(
             &unique_keys,
             &unique_states,
             &unique_windows,
+            &traceparents,
         ],
     )?;
     rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
@@ -198,6 +201,15 @@ fn is_over_payload_limit(e: &Error) -> bool {
     crate::store::driver_error::pg_error(e)
         .and_then(|e| e.code())
         .is_some_and(|c| *c == postgres::error::SqlState::PROGRAM_LIMIT_EXCEEDED)
+}
+
+/// Each job's trace context, or no array at all when none has one: `unnest` of several arrays
+/// pads the shorter ones with NULL, so a batch outside any trace sends nothing more.
+fn traceparents<'a>(jobs: impl Iterator<Item = &'a NewJob> + Clone) -> Vec<Option<&'a str>> {
+    if jobs.clone().all(|j| j.traceparent.is_none()) {
+        return Vec::new();
+    }
+    jobs.map(|j| j.traceparent.as_deref()).collect()
 }
 
 /// Each job's labels as JSON text, NULL for none (the column's `'{}'`): most jobs have none, and
@@ -226,17 +238,20 @@ fn insert_plain_jobs(tx: &mut Tx<'_>, now: Option<Millis>, jobs: &[NewJob], ids:
     let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
     let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
     let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
+    let traceparents = traceparents(jobs.iter());
     // `$8` NULL: the database clock, read by the statement itself (see `PgStore::enqueue_many`).
     let inserted = tx.execute(
         "WITH t AS (SELECT coalesce($8::bigint, bw_now_ms()) AS now), logged AS (
              INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
              SELECT o.id, t.now, NULL, 'scheduled', 0 FROM unnest($1::uuid[]) AS o(id), t
          )
-         INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at)
-         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, t.now), s, t.now, t.now
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[])
-              AS n(id, w, q, l, p, d, s), t",
-        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now],
+         INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
+                           traceparent)
+         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, t.now), s, t.now, t.now, tp
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[],
+                     $9::text[])
+              AS n(id, w, q, l, p, d, s, tp), t",
+        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now, &traceparents],
     )?;
     if inserted != jobs.len() as u64 {
         // Cannot happen without ON CONFLICT; refuse rather than answer for rows not stored.
@@ -606,7 +621,7 @@ impl PgClaim<'_, '_> {
             sql,
             &[&queue, &lease.now, &n, names, &lease.worker_id, &lease.group, &lease.until, &max, &lease.shared_table],
         )?;
-        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(20)?))).collect()
+        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(21)?))).collect()
     }
 }
 

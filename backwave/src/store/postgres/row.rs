@@ -11,7 +11,8 @@ use crate::store::ops::columns::{detail_status, labels_from_json};
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::ops::columns::JOB_COLUMNS;
 /// The same with an empty payload in place of the stored one, for lists (see SQLite's).
-pub(crate) const LISTED_JOB_COLUMNS: &str = crate::store::ops::columns::job_columns!("''::bytea");
+pub(crate) const LISTED_JOB_COLUMNS: &str =
+    crate::store::ops::columns::job_columns!("''::bytea", "delay_table", "NULL::text");
 
 pub(crate) fn job(r: &Row) -> Result<Job> {
     Ok(Job {
@@ -35,6 +36,7 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
         created_at: r.try_get(17)?,
         updated_at: r.try_get(18)?,
         finished_at: r.try_get(19)?,
+        traceparent: r.try_get(20)?,
     })
 }
 
