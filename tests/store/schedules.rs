@@ -355,7 +355,13 @@ fn names_of(actions: &[backwave::store::AuditEntry]) -> Vec<&str> {
 #[test]
 fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_declare() {
     let f = Fixture::new();
-    f.store.raw_batch("DROP TABLE schedules; DROP INDEX jobs_failed_list; PRAGMA user_version = 6").unwrap();
+    // What versions 7 to 15 added goes, so that the store is what version 6 wrote.
+    f.store
+        .raw_batch(
+            "DROP TABLE schedules; DROP INDEX jobs_failed_list; ALTER TABLE jobs DROP COLUMN traceparent;
+             PRAGMA user_version = 6",
+        )
+        .unwrap();
     drop(f.store);
     let old = Store::open(&f.db);
     // A writable open migrates it back to the current version with an empty table.
