@@ -259,19 +259,7 @@ both_backends! {
         let mut app = f.app(80, 24);
         f.refresh(&mut app);
         // A registered worker that runs the fixture's Running job, for the Workers view.
-        f.store
-            .register_worker(&WorkerInfo {
-                id: "demo-host/4242/strict-priority#0001".into(),
-                group: "strict-priority".into(),
-                host: "demo-host".into(),
-                pid: 4242,
-                wire_names: vec!["resize-image".into()],
-                queues: vec!["bulk".into()],
-                started_at: T0 - 3_600_000,
-                last_heartbeat_at: T0 - 2_000,
-                stale_after_ms: 30_000,
-            })
-            .unwrap();
+        register_live_worker(&f);
         let names = ["dead_lettered", "quarantined", "running", "scheduled", "queues", "log", "workers"];
         for (w, h) in [(80, 24), (200, 50)] {
             app.update(Action::Resize(w, h));
@@ -556,19 +544,7 @@ both_backends! {
         let mut f = Fixture::empty();
         f.store.grant("root", ACTOR, backwave::Permission::Operate).unwrap();
         f.quarantine_no_handler_now("invoice.render");
-        f.store
-            .register_worker(&WorkerInfo {
-                id: "demo-host/4242/strict-priority#0001".into(),
-                group: "strict-priority".into(),
-                host: "demo-host".into(),
-                pid: 4242,
-                wire_names: vec!["resize-image".into()],
-                queues: vec!["bulk".into()],
-                started_at: T0 - 3_600_000,
-                last_heartbeat_at: T0 - 2_000,
-                stale_after_ms: 30_000,
-            })
-            .unwrap();
+        register_live_worker(&f);
         let mut app = f.app(120, 32);
         keys(&mut app, &f, "2");
         f.refresh(&mut app);
@@ -583,19 +559,7 @@ both_backends! {
 both_backends! {
     fn the_workers_view_lists_each_worker_with_what_it_runs() {
         let f = Fixture::with_jobs();
-        f.store
-            .register_worker(&WorkerInfo {
-                id: "demo-host/4242/strict-priority#0001".into(),
-                group: "strict-priority".into(),
-                host: "demo-host".into(),
-                pid: 4242,
-                wire_names: vec!["resize-image".into()],
-                queues: vec!["bulk".into()],
-                started_at: T0 - 3_600_000,
-                last_heartbeat_at: T0 - 2_000,
-                stale_after_ms: 30_000,
-            })
-            .unwrap();
+        register_live_worker(&f);
         let mut app = f.app(120, 32);
         keys(&mut app, &f, "7");
         assert_eq!(app.nav.view, View::Workers);
@@ -679,4 +643,22 @@ both_backends! {
         f.press(&mut app, [q]);
         assert!(app.quit);
     }
+}
+
+/// A live worker of group `strict-priority` (it runs the fixture's Running job and handles only
+/// `resize-image`), registered an hour ago and heartbeating.
+fn register_live_worker(f: &Fixture) {
+    f.store
+        .register_worker(&WorkerInfo {
+            id: "demo-host/4242/strict-priority#0001".into(),
+            group: "strict-priority".into(),
+            host: "demo-host".into(),
+            pid: 4242,
+            wire_names: vec!["resize-image".into()],
+            queues: vec!["bulk".into()],
+            started_at: T0 - 3_600_000,
+            last_heartbeat_at: T0 - 2_000,
+            stale_after_ms: 30_000,
+        })
+        .unwrap();
 }
