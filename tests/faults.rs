@@ -1,6 +1,6 @@
 //! Proving BackWave's promises under faults: the store against a model of SPEC.md, broken and
 //! hostile input, killed processes, racing operators and a locked store. Each module names the
-//! promise it keeps; the README's "Guarantees" section points here. The state machine, the
+//! promise it keeps; docs/contract.md's "Guarantees" points here. The state machine, the
 //! operator races and the crash soak run on both backends (`name::sqlite`, `name::postgres`).
 
 use crate::backend;

@@ -94,7 +94,7 @@ pub fn revoke(a: &RevokeArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
              someone who can write the store runs `bw init` on it (that makes them admin)\n"
         ));
     }
-    // Nothing to undo is not done, as a resume of what is not paused (README, exit codes).
+    // Nothing to undo is not done, as a resume of what is not paused (docs/reference.md, exit codes).
     if !changed {
         return Err(exit::not_all_done(format!(
             "{} did not hold {}: nothing revoked",

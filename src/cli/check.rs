@@ -123,7 +123,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             Ok(ExitCode::from(exit_status(health.status)))
         }
         // A monitor reads stdout: say UNKNOWN there too (found at 3 a.m.: with the store
-        // missing or unreachable stdout was empty, and the README's cron recipe mailed a blank
+        // missing or unreachable stdout was empty, and the cron recipe of docs/alerting.md mailed a blank
         // subject exactly when it mattered). The error itself goes to stderr as for any command.
         Err(e) => {
             printer.print(&Unknown {

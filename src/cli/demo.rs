@@ -1,4 +1,4 @@
-//! `bw demo`: seed 000's two worker groups running for real on a demo store, watched in
+//! `bw demo`: two example worker groups running for real on a demo store, watched in
 //! `bw top`, or for `--duration` without a terminal, then a summary. The workers and handlers
 //! are `crate::demo`; this file picks the store (a file, or the database a PostgreSQL URL names;
 //! never one it did not make), shows the run, and prints what happened.

@@ -1,4 +1,4 @@
-//! How `bw` ends: the exit statuses (documented in the README), the error a command returns, and
+//! How `bw` ends: the exit statuses (documented in docs/reference.md), the error a command returns, and
 //! the one function that maps one to the other. Nothing else in `bw` picks an exit status for an
 //! error.
 

@@ -1,6 +1,6 @@
 //! The JSON contract of `bw --format json`, in one place so that every command spells a job,
 //! a log entry and a per-id result the same way. Times are RFC 3339 in UTC; states use the
-//! command-line spelling (`dead-lettered`). Documented in the README; tests parse it.
+//! command-line spelling (`dead-lettered`). Documented in docs/reference.md; tests parse it.
 
 use std::collections::BTreeMap;
 

@@ -126,7 +126,7 @@ pub enum Command {
     /// The live dashboard: what is failing now, Dead-Lettered apart from Quarantined, and requeue,
     /// cancel and reveal without retyping ids. Press ? inside for every key.
     Top(top::Args),
-    /// Run seed 000's worker groups for real on a demo store (default ./backwave-demo.db, or the
+    /// Run two example worker groups for real on a demo store (default ./backwave-demo.db, or the
     /// database of a PostgreSQL URL) and watch them in `bw top`: jobs succeed, retry, dead-letter
     /// (by error, panic and lapsed lease) and are quarantined (no handler, undecodable payload).
     /// Without a terminal it runs for --duration and prints a summary.

@@ -86,7 +86,7 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
             if quiet { store.quiet_workers(ctx.actor(), &sel)? } else { store.resume_workers(ctx.actor(), &sel)? };
         let nothing_resumed = !quiet && ids.is_empty();
         ctx.printer()?.print(&QuietView { quiet, ids })?;
-        // Nothing to undo is not done, as a resume of a queue that is not paused (README, exit
+        // Nothing to undo is not done, as a resume of a queue that is not paused (docs/reference.md, exit
         // codes); quieting what is quiet already is done.
         if nothing_resumed {
             return Err(super::exit::not_all_done("no matching worker was quiet: nothing resumed"));

@@ -3,7 +3,7 @@
 //! payload type per wire name, a plain function per handler, a [`Registry`] that routes wire
 //! names to them, and the worker groups that claim their queues.
 //!
-//! The smallest worker, cut from this file (the README shows it):
+//! The smallest worker, cut from this file (README.md's developer tour shows one like it):
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -93,7 +93,7 @@ fn bw_check_on_a_missing_store_exits_3_unknown() {
     let fx = Fx::new();
     let missing = fx.dir().join("nowhere.db");
     fx.bw().env("BW_DB", &missing).arg("check").assert().code(3).stderr(predicate::str::contains("no BackWave store"));
-    // A monitor reads stdout (found at 3 a.m.: it was empty, and the README's cron recipe mailed
+    // A monitor reads stdout (found at 3 a.m.: it was empty, and the cron recipe of docs/alerting.md mailed
     // a blank subject): the UNKNOWN verdict is its first line, or the JSON document's status.
     let out = fx.bw().env("BW_DB", &missing).arg("check").assert().code(3).get_output().stdout.clone();
     let out = String::from_utf8(out).unwrap();

@@ -64,7 +64,7 @@ pub(crate) struct PgStore {
     conn: RefCell<Option<Conn>>,
     clock: Clock,
     read_only: bool,
-    /// Whether this role may read `transitions.failure_detail` (README: only the store's
+    /// Whether this role may read `transitions.failure_detail` (docs/postgres.md: only the store's
     /// owner may); when not, its type and size come from `bw_failure_detail_shapes`.
     detail_readable: bool,
     version: i64,
@@ -392,7 +392,7 @@ impl PgStore {
             snapshot: std::cell::Cell::new(None),
         };
         blocking(|| store.ensure_connected())?;
-        // A worker role may update some columns of `jobs` only (README): any is enough to write.
+        // A worker role may update some columns of `jobs` only (docs/postgres.md): any is enough to write.
         let (read_only, detail_readable): (bool, bool) = store.with_client(|c| {
             let r = c.query_one(
                 "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'

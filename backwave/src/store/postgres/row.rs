@@ -46,7 +46,7 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
 const TRANSITION_COLUMNS: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
      reason, detail_status, failure_detail ->> 'type', octet_length(failure_detail::text), xid::text::bigint";
 
-/// The same for a role that may not (README "Who may do what"): the type and size from the
+/// The same for a role that may not (docs/postgres.md, "Roles on PostgreSQL"): the type and size from the
 /// view that shows only those, looked up for the entries that have detail.
 const TRANSITION_COLUMNS_WITHOUT_DETAIL: &str = "seq, job_id, at, from_state, to_state, attempt, worker_id, actor, \
      reason, detail_status, \
