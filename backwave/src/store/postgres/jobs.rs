@@ -411,8 +411,9 @@ impl PgStore {
     /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
     /// and a row a completion holds is left to it. Folds the count deltas first.
     pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>> {
-        // One probe of `jobs_claim` per queue (each queue's first entry), planned for its values.
-        let row = self.read(|tx| {
+        // One probe of `jobs_claim` per queue (each queue's first entry), planned for its values:
+        // one statement, one round trip (an idle group looks after every claim that found nothing).
+        let row = self.read_one(|tx| {
             tx.query_planned_one(
                 "SELECT min(first.due_at) FROM unnest($1::text[]) AS q(name) CROSS JOIN LATERAL (
                      SELECT due_at FROM jobs WHERE state = 'scheduled' AND queue = q.name ORDER BY due_at LIMIT 1

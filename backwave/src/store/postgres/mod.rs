@@ -486,13 +486,27 @@ impl PgStore {
     /// Run `f`, which issues exactly one statement, outside any explicit transaction: the server
     /// commits it by itself, one round trip where `BEGIN`, the statement and `COMMIT` take three.
     /// A single statement is atomic on its own; only for such.
-    pub(crate) fn autocommit<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn autocommit<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
         }
         if self.snapshot.get().is_some() {
             return Err(Error::ReadOnly { why: "a write was asked for inside a read snapshot".into() });
         }
+        self.alone(&mut f)
+    }
+
+    /// [`PgStore::autocommit`] for one statement that only reads: a single statement sees one
+    /// snapshot by itself, so it needs no transaction of its own (inside [`PgStore::snapshot`] it
+    /// joins that one).
+    pub(crate) fn read_one<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        if self.snapshot.get().is_some() {
+            return self.joined(true, &mut f);
+        }
+        self.alone(&mut f)
+    }
+
+    fn alone<T>(&self, f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         blocking(|| {
             self.ensure_connected()?;
             let mut slot = self.conn.borrow_mut();
