@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 15.
+-- BackWave store contract, schema version 18.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -20,8 +20,10 @@
 --     insert trigger for the count and the payload limit and a cheaper id CHECK, version 12
 --     nothing here (PostgreSQL's log checks its job per statement), version 13 nothing here
 --     (PostgreSQL's log drops its index on time), version 14 nothing here (PostgreSQL's
---     wake-up notifications), version 15 the `traceparent` column of `jobs` (the sections
---     marked below); a writable open of
+--     wake-up notifications), version 15 the `traceparent` column of `jobs`, version 16 the
+--     `priority` column, version 17 the `output` and progress columns, version 18 workflows:
+--     the `waiting` state, `workflow_id`, the `workflows` and `job_edges` tables and the
+--     `jobs_release` trigger (the sections marked below); a writable open of
 --     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -29,7 +31,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 15;
+PRAGMA user_version = 18;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -480,3 +482,80 @@ ALTER TABLE jobs ADD COLUMN traceparent TEXT
         '[0-9a-f][0-9a-f]-????????????????????????????????-????????????????-[0-9a-f][0-9a-f]'
         AND NOT substr(traceparent, 4, 49) GLOB '*[^0-9a-f-]*'));
 -- migration 15 end
+
+-- migration 16 begin
+-- nothing on SQLite (placeholder: the priority branch replaces this section)
+-- migration 16 end
+
+-- migration 17 begin
+-- nothing on SQLite (placeholder: the output branch replaces this section)
+-- migration 17 end
+
+-- Version 17 -> 18: workflows (issue 42). A job of a workflow whose parents have not all done
+-- what its edges need waits in the state `waiting`: out of the claim index (which covers
+-- `scheduled` only), out of queue latency, never claimed. The `jobs_release` trigger below makes
+-- it `scheduled` in the transaction that completes its last parent, so a release happens
+-- exactly once and can never be lost between a parent's completion and its children's release,
+-- whatever program completes the parent.
+-- migration 18 begin
+-- The state CHECKs of `jobs` and `transitions` gain `waiting` (SQLite's documented way for a
+-- constraint every stored row already meets, as in migration 11); the tables created below
+-- move the schema cookie, so every other connection reads the new text.
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema SET sql = replace(sql, 'OR state = ''cancelled''),', 'OR state = ''cancelled'' OR state = ''waiting''),')
+WHERE type = 'table' AND name = 'jobs';
+UPDATE sqlite_schema SET sql = replace(replace(sql,
+        'OR from_state = ''quarantined'' OR from_state = ''cancelled''),',
+        'OR from_state = ''quarantined'' OR from_state = ''cancelled'' OR from_state = ''waiting''),'),
+        'OR to_state = ''quarantined'' OR to_state = ''cancelled''),',
+        'OR to_state = ''quarantined'' OR to_state = ''cancelled'' OR to_state = ''waiting''),')
+WHERE type = 'table' AND name = 'transitions';
+PRAGMA writable_schema = RESET;
+
+-- One row per workflow (or batch): a set of jobs enqueued together with edges between them.
+CREATE TABLE workflows (
+    id         TEXT    PRIMARY KEY NOT NULL CHECK (length(id) = 36),
+    name       TEXT    NOT NULL CHECK (length(name) > 0),
+    -- How many jobs it was enqueued with.
+    jobs       INTEGER NOT NULL CHECK (jobs >= 1),
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- The workflow a job belongs to; NULL for a job enqueued on its own.
+ALTER TABLE jobs ADD COLUMN workflow_id TEXT;
+CREATE INDEX jobs_workflow ON jobs (workflow_id, created_at) WHERE workflow_id IS NOT NULL;
+
+-- Edges of a workflow: `child` waits until `parent` has done what `needs` says: 'succeeded'
+-- (a dependency) or 'finished' (any terminal state: a batch's callback). `met` is set once, by
+-- the `jobs_release` trigger, when the parent gets there; an edge stays met when the parent is
+-- later deleted by retention. A parent that ends Dead-Lettered, Quarantined or Cancelled leaves
+-- a 'succeeded' edge unmet: its children keep waiting, and go on if an operator requeues it and
+-- it succeeds.
+CREATE TABLE job_edges (
+    child  TEXT    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    parent TEXT    NOT NULL CHECK (parent <> child),
+    needs  TEXT    NOT NULL DEFAULT 'succeeded' CHECK (needs = 'succeeded' OR needs = 'finished'),
+    met    INTEGER NOT NULL DEFAULT 0 CHECK (met = 0 OR met = 1),
+    PRIMARY KEY (child, parent)
+) WITHOUT ROWID;
+CREATE INDEX job_edges_parent ON job_edges (parent, child);
+
+-- A workflow job's end meets the edges that wait for it, and releases (makes `scheduled`, due no
+-- earlier than the parent's end, with a log entry) each child none of whose edges is unmet any
+-- more. Jobs outside workflows pass the WHEN clause and cost nothing more.
+CREATE TRIGGER jobs_release AFTER UPDATE OF state ON jobs
+    WHEN NEW.workflow_id IS NOT NULL AND NEW.finished_at IS NOT NULL AND OLD.state IS NOT NEW.state
+BEGIN
+    UPDATE job_edges SET met = 1
+        WHERE parent = NEW.id AND met = 0 AND (NEW.state = 'succeeded' OR needs = 'finished');
+    INSERT INTO transitions (job_id, at, from_state, to_state, attempt, reason)
+        SELECT j.id, NEW.updated_at, 'waiting', 'scheduled', j.attempt, 'its parents are done'
+        FROM job_edges e JOIN jobs j ON j.id = e.child
+        WHERE e.parent = NEW.id AND j.state = 'waiting'
+          AND NOT EXISTS (SELECT 1 FROM job_edges u WHERE u.child = j.id AND u.met = 0)
+        ORDER BY j.id;
+    UPDATE jobs SET state = 'scheduled', due_at = max(due_at, NEW.updated_at), updated_at = NEW.updated_at
+        WHERE state = 'waiting' AND id IN (SELECT child FROM job_edges WHERE parent = NEW.id)
+          AND NOT EXISTS (SELECT 1 FROM job_edges u WHERE u.child = jobs.id AND u.met = 0);
+END;
+-- migration 18 end

@@ -1059,3 +1059,106 @@ END
 $$;
 UPDATE backwave_schema SET version = 15;
 -- migration 15 end
+
+-- migration 16 begin
+-- placeholder: the priority branch replaces this block
+UPDATE backwave_schema SET version = 16;
+-- migration 16 end
+
+-- migration 17 begin
+-- placeholder: the output branch replaces this block
+UPDATE backwave_schema SET version = 17;
+-- migration 17 end
+
+-- Version 17 -> 18: workflows (issue 42), as schema.sql's migration 18: the `waiting` state, the
+-- `workflows` and `job_edges` tables, `jobs.workflow_id` and the release trigger. Here the
+-- trigger is per statement (a batch of completions is one statement), and a child is released
+-- under its row lock: two parents of one child completing at the same instant in two
+-- transactions both meet their own edge, then queue on the child's lock; the second one's next
+-- statement sees the first one's committed edge, so exactly one of them releases the child.
+-- migration 18 begin
+ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
+    CHECK (state IN ('scheduled', 'running', 'succeeded', 'dead-lettered', 'quarantined', 'cancelled', 'waiting'));
+ALTER TABLE transitions DROP CONSTRAINT IF EXISTS transitions_from_state_check;
+ALTER TABLE transitions ADD CONSTRAINT transitions_from_state_check
+    CHECK (from_state IS NULL OR from_state IN ('scheduled', 'running', 'succeeded', 'dead-lettered',
+                                                'quarantined', 'cancelled', 'waiting'));
+ALTER TABLE transitions DROP CONSTRAINT IF EXISTS transitions_to_state_check;
+ALTER TABLE transitions ADD CONSTRAINT transitions_to_state_check
+    CHECK (to_state IN ('scheduled', 'running', 'succeeded', 'dead-lettered', 'quarantined', 'cancelled', 'waiting'));
+
+CREATE TABLE workflows (
+    id         uuid   PRIMARY KEY,
+    name       text   NOT NULL CHECK (length(name) > 0),
+    jobs       bigint NOT NULL CHECK (jobs >= 1),
+    created_at bigint NOT NULL
+);
+
+ALTER TABLE jobs ADD COLUMN workflow_id uuid;
+CREATE INDEX jobs_workflow ON jobs (workflow_id, created_at) WHERE workflow_id IS NOT NULL;
+
+CREATE TABLE job_edges (
+    child  uuid    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    parent uuid    NOT NULL CHECK (parent <> child),
+    needs  text    NOT NULL DEFAULT 'succeeded' CHECK (needs IN ('succeeded', 'finished')),
+    met    boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (child, parent)
+);
+CREATE INDEX job_edges_parent ON job_edges (parent, child);
+
+-- SECURITY DEFINER: a worker role completes parents without rights on `job_edges`; the release it
+-- causes is the trigger's, not the role's. A worker still cannot release a child by itself
+-- without meeting its edges: `jobs_operator_update` below lets `waiting` become `scheduled`
+-- without `operate`, and nothing else.
+CREATE FUNCTION bw_release_children() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    kids uuid[];
+    at_ms bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.workflow_id IS NOT NULL AND n.finished_at IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    WITH ended AS (
+        SELECT n.id, n.state, n.updated_at FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE n.workflow_id IS NOT NULL AND n.finished_at IS NOT NULL AND o.state IS DISTINCT FROM n.state
+    ), met AS (
+        UPDATE job_edges e SET met = true FROM ended
+        WHERE e.parent = ended.id AND NOT e.met AND (ended.state = 'succeeded' OR e.needs = 'finished')
+        RETURNING e.child, ended.updated_at
+    )
+    SELECT array_agg(DISTINCT child ORDER BY child), max(updated_at) INTO kids, at_ms FROM met;
+    IF kids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- In id order, so that completers of overlapping children never wait on each other in a circle.
+    PERFORM 1 FROM jobs WHERE id = ANY (kids) AND state = 'waiting' ORDER BY id FOR UPDATE;
+    WITH released AS (
+        UPDATE jobs j SET state = 'scheduled', due_at = greatest(j.due_at, at_ms), updated_at = at_ms
+        WHERE j.id = ANY (kids) AND j.state = 'waiting'
+          AND NOT EXISTS (SELECT 1 FROM job_edges u WHERE u.child = j.id AND NOT u.met)
+        RETURNING j.id, j.attempt
+    )
+    INSERT INTO transitions (job_id, at, from_state, to_state, attempt, reason)
+        SELECT id, at_ms, 'waiting', 'scheduled', attempt, 'its parents are done' FROM released ORDER BY id;
+    RETURN NULL;
+END
+$$;
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION bw_release_children() SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+CREATE TRIGGER jobs_release AFTER UPDATE ON jobs
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION bw_release_children();
+
+DROP TRIGGER IF EXISTS jobs_operator_update ON jobs;
+CREATE TRIGGER jobs_operator_update BEFORE UPDATE ON jobs FOR EACH ROW
+    WHEN ((OLD.state NOT IN ('scheduled', 'running', 'waiting')
+           OR (NEW.state = 'cancelled' AND NEW.cancel_requested_by IS NULL)
+           OR (OLD.state = 'scheduled' AND NEW.state = 'scheduled')
+           OR (OLD.state = 'waiting' AND NEW.state <> 'scheduled'))
+          AND NOT bw_trusted())
+    EXECUTE FUNCTION bw_check_write('operate');
+UPDATE backwave_schema SET version = 18;
+-- migration 18 end

@@ -36,6 +36,8 @@ pub mod telemetry;
 pub mod typed_enqueue;
 #[path = "engine/wake.rs"]
 pub mod wake;
+#[path = "engine/workflow.rs"]
+pub mod workflow;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};

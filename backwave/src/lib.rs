@@ -96,6 +96,7 @@ pub mod retry;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;
+pub mod workflow;
 
 pub use engine::{
     DispatchPolicy, Engine, EngineHandle, HandlerError, HandlerResult, JobContext, Registry, WorkerGroup,
@@ -112,6 +113,7 @@ pub use store::AsyncStore;
 #[cfg(feature = "postgres")]
 pub use store::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use store::{enqueue_in_sqlite, Clock, Store, StoreTarget};
+pub use workflow::{EnqueuedWorkflow, Needs, Parent, Step, Workflow, WorkflowGraph, WorkflowId, WorkflowSummary};
 
 // The drivers an application's own transaction comes from, at the versions this build links:
 // `backwave::rusqlite::Transaction` is the type `enqueue_in_sqlite` takes.

@@ -62,8 +62,9 @@ impl FromStr for JobId {
     }
 }
 
-/// The six states of a job. Four are terminal: a job in one never runs again unless an
-/// operator requeues it (Dead-Lettered and Quarantined only).
+/// The seven states of a job. Four are terminal: a job in one never runs again unless an
+/// operator requeues it (Dead-Lettered and Quarantined only). Waiting is a workflow job's
+/// state until its parents are done (see [`Workflow`](crate::Workflow)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum JobState {
@@ -81,17 +82,22 @@ pub enum JobState {
     Quarantined,
     /// An operator cancelled it, before it ran or while it ran. Terminal.
     Cancelled,
+    /// A workflow job whose parents have not all done what its edges need (succeeded, or for a
+    /// batch's callback, finished): never claimed; the completion of its last parent makes it
+    /// Scheduled, once.
+    Waiting,
 }
 
 impl JobState {
     /// Every state, in the order above (the order of [`JobState::unique_bit`]'s bits).
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         JobState::Scheduled,
         JobState::Running,
         JobState::Succeeded,
         JobState::DeadLettered,
         JobState::Quarantined,
         JobState::Cancelled,
+        JobState::Waiting,
     ];
 
     /// The spelling in the store, in JSON and on the command line: `dead-lettered`.
@@ -103,6 +109,7 @@ impl JobState {
             JobState::DeadLettered => "dead-lettered",
             JobState::Quarantined => "quarantined",
             JobState::Cancelled => "cancelled",
+            JobState::Waiting => "waiting",
         }
     }
 
@@ -115,17 +122,18 @@ impl JobState {
             JobState::DeadLettered => "Dead-Lettered",
             JobState::Quarantined => "Quarantined",
             JobState::Cancelled => "Cancelled",
+            JobState::Waiting => "Waiting",
         }
     }
 
-    /// Whether the job is finished: every state but Scheduled and Running.
+    /// Whether the job is finished: every state but Scheduled, Running and Waiting.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, JobState::Scheduled | JobState::Running)
+        !matches!(self, JobState::Scheduled | JobState::Running | JobState::Waiting)
     }
 
     /// This state's bit in a uniqueness rule's state mask (`jobs.unique_states`): its place in
     /// [`JobState::ALL`], so scheduled = 1, running = 2, succeeded = 4, dead-lettered = 8,
-    /// quarantined = 16, cancelled = 32.
+    /// quarantined = 16, cancelled = 32 (waiting = 64: a workflow job is never unique).
     pub fn unique_bit(self) -> i64 {
         1 << JobState::ALL.iter().position(|s| *s == self).unwrap_or(0)
     }

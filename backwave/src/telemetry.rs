@@ -189,7 +189,7 @@ pub(crate) fn verdict(span: &Span, fenced: Fenced, outcome: &Outcome, retry_ms: 
             span.record("backwave.verdict", verdict::CANCELLED);
             tracing::info!(parent: span, "job cancelled by an operator");
         }
-        Fenced::Accepted(JobState::Running) | Fenced::Rejected => fenced_out(span),
+        Fenced::Accepted(JobState::Running | JobState::Waiting) | Fenced::Rejected => fenced_out(span),
     }
 }
 

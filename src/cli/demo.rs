@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::output::{sanitize, shell_quote, state_style, thousands, Cell, Render, Table, Term};
 use super::{parse_duration, CliError, Ctx};
 use crate::demo::{Demo, DemoOptions, DemoReport};
-use backwave::{Error, JobState, Store, StoreTarget};
+use backwave::{Error, Store, StoreTarget};
 
 /// Where the demo keeps its store unless `--db` (or BW_DB) says otherwise.
 pub const DEFAULT_DEMO_DB: &str = "./backwave-demo.db";
@@ -349,21 +349,23 @@ impl Render for Summary {
             sanitize(&self.store)
         )?;
         let mut headers = vec!["QUEUE"];
-        headers.extend(JobState::ALL.iter().map(|s| s.as_str()));
+        // The demo enqueues no workflow: the six states its operators know.
+        let shown = crate::text::states_shown(false);
+        headers.extend(shown.iter().map(|s| s.as_str()));
         headers.push("total");
         let upper: Vec<String> = headers.iter().map(|h| h.to_uppercase()).collect();
         let mut table = Table::new(&upper.iter().map(String::as_str).collect::<Vec<_>>());
-        let mut totals = [0u64; 7];
+        let mut totals = vec![0u64; shown.len() + 1];
         let row = |name: &str, ns: &[u64]| -> Vec<Cell> {
             let mut cells = vec![Cell::from(sanitize(name).into_owned())];
             for (i, n) in ns.iter().enumerate() {
-                let style = JobState::ALL.get(i).filter(|_| *n > 0).map(|s| state_style(*s)).unwrap_or_default();
+                let style = shown.get(i).filter(|_| *n > 0).map(|s| state_style(*s)).unwrap_or_default();
                 cells.push(Cell::styled(format!("{:>w$}", thousands(*n), w = upper[i + 1].len()), style));
             }
             cells
         };
         for (queue, states) in &self.by_queue {
-            let mut ns: Vec<u64> = JobState::ALL.iter().map(|s| states.get(s.as_str()).copied().unwrap_or(0)).collect();
+            let mut ns: Vec<u64> = shown.iter().map(|s| states.get(s.as_str()).copied().unwrap_or(0)).collect();
             ns.push(ns.iter().sum());
             for (t, n) in totals.iter_mut().zip(&ns) {
                 *t += n;

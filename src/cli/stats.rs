@@ -170,9 +170,10 @@ impl Render for Stats {
         if self.counts.by_queue.is_empty() {
             writeln!(out, "No jobs in this store.")?;
         } else {
-            let counts = |titles: &[&str], term: &Term| {
+            let states = crate::text::states_shown(self.counts.total(JobState::Waiting) > 0);
+            let counts = |titles: &[String], term: &Term| {
                 let mut headers = vec!["QUEUE"];
-                headers.extend(titles);
+                headers.extend(titles.iter().map(String::as_str));
                 headers.push("TOTAL");
                 let mut t = Table::new(&headers).max_width(0, 24);
                 let num = |n: u64, s: JobState| {
@@ -181,26 +182,33 @@ impl Render for Stats {
                 };
                 for (q, m) in &self.counts.by_queue {
                     let mut row: Vec<Cell> = vec![sanitize(q).into_owned().into()];
-                    row.extend(JobState::ALL.iter().map(|s| num(m.get(s).copied().unwrap_or(0), *s)));
+                    row.extend(states.iter().map(|s| num(m.get(s).copied().unwrap_or(0), *s)));
                     row.push(thousands(self.counts.queue_total(q)).into());
                     t.row(row);
                 }
                 if self.counts.by_queue.len() > 1 {
                     let mut row: Vec<Cell> = vec![Cell::styled("all queues", Style::Bold)];
-                    row.extend(JobState::ALL.iter().map(|s| num(self.counts.total(*s), *s)));
+                    row.extend(states.iter().map(|s| num(self.counts.total(*s), *s)));
                     row.push(thousands(JobState::ALL.iter().map(|s| self.counts.total(*s)).sum()).into());
                     t.row(row);
                 }
                 let mut buf = Vec::new();
                 t.write(&mut buf, term).map(|()| buf)
             };
-            let long: Vec<&str> = JobState::ALL.iter().map(|s| s.title()).collect();
+            let long: Vec<String> = states.iter().map(|s| s.title().to_string()).collect();
             // At 80 columns the full state names made the TOTAL column wrap onto a line of its
             // own; the dashboard's short names fit. Measured without colour codes.
             let plain = Term { color: false, ..term.clone() };
             let fits = |b: &[u8]| term.width.is_none_or(|w| String::from_utf8_lossy(b).lines().all(|l| width(l) <= w));
-            let short = ["Sched", "Run", "OK", "Dead", "Quar", "Canc"];
-            let titles: &[&str] = if fits(&counts(&long, &plain)?) { &long } else { &short };
+            // The dashboard's short names, capitalised as the full ones are: `Sched`, `Dead`.
+            let short: Vec<String> = states
+                .iter()
+                .map(|s| match crate::text::state_short(*s) {
+                    "OK" => "OK".to_string(),
+                    n => n[..1].to_string() + &n[1..].to_ascii_lowercase(),
+                })
+                .collect();
+            let titles: &[String] = if fits(&counts(&long, &plain)?) { &long } else { &short };
             out.write_all(&counts(titles, term)?)?;
         }
 

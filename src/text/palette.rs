@@ -70,5 +70,25 @@ pub fn state_tone(state: JobState) -> Tone {
         JobState::Running => Tone::Cyan,
         JobState::Scheduled => Tone::Blue,
         JobState::Cancelled => Tone::Dim,
+        JobState::Waiting => Tone::Plain,
+    }
+}
+
+/// The states a table of counts has a column for: every state, but Waiting only when some job
+/// waits (a store without workflows keeps the six columns its operators know).
+pub fn states_shown(any_waiting: bool) -> Vec<JobState> {
+    JobState::ALL.into_iter().filter(|s| any_waiting || *s != JobState::Waiting).collect()
+}
+
+/// A state's name in four or five letters, for tables at 80 columns: `DEAD`, `QUAR`.
+pub fn state_short(state: JobState) -> &'static str {
+    match state {
+        JobState::Scheduled => "SCHED",
+        JobState::Running => "RUN",
+        JobState::Succeeded => "OK",
+        JobState::DeadLettered => "DEAD",
+        JobState::Quarantined => "QUAR",
+        JobState::Cancelled => "CANC",
+        JobState::Waiting => "WAIT",
     }
 }

@@ -92,10 +92,13 @@ pub(super) struct Setup {
     pub rung: Arc<Rung>,
     /// This group's view of the store, for the engine's once-per-outage events (`outage.rs`).
     pub watch: Watch,
+    /// The engine's read handle for handlers ([`JobContext::parents`]).
+    pub reader: Arc<super::handler::Reader>,
 }
 
 pub(super) struct Dispatcher {
     store: Store,
+    reader: Arc<super::handler::Reader>,
     planner: Planner,
     group: Arc<str>,
     cfg: WorkerGroup,
@@ -162,6 +165,7 @@ impl Dispatcher {
             group: Arc::from(s.cfg.name.as_str()),
             maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info),
             store: s.store,
+            reader: s.reader,
             cfg: s.cfg,
             claims: Claims::new(Arc::clone(&s.worker_id)),
             worker_id: s.worker_id,
@@ -596,7 +600,8 @@ impl Dispatcher {
             Fenced::Accepted(JobState::DeadLettered) => &s.dead_lettered,
             Fenced::Accepted(JobState::Quarantined) => &s.quarantined,
             Fenced::Accepted(JobState::Cancelled) => &s.cancelled,
-            Fenced::Accepted(JobState::Running) | Fenced::Rejected => &s.fenced_out,
+            // An attempt never ends Waiting: only an enqueue makes a job wait.
+            Fenced::Accepted(JobState::Running | JobState::Waiting) | Fenced::Rejected => &s.fenced_out,
         };
         Counters::add(counter, 1);
     }
@@ -648,6 +653,7 @@ impl Dispatcher {
                     group: Arc::clone(&self.group),
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
+                    reader: Some(Arc::clone(&self.reader)),
                 };
                 let run = self.claims.claimed_with(job.id, job.attempt, cancel, job.next_delay_ms());
                 let rank = self.rank(&job.queue);
@@ -946,6 +952,7 @@ mod tests {
             handler_policies: Vec::new(),
             rung: Arc::default(),
             watch: Watch::new(&crate::engine::outage::StoreHealth::new(&crate::StoreTarget::File(db.clone())), "test"),
+            reader: Arc::new(crate::engine::handler::Reader::new(crate::StoreTarget::File(db.clone()))),
         });
         (Harness { d, done, store, _dir: dir }, ids)
     }

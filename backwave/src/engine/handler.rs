@@ -375,6 +375,40 @@ pub struct JobContext {
     pub(crate) group: Arc<str>,
     pub(crate) worker_id: Arc<str>,
     pub(crate) cancel: CancelSignal,
+    /// The engine's shared read handle on the store ([`JobContext::parents`]); none when detached.
+    pub(crate) reader: Option<Arc<Reader>>,
+}
+
+/// One store handle the handlers of an engine share for their reads ([`JobContext::parents`]),
+/// opened at the first read: most engines never run a workflow job.
+pub(crate) struct Reader {
+    target: crate::StoreTarget,
+    store: std::sync::Mutex<Option<crate::Store>>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(target: crate::StoreTarget) -> Self {
+        Reader { target, store: std::sync::Mutex::new(None) }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&crate::Store) -> crate::Result<T>) -> crate::Result<T> {
+        let mut slot = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(crate::Store::open(self.target.clone())?);
+        }
+        let done = f(slot.as_ref().expect("opened above"));
+        if matches!(&done, Err(e) if e.is_transient() && !matches!(e, crate::Error::Busy)) {
+            // A lost connection: the next read opens another.
+            *slot = None;
+        }
+        done
+    }
 }
 
 impl JobContext {
@@ -411,6 +445,20 @@ impl JobContext {
             group: Arc::from(""),
             worker_id: Arc::from(""),
             cancel: CancelSignal::new(),
+            reader: None,
+        }
+    }
+
+    /// This workflow job's parents ([`Workflow`](crate::Workflow)): each one's id, wire name,
+    /// state and what the edge needed of it, read from the store now. A batch's callback learns
+    /// here how its members ended. Empty for a job outside workflows; an error for a
+    /// [`JobContext::detached`] context, which has no store.
+    pub fn parents(&self) -> crate::Result<Vec<crate::Parent>> {
+        match &self.reader {
+            Some(reader) => reader.with(|store| store.parents(self.job_id)),
+            None => Err(crate::Error::InvalidInput(
+                "a detached JobContext has no store to read the job's parents from".into(),
+            )),
         }
     }
 

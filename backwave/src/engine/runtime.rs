@@ -284,6 +284,7 @@ impl Engine {
             false => None,
         };
         let health = StoreHealth::new(&self.db);
+        let reader = Arc::new(super::handler::Reader::new(self.db.clone()));
         // Built as we go: if a later group fails to start, dropping the handle stops the
         // groups already running.
         let quiet = Arc::new(ProcessQuiet::default());
@@ -364,6 +365,7 @@ impl Engine {
                 handler_policies: self.registry.handler_policies(),
                 rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
                 watch: Watch::new(&health, format!("group {}", cfg.name)),
+                reader: Arc::clone(&reader),
             });
             let thread = std::thread::Builder::new()
                 .name(format!("bw-{}-dispatch", cfg.name))

@@ -276,6 +276,20 @@ forward! {
     /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>>;
 
+    // workflow.rs
+    /// Workflows, newest first (at most `limit`), with their jobs' counts by state.
+    pub fn workflows(&self, limit: usize) -> Result<Vec<crate::WorkflowSummary>>;
+    /// One workflow and its graph, by id or by a unique prefix of it; `None` when no workflow has it.
+    pub fn workflow(&self, id_or_prefix: &str) -> Result<Option<crate::WorkflowGraph>>;
+    /// The parents of a workflow job (none for any other job): each one's id, wire name,
+    /// state and what the edge needed of it. A child's handler reads them to learn how its
+    /// parents ended (a batch's callback: how many failed).
+    pub fn parents(&self, job: JobId) -> Result<Vec<crate::Parent>>;
+    /// The children of a workflow job, with whether each one's edge to `job` is met.
+    pub fn children(&self, job: JobId) -> Result<Vec<crate::workflow::Edge>>;
+    /// The workflow a job belongs to, if any.
+    pub fn workflow_of(&self, job: JobId) -> Result<Option<crate::WorkflowId>>;
+
     // query.rs
     /// One job by id.
     pub fn job(&self, id: JobId) -> Result<Option<Job>>;
@@ -359,6 +373,29 @@ impl Store {
         // Committed: this process's idle workers on this store hear of it now.
         listen::ring(&self.bell, jobs.iter().map(|j| j.queue.as_str()));
         Ok(done)
+    }
+
+    /// Enqueue a [`Workflow`](crate::Workflow) in one transaction: every job, with its edges,
+    /// or nothing. A job with parents is stored [`Waiting`](JobState::Waiting); the others are
+    /// Scheduled. Refused with [`InvalidInput`](crate::Error::InvalidInput) before anything is
+    /// written: a cycle (quoted), no job, more than
+    /// [`MAX_WORKFLOW_JOBS`](crate::workflow::MAX_WORKFLOW_JOBS), a job with a unique rule, a
+    /// bad name; a payload over the limit is [`PayloadTooLarge`](crate::Error::PayloadTooLarge).
+    pub fn enqueue_workflow(&self, workflow: &crate::Workflow) -> Result<crate::EnqueuedWorkflow> {
+        workflow.validate()?;
+        let span = crate::telemetry::enqueue_span(workflow.jobs());
+        let traced = crate::otel::stamp(workflow.jobs(), &span);
+        let id = crate::WorkflowId::new();
+        let done = span.in_scope(|| match &self.backend {
+            Backend::Sqlite(s) => s.enqueue_workflow(id, workflow, &traced),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.enqueue_workflow(id, workflow, &traced),
+        });
+        let recorded = done.as_ref().map(|ids| ids.iter().copied().map(Enqueued::Created).collect::<Vec<_>>());
+        crate::telemetry::enqueued(&span, recorded.as_deref());
+        let jobs = done?;
+        listen::ring(&self.bell, workflow.jobs().iter().map(|j| j.queue.as_str()));
+        Ok(crate::EnqueuedWorkflow { id, jobs })
     }
 
     /// [`Store::insert_many`] for one job.

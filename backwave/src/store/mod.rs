@@ -49,6 +49,7 @@ mod sqlite;
 mod target;
 mod unique;
 mod worker_state;
+mod workflow;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -110,7 +111,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 18;
 /// The store contract on SQLite, embedded verbatim: every table, index and trigger a store holds,
 /// with its migration steps. Another program that writes jobs into a store (from any language,
 /// or a person at the `sqlite3` shell) follows this text; it is the repository's top-level

@@ -61,7 +61,7 @@ impl Screen for Queues {
         let now = app.now;
         let biggest = s.counts.by_queue.values().map(|m| m.values().sum::<u64>()).max().unwrap_or(1).max(1);
         const BAR: usize = 20;
-        const STATES: [&str; 6] = ["SCHED", "RUN", "OK", "DEAD", "QUAR", "CANC"];
+        let states = crate::text::states_shown(s.counts.total(JobState::Waiting) > 0);
         let sel = (app.vs().selected as usize).checked_sub(app.vs().offset as usize);
         let shown: Vec<(&String, &std::collections::BTreeMap<JobState, u64>)> =
             s.counts.by_queue.iter().skip(app.vs().offset as usize).take(area.height as usize).collect();
@@ -73,7 +73,7 @@ impl Screen for Queues {
                 .iter()
                 .map(|(queue, m)| {
                     let mut row = vec![n(m.values().sum())];
-                    row.extend(JobState::ALL.iter().map(|st| n(m.get(st).copied().unwrap_or(0))));
+                    row.extend(states.iter().map(|st| n(m.get(st).copied().unwrap_or(0))));
                     row.push(match app.feed.throughput.get(*queue) {
                         Some(r) if compact || *r >= 100.0 => format!("{}/min", n(r.round() as u64)),
                         Some(r) => format!("{r:.1}/min"),
@@ -85,7 +85,11 @@ impl Screen for Queues {
                 })
                 .collect()
         };
-        let headers: Vec<&str> = ["TOTAL"].into_iter().chain(STATES).chain(["DONE/MIN", "DUE NOW"]).collect();
+        let headers: Vec<&str> = ["TOTAL"]
+            .into_iter()
+            .chain(states.iter().map(|st| crate::text::state_short(*st)))
+            .chain(["DONE/MIN", "DUE NOW"])
+            .collect();
         let widths_of = |rows: &[Vec<String>]| -> Vec<u16> {
             headers
                 .iter()
@@ -112,12 +116,24 @@ impl Screen for Queues {
             .map(|(i, ((queue, m), figs))| {
                 let mut bar_spans = Vec::new();
                 let mut used = 0;
-                for (k, st) in JobState::ALL.iter().enumerate() {
+                for st in &states {
                     let n = m.get(st).copied().unwrap_or(0);
                     let cells = if n == 0 { 0 } else { ((n as f64 / biggest as f64) * BAR as f64).ceil() as usize };
                     let cells = cells.min(BAR - used);
                     used += cells;
-                    let glyph = if app.cfg.color { "█" } else { ["S", "R", "=", "D", "Q", "C"][k] };
+                    let glyph = if app.cfg.color {
+                        "█"
+                    } else {
+                        match st {
+                            JobState::Scheduled => "S",
+                            JobState::Running => "R",
+                            JobState::Succeeded => "=",
+                            JobState::DeadLettered => "D",
+                            JobState::Quarantined => "Q",
+                            JobState::Cancelled => "C",
+                            JobState::Waiting => "W",
+                        }
+                    };
                     bar_spans.push(Span::styled(glyph.repeat(cells), t.state(*st)));
                 }
                 // Store::queue_latency, the figures `bw stats` and `bw check` read.
@@ -152,15 +168,16 @@ impl Screen for Queues {
                 if bar_shown {
                     cells.push(Cell::from(Line::from(bar_spans)));
                 }
-                for (k, st) in JobState::ALL.iter().enumerate() {
+                for (k, st) in states.iter().enumerate() {
                     cells.push(right(&figs[1 + k], widths[1 + k]).style(if m.get(st).copied().unwrap_or(0) > 0 {
                         t.state(*st)
                     } else {
                         t.dim()
                     }));
                 }
-                cells.push(right(&figs[7], widths[7]));
-                cells.push(right(&figs[8], widths[8]));
+                let last = states.len() + 1;
+                cells.push(right(&figs[last], widths[last]));
+                cells.push(right(&figs[last + 1], widths[last + 1]));
                 cells.push(Cell::from(waited));
                 TableRow::new(cells)
             })

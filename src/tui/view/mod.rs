@@ -280,11 +280,13 @@ impl App {
             JobState::DeadLettered => "Dead",
             JobState::Quarantined => "Quar",
             JobState::Cancelled => "Canc",
+            JobState::Waiting => "Wait",
         };
+        let states = crate::text::states_shown(n(JobState::Waiting) > 0);
         type Name<'a> = &'a dyn Fn(JobState) -> &'static str;
         type Figure<'a> = &'a dyn Fn(u64) -> String;
         let width = |gap: usize, name: Name, figure: Figure| -> usize {
-            JobState::ALL.iter().map(|s| name(*s).len() + 1 + figure(n(*s)).len() + gap).sum::<usize>() + 1
+            states.iter().map(|s| name(*s).len() + 1 + figure(n(*s)).len() + gap).sum::<usize>() + 1
         };
         let full = |s: JobState| s.title();
         let exact = |v: u64| thousands(v);
@@ -302,7 +304,7 @@ impl App {
             .find(|(gap, name, figure)| width(*gap, *name, *figure) <= area.width as usize)
             .unwrap_or((1, &short as Name, &compact as Figure));
         let mut spans = vec![Span::raw(" ")];
-        for s in JobState::ALL {
+        for &s in &states {
             spans.push(Span::styled(format!("{} ", name(s)), t.state(s)));
             spans.push(Span::styled(figure(n(s)), t.state(s).add_modifier(Modifier::BOLD)));
             spans.push(Span::raw(" ".repeat(gap)));

@@ -29,6 +29,7 @@ mod row;
 pub(crate) mod schedules;
 mod snapshot;
 mod tls;
+mod workflow;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -1,0 +1,200 @@
+//! Workflows on SQLite: enqueue a whole graph in one transaction, and read workflows, a
+//! workflow's graph and a job's parents and children. Releasing a child is not here: the
+//! schema's `jobs_release` trigger does it in the transaction that completes its last parent.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::ops::enqueue::{jitter_seed, validate_new_jobs};
+use super::row::parse_id;
+use super::SqliteStore;
+use crate::error::{Error, Result};
+use crate::model::{JobId, JobState, Millis, NewJob};
+use crate::workflow::{self, Edge, Needs, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary};
+
+impl SqliteStore {
+    /// Every job of `workflow` (its jobs given as `jobs`, trace context filled in), its edges,
+    /// the workflow's row and each job's creation entry, in one write transaction.
+    pub fn enqueue_workflow(&self, id: WorkflowId, workflow: &Workflow, jobs: &[NewJob]) -> Result<Vec<JobId>> {
+        validate_new_jobs(jobs)?;
+        let now = self.now();
+        self.write(|tx| {
+            super::admin::check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
+            tx.prepare_cached("INSERT INTO workflows (id, name, jobs, created_at) VALUES (?1, ?2, ?3, ?4)")?
+                .execute(params![id.to_string(), workflow.name(), jobs.len() as i64, now])?;
+            let waits = workflow.parent_counts();
+            let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
+                                   updated_at, traceparent, workflow_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)",
+            )?;
+            let mut log = tx.prepare_cached(
+                "INSERT INTO transitions (job_id, at, from_state, to_state, attempt) VALUES (?1, ?2, NULL, ?3, 0)",
+            )?;
+            let wf = id.to_string();
+            for ((job, jid), waits) in jobs.iter().zip(&ids).zip(&waits) {
+                let state = if *waits > 0 { JobState::Waiting } else { JobState::Scheduled };
+                let labels = serde_json::to_string(&job.labels).map_err(Error::Encode)?;
+                let seed = jitter_seed(jid);
+                let jid = jid.to_string();
+                insert.execute(params![
+                    jid,
+                    job.wire_name,
+                    job.queue,
+                    labels,
+                    job.payload,
+                    state.as_str(),
+                    job.due_at.unwrap_or(now),
+                    seed,
+                    now,
+                    job.traceparent,
+                    wf,
+                ])?;
+                log.execute(params![jid, now, state.as_str()])?;
+            }
+            let mut edge = tx.prepare_cached("INSERT INTO job_edges (child, parent, needs) VALUES (?1, ?2, ?3)")?;
+            for (child, parent, needs) in workflow.edges() {
+                edge.execute(params![ids[*child].to_string(), ids[*parent].to_string(), needs.as_str()])?;
+            }
+            Ok(ids)
+        })
+    }
+
+    pub fn workflows(&self, limit: usize) -> Result<Vec<WorkflowSummary>> {
+        self.read(|tx| {
+            let rows: Vec<(String, String, Millis, i64)> = tx
+                .prepare_cached(
+                    "SELECT id, name, created_at, jobs FROM workflows ORDER BY created_at DESC, id DESC LIMIT ?1",
+                )?
+                .query_map([limit.min(i64::MAX as usize) as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            rows.into_iter().map(|(id, name, created_at, jobs)| summary(tx, &id, name, created_at, jobs)).collect()
+        })
+    }
+
+    pub fn workflow(&self, id_or_prefix: &str) -> Result<Option<WorkflowGraph>> {
+        let prefix = id_or_prefix.trim().to_ascii_lowercase();
+        if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Err(Error::InvalidInput(format!("'{id_or_prefix}' is not a workflow id or a prefix of one")));
+        }
+        self.read(|tx| {
+            let found: Vec<(String, String, Millis, i64)> = tx
+                .prepare_cached(
+                    "SELECT id, name, created_at, jobs FROM workflows WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT 2",
+                )?
+                .query_map([&prefix], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let (id, name, created_at, jobs) = match found.len() {
+                0 => return Ok(None),
+                1 => found.into_iter().next().expect("one row"),
+                _ => {
+                    return Err(Error::InvalidInput(format!(
+                        "the prefix '{id_or_prefix}' names more than one workflow ({} and {}): give more of the id",
+                        found[0].0, found[1].0
+                    )))
+                }
+            };
+            let summary = summary(tx, &id, name, created_at, jobs)?;
+            let mut graph: Vec<WorkflowJob> = tx
+                .prepare_cached(
+                    "SELECT id, wire_name, queue, state, attempt FROM jobs WHERE workflow_id = ?1 ORDER BY created_at, id",
+                )?
+                .query_map([&id], |r| {
+                    Ok(WorkflowJob {
+                        id: parse_id(r, 0)?,
+                        wire_name: r.get(1)?,
+                        queue: r.get(2)?,
+                        state: super::row::parse_state(r, 3)?,
+                        attempt: r.get(4)?,
+                        parents: Vec::new(),
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for job in &mut graph {
+                job.parents = edges(tx, PARENTS_SQL, job.id)?;
+            }
+            Ok(Some(WorkflowGraph { summary, graph: workflow::topological(graph) }))
+        })
+    }
+
+    pub fn parents(&self, job: JobId) -> Result<Vec<Parent>> {
+        self.read(|tx| {
+            Ok(edges(tx, PARENTS_SQL, job)?
+                .into_iter()
+                .map(|e| Parent { id: e.job, wire_name: e.wire_name, state: e.state, needs: e.needs })
+                .collect())
+        })
+    }
+
+    pub fn children(&self, job: JobId) -> Result<Vec<Edge>> {
+        self.read(|tx| edges(tx, CHILDREN_SQL, job))
+    }
+
+    pub fn workflow_of(&self, job: JobId) -> Result<Option<WorkflowId>> {
+        self.read(|tx| {
+            let id: Option<Option<String>> = tx
+                .prepare_cached("SELECT workflow_id FROM jobs WHERE id = ?1")?
+                .query_row([job.to_string()], |r| r.get(0))
+                .optional()?;
+            id.flatten().map(|s| s.parse()).transpose()
+        })
+    }
+}
+
+/// A job's parents: the job at the other end of each edge is the parent.
+const PARENTS_SQL: &str = "SELECT e.parent, j.wire_name, j.state, e.needs, e.met
+     FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = ?1 ORDER BY e.parent";
+/// A job's children.
+const CHILDREN_SQL: &str = "SELECT e.child, j.wire_name, j.state, e.needs, e.met
+     FROM job_edges e JOIN jobs j ON j.id = e.child WHERE e.parent = ?1 ORDER BY e.child";
+
+fn edges(tx: &Connection, sql: &str, job: JobId) -> Result<Vec<Edge>> {
+    Ok(tx
+        .prepare_cached(sql)?
+        .query_map([job.to_string()], |r| {
+            let state: Option<String> = r.get(2)?;
+            Ok(Edge {
+                job: parse_id(r, 0)?,
+                wire_name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                state: state.and_then(|s| s.parse().ok()),
+                needs: Needs::parse(&r.get::<_, String>(3)?),
+                met: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+fn summary(tx: &Connection, id: &str, name: String, created_at: Millis, jobs: i64) -> Result<WorkflowSummary> {
+    let mut counts = BTreeMap::new();
+    let mut oldest_waiting_since = None;
+    let mut by_state = tx.prepare_cached(
+        "SELECT state, count(*), min(updated_at) FROM jobs INDEXED BY jobs_workflow WHERE workflow_id = ?1 GROUP BY state",
+    )?;
+    let mut rows = by_state.query([id])?;
+    while let Some(r) = rows.next()? {
+        let state: JobState = r.get::<_, String>(0)?.parse()?;
+        counts.insert(state, r.get::<_, i64>(1)? as u64);
+        if state == JobState::Waiting {
+            oldest_waiting_since = Some(r.get(2)?);
+        }
+    }
+    let stuck: i64 = tx.prepare_cached(STUCK_SQL)?.query_row([id], |r| r.get(0))?;
+    Ok(WorkflowSummary {
+        id: id.parse()?,
+        name,
+        created_at,
+        jobs: jobs as u64,
+        counts,
+        oldest_waiting_since,
+        stuck: stuck as u64,
+    })
+}
+
+/// Waiting jobs of workflow `?1` with an unmet edge to a parent that ended without succeeding:
+/// they wait for an operator.
+const STUCK_SQL: &str = "SELECT count(DISTINCT c.id) FROM jobs c INDEXED BY jobs_workflow
+     JOIN job_edges e ON e.child = c.id AND e.met = 0
+     JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
+     WHERE c.workflow_id = ?1 AND c.state = 'waiting'";
