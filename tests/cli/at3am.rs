@@ -266,7 +266,7 @@ both_backends! {
         let v = json(&f.bw().args(["--format", "json", "stats"]).output().unwrap().stdout);
         for (queue, states) in v["by_queue"].as_object().unwrap() {
             let names: Vec<&String> = states.as_object().unwrap().keys().collect();
-            assert_eq!(names.len(), 6, "queue {queue}: {names:?}");
+            assert_eq!(names.len(), 7, "queue {queue}: {names:?}");
         }
         assert_eq!(v["by_queue"]["ops"]["scheduled"], 0);
     }

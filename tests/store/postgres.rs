@@ -27,6 +27,8 @@ fn family(declared: &str) -> String {
         "integer" | "bigint" => "integer",
         "text" | "uuid" | "jsonb" | "json" => "text",
         "blob" | "bytea" => "bytes",
+        // SQLite has no boolean: a 0-or-1 INTEGER (`job_edges.met`).
+        "boolean" => "integer",
         other => other,
     }
     .into()

@@ -7,8 +7,10 @@ use crate::store::StoreTarget;
 /// Every table both schemas have (SQLite keeps the version in `PRAGMA user_version`,
 /// PostgreSQL adds its own tables), the log before the jobs it refers to: SQLite deletes from
 /// them in this order.
-pub(crate) const TABLES: [&str; 11] = [
+pub(crate) const TABLES: [&str; 13] = [
     "transitions",
+    "job_edges",
+    "workflows",
     "jobs",
     "job_counts",
     "workers",
