@@ -21,6 +21,8 @@ mod refusals;
 mod schedules;
 #[path = "cli/target.rs"]
 mod target;
+#[path = "cli/workflows.rs"]
+mod workflows;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

@@ -67,14 +67,16 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
 }
 
 fn bulk(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
-    if a.select.filter.states.is_empty() {
+    // A workflow names its own set: everything of it that has not finished.
+    if a.select.filter.states.is_empty() && a.select.filter.workflow.is_none() {
         return Err(CliError::Usage(
-            "give job ids, or --state scheduled|running (with any list filters) to cancel in bulk".into(),
+            "give job ids, --state scheduled|running|waiting (with any list filters) or --workflow ID to cancel in bulk"
+                .into(),
         ));
     }
     if let Some(bad) = a.select.filter.states.iter().find(|s| s.is_terminal()) {
         return Err(CliError::Usage(format!(
-            "--state '{}' cannot be cancelled: only scheduled and running jobs can",
+            "--state '{}' cannot be cancelled: only scheduled, running and waiting jobs can",
             bad.as_str()
         )));
     }

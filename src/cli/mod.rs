@@ -36,6 +36,7 @@ mod schedules;
 mod stats;
 mod top;
 mod workers;
+mod workflow;
 
 // The paths subcommands import from (`super::{Ctx, CliError, parse_duration}`).
 pub use crate::text::{parse_duration, parse_instant, parse_label, parse_state, parse_when, When};
@@ -71,7 +72,7 @@ pub enum Command {
     Jobs(jobs::Command),
     /// Requeue jobs with a fresh attempt budget: by id, or every match of `--state` and filters.
     Requeue(requeue::Args),
-    /// Cancel jobs by id, or every Scheduled/Running match of `--state` and filters (needs operate).
+    /// Cancel jobs by id, or every Scheduled/Running/Waiting match of `--state` and filters (needs operate).
     Cancel(cancel::Args),
     /// Make Scheduled jobs due now, attempt and budget untouched: by id, or every match of the
     /// filters (needs operate).
@@ -102,6 +103,12 @@ pub enum Command {
     /// Live and stale workers: group, host, pid, state (running, quiet, stopping) and what each
     /// still runs, wire names, last heartbeat.
     Workers(workers::Args),
+    /// Workflows, newest first: each with its jobs' counts by state, its oldest waiting job, and
+    /// whether jobs wait behind a parent that ended without succeeding.
+    Workflows(workflow::ListArgs),
+    /// One workflow: `bw workflow show ID` prints its graph (each job, its state, its parents).
+    #[command(subcommand)]
+    Workflow(workflow::Command),
     /// Check the store's health: exit 0 OK, 1 warning, 2 critical, 3 store unavailable
     Check(check::Args),
     /// Export the store's health as Prometheus metrics (printed, or served with --listen)
@@ -160,6 +167,8 @@ pub fn main() -> ExitCode {
         Command::Log(c) => log::run(&c, &ctx),
         Command::Stats(a) => stats::run(&a, &ctx),
         Command::Workers(a) => workers::run(&a, &ctx),
+        Command::Workflows(a) => workflow::list(&a, &ctx),
+        Command::Workflow(c) => workflow::run(&c, &ctx),
         Command::Check(a) => check::run(&a, &ctx),
         Command::Metrics(a) => metrics::run(&a, &ctx),
         Command::Enqueue(a) => enqueue::run(&a, &ctx),

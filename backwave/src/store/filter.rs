@@ -31,6 +31,8 @@ pub struct JobFilter {
     pub before: Option<Millis>,
     /// Terminal jobs that finished strictly before this (bulk actions fix their set this way).
     pub finished_before: Option<Millis>,
+    /// Jobs of this workflow ([`Workflow`](crate::Workflow)).
+    pub workflow: Option<crate::WorkflowId>,
 }
 
 impl JobFilter {
@@ -90,6 +92,7 @@ impl JobFilter {
             since,
             before,
             finished_before,
+            workflow,
         } = self;
         let order = self.order();
         let mut out = Vec::new();
@@ -110,13 +113,20 @@ impl JobFilter {
                 // Implied by an active state; spelled out so jobs_active (a partial index on
                 // state IN ('scheduled', 'running')) is usable: without it the Running and
                 // Scheduled listings scanned every job (500 ms at 1M jobs).
-                SortOrder::DueAsc => out.push(Predicate::StateIn(vec![JobState::Scheduled, JobState::Running])),
+                // (Not with Waiting, which that index leaves out.)
+                SortOrder::DueAsc => {
+                    if states.iter().all(|s| matches!(s, JobState::Scheduled | JobState::Running)) {
+                        out.push(Predicate::StateIn(vec![JobState::Scheduled, JobState::Running]));
+                    }
+                }
                 SortOrder::UpdatedDesc => {}
             }
         }
         let text_eq = |col: Column, v: &Option<String>| v.as_ref().map(|v| Predicate::Eq(col, Arg::Text(v.clone())));
         out.extend(text_eq(Column::Queue, queue));
         out.extend(text_eq(Column::WireName, wire_name));
+        // A uuid on both sides: bound as a job id is (text on SQLite, uuid on PostgreSQL).
+        out.extend(workflow.map(|w| Predicate::Eq(Column::WorkflowId, Arg::Id(JobId(w.0)))));
         out.extend(text_eq(Column::CauseFingerprint, fingerprint));
         out.extend(text_eq(Column::QuarantineReason, &quarantine_reason.map(|q| q.as_str().to_string())));
         out.extend(labels.iter().map(|(key, value)| Predicate::Label { key: key.clone(), value: value.clone() }));
@@ -276,6 +286,7 @@ pub(crate) enum Column {
     WireName,
     CauseFingerprint,
     QuarantineReason,
+    WorkflowId,
     CreatedAt,
     DueAt,
     UpdatedAt,
@@ -289,6 +300,7 @@ impl Column {
             Column::WireName => "wire_name",
             Column::CauseFingerprint => "cause_fingerprint",
             Column::QuarantineReason => "quarantine_reason",
+            Column::WorkflowId => "workflow_id",
             Column::CreatedAt => "created_at",
             Column::DueAt => "due_at",
             Column::UpdatedAt => "updated_at",

@@ -328,16 +328,22 @@ impl OperatorTx for SqliteOps<'_> {
         Ok(out)
     }
 
-    fn cancel_scheduled(&mut self, now: Millis, actor: &str, cause: &str, jobs: &[(JobId, u32)]) -> Result<u64> {
+    fn cancel_scheduled(
+        &mut self,
+        now: Millis,
+        actor: &str,
+        cause: &str,
+        jobs: &[(JobId, u32, JobState)],
+    ) -> Result<u64> {
         let fingerprint = cause_fingerprint(cause);
-        for (id, attempt) in jobs {
+        for (id, attempt, from) in jobs {
             self.c
                 .prepare_cached(
                     "UPDATE jobs SET state = 'cancelled', terminal_cause = ?2, cause_fingerprint = ?3,
                             cancel_requested_by = ?4, finished_at = ?5, updated_at = ?5 WHERE id = ?1",
                 )?
                 .execute(params![id.to_string(), cause, fingerprint, actor, now])?;
-            let mut e = Entry::new(*id, now, Some(JobState::Scheduled), JobState::Cancelled, *attempt);
+            let mut e = Entry::new(*id, now, Some(*from), JobState::Cancelled, *attempt);
             e.actor = Some(actor);
             e.reason = Some(cause);
             log(self.c, &e)?;

@@ -31,7 +31,7 @@ pub enum Command {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FilterArgs {
     /// Only jobs in this state (repeat or comma-separate for several): scheduled, running,
-    /// succeeded, dead-lettered, quarantined, cancelled.
+    /// succeeded, dead-lettered, quarantined, cancelled, waiting.
     #[arg(long = "state", value_name = "STATE", value_parser = parse_state, value_delimiter = ',')]
     pub states: Vec<JobState>,
     /// Only jobs in this queue.
@@ -40,6 +40,9 @@ pub struct FilterArgs {
     /// Only jobs with this wire name.
     #[arg(long, value_name = "NAME")]
     pub wire_name: Option<String>,
+    /// Only jobs of this workflow (its full id: `bw workflows` lists them).
+    #[arg(long, value_name = "ID", value_parser = parse_workflow_id)]
+    pub workflow: Option<backwave::WorkflowId>,
     /// Only jobs with this label (repeat: all must match).
     #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
@@ -62,6 +65,7 @@ impl FilterArgs {
             wire_name: self.wire_name.clone(),
             labels: self.labels.clone(),
             cause: self.cause.clone(),
+            workflow: self.workflow,
             since: self.since.map(|d| now - d.as_millis() as Millis),
             before: self.before.map(|w| w.resolve(now)),
             ..Default::default()
@@ -72,6 +76,7 @@ impl FilterArgs {
         self.states.is_empty()
             && self.queue.is_none()
             && self.wire_name.is_none()
+            && self.workflow.is_none()
             && self.labels.is_empty()
             && self.cause.is_none()
             && self.since.is_none()
@@ -228,4 +233,9 @@ pub(super) fn lease_left(now: Millis, j: &Job) -> String {
         Some(t) => format!("lapsed {}", relative(now, t)),
         None => "–".into(),
     }
+}
+
+/// `--workflow ID`: a workflow's full id.
+fn parse_workflow_id(s: &str) -> Result<backwave::WorkflowId, String> {
+    s.parse().map_err(|_| format!("'{s}' is not a workflow id: give the whole UUID (`bw workflows` lists them)"))
 }

@@ -56,7 +56,8 @@ pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
     } else {
         None
     };
-    let view = JobShow { job, history, live, detail_on, revealed, asked_detail: a.detail, waits_on };
+    let workflow = WorkflowPlace::read(&store, id)?;
+    let view = JobShow { job, history, live, detail_on, revealed, asked_detail: a.detail, waits_on, workflow };
     printer.print(&view)?;
     match refusal {
         Some(e) => Err(e.into()),
@@ -73,6 +74,51 @@ struct JobShow {
     asked_detail: bool,
     /// The limit holding this due job back now, if any.
     waits_on: Option<LimitStatus>,
+    /// Its workflow, parents and children, if it belongs to a workflow.
+    workflow: Option<WorkflowPlace>,
+}
+
+/// A job's place in its workflow: `bw jobs show` names its parents and children.
+#[derive(Serialize)]
+struct WorkflowPlace {
+    id: backwave::WorkflowId,
+    parents: Vec<backwave::workflow::Edge>,
+    children: Vec<backwave::workflow::Edge>,
+}
+
+impl WorkflowPlace {
+    fn read(store: &backwave::Store, id: backwave::JobId) -> Result<Option<Self>, CliError> {
+        let Some(wf) = store.workflow_of(id)? else { return Ok(None) };
+        let parents = store
+            .parents(id)?
+            .into_iter()
+            .map(|p| backwave::workflow::Edge {
+                job: p.id,
+                wire_name: p.wire_name,
+                state: p.state,
+                needs: p.needs,
+                met: p.state.is_some_and(|s| {
+                    s == JobState::Succeeded || (p.needs == backwave::Needs::Finished && s.is_terminal())
+                }),
+            })
+            .collect();
+        Ok(Some(WorkflowPlace { id: wf, parents, children: store.children(id)? }))
+    }
+
+    /// `0192f3a1 resize succeeded, 0192f3a2 resize running`.
+    fn edges_text(edges: &[backwave::workflow::Edge]) -> String {
+        if edges.is_empty() {
+            return "none".into();
+        }
+        edges
+            .iter()
+            .map(|e| {
+                let state = e.state.map_or("deleted", |s| s.as_str());
+                format!("{} {} {state}", e.job.short(), sanitize(&e.wire_name))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl JobShow {
@@ -108,6 +154,8 @@ impl Serialize for JobShow {
             failure_detail: &'static str,
             /// The limit this due job waits on now (`bw limits`), or null.
             waits_on_limit: Option<WaitsOn<'a>>,
+            /// Its workflow (id, parents, children), or null.
+            workflow: Option<&'a WorkflowPlace>,
             history: Vec<LogEntryJson>,
         }
         #[derive(Serialize)]
@@ -142,6 +190,7 @@ impl Serialize for JobShow {
                 limit: l.effective.to_string(),
                 running: l.running,
             }),
+            workflow: self.workflow.as_ref(),
             history: self.history.iter().map(|t| LogEntryJson::new(t, self.revealed.get(&t.seq))).collect(),
         }
         .serialize(s)
@@ -241,6 +290,11 @@ impl Render for JobShow {
                     l.running
                 ),
             ));
+        }
+        if let Some(w) = &self.workflow {
+            f.push(("Workflow", format!("{} (bw workflow show {})", w.id, w.id)));
+            f.push(("Parents", WorkflowPlace::edges_text(&w.parents)));
+            f.push(("Children", WorkflowPlace::edges_text(&w.children)));
         }
         if let Some(by) = &j.cancel_requested_by {
             f.push(("Cancel", format!("requested by {}", sanitize(by))));

@@ -51,7 +51,10 @@ impl BulkRun {
         match self.action {
             BulkAction::Requeue => "true".into(),
             BulkAction::Cancel => {
-                format!("{} AND (state = 'scheduled' OR cancel_requested_by IS NULL)", made_by(started))
+                format!(
+                    "{} AND (state = 'scheduled' OR state = 'waiting' OR cancel_requested_by IS NULL)",
+                    made_by(started)
+                )
             }
             BulkAction::RunNow => format!("{} AND due_at > {started}", made_by(started)),
         }
@@ -217,7 +220,11 @@ pub(crate) fn plan_run_now(tx: &mut (impl BulkTx + ?Sized), filter: &JobFilter) 
 /// What a bulk cancel of `filter` would do now, counted in one snapshot.
 pub(crate) fn plan_cancel(tx: &mut (impl BulkTx + ?Sized), filter: &JobFilter) -> Result<CancelPlan> {
     let now = tx.now()?;
-    let each = ["state = 'scheduled'".to_string(), "state = 'running' AND cancel_requested_by IS NULL".to_string()];
+    // A Waiting job is cancelled at once, as a Scheduled one is.
+    let each = [
+        "(state = 'scheduled' OR state = 'waiting')".to_string(),
+        "state = 'running' AND cancel_requested_by IS NULL".to_string(),
+    ];
     let counts = tx.count_each(&cancel_scope(filter), &made_by(now), &each)?;
     Ok(CancelPlan::counted(counts[0], counts[1], counts[2], now))
 }

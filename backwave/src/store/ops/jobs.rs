@@ -29,10 +29,16 @@ pub(crate) trait OperatorTx: StoreTx {
     /// The jobs `ids` names that exist. `lock`: held until the transaction ends (PostgreSQL
     /// locks them `FOR UPDATE`, in id order, so that two operators lock in the same order).
     fn jobs(&mut self, ids: &[JobId], lock: bool) -> Result<HashMap<JobId, Found>>;
-    /// Cancel the Scheduled jobs `jobs` (id, attempt; each once) with `cause`, each logged
-    /// `Scheduled -> Cancelled` with `actor` as actor and `cause` as reason, in the order given.
-    /// Returns how many.
-    fn cancel_scheduled(&mut self, now: Millis, actor: &str, cause: &str, jobs: &[(JobId, u32)]) -> Result<u64>;
+    /// Cancel the Scheduled or Waiting jobs `jobs` (id, attempt, the state it leaves; each once)
+    /// with `cause`, each logged `state -> Cancelled` with `actor` as actor and `cause` as
+    /// reason, in the order given. Returns how many.
+    fn cancel_scheduled(
+        &mut self,
+        now: Millis,
+        actor: &str,
+        cause: &str,
+        jobs: &[(JobId, u32, JobState)],
+    ) -> Result<u64>;
     /// Record on the Running jobs `jobs` that `actor` asked them to stop, each audited as
     /// `action` with its detail, in the order given. Returns how many.
     fn ask_to_stop(&mut self, now: Millis, actor: &str, action: AuditAction, jobs: &[(JobId, String)]) -> Result<u64>;
@@ -70,7 +76,7 @@ pub(crate) fn run_now_detail(was_due_at: Millis) -> String {
 pub(crate) fn cancel_answer(job: Option<&Found>) -> CancelResult {
     match job.map(|j| j.state) {
         None => CancelResult::NotFound,
-        Some(JobState::Scheduled) => CancelResult::Cancelled,
+        Some(JobState::Scheduled | JobState::Waiting) => CancelResult::Cancelled,
         Some(JobState::Running) => CancelResult::CancelRequested,
         Some(state) => CancelResult::NotCancellable { state },
     }
@@ -113,8 +119,8 @@ pub(crate) fn cancel_found(
             if let Some(job) = job {
                 match answer {
                     CancelResult::Cancelled => {
+                        cancel.push((*id, job.attempt, job.state));
                         job.state = JobState::Cancelled;
-                        cancel.push((*id, job.attempt));
                     }
                     CancelResult::CancelRequested if !job.cancel_requested => {
                         job.cancel_requested = true;
@@ -403,13 +409,13 @@ pub(crate) fn run_now_scope(filter: &JobFilter) -> JobFilter {
     JobFilter { states: vec![JobState::Scheduled], finished_before: None, ..filter.clone() }
 }
 
-/// The scheduled and running jobs `filter` matches (both when it names neither): what a bulk
-/// cancel acts on.
+/// The scheduled, running and waiting jobs `filter` matches (all three when it names none):
+/// what a bulk cancel acts on.
 pub(crate) fn cancel_scope(filter: &JobFilter) -> JobFilter {
     let mut f = JobFilter { finished_before: None, ..filter.clone() };
-    f.states.retain(|s| matches!(s, JobState::Scheduled | JobState::Running));
+    f.states.retain(|s| matches!(s, JobState::Scheduled | JobState::Running | JobState::Waiting));
     if f.states.is_empty() {
-        f.states = vec![JobState::Scheduled, JobState::Running];
+        f.states = vec![JobState::Scheduled, JobState::Running, JobState::Waiting];
     }
     f
 }

@@ -257,11 +257,18 @@ impl OperatorTx for Tx<'_> {
             .collect()
     }
 
-    fn cancel_scheduled(&mut self, now: Millis, actor: &str, cause: &str, jobs: &[(JobId, u32)]) -> Result<u64> {
+    fn cancel_scheduled(
+        &mut self,
+        now: Millis,
+        actor: &str,
+        cause: &str,
+        jobs: &[(JobId, u32, JobState)],
+    ) -> Result<u64> {
         if jobs.is_empty() {
             return Ok(0);
         }
-        let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| id.0).collect();
+        let ids: Vec<Uuid> = jobs.iter().map(|(id, _, _)| id.0).collect();
+        let from: Vec<&str> = jobs.iter().map(|(_, _, s)| s.as_str()).collect();
         self.execute(
             "WITH cancelled AS (
                  UPDATE jobs SET state = 'cancelled', terminal_cause = $3, cause_fingerprint = $4,
@@ -270,10 +277,10 @@ impl OperatorTx for Tx<'_> {
                  RETURNING id, attempt
              )
              INSERT INTO transitions (job_id, at, from_state, to_state, attempt, actor, reason)
-             SELECT c.id, $2, 'scheduled', 'cancelled', c.attempt, $5, $3
-             FROM cancelled c JOIN unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) ON o.id = c.id
+             SELECT c.id, $2, o.st, 'cancelled', c.attempt, $5, $3
+             FROM cancelled c JOIN unnest($1::uuid[], $6::text[]) WITH ORDINALITY AS o(id, st, n) ON o.id = c.id
              ORDER BY o.n",
-            &[&ids, &now, &cause, &cause_fingerprint(cause), &actor],
+            &[&ids, &now, &cause, &cause_fingerprint(cause), &actor, &from],
         )
     }
 

@@ -1,0 +1,144 @@
+//! `bw workflows`, `bw workflow show`, `bw jobs show` of a workflow job, and the bulk actions
+//! with `--workflow` (issue 42) through the real binary, on both backends: the table and its
+//! JSON, a workflow stuck behind a dead-lettered parent, cancel and requeue through the same
+//! plan as every bulk action.
+
+use backwave::store::{current_actor, Completion, Outcome};
+use backwave::{Clock, JobId, JobState, NewJob, Store, Workflow};
+
+use super::backend::both_backends;
+use super::harness::*;
+
+struct Flow {
+    f: Fixture,
+    wf: backwave::WorkflowId,
+    fetch: JobId,
+    resizes: Vec<JobId>,
+    publish: JobId,
+}
+
+/// fetch -> resize x3 -> publish, enqueued an hour before `T`: fetch and the first resize
+/// succeeded, the second resize dead-lettered, the third is Scheduled, publish waits.
+fn flow() -> Flow {
+    let f = Fixture::empty();
+    let store = Store::create(&f.db).unwrap().with_clock(Clock::manual(T_MS - 3_600_000));
+    store.bootstrap_admin(&current_actor()).unwrap();
+    let mut w = Workflow::new("thumbnails");
+    let fetch = w.add(NewJob::new("fetch", "media", r#"{"url":"s3://in/cat.png"}"#));
+    let resizes: Vec<_> = [64, 256, 1024]
+        .iter()
+        .map(|px| w.add_after(NewJob::new("resize", "media", format!(r#"{{"px":{px}}}"#)), &[fetch]).unwrap())
+        .collect();
+    let publish = w.add_after(NewJob::new("publish", "media", "{}"), &resizes).unwrap();
+    let e = store.enqueue_workflow(&w).unwrap();
+    let end = |outcome: Outcome| {
+        let j = claim_all(&store, "media", 1).pop().expect("a due job");
+        store.complete(&Completion { job_id: j.id, worker_id: "w-test".into(), attempt: j.attempt, outcome }).unwrap();
+        j.id
+    };
+    assert_eq!(end(Outcome::Succeeded), e.job(fetch));
+    end(Outcome::Succeeded);
+    end(Outcome::Failed { message: "image too large".into(), detail: None, retry_in: None });
+    Flow {
+        f,
+        wf: e.id,
+        fetch: e.job(fetch),
+        resizes: resizes.iter().map(|r| e.job(*r)).collect(),
+        publish: e.job(publish),
+    }
+}
+
+impl Flow {
+    /// Random ids as stand-ins of the same width, so that a snapshot holds still.
+    fn steady(&self, text: &str) -> String {
+        let wf = self.wf.to_string();
+        let mut out = text.replace(&wf, "wwwwwwww-wwww-wwww-wwww-wwwwwwwwwwww").replace(&wf[..8], "wwwwwwww");
+        let ids = [
+            ("f", self.fetch),
+            ("1", self.resizes[0]),
+            ("2", self.resizes[1]),
+            ("3", self.resizes[2]),
+            ("p", self.publish),
+        ];
+        for (k, id) in ids {
+            out = out.replace(&id.to_string(), &k.repeat(36)).replace(&id.short(), &k.repeat(id.short().len()));
+        }
+        out
+    }
+}
+
+fn snapshot(name: &str, text: &str) {
+    insta::with_settings!({ snapshot_path => "../snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+both_backends! {
+    fn workflows_list_and_show_a_graph_stuck_behind_a_dead_lettered_parent() {
+        let flow = flow();
+        let f = &flow.f;
+        let wf = flow.wf.to_string();
+        let runs = [
+            f.run(&["workflows"]),
+            f.run(&["workflow", "show", &wf[..8]]),
+            f.run(&["jobs", "list", "--state", "waiting"]),
+            f.run(&["workflow", "show", "ffffffff"]),
+        ];
+        snapshot("cli__workflows_list_and_show_a_graph_stuck_behind_a_dead_lettered_parent", &flow.steady(&transcript(&runs)));
+
+        let v = json(&f.bw().args(["--format", "json", "workflows"]).assert().success().get_output().stdout);
+        let w = &v["workflows"][0];
+        assert_eq!(w["id"], wf);
+        assert_eq!(w["name"], "thumbnails");
+        assert_eq!(w["jobs"], 5);
+        assert_eq!(w["counts"]["succeeded"], 2);
+        assert_eq!(w["counts"]["dead-lettered"], 1);
+        assert_eq!(w["counts"]["scheduled"], 1);
+        assert_eq!(w["counts"]["waiting"], 1);
+        assert_eq!(w["stuck"], 1);
+
+        let v = json(&f.bw().args(["--format", "json", "workflow", "show", &wf]).assert().success().get_output().stdout);
+        let graph = v["graph"].as_array().unwrap();
+        assert_eq!(graph.len(), 5);
+        assert_eq!(graph[0]["id"], flow.fetch.to_string(), "parents first");
+        assert_eq!(graph[4]["id"], flow.publish.to_string());
+        assert_eq!(graph[4]["parents"].as_array().unwrap().len(), 3);
+
+        let publish = flow.publish.to_string();
+        let v = json(&f.bw().args(["--format", "json", "jobs", "show", &publish]).assert().success().get_output().stdout);
+        assert_eq!(v["job"]["state"], "waiting");
+        assert_eq!(v["workflow"]["id"], wf);
+        let parents = v["workflow"]["parents"].as_array().unwrap();
+        assert_eq!(parents.len(), 3);
+        assert_eq!(parents.iter().filter(|p| p["met"] == true).count(), 1);
+        let fetch = flow.fetch.to_string();
+        let v = json(&f.bw().args(["--format", "json", "jobs", "show", &fetch]).assert().success().get_output().stdout);
+        assert_eq!(v["workflow"]["children"].as_array().unwrap().len(), 3);
+    }
+
+    fn cancel_and_requeue_by_workflow_go_through_the_bulk_plan() {
+        let flow = flow();
+        let f = &flow.f;
+        let wf = flow.wf.to_string();
+        // Requeue the workflow's dead-lettered job: the same plan and audit as any bulk requeue.
+        f.bw().args(["requeue", "--workflow", &wf, "--state", "dead-lettered", "--yes"]).assert().success();
+        let store = f.store();
+        assert_eq!(store.job(flow.resizes[1]).unwrap().unwrap().state, JobState::Scheduled);
+        // Cancel what has not finished: the two Scheduled resizes and the Waiting publish.
+        let dry = f.bw().args(["cancel", "--workflow", &wf, "--dry-run"]).assert().success();
+        let dry = String::from_utf8_lossy(&dry.get_output().stdout).to_string();
+        assert!(dry.contains('3'), "the plan counts three jobs: {dry}");
+        f.bw().args(["cancel", "--workflow", &wf, "--yes"]).assert().success();
+        for id in [flow.resizes[1], flow.resizes[2], flow.publish] {
+            assert_eq!(store.job(id).unwrap().unwrap().state, JobState::Cancelled, "{id}");
+        }
+        assert_eq!(store.job(flow.fetch).unwrap().unwrap().state, JobState::Succeeded);
+        let log = store.history(flow.publish).unwrap();
+        let last = log.last().unwrap();
+        assert_eq!((last.from, last.to), (Some(JobState::Waiting), JobState::Cancelled));
+        // A workflow id that is not one: exit 2, quoted.
+        let out = f.bw().args(["cancel", "--workflow", "nope", "--yes"]).assert().code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(err.contains("'nope' is not a workflow id"), "{err}");
+    }
+}
