@@ -1097,6 +1097,7 @@ CREATE TABLE workflows (
 
 ALTER TABLE jobs ADD COLUMN workflow_id uuid;
 CREATE INDEX jobs_workflow ON jobs (workflow_id, created_at) WHERE workflow_id IS NOT NULL;
+CREATE INDEX jobs_waiting ON jobs (workflow_id) WHERE state = 'waiting';
 
 CREATE TABLE job_edges (
     child  uuid    NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,

@@ -524,6 +524,8 @@ CREATE TABLE workflows (
 -- The workflow a job belongs to; NULL for a job enqueued on its own.
 ALTER TABLE jobs ADD COLUMN workflow_id TEXT;
 CREATE INDEX jobs_workflow ON jobs (workflow_id, created_at) WHERE workflow_id IS NOT NULL;
+-- Waiting jobs (`bw check`'s stuck workflows, `bw jobs list --state waiting`).
+CREATE INDEX jobs_waiting ON jobs (workflow_id) WHERE state = 'waiting';
 
 -- Edges of a workflow: `child` waits until `parent` has done what `needs` says: 'succeeded'
 -- (a dependency) or 'finished' (any terminal state: a batch's callback). `met` is set once, by

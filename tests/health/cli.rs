@@ -16,7 +16,7 @@ both_backends! {
         let fx = Fx::new();
         fx.worker("w1", &["high"], &["send-email"], NOW);
         fx.scheduled("high", NOW - 10 * SECOND);
-        fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 9 checks pass\n"));
+        fx.bw().arg("check").assert().code(0).stdout(predicate::str::starts_with("BACKWAVE OK: all 10 checks pass\n"));
     }
 }
 
@@ -68,7 +68,8 @@ both_backends! {
                 "stale-workers",
                 "forgotten-pause",
                 "quiet-worker",
-                "overdue-schedule"
+                "overdue-schedule",
+                "stuck-workflow"
             ]
         );
         for c in checks {

@@ -172,7 +172,7 @@ both_backends! {
             .arg("check")
             .assert()
             .code(0)
-            .stdout(predicate::str::starts_with("BACKWAVE OK: all 9 checks pass\n"))
+            .stdout(predicate::str::starts_with("BACKWAVE OK: all 10 checks pass\n"))
             .stdout(predicate::str::contains(
                 "  queue critical: paused by alice until 2026-11-30T14:30:00.000Z (for under 1s), 3 due held\n",
             ));

@@ -108,11 +108,14 @@ pub enum CheckName {
     QuietWorker,
     /// A schedule whose tick is overdue by more than `schedule_grace`: nobody fires it (warning).
     OverdueSchedule,
+    /// Workflow jobs waiting behind a parent that ended Dead-Lettered, Quarantined or Cancelled:
+    /// they run only if someone requeues that parent (warning).
+    StuckWorkflow,
 }
 
 impl CheckName {
     /// Every check, in the order they are reported.
-    pub const ALL: [CheckName; 9] = [
+    pub const ALL: [CheckName; 10] = [
         CheckName::Latency,
         CheckName::UnworkedQueue,
         CheckName::DeadLettered,
@@ -122,6 +125,7 @@ impl CheckName {
         CheckName::ForgottenPause,
         CheckName::QuietWorker,
         CheckName::OverdueSchedule,
+        CheckName::StuckWorkflow,
     ];
 
     /// The check's name in JSON and metrics: `latency`, `unworked-queue`, …
@@ -136,6 +140,7 @@ impl CheckName {
             CheckName::ForgottenPause => "forgotten-pause",
             CheckName::QuietWorker => "quiet-worker",
             CheckName::OverdueSchedule => "overdue-schedule",
+            CheckName::StuckWorkflow => "stuck-workflow",
         }
     }
 
@@ -148,7 +153,8 @@ impl CheckName {
             | CheckName::StaleWorkers
             | CheckName::ForgottenPause
             | CheckName::QuietWorker
-            | CheckName::OverdueSchedule => Status::Warning,
+            | CheckName::OverdueSchedule
+            | CheckName::StuckWorkflow => Status::Warning,
         }
     }
 
@@ -160,7 +166,7 @@ impl CheckName {
             | CheckName::ForgottenPause
             | CheckName::QuietWorker
             | CheckName::OverdueSchedule => "seconds",
-            CheckName::DeadLettered => "jobs",
+            CheckName::DeadLettered | CheckName::StuckWorkflow => "jobs",
             CheckName::NewCause => "causes",
             CheckName::UnhandledQuarantine => "wire names",
             CheckName::StaleWorkers => "workers",
@@ -499,6 +505,23 @@ pub(super) fn judge(name: CheckName, h: &Health, t: &Thresholds) -> Check {
                 format!("{} schedule(s), every due tick fired", h.schedules.len())
             };
             (secs(worst), secs(grace.as_millis() as u64), message)
+        }
+        CheckName::StuckWorkflow => {
+            let stuck: u64 = h.stuck_workflows.iter().map(|w| w.stuck).sum();
+            let message = if stuck == 0 {
+                "no workflow job waits behind a failed parent".into()
+            } else {
+                let named = h
+                    .stuck_workflows
+                    .iter()
+                    .map(|w| format!("{} ({}): {} waiting", quote(&w.name), w.id, w.stuck))
+                    .collect();
+                format!(
+                    "workflow jobs wait behind a parent that ended dead-lettered, quarantined or cancelled (they run once it is requeued and succeeds): {}",
+                    list(named)
+                )
+            };
+            (stuck as f64, 0.0, message)
         }
     };
     let over_limit = name == CheckName::OverdueSchedule

@@ -144,7 +144,32 @@ pub struct Health {
     /// The store's `payload_limit`: a schedule whose payload is over it fails every tick.
     #[serde(skip)]
     pub payload_limit: u64,
+    /// Workflows with jobs waiting behind a parent that ended without succeeding, the most
+    /// such jobs first (at most 20).
+    pub stuck_workflows: Vec<StuckWorkflow>,
 }
+
+/// A workflow some of whose jobs wait behind a parent that ended Dead-Lettered, Quarantined or
+/// Cancelled: they run only once that parent is requeued and succeeds.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StuckWorkflow {
+    /// The workflow.
+    pub id: crate::WorkflowId,
+    /// Its name.
+    pub name: String,
+    /// How many of its jobs wait behind such a parent.
+    pub stuck: u64,
+}
+
+/// The stuck workflows' query, the same text on both backends (`met` is 0/1 on SQLite, a
+/// boolean on PostgreSQL: `NOT met` reads both).
+pub(crate) const STUCK_WORKFLOWS_SQL: &str = "SELECT w.id, w.name, count(DISTINCT c.id) AS n
+     FROM jobs c
+     JOIN job_edges e ON e.child = c.id AND NOT e.met
+     JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
+     JOIN workflows w ON w.id = c.workflow_id
+     WHERE c.state = 'waiting'
+     GROUP BY w.id, w.name ORDER BY n DESC, w.id LIMIT 20";
 
 impl Health {
     /// The verdict of one check.
@@ -198,6 +223,8 @@ pub(crate) trait HealthRead: DueProbe {
     fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>>;
     /// The store's `payload_limit` setting.
     fn payload_limit(&mut self) -> Result<u64>;
+    /// Workflows with jobs stuck behind a failed parent (none before schema version 18).
+    fn stuck_workflows(&mut self) -> Result<Vec<StuckWorkflow>>;
 }
 
 /// [`HealthRead`] inside an SQLite read transaction.
@@ -277,6 +304,19 @@ impl HealthRead for SqliteHealth<'_> {
     fn payload_limit(&mut self) -> Result<u64> {
         super::admin::payload_limit(self.conn)
     }
+
+    fn stuck_workflows(&mut self) -> Result<Vec<StuckWorkflow>> {
+        if self.store.version < 18 {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare_cached(STUCK_WORKFLOWS_SQL)?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
+        rows.map(|r| {
+            let (id, name, n) = r?;
+            Ok(StuckWorkflow { id: id.parse()?, name, stuck: n as u64 })
+        })
+        .collect()
+    }
 }
 
 /// The store's health at `now` against `thresholds`, from what `r` reads in its snapshot: the
@@ -297,6 +337,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
         r.worker_states(now)?.into_iter().filter(|s| s.quiet_at.is_some() || s.stopping_at.is_some()).collect();
     let schedules = r.schedule_rows()?.into_iter().map(|row| super::ops::schedules::schedule_info(row, now)).collect();
     let payload_limit = r.payload_limit()?;
+    let stuck_workflows = r.stuck_workflows()?;
 
     // A quiet or stopping worker claims nothing: it does not serve its queues (found at 3 a.m.:
     // with every worker of a queue quiet, `unworked-queue` said ok while its jobs waited).
@@ -359,6 +400,7 @@ pub(crate) fn gather(r: &mut impl HealthRead, now: Millis, thresholds: &Threshol
         log_seq,
         schedules,
         payload_limit,
+        stuck_workflows,
     };
     health.checks = CheckName::ALL.iter().map(|n| judge(*n, &health, thresholds)).collect();
     health.status = health.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);

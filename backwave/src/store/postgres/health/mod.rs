@@ -164,6 +164,23 @@ impl HealthRead for Snapshot<'_, '_> {
     fn payload_limit(&mut self) -> Result<u64> {
         super::admin::payload_limit(self.tx)
     }
+
+    fn stuck_workflows(&mut self) -> Result<Vec<crate::store::health::StuckWorkflow>> {
+        if self.version < 18 {
+            return Ok(Vec::new());
+        }
+        self.tx
+            .query(crate::store::health::STUCK_WORKFLOWS_SQL, &[])?
+            .iter()
+            .map(|r| {
+                Ok(crate::store::health::StuckWorkflow {
+                    id: crate::WorkflowId(r.try_get(0)?),
+                    name: r.try_get(1)?,
+                    stuck: r.try_get::<_, i64>(2)?.max(0) as u64,
+                })
+            })
+            .collect()
+    }
 }
 
 // The latency probes, for `gather`'s per-queue latency.
