@@ -111,6 +111,14 @@ both_backends! {
         let parents = v["workflow"]["parents"].as_array().unwrap();
         assert_eq!(parents.len(), 3);
         assert_eq!(parents.iter().filter(|p| p["met"] == true).count(), 1);
+        // `bw check` flags the workflow stuck behind its dead-lettered resize; `bw metrics`
+        // counts its waiting job.
+        let v = json(&f.bw().args(["--format", "json", "check"]).output().unwrap().stdout);
+        let check = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "stuck-workflow").unwrap().clone();
+        assert_eq!((check["status"].as_str(), check["value"].as_f64()), (Some("warning"), Some(1.0)));
+        assert!(check["message"].as_str().unwrap().contains("'thumbnails'"), "{check}");
+        let metrics = text(&f.bw().arg("metrics").assert().success().get_output().stdout);
+        assert!(metrics.contains(r#"backwave_jobs{queue="media",state="waiting"} 1"#), "{metrics}");
         let fetch = flow.fetch.to_string();
         let v = json(&f.bw().args(["--format", "json", "jobs", "show", &fetch]).assert().success().get_output().stdout);
         assert_eq!(v["workflow"]["children"].as_array().unwrap().len(), 3);
