@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 15.
+-- BackWave store contract, schema version 17.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -20,8 +20,9 @@
 --     insert trigger for the count and the payload limit and a cheaper id CHECK, version 12
 --     nothing here (PostgreSQL's log checks its job per statement), version 13 nothing here
 --     (PostgreSQL's log drops its index on time), version 14 nothing here (PostgreSQL's
---     wake-up notifications), version 15 the `traceparent` column of `jobs` (the sections
---     marked below); a writable open of
+--     wake-up notifications), version 15 the `traceparent` column of `jobs`, version 17 the
+--     `output`, `progress` and `progress_message` columns of `jobs` (the sections marked
+--     below); a writable open of
 --     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -29,7 +30,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 15;
+PRAGMA user_version = 17;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -180,6 +181,8 @@ END;
 --   retention       humantime       how long terminal jobs are kept (default 14d)
 --   payload_limit   bytes           the largest payload a job may hold (default 1048576, 1 MiB):
 --                                   the triggers of migration 3 below refuse larger ones
+--   output_limit    bytes           the largest output a handler may record (default 32768,
+--                                   32 KiB): the library fails an attempt whose output is larger
 --   store_kind      'demo'          set by `bw demo` on the stores it creates
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
@@ -480,3 +483,28 @@ ALTER TABLE jobs ADD COLUMN traceparent TEXT
         '[0-9a-f][0-9a-f]-????????????????????????????????-????????????????-[0-9a-f][0-9a-f]'
         AND NOT substr(traceparent, 4, 49) GLOB '*[^0-9a-f-]*'));
 -- migration 15 end
+
+-- Version 15 -> 16: taken by another branch of this round; this placeholder moves the version
+-- only, and the section that branch merges replaces it.
+-- migration 16 begin
+-- nothing on SQLite
+-- migration 16 end
+
+-- Version 16 -> 17: job output and progress (issue 42).
+--   * `output`: what the handler of the succeeded attempt recorded (normally UTF-8 JSON), NULL
+--     when it recorded nothing; written with the success in the same statement, so only a
+--     Succeeded job has one (no operator action moves a Succeeded job, so an output never
+--     outlives its success). The library refuses one over the `output_limit` setting by
+--     failing the attempt; it goes with the row when the retention sweep deletes the job.
+--   * `progress`, `progress_message`: what the running attempt last reported (a fraction from 0
+--     to 1 and a short message), written by the heartbeat that renews its lease. A claim clears
+--     both, so they are always the latest attempt's; after the attempt ends they stay as it
+--     last reported them.
+-- Lists of jobs read `progress` only for Running jobs: `jobs_failed_list` still covers the
+-- failed ones.
+-- migration 17 begin
+ALTER TABLE jobs ADD COLUMN output BLOB;
+ALTER TABLE jobs ADD COLUMN progress REAL CHECK (progress IS NULL OR (progress >= 0 AND progress <= 1));
+ALTER TABLE jobs ADD COLUMN progress_message TEXT
+    CHECK (progress_message IS NULL OR length(progress_message) <= 200);
+-- migration 17 end

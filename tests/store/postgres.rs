@@ -27,6 +27,7 @@ fn family(declared: &str) -> String {
         "integer" | "bigint" => "integer",
         "text" | "uuid" | "jsonb" | "json" => "text",
         "blob" | "bytea" => "bytes",
+        "real" | "double precision" => "real",
         other => other,
     }
     .into()

@@ -92,7 +92,7 @@ pub(crate) use ops::schedules::validate_all as validate_schedules;
 pub use ops::schedules::{
     Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
 };
-pub use ops::settings::{SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use ops::settings::{SettingKey, DEFAULT_OUTPUT_LIMIT, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
 pub use ops::AuditEntry;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
@@ -110,7 +110,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 17;
 /// The store contract on SQLite, embedded verbatim: every table, index and trigger a store holds,
 /// with its migration steps. Another program that writes jobs into a store (from any language,
 /// or a person at the `sqlite3` shell) follows this text; it is the repository's top-level

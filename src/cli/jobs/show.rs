@@ -100,6 +100,11 @@ impl Serialize for JobShow {
             updated_at: String,
             /// The trace the job was enqueued in (32 hex digits), or null.
             trace_id: Option<&'a str>,
+            /// The succeeded attempt's output: the JSON value itself, (lossy) text when it is
+            /// not JSON, null when there is none.
+            output: Option<serde_json::Value>,
+            /// The latest attempt's last reported progress, or null.
+            progress: Option<&'a backwave::Progress>,
         }
         #[derive(Serialize)]
         struct Doc<'a> {
@@ -118,8 +123,7 @@ impl Serialize for JobShow {
             running: u64,
         }
         let j = &self.job;
-        let payload = serde_json::from_slice(&j.payload)
-            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&j.payload).into_owned()));
+        let payload = json_or_text(&j.payload);
         Doc {
             job: Full {
                 job: JobJson::from(j),
@@ -133,6 +137,8 @@ impl Serialize for JobShow {
                 next_attempt_at: self.next_attempt_at().map(rfc3339),
                 updated_at: rfc3339(j.updated_at),
                 trace_id: j.trace_id(),
+                output: j.output.as_deref().map(json_or_text),
+                progress: j.progress.as_ref(),
             },
             live_handlers: self.live,
             failure_detail: if self.detail_on { "on" } else { "off" },
@@ -146,6 +152,39 @@ impl Serialize for JobShow {
         }
         .serialize(s)
     }
+}
+
+/// Stored bytes as JSON when they are JSON, else as (lossy) text.
+fn json_or_text(b: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(b).unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(b).into_owned()))
+}
+
+/// The most lines of an output the text format prints; `--format json` has it whole.
+const OUTPUT_LINES: usize = 20;
+
+/// The output as the text format shows it: pretty JSON (or the text as stored), each line
+/// escaped and cut to the terminal, at most [`OUTPUT_LINES`] lines, with a note when cut.
+fn write_output(out: &mut dyn Write, term: &Term, output: &[u8]) -> io::Result<()> {
+    let text = match serde_json::from_slice::<serde_json::Value>(output) {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
+        Err(_) => String::from_utf8_lossy(output).into_owned(),
+    };
+    writeln!(out, "Output ({}):", bytes(output.len()))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let max = term.width.map_or(usize::MAX, |w| w.saturating_sub(2).max(20));
+    let mut cut = false;
+    for line in lines.iter().take(OUTPUT_LINES) {
+        let line = sanitize(line);
+        let shown = output::truncate(&line, max);
+        cut |= shown.len() != line.len();
+        writeln!(out, "  {shown}")?;
+    }
+    if lines.len() > OUTPUT_LINES || cut {
+        let more = lines.len().saturating_sub(OUTPUT_LINES);
+        let what = if more > 0 { format!("{more} more line{}", if more == 1 { "" } else { "s" }) } else { "cut".into() };
+        writeln!(out, "{}", Style::Dim.paint(&format!("  ({what}: --format json shows the whole output)"), term.color))?;
+    }
+    Ok(())
 }
 
 /// What the log shows of an entry's failure detail when it is not revealed.
@@ -242,6 +281,13 @@ impl Render for JobShow {
                 ),
             ));
         }
+        if let Some(p) = &j.progress {
+            let shown = sanitize(&p.to_string()).into_owned();
+            f.push(match j.state {
+                JobState::Running => ("Progress", shown),
+                _ => ("Progress", format!("{shown} (as attempt {} last reported it)", j.attempt)),
+            });
+        }
         if let Some(by) = &j.cancel_requested_by {
             f.push(("Cancel", format!("requested by {}", sanitize(by))));
         }
@@ -275,6 +321,11 @@ impl Render for JobShow {
             f.push(("Failure detail", "switched off for this store: new failures are not captured".into()));
         }
         write_fields(out, &f)?;
+
+        if let Some(o) = &j.output {
+            writeln!(out)?;
+            write_output(out, term, o)?;
+        }
 
         writeln!(out)?;
         match &j.delay_table {
