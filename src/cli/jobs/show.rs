@@ -165,8 +165,8 @@ const OUTPUT_LINES: usize = 20;
 /// The output as the text format shows it: pretty JSON (or the text as stored), each line
 /// escaped and cut to the terminal, at most [`OUTPUT_LINES`] lines, with a note when cut.
 fn write_output(out: &mut dyn Write, term: &Term, output: &[u8]) -> io::Result<()> {
-    let text = match serde_json::from_slice::<serde_json::Value>(output) {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
+    let text = match serde_json::from_slice::<serde::de::IgnoredAny>(output) {
+        Ok(_) => pretty_json(&String::from_utf8_lossy(output)),
         Err(_) => String::from_utf8_lossy(output).into_owned(),
     };
     writeln!(out, "Output ({}):", bytes(output.len()))?;
@@ -185,6 +185,62 @@ fn write_output(out: &mut dyn Write, term: &Term, output: &[u8]) -> io::Result<(
         writeln!(out, "{}", Style::Dim.paint(&format!("  ({what}: --format json shows the whole output)"), term.color))?;
     }
     Ok(())
+}
+
+/// Valid JSON text indented two spaces a level, its keys in the order the handler wrote them
+/// (a `serde_json::Value` would sort them).
+fn pretty_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() * 2);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|n| n.is_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    out.push(chars.next().unwrap_or(' '));
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// What the log shows of an entry's failure detail when it is not revealed.
@@ -423,5 +479,20 @@ pub fn transition_text(from: Option<JobState>, to: JobState) -> String {
     match from {
         Some(f) => format!("{} → {}", f.title(), to.title()),
         None => format!("→ {} (enqueued)", to.title()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pretty_json;
+
+    #[test]
+    fn pretty_json_keeps_the_key_order_and_the_strings_as_written() {
+        let json = r#"{"z":1,"a":[true,null,{}],"s":"a,b:{\"c\"}","e":[ ]}"#;
+        assert_eq!(
+            pretty_json(json),
+            "{\n  \"z\": 1,\n  \"a\": [\n    true,\n    null,\n    {}\n  ],\n  \"s\": \"a,b:{\\\"c\\\"}\",\n  \"e\": []\n}"
+        );
+        assert_eq!(pretty_json("42"), "42");
     }
 }
