@@ -174,7 +174,10 @@ both_backends! {
 fn a_progress_fraction_outside_0_to_1_is_refused_quoting_it() {
     for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
         let e = Progress::new(bad, "x").unwrap_err();
-        assert_eq!(e.to_string(), format!("progress fraction {bad} is not between 0 and 1 (0.42 is 42%): nothing was reported"));
+        assert_eq!(
+            e.to_string(),
+            format!("progress fraction {bad} is not between 0 and 1 (0.42 is 42%): nothing was reported")
+        );
     }
     assert_eq!(Progress::new(0.999, "").unwrap().to_string(), "99%");
     assert_eq!(Progress::new(1.0, "done").unwrap().to_string(), "100% done");

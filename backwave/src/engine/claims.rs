@@ -543,6 +543,24 @@ mod tests {
     }
 
     #[test]
+    fn progress_is_taken_once_per_heartbeat_and_again_after_a_failed_one() {
+        let mut t = table();
+        let ctx = crate::JobContext::detached(JobId::new(), 1, "w", "q");
+        let (quiet, busy) =
+            (t.claimed(JobId::new(), 1, CancelSignal::new()), t.claimed(ctx.job_id(), 1, CancelSignal::new()));
+        t.reports_to(busy, Arc::clone(&ctx.report));
+        let runs = [quiet, busy];
+        assert_eq!(t.new_progress(&runs), [None, None], "nothing reported yet");
+        ctx.progress(0.25, "a").unwrap();
+        ctx.progress(0.5, "b").unwrap();
+        let taken = t.new_progress(&runs);
+        assert_eq!(taken, [None, Some(Progress::new(0.5, "b").unwrap())], "only the latest report rides");
+        assert_eq!(t.new_progress(&runs), [None, None], "taken: the next heartbeat writes nothing");
+        t.untake_progress(&runs, &taken);
+        assert_eq!(t.new_progress(&runs), taken, "a heartbeat that failed leaves it for the next");
+    }
+
+    #[test]
     fn removing_a_claim_in_any_state_keeps_the_counts_right() {
         let mut t = table();
         let buffered = t.claimed(JobId::new(), 1, CancelSignal::new());

@@ -13,7 +13,7 @@ use super::filter::{page_of, page_statement, render, Arg, Dialect, Haystack, Ind
 pub use super::filter::{Cursor, JobFilter, SortOrder};
 use super::id_prefix::{id_tail, normalize_prefix, one_id};
 use super::ops::columns::JOB_COLUMNS;
-use super::row::{job_from_row, parse_id, transition_from_row, listed_columns, TRANSITION_COLUMNS};
+use super::row::{job_from_row, listed_columns, parse_id, transition_from_row, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{Job, JobId, JobState, Transition};

@@ -181,8 +181,13 @@ fn write_output(out: &mut dyn Write, term: &Term, output: &[u8]) -> io::Result<(
     }
     if lines.len() > OUTPUT_LINES || cut {
         let more = lines.len().saturating_sub(OUTPUT_LINES);
-        let what = if more > 0 { format!("{more} more line{}", if more == 1 { "" } else { "s" }) } else { "cut".into() };
-        writeln!(out, "{}", Style::Dim.paint(&format!("  ({what}: --format json shows the whole output)"), term.color))?;
+        let what =
+            if more > 0 { format!("{more} more line{}", if more == 1 { "" } else { "s" }) } else { "cut".into() };
+        writeln!(
+            out,
+            "{}",
+            Style::Dim.paint(&format!("  ({what}: --format json shows the whole output)"), term.color)
+        )?;
     }
     Ok(())
 }

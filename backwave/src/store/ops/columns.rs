@@ -21,7 +21,12 @@ macro_rules! job_columns {
         $crate::store::ops::columns::job_columns!($payload, $delay_table, "traceparent")
     };
     ($payload:literal, $delay_table:literal, $traceparent:literal) => {
-        $crate::store::ops::columns::job_columns!($payload, $delay_table, $traceparent, "output, progress, progress_message")
+        $crate::store::ops::columns::job_columns!(
+            $payload,
+            $delay_table,
+            $traceparent,
+            "output, progress, progress_message"
+        )
     };
     ($payload:literal, $delay_table:literal, $traceparent:literal, $output_progress:literal) => {
         concat!(

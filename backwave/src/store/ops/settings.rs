@@ -59,7 +59,9 @@ impl SettingKey {
     pub fn parse(key: &str) -> Result<Self> {
         let k = key.trim().replace('-', "_");
         SettingKey::ALL.into_iter().find(|s| s.as_str() == k).ok_or_else(|| {
-            Error::InvalidInput(format!("unknown setting '{key}': expected failure_detail, retention, payload_limit or output_limit"))
+            Error::InvalidInput(format!(
+                "unknown setting '{key}': expected failure_detail, retention, payload_limit or output_limit"
+            ))
         })
     }
 

@@ -59,7 +59,9 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
         traceparent: r.try_get(20)?,
         output: r.try_get(21)?,
         progress: match r.try_get::<_, Option<f64>>(22)? {
-            Some(fraction) => Some(Progress { fraction, message: r.try_get::<_, Option<String>>(23)?.unwrap_or_default() }),
+            Some(fraction) => {
+                Some(Progress { fraction, message: r.try_get::<_, Option<String>>(23)?.unwrap_or_default() })
+            }
             None => None,
         },
     })
