@@ -89,6 +89,19 @@ both_backends! {
         assert_eq!(refused.to_string(), "output_limit is a size from 1 byte to 1GB (e.g. 32KiB, 1MiB, 65536), not 'lots'");
     }
 
+    /// The output is a column of the job's row: the retention sweep deletes it with the job.
+    fn the_retention_sweep_deletes_the_output_with_its_job() {
+        let fx = Fixture::new();
+        let claimed = fx.ended("q", &[NewJob::new("w", "q", "1")], |_, _| with_output(r#"{"kept":"until swept"}"#));
+        let id = claimed[0].id;
+        assert!(fx.store.output(id).unwrap().is_some());
+        fx.clock.advance(fx.store.retention().unwrap() + Duration::from_secs(1));
+        assert_eq!(fx.store.sweep_expired(100).unwrap(), 1);
+        assert!(matches!(fx.store.output(id), Err(Error::JobNotFound(_))));
+        let left = fx.store.raw_query("SELECT count(*) FROM jobs WHERE output IS NOT NULL", &[]).unwrap();
+        assert_eq!(left[0][0].as_i64(), 0);
+    }
+
     /// Only a success keeps an output: a stale worker's output is fenced out with its success.
     fn a_fenced_out_success_writes_no_output() {
         let fx = Fixture::new();
