@@ -182,6 +182,8 @@ END;
 --   retention       humantime       how long terminal jobs are kept (default 14d)
 --   payload_limit   bytes           the largest payload a job may hold (default 1048576, 1 MiB):
 --                                   the triggers of migration 3 below refuse larger ones
+--   output_limit    bytes           the largest output a handler may record (default 32768,
+--                                   32 KiB): the library fails an attempt whose output is larger
 --   store_kind      'demo'          set by `bw demo` on the stores it creates
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
@@ -483,12 +485,29 @@ ALTER TABLE jobs ADD COLUMN traceparent TEXT
         AND NOT substr(traceparent, 4, 49) GLOB '*[^0-9a-f-]*'));
 -- migration 15 end
 
+-- Version 15 -> 16: taken by another branch of this round; this placeholder moves the version
+-- only, and the section that branch merges replaces it.
 -- migration 16 begin
--- nothing on SQLite (placeholder: the priority branch replaces this section)
+-- nothing on SQLite
 -- migration 16 end
 
+-- Version 16 -> 17: job output and progress (issue 42).
+--   * `output`: what the handler of the succeeded attempt recorded (normally UTF-8 JSON), NULL
+--     when it recorded nothing; written with the success in the same statement, so only a
+--     Succeeded job has one (no operator action moves a Succeeded job, so an output never
+--     outlives its success). The library refuses one over the `output_limit` setting by
+--     failing the attempt; it goes with the row when the retention sweep deletes the job.
+--   * `progress`, `progress_message`: what the running attempt last reported (a fraction from 0
+--     to 1 and a short message), written by the heartbeat that renews its lease. A claim clears
+--     both, so they are always the latest attempt's; after the attempt ends they stay as it
+--     last reported them.
+-- Lists of jobs read `progress` only for Running jobs: `jobs_failed_list` still covers the
+-- failed ones.
 -- migration 17 begin
--- nothing on SQLite (placeholder: the output branch replaces this section)
+ALTER TABLE jobs ADD COLUMN output BLOB;
+ALTER TABLE jobs ADD COLUMN progress REAL CHECK (progress IS NULL OR (progress >= 0 AND progress <= 1));
+ALTER TABLE jobs ADD COLUMN progress_message TEXT
+    CHECK (progress_message IS NULL OR length(progress_message) <= 200);
 -- migration 17 end
 
 -- Version 17 -> 18: workflows (issue 42). A job of a workflow whose parents have not all done

@@ -1060,13 +1060,22 @@ $$;
 UPDATE backwave_schema SET version = 15;
 -- migration 15 end
 
+-- Version 15 -> 16: taken by another branch of this round; this placeholder moves the version
+-- only, and the section that branch merges replaces it.
 -- migration 16 begin
--- placeholder: the priority branch replaces this block
+-- nothing on PostgreSQL
 UPDATE backwave_schema SET version = 16;
 -- migration 16 end
 
+-- Version 16 -> 17: job output and progress (issue 42), as in schema.sql: `output` written with
+-- the success, `progress` and `progress_message` by the heartbeat that renews the attempt's
+-- lease (in the heartbeat's one statement), cleared by the next claim.
 -- migration 17 begin
--- placeholder: the output branch replaces this block
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS output bytea;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress double precision
+    CHECK (progress IS NULL OR (progress >= 0 AND progress <= 1));
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress_message text
+    CHECK (progress_message IS NULL OR char_length(progress_message) <= 200);
 UPDATE backwave_schema SET version = 17;
 -- migration 17 end
 

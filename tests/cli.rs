@@ -881,7 +881,7 @@ both_backends! {
             assert!(actions.contains(&a), "{actions:?}");
         }
         let list = json(&f.bw().args(["--format", "json", "config", "list"]).output().unwrap().stdout);
-        assert_eq!(list["settings"].as_array().unwrap().len(), 3, "failure_detail, retention, payload_limit");
+        assert_eq!(list["settings"].as_array().unwrap().len(), 4, "failure_detail, retention, payload_limit, output_limit");
     }
 }
 

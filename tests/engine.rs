@@ -17,6 +17,8 @@ pub mod durations;
 pub mod held_up;
 #[path = "engine/limits.rs"]
 pub mod limits;
+#[path = "engine/output.rs"]
+pub mod output;
 #[path = "engine/pause.rs"]
 pub mod pause;
 #[path = "engine/refused_writes.rs"]

@@ -29,6 +29,8 @@ mod log;
 mod open;
 #[path = "store/operator.rs"]
 mod operator;
+#[path = "store/output.rs"]
+mod output;
 #[path = "store/payloads.rs"]
 mod payloads;
 #[path = "store/plan.rs"]

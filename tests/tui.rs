@@ -1254,3 +1254,39 @@ both_backends! {
         assert!(!s.lines().any(|l| l.contains("critical") && l.contains("LIMIT ")), "{s}");
     }
 }
+
+both_backends! {
+    /// The Running view's NOTE column shows what a running job last reported of its progress
+    /// (written by its heartbeat), and the detail pane shows it too; once the job succeeds with
+    /// an output, the detail pane (opened from the log) shows the output.
+    fn the_running_view_shows_progress_and_the_detail_pane_progress_and_output() {
+        let f = Fixture::with_jobs();
+        let running = f.ids[11];
+        let worker = "demo-host/4242/strict-priority#0001";
+        let progress = backwave::Progress::new(0.42, "resizing 3 of 8").unwrap();
+        let held = f
+            .store
+            .heartbeat_with_progress(worker, &[(running, 1)], &[Some(progress)], std::time::Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(held, [backwave::store::LeaseStatus::Held { cancel_requested: false }]);
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "3");
+        insta::assert_snapshot!("tui__view_running_progress", screen(&f, &app));
+        code(&mut app, &f, KeyCode::Enter);
+        insta::assert_snapshot!("tui__detail_running_progress", screen(&f, &app));
+
+        let done = backwave::store::Completion {
+            job_id: running,
+            worker_id: worker.into(),
+            attempt: 1,
+            outcome: backwave::store::Outcome::SucceededWith { output: br#"{"width":320,"bytes":48213}"#.to_vec() },
+        };
+        f.store.complete(&done).unwrap();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "6");
+        code(&mut app, &f, KeyCode::Enter);
+        insta::assert_snapshot!("tui__detail_output", screen(&f, &app));
+    }
+}

@@ -340,9 +340,23 @@ pub struct Job {
     /// The W3C trace context the job was enqueued in (see [`NewJob::traceparent`]); `None` in
     /// lists, and for a job enqueued outside any trace.
     pub traceparent: Option<String>,
+    /// What the handler of the succeeded attempt recorded
+    /// ([`JobContext::set_output`](crate::JobContext::set_output)): JSON bytes, `None` when it
+    /// recorded nothing, for every job not Succeeded, and in lists (read it with
+    /// [`Store::output`](crate::Store::output) or [`Store::job`](crate::Store::job)).
+    pub output: Option<Vec<u8>>,
+    /// What the latest attempt last reported of its progress
+    /// ([`JobContext::progress`](crate::JobContext::progress)); `None` before it reports, and in
+    /// lists of jobs that are not all Running.
+    pub progress: Option<Progress>,
 }
 
 impl Job {
+    /// The output decoded as `T`: `None` when there is none, else the decoding's result.
+    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Option<Result<T, serde_json::Error>> {
+        self.output.as_deref().map(serde_json::from_slice)
+    }
+
     /// The trace id (32 hex digits) of the trace the job was enqueued in, if any.
     pub fn trace_id(&self) -> Option<&str> {
         self.traceparent.as_deref().and_then(trace_id_of)
@@ -743,6 +757,55 @@ pub fn is_traceparent(s: &str) -> bool {
 /// The trace id of a W3C `traceparent`, if it is one.
 pub fn trace_id_of(traceparent: &str) -> Option<&str> {
     is_traceparent(traceparent).then(|| &traceparent[3..35])
+}
+
+/// How far a running attempt says it has got: a fraction from 0 to 1 and a short message, as
+/// its handler last reported through [`JobContext::progress`](crate::JobContext::progress).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// From 0 (started) to 1 (done).
+    pub fraction: f64,
+    /// A short message (`resizing 3 of 8`), at most [`Progress::MAX_MESSAGE_CHARS`] characters.
+    pub message: String,
+}
+
+impl Progress {
+    /// The longest message kept, in characters; a longer one is cut there, ending in `…`.
+    pub const MAX_MESSAGE_CHARS: usize = 200;
+
+    /// A report of `fraction` (0 to 1) with `message`: a fraction outside 0..=1, or not a number,
+    /// is [`Error::InvalidInput`] quoting it; a message longer than
+    /// [`MAX_MESSAGE_CHARS`](Progress::MAX_MESSAGE_CHARS) is cut there.
+    pub fn new(fraction: f64, message: impl Into<String>) -> Result<Self, Error> {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(Error::InvalidInput(format!(
+                "progress fraction {fraction} is not between 0 and 1 (0.42 is 42%): nothing was reported"
+            )));
+        }
+        let mut message = message.into();
+        if let Some((at, _)) = message.char_indices().nth(Self::MAX_MESSAGE_CHARS) {
+            let cut = message[..at].char_indices().last().map_or(0, |(i, _)| i);
+            message.truncate(cut);
+            message.push('…');
+        }
+        Ok(Progress { fraction, message })
+    }
+
+    /// The fraction as a whole percentage, rounded down (`0.999` is 99: not done until 1).
+    pub fn percent(&self) -> u32 {
+        (self.fraction * 100.0).floor().clamp(0.0, 100.0) as u32
+    }
+}
+
+impl fmt::Display for Progress {
+    /// `42% resizing`, or `42%` without a message.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}%", self.percent())?;
+        if !self.message.is_empty() {
+            write!(f, " {}", self.message)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -150,6 +150,8 @@ pub(crate) fn verdict(span: &Span, fenced: Fenced, outcome: &Outcome, retry_ms: 
     let failure = match outcome {
         Outcome::Failed { message, .. } => Some(message.as_str()),
         Outcome::Quarantined { cause, .. } => Some(cause.as_str()),
+        // A success the store turned into a failure: only the output limit does that.
+        Outcome::SucceededWith { .. } => Some("the handler's output is over the store's output_limit"),
         _ => None,
     };
     match fenced {

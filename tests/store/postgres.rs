@@ -29,6 +29,7 @@ fn family(declared: &str) -> String {
         "blob" | "bytea" => "bytes",
         // SQLite has no boolean: a 0-or-1 INTEGER (`job_edges.met`).
         "boolean" => "integer",
+        "real" | "double precision" => "real",
         other => other,
     }
     .into()

@@ -360,6 +360,8 @@ fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_de
     f.store
         .raw_batch(
             "DROP TABLE schedules; DROP INDEX jobs_failed_list; ALTER TABLE jobs DROP COLUMN traceparent;
+             ALTER TABLE jobs DROP COLUMN output; ALTER TABLE jobs DROP COLUMN progress;
+             ALTER TABLE jobs DROP COLUMN progress_message;
              DROP TRIGGER jobs_release; DROP TABLE job_edges; DROP TABLE workflows; DROP INDEX jobs_workflow; DROP INDEX jobs_waiting;
              ALTER TABLE jobs DROP COLUMN workflow_id;
              PRAGMA user_version = 6",

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tracing::Span;
 
-use super::handler::CancelSignal;
-use crate::model::JobId;
+use super::handler::{CancelSignal, Report};
+use crate::model::{JobId, Progress};
 use crate::store::{Completion, Outcome};
 
 /// Where one claim stands. Every state but `Superseded` holds the claim's lease, which the
@@ -49,6 +49,9 @@ pub(super) struct Claim {
     /// The wait a failure of this attempt retries after, from the job's delay table: what the
     /// span says of a retry.
     pub retry_ms: Option<u64>,
+    /// What its handler reports besides its result (progress for the heartbeat); `None` for a
+    /// claim no handler will run.
+    pub report: Option<Arc<Report>>,
 }
 
 impl Claim {
@@ -102,7 +105,8 @@ impl Claims {
     /// [`Claims::claimed`], with the wait a failure of this attempt would retry after.
     pub fn claimed_with(&mut self, job_id: JobId, attempt: u32, cancel: CancelSignal, retry_ms: Option<u64>) -> u64 {
         let run = self.token();
-        let claim = Claim { job_id, attempt, cancel, state: State::Buffered, span: Span::none(), retry_ms };
+        let claim =
+            Claim { job_id, attempt, cancel, state: State::Buffered, span: Span::none(), retry_ms, report: None };
         self.claims.insert(run, claim);
         self.active += 1;
         run
@@ -119,10 +123,38 @@ impl Claims {
             state: State::HandingBack,
             span: Span::none(),
             retry_ms: None,
+            report: None,
         };
         self.claims.insert(run, claim);
         self.handing_back += 1;
         run
+    }
+
+    /// The report the handler of claim `run` fills ([`JobContext`](super::JobContext)'s).
+    pub fn reports_to(&mut self, run: u64, report: Arc<Report>) {
+        if let Some(c) = self.claims.get_mut(&run) {
+            c.report = Some(report);
+        }
+    }
+
+    /// The progress reported since the last heartbeat by each of `runs`, taken for the next one
+    /// (`None`: nothing new). Only a claim that holds its lease reports: the caller passes those
+    /// of [`Claims::renewable`].
+    pub fn new_progress(&self, runs: &[u64]) -> Vec<Option<Progress>> {
+        runs.iter()
+            .map(|run| self.claims.get(run).and_then(|c| c.report.as_ref()).and_then(|r| r.take_new_progress()))
+            .collect()
+    }
+
+    /// A heartbeat that carried `progress` failed: each is written by the next one.
+    pub fn untake_progress(&self, runs: &[u64], progress: &[Option<Progress>]) {
+        for (run, p) in runs.iter().zip(progress) {
+            if let (Some(c), Some(_)) = (self.claims.get(run), p) {
+                if let Some(r) = &c.report {
+                    r.untake_progress();
+                }
+            }
+        }
     }
 
     pub fn get(&self, run: u64) -> Option<&Claim> {
@@ -508,6 +540,24 @@ mod tests {
         let left: Vec<JobId> = t.outcomes().iter().map(|c| c.job_id).collect();
         assert_eq!(left, [jobs[0], jobs[2]]);
         assert_eq!(held(&t), HashSet::from([(jobs[0], 1), (jobs[2], 1)]));
+    }
+
+    #[test]
+    fn progress_is_taken_once_per_heartbeat_and_again_after_a_failed_one() {
+        let mut t = table();
+        let ctx = crate::JobContext::detached(JobId::new(), 1, "w", "q");
+        let (quiet, busy) =
+            (t.claimed(JobId::new(), 1, CancelSignal::new()), t.claimed(ctx.job_id(), 1, CancelSignal::new()));
+        t.reports_to(busy, Arc::clone(&ctx.report));
+        let runs = [quiet, busy];
+        assert_eq!(t.new_progress(&runs), [None, None], "nothing reported yet");
+        ctx.progress(0.25, "a").unwrap();
+        ctx.progress(0.5, "b").unwrap();
+        let taken = t.new_progress(&runs);
+        assert_eq!(taken, [None, Some(Progress::new(0.5, "b").unwrap())], "only the latest report rides");
+        assert_eq!(t.new_progress(&runs), [None, None], "taken: the next heartbeat writes nothing");
+        t.untake_progress(&runs, &taken);
+        assert_eq!(t.new_progress(&runs), taken, "a heartbeat that failed leaves it for the next");
     }
 
     #[test]

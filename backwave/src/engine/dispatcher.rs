@@ -654,8 +654,10 @@ impl Dispatcher {
                     worker_id: Arc::clone(&self.worker_id),
                     cancel: cancel.clone(),
                     reader: Some(Arc::clone(&self.reader)),
+                    report: Arc::default(),
                 };
                 let run = self.claims.claimed_with(job.id, job.attempt, cancel, job.next_delay_ms());
+                self.claims.reports_to(run, Arc::clone(&ctx.report));
                 let rank = self.rank(&job.queue);
                 works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
             }
@@ -719,9 +721,14 @@ impl Dispatcher {
         if held.is_empty() {
             return;
         }
-        let statuses = match self.store.heartbeat(&self.worker_id, &held, self.cfg.lease) {
+        // What the handlers reported of their progress since the last heartbeat rides on it.
+        let progress = self.claims.new_progress(&runs);
+        let statuses = match self.store.heartbeat_with_progress(&self.worker_id, &held, &progress, self.cfg.lease) {
             Ok(s) => s,
-            Err(e) => return self.stats.error(&e),
+            Err(e) => {
+                self.claims.untake_progress(&runs, &progress);
+                return self.stats.error(&e);
+            }
         };
         self.answered = true;
         for (run, status) in runs.into_iter().zip(statuses) {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::model::{FailureDetail, JobId};
+use crate::model::{FailureDetail, JobId, Progress};
 
 /// What every handler returns: `Ok(())` is success, any `Err` is a failed attempt.
 pub type HandlerResult = Result<(), HandlerError>;
@@ -377,6 +377,7 @@ pub struct JobContext {
     pub(crate) cancel: CancelSignal,
     /// The engine's shared read handle on the store ([`JobContext::parents`]); none when detached.
     pub(crate) reader: Option<Arc<Reader>>,
+    pub(crate) report: Arc<Report>,
 }
 
 /// One store handle the handlers of an engine share for their reads ([`JobContext::parents`]),
@@ -408,6 +409,49 @@ impl Reader {
             *slot = None;
         }
         done
+    }
+}
+
+/// What a running attempt has told the engine besides its result: the output it recorded and
+/// the progress it last reported. Shared by the attempt's [`JobContext`] (and its clones) and
+/// the dispatcher's claim table, which takes new progress for the next heartbeat and the output
+/// with the attempt's success.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    inner: Mutex<ReportState>,
+}
+
+#[derive(Debug, Default)]
+struct ReportState {
+    output: Option<Vec<u8>>,
+    progress: Option<Progress>,
+    /// Reported since the last heartbeat took it.
+    progress_new: bool,
+}
+
+impl Report {
+    fn lock(&self) -> MutexGuard<'_, ReportState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The progress reported since the last call, if any, for the next heartbeat to write.
+    pub(crate) fn take_new_progress(&self) -> Option<Progress> {
+        let mut s = self.lock();
+        std::mem::take(&mut s.progress_new).then(|| s.progress.clone()).flatten()
+    }
+
+    /// A heartbeat that took `progress` did not reach the store: write it with the next one,
+    /// unless a newer report came meanwhile (which the next one takes anyway).
+    pub(crate) fn untake_progress(&self) {
+        let mut s = self.lock();
+        if s.progress.is_some() {
+            s.progress_new = true;
+        }
+    }
+
+    /// The output recorded, taken with the attempt's success.
+    pub(crate) fn take_output(&self) -> Option<Vec<u8>> {
+        self.lock().output.take()
     }
 }
 
@@ -446,6 +490,7 @@ impl JobContext {
             worker_id: Arc::from(""),
             cancel: CancelSignal::new(),
             reader: None,
+            report: Arc::default(),
         }
     }
 
@@ -537,6 +582,68 @@ impl JobContext {
         } else {
             Ok(())
         }
+    }
+
+    /// Record the attempt's output: `output` serialized as JSON, kept with the job if the
+    /// attempt succeeds (written with the success, in the same statement) and read back with
+    /// [`Store::output`](crate::Store::output), `bw jobs show` and by the jobs that depend on
+    /// it. A later call replaces an earlier one; a failed attempt's output is dropped. An output
+    /// over the store's [`output_limit`](crate::Store::output_limit) (32 KiB by default) fails
+    /// the attempt instead, with a cause naming the limit and the size: it is never cut. A value
+    /// that does not serialize is an error here (`ctx.set_output(&v)?`).
+    ///
+    /// ```
+    /// use backwave::{JobContext, JobId};
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Resized { width: u32, bytes: u64 }
+    ///
+    /// let ctx = JobContext::detached(JobId::new(), 1, "resize", "default");
+    /// ctx.set_output(&Resized { width: 640, bytes: 48_213 })?;
+    /// assert_eq!(ctx.output().as_deref(), Some(&br#"{"width":640,"bytes":48213}"#[..]));
+    /// # Ok::<(), backwave::HandlerError>(())
+    /// ```
+    pub fn set_output<T: serde::Serialize + ?Sized>(&self, output: &T) -> HandlerResult {
+        let bytes = serde_json::to_vec(output)?;
+        self.report.lock().output = Some(bytes);
+        Ok(())
+    }
+
+    /// The output recorded so far by [`JobContext::set_output`] (JSON bytes), if any: for
+    /// tests of handlers.
+    pub fn output(&self) -> Option<Vec<u8>> {
+        self.report.lock().output.clone()
+    }
+
+    /// Report how far the attempt has got: `fraction` from 0 to 1 and a short `message`
+    /// (`resizing 3 of 8`; cut at [`Progress::MAX_MESSAGE_CHARS`] characters). Kept in memory
+    /// and written by the next heartbeat of the job's lease (at most 2 s away), in the
+    /// statement that renews the lease, so reporting often costs no extra write: only the latest
+    /// report before each heartbeat reaches the store. A fraction outside 0..=1, or NaN, is an
+    /// error quoting it and reports nothing. The next attempt starts with no progress; after the
+    /// attempt ends, the last report written stays with the job.
+    ///
+    /// ```
+    /// use backwave::{JobContext, JobId};
+    ///
+    /// let ctx = JobContext::detached(JobId::new(), 1, "resize", "default");
+    /// ctx.progress(0.25, "resizing 1 of 4")?;
+    /// assert_eq!(ctx.last_progress().unwrap().to_string(), "25% resizing 1 of 4");
+    /// let refused = ctx.progress(1.5, "too far").unwrap_err();
+    /// assert_eq!(refused.message(), "progress fraction 1.5 is not between 0 and 1 (0.42 is 42%): nothing was reported");
+    /// # Ok::<(), backwave::HandlerError>(())
+    /// ```
+    pub fn progress(&self, fraction: f64, message: impl Into<String>) -> HandlerResult {
+        let progress = Progress::new(fraction, message)?;
+        let mut s = self.report.lock();
+        s.progress = Some(progress);
+        s.progress_new = true;
+        Ok(())
+    }
+
+    /// The progress last reported by [`JobContext::progress`], if any: for tests of handlers.
+    pub fn last_progress(&self) -> Option<Progress> {
+        self.report.lock().progress.clone()
     }
 
     /// Sleep for `d`, waking early (with `Err(HandlerError::cancelled())`) if the signal fires.

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tracing::Span;
 
-use super::handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext};
+use super::handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext, Report};
 use super::recorder::Recorded;
 use super::registry::{Ready, Registry};
 use crate::error::panic_message;
@@ -257,7 +257,16 @@ pub(super) fn run_sync(
     capture: bool,
 ) -> Outcome {
     let result = in_handler(capture, || run(&ctx));
-    settle(result, &ctx.cancel, capture)
+    with_output(settle(result, &ctx.cancel, capture), &ctx.report)
+}
+
+/// A success carries the output the handler recorded ([`JobContext::set_output`]); any other
+/// outcome drops it.
+pub(super) fn with_output(outcome: Outcome, report: &Report) -> Outcome {
+    match (outcome, report.take_output()) {
+        (Outcome::Succeeded, Some(output)) => Outcome::SucceededWith { output },
+        (outcome, _) => outcome,
+    }
 }
 
 /// Before any handler code runs: an operator's cancel that reached the job while it waited,

@@ -16,7 +16,7 @@ use tokio::task::AbortHandle;
 use tracing::{Instrument, Span};
 
 use super::handler::{HandlerError, HandlerResult};
-use super::pool::{in_handler, prepare, run_sync, settle, Done, ReadyBuffer, Work};
+use super::pool::{in_handler, prepare, run_sync, settle, with_output, Done, ReadyBuffer, Work};
 use super::registry::{HandlerFuture, Ready, Registry};
 use crate::store::Outcome;
 
@@ -80,12 +80,12 @@ impl Slot {
                 tokio::task::spawn_blocking(move || span.in_scope(|| run_sync(call, ctx, capture))).await.ok()
             }
             Ready::Async(start) => {
-                let cancel = ctx.cancel.clone();
+                let (cancel, report) = (ctx.cancel.clone(), Arc::clone(&ctx.report));
                 // Called inside the first poll, so that a handler panicking before it returns
                 // its future is caught like any other.
                 let future: HandlerFuture = Box::pin(async move { start(ctx).await });
                 let result = CatchUnwind { future, capture }.instrument(span.clone()).await;
-                Some(settle(result, &cancel, capture))
+                Some(with_output(settle(result, &cancel, capture), &report))
             }
         }
     }

@@ -59,6 +59,10 @@ impl SqliteStore {
         payload_limit(&self.conn)
     }
 
+    pub fn output_limit(&self) -> Result<u64> {
+        self.read(|c| settings::output_limit(&mut { c }))
+    }
+
     pub fn failure_detail_enabled(&self) -> Result<bool> {
         settings::detail_enabled(&mut &self.conn)
     }

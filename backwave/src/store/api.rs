@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::*;
 use crate::error::Result;
 use crate::model::{
-    Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob, Permission, Transition, WorkerInfo,
+    Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob, Permission, Progress, Transition,
+    WorkerInfo,
 };
 
 macro_rules! forward {
@@ -69,6 +70,10 @@ forward! {
     /// [`PayloadTooLarge`](crate::Error::PayloadTooLarge) and write nothing; the schema's
     /// triggers refuse the same rows from any other program.
     pub fn payload_limit(&self) -> Result<u64>;
+    /// The largest output, in bytes, that a handler may record: the `output_limit` setting,
+    /// 32 KiB by default ([`DEFAULT_OUTPUT_LIMIT`]). A larger one fails its attempt (see
+    /// [`Outcome::SucceededWith`]).
+    pub fn output_limit(&self) -> Result<u64>;
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool>;
     /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
@@ -200,6 +205,18 @@ forward! {
     /// Renew the leases a worker holds, in one transaction. A lease that is no longer ours is
     /// reported `Lost`; a held one tells whether an operator asked the job to stop.
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>>;
+    /// [`Store::heartbeat`], writing with each renewed lease what its handler reported of its
+    /// progress since the last heartbeat, in the statement that renews it (no extra write):
+    /// `progress[i]` is `jobs[i]`'s, `None` (or past the end of `progress`) keeps what is stored.
+    /// A lease no longer held writes nothing. The engine calls it with what
+    /// [`JobContext::progress`](crate::JobContext::progress) reported.
+    pub fn heartbeat_with_progress(
+        &self,
+        worker_id: &str,
+        jobs: &[(JobId, u32)],
+        progress: &[Option<Progress>],
+        lease: Duration
+    ) -> Result<Vec<LeaseStatus>>;
     /// Record one outcome behind the fence.
     pub fn complete(&self, completion: &Completion) -> Result<Fenced>;
     /// Record several outcomes in one transaction, each behind the fence.
@@ -293,6 +310,15 @@ forward! {
     // query.rs
     /// One job by id.
     pub fn job(&self, id: JobId) -> Result<Option<Job>>;
+    /// The output of job `id`: the JSON bytes its succeeded attempt recorded
+    /// ([`JobContext::set_output`](crate::JobContext::set_output)); `None` when it has not
+    /// succeeded or recorded nothing. An unknown id (or one the retention sweep deleted) is
+    /// [`JobNotFound`](crate::Error::JobNotFound). Decode it with `serde_json::from_slice`, or
+    /// read the job and use [`Job::output_as`].
+    pub fn output(&self, id: JobId) -> Result<Option<Vec<u8>>>;
+    /// The outputs of those of `ids` that have one, in one read (ids unknown or without an
+    /// output are left out).
+    pub fn outputs(&self, ids: &[JobId]) -> Result<HashMap<JobId, Vec<u8>>>;
     /// The wire name of each of `ids` still in the store (a deleted job is left out), in one
     /// statement: the log's WIRE NAME column in `bw log tail` and the dashboard, which read a
     /// whole job per entry before (100 entries: 100 reads, each a round trip on PostgreSQL).

@@ -20,7 +20,7 @@ use super::row::{job_from_row, parse_budget, parse_id};
 use super::{unique, SqliteStore};
 use crate::error::{Error, Result};
 use crate::model::{
-    cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, QuarantineReason,
+    cause_fingerprint, Enqueued, FailureDetail, Job, JobId, JobState, Millis, NewJob, Progress, QuarantineReason,
 };
 use crate::retry::RetryPolicy;
 
@@ -52,6 +52,16 @@ pub struct ClaimRequest<'a> {
 pub enum Outcome {
     /// The handler returned `Ok(())`.
     Succeeded,
+    /// The handler returned `Ok(())` having recorded `output`
+    /// ([`JobContext::set_output`](crate::JobContext::set_output)): JSON bytes, kept with the job
+    /// in the same statement as its success. An output over the store's
+    /// [`output_limit`](crate::Store::output_limit) is not written: the store records the attempt as
+    /// failed instead (retried, or dead-lettered on the last attempt), with a cause naming the
+    /// limit and the size.
+    SucceededWith {
+        /// The recorded output.
+        output: Vec<u8>,
+    },
     /// The handler returned an error, panicked, or timed out on its own. `detail` is `None`
     /// when this host does not capture failure detail; the message is kept either way.
     /// `retry_in`, when the handler chose it ([`HandlerError::retry_in`](crate::engine::HandlerError::retry_in),
@@ -140,6 +150,16 @@ impl SqliteStore {
     }
 
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
+        self.heartbeat_with_progress(worker_id, jobs, &[], lease)
+    }
+
+    pub fn heartbeat_with_progress(
+        &self,
+        worker_id: &str,
+        jobs: &[(JobId, u32)],
+        progress: &[Option<Progress>],
+        lease: Duration,
+    ) -> Result<Vec<LeaseStatus>> {
         self.write(|tx| {
             // Read the clock once the write lock is ours: a heartbeat that waited for it must
             // not write a lease that lapsed while it waited.
@@ -149,10 +169,31 @@ impl SqliteStore {
                  WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3
                  RETURNING cancel_requested_by IS NOT NULL",
             )?;
+            // The same renewal, with the progress reported since the last heartbeat.
+            let mut renew_reporting = None;
             jobs.iter()
-                .map(|(id, attempt)| {
-                    let held: Option<bool> =
-                        renew.query_row(params![id.to_string(), worker_id, attempt, until], |r| r.get(0)).optional()?;
+                .enumerate()
+                .map(|(i, (id, attempt))| {
+                    let held: Option<bool> = match progress.get(i).and_then(Option::as_ref) {
+                        None => renew
+                            .query_row(params![id.to_string(), worker_id, attempt, until], |r| r.get(0))
+                            .optional()?,
+                        Some(p) => {
+                            let stmt = match &mut renew_reporting {
+                                Some(s) => s,
+                                None => renew_reporting.insert(tx.prepare_cached(
+                                    "UPDATE jobs SET lease_expires_at = ?4, progress = ?5, progress_message = ?6
+                                     WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3
+                                     RETURNING cancel_requested_by IS NOT NULL",
+                                )?),
+                            };
+                            stmt.query_row(
+                                params![id.to_string(), worker_id, attempt, until, p.fraction, p.message],
+                                |r| r.get(0),
+                            )
+                            .optional()?
+                        }
+                    };
                     Ok(match held {
                         Some(cancel_requested) => LeaseStatus::Held { cancel_requested },
                         None => LeaseStatus::Lost,
@@ -274,7 +315,7 @@ fn claim_around_paused(
     while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
         if !paused.contains(&name) {
             let due = due_of
-                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
+                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(24)?)))?
                 .filter(|r| !unreadable(r))
                 .take(want)
                 .collect::<Result<Vec<_>, _>>()?;
@@ -342,7 +383,7 @@ fn claim_rows(tx: &Connection, batch: &[(String, Option<String>, u32)], lease: &
         .prepare_cached(
             "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2,
                     delay_table = coalesce(c.tab, ?3), lease_owner = ?4, lease_expires_at = ?5,
-                    worker_group = ?6, updated_at = ?7
+                    worker_group = ?6, updated_at = ?7, progress = NULL, progress_message = NULL
              FROM (SELECT value ->> 0 AS cid, value ->> 1 AS tab FROM json_each(?1)) AS c
              WHERE jobs.id = c.cid AND jobs.state = 'scheduled'",
         )?
@@ -387,7 +428,7 @@ impl SqliteClaim<'_> {
         let mut rows = self
             .c
             .prepare_cached(sql)?
-            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(21)?)))?
+            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(24)?)))?
             .filter(|r| !unreadable(r))
             .take(n)
             .collect::<Result<Vec<_>, _>>()?;
@@ -507,12 +548,12 @@ impl AttemptTx for &Connection {
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {
         let id = id.to_string();
         match end {
-            AttemptEnd::Succeeded => self
+            AttemptEnd::Succeeded { output } => self
                 .prepare_cached(
                     "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                            finished_at = ?2, updated_at = ?2 WHERE id = ?1",
+                            finished_at = ?2, updated_at = ?2, output = ?3 WHERE id = ?1",
                 )?
-                .execute(params![id, now])?,
+                .execute(params![id, now, output])?,
             AttemptEnd::Retry { due } => self
                 .prepare_cached(
                     "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,
@@ -558,6 +599,18 @@ impl AttemptTx for &Connection {
             )?
             .query_map(params![fence_json(successes.iter())?, now], |r| parse_id(r, 0))?
             .collect::<Result<_, _>>()?;
+        // The outputs of the accepted ones, in the same transaction (a statement is no round
+        // trip here: the store is in this process).
+        let mut keep = None;
+        for c in successes.iter().filter(|c| accepted.contains(&c.job_id)) {
+            if let Some(output) = outcome::output_of(c) {
+                let keep = match &mut keep {
+                    Some(k) => k,
+                    None => keep.insert(self.prepare_cached("UPDATE jobs SET output = ?2 WHERE id = ?1")?),
+                };
+                keep.execute(params![c.job_id.to_string(), output])?;
+            }
+        }
         if !accepted.is_empty() {
             // The accepted ones' entries, in the batch's order.
             let logged = fence_json(successes.iter().filter(|c| accepted.contains(&c.job_id)))?;

@@ -93,7 +93,7 @@ pub(crate) use ops::schedules::validate_all as validate_schedules;
 pub use ops::schedules::{
     Declared, ScheduleInfo, SchedulePauseResult, ScheduleResumeResult, ScheduleRow, TickFire, Trigger,
 };
-pub use ops::settings::{SettingKey, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
+pub use ops::settings::{SettingKey, DEFAULT_OUTPUT_LIMIT, DEFAULT_PAYLOAD_LIMIT, MAX_PAYLOAD_LIMIT};
 pub use ops::AuditEntry;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};

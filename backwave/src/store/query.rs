@@ -13,7 +13,7 @@ use super::filter::{page_of, page_statement, render, Arg, Dialect, Haystack, Ind
 pub use super::filter::{Cursor, JobFilter, SortOrder};
 use super::id_prefix::{id_tail, normalize_prefix, one_id};
 use super::ops::columns::JOB_COLUMNS;
-use super::row::{job_from_row, parse_id, transition_from_row, LISTED_JOB_COLUMNS, TRANSITION_COLUMNS};
+use super::row::{job_from_row, listed_columns, parse_id, transition_from_row, TRANSITION_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{Job, JobId, JobState, Transition};
@@ -125,6 +125,33 @@ impl SqliteStore {
             .optional()?)
     }
 
+    pub fn output(&self, id: JobId) -> Result<Option<Vec<u8>>> {
+        let row = self
+            .conn
+            .prepare_cached("SELECT output FROM jobs WHERE id = ?1")?
+            .query_row([id.to_string()], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Null => None,
+                    v => Some(super::row::bytes(v)),
+                })
+            })
+            .optional()?;
+        row.ok_or_else(|| crate::error::Error::JobNotFound(id.to_string()))
+    }
+
+    pub fn outputs(&self, ids: &[JobId]) -> Result<HashMap<JobId, Vec<u8>>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let list = serde_json::to_string(&ids.iter().map(JobId::to_string).collect::<Vec<_>>())
+            .map_err(crate::error::Error::Encode)?;
+        let mut read = self.conn.prepare_cached(
+            "SELECT id, output FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND output IS NOT NULL",
+        )?;
+        let rows = read.query_map([list], |r| Ok((parse_id(r, 0)?, super::row::bytes(r.get_ref(1)?))))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     pub fn wire_names_of(&self, ids: &[JobId]) -> Result<HashMap<JobId, String>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
@@ -179,7 +206,7 @@ impl SqliteStore {
     }
 
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
-        let page = page_statement::<Sqlite>(filter, LISTED_JOB_COLUMNS, limit, offset, after);
+        let page = page_statement::<Sqlite>(filter, listed_columns(filter), limit, offset, after);
         self.read(|conn| {
             let jobs: Vec<Job> = conn
                 .prepare_cached(&page.sql)?
@@ -196,7 +223,7 @@ impl SqliteStore {
     }
 
     pub fn explain_list_jobs(&self, filter: &JobFilter, limit: usize) -> Result<Vec<String>> {
-        let page = page_statement::<Sqlite>(filter, LISTED_JOB_COLUMNS, limit, Some(0), None);
+        let page = page_statement::<Sqlite>(filter, listed_columns(filter), limit, Some(0), None);
         self.explain(&page.sql, &values(page.args).into_iter().map(super::raw::RawValue::from).collect::<Vec<_>>())
     }
 

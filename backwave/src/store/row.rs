@@ -8,12 +8,26 @@ use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
 use super::ops::columns::{detail_status, job_columns, labels_from_json};
-use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
+use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition};
 
 /// The job columns with an empty payload in place of the stored one, for lists: a page of 50
 /// jobs must not read 50 payloads it never shows (five of 50 MiB made a list take 420 MB).
-/// Nor the trace context: `jobs_failed_list` covers a list of failed jobs without it.
-pub(crate) const LISTED_JOB_COLUMNS: &str = job_columns!("X''", "delay_table", "NULL");
+/// Nor the trace context, the output or the progress: `jobs_failed_list` covers a list of
+/// failed jobs without them.
+pub(crate) const LISTED_JOB_COLUMNS: &str = job_columns!("X''", "delay_table", "NULL", "NULL, NULL, NULL");
+/// [`LISTED_JOB_COLUMNS`] with the progress, for a list of Running jobs
+/// ([`lists_progress`](super::ops::columns::lists_progress)).
+pub(crate) const LISTED_RUNNING_JOB_COLUMNS: &str =
+    job_columns!("X''", "delay_table", "NULL", "NULL, progress, progress_message");
+
+/// The columns a list by `filter` reads.
+pub(crate) fn listed_columns(filter: &crate::store::JobFilter) -> &'static str {
+    if super::ops::columns::lists_progress(filter) {
+        LISTED_RUNNING_JOB_COLUMNS
+    } else {
+        LISTED_JOB_COLUMNS
+    }
+}
 
 /// A job read by [`JOB_COLUMNS`](super::ops::columns::JOB_COLUMNS) or [`LISTED_JOB_COLUMNS`].
 pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
@@ -39,6 +53,14 @@ pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         updated_at: r.get(18)?,
         finished_at: r.get(19)?,
         traceparent: r.get(20)?,
+        output: match r.get_ref(21)? {
+            ValueRef::Null => None,
+            v => Some(bytes(v)),
+        },
+        progress: match r.get::<_, Option<f64>>(22)? {
+            Some(fraction) => Some(Progress { fraction, message: r.get::<_, Option<String>>(23)?.unwrap_or_default() }),
+            None => None,
+        },
     })
 }
 
@@ -104,7 +126,7 @@ pub(crate) fn parse_state(r: &Row<'_>, i: usize) -> rusqlite::Result<JobState> {
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
 }
 
-fn bytes(v: ValueRef<'_>) -> Vec<u8> {
+pub(crate) fn bytes(v: ValueRef<'_>) -> Vec<u8> {
     match v {
         ValueRef::Blob(b) | ValueRef::Text(b) => b.to_vec(),
         ValueRef::Null => Vec::new(),

@@ -146,6 +146,11 @@ impl Serialize for JobShow {
             updated_at: String,
             /// The trace the job was enqueued in (32 hex digits), or null.
             trace_id: Option<&'a str>,
+            /// The succeeded attempt's output: the JSON value itself, (lossy) text when it is
+            /// not JSON, null when there is none.
+            output: Option<serde_json::Value>,
+            /// The latest attempt's last reported progress, or null.
+            progress: Option<&'a backwave::Progress>,
         }
         #[derive(Serialize)]
         struct Doc<'a> {
@@ -166,8 +171,7 @@ impl Serialize for JobShow {
             running: u64,
         }
         let j = &self.job;
-        let payload = serde_json::from_slice(&j.payload)
-            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&j.payload).into_owned()));
+        let payload = json_or_text(&j.payload);
         Doc {
             job: Full {
                 job: JobJson::from(j),
@@ -181,6 +185,8 @@ impl Serialize for JobShow {
                 next_attempt_at: self.next_attempt_at().map(rfc3339),
                 updated_at: rfc3339(j.updated_at),
                 trace_id: j.trace_id(),
+                output: j.output.as_deref().map(json_or_text),
+                progress: j.progress.as_ref(),
             },
             live_handlers: self.live,
             failure_detail: if self.detail_on { "on" } else { "off" },
@@ -195,6 +201,100 @@ impl Serialize for JobShow {
         }
         .serialize(s)
     }
+}
+
+/// Stored bytes as JSON when they are JSON, else as (lossy) text.
+fn json_or_text(b: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(b).unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(b).into_owned()))
+}
+
+/// The most lines of an output the text format prints; `--format json` has it whole.
+const OUTPUT_LINES: usize = 20;
+
+/// The output as the text format shows it: pretty JSON (or the text as stored), each line
+/// escaped and cut to the terminal, at most [`OUTPUT_LINES`] lines, with a note when cut.
+fn write_output(out: &mut dyn Write, term: &Term, output: &[u8]) -> io::Result<()> {
+    let text = match serde_json::from_slice::<serde::de::IgnoredAny>(output) {
+        Ok(_) => pretty_json(&String::from_utf8_lossy(output)),
+        Err(_) => String::from_utf8_lossy(output).into_owned(),
+    };
+    writeln!(out, "Output ({}):", bytes(output.len()))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let max = term.width.map_or(usize::MAX, |w| w.saturating_sub(2).max(20));
+    let mut cut = false;
+    for line in lines.iter().take(OUTPUT_LINES) {
+        let line = sanitize(line);
+        let shown = output::truncate(&line, max);
+        cut |= shown.len() != line.len();
+        writeln!(out, "  {shown}")?;
+    }
+    if lines.len() > OUTPUT_LINES || cut {
+        let more = lines.len().saturating_sub(OUTPUT_LINES);
+        let what =
+            if more > 0 { format!("{more} more line{}", if more == 1 { "" } else { "s" }) } else { "cut".into() };
+        writeln!(
+            out,
+            "{}",
+            Style::Dim.paint(&format!("  ({what}: --format json shows the whole output)"), term.color)
+        )?;
+    }
+    Ok(())
+}
+
+/// Valid JSON text indented two spaces a level, its keys in the order the handler wrote them
+/// (a `serde_json::Value` would sort them).
+fn pretty_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() * 2);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|n| n.is_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    out.push(chars.next().unwrap_or(' '));
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// What the log shows of an entry's failure detail when it is not revealed.
@@ -296,6 +396,13 @@ impl Render for JobShow {
             f.push(("Parents", WorkflowPlace::edges_text(&w.parents)));
             f.push(("Children", WorkflowPlace::edges_text(&w.children)));
         }
+        if let Some(p) = &j.progress {
+            let shown = sanitize(&p.to_string()).into_owned();
+            f.push(match j.state {
+                JobState::Running => ("Progress", shown),
+                _ => ("Progress", format!("{shown} (as attempt {} last reported it)", j.attempt)),
+            });
+        }
         if let Some(by) = &j.cancel_requested_by {
             f.push(("Cancel", format!("requested by {}", sanitize(by))));
         }
@@ -329,6 +436,11 @@ impl Render for JobShow {
             f.push(("Failure detail", "switched off for this store: new failures are not captured".into()));
         }
         write_fields(out, &f)?;
+
+        if let Some(o) = &j.output {
+            writeln!(out)?;
+            write_output(out, term, o)?;
+        }
 
         writeln!(out)?;
         match &j.delay_table {
@@ -426,5 +538,20 @@ pub fn transition_text(from: Option<JobState>, to: JobState) -> String {
     match from {
         Some(f) => format!("{} → {}", f.title(), to.title()),
         None => format!("→ {} (enqueued)", to.title()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pretty_json;
+
+    #[test]
+    fn pretty_json_keeps_the_key_order_and_the_strings_as_written() {
+        let json = r#"{"z":1,"a":[true,null,{}],"s":"a,b:{\"c\"}","e":[ ]}"#;
+        assert_eq!(
+            pretty_json(json),
+            "{\n  \"z\": 1,\n  \"a\": [\n    true,\n    null,\n    {}\n  ],\n  \"s\": \"a,b:{\\\"c\\\"}\",\n  \"e\": []\n}"
+        );
+        assert_eq!(pretty_json("42"), "42");
     }
 }

@@ -185,12 +185,12 @@ impl Screen for Jobs {
                         Cell::from(attempts(j)),
                         Cell::from(lease).style(if left > 0 { Style::default() } else { t.error() }),
                         Cell::from(clean(j.lease_owner.as_deref().unwrap_or(""), if narrow { 16 } else { 20 })),
-                        Cell::from(
-                            j.cancel_requested_by
-                                .as_deref()
-                                .map(|a| format!("cancel asked by {}", clean(a, 20)))
-                                .unwrap_or_default(),
-                        ),
+                        // An operator's cancel first; else what the handler last reported.
+                        Cell::from(match (&j.cancel_requested_by, &j.progress) {
+                            (Some(a), _) => format!("cancel asked by {}", clean(a, 20)),
+                            (None, Some(p)) => clean(&p.to_string(), 60),
+                            (None, None) => String::new(),
+                        }),
                     ]
                 }),
             ),

@@ -94,6 +94,14 @@ impl App {
         }
         let payload = sanitize_bytes(&job.payload[..job.payload.len().min(400)]);
         lines.push(kv("payload", format!("{} ({} bytes)", truncate(&payload, 200), job.payload.len())));
+        if let Some(p) = &job.progress {
+            let when = if job.state == JobState::Running { String::new() } else { " (last reported)".into() };
+            lines.push(kv("progress", format!("{}{when}", clean(&p.to_string(), 80))));
+        }
+        if let Some(o) = &job.output {
+            let output = sanitize_bytes(&o[..o.len().min(400)]);
+            lines.push(kv("output", format!("{} ({} bytes)", truncate(&output, 200), o.len())));
+        }
         lines.push(self.delay_line(t, job));
         lines.push(Line::from(""));
         // Failure detail: hidden until revealed (audited), with why when it cannot be shown.

@@ -8,7 +8,8 @@ use crate::model::DetailStatus;
 
 /// The columns a job is read by on both backends, in order. A macro so that `concat!` can build the
 /// public claim statement from it; given an expression, it reads that in place of the payload
-/// (and given a second, that in place of the delay table; a third, in place of the trace context).
+/// (and given a second, that in place of the delay table; a third, in place of the trace context;
+/// a fourth, in place of the output and the progress, three columns).
 macro_rules! job_columns {
     () => {
         $crate::store::ops::columns::job_columns!("payload")
@@ -20,6 +21,14 @@ macro_rules! job_columns {
         $crate::store::ops::columns::job_columns!($payload, $delay_table, "traceparent")
     };
     ($payload:literal, $delay_table:literal, $traceparent:literal) => {
+        $crate::store::ops::columns::job_columns!(
+            $payload,
+            $delay_table,
+            $traceparent,
+            "output, progress, progress_message"
+        )
+    };
+    ($payload:literal, $delay_table:literal, $traceparent:literal, $output_progress:literal) => {
         concat!(
             "id, wire_name, queue, labels, ",
             $payload,
@@ -28,7 +37,9 @@ macro_rules! job_columns {
             $delay_table,
             ", cancel_requested_by, terminal_cause, cause_fingerprint, \
              quarantine_reason, created_at, updated_at, finished_at, ",
-            $traceparent
+            $traceparent,
+            ", ",
+            $output_progress
         )
     };
 }
@@ -36,6 +47,14 @@ pub(crate) use job_columns;
 
 /// The columns a job is read by on both backends, in order.
 pub(crate) const JOB_COLUMNS: &str = job_columns!();
+
+/// Whether a list by `filter` reads the progress columns: only a list of Running jobs (few, and
+/// the ones that report it). Every other list reads NULL in their place, so that a list of
+/// failed jobs stays covered by `jobs_failed_list` and never walks a payload's overflow pages
+/// to reach the columns stored after it.
+pub(crate) fn lists_progress(filter: &crate::store::JobFilter) -> bool {
+    filter.states == [crate::model::JobState::Running]
+}
 
 /// What a transition says of its failure detail, from its `detail_status` column and, only for
 /// captured detail, the detail's type and size (`shape`, never the detail itself): the rule both

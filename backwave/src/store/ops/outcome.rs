@@ -167,7 +167,10 @@ impl<'a> Entry<'a> {
 /// What a reported outcome does to the attempt it ends: decided here once for both backends,
 /// which then write it each in their own SQL.
 pub(crate) enum Decision<'a> {
-    Succeed,
+    /// Succeeded, with the output the handler recorded (already checked against the limit).
+    Succeed {
+        output: Option<&'a [u8]>,
+    },
     /// A failed attempt: retried at the job's delay table (or after `retry_in`, the handler's
     /// own wait), or dead-lettered on the last one. `detail` is `None` for no failure detail
     /// status at all, `Some(None)` for a failure whose detail was not captured.
@@ -190,7 +193,8 @@ pub(crate) enum Decision<'a> {
 
 pub(crate) fn decide<'a>(outcome: &'a Outcome, cancel_requested_by: Option<&'a str>, capture: bool) -> Decision<'a> {
     match outcome {
-        Outcome::Succeeded => Decision::Succeed,
+        Outcome::Succeeded => Decision::Succeed { output: None },
+        Outcome::SucceededWith { output } => Decision::Succeed { output: Some(output) },
         Outcome::Cancelled => match cancel_requested_by {
             Some(actor) => Decision::Cancel { actor, failure: None },
             // Only an operator cancel produces Cancelled: the handler's own cancellation (a
@@ -232,7 +236,10 @@ pub(crate) fn detail_json(detail: Option<&FailureDetail>) -> Result<Option<Strin
 /// The job row an attempt's end writes; every variant also clears the lease. The terminal ones
 /// set `finished_at`, and carry the cause whose fingerprint the row keeps.
 pub(crate) enum AttemptEnd<'a> {
-    Succeeded,
+    /// Succeeded, keeping the handler's output when it recorded one.
+    Succeeded {
+        output: Option<&'a [u8]>,
+    },
     /// Back to Scheduled, due at `due`.
     Retry {
         due: Millis,
@@ -258,9 +265,10 @@ pub(crate) trait AttemptTx {
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()>;
     /// Append one transition entry.
     fn log(&mut self, e: &Entry<'_>) -> Result<()>;
-    /// Record `successes` (no job named twice) behind the fence as a set, and log each accepted
-    /// one (SQLite in the batch's order, PostgreSQL in id order, the order it locks rows in):
-    /// the jobs accepted.
+    /// Record `successes` (no job named twice) behind the fence as a set, each with its output
+    /// when it is an [`Outcome::SucceededWith`] (within the limit: checked before), and log each
+    /// accepted one (SQLite in the batch's order, PostgreSQL in id order, the order it locks rows
+    /// in): the jobs accepted.
     fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>>;
 }
 
@@ -275,7 +283,17 @@ where
 {
     let mut seen = HashSet::new();
     let repeated: HashSet<JobId> = completions.iter().filter(|c| !seen.insert(c.job_id)).map(|c| c.job_id).collect();
-    let batched = |c: &Completion| c.outcome == Outcome::Succeeded && !repeated.contains(&c.job_id);
+    // Only a batch carrying an output reads the output limit, in the transaction that writes.
+    let output_limit = match completions.iter().any(|c| output_of(c).is_some()) {
+        true => Some(super::settings::output_limit(tx)?),
+        false => None,
+    };
+    let over = |c: &Completion| over_limit(c, output_limit).is_some();
+    let batched = |c: &Completion| {
+        matches!(c.outcome, Outcome::Succeeded | Outcome::SucceededWith { .. })
+            && !repeated.contains(&c.job_id)
+            && !over(c)
+    };
     let successes: Vec<&Completion> = completions.iter().filter(|c| batched(c)).collect();
     let accepted = if successes.is_empty() { HashSet::new() } else { tx.succeed_all(now, &successes)? };
     // Only a failure reads whether its detail is captured.
@@ -285,9 +303,60 @@ where
         .map(|c| match batched(c) {
             true if accepted.contains(&c.job_id) => Ok(Fenced::Accepted(JobState::Succeeded)),
             true => Ok(Fenced::Rejected),
-            false => complete(tx, now, capture, c),
+            false => complete_within(tx, now, capture, c, output_limit),
         })
         .collect()
+}
+
+/// The output a completion carries, if any.
+pub(crate) fn output_of(c: &Completion) -> Option<&[u8]> {
+    match &c.outcome {
+        Outcome::SucceededWith { output } => Some(output),
+        _ => None,
+    }
+}
+
+/// The failure an output over `limit` turns its success into: the message names the limit and
+/// the size. Never cut to fit: a part of a result would pass for the whole of it.
+pub(crate) fn over_limit(c: &Completion, limit: Option<u64>) -> Option<String> {
+    let (output, limit) = (output_of(c)?, limit?);
+    (output.len() as u64 > limit).then(|| {
+        format!(
+            "the handler's output is {} bytes, over the store's output_limit of {limit} bytes: it was not \
+             recorded; record a smaller output (a reference to data kept elsewhere), or raise the limit",
+            output.len()
+        )
+    })
+}
+
+/// The kind of the failure detail of an attempt whose output was over the limit.
+pub const OUTPUT_TOO_LARGE: &str = "output over output_limit";
+
+/// [`complete`] knowing the output limit (`None`: no output in the batch).
+fn complete_within(
+    tx: &mut impl AttemptTx,
+    now: Millis,
+    capture: bool,
+    c: &Completion,
+    output_limit: Option<u64>,
+) -> Result<Fenced> {
+    let Some(message) = over_limit(c, output_limit) else { return complete(tx, now, capture, c) };
+    let failed = Completion {
+        job_id: c.job_id,
+        worker_id: c.worker_id.clone(),
+        attempt: c.attempt,
+        outcome: Outcome::Failed {
+            detail: Some(FailureDetail {
+                kind: OUTPUT_TOO_LARGE.into(),
+                message: message.clone(),
+                chain: Vec::new(),
+                backtrace: None,
+            }),
+            message,
+            retry_in: None,
+        },
+    };
+    complete(tx, now, capture, &failed)
 }
 
 /// One reported outcome behind the fence: a report for an attempt no longer under its lease is
@@ -322,8 +391,8 @@ pub(crate) fn end(
     let mut e = Entry::new(run.id, now, Some(JobState::Running), JobState::Succeeded, run.attempt);
     e.worker_id = worker;
     match decision {
-        Decision::Succeed => {
-            tx.end_attempt(run.id, now, AttemptEnd::Succeeded)?;
+        Decision::Succeed { output } => {
+            tx.end_attempt(run.id, now, AttemptEnd::Succeeded { output })?;
             tx.log(&e)?;
         }
         Decision::Fail { message, detail, retry_in } => {

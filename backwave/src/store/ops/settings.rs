@@ -14,6 +14,9 @@ pub enum SettingKey {
     Retention,
     /// Bytes (`1MiB`, `262144`): the largest payload any enqueue or payload edit may store.
     PayloadLimit,
+    /// Bytes (`32KiB`, `1MiB`): the largest output a handler may record; a larger one fails the
+    /// attempt.
+    OutputLimit,
 }
 
 /// The payload limit of a store whose settings name none: 1 MiB. Google Cloud Tasks takes 1 MB
@@ -22,26 +25,33 @@ pub enum SettingKey {
 pub const DEFAULT_PAYLOAD_LIMIT: u64 = 1 << 20;
 /// The most `payload_limit` may be set to: the largest value either database stores (1 GB).
 pub const MAX_PAYLOAD_LIMIT: u64 = 1_000_000_000;
+/// The output limit of a store whose settings name none: 32 KiB, as Oban Pro's recorded output.
+/// An output is a result to show and to hand to the jobs that depend on it; bulk data belongs
+/// in a file or object store the output names.
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 32 << 10;
 
 impl SettingKey {
     /// Every setting.
-    pub const ALL: [SettingKey; 3] = [SettingKey::FailureDetail, SettingKey::Retention, SettingKey::PayloadLimit];
+    pub const ALL: [SettingKey; 4] =
+        [SettingKey::FailureDetail, SettingKey::Retention, SettingKey::PayloadLimit, SettingKey::OutputLimit];
 
-    /// The setting's name as stored: `failure_detail`, `retention`, `payload_limit`.
+    /// The setting's name as stored: `failure_detail`, `retention`, `payload_limit`, `output_limit`.
     pub fn as_str(self) -> &'static str {
         match self {
             SettingKey::FailureDetail => "failure_detail",
             SettingKey::Retention => "retention",
             SettingKey::PayloadLimit => "payload_limit",
+            SettingKey::OutputLimit => "output_limit",
         }
     }
 
-    /// The value a store that never set it has: `on`, `14d`, `1048576`.
+    /// The value a store that never set it has: `on`, `14d`, `1048576`, `32768`.
     pub fn default_value(self) -> &'static str {
         match self {
             SettingKey::FailureDetail => "on",
             SettingKey::Retention => "14d",
             SettingKey::PayloadLimit => "1048576",
+            SettingKey::OutputLimit => "32768",
         }
     }
 
@@ -49,7 +59,9 @@ impl SettingKey {
     pub fn parse(key: &str) -> Result<Self> {
         let k = key.trim().replace('-', "_");
         SettingKey::ALL.into_iter().find(|s| s.as_str() == k).ok_or_else(|| {
-            Error::InvalidInput(format!("unknown setting '{key}': expected failure_detail, retention or payload_limit"))
+            Error::InvalidInput(format!(
+                "unknown setting '{key}': expected failure_detail, retention, payload_limit or output_limit"
+            ))
         })
     }
 
@@ -69,6 +81,12 @@ impl SettingKey {
                 Some(n) if (1..=MAX_PAYLOAD_LIMIT).contains(&n) => Ok(n.to_string()),
                 _ => Err(Error::InvalidInput(format!(
                     "payload_limit is a size from 1 byte to 1GB (e.g. 1MiB, 256KiB, 65536), not '{value}'"
+                ))),
+            },
+            SettingKey::OutputLimit => match parse_size(value) {
+                Some(n) if (1..=MAX_PAYLOAD_LIMIT).contains(&n) => Ok(n.to_string()),
+                _ => Err(Error::InvalidInput(format!(
+                    "output_limit is a size from 1 byte to 1GB (e.g. 32KiB, 1MiB, 65536), not '{value}'"
                 ))),
             },
         }
@@ -143,6 +161,17 @@ pub(crate) fn detail_enabled(read: &mut (impl SettingRead + ?Sized)) -> Result<b
 /// The store's payload limit, read inside the caller's transaction.
 pub(crate) fn payload_limit(read: &mut (impl SettingRead + ?Sized)) -> Result<u64> {
     payload_limit_from(read.stored_setting(SettingKey::PayloadLimit)?.as_deref())
+}
+
+/// The store's output limit, read inside the caller's transaction: plain bytes, as `validate`
+/// stores it; a value another program wrote that is not is an error naming it.
+pub(crate) fn output_limit(read: &mut (impl SettingRead + ?Sized)) -> Result<u64> {
+    match read.stored_setting(SettingKey::OutputLimit)? {
+        None => Ok(DEFAULT_OUTPUT_LIMIT),
+        Some(text) => text.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            Error::InvalidInput(format!("the store's output_limit setting '{text}' is not a number of bytes"))
+        }),
+    }
 }
 
 /// The retention setting's text as a duration; a value another program wrote that is not one

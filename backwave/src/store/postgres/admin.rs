@@ -66,6 +66,10 @@ impl PgStore {
         self.read(payload_limit)
     }
 
+    pub fn output_limit(&self) -> Result<u64> {
+        self.read(|tx| settings::output_limit(tx))
+    }
+
     pub fn failure_detail_enabled(&self) -> Result<bool> {
         self.read(|tx| settings::detail_enabled(tx))
     }

@@ -20,7 +20,7 @@ use postgres::types::ToSql;
 use super::row::{self, count};
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
-use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, WorkerInfo};
+use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, Progress, WorkerInfo};
 use crate::store::ops::claim::{self, ClaimTx, Holds, Lease, OwnPolicy, Taken};
 use crate::store::ops::columns::job_columns;
 use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
@@ -52,7 +52,7 @@ macro_rules! claim_tail {
             " claimed AS (
                  UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = $8,
                         delay_table = $9::text::jsonb, lease_owner = $5, lease_expires_at = $7,
-                        worker_group = $6, updated_at = $2
+                        worker_group = $6, updated_at = $2, progress = NULL, progress_message = NULL
                  WHERE jobs.ctid = ANY(ARRAY(SELECT pick FROM picked))
                  RETURNING ",
             job_columns!("payload", "NULL::jsonb"),
@@ -359,17 +359,47 @@ impl PgStore {
 
     /// Renew every lease still held, in one statement; the others are Lost.
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>> {
+        self.heartbeat_with_progress(worker_id, jobs, &[], lease)
+    }
+
+    /// [`PgStore::heartbeat`], writing the progress reported since the last one in the same
+    /// statement (a heartbeat without any keeps the statement it had).
+    pub fn heartbeat_with_progress(
+        &self,
+        worker_id: &str,
+        jobs: &[(JobId, u32)],
+        progress: &[Option<Progress>],
+        lease: Duration,
+    ) -> Result<Vec<LeaseStatus>> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
         let (ids, attempts) = fence_arrays(jobs);
         let (pinned, lease) = (self.pinned_now(), duration_ms(lease));
+        let reported = progress.iter().any(Option::is_some);
+        let fractions: Vec<Option<f64>> =
+            (0..jobs.len()).map(|i| progress.get(i).and_then(Option::as_ref).map(|p| p.fraction)).collect();
+        let messages: Vec<Option<&str>> =
+            (0..jobs.len()).map(|i| progress.get(i).and_then(Option::as_ref).map(|p| p.message.as_str())).collect();
         self.write(|tx| {
             // The lease runs from when the rows are written, read from the clock then
             // (`clock_timestamp()`, not the transaction's start): a heartbeat that waited behind
             // a lock on `jobs` must not write a lease that lapsed while it waited.
-            let held: HashMap<(uuid::Uuid, i64), bool> = tx
-                .query_planned(
+            let rows = if reported {
+                tx.query_planned(
+                    "UPDATE jobs SET lease_expires_at =
+                         coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $5::bigint,
+                         progress = CASE WHEN h.hfraction IS NULL THEN jobs.progress ELSE h.hfraction END,
+                         progress_message = CASE WHEN h.hfraction IS NULL THEN jobs.progress_message
+                                                 ELSE h.hmessage END
+                     FROM unnest($1::uuid[], $2::bigint[], $6::float8[], $7::text[]) AS h(hid, hattempt, hfraction, hmessage)
+                     WHERE jobs.id = h.hid AND jobs.state = 'running' AND jobs.lease_owner = $3
+                           AND jobs.attempt = h.hattempt
+                     RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL",
+                    &[&ids, &attempts, &worker_id, &pinned, &lease, &fractions, &messages],
+                )?
+            } else {
+                tx.query_planned(
                     "UPDATE jobs SET lease_expires_at =
                          coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $5::bigint
                      FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
@@ -378,6 +408,8 @@ impl PgStore {
                      RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL",
                     &[&ids, &attempts, &worker_id, &pinned, &lease],
                 )?
+            };
+            let held: HashMap<(uuid::Uuid, i64), bool> = rows
                 .iter()
                 .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
                 .collect::<Result<_>>()?;
@@ -622,7 +654,7 @@ impl PgClaim<'_, '_> {
             sql,
             &[&queue, &lease.now, &n, names, &lease.worker_id, &lease.group, &lease.until, &max, &lease.shared_table],
         )?;
-        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(21)?))).collect()
+        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(24)?))).collect()
     }
 }
 
@@ -779,11 +811,13 @@ impl AttemptTx for Tx<'_> {
         let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
         let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
         let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
+        // Each success's output (NULL when it recorded none) goes in the same statement.
+        let outputs: Vec<Option<&[u8]>> = successes.iter().map(|c| outcome::output_of(c)).collect();
         self.query_planned(
             "WITH done AS (
                  UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                        finished_at = $4, updated_at = $4
-                 FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)
+                        finished_at = $4, updated_at = $4, output = c.coutput
+                 FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)
                  WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
                        AND jobs.attempt = c.cattempt
                  RETURNING jobs.id, c.cworker, c.cattempt
@@ -792,7 +826,7 @@ impl AttemptTx for Tx<'_> {
                  SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
              )
              SELECT id FROM done",
-            &[&ids, &workers, &attempts, &now],
+            &[&ids, &workers, &attempts, &now, &outputs],
         )?
         .iter()
         .map(|r| Ok(JobId(r.try_get(0)?)))
@@ -801,10 +835,10 @@ impl AttemptTx for Tx<'_> {
 
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {
         match end {
-            AttemptEnd::Succeeded => self.execute(
+            AttemptEnd::Succeeded { output } => self.execute(
                 "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                        finished_at = $2, updated_at = $2 WHERE id = $1",
-                &[&id.0, &now],
+                        finished_at = $2, updated_at = $2, output = $3 WHERE id = $1",
+                &[&id.0, &now, &output],
             )?,
             AttemptEnd::Retry { due } => self.execute(
                 "UPDATE jobs SET state = 'scheduled', lease_owner = NULL, lease_expires_at = NULL,

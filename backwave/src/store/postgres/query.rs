@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::filter::{where_clause, Postgres, Where};
-use super::row::{self, JOB_COLUMNS, LISTED_JOB_COLUMNS};
+use super::row::{self, listed_columns, JOB_COLUMNS};
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{Job, JobId, Transition};
@@ -20,6 +20,27 @@ impl PgStore {
     pub fn job(&self, id: JobId) -> Result<Option<Job>> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1");
         self.read(|tx| tx.query_opt(&sql, &[&id.0])?.as_ref().map(row::job).transpose())
+    }
+
+    pub fn output(&self, id: JobId) -> Result<Option<Vec<u8>>> {
+        let row = self.read(|tx| tx.query_opt("SELECT output FROM jobs WHERE id = $1", &[&id.0]))?;
+        match row {
+            Some(r) => Ok(r.try_get(0)?),
+            None => Err(crate::error::Error::JobNotFound(id.to_string())),
+        }
+    }
+
+    pub fn outputs(&self, ids: &[JobId]) -> Result<HashMap<JobId, Vec<u8>>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let uuids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        self.read(|tx| {
+            tx.query("SELECT id, output FROM jobs WHERE id = ANY($1) AND output IS NOT NULL", &[&uuids])?
+                .iter()
+                .map(|r| Ok((JobId(r.try_get(0)?), r.try_get(1)?)))
+                .collect()
+        })
     }
 
     pub fn wire_names_of(&self, ids: &[JobId]) -> Result<HashMap<JobId, String>> {
@@ -85,7 +106,7 @@ impl PgStore {
     }
 
     fn page(&self, filter: &JobFilter, limit: usize, offset: Option<u64>, after: Option<&Cursor>) -> Result<JobPage> {
-        let page: Where = page_statement::<Postgres>(filter, LISTED_JOB_COLUMNS, limit, offset, after).into();
+        let page: Where = page_statement::<Postgres>(filter, listed_columns(filter), limit, offset, after).into();
         self.read(|tx| {
             let jobs: Vec<Job> =
                 tx.query_planned(&page.sql, &page.params(&[]))?.iter().map(row::job).collect::<Result<_>>()?;
@@ -100,7 +121,7 @@ impl PgStore {
     }
 
     pub fn explain_list_jobs(&self, filter: &JobFilter, limit: usize) -> Result<Vec<String>> {
-        let page: Where = page_statement::<Postgres>(filter, LISTED_JOB_COLUMNS, limit, Some(0), None).into();
+        let page: Where = page_statement::<Postgres>(filter, listed_columns(filter), limit, Some(0), None).into();
         self.read(|tx| {
             tx.query(&format!("EXPLAIN {}", page.sql), &page.params(&[]))?.iter().map(|r| Ok(r.try_get(0)?)).collect()
         })

@@ -5,14 +5,34 @@
 use postgres::Row;
 
 use crate::error::{Error, Result};
-use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
+use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition};
 use crate::store::ops::columns::{detail_status, labels_from_json};
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::ops::columns::JOB_COLUMNS;
 /// The same with an empty payload in place of the stored one, for lists (see SQLite's).
-pub(crate) const LISTED_JOB_COLUMNS: &str =
-    crate::store::ops::columns::job_columns!("''::bytea", "delay_table", "NULL::text");
+pub(crate) const LISTED_JOB_COLUMNS: &str = crate::store::ops::columns::job_columns!(
+    "''::bytea",
+    "delay_table",
+    "NULL::text",
+    "NULL::bytea, NULL::float8, NULL::text"
+);
+/// [`LISTED_JOB_COLUMNS`] with the progress, for a list of Running jobs (see SQLite's).
+pub(crate) const LISTED_RUNNING_JOB_COLUMNS: &str = crate::store::ops::columns::job_columns!(
+    "''::bytea",
+    "delay_table",
+    "NULL::text",
+    "NULL::bytea, progress, progress_message"
+);
+
+/// The columns a list by `filter` reads.
+pub(crate) fn listed_columns(filter: &crate::store::JobFilter) -> &'static str {
+    if crate::store::ops::columns::lists_progress(filter) {
+        LISTED_RUNNING_JOB_COLUMNS
+    } else {
+        LISTED_JOB_COLUMNS
+    }
+}
 
 pub(crate) fn job(r: &Row) -> Result<Job> {
     Ok(Job {
@@ -37,6 +57,13 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
         updated_at: r.try_get(18)?,
         finished_at: r.try_get(19)?,
         traceparent: r.try_get(20)?,
+        output: r.try_get(21)?,
+        progress: match r.try_get::<_, Option<f64>>(22)? {
+            Some(fraction) => {
+                Some(Progress { fraction, message: r.try_get::<_, Option<String>>(23)?.unwrap_or_default() })
+            }
+            None => None,
+        },
     })
 }
 
