@@ -427,6 +427,28 @@ pub struct Parent {
     pub state: Option<JobState>,
     /// What the edge needed of it.
     pub needs: Needs,
+    /// The output its succeeded attempt recorded (JSON bytes), if any
+    /// ([`JobContext::set_output`](crate::engine::JobContext::set_output)).
+    #[serde(skip)]
+    pub output: Option<Vec<u8>>,
+}
+
+impl Parent {
+    /// Its output decoded into `T`: `None` when it recorded none (or has not succeeded), an
+    /// [`Error::Decode`](crate::Error) when the bytes are not a `T`.
+    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>> {
+        self.output
+            .as_deref()
+            .map(|b| {
+                serde_json::from_slice(b).map_err(|e| {
+                    Error::InvalidInput(format!(
+                        "the output of parent {} ({}) is not the type asked for: {e}",
+                        self.id, self.wire_name
+                    ))
+                })
+            })
+            .transpose()
+    }
 }
 
 /// Parents before children, then by id: the order `bw workflow show` prints jobs in.

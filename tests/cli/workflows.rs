@@ -150,3 +150,29 @@ both_backends! {
         assert!(err.contains("'nope' is not a workflow id"), "{err}");
     }
 }
+
+both_backends! {
+    fn the_workflow_example_runs_fetch_resize_publish_and_bw_shows_it_done() {
+        let f = Fixture::empty();
+        let out = std::process::Command::new(crate::programs::example("workflow")).arg(f.db.arg()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "the example failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(r#"{"published":["s3://media/cat-64.png","s3://media/cat-256.png","s3://media/cat-1024.png"]}"#), "{stdout}");
+
+        let v = json(&f.bw().args(["--format", "json", "workflows"]).assert().success().get_output().stdout);
+        let w = &v["workflows"][0];
+        assert_eq!((w["name"].as_str(), w["jobs"].as_u64(), w["counts"]["succeeded"].as_u64()), (Some("thumbnails"), Some(5), Some(5)));
+        let id = w["id"].as_str().unwrap().to_string();
+        let shown = text(&f.bw().args(["workflow", "show", &id]).assert().success().get_output().stdout);
+        assert!(shown.contains("Status   done"), "{shown}");
+        assert_eq!(shown.lines().filter(|l| l.contains(" succeeded ")).count(), 5, "{shown}");
+
+        let v = json(&f.bw().args(["--format", "json", "workflow", "show", &id]).assert().success().get_output().stdout);
+        for job in v["graph"].as_array().unwrap() {
+            assert_eq!(job["state"], "succeeded");
+            let id = job["id"].as_str().unwrap();
+            let shown = json(&f.bw().args(["--format", "json", "jobs", "show", id]).assert().success().get_output().stdout);
+            assert!(shown["job"]["output"].is_object(), "job {id} shows no output: {}", shown["job"]);
+        }
+    }
+}

@@ -121,10 +121,22 @@ impl SqliteStore {
 
     pub fn parents(&self, job: JobId) -> Result<Vec<Parent>> {
         self.read(|tx| {
-            Ok(edges(tx, PARENTS_SQL, job)?
-                .into_iter()
-                .map(|e| Parent { id: e.job, wire_name: e.wire_name, state: e.state, needs: e.needs })
-                .collect())
+            Ok(tx
+                .prepare_cached(
+                    "SELECT e.parent, j.wire_name, j.state, e.needs, j.output
+                     FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = ?1 ORDER BY e.parent",
+                )?
+                .query_map([job.to_string()], |r| {
+                    let state: Option<String> = r.get(2)?;
+                    Ok(Parent {
+                        id: parse_id(r, 0)?,
+                        wire_name: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                        state: state.and_then(|s| s.parse().ok()),
+                        needs: Needs::parse(&r.get::<_, String>(3)?),
+                        output: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?)
         })
     }
 

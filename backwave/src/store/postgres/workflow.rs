@@ -126,10 +126,23 @@ impl PgStore {
 
     pub fn parents(&self, job: JobId) -> Result<Vec<Parent>> {
         self.read(|tx| {
-            Ok(edges(tx, PARENTS_SQL, job)?
-                .into_iter()
-                .map(|e| Parent { id: e.job, wire_name: e.wire_name, state: e.state, needs: e.needs })
-                .collect())
+            tx.query(
+                "SELECT e.parent, j.wire_name, j.state, e.needs, j.output
+                 FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = $1 ORDER BY e.parent",
+                &[&job.0],
+            )?
+            .iter()
+            .map(|r| {
+                let state: Option<String> = r.try_get(2)?;
+                Ok(Parent {
+                    id: JobId(r.try_get(0)?),
+                    wire_name: r.try_get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    state: state.and_then(|s| s.parse().ok()),
+                    needs: Needs::parse(r.try_get(3)?),
+                    output: r.try_get(4)?,
+                })
+            })
+            .collect()
         })
     }
 
