@@ -103,7 +103,7 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use model::{
     cause_fingerprint, DetailStatus, Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob,
-    Permission, QuarantineReason, Transition, UniqueBy, UniqueRule, WorkerInfo,
+    Permission, QuarantineReason, Transition, UniqueBy, UniqueRule, WorkerInfo, PRIORITY_FIRST, PRIORITY_LAST,
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
 pub use schedule::{MissedTicks, Schedule};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
-use super::ops::columns::{detail_status, job_columns, labels_from_json};
+use super::ops::columns::{detail_status, job_columns, labels_from_json, priority};
 use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
 
 /// The job columns with an empty payload in place of the stored one, for lists: a page of 50
@@ -39,6 +39,7 @@ pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
         updated_at: r.get(18)?,
         finished_at: r.get(19)?,
         traceparent: r.get(20)?,
+        priority: priority(r.get(21)?),
     })
 }
 

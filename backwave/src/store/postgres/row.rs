@@ -6,7 +6,7 @@ use postgres::Row;
 
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, QuarantineReason, Transition};
-use crate::store::ops::columns::{detail_status, labels_from_json};
+use crate::store::ops::columns::{detail_status, labels_from_json, priority};
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::ops::columns::JOB_COLUMNS;
@@ -37,6 +37,7 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
         updated_at: r.try_get(18)?,
         finished_at: r.try_get(19)?,
         traceparent: r.try_get(20)?,
+        priority: priority(r.try_get(21)?),
     })
 }
 
