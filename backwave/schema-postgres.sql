@@ -1069,6 +1069,8 @@ UPDATE backwave_schema SET version = 15;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS priority bigint NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
 CREATE INDEX IF NOT EXISTS jobs_claim_priority ON jobs (queue, priority, due_at, id) WHERE state = 'scheduled';
 ALTER TABLE schedules ADD COLUMN IF NOT EXISTS priority bigint NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
+-- (A new store runs every block in one transaction: migration 15's table is still there.)
+DROP TABLE IF EXISTS pg_temp.bw_enqueue_grants;
 CREATE TEMP TABLE bw_enqueue_grants ON COMMIT DROP AS
     SELECT a.grantee::regrole::text AS grantee
     FROM pg_proc p, aclexplode(p.proacl) a
@@ -1106,7 +1108,7 @@ BEGIN
             to_json(traceparent) USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF priority IS NOT NULL AND (priority < 0 OR priority > 9) THEN
-        RAISE EXCEPTION 'the priority % is out of range: a priority is 0 (runs first) to 9', priority
+        RAISE EXCEPTION 'the priority % is out of range: a priority is 0 (claimed first) to 9 (claimed last)', priority
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF payload IS NULL THEN

@@ -56,6 +56,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
+/// PostgreSQL's claim of one queue, for tests and tools to EXPLAIN (`$1` queue, `$2` now, `$3`
+/// how many, `$4` wire names left out, then the lease's values).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
 pub(crate) use sqlite::SqliteStore;
 
 pub use admin::current_actor;

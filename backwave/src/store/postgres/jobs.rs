@@ -94,7 +94,8 @@ macro_rules! claim_priority {
 /// priority reads the one range, and no branch sorts. One range over every priority
 /// (`ORDER BY priority, due_at` with `due_at <= $2` as a filter) would step over each
 /// priority's future retries; `priority = ANY(…)` yields no order on PostgreSQL before 17.
-const CLAIM_SQL: &str = concat!(
+/// Public (as `POSTGRES_CLAIM_SQL`) so that tests and tools can EXPLAIN it.
+pub const CLAIM_SQL: &str = concat!(
     "WITH picked AS (
          SELECT pick FROM (",
     claim_priority!(0),
