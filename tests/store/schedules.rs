@@ -355,10 +355,11 @@ fn names_of(actions: &[backwave::store::AuditEntry]) -> Vec<&str> {
 #[test]
 fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_declare() {
     let f = Fixture::new();
-    // What versions 7 to 15 added goes, so that the store is what version 6 wrote.
+    // What versions 7 to 16 added goes, so that the store is what version 6 wrote.
     f.store
         .raw_batch(
             "DROP TABLE schedules; DROP INDEX jobs_failed_list; ALTER TABLE jobs DROP COLUMN traceparent;
+             DROP INDEX jobs_claim_priority; ALTER TABLE jobs DROP COLUMN priority;
              PRAGMA user_version = 6",
         )
         .unwrap();
