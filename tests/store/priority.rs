@@ -94,6 +94,24 @@ both_backends! {
         assert_eq!(fx.job(fx.enqueue("w", "q")).priority, 0);
     }
 
+    fn the_registry_enqueues_a_wire_name_at_its_registered_priority_and_one_job_may_override_it() {
+        let fx = Fixture::new();
+        let mut registry = backwave::Registry::new();
+        registry.handle::<u64>("bulk-export", |_, _| Ok(())).queue("q").priority(8);
+        registry.handle::<u64>("plain", |_, _| Ok(())).queue("q");
+        assert_eq!(registry.priority_of("bulk-export"), Some(8));
+        let bulk = registry.enqueue(&fx.store, "bulk-export", &1u64).unwrap();
+        let urgent = registry.job("bulk-export", &2u64).unwrap().priority(0).enqueue(&fx.store).unwrap();
+        let plain = registry.enqueue(&fx.store, "plain", &3u64).unwrap();
+        assert_eq!([bulk, urgent, plain].map(|id| fx.job(id).priority), [8, 0, 0]);
+        assert_eq!(ids(&claim_from(&fx, &["q"], 10)), [urgent, plain, bulk]);
+        // A registered priority out of range is refused at enqueue, nothing stored.
+        registry.handle::<u64>("wrong", |_, _| Ok(())).queue("q").priority(12);
+        let e = registry.enqueue(&fx.store, "wrong", &4u64).unwrap_err();
+        assert!(e.to_string().contains("the priority 12 is out of range"), "{e}");
+        assert_eq!(fx.store.counts().unwrap().total(backwave::JobState::Scheduled), 0);
+    }
+
     fn a_program_writing_its_own_sql_gets_the_default_priority_and_the_check_holds_the_range() {
         let fx = Fixture::new();
         let insert = |id: &str, extra_col: &str, extra_val: &str| {
