@@ -75,7 +75,7 @@ pub use health::{
 pub use in_tx::enqueue_in_sqlite;
 #[cfg(feature = "postgres")]
 pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
-pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
+pub use incident::{CancelDone, CancelPlan, PayloadEdit, PriorityChange, RunNowPlan, RunNowResult};
 pub use jobs::{
     ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, Reaped, CLAIM_NEXT_WIRE_NAME_SQL,
     CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,

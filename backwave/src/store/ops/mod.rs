@@ -93,6 +93,7 @@ audit_actions! {
     CancelRequested => "cancel-requested",
     RunNow => "run-now",
     EditPayload => "edit-payload",
+    SetPriority => "set-priority",
     Pause => "pause",
     Resume => "resume",
     Limit => "limit",
