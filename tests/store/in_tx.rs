@@ -326,8 +326,14 @@ fn the_sql_function_refuses_bad_input_with_the_librarys_words_and_a_rollback_lea
         "backwave_enqueue('w', '1', unique_key => 'k', unique_states => '{scheduled}')",
         NewJob::new("w", "q", b"1".to_vec()).unique(UniqueRule::key("k").states(&[JobState::Scheduled])),
     );
-    expect_same(&mut client, "backwave_enqueue('w', '1', priority => 12)", NewJob::new("w", "q", b"1".to_vec()).priority(12));
-    assert!(refused(&mut client, "backwave_enqueue('w', '1', priority => -1)").contains("the priority -1 is out of range"));
+    expect_same(
+        &mut client,
+        "backwave_enqueue('w', '1', priority => 12)",
+        NewJob::new("w", "q", b"1".to_vec()).priority(12),
+    );
+    assert!(
+        refused(&mut client, "backwave_enqueue('w', '1', priority => -1)").contains("the priority -1 is out of range")
+    );
     assert!(refused(&mut client, r#"backwave_enqueue('w', '1', labels => '{"n":1}')"#).contains(r#"{"n": 1}"#));
     assert!(refused(&mut client, "backwave_enqueue('w', '1', unique_period => '1 hour')").contains("need unique_key"));
     // Over the payload limit: the limit's own SQLSTATE, both sizes named.

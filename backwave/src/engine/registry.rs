@@ -235,7 +235,13 @@ impl Registry {
     }
 
     fn register(&mut self, wire_name: &str, route: Box<dyn Route>) -> Registration<'_> {
-        let entry = Entry { route, queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new(), retry: None, priority: crate::model::PRIORITY_FIRST };
+        let entry = Entry {
+            route,
+            queue: DEFAULT_QUEUE.into(),
+            labels: BTreeMap::new(),
+            retry: None,
+            priority: crate::model::PRIORITY_FIRST,
+        };
         self.entries.insert(wire_name.to_string(), entry);
         Registration { entry: self.entries.get_mut(wire_name).expect("just inserted") }
     }

@@ -288,7 +288,7 @@ fn claim_around_paused(
     }
     // Each wire name's jobs came by due time alone (`jobs_claim_wire`); the set kept is put in
     // the claim's order.
-    rows.sort_by(|(a, _), (b, _)| (a.priority, a.due_at, a.id).cmp(&(b.priority, b.due_at, b.id)));
+    rows.sort_by_key(|(j, _)| (j.priority, j.due_at, j.id));
     rows.truncate(want);
     Ok(rows)
 }

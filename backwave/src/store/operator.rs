@@ -496,9 +496,11 @@ impl RepairTx for SqliteOps<'_> {
     }
 
     fn set_priority(&mut self, id: JobId, priority: u8, now: Millis) -> Result<()> {
-        self.c
-            .prepare_cached("UPDATE jobs SET priority = ?2, updated_at = ?3 WHERE id = ?1")?
-            .execute(params![id.to_string(), priority, now])?;
+        self.c.prepare_cached("UPDATE jobs SET priority = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
+            id.to_string(),
+            priority,
+            now
+        ])?;
         Ok(())
     }
 

@@ -139,12 +139,8 @@ impl Render for JobList {
             table = table.flex(f - shift);
         }
         for j in jobs {
-            let mut row: Vec<Cell> = vec![
-                j.id.short().into(),
-                state_cell(j),
-                sanitize(&j.wire_name).into(),
-                sanitize(&j.queue).into(),
-            ];
+            let mut row: Vec<Cell> =
+                vec![j.id.short().into(), state_cell(j), sanitize(&j.wire_name).into(), sanitize(&j.queue).into()];
             if show_priority {
                 row.push(j.priority.to_string().into());
             }

@@ -38,9 +38,9 @@ use std::time::Duration;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
-pub(crate) use self::listen::PgListener;
 #[doc(hidden)]
 pub use self::jobs::CLAIM_SQL;
+pub(crate) use self::listen::PgListener;
 use self::tls::{Connector, TlsSettings};
 use super::driver_error::{is_connection_lost, pg_error};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};

@@ -398,7 +398,10 @@ impl RepairTx for Tx<'_> {
     }
 
     fn set_priority(&mut self, id: JobId, priority: u8, now: Millis) -> Result<()> {
-        self.execute("UPDATE jobs SET priority = $2, updated_at = $3 WHERE id = $1", &[&id.0, &i64::from(priority), &now])?;
+        self.execute(
+            "UPDATE jobs SET priority = $2, updated_at = $3 WHERE id = $1",
+            &[&id.0, &i64::from(priority), &now],
+        )?;
         Ok(())
     }
 

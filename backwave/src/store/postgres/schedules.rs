@@ -112,7 +112,18 @@ impl ScheduleTx for PgSchedules<'_, '_> {
         let (missed, max, unique) = (d.missed.as_str(), d.missed.catch_up_max(), i64::from(d.unique));
         let priority = i64::from(d.priority);
         let params: [&(dyn postgres::types::ToSql + Sync); 12] = [
-            &d.name, &d.cron, &d.zone, &d.wire_name, &d.queue, &d.payload, &labels, &missed, &max, &now, &unique, &priority,
+            &d.name,
+            &d.cron,
+            &d.zone,
+            &d.wire_name,
+            &d.queue,
+            &d.payload,
+            &labels,
+            &missed,
+            &max,
+            &now,
+            &unique,
+            &priority,
         ];
         self.tx.execute(sql, &params)?;
         Ok(())
