@@ -510,7 +510,7 @@ impl NewJob {
     /// picks the queue first. A steady stream of due jobs of a lower number starves the higher
     /// numbers of the same queue for as long as it lasts; give those a queue of their own when
     /// that must not happen. A value above 9 is refused at enqueue
-    /// ([`Error::InvalidInput`](crate::Error::InvalidInput)), and nothing is enqueued.
+    /// ([`Error::InvalidInput`]), and nothing is enqueued.
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = priority;
         self
@@ -748,7 +748,7 @@ pub const PRIORITY_FIRST: u8 = 0;
 pub const PRIORITY_LAST: u8 = 9;
 
 /// A priority as given to the API (`what` names where it came from, `the priority` for a job):
-/// [`Error::InvalidInput`](crate::Error::InvalidInput) quoting it when it is outside 0-9.
+/// [`Error::InvalidInput`] quoting it when it is outside 0-9.
 pub fn check_priority(what: &str, priority: impl Into<i64>) -> crate::error::Result<u8> {
     let p: i64 = priority.into();
     match u8::try_from(p) {
