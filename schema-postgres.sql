@@ -1060,10 +1060,174 @@ $$;
 UPDATE backwave_schema SET version = 15;
 -- migration 15 end
 
--- Version 15 -> 16: taken by another branch of this round; this placeholder moves the version
--- only, and the section that branch merges replaces it.
+-- Version 15 -> 16: priority within a queue (issue 40; schema.sql's migration 16 says what the
+-- columns mean and how a claim reads the index). The claim reads `jobs_claim_priority` one
+-- priority at a time (a UNION ALL of ten short ranges, taken in order and stopped at the batch
+-- size), so it never walks future retries and never sorts. Both enqueue functions take the
+-- priority as a last, optional argument (NULL: 0), their grants kept as in migration 15.
 -- migration 16 begin
--- nothing on PostgreSQL
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS priority bigint NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
+CREATE INDEX IF NOT EXISTS jobs_claim_priority ON jobs (queue, priority, due_at, id) WHERE state = 'scheduled';
+ALTER TABLE schedules ADD COLUMN IF NOT EXISTS priority bigint NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
+-- (A new store runs every block in one transaction: migration 15's table is still there.)
+DROP TABLE IF EXISTS pg_temp.bw_enqueue_grants;
+CREATE TEMP TABLE bw_enqueue_grants ON COMMIT DROP AS
+    SELECT a.grantee::regrole::text AS grantee
+    FROM pg_proc p, aclexplode(p.proacl) a
+    WHERE p.oid IN (to_regprocedure('backwave_enqueue_bytes(text, bytea, text, bigint, jsonb, text, boolean, text[], bigint, text)'),
+                    to_regprocedure('backwave_enqueue(text, json, text, timestamptz, jsonb, text, boolean, text[], interval, text)'))
+      AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
+    GROUP BY a.grantee;
+DROP FUNCTION IF EXISTS backwave_enqueue(text, json, text, timestamptz, jsonb, text, boolean, text[], interval, text);
+DROP FUNCTION IF EXISTS backwave_enqueue_bytes(text, bytea, text, bigint, jsonb, text, boolean, text[], bigint, text);
+
+-- The payload as bytes and times as milliseconds: what the library passes (migration 15's, and the
+-- job's priority: NULL or left out is 0).
+CREATE FUNCTION backwave_enqueue_bytes(
+    wire_name text, payload bytea, queue text, due_at_ms bigint DEFAULT NULL, labels jsonb DEFAULT '{}',
+    unique_key text DEFAULT NULL, unique_by_payload boolean DEFAULT false, unique_states text[] DEFAULT NULL,
+    unique_period_ms bigint DEFAULT NULL, traceparent text DEFAULT NULL, priority bigint DEFAULT NULL,
+    OUT job_id uuid, OUT created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_variable
+DECLARE
+    now_ms  bigint := bw_now_ms();
+    lim     bigint := bw_payload_limit();
+    ukey    text;
+    ustates bigint;
+    uwindow bigint;
+    mask    bigint;
+    s       text;
+    b       bytea;
+    seed    bigint;
+BEGIN
+    PERFORM bw_check_name('wire name', wire_name);
+    PERFORM bw_check_name('queue', queue);
+    IF traceparent IS NOT NULL AND traceparent !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' THEN
+        RAISE EXCEPTION 'the traceparent % is not a W3C traceparent (version-trace id-parent id-flags, lower-case hex)',
+            to_json(traceparent) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF priority IS NOT NULL AND (priority < 0 OR priority > 9) THEN
+        RAISE EXCEPTION 'the priority % is out of range: a priority is 0 (claimed first) to 9 (claimed last)', priority
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF payload IS NULL THEN
+        RAISE EXCEPTION 'the payload must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF labels IS NULL OR jsonb_typeof(labels) <> 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_each(labels) l WHERE jsonb_typeof(l.value) <> 'string') THEN
+        RAISE EXCEPTION 'the labels % are not a JSON object of strings', coalesce(labels::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(payload) > lim THEN
+        RAISE EXCEPTION 'backwave: a payload of % bytes is over the store''s payload_limit of % bytes',
+            octet_length(payload), lim USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    -- The unique rule, as store/unique.rs `validate` and `columns` make it.
+    IF unique_key IS NOT NULL AND coalesce(unique_by_payload, false) THEN
+        RAISE EXCEPTION 'a unique rule is by key (%) or by payload, not both', to_json(unique_key)
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF unique_key IS NOT NULL OR coalesce(unique_by_payload, false) THEN
+        IF unique_key IS NOT NULL THEN
+            PERFORM bw_check_name('unique key', unique_key);
+            ukey := unique_key;
+        ELSE
+            ukey := wire_name || ':' || encode(sha256(payload), 'hex');
+        END IF;
+        ustates := 0;
+        FOREACH s IN ARRAY coalesce(unique_states, ARRAY['scheduled', 'running']) LOOP
+            mask := CASE s WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2 WHEN 'succeeded' THEN 4
+                          WHEN 'dead-lettered' THEN 8 WHEN 'quarantined' THEN 16 WHEN 'cancelled' THEN 32 END;
+            IF mask IS NULL THEN
+                RAISE EXCEPTION 'unique states: % is not a state (scheduled, running, succeeded, dead-lettered, quarantined, cancelled)',
+                    coalesce(to_json(s)::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            ustates := ustates | mask;
+        END LOOP;
+        IF ustates & 3 <> 3 THEN
+            RAISE EXCEPTION 'unique states ''%'' leave out %: a unique job holds its key while scheduled and running (add terminal states to keep it longer)',
+                array_to_string(unique_states, ','), CASE WHEN ustates & 1 = 0 THEN 'scheduled' ELSE 'running' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF unique_period_ms IS NOT NULL AND unique_period_ms < 1 THEN
+            RAISE EXCEPTION 'the unique period ''%ms'' is shorter than 1ms', unique_period_ms
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        uwindow := CASE WHEN unique_period_ms IS NULL THEN 0
+                        ELSE now_ms - (((now_ms % unique_period_ms) + unique_period_ms) % unique_period_ms) END;
+    ELSIF unique_states IS NOT NULL OR unique_period_ms IS NOT NULL THEN
+        RAISE EXCEPTION 'unique states or a unique period need unique_key or unique_by_payload'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- As store/jobs.rs `insert_jobs`: the unique index decides (ON CONFLICT DO NOTHING, which
+    -- waits for a racing insert of the key), and only then is the holder read. A holder that
+    -- left its states between the two statements frees the key: try again.
+    FOR round IN 1..100 LOOP
+        -- A time-ordered v7 id, as the library writes; the jitter seed is its random tail.
+        b := uuid_send(gen_random_uuid());
+        b := overlay(b PLACING substring(int8send(now_ms) FROM 3 FOR 6) FROM 1 FOR 6);
+        b := set_byte(b, 6, (get_byte(b, 6) & 15) | 112);
+        job_id := encode(b, 'hex')::uuid;
+        seed := ('x' || encode(substring(b FROM 9 FOR 8), 'hex'))::bit(64)::bigint;
+        INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
+                          unique_key, unique_states, unique_window, traceparent, priority)
+            VALUES (job_id, wire_name, queue, labels, payload, 'scheduled', coalesce(due_at_ms, now_ms), seed,
+                    now_ms, now_ms, ukey, ustates, uwindow, traceparent, coalesce(priority, 0))
+            ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            INSERT INTO transitions (job_id, at, from_state, to_state, attempt)
+                VALUES (job_id, now_ms, NULL, 'scheduled', 0);
+            created := true;
+            RETURN;
+        END IF;
+        IF ukey IS NULL THEN
+            RAISE EXCEPTION 'job id % is already taken', job_id;
+        END IF;
+        SELECT h.id INTO job_id FROM jobs h
+            WHERE h.unique_key = ukey AND h.unique_window = uwindow AND h.unique_key IS NOT NULL
+              AND (h.unique_states & (CASE h.state WHEN 'scheduled' THEN 1 WHEN 'running' THEN 2
+                   WHEN 'succeeded' THEN 4 WHEN 'dead-lettered' THEN 8 WHEN 'quarantined' THEN 16
+                   WHEN 'cancelled' THEN 32 ELSE 0 END)) <> 0;
+        IF FOUND THEN
+            created := false;
+            RETURN;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'the unique key ''%'' is taken, but no job holding it was found; try again', ukey;
+END
+$$;
+
+-- The form for people and other languages: the payload as JSON (`json`, not `jsonb`, so that its
+-- text is stored as given and a unique-by-payload key is the library's for the same text), times
+-- as timestamptz and an interval.
+CREATE FUNCTION backwave_enqueue(
+    wire_name text, payload json, queue text DEFAULT 'default', due_at timestamptz DEFAULT NULL,
+    labels jsonb DEFAULT '{}', unique_key text DEFAULT NULL, unique_by_payload boolean DEFAULT false,
+    unique_states text[] DEFAULT NULL, unique_period interval DEFAULT NULL, traceparent text DEFAULT NULL,
+    priority bigint DEFAULT NULL, OUT job_id uuid, OUT created boolean)
+LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
+    SELECT e.job_id, e.created FROM backwave_enqueue_bytes(
+        wire_name, convert_to(payload::text, 'UTF8'), queue, floor(extract(epoch FROM due_at) * 1000)::bigint,
+        labels, unique_key, unique_by_payload, unique_states,
+        floor(extract(epoch FROM unique_period) * 1000)::bigint, traceparent, priority) e
+$$;
+
+DO $$
+DECLARE
+    f text;
+    g text;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['backwave_enqueue_bytes(text, bytea, text, bigint, jsonb, text, boolean, text[], bigint, text, bigint)',
+        'backwave_enqueue(text, json, text, timestamptz, jsonb, text, boolean, text[], interval, text, bigint)']
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+        FOR g IN SELECT grantee FROM bw_enqueue_grants LOOP
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', f, g);
+        END LOOP;
+    END LOOP;
+END
+$$;
 UPDATE backwave_schema SET version = 16;
 -- migration 16 end
 

@@ -485,10 +485,28 @@ ALTER TABLE jobs ADD COLUMN traceparent TEXT
         AND NOT substr(traceparent, 4, 49) GLOB '*[^0-9a-f-]*'));
 -- migration 15 end
 
--- Version 15 -> 16: taken by another branch of this round; this placeholder moves the version
--- only, and the section that branch merges replaces it.
+-- Version 15 -> 16: priority within a queue (issue 40). A job's `priority` is 0 to 9, and 0 runs
+-- first: within one queue a claim takes the due jobs of priority 0, then of 1, and so on, each by
+-- due time, then id (first in, first out among equals). Across queues nothing changes: a worker
+-- group's dispatch policy (Strict, Weighted) picks the queue first. A steady stream of due jobs
+-- of a lower number starves the higher numbers of the same queue for as long as it lasts (as
+-- River's and Oban's priorities do); a queue of their own keeps them apart. A program that
+-- writes jobs with its own SQL and leaves the column out gets 0, the default. A schedule's
+-- `priority` is that of every job its ticks enqueue.
+-- `jobs_claim_priority` is the claim's index: the claim reads it one priority at a time
+-- (`priority IN (0, …, 9)` in order, ten short ranges each ending at the first job due in the
+-- future), so a backlog of future retries is never walked and nothing is sorted. `jobs_claim`
+-- stays for what reads a queue by due time alone (the earliest due job, the due counts).
+-- `jobs_failed_list` is made again with the new column, so that lists still never read a row.
 -- migration 16 begin
--- nothing on SQLite
+ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
+CREATE INDEX jobs_claim_priority ON jobs (queue, priority, due_at, id) WHERE state = 'scheduled';
+DROP INDEX IF EXISTS jobs_failed_list;
+CREATE INDEX jobs_failed_list ON jobs (state, finished_at, id, wire_name, queue, labels, attempt,
+    max_attempts, due_at, lease_owner, lease_expires_at, worker_group, delay_table, cancel_requested_by,
+    terminal_cause, cause_fingerprint, quarantine_reason, created_at, updated_at, priority)
+    WHERE state IN ('dead-lettered', 'quarantined');
+ALTER TABLE schedules ADD COLUMN priority INTEGER NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
 -- migration 16 end
 
 -- Version 16 -> 17: job output and progress (issue 42).

@@ -27,6 +27,8 @@
 //! `BW_BENCH_ONLY=postgres`: the PostgreSQL ceilings and drains alone.
 //! `BW_BENCH_ONLY=idle`: an idle worker process's CPU, transactions and writes per second,
 //! poll-only against listening, on both backends (`engine/idle.rs`).
+//! `BW_BENCH_ONLY=workflow`: a fan-out/fan-in workflow 1 -> N -> 1 against N + 2 plain jobs,
+//! enqueued and drained through the store on both backends, and the release cost per child.
 //! `BW_BENCH_ONLY=enqueue-schema`: SQLite enqueue on schema 11 against schema 10's insert path
 //! (`engine/enqueue_schema.rs`).
 
@@ -360,6 +362,8 @@ mod enqueue_schema;
 mod idle;
 #[path = "engine/pg.rs"]
 mod pg;
+#[path = "engine/workflow.rs"]
+mod workflow;
 
 /// The claim cost of limits (issue 21): the drain of `due` jobs by one tuned worker, alternating
 /// fresh stores, the median of `BW_BENCH_ROUNDS` (3) each: no limit, a concurrency limit in force
@@ -480,6 +484,11 @@ fn main() {
     // `BW_BENCH_ONLY=idle`: what an idle worker process costs (`engine/idle.rs`).
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "idle") {
         idle::rows(dir.path(), backend::server_url());
+        return;
+    }
+    // `BW_BENCH_ONLY=workflow`: a 1 -> N -> 1 workflow against N + 2 plain jobs (`engine/workflow.rs`).
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "workflow") {
+        workflow::rows(dir.path(), backend::server_url());
         return;
     }
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "enqueue-schema") {

@@ -14,6 +14,8 @@ mod harness;
 mod incident;
 #[path = "cli/limits.rs"]
 mod limits;
+#[path = "cli/priority.rs"]
+mod priority;
 use crate::pty;
 #[path = "cli/refusals.rs"]
 mod refusals;

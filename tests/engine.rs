@@ -251,8 +251,15 @@ fn noop_registry(queues: &[&str]) -> Registry {
 }
 
 fn enqueue_n(t: &TestStore, registry: &Registry, queue: &str, n: u32) {
+    enqueue_n_at(t, registry, queue, n, 0);
+}
+
+/// `n` jobs of `queue` at `priority`.
+fn enqueue_n_at(t: &TestStore, registry: &Registry, queue: &str, n: u32, priority: u8) {
     let now = t.store.now();
-    let jobs: Vec<_> = (0..n).map(|i| registry.job(&format!("noop-{queue}"), &i).unwrap().into_new_job(now)).collect();
+    let jobs: Vec<_> = (0..n)
+        .map(|i| registry.job(&format!("noop-{queue}"), &i).unwrap().priority(priority).into_new_job(now))
+        .collect();
     t.store.enqueue_many(&jobs).unwrap();
 }
 
@@ -268,9 +275,11 @@ both_flavors! {
     fn strict_dispatch_drains_the_first_non_empty_queue_first() {
         let t = test_store();
         let registry = noop_registry(&["critical", "bulk", "limited"]);
-        // Enqueued last-first, so that creation order cannot explain the result.
-        for q in ["limited", "bulk", "critical"] {
-            enqueue_n(&t, &registry, q, 40);
+        // Enqueued last-first, so that creation order cannot explain the result; and the first
+        // queue's jobs at the last priority, the last queue's at the first: priority orders
+        // jobs within a queue, never the queues.
+        for (q, priority) in [("limited", 0), ("bulk", 5), ("critical", 9)] {
+            enqueue_n_at(&t, &registry, q, 40, priority);
         }
         let mut engine = Engine::new(&t.db, registry);
         engine.add_worker_group(WorkerGroup {
@@ -289,8 +298,10 @@ both_flavors! {
     fn weighted_six_to_one_holds_over_700_claims_while_both_queues_are_full() {
         let t = test_store();
         let registry = noop_registry(&["high", "low"]);
-        enqueue_n(&t, &registry, "high", 700);
-        enqueue_n(&t, &registry, "low", 200);
+        // The heavier queue's jobs at the last priority: the weights hold across queues whatever
+        // the jobs' priorities.
+        enqueue_n_at(&t, &registry, "high", 700, 9);
+        enqueue_n_at(&t, &registry, "low", 200, 0);
         let mut engine = Engine::new(&t.db, registry);
         engine.add_worker_group(WorkerGroup {
             concurrency: 4,

@@ -38,6 +38,8 @@ mod plan;
 #[path = "store/postgres.rs"]
 mod postgres_only;
 use crate::programs;
+#[path = "store/priority.rs"]
+mod priority;
 #[path = "store/retry.rs"]
 mod retry;
 #[path = "store/schedules.rs"]

@@ -104,7 +104,8 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use model::{
     cause_fingerprint, DetailStatus, Enqueued, FailureDetail, Job, JobId, JobState, LogCursor, Millis, NewJob,
-    Permission, Progress, QuarantineReason, Transition, UniqueBy, UniqueRule, WorkerInfo,
+    Permission, Progress, QuarantineReason, Transition, UniqueBy, UniqueRule, WorkerInfo, PRIORITY_FIRST,
+    PRIORITY_LAST,
 };
 pub use retry::{Backoff, BackoffFn, RetryPolicy, Shape};
 pub use schedule::{MissedTicks, Schedule};

@@ -349,6 +349,9 @@ pub struct Job {
     /// ([`JobContext::progress`](crate::JobContext::progress)); `None` before it reports, and in
     /// lists of jobs that are not all Running.
     pub progress: Option<Progress>,
+    /// Its priority within its queue, 0 ([`PRIORITY_FIRST`], the default) to 9
+    /// ([`PRIORITY_LAST`]): the lower number is claimed first (see [`NewJob::priority`]).
+    pub priority: u8,
 }
 
 impl Job {
@@ -502,6 +505,8 @@ pub struct NewJob {
     /// enqueue's own span when that span is in a trace; set it to carry a trace the application
     /// propagates itself.
     pub traceparent: Option<String>,
+    /// Its priority within its queue: see [`NewJob::priority`].
+    pub priority: u8,
 }
 
 impl NewJob {
@@ -517,7 +522,20 @@ impl NewJob {
             due_at: None,
             unique: None,
             traceparent: None,
+            priority: PRIORITY_FIRST,
         }
+    }
+
+    /// Its priority within its queue, [`PRIORITY_FIRST`] (0, the default) to [`PRIORITY_LAST`]
+    /// (9): a claim takes a queue's due jobs of priority 0 first, then 1, and so on, each by
+    /// due time, then id. Across queues it changes nothing: the worker group's dispatch policy
+    /// picks the queue first. A steady stream of due jobs of a lower number starves the higher
+    /// numbers of the same queue for as long as it lasts; give those a queue of their own when
+    /// that must not happen. A value above 9 is refused at enqueue
+    /// ([`Error::InvalidInput`]), and nothing is enqueued.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Continue the trace of a W3C `traceparent` header (`00-<trace id>-<parent id>-<flags>`):
@@ -744,6 +762,23 @@ pub fn cause_fingerprint(cause: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// The priority claimed first within a queue, and every job's default.
+pub const PRIORITY_FIRST: u8 = 0;
+/// The priority claimed last within a queue.
+pub const PRIORITY_LAST: u8 = 9;
+
+/// A priority as given to the API (`what` names where it came from, `the priority` for a job):
+/// [`Error::InvalidInput`] quoting it when it is outside 0-9.
+pub fn check_priority(what: &str, priority: impl Into<i64>) -> crate::error::Result<u8> {
+    let p: i64 = priority.into();
+    match u8::try_from(p) {
+        Ok(p) if p <= PRIORITY_LAST => Ok(p),
+        _ => Err(crate::error::Error::InvalidInput(format!(
+            "{what} {p} is out of range: a priority is {PRIORITY_FIRST} (claimed first) to {PRIORITY_LAST} (claimed last)"
+        ))),
+    }
 }
 
 /// Whether `s` is a W3C `traceparent` as the store keeps it: `vv-<32 hex>-<16 hex>-ff`, lower-case.

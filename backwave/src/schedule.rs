@@ -163,6 +163,8 @@ pub struct Schedule {
     pub missed: MissedTicks,
     /// One tick's job at a time: see [`Schedule::unique`].
     pub unique: bool,
+    /// The priority of each tick's job within its queue: see [`Schedule::priority`].
+    pub priority: u8,
 }
 
 impl Schedule {
@@ -187,7 +189,17 @@ impl Schedule {
             labels: BTreeMap::new(),
             missed: MissedTicks::Latest,
             unique: false,
+            priority: crate::model::PRIORITY_FIRST,
         }
+    }
+
+    /// The priority of every job this schedule enqueues (its ticks' and a trigger's), 0
+    /// (claimed first within its queue, the default) to 9 (claimed last): see
+    /// [`NewJob::priority`](crate::NewJob::priority). A value above 9 is refused when the
+    /// schedule is declared.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Read the cron expression in this IANA zone (`Europe/Berlin`): `0 2 * * *` is 02:00 local
@@ -229,6 +241,7 @@ impl Schedule {
         check_schedule_name(&self.name)?;
         crate::store::validate_job_name("wire name", &self.wire_name)?;
         crate::store::validate_job_name("queue", &self.queue)?;
+        crate::model::check_priority(&format!("schedule '{}': the priority", self.name), self.priority)?;
         if let MissedTicks::CatchUp { max: 0 } = self.missed {
             return Err(Error::InvalidInput(format!(
                 "schedule '{}': catch-up needs a bound of at least 1 (use Skip to fire no missed tick)",

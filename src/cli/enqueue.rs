@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::{sanitize, Render, Term};
-use super::{eprint_quiet, parse_duration, parse_label, parse_state, CliError, Ctx};
+use super::{eprint_quiet, parse_duration, parse_label, parse_priority, parse_state, CliError, Ctx};
 use backwave::{Enqueued, Error, JobState, Millis, NewJob, Permission, UniqueRule};
 
 #[derive(Debug, clap::Args)]
@@ -28,6 +28,9 @@ pub struct Args {
     /// Run no earlier than this long from now.
     #[arg(long = "in", value_name = "DUR", value_parser = parse_duration)]
     pub delay: Option<Duration>,
+    /// Its priority within the queue: 0 (claimed first, the default) to 9 (claimed last).
+    #[arg(long, value_name = "N", value_parser = parse_priority, allow_negative_numbers = true)]
+    pub priority: Option<u8>,
     /// Enqueue only if no job holds this key (scheduled or running, by default); else print the
     /// id of the job that does.
     #[arg(long, value_name = "KEY")]
@@ -84,6 +87,9 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     if let Some(d) = a.delay {
         job = job.due_at(store.now() + d.as_millis() as Millis);
+    }
+    if let Some(p) = a.priority {
+        job = job.priority(p);
     }
     if let Some(rule) = rule {
         job = job.unique(rule);

@@ -24,6 +24,8 @@ pub struct JobJson {
     pub finished_at: Option<String>,
     pub terminal_cause: Option<String>,
     pub quarantine_reason: Option<&'static str>,
+    /// 0 (claimed first within its queue) to 9.
+    pub priority: u8,
 }
 
 impl From<&Job> for JobJson {
@@ -41,6 +43,7 @@ impl From<&Job> for JobJson {
             finished_at: j.finished_at.map(rfc3339),
             terminal_cause: j.terminal_cause.clone(),
             quarantine_reason: j.quarantine_reason.map(|q| q.as_str()),
+            priority: j.priority,
         }
     }
 }

@@ -224,6 +224,8 @@ struct ScheduleJson<'a> {
     unique: bool,
     /// Ticks skipped so, since the schedule was first declared.
     skipped_ticks: i64,
+    /// The priority of the jobs it enqueues: 0 (claimed first within the queue) to 9.
+    priority: u8,
     next_fire: Option<String>,
     last_tick: String,
     last_fire: Option<String>,
@@ -261,6 +263,7 @@ impl Serialize for SchedulesView {
                     catch_up_max: r.schedule.missed.catch_up_max(),
                     unique: r.schedule.unique,
                     skipped_ticks: r.skipped_ticks,
+                    priority: r.schedule.priority,
                     next_fire: i.next_fire.map(rfc3339),
                     last_tick: rfc3339(r.last_tick),
                     last_fire: r.last_fired_at.map(rfc3339),
@@ -284,7 +287,13 @@ impl Render for SchedulesView {
         if self.schedules.is_empty() {
             return writeln!(out, "No schedules: an application declares them in code (Engine::add_schedule).");
         }
-        let mut t = Table::new(&["NAME", "CRON", "ZONE", "NEXT", "LAST FIRE", "LAST JOB", "STATUS"]).flex(0);
+        // The priority of the jobs each enqueues, when one of them sets another than the default.
+        let show_priority = self.schedules.iter().any(|i| i.row.schedule.priority != backwave::PRIORITY_FIRST);
+        let mut headers = vec!["NAME", "CRON", "ZONE", "NEXT", "LAST FIRE", "LAST JOB", "STATUS"];
+        if show_priority {
+            headers.insert(3, "PRI");
+        }
+        let mut t = Table::new(&headers).flex(0);
         for i in &self.schedules {
             let r = &i.row;
             // A unique schedule's skipped ticks are told beside the job that held them back.
@@ -297,15 +306,21 @@ impl Render for SchedulesView {
                 (Some(id), None) => format!("{} (swept){skipped}", id.short()).into(),
                 _ => "-".into(),
             };
-            t.row(vec![
+            let mut row: Vec<Cell> = vec![
                 sanitize(&r.schedule.name).into_owned().into(),
                 sanitize(&r.schedule.cron).into_owned().into(),
                 sanitize(&r.schedule.zone).into_owned().into(),
+            ];
+            if show_priority {
+                row.push(r.schedule.priority.to_string().into());
+            }
+            row.extend([
                 i.next_fire.map_or_else(|| "-".to_string(), |n| relative(self.now, n)).into(),
                 r.last_fired_at.map_or_else(|| "never".to_string(), |at| relative(self.now, at)).into(),
                 last_job,
                 status(i, self.now),
             ]);
+            t.row(row);
         }
         t.write(out, term)
     }

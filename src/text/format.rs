@@ -140,6 +140,15 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A priority with which end it is: `0 (claimed first)`, `9 (claimed last)`, `4`.
+pub fn priority_text(p: u8) -> String {
+    match p {
+        backwave::PRIORITY_FIRST => format!("{p} (claimed first)"),
+        backwave::PRIORITY_LAST => format!("{p} (claimed last)"),
+        _ => p.to_string(),
+    }
+}
+
 /// `3/5`: the attempt and the budget, or just the attempt when the budget is not known yet.
 pub fn attempts(j: &Job) -> String {
     match j.max_attempts {

@@ -11,9 +11,9 @@ mod suggest;
 
 pub use escape::{json_terminal_safe, sanitize, sanitize_bytes, sanitize_multiline};
 pub use format::{
-    attempts, bytes, clock_time, compact_duration, precise_duration, relative, rfc3339, shell_quote, thousands,
-    truncate, truncate_keeping_tail, width,
+    attempts, bytes, clock_time, compact_duration, precise_duration, priority_text, relative, rfc3339, shell_quote,
+    thousands, truncate, truncate_keeping_tail, width,
 };
 pub use palette::{state_short, state_tone, states_shown, Tone};
-pub use parse::{parse_duration, parse_instant, parse_label, parse_state, parse_when, When};
+pub use parse::{parse_duration, parse_instant, parse_label, parse_priority, parse_state, parse_when, When};
 pub use suggest::{did_you_mean, state_alias, unknown_filter_names};

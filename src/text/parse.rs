@@ -34,6 +34,18 @@ pub fn parse_state(s: &str) -> Result<JobState, String> {
     })
 }
 
+/// `--priority N`: 0 (claimed first within a queue) to 9 (claimed last), by the library's rule
+/// ([`backwave::model::check_priority`]), quoting what was typed.
+pub fn parse_priority(s: &str) -> Result<u8, String> {
+    let n: i64 = s.trim().parse().map_err(|_| {
+        format!("'{s}' is not a priority: use a whole number from 0 (claimed first) to 9 (claimed last)")
+    })?;
+    backwave::model::check_priority("the priority", n).map_err(|e| match e {
+        backwave::Error::InvalidInput(m) => m,
+        other => other.to_string(),
+    })
+}
+
 /// `--label K=V`.
 pub fn parse_label(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {

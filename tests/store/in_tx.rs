@@ -209,7 +209,7 @@ fn row_of(db: &TestDb, id: JobId) -> Vec<backwave::store::RawValue> {
         db,
         &format!(
             "SELECT wire_name, queue, labels::text, encode(payload, 'escape'), state, attempt, due_at - created_at,
-                    unique_key, unique_states, unique_window, updated_at = created_at,
+                    unique_key, unique_states, unique_window, updated_at = created_at, priority,
                     (SELECT count(*) FROM transitions t WHERE t.job_id = j.id AND t.from_state IS NULL
                         AND t.to_state = 'scheduled' AND t.attempt = 0 AND t.at = j.created_at
                         AND t.worker_id IS NULL AND t.actor IS NULL AND t.reason IS NULL)
@@ -237,7 +237,7 @@ fn the_sql_function_writes_the_rows_the_library_writes() {
     let store = Store::create(&db).unwrap();
     store.bootstrap_admin(ADMIN).unwrap();
     let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
-    let cases: [(NewJob, &str); 4] = [
+    let cases: [(NewJob, &str); 5] = [
         (
             NewJob::new("send-email", "default", br#"{"to":"ann"}"#.to_vec()),
             r#"backwave_enqueue('send-email', '{"to":"ann"}')"#,
@@ -245,6 +245,10 @@ fn the_sql_function_writes_the_rows_the_library_writes() {
         (
             NewJob::new("send-email", "high", br#"{"to":"bob"}"#.to_vec()).label("tenant", "acme").label("a", "b"),
             r#"backwave_enqueue('send-email', '{"to":"bob"}', queue => 'high', labels => '{"tenant":"acme","a":"b"}')"#,
+        ),
+        (
+            NewJob::new("send-email", "high", br#"{"to":"cy"}"#.to_vec()).priority(3),
+            r#"backwave_enqueue('send-email', '{"to":"cy"}', queue => 'high', priority => 3)"#,
         ),
         (
             NewJob::new("digest", "low", b"[1, 2]".to_vec()).unique(UniqueRule::by_payload()),
@@ -289,7 +293,7 @@ fn the_sql_function_writes_the_rows_the_library_writes() {
         "SELECT count(*) FROM jobs WHERE substring(id::text, 15, 1) = '7'
              AND jitter_seed = ('x' || encode(substring(uuid_send(id) FROM 9 FOR 8), 'hex'))::bit(64)::bigint",
     );
-    assert_eq!(seeds[0][0].as_i64(), 8);
+    assert_eq!(seeds[0][0].as_i64(), 10);
     // A due time as timestamptz is the library's milliseconds.
     let later = sql_enqueue(&mut client, "backwave_enqueue('w', '1', due_at => '2030-01-01 00:00:00.123+00')");
     assert_eq!(store.job(later.id()).unwrap().unwrap().due_at, 1_893_456_000_123);
@@ -321,6 +325,14 @@ fn the_sql_function_refuses_bad_input_with_the_librarys_words_and_a_rollback_lea
         &mut client,
         "backwave_enqueue('w', '1', unique_key => 'k', unique_states => '{scheduled}')",
         NewJob::new("w", "q", b"1".to_vec()).unique(UniqueRule::key("k").states(&[JobState::Scheduled])),
+    );
+    expect_same(
+        &mut client,
+        "backwave_enqueue('w', '1', priority => 12)",
+        NewJob::new("w", "q", b"1".to_vec()).priority(12),
+    );
+    assert!(
+        refused(&mut client, "backwave_enqueue('w', '1', priority => -1)").contains("the priority -1 is out of range")
     );
     assert!(refused(&mut client, r#"backwave_enqueue('w', '1', labels => '{"n":1}')"#).contains(r#"{"n": 1}"#));
     assert!(refused(&mut client, "backwave_enqueue('w', '1', unique_period => '1 hour')").contains("need unique_key"));

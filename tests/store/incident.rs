@@ -435,7 +435,7 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
     assert_eq!(store.schema_version(), SCHEMA_VERSION);
     assert_eq!(store.pragma("user_version").unwrap().as_i64(), SCHEMA_VERSION);
     // Every column a version-1 job had, as it was; the columns added since (version 3's unique
-    // job columns) are NULL.
+    // job columns, version 15's trace context) are NULL.
     let columns = jobs_before.first().map_or(0, |row| row.split('|').count());
     let rows_after = store.raw_query("SELECT * FROM jobs ORDER BY id", &[]).unwrap();
     let jobs_after: Vec<String> = rows_after
@@ -443,7 +443,16 @@ fn opening_a_version_1_store_for_writing_migrates_it_in_place_keeping_every_job(
         .map(|row| row[..columns].iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join("|"))
         .collect();
     assert_eq!(jobs_after, jobs_before, "the migration is additive");
-    assert!(rows_after.iter().all(|row| row[columns..].iter().all(|v| *v == backwave::store::RawValue::Null)));
+    // ... but for version 16's priority, which every job gains at its default (0); every other
+    // column added since is NULL.
+    assert!(!rows_after.is_empty());
+    for row in &rows_after {
+        let added = &row[columns..];
+        let zeros = added.iter().filter(|v| **v == backwave::store::RawValue::Integer(0)).count();
+        let nulls = added.iter().filter(|v| **v == backwave::store::RawValue::Null).count();
+        assert_eq!((zeros, nulls), (1, added.len() - 1), "{row:?}");
+    }
+    assert!(store.list_jobs(&Default::default(), 100, 0).unwrap().jobs.iter().all(|j| j.priority == 0));
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
     super::assert_counts_exact(&store);
     // The new tables work at once: pause the queue of the due job, then claim.

@@ -142,16 +142,21 @@ both_backends! {
         assert_eq!((again.attempt, fx.job(id).progress), (2, None));
     }
 
-    /// A store as version 15 wrote it (no output or progress columns) gains them when opened for
-    /// writing, every job kept; and they work at once.
-    fn a_version_15_store_gains_the_output_and_progress_columns_when_opened() {
+    /// A store as version 16 wrote it (no output or progress columns, no workflows) gains them
+    /// when opened for writing, every job kept; and they work at once.
+    fn a_version_16_store_gains_the_output_and_progress_columns_when_opened() {
         let fx = Fixture::new();
         let id = fx.enqueue("w", "q");
         let old = match fx.db.backend() {
             Backend::Sqlite => "ALTER TABLE jobs DROP COLUMN output; ALTER TABLE jobs DROP COLUMN progress;
-                                ALTER TABLE jobs DROP COLUMN progress_message; PRAGMA user_version = 15",
+                                ALTER TABLE jobs DROP COLUMN progress_message;
+                                DROP TRIGGER jobs_release; DROP TABLE job_edges; DROP TABLE workflows;
+                                DROP INDEX jobs_workflow; DROP INDEX jobs_waiting; ALTER TABLE jobs DROP COLUMN workflow_id;
+                                PRAGMA user_version = 16",
             Backend::Postgres => "ALTER TABLE jobs DROP COLUMN output, DROP COLUMN progress, DROP COLUMN progress_message;
-                                  UPDATE backwave_schema SET version = 15",
+                                  DROP TRIGGER jobs_release ON jobs; DROP FUNCTION bw_release_children();
+                                  DROP TABLE job_edges; DROP TABLE workflows; ALTER TABLE jobs DROP COLUMN workflow_id;
+                                  UPDATE backwave_schema SET version = 16",
         };
         fx.store.raw_batch(old).unwrap();
         let Fixture { store, clock, db, _dir } = fx;

@@ -1,5 +1,6 @@
-//! The claim query stays fast on a big backlog: it runs on the `(queue, due_at)` partial index
-//! over scheduled jobs and stops at the first job due in the future, however many wait behind it.
+//! The claim query stays fast on a big backlog: it runs on the `(queue, priority, due_at, id)`
+//! partial index over scheduled jobs, one priority at a time, and stops each priority's range at
+//! its first job due in the future, however many wait behind it.
 
 use backwave::store::{CLAIM_SQL, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
 use backwave::{JobState, NewJob};
@@ -7,10 +8,31 @@ use backwave::{JobState, NewJob};
 use super::{failed, Fixture, T0};
 
 #[test]
-fn the_claim_query_uses_the_jobs_claim_index_without_sorting() {
+fn the_claim_query_uses_the_jobs_claim_priority_index_without_sorting() {
     let fx = Fixture::new();
     let plan = fx.store.explain(CLAIM_SQL, &["q".into(), T0.into()]).unwrap();
-    assert_eq!(plan, ["SEARCH jobs USING INDEX jobs_claim (queue=? AND due_at<?)"], "no scan, no temp b-tree");
+    assert_eq!(
+        plan,
+        ["SEARCH jobs USING INDEX jobs_claim_priority (queue=? AND priority=? AND due_at<?)"],
+        "no scan, no temp b-tree"
+    );
+}
+
+/// Future retries of priority 0 sit in the index before every due job of priority 9: read as one
+/// range over the queue, a claim would step over all of them to reach the due ones.
+#[test]
+fn a_claim_steps_over_no_future_job_of_a_priority_ahead_of_the_due_ones() {
+    let fx = Fixture::new();
+    let mut jobs: Vec<NewJob> = (0..3000).map(|i| NewJob::new("w", "q", vec![]).due_at(T0 + 60_000 + i)).collect();
+    jobs.extend((0..3).map(|i| NewJob::new("w", "q", vec![]).priority(9).due_at(T0 - 10 + i)));
+    jobs.extend((0..3000).map(|i| NewJob::new("w", "q", vec![]).priority(5).due_at(T0 + 60_000 + i)));
+    fx.store.enqueue_many(&jobs).unwrap();
+    let (rows, stats) =
+        fx.store.raw_statements(&[CLAIM_SQL], |s| s.query(0, &["q".into(), T0.into()], usize::MAX)).unwrap();
+    assert_eq!(rows.unwrap().len(), 3, "only the due jobs");
+    assert_eq!((stats[0].fullscan_steps, stats[0].sorts), (0, 0));
+    let steps = stats[0].vm_steps;
+    assert!(steps < 600, "the claim query walked {steps} VM steps for 3 rows: it is scanning the future retries");
 }
 
 #[test]

@@ -388,8 +388,53 @@ fn eight_processes_opening_a_store_of_the_base_version_migrate_it_once_and_keep_
     assert_eq!(versions, vec![backwave::store::SCHEMA_VERSION; 8]);
     assert_eq!(plain_query(&db, "SELECT version FROM backwave_schema")[0][0].as_i64(), backwave::store::SCHEMA_VERSION);
     assert_eq!(plain_query(&db, "SELECT count(*) FROM jobs")[0][0].as_i64(), 1);
+    // Version 16's priority: the job stored before it is at the default.
+    assert_eq!(plain_query(&db, "SELECT priority FROM jobs")[0][0].as_i64(), 0);
     let store = Store::open(&db).unwrap();
     assert_eq!(store.check_integrity().unwrap(), Vec::<String>::new());
+}
+
+/// A version-15 store with a job and a role granted the enqueue functions (docs/postgres.md,
+/// roles): migration 16 gives the job the default priority, and the role may still enqueue,
+/// with the old call forms and with the new argument.
+#[test]
+fn a_version_15_store_migrates_to_priorities_keeping_its_jobs_and_the_enqueue_grants() {
+    let file = include_str!("../../schema-postgres.sql");
+    let v15 = &file[..file.find("-- migration 16 begin").unwrap()];
+    let db = pg_db();
+    let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
+    client.batch_execute(&format!("BEGIN; {v15}; COMMIT")).unwrap();
+    assert_eq!(plain_query(&db, "SELECT version FROM backwave_schema")[0][0].as_i64(), 15);
+    let role = format!("bw_prio_{}", uuid::Uuid::now_v7().simple());
+    client
+        .batch_execute(&format!(
+            "CREATE ROLE {role};
+             GRANT EXECUTE ON FUNCTION backwave_enqueue(text, json, text, timestamptz, jsonb, text, boolean, text[],
+                 interval, text) TO {role};
+             SELECT * FROM backwave_enqueue('old', '1', queue => 'q')"
+        ))
+        .unwrap();
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.schema_version(), backwave::store::SCHEMA_VERSION);
+    assert_eq!(plain_query(&db, "SELECT wire_name, priority FROM jobs")[0][1].as_i64(), 0);
+    let granted = plain_query(
+        &db,
+        &format!(
+            "SELECT has_function_privilege('{role}', 'backwave_enqueue(text, json, text, timestamptz, jsonb, text,
+                 boolean, text[], interval, text, bigint)', 'EXECUTE')"
+        ),
+    );
+    assert_eq!(granted[0][0], backwave::store::RawValue::Integer(1));
+    client.batch_execute("SELECT * FROM backwave_enqueue('new', '2', queue => 'q', priority => 4)").unwrap();
+    client
+        .batch_execute(
+            "SELECT * FROM backwave_enqueue_bytes('pos', '\\x33', 'q', NULL, '{}', NULL, false, NULL, NULL, NULL)",
+        )
+        .unwrap();
+    let rows = plain_query(&db, "SELECT wire_name, priority FROM jobs ORDER BY wire_name");
+    let got: Vec<(String, i64)> = rows.iter().map(|r| (r[0].as_str().to_string(), r[1].as_i64())).collect();
+    assert_eq!(got, [("new".to_string(), 4), ("old".to_string(), 0), ("pos".to_string(), 0)]);
+    client.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}")).unwrap();
 }
 
 /// A store's connection keeps its statements prepared, and PostgreSQL, after five runs of one,

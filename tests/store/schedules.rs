@@ -333,6 +333,35 @@ both_backends! {
         assert_eq!(e.to_string(), "no schedule named 'nope' (`bw schedules` lists them)");
     }
 
+    fn a_schedules_priority_is_stored_updated_and_carried_by_its_ticks_and_triggers() {
+        let f = Fixture::new();
+        let low = every_second().priority(7);
+        f.store.declare_schedules("app", std::slice::from_ref(&low)).unwrap();
+        assert_eq!(f.store.schedule("heartbeat").unwrap().row.schedule.priority, 7);
+        let names = vec!["heartbeat".to_string()];
+        f.clock.advance(Duration::from_millis(1_500));
+        let (fired, _) = f.store.fire_due_schedules(&names).unwrap();
+        assert_eq!(f.job(fired[0].fired[0].1).priority, 7);
+        assert_eq!(f.job(f.store.trigger_schedule(ADMIN, "heartbeat").unwrap().job).priority, 7);
+        // A redeclaration with another priority is an update, audited with the change.
+        let Declared::Updated { changes } = &f.store.declare_schedules("app", &[every_second().priority(2)]).unwrap()[0]
+        else {
+            panic!("not updated")
+        };
+        assert_eq!(changes, &["priority \"7\" -> \"2\""]);
+        f.clock.advance(Duration::from_secs(1));
+        let (fired, _) = f.store.fire_due_schedules(&names).unwrap();
+        assert_eq!(f.job(fired[0].fired[0].1).priority, 2);
+        // Out of range: refused when declared, quoting it, nothing stored.
+        let e = f.store.declare_schedules("app", &[hourly().priority(10)]).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "schedule 'hourly': the priority 10 is out of range: a priority is 0 (claimed first) to 9 (claimed last)"
+        );
+        assert!(f.store.schedule("hourly").is_err());
+    }
+
     fn a_schedule_nobody_declares_for_a_minute_is_orphaned_never_deleted() {
         let f = Fixture::new();
         f.store.declare_schedules("app", &[hourly(), every_second()]).unwrap();
@@ -360,6 +389,7 @@ fn a_store_opened_read_only_at_an_old_version_has_no_schedules_and_refuses_to_de
     f.store
         .raw_batch(
             "DROP TABLE schedules; DROP INDEX jobs_failed_list; ALTER TABLE jobs DROP COLUMN traceparent;
+             DROP INDEX jobs_claim_priority; ALTER TABLE jobs DROP COLUMN priority;
              ALTER TABLE jobs DROP COLUMN output; ALTER TABLE jobs DROP COLUMN progress;
              ALTER TABLE jobs DROP COLUMN progress_message;
              DROP TRIGGER jobs_release; DROP TABLE job_edges; DROP TABLE workflows; DROP INDEX jobs_workflow; DROP INDEX jobs_waiting;

@@ -77,7 +77,7 @@ fn postgres_fixture_rows_are_copied_typed_by_column_and_read_back_plainly() {
                  cancel_requested_by text, terminal_cause text, cause_fingerprint text, quarantine_reason text,
                  created_at bigint NOT NULL, updated_at bigint NOT NULL, finished_at bigint,
                  unique_key text, unique_states bigint, unique_window bigint, traceparent text, output bytea,
-                 progress double precision, progress_message text, workflow_id uuid);
+                 progress double precision, progress_message text, workflow_id uuid, priority bigint NOT NULL DEFAULT 0);
              CREATE TABLE transitions (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                  xid xid8 NOT NULL DEFAULT pg_current_xact_id(), job_id uuid NOT NULL REFERENCES jobs ON DELETE CASCADE,
                  at bigint NOT NULL, from_state text, to_state text NOT NULL, attempt bigint NOT NULL, worker_id text,

@@ -97,6 +97,8 @@ pub(crate) struct Entry {
     pub(crate) labels: BTreeMap<String, String>,
     /// The handler's own retry policy, in place of the claiming group's.
     pub(crate) retry: Option<RetryPolicy>,
+    /// The priority its jobs are enqueued with through the registry.
+    pub(crate) priority: u8,
 }
 
 /// Handlers by wire name. Build it once, then hand it to an [`Engine`](super::Engine).
@@ -233,7 +235,13 @@ impl Registry {
     }
 
     fn register(&mut self, wire_name: &str, route: Box<dyn Route>) -> Registration<'_> {
-        let entry = Entry { route, queue: DEFAULT_QUEUE.into(), labels: BTreeMap::new(), retry: None };
+        let entry = Entry {
+            route,
+            queue: DEFAULT_QUEUE.into(),
+            labels: BTreeMap::new(),
+            retry: None,
+            priority: crate::model::PRIORITY_FIRST,
+        };
         self.entries.insert(wire_name.to_string(), entry);
         Registration { entry: self.entries.get_mut(wire_name).expect("just inserted") }
     }
@@ -261,6 +269,12 @@ impl Registry {
         self.entries.get(wire_name).map(|e| e.queue.as_str())
     }
 
+    /// The priority a registered wire name's jobs are enqueued with (see
+    /// [`Registration::priority`]).
+    pub fn priority_of(&self, wire_name: &str) -> Option<u8> {
+        self.entries.get(wire_name).map(|e| e.priority)
+    }
+
     /// A job of a registered wire name, with its registered queue and labels. The payload is
     /// checked now against the handler's type, so a job this registry's handler could not
     /// decode is refused here rather than quarantined later.
@@ -282,7 +296,7 @@ impl Registry {
                 entry.route.type_name()
             )));
         }
-        let mut job = NewJob::new(wire_name, entry.queue.clone(), bytes);
+        let mut job = NewJob::new(wire_name, entry.queue.clone(), bytes).priority(entry.priority);
         job.labels = entry.labels.clone();
         Ok(Enqueue { job, due_in: None })
     }
@@ -401,6 +415,15 @@ impl Registration<'_> {
         self
     }
 
+    /// The priority this wire name's jobs are enqueued with through the registry, 0 (claimed
+    /// first within a queue, the default) to 9 (claimed last); [`Enqueue::priority`] overrides
+    /// it for one job. See [`NewJob::priority`] for the order and its starvation. A value above
+    /// 9 is refused when a job is enqueued, as every out-of-range priority is.
+    pub fn priority(self, priority: u8) -> Self {
+        self.entry.priority = priority;
+        self
+    }
+
     /// This handler's own retry policy: its jobs get these attempts and this backoff whichever
     /// worker group claims them (written into each job at claim, as a group's policy is), where
     /// other handlers' jobs get the claiming group's. E.g. a payment capture that may try
@@ -444,6 +467,14 @@ impl Enqueue {
     pub fn due_at(mut self, at: Millis) -> Self {
         self.job.due_at = Some(at);
         self.due_in = None;
+        self
+    }
+
+    /// This job's priority within its queue, in place of its wire name's registered one
+    /// ([`Registration::priority`]): 0 (claimed first) to 9 (claimed last), see
+    /// [`NewJob::priority`].
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.job.priority = priority;
         self
     }
 

@@ -193,6 +193,14 @@ forward! {
     /// payload over the store's [`payload_limit`](Store::payload_limit)
     /// ([`PayloadTooLarge`](crate::Error::PayloadTooLarge)).
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit>;
+    /// Give one job another priority within its queue, 0 (claimed first) to 9 (claimed last;
+    /// see [`NewJob::priority`](crate::NewJob::priority)), whatever its state: a Scheduled job
+    /// is claimed by it from the next claim, a Running or terminal one keeps it for a retry or
+    /// a requeue. Needs `operate`; audited as `set-priority` with the old and new values (the
+    /// priority it already has changes and audits nothing). A priority outside the range is
+    /// [`InvalidInput`](crate::Error::InvalidInput) quoting it; an unknown id
+    /// [`JobNotFound`](crate::Error::JobNotFound).
+    pub fn set_priority(&self, actor: &str, id: JobId, priority: u8) -> Result<PriorityChange>;
 
     // jobs.rs
     /// Claim up to `limit` due jobs from the request's queues, in order, under a lease. Each

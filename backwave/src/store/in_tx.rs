@@ -57,7 +57,7 @@ fn sqlite_insert(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result<Enqueue
 /// connection's `search_path` (the store's schema must be on it, as it is for the store's URL).
 #[cfg(feature = "postgres")]
 const ENQUEUE_SQL: &str =
-    "SELECT job_id, created FROM backwave_enqueue_bytes($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9, $10)";
+    "SELECT job_id, created FROM backwave_enqueue_bytes($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9, $10, $11)";
 
 /// The arguments of [`ENQUEUE_SQL`] for `job`, validated as the store validates them so that a
 /// library caller gets the library's errors.
@@ -68,6 +68,7 @@ struct Args {
     by_payload: bool,
     states: Option<Vec<String>>,
     period_ms: Option<i64>,
+    priority: i64,
 }
 
 #[cfg(feature = "postgres")]
@@ -86,10 +87,11 @@ impl Args {
             states: rule.map(|r| r.states.iter().map(|s| s.as_str().to_string()).collect()),
             // As `unique::columns`: a period under 1 ms was refused above.
             period_ms: rule.and_then(|r| r.period).map(|p| i64::try_from(p.as_millis()).unwrap_or(i64::MAX)),
+            priority: i64::from(job.priority),
         })
     }
 
-    fn params<'a>(&'a self, job: &'a NewJob) -> [&'a (dyn postgres::types::ToSql + Sync); 10] {
+    fn params<'a>(&'a self, job: &'a NewJob) -> [&'a (dyn postgres::types::ToSql + Sync); 11] {
         [
             &job.wire_name,
             &job.payload,
@@ -101,6 +103,7 @@ impl Args {
             &self.states,
             &self.period_ms,
             &job.traceparent,
+            &self.priority,
         ]
     }
 }

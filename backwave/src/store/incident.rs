@@ -115,7 +115,24 @@ pub struct PayloadEdit {
     pub conflict: Option<JobId>,
 }
 
+/// What a change of a job's priority did ([`Store::set_priority`](crate::Store::set_priority)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PriorityChange {
+    /// The job's state (the change applies whatever it is: a terminal job keeps it for a
+    /// requeue).
+    pub state: JobState,
+    /// The priority it had.
+    pub from: u8,
+    /// The priority it has now.
+    pub to: u8,
+}
+
 impl SqliteStore {
+    pub fn set_priority(&self, actor: &str, id: JobId, priority: u8) -> Result<PriorityChange> {
+        let now = self.now();
+        self.write(|c| ops::jobs::set_priority(&mut SqliteOps { c, now }, actor, id, priority))
+    }
+
     pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
         let now = self.now();
         self.write(|c| ops::jobs::run_now(&mut SqliteOps { c, now }, actor, ids))

@@ -250,19 +250,23 @@ impl SqliteStore {
 }
 
 /// The statement a claim runs per queue: the due scheduled jobs of queue `?1` at time `?2`,
-/// oldest due first; the caller stops stepping at its batch size. `INDEXED BY` pins the
-/// `(queue, due_at)` partial index over scheduled jobs, so the scan starts at the queue's
-/// earliest due job and ends at the first job due in the future; an index that ordered by
-/// anything before `due_at` would make every claim walk past the whole backlog of future
-/// retries. There is deliberately no `LIMIT ?`: a new value bound to it makes SQLite re-prepare
-/// the statement. A job whose attempt counter is already at the top of what an attempt (`u32`)
-/// counts, which another program may write, is passed over: its attempt cannot rise at a claim.
-/// Public so that tests and tools can EXPLAIN it.
+/// priority 0 first, then by due time, then id; the caller stops stepping at its batch size.
+/// `INDEXED BY` pins the `(queue, priority, due_at, id)` partial index over scheduled jobs, and
+/// `priority IN (0, …, 9)` makes SQLite read it one priority at a time, in that order: ten short
+/// ranges, each from the priority's earliest due job to its first job due in the future, so
+/// neither a backlog of future retries is walked nor anything sorted (a range over every
+/// priority at once would step over each priority's future jobs). There is deliberately no
+/// `LIMIT ?`: a new value bound to it makes SQLite re-prepare the statement. A job whose attempt
+/// counter is already at the top of what an attempt (`u32`) counts, which another program may
+/// write, is passed over: its attempt cannot rise at a claim. Public so that tests and tools
+/// can EXPLAIN it.
 pub const CLAIM_SQL: &str = concat!(
     "SELECT ",
     job_columns!(),
-    ", jitter_seed FROM jobs INDEXED BY jobs_claim
-     WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2 AND attempt < 4294967295 ORDER BY due_at"
+    ", jitter_seed FROM jobs INDEXED BY jobs_claim_priority
+     WHERE state = 'scheduled' AND queue = ?1 AND priority IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9) AND due_at <= ?2
+           AND attempt < 4294967295
+     ORDER BY priority, due_at, id"
 );
 
 /// The first wire name after `?2` among the scheduled jobs of queue `?1`: one index probe on
@@ -315,7 +319,7 @@ fn claim_around_paused(
     while let Some(name) = next_name.query_row(params![queue, after], |r| r.get::<_, String>(0)).optional()? {
         if !paused.contains(&name) {
             let due = due_of
-                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(24)?)))?
+                .query_map(params![queue, name, now], |r| Ok((job_from_row(r)?, r.get::<_, i64>(25)?)))?
                 .filter(|r| !unreadable(r))
                 .take(want)
                 .collect::<Result<Vec<_>, _>>()?;
@@ -323,7 +327,9 @@ fn claim_around_paused(
         }
         after = name;
     }
-    rows.sort_by_key(|(job, _)| job.due_at);
+    // Each wire name's jobs came by due time alone (`jobs_claim_wire`); the set kept is put in
+    // the claim's order.
+    rows.sort_by_key(|(j, _)| (j.priority, j.due_at, j.id));
     rows.truncate(want);
     Ok(rows)
 }
@@ -428,7 +434,7 @@ impl SqliteClaim<'_> {
         let mut rows = self
             .c
             .prepare_cached(sql)?
-            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(24)?)))?
+            .query_map(args, |r| Ok((job_from_row(r)?, r.get::<_, i64>(25)?)))?
             .filter(|r| !unreadable(r))
             .take(n)
             .collect::<Result<Vec<_>, _>>()?;
@@ -709,7 +715,7 @@ pub(crate) fn insert_jobs(tx: &Connection, jobs: &[NewJob], now: Millis) -> Resu
 const INSERT_ROWS: [usize; 3] = [64, 8, 1];
 
 /// The parameters of one row of [`insert_sql`]; `?1` is the time, shared by every row.
-const ROW_PARAMS: usize = 11;
+const ROW_PARAMS: usize = 12;
 
 /// `INSERT INTO jobs … VALUES (…), (…) ON CONFLICT DO NOTHING` for `rows` rows, made once per size.
 fn insert_sql(rows: usize) -> &'static str {
@@ -722,7 +728,7 @@ fn insert_sql(rows: usize) -> &'static str {
                     .map(|r| {
                         let p = |k: usize| 2 + r * ROW_PARAMS + k;
                         format!(
-                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{}, ?{})",
+                            "(?{}, ?{}, ?{}, ?{}, ?{}, 'scheduled', ?{}, ?{}, ?1, ?1, ?{}, ?{}, ?{}, ?{}, ?{})",
                             p(0),
                             p(1),
                             p(2),
@@ -733,13 +739,14 @@ fn insert_sql(rows: usize) -> &'static str {
                             p(7),
                             p(8),
                             p(9),
-                            p(10)
+                            p(10),
+                            p(11)
                         )
                     })
                     .collect();
                 format!(
                     "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
-                                       updated_at, unique_key, unique_states, unique_window, traceparent)
+                                       updated_at, unique_key, unique_states, unique_window, traceparent, priority)
                      VALUES {} ON CONFLICT DO NOTHING",
                     values.join(", ")
                 )
@@ -777,6 +784,7 @@ fn insert_rows(
         insert.raw_bind_parameter(p + 8, uq.as_ref().map(|u| u.states))?;
         insert.raw_bind_parameter(p + 9, uq.as_ref().map(|u| u.window))?;
         insert.raw_bind_parameter(p + 10, job.traceparent.as_deref())?;
+        insert.raw_bind_parameter(p + 11, job.priority)?;
     }
     Ok(insert.raw_execute()?)
 }

@@ -57,6 +57,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
+/// PostgreSQL's claim of one queue, for tests and tools to EXPLAIN (`$1` queue, `$2` now, `$3`
+/// how many, `$4` wire names left out, then the lease's values).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
 pub(crate) use sqlite::SqliteStore;
 
 pub use admin::current_actor;
@@ -71,7 +76,7 @@ pub use health::{
 pub use in_tx::enqueue_in_sqlite;
 #[cfg(feature = "postgres")]
 pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
-pub use incident::{CancelDone, CancelPlan, PayloadEdit, RunNowPlan, RunNowResult};
+pub use incident::{CancelDone, CancelPlan, PayloadEdit, PriorityChange, RunNowPlan, RunNowResult};
 pub use jobs::{
     ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, Reaped, CLAIM_NEXT_WIRE_NAME_SQL,
     CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,

@@ -493,6 +493,23 @@ impl RepairTx for SqliteOps<'_> {
         Ok(())
     }
 
+    fn priority_of(&mut self, id: JobId) -> Result<Option<(JobState, u8)>> {
+        Ok(self
+            .c
+            .prepare_cached("SELECT state, priority FROM jobs WHERE id = ?1")?
+            .query_row([id.to_string()], |r| Ok((parse_state(r, 0)?, super::ops::columns::priority(r.get(1)?))))
+            .optional()?)
+    }
+
+    fn set_priority(&mut self, id: JobId, priority: u8, now: Millis) -> Result<()> {
+        self.c.prepare_cached("UPDATE jobs SET priority = ?2, updated_at = ?3 WHERE id = ?1")?.execute(params![
+            id.to_string(),
+            priority,
+            now
+        ])?;
+        Ok(())
+    }
+
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>> {
         Ok(self
             .c

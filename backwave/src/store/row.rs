@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
-use super::ops::columns::{detail_status, job_columns, labels_from_json};
+use super::ops::columns::{detail_status, job_columns, labels_from_json, priority};
 use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition};
 
 /// The job columns with an empty payload in place of the stored one, for lists: a page of 50
@@ -61,6 +61,7 @@ pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
             Some(fraction) => Some(Progress { fraction, message: r.get::<_, Option<String>>(23)?.unwrap_or_default() }),
             None => None,
         },
+        priority: priority(r.get(24)?),
     })
 }
 

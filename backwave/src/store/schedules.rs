@@ -31,6 +31,7 @@ fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
             labels: super::row::parse_labels(&labels),
             missed: MissedTicks::from_columns(&missed, r.get(8)?)?,
             unique: r.get::<_, i64>(19)? != 0,
+            priority: super::ops::columns::priority(r.get(21)?),
         },
         last_tick: r.get(9)?,
         last_job_id: last_job.and_then(|s| s.parse().ok()),
@@ -109,11 +110,12 @@ impl ScheduleTx for SqliteSchedules<'_> {
     fn write_definition(&mut self, d: &Schedule, now: Millis, new: bool) -> Result<()> {
         let sql = if new {
             "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed, catch_up_max,
-                                    last_tick, declared_at, updated_at, seen_at, unique_pending)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10, ?11)"
+                                    last_tick, declared_at, updated_at, seen_at, unique_pending, priority)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?10, ?11, ?12)"
         } else {
             "UPDATE schedules SET cron = ?2, zone = ?3, wire_name = ?4, queue = ?5, payload = ?6, labels = ?7,
-                    missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10, unique_pending = ?11
+                    missed = ?8, catch_up_max = ?9, updated_at = ?10, seen_at = ?10, unique_pending = ?11,
+                    priority = ?12
              WHERE name = ?1"
         };
         let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
@@ -129,7 +131,8 @@ impl ScheduleTx for SqliteSchedules<'_> {
             missed,
             max,
             now,
-            d.unique
+            d.unique,
+            d.priority
         ])?;
         Ok(())
     }

@@ -27,8 +27,8 @@ impl SqliteStore {
             let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
             let mut insert = tx.prepare_cached(
                 "INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
-                                   updated_at, traceparent, workflow_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)",
+                                   updated_at, traceparent, workflow_id, priority)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12)",
             )?;
             let mut log = tx.prepare_cached(
                 "INSERT INTO transitions (job_id, at, from_state, to_state, attempt) VALUES (?1, ?2, NULL, ?3, 0)",
@@ -51,6 +51,7 @@ impl SqliteStore {
                     now,
                     job.traceparent,
                     wf,
+                    job.priority,
                 ])?;
                 log.execute(params![jid, now, state.as_str()])?;
             }

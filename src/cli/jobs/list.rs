@@ -118,6 +118,15 @@ impl Render for JobList {
             Layout::Running => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPT", "WORKER", "LEASE"], Some(5)),
             Layout::Mixed => (vec!["ID", "STATE", "WIRE NAME", "QUEUE", "ATTEMPTS", "WHEN", "CAUSE / WORKER"], Some(6)),
         };
+        // A PRI column only when a job on the page has a priority other than the default, which
+        // most stores never set: the column would be all zeros.
+        let show_priority = jobs.iter().any(|j| j.priority != backwave::PRIORITY_FIRST);
+        let flex = if show_priority {
+            headers.insert(4, "PRI");
+            flex.map(|f| f + 1)
+        } else {
+            flex
+        };
         // Listing one state on a narrow terminal, the STATE column repeats the command line and
         // its 15 cells were taken from the wire names ("resize-…" at 80 columns).
         let drop_state = self.filter.states.len() == 1 && term.width.is_some_and(|w| w < NARROW);
@@ -130,13 +139,12 @@ impl Render for JobList {
             table = table.flex(f - shift);
         }
         for j in jobs {
-            let mut row: Vec<Cell> = vec![
-                j.id.short().into(),
-                state_cell(j),
-                sanitize(&j.wire_name).into(),
-                sanitize(&j.queue).into(),
-                attempts(j).into(),
-            ];
+            let mut row: Vec<Cell> =
+                vec![j.id.short().into(), state_cell(j), sanitize(&j.wire_name).into(), sanitize(&j.queue).into()];
+            if show_priority {
+                row.push(j.priority.to_string().into());
+            }
+            row.push(attempts(j).into());
             let cause = || sanitize(j.terminal_cause.as_deref().unwrap_or("")).into_owned();
             match lay {
                 Layout::Terminal => {

@@ -6,6 +6,7 @@
 
 mod edit;
 mod list;
+mod priority;
 mod show;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ pub enum Command {
     Show(ShowArgs),
     /// Replace the payload of a dead-lettered or quarantined job (needs operate).
     Edit(edit::Args),
+    /// Give one job another priority within its queue, 0 (claimed first) to 9 (needs operate).
+    SetPriority(priority::Args),
 }
 
 // Which jobs: shared by `jobs list` and the bulk `requeue`. (A plain comment: clap would take
@@ -207,6 +210,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
         Command::List(a) => list::list(a, ctx),
         Command::Show(a) => show::show(a, ctx),
         Command::Edit(a) => edit::run(a, ctx),
+        Command::SetPriority(a) => priority::run(a, ctx),
     }
 }
 

@@ -339,6 +339,7 @@ impl Render for JobShow {
         let mut f: Vec<(&str, String)> = Vec::new();
         f.push(("Wire name", sanitize(&j.wire_name).into_owned()));
         f.push(("Queue", sanitize(&j.queue).into_owned()));
+        f.push(("Priority", crate::text::priority_text(j.priority)));
         if !j.labels.is_empty() {
             let l: Vec<String> = j.labels.iter().map(|(k, v)| format!("{}={}", sanitize(k), sanitize(v))).collect();
             f.push(("Labels", l.join(" ")));

@@ -78,6 +78,7 @@ impl App {
         ));
         let due = if job.state == JobState::Scheduled { relative(now, job.due_at) } else { "—".into() };
         lines.push(kv("due", due));
+        lines.push(kv("priority", crate::text::priority_text(job.priority)));
         if let Some(f) = job.finished_at {
             lines.push(kv("finished", format!("{} ({})", rfc3339(f), relative(now, f))));
         }

@@ -64,9 +64,16 @@ impl Lease<'_> {
 /// What a claim asks of a backend, in one write transaction: statements, no decisions. On
 /// PostgreSQL, whose claim latency is its round trips, each is one statement; SQLite's, in
 /// process, are a few where its plan wants them (the quiet flag before the pauses, the walk of
-/// the wire names around paused ones, the move and its log). Every take returns jobs oldest due
-/// first, as claimed (Running under `lease`, the attempt counted; the delay table is the
-/// caller's to set), passing over any another claim holds.
+/// the wire names around paused ones, the move and its log). Every take returns jobs in the
+/// claim order within a queue, as claimed (Running under `lease`, the attempt counted; the delay
+/// table is the caller's to set), passing over any another claim holds. The claim order is
+/// priority 0 first, then 1, … 9, each by due time, then id; only due jobs count, so a job due
+/// later at priority 0 holds back no due job at 9. Each backend reads it from the `(queue,
+/// priority, due_at, id)` index one priority at a time (a range per priority, each ending at its
+/// first future job), so the order costs no sort and no walk over future retries. The takes of
+/// one wire name ([`ClaimTx::take_name`], and each name's part of [`ClaimTx::take_around`])
+/// read that name's jobs by due time alone (their index has no priority); `take_around` puts
+/// what it keeps in the claim order.
 pub(crate) trait ClaimTx {
     /// What holds jobs back now. A quiet worker's answer need carry nothing else.
     fn holds(&mut self, worker_id: &str) -> Result<Holds>;
@@ -77,9 +84,9 @@ pub(crate) trait ClaimTx {
     fn take_name(&mut self, lease: &Lease<'_>, queue: &str, name: &str, n: usize) -> Result<Vec<Taken>>;
     /// Whether any of the wire names `names` has a due job in `queue` at `now`.
     fn names_due(&mut self, queue: &str, now: Millis, names: &[String]) -> Result<bool>;
-    /// Take up to `n` due jobs of `queue`. None of `skipping`'s wire names had a due job when
-    /// [`ClaimTx::names_due`] looked; a backend whose claims run side by side with other
-    /// writers leaves them out again.
+    /// Take up to `n` due jobs of `queue`, in the claim order (priority, due time, id). None of
+    /// `skipping`'s wire names had a due job when [`ClaimTx::names_due`] looked; a backend whose
+    /// claims run side by side with other writers leaves them out again.
     fn take_due(&mut self, lease: &Lease<'_>, queue: &str, n: usize, skipping: &[String]) -> Result<Vec<Taken>>;
     /// Take up to `n` due jobs of `queue` whose head holds due jobs of `skipping`'s wire names,
     /// without stepping over those: the cost follows the wire names waiting, not the backlog.

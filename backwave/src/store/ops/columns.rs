@@ -39,7 +39,8 @@ macro_rules! job_columns {
              quarantine_reason, created_at, updated_at, finished_at, ",
             $traceparent,
             ", ",
-            $output_progress
+            $output_progress,
+            ", priority"
         )
     };
 }
@@ -71,6 +72,12 @@ pub(crate) fn detail_status<E>(
         Some(_) => DetailStatus::NotCaptured,
         None => DetailStatus::None,
     })
+}
+
+/// A stored priority: the schema's CHECK holds it to 0-9; anything else (a store whose CHECK was
+/// edited away) is read as the nearest end rather than failing the row.
+pub(crate) fn priority(stored: i64) -> u8 {
+    stored.clamp(0, i64::from(crate::model::PRIORITY_LAST)) as u8
 }
 
 /// Labels from a JSON object; any value that is not a string is kept as its JSON text.

@@ -20,6 +20,7 @@ pub(crate) fn validate_new_jobs(jobs: &[NewJob]) -> Result<()> {
                 )));
             }
         }
+        crate::model::check_priority("the priority", job.priority)?;
     }
     unique::validate_all(jobs)
 }

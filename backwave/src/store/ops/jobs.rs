@@ -11,7 +11,9 @@ use super::{AuditAction, StoreTx};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, Permission};
 use crate::store::unique;
-use crate::store::{BulkProgress, CancelResult, JobFilter, PayloadEdit, PurgeResult, RequeueResult, RunNowResult};
+use crate::store::{
+    BulkProgress, CancelResult, JobFilter, PayloadEdit, PriorityChange, PurgeResult, RequeueResult, RunNowResult,
+};
 
 /// A job as the transaction that acts on it sees it: what the operator actions decide on.
 #[derive(Clone, Copy, Debug)]
@@ -326,6 +328,10 @@ pub(crate) trait RepairTx: OperatorTx {
     /// key another job holds is refused with [`unique::edit_collides`] and changes nothing.
     fn set_payload(&mut self, id: JobId, payload: &[u8], key: Option<&str>, now: Millis) -> Result<()>;
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>>;
+    /// The job's state and priority, as this transaction will change it.
+    fn priority_of(&mut self, id: JobId) -> Result<Option<(JobState, u8)>>;
+    /// Store `priority` on the job at `now`.
+    fn set_priority(&mut self, id: JobId, priority: u8, now: Millis) -> Result<()>;
     /// Delete the job; its log entries go with it (SQLite's `ON DELETE CASCADE`, PostgreSQL's
     /// `jobs_delete_log` trigger).
     fn delete_job(&mut self, id: JobId) -> Result<()>;
@@ -364,6 +370,28 @@ pub(crate) fn edit_payload(
         _ => (false, None),
     };
     Ok(PayloadEdit { from: job.state, old_bytes: job.payload.len(), new_bytes: payload.len(), requeued, conflict })
+}
+
+/// `bw jobs set-priority ID N` (and the dashboard's): needs `operate`, checked first; then the
+/// priority's range, then the job. Any state: a Scheduled job is claimed by its new priority
+/// from the next claim, a Running or terminal one keeps it for its retry or requeue. Audited as
+/// `set-priority` with the old and new values; setting the priority it has changes nothing and
+/// audits nothing.
+pub(crate) fn set_priority(
+    tx: &mut (impl RepairTx + ?Sized),
+    actor: &str,
+    id: JobId,
+    priority: u8,
+) -> Result<PriorityChange> {
+    tx.require(actor, Permission::Operate)?;
+    let to = crate::model::check_priority("the priority", priority)?;
+    let now = tx.now()?;
+    let Some((state, from)) = tx.priority_of(id)? else { return Err(Error::JobNotFound(id.to_string())) };
+    if from != to {
+        tx.set_priority(id, to, now)?;
+        tx.audit(now, actor, AuditAction::SetPriority, Some(id), &format!("priority {from} -> {to}"))?;
+    }
+    Ok(PriorityChange { state, from, to })
 }
 
 /// `bw purge ID…`: needs `operate`, checked before any job is looked at; then each id in

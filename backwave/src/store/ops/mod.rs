@@ -104,6 +104,7 @@ audit_actions! {
     SchedulePause => "schedule-pause",
     ScheduleResume => "schedule-resume",
     ScheduleTrigger => "schedule-trigger",
+    SetPriority => "set-priority",
 }
 
 impl std::fmt::Display for AuditAction {
@@ -123,7 +124,7 @@ mod tests {
             texts.join(" "),
             "grant revoke config reveal-failure-detail purge cancel-requested run-now edit-payload pause resume \
              limit unlimit quiet resume-worker schedule-declare schedule-update schedule-pause schedule-resume \
-             schedule-trigger"
+             schedule-trigger set-priority"
         );
         for a in AuditAction::ALL {
             assert_eq!(serde_json::to_value(a).unwrap(), serde_json::Value::String(a.as_str().into()));

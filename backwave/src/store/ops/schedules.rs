@@ -173,6 +173,7 @@ pub(crate) fn differences(stored: &Schedule, declared: &Schedule) -> Vec<String>
     field("labels", format!("{:?}", stored.labels), format!("{:?}", declared.labels));
     field("missed", stored.missed.to_string(), declared.missed.to_string());
     field("unique", stored.unique.to_string(), declared.unique.to_string());
+    field("priority", stored.priority.to_string(), declared.priority.to_string());
     out
 }
 
@@ -209,7 +210,7 @@ pub(crate) fn declare_detail(d: &Schedule) -> String {
 
 /// The job a tick makes: the schedule's, labelled with the schedule and the tick.
 pub(crate) fn tick_job(s: &Schedule, tick: Millis) -> NewJob {
-    let mut job = NewJob::new(&s.wire_name, &s.queue, s.payload.clone());
+    let mut job = NewJob::new(&s.wire_name, &s.queue, s.payload.clone()).priority(s.priority);
     job.labels = s.labels.clone();
     job.labels.insert(SCHEDULE_LABEL.into(), s.name.clone());
     job.labels.insert(TICK_LABEL.into(), tick_label(tick));
@@ -221,7 +222,7 @@ pub(crate) fn tick_job(s: &Schedule, tick: Millis) -> NewJob {
 
 /// The job `bw schedule trigger` makes: the schedule's, labelled with who triggered it.
 pub(crate) fn trigger_job(s: &Schedule, actor: &str) -> NewJob {
-    let mut job = NewJob::new(&s.wire_name, &s.queue, s.payload.clone());
+    let mut job = NewJob::new(&s.wire_name, &s.queue, s.payload.clone()).priority(s.priority);
     job.labels = s.labels.clone();
     job.labels.insert(SCHEDULE_LABEL.into(), s.name.clone());
     job.labels.insert(TRIGGERED_BY_LABEL.into(), actor.to_string());
@@ -304,13 +305,15 @@ pub(crate) fn schedule_info(row: ScheduleRow, now: Millis) -> ScheduleInfo {
 
 /// The columns a [`ScheduleRow`] is read from, in order (the last job's state joined), on a
 /// store of schema `version`: 7 has no uniqueness columns, so `zero` (the dialect's literal of
-/// their type) stands in for both and its schedules read as plain ones.
+/// their type) stands in for both and its schedules read as plain ones; before 16 the priority
+/// is read as `zero`, the default.
 pub(crate) fn row_columns(version: i64, zero: &str) -> String {
     let unique = if version >= 8 { "s.unique_pending, s.skipped_ticks".to_string() } else { format!("{zero}, {zero}") };
+    let priority = if version >= 16 { "s.priority" } else { zero };
     format!(
         "s.name, s.cron, s.zone, s.wire_name, s.queue, s.payload, s.labels, s.missed, s.catch_up_max, s.last_tick,
          s.last_job_id, j.state, s.last_fired_at, s.declared_at, s.updated_at, s.seen_at, s.paused_by, s.paused_at,
-         s.paused_until, {unique}"
+         s.paused_until, {unique}, {priority}"
     )
 }
 

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::model::JobId;
 use crate::store::ops;
 use crate::store::ops::jobs::check_new_payload;
-use crate::store::{CancelResult, PayloadEdit, RunNowResult};
+use crate::store::{CancelResult, PayloadEdit, PriorityChange, RunNowResult};
 
 impl PgStore {
     pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
@@ -21,6 +21,10 @@ impl PgStore {
 
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
         self.read(|tx| ops::jobs::check_cancel(tx, ids))
+    }
+
+    pub fn set_priority(&self, actor: &str, id: JobId, priority: u8) -> Result<PriorityChange> {
+        self.write(|tx| ops::jobs::set_priority(tx, actor, id, priority))
     }
 
     pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {

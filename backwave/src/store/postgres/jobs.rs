@@ -59,9 +59,27 @@ macro_rules! claim_tail {
             ", jitter_seed
              ), logged AS (
                  INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-                 SELECT id, $2, 'scheduled', 'running', attempt, $5 FROM claimed ORDER BY due_at
+                 SELECT id, $2, 'scheduled', 'running', attempt, $5 FROM claimed ORDER BY priority, due_at, id
              )
-             SELECT * FROM claimed ORDER BY due_at"
+             SELECT * FROM claimed ORDER BY priority, due_at, id"
+        )
+    };
+}
+
+/// One priority's due jobs of queue `$1` for [`CLAIM_SQL`]: a range of `jobs_claim_priority
+/// (queue, priority, due_at, id)` from the priority's earliest due job to its first one due in
+/// the future, in that order, locked as read (`SKIP LOCKED`). A subquery of its own: PostgreSQL
+/// takes no `FOR UPDATE` in an arm of a `UNION`.
+macro_rules! claim_priority {
+    ($p:literal) => {
+        concat!(
+            "SELECT pick FROM (SELECT ctid AS pick FROM jobs
+               WHERE state = 'scheduled' AND queue = $1 AND priority = ",
+            $p,
+            " AND due_at <= $2 AND attempt < 4294967295 AND wire_name <> ALL($4::text[])
+               ORDER BY due_at, id LIMIT $3
+               FOR UPDATE SKIP LOCKED) p",
+            $p
         )
     };
 }
@@ -70,16 +88,36 @@ macro_rules! claim_tail {
 /// names, `$5` worker, `$6` group, `$7` lease end, `$8` max attempts, `$9` the shared delay
 /// table (NULL when each job draws its own: the caller writes those next). One round trip: the
 /// due rows no other claim holds are locked (`SKIP LOCKED`), moved to running, and logged.
-/// `ORDER BY due_at` alone, as on SQLite: the `jobs_claim (queue, due_at)` index yields it, and a
-/// tie-break column would make the planner sort every job sharing the head's `due_at` (a batch
-/// enqueued at once) on every claim.
-const CLAIM_SQL: &str = concat!(
+/// Priority 0 first, then by due time, then id: one range of `jobs_claim_priority` per priority
+/// ([`claim_priority!`]), ten branches of a `UNION ALL` that the executor runs in order and stops
+/// as soon as `$3` rows are picked, so a claim of a queue whose jobs are all at the default
+/// priority reads the one range, and no branch sorts. One range over every priority
+/// (`ORDER BY priority, due_at` with `due_at <= $2` as a filter) would step over each
+/// priority's future retries; `priority = ANY(…)` yields no order on PostgreSQL before 17.
+/// Public (as `POSTGRES_CLAIM_SQL`) so that tests and tools can EXPLAIN it.
+pub const CLAIM_SQL: &str = concat!(
     "WITH picked AS (
-         SELECT ctid AS pick FROM jobs
-         WHERE state = 'scheduled' AND queue = $1 AND due_at <= $2 AND attempt < 4294967295
-               AND wire_name <> ALL($4::text[])
-         ORDER BY due_at LIMIT $3
-         FOR UPDATE SKIP LOCKED
+         SELECT pick FROM (",
+    claim_priority!(0),
+    " UNION ALL ",
+    claim_priority!(1),
+    " UNION ALL ",
+    claim_priority!(2),
+    " UNION ALL ",
+    claim_priority!(3),
+    " UNION ALL ",
+    claim_priority!(4),
+    " UNION ALL ",
+    claim_priority!(5),
+    " UNION ALL ",
+    claim_priority!(6),
+    " UNION ALL ",
+    claim_priority!(7),
+    " UNION ALL ",
+    claim_priority!(8),
+    " UNION ALL ",
+    claim_priority!(9),
+    ") by_priority LIMIT $3
      ),",
     claim_tail!()
 );
@@ -103,8 +141,8 @@ const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
                  ORDER BY j.wire_name LIMIT 1)
          FROM names WHERE names.wire_name IS NOT NULL
      ), candidates AS (
-         SELECT d.ctid, d.due_at FROM names CROSS JOIN LATERAL (
-             SELECT ctid, due_at FROM jobs
+         SELECT d.ctid, d.priority, d.due_at, d.id FROM names CROSS JOIN LATERAL (
+             SELECT ctid, priority, due_at, id FROM jobs
              WHERE state = 'scheduled' AND queue = $1 AND wire_name >= names.wire_name
                    AND wire_name <= names.wire_name AND due_at <= $2 AND attempt < 4294967295
              ORDER BY wire_name, due_at LIMIT $3
@@ -112,7 +150,7 @@ const CLAIM_AROUND_PAUSED_SQL: &str = concat!(
          ) d
          WHERE names.wire_name IS NOT NULL AND names.wire_name <> ALL($4::text[])
      ), picked AS (
-         SELECT ctid AS pick FROM candidates ORDER BY due_at LIMIT $3
+         SELECT ctid AS pick FROM candidates ORDER BY priority, due_at, id LIMIT $3
      ),",
     claim_tail!()
 );
@@ -161,14 +199,17 @@ fn insert_jobs(
     let unique_states: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.states)).collect();
     let unique_windows: Vec<Option<i64>> = which.iter().map(|&i| keys[i].as_ref().map(|k| k.window)).collect();
     let traceparents = traceparents(which.iter().map(|&i| &jobs[i]));
+    let priorities = priorities(which.iter().map(|&i| &jobs[i]));
     let rows = tx.query(
         "WITH new AS (
              INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed,
-                               created_at, updated_at, unique_key, unique_states, unique_window, traceparent)
-             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw, tp
+                               created_at, updated_at, unique_key, unique_states, unique_window, traceparent,
+                               priority)
+             SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, $8), s, $8, $8, uk, us, uw, tp,
+                    coalesce(pr, 0)
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[])
-                  AS n(id, w, q, l, p, d, s, uk, us, uw, tp)
+                         $7::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[])
+                  AS n(id, w, q, l, p, d, s, uk, us, uw, tp, pr)
              ON CONFLICT DO NOTHING
              RETURNING id
          ), logged AS (
@@ -191,6 +232,7 @@ fn insert_jobs(
             &unique_states,
             &unique_windows,
             &traceparents,
+            &priorities,
         ],
     )?;
     rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
@@ -210,6 +252,14 @@ fn traceparents<'a>(jobs: impl Iterator<Item = &'a NewJob> + Clone) -> Vec<Optio
         return Vec::new();
     }
     jobs.map(|j| j.traceparent.as_deref()).collect()
+}
+
+/// Each job's priority, or no array at all when every one has the default (as [`traceparents`]).
+fn priorities<'a>(jobs: impl Iterator<Item = &'a NewJob> + Clone) -> Vec<i64> {
+    if jobs.clone().all(|j| j.priority == crate::model::PRIORITY_FIRST) {
+        return Vec::new();
+    }
+    jobs.map(|j| i64::from(j.priority)).collect()
 }
 
 /// Each job's labels as JSON text, NULL for none (the column's `'{}'`): most jobs have none, and
@@ -239,6 +289,7 @@ fn insert_plain_jobs(tx: &mut Tx<'_>, now: Option<Millis>, jobs: &[NewJob], ids:
     let due: Vec<Option<i64>> = jobs.iter().map(|j| j.due_at).collect();
     let seeds: Vec<i64> = ids.iter().map(jitter_seed).collect();
     let traceparents = traceparents(jobs.iter());
+    let priorities = priorities(jobs.iter());
     // `$8` NULL: the database clock, read by the statement itself (see `PgStore::enqueue_many`).
     let inserted = tx.execute(
         "WITH t AS (SELECT coalesce($8::bigint, bw_now_ms()) AS now), logged AS (
@@ -246,12 +297,13 @@ fn insert_plain_jobs(tx: &mut Tx<'_>, now: Option<Millis>, jobs: &[NewJob], ids:
              SELECT o.id, t.now, NULL, 'scheduled', 0 FROM unnest($1::uuid[]) AS o(id), t
          )
          INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at, updated_at,
-                           traceparent)
-         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, t.now), s, t.now, t.now, tp
+                           traceparent, priority)
+         SELECT id, w, q, coalesce(l::jsonb, '{}'), p, 'scheduled', coalesce(d, t.now), s, t.now, t.now, tp,
+                coalesce(pr, 0)
          FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[],
-                     $9::text[])
-              AS n(id, w, q, l, p, d, s, tp), t",
-        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now, &traceparents],
+                     $9::text[], $10::bigint[])
+              AS n(id, w, q, l, p, d, s, tp, pr), t",
+        &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &now, &traceparents, &priorities],
     )?;
     if inserted != jobs.len() as u64 {
         // Cannot happen without ON CONFLICT; refuse rather than answer for rows not stored.
@@ -654,7 +706,7 @@ impl PgClaim<'_, '_> {
             sql,
             &[&queue, &lease.now, &n, names, &lease.worker_id, &lease.group, &lease.until, &max, &lease.shared_table],
         )?;
-        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(24)?))).collect()
+        rows.iter().map(|r| Ok((row::job(r)?, r.try_get(25)?))).collect()
     }
 }
 

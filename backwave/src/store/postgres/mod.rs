@@ -39,6 +39,8 @@ use std::time::Duration;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
+#[doc(hidden)]
+pub use self::jobs::CLAIM_SQL;
 pub(crate) use self::listen::PgListener;
 use self::tls::{Connector, TlsSettings};
 use super::driver_error::{is_connection_lost, pg_error};

@@ -398,6 +398,20 @@ impl RepairTx for Tx<'_> {
         Ok(())
     }
 
+    fn priority_of(&mut self, id: JobId) -> Result<Option<(JobState, u8)>> {
+        let sql = "SELECT state, priority FROM jobs WHERE id = $1 FOR UPDATE";
+        let Some(r) = self.query_opt(sql, &[&id.0])? else { return Ok(None) };
+        Ok(Some((super::row::state(&r, 0)?, crate::store::ops::columns::priority(r.try_get(1)?))))
+    }
+
+    fn set_priority(&mut self, id: JobId, priority: u8, now: Millis) -> Result<()> {
+        self.execute(
+            "UPDATE jobs SET priority = $2, updated_at = $3 WHERE id = $1",
+            &[&id.0, &i64::from(priority), &now],
+        )?;
+        Ok(())
+    }
+
     fn purgeable(&mut self, id: JobId) -> Result<Option<Purgeable>> {
         let sql = "SELECT state, wire_name, queue FROM jobs WHERE id = $1 FOR UPDATE";
         let Some(r) = self.query_opt(sql, &[&id.0])? else { return Ok(None) };

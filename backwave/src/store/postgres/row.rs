@@ -6,7 +6,7 @@ use postgres::Row;
 
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition};
-use crate::store::ops::columns::{detail_status, labels_from_json};
+use crate::store::ops::columns::{detail_status, labels_from_json, priority};
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
 pub(crate) const JOB_COLUMNS: &str = crate::store::ops::columns::JOB_COLUMNS;
@@ -64,6 +64,7 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
             }
             None => None,
         },
+        priority: priority(r.try_get(24)?),
     })
 }
 

@@ -28,6 +28,7 @@ fn row_from(r: &postgres::Row) -> Result<ScheduleRow> {
             labels: labels_from_json(r.try_get(6)?),
             missed: MissedTicks::from_columns(&missed, r.try_get(8)?)?,
             unique: r.try_get::<_, i64>(19)? != 0,
+            priority: crate::store::ops::columns::priority(r.try_get(21)?),
         },
         last_tick: r.try_get(9)?,
         last_job_id: r.try_get::<_, Option<uuid::Uuid>>(10)?.map(JobId),
@@ -99,18 +100,31 @@ impl ScheduleTx for PgSchedules<'_, '_> {
     fn write_definition(&mut self, d: &Schedule, now: Millis, new: bool) -> Result<()> {
         let sql = if new {
             "INSERT INTO schedules (name, cron, zone, wire_name, queue, payload, labels, missed, catch_up_max,
-                                    last_tick, declared_at, updated_at, seen_at, unique_pending)
-             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $10, $10, $10, $11)"
+                                    last_tick, declared_at, updated_at, seen_at, unique_pending, priority)
+             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $10, $10, $10, $11, $12)"
         } else {
             "UPDATE schedules SET cron = $2, zone = $3, wire_name = $4, queue = $5, payload = $6,
                     labels = $7::text::jsonb, missed = $8, catch_up_max = $9, updated_at = $10, seen_at = $10,
-                    unique_pending = $11
+                    unique_pending = $11, priority = $12
              WHERE name = $1"
         };
         let labels = serde_json::to_string(&d.labels).map_err(Error::Encode)?;
         let (missed, max, unique) = (d.missed.as_str(), d.missed.catch_up_max(), i64::from(d.unique));
-        let params: [&(dyn postgres::types::ToSql + Sync); 11] =
-            [&d.name, &d.cron, &d.zone, &d.wire_name, &d.queue, &d.payload, &labels, &missed, &max, &now, &unique];
+        let priority = i64::from(d.priority);
+        let params: [&(dyn postgres::types::ToSql + Sync); 12] = [
+            &d.name,
+            &d.cron,
+            &d.zone,
+            &d.wire_name,
+            &d.queue,
+            &d.payload,
+            &labels,
+            &missed,
+            &max,
+            &now,
+            &unique,
+            &priority,
+        ];
         self.tx.execute(sql, &params)?;
         Ok(())
     }

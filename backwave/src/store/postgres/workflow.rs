@@ -32,6 +32,7 @@ impl PgStore {
         let children: Vec<uuid::Uuid> = workflow.edges().iter().map(|(c, _, _)| ids[*c].0).collect();
         let parents: Vec<uuid::Uuid> = workflow.edges().iter().map(|(_, p, _)| ids[*p].0).collect();
         let needs: Vec<&str> = workflow.edges().iter().map(|(_, _, n)| n.as_str()).collect();
+        let priorities: Vec<i64> = jobs.iter().map(|j| i64::from(j.priority)).collect();
         self.write(|tx| {
             check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
             let now = tx.now()?;
@@ -45,12 +46,25 @@ impl PgStore {
                      SELECT o.id, $9, NULL, o.st, 0 FROM unnest($1::uuid[], $10::text[]) AS o(id, st)
                  )
                  INSERT INTO jobs (id, wire_name, queue, labels, payload, state, due_at, jitter_seed, created_at,
-                                   updated_at, traceparent, workflow_id)
-                 SELECT id, w, q, l::jsonb, p, st, coalesce(d, $9), s, $9, $9, tp, $11
+                                   updated_at, traceparent, workflow_id, priority)
+                 SELECT id, w, q, l::jsonb, p, st, coalesce(d, $9), s, $9, $9, tp, $11, pr
                  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[],
-                             $7::bigint[], $8::text[], $10::text[])
-                      AS n(id, w, q, l, p, d, s, tp, st)",
-                &[&uuids, &wire_names, &queues, &labels, &payloads, &due, &seeds, &traceparents, &now, &states, &id.0],
+                             $7::bigint[], $8::text[], $10::text[], $12::bigint[])
+                      AS n(id, w, q, l, p, d, s, tp, st, pr)",
+                &[
+                    &uuids,
+                    &wire_names,
+                    &queues,
+                    &labels,
+                    &payloads,
+                    &due,
+                    &seeds,
+                    &traceparents,
+                    &now,
+                    &states,
+                    &id.0,
+                    &priorities,
+                ],
             )?;
             if inserted != jobs.len() as u64 {
                 return Err(Error::InvalidInput(format!(
