@@ -219,6 +219,47 @@ both_backends! {
     }
 }
 
+both_backends! {
+    fn a_workflow_is_swept_with_its_last_job_and_not_before() {
+        let t = test_store();
+        let flow = |name: &str| {
+            let mut wf = Workflow::new(name);
+            let a = wf.add(job("a", "sweep"));
+            wf.add_after(job("b", "sweep"), &[a]).unwrap();
+            t.store.enqueue_workflow(&wf).unwrap()
+        };
+        let done = flow("done");
+        let policy = RetryPolicy::new(1, Duration::ZERO).unwrap();
+        let queues = vec!["sweep".to_string()];
+        for _ in 0..2 {
+            let claimed = t
+                .store
+                .claim(&ClaimRequest {
+                    worker_id: "w",
+                    group: "g",
+                    queues: &queues,
+                    limit: 1,
+                    lease: Duration::from_secs(30),
+                    policy: &policy,
+                    handler_policies: &[],
+                })
+                .unwrap();
+            let j = &claimed[0];
+            t.store
+                .complete(&Completion { job_id: j.id, worker_id: "w".into(), attempt: j.attempt, outcome: Outcome::Succeeded })
+                .unwrap();
+        }
+        assert!(all_terminal(&t.store, &done.jobs));
+        let waiting = flow("waiting");
+        // Everything finished is older than this cutoff: both jobs of `done` go, and `done` with
+        // them; `waiting` keeps its two unfinished jobs, and so its row.
+        let swept = t.store.sweep(t.store.now() + 86_400_000, 1000).unwrap();
+        assert_eq!(swept, 2);
+        let left: Vec<_> = t.store.workflows(10).unwrap().into_iter().map(|w| w.id).collect();
+        assert_eq!(left, [waiting.id]);
+    }
+}
+
 both_flavors! {
     fn a_parent_whose_worker_was_sigkilled_releases_its_child_once_after_it_runs_again() {
         let t = test_store();

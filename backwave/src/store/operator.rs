@@ -268,15 +268,23 @@ fn requeue_row(tx: &Connection, now: Millis, actor: &str, id: JobId, from: JobSt
 }
 
 fn sweep_batch(tx: &Connection, cutoff: Millis, limit: usize) -> Result<u64> {
-    // Transitions go with their job (ON DELETE CASCADE, indexed by job).
-    Ok(tx
+    // Transitions go with their job (ON DELETE CASCADE, indexed by job), and edges with their child.
+    let deleted = tx
         .prepare_cached(
             "DELETE FROM jobs WHERE id IN (
                  SELECT id FROM jobs WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled')
                  AND finished_at < ?1 LIMIT ?2)",
         )?
-        .execute(params![cutoff, limit as i64])? as u64)
+        .execute(params![cutoff, limit as i64])? as u64;
+    // A workflow goes once the last of its jobs did.
+    tx.prepare_cached(SWEEP_WORKFLOWS_SQL)?.execute(params![cutoff, limit as i64])?;
+    Ok(deleted)
 }
+
+/// Workflows created before `?1` none of whose jobs is left, at most `?2` of them.
+const SWEEP_WORKFLOWS_SQL: &str = "DELETE FROM workflows WHERE id IN (
+     SELECT w.id FROM workflows w WHERE w.created_at < ?1
+       AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id) LIMIT ?2)";
 
 /// SQLite's statements for the operator actions of `ops/jobs.rs`; `now` is the store's clock.
 /// Under the one writer what a read finds stays so until the transaction ends, so `lock`

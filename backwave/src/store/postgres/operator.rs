@@ -222,12 +222,20 @@ pub(super) fn requeue_locked(tx: &mut Tx<'_>, now: Millis, actor: &str, ids: &[U
 /// holds are passed by: an operator is acting on them, and the next sweep comes back.
 fn sweep_batch(tx: &mut Tx<'_>, cutoff: Millis, limit: usize) -> Result<u64> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    tx.execute(
+    let deleted = tx.execute(
         "DELETE FROM jobs WHERE id IN (
              SELECT id FROM jobs WHERE state IN ('succeeded', 'dead-lettered', 'quarantined', 'cancelled')
              AND finished_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)",
         &[&cutoff, &limit],
-    )
+    )?;
+    // A workflow goes once the last of its jobs did (as on SQLite).
+    tx.execute(
+        "DELETE FROM workflows WHERE id IN (
+             SELECT w.id FROM workflows w WHERE w.created_at < $1
+               AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.workflow_id = w.id) LIMIT $2)",
+        &[&cutoff, &limit],
+    )?;
+    Ok(deleted)
 }
 
 /// One batch of a purge: up to [`BULK_BATCH`] terminal jobs that finished before `cutoff`,
