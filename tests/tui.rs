@@ -1290,3 +1290,24 @@ both_backends! {
         insta::assert_snapshot!("tui__detail_output", screen(&f, &app));
     }
 }
+
+both_backends! {
+    /// A workflow job in the detail pane names its workflow, parents and children; the counts
+    /// row shows the Waiting jobs once there are some.
+    fn the_detail_pane_names_a_workflow_job_s_parents_and_children() {
+        let mut f = Fixture::empty();
+        let mut wf = backwave::Workflow::new("thumbnails");
+        let fetch = wf.add(backwave::NewJob::new("fetch", "media", "{}"));
+        let resize = wf.add_after(backwave::NewJob::new("resize", "media", "{}"), &[fetch]).unwrap();
+        let e = f.store.enqueue_workflow(&wf).unwrap();
+        f.ids = vec![e.job(fetch), e.job(resize)];
+        let wf_id = e.id.to_string();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "4");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        let shown = screen(&f, &app).replace(&wf_id, "wwwwwwww-wwww-wwww-wwww-wwwwwwwwwwww");
+        insta::assert_snapshot!("tui__detail_workflow", shown);
+    }
+}

@@ -89,6 +89,8 @@ pub struct Snapshot {
     /// Live workers per wire name now.
     pub live_handlers: HashMap<String, u64>,
     pub detail: Option<(Job, Vec<Transition>)>,
+    /// The open job's workflow, parents and children, when it belongs to one.
+    pub detail_workflow: Option<(backwave::WorkflowId, Vec<backwave::Parent>, Vec<backwave::workflow::Edge>)>,
     /// The payload `Query::payload` asked for (`None` inside: the job is gone).
     pub payload: Option<(JobId, Option<Vec<u8>>)>,
     /// New log entries after `Query::log_cursor`, oldest first. When the app was too far behind,
@@ -233,6 +235,9 @@ fn read(store: &Store, q: &Query, between: &mut dyn FnMut()) -> backwave::Result
         if let Some(job) = store.job(id)? {
             let history = store.history(id)?;
             s.detail = Some((job, history));
+            if let Some(wf) = store.workflow_of(id)? {
+                s.detail_workflow = Some((wf, store.parents(id)?, store.children(id)?));
+            }
         }
     }
     // The log tail: only entries newer than the last one held, unless the app is so far

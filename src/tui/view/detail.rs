@@ -103,6 +103,15 @@ impl App {
             let output = sanitize_bytes(&o[..o.len().min(400)]);
             lines.push(kv("output", format!("{} ({} bytes)", truncate(&output, 200), o.len())));
         }
+        if let Some((wf, parents, children)) = self.snapshot.as_ref().and_then(|s| s.detail_workflow.as_ref()) {
+            let edge = |id: &backwave::JobId, name: &str, state: Option<JobState>| {
+                format!("{} {} {}", id.short(), clean(name, 30), state.map_or("deleted", |s| s.as_str()))
+            };
+            let list = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+            lines.push(kv("workflow", wf.to_string()));
+            lines.push(kv("parents", list(parents.iter().map(|p| edge(&p.id, &p.wire_name, p.state)).collect())));
+            lines.push(kv("children", list(children.iter().map(|c| edge(&c.job, &c.wire_name, c.state)).collect())));
+        }
         lines.push(self.delay_line(t, job));
         lines.push(Line::from(""));
         // Failure detail: hidden until revealed (audited), with why when it cannot be shown.
