@@ -10,9 +10,9 @@
 //!   A parent that ends Dead-Lettered, Quarantined or Cancelled leaves its children waiting; if
 //!   an operator requeues it and it succeeds, they go on.
 //! - a **batch callback** ([`Workflow::add_when_finished`]): the callback runs once every member
-//!   is terminal, whatever its end, and reads how each ended ([`Store::parents`]).
+//!   is terminal, whatever its end, and reads how each ended ([`Store::parents`](crate::Store::parents)).
 //!
-//! A child reads its parents (their states and outputs) with [`Store::parents`].
+//! A child reads its parents (their states and outputs) with [`Store::parents`](crate::Store::parents).
 //!
 //! ```
 //! use backwave::{NewJob, Store, Workflow};
@@ -122,7 +122,7 @@ impl Step {
 
 static NEXT_WORKFLOW: AtomicU64 = AtomicU64::new(1);
 
-/// A set of jobs and the edges between them, enqueued at once by [`Store::enqueue_workflow`]
+/// A set of jobs and the edges between them, enqueued at once by [`Store::enqueue_workflow`](crate::Store::enqueue_workflow)
 /// (one transaction: all of it or nothing).
 #[derive(Clone, Debug)]
 pub struct Workflow {
@@ -172,7 +172,7 @@ impl Workflow {
     }
 
     /// Add a batch's callback: a job that runs once each of `members` is terminal, however it
-    /// ended (it reads how with [`Store::parents`]).
+    /// ended (it reads how with [`Store::parents`](crate::Store::parents)).
     pub fn add_when_finished(&mut self, job: NewJob, members: &[Step]) -> Result<Step> {
         self.add_with(job, members, Needs::Finished)
     }
@@ -331,7 +331,7 @@ impl Workflow {
     }
 }
 
-/// What [`Store::enqueue_workflow`] stored: the workflow's id and each job's id.
+/// What [`Store::enqueue_workflow`](crate::Store::enqueue_workflow) stored: the workflow's id and each job's id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnqueuedWorkflow {
     /// The workflow's id.
@@ -347,7 +347,7 @@ impl EnqueuedWorkflow {
     }
 }
 
-/// A workflow as [`Store::workflows`] lists it.
+/// A workflow as [`Store::workflows`](crate::Store::workflows) lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WorkflowSummary {
     /// Its id.
@@ -389,7 +389,7 @@ pub struct Edge {
     pub met: bool,
 }
 
-/// One job of a workflow, as [`Store::workflow`] shows it.
+/// One job of a workflow, as [`Store::workflow`](crate::Store::workflow) shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WorkflowJob {
     /// Its id.
@@ -416,7 +416,7 @@ pub struct WorkflowGraph {
     pub graph: Vec<WorkflowJob>,
 }
 
-/// A job's parent, as its child reads it with [`Store::parents`].
+/// A job's parent, as its child reads it with [`Store::parents`](crate::Store::parents).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Parent {
     /// The parent's id.

@@ -114,7 +114,7 @@ both_backends! {
                         loop {
                             match store.complete(&c) {
                                 Ok(f) => return f,
-                                Err(backwave::Error::Busy { .. }) => continue,
+                                Err(backwave::Error::Busy) => continue,
                                 Err(e) => panic!("completion failed: {e}"),
                             }
                         }
