@@ -96,6 +96,10 @@ mod tests {
         assert_eq!(store.claim(&req).unwrap().len(), 1, "a claim under the rate limit writes its window");
         same.pause("alice", PauseKind::Queue, "low", None, false).unwrap();
         same.declare_schedules("app", &[crate::Schedule::new("hourly", "0 * * * *", "report", "low", "{}")]).unwrap();
+        let mut wf = crate::Workflow::new("w");
+        let first = wf.add(NewJob::new("flaky", "low", b"{}".to_vec()));
+        wf.add_after(NewJob::new("flaky", "low", b"{}".to_vec()), &[first]).unwrap();
+        same.enqueue_workflow(&wf).unwrap();
         for table in TABLES {
             assert!(rows(&store, table) > 0, "the test left {table} empty before the reset");
         }
