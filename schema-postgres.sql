@@ -1280,6 +1280,7 @@ CREATE TABLE job_edges (
     PRIMARY KEY (child, parent)
 );
 CREATE INDEX job_edges_parent ON job_edges (parent, child);
+CREATE INDEX job_edges_unmet ON job_edges (child) WHERE NOT met;
 
 -- SECURITY DEFINER: a worker role completes parents without rights on `job_edges`; the release it
 -- causes is the trigger's, not the role's. A worker still cannot release a child by itself

@@ -578,6 +578,9 @@ CREATE TABLE job_edges (
     PRIMARY KEY (child, parent)
 ) WITHOUT ROWID;
 CREATE INDEX job_edges_parent ON job_edges (parent, child);
+-- A child's unmet edges: whether any is left is one probe, however many of its parents are done
+-- (a fan-in of 10,000 parents checked its met edges one by one: 354 us per parent).
+CREATE INDEX job_edges_unmet ON job_edges (child) WHERE met = 0;
 
 -- A workflow job's end meets the edges that wait for it, and releases (makes `scheduled`, due no
 -- earlier than the parent's end, with a log entry) each child none of whose edges is unmet any
