@@ -17,13 +17,14 @@ fn job(name: &str) -> NewJob {
     NewJob::new(name, "fan", b"{}".to_vec())
 }
 
-/// Claim and complete until nothing is due; returns the time it took and how long the first
-/// completion that held the root took.
-fn drain(store: &Store, total: usize) -> (Duration, Duration) {
+/// Claim and complete until nothing is due; returns the time it took, how long the first
+/// completion that held the root took, and the time spent in completions.
+fn drain(store: &Store, total: usize) -> (Duration, Duration, Duration) {
     let policy = RetryPolicy::new(3, Duration::ZERO).unwrap();
     let queues = ["fan".to_string()];
     let start = Instant::now();
     let mut root = Duration::ZERO;
+    let mut completing = Duration::ZERO;
     let mut done = 0;
     while done < total {
         let claimed = store
@@ -49,12 +50,13 @@ fn drain(store: &Store, total: usize) -> (Duration, Duration) {
             .collect();
         let t = Instant::now();
         store.complete_many(&completions).expect("complete");
+        completing += t.elapsed();
         if done == 0 {
             root = t.elapsed();
         }
         done += claimed.len();
     }
-    (start.elapsed(), root)
+    (start.elapsed(), root, completing)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -67,10 +69,11 @@ pub fn rows(dir: &Path, server: &str) {
     let rounds: usize = std::env::var("BW_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     println!();
     println!("workflow bench: 1 -> {n} -> 1 against {} plain jobs, median of {rounds} alternating rounds", n + 2);
-    println!("| backend    | plain enqueue | workflow enqueue | plain drain | workflow drain | root completion | release per child |");
-    println!("|------------|--------------:|-----------------:|------------:|---------------:|----------------:|------------------:|");
+    println!("| backend    | plain enqueue | workflow enqueue | plain drain (completing) | workflow drain (completing) | root completion | release per child |");
+    println!("|------------|--------------:|-----------------:|-------------------------:|----------------------------:|----------------:|------------------:|");
     for backend in ["sqlite", "postgres"] {
         let (mut pe, mut we, mut pd, mut wd, mut rc) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut pc, mut wc) = (vec![], vec![]);
         for round in 0..rounds {
             let open = |what: &str| -> (Store, Option<super::pg::Schema>) {
                 if backend == "sqlite" {
@@ -87,7 +90,9 @@ pub fn rows(dir: &Path, server: &str) {
                 let t = Instant::now();
                 store.enqueue_many(&jobs).expect("enqueue");
                 pe.push(t.elapsed());
-                pd.push(drain(&store, n + 2).0);
+                let (d, _, c) = drain(&store, n + 2);
+                pd.push(d);
+                pc.push(c);
             }
             {
                 let (store, _schema) = open("flow");
@@ -98,20 +103,22 @@ pub fn rows(dir: &Path, server: &str) {
                 let t = Instant::now();
                 store.enqueue_workflow(&wf).expect("enqueue the workflow");
                 we.push(t.elapsed());
-                let (d, r) = drain(&store, n + 2);
+                let (d, r, c) = drain(&store, n + 2);
                 wd.push(d);
                 rc.push(r);
+                wc.push(c);
             }
         }
         let (pe, we, pd, wd, rc) = (median(pe), median(we), median(pd), median(wd), median(rc));
+        let (pc, wc) = (median(pc), median(wc));
         let per_child = wd.saturating_sub(pd).as_secs_f64() * 1e6 / n as f64;
         let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
         println!(
-            "| {backend:<10} | {:>13} | {:>16} | {:>11} | {:>14} | {:>15} | {:>14.1} µs |",
+            "| {backend:<10} | {:>13} | {:>16} | {:>24} | {:>27} | {:>15} | {:>14.1} µs |",
             ms(pe),
             ms(we),
-            ms(pd),
-            ms(wd),
+            format!("{} ({})", ms(pd), ms(pc)),
+            format!("{} ({})", ms(wd), ms(wc)),
             ms(rc),
             per_child
         );
