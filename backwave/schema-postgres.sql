@@ -1294,9 +1294,12 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.workflow_id IS NOT NULL AND n.finished_at IS NOT NULL) THEN
         RETURN NULL;
     END IF;
+    -- Every finished workflow job of the statement (not joined to old_rows: the transition
+    -- tables have no statistics, and a nested loop over the two was quadratic in the batch); an
+    -- edge already met is passed over, so a finished row updated again changes nothing.
     WITH ended AS (
-        SELECT n.id, n.state, n.updated_at FROM new_rows n JOIN old_rows o ON o.id = n.id
-        WHERE n.workflow_id IS NOT NULL AND n.finished_at IS NOT NULL AND o.state IS DISTINCT FROM n.state
+        SELECT n.id, n.state, n.updated_at FROM new_rows n
+        WHERE n.workflow_id IS NOT NULL AND n.finished_at IS NOT NULL
     ), met AS (
         UPDATE job_edges e SET met = true FROM ended
         WHERE e.parent = ended.id AND NOT e.met AND (ended.state = 'succeeded' OR e.needs = 'finished')
