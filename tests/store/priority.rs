@@ -128,10 +128,10 @@ both_backends! {
     }
 }
 
-/// The claim's plan on PostgreSQL, for values as a worker binds them: every priority's branch an
-/// index scan of `jobs_claim_priority` with the priority, the queue and the due bound in its
-/// index condition, nothing sorted before the batch is picked, and the branches after the first
-/// never run once it fills the batch.
+/// The claim's plan on PostgreSQL, for values as a worker binds them: one index scan of
+/// `jobs_claim_priority` per priority in turn (a nested loop over the priorities) with the
+/// priority, the queue and the due bound in its index condition, nothing sorted before the
+/// batch is picked, and the loop stopped once the first priority fills the batch.
 #[test]
 fn the_postgres_claim_reads_jobs_claim_priority_one_priority_at_a_time_without_sorting() {
     let _g = use_backend(Backend::Postgres);
@@ -159,15 +159,13 @@ fn the_postgres_claim_reads_jobs_claim_priority_one_priority_at_a_time_without_s
     let text = plan.join("\n");
     println!("{text}");
     let scans: Vec<&String> = plan.iter().filter(|l| l.contains("Index Scan")).collect();
-    assert!(scans.len() >= 10 && scans.iter().all(|l| l.contains("using jobs_claim_priority")), "{text}");
-    for p in 0..10 {
-        assert!(text.contains(&format!("(priority = {p})")), "no branch of priority {p}: {text}");
-    }
+    assert!(!scans.is_empty() && scans.iter().all(|l| l.contains("using jobs_claim_priority")), "{text}");
+    assert!(text.contains("(priority = pr.p)"), "the priority is in the index condition: {text}");
+    assert!(text.contains("Function Scan on generate_series pr (actual rows=1 loops=1)"), "one priority read: {text}");
     assert!(text.contains("due_at <= "), "{text}");
     // The only sort is of the claimed rows returned; the picking side sorts nothing.
     let picked = text.split("CTE picked").nth(1).unwrap().split("CTE claimed").next().unwrap();
     assert!(!picked.contains("Sort"), "{text}");
-    assert!(text.contains("never executed"), "the first priority filled the batch: {text}");
     // EXPLAIN ANALYZE ran the claim: it took the first 10 due jobs of priority 0. The claim
     // takes the other 190 next, in order, and then priority 1.
     let claimed = claim_from(&fx, &["q"], 190);

@@ -66,58 +66,30 @@ macro_rules! claim_tail {
     };
 }
 
-/// One priority's due jobs of queue `$1` for [`CLAIM_SQL`]: a range of `jobs_claim_priority
-/// (queue, priority, due_at, id)` from the priority's earliest due job to its first one due in
-/// the future, in that order, locked as read (`SKIP LOCKED`). A subquery of its own: PostgreSQL
-/// takes no `FOR UPDATE` in an arm of a `UNION`.
-macro_rules! claim_priority {
-    ($p:literal) => {
-        concat!(
-            "SELECT pick FROM (SELECT ctid AS pick FROM jobs
-               WHERE state = 'scheduled' AND queue = $1 AND priority = ",
-            $p,
-            " AND due_at <= $2 AND attempt < 4294967295 AND wire_name <> ALL($4::text[])
-               ORDER BY due_at, id LIMIT $3
-               FOR UPDATE SKIP LOCKED) p",
-            $p
-        )
-    };
-}
-
 /// Claim the due jobs of one queue: `$1` queue, `$2` now, `$3` how many, `$4` paused wire
 /// names, `$5` worker, `$6` group, `$7` lease end, `$8` max attempts, `$9` the shared delay
 /// table (NULL when each job draws its own: the caller writes those next). One round trip: the
 /// due rows no other claim holds are locked (`SKIP LOCKED`), moved to running, and logged.
-/// Priority 0 first, then by due time, then id: one range of `jobs_claim_priority` per priority
-/// ([`claim_priority!`]), ten branches of a `UNION ALL` that the executor runs in order and stops
-/// as soon as `$3` rows are picked, so a claim of a queue whose jobs are all at the default
-/// priority reads the one range, and no branch sorts. One range over every priority
+/// Priority 0 first, then by due time, then id: for each priority in turn (a nested loop over
+/// `generate_series(0, 9)`), one range of `jobs_claim_priority (queue, priority, due_at, id)`
+/// from the priority's earliest due job to its first one due in the future, locked as read; the
+/// loop stops as soon as `$3` rows are picked, so a claim of a queue whose jobs are all at the
+/// default priority reads the one range, and nothing sorts. One range over every priority
 /// (`ORDER BY priority, due_at` with `due_at <= $2` as a filter) would step over each
-/// priority's future retries; `priority = ANY(…)` yields no order on PostgreSQL before 17.
+/// priority's future retries; `priority = ANY(…)` yields no order on PostgreSQL before 17; ten
+/// branches of a `UNION ALL` (one subquery each: PostgreSQL takes no `FOR UPDATE` in an arm of
+/// a `UNION`) read the same ranges but cost 1.8 ms of planning a claim against 0.2 ms (the
+/// PostgreSQL drain fell from 30,100 to 21,600 jobs/s with them).
 /// Public (as `POSTGRES_CLAIM_SQL`) so that tests and tools can EXPLAIN it.
 pub const CLAIM_SQL: &str = concat!(
     "WITH picked AS (
-         SELECT pick FROM (",
-    claim_priority!(0),
-    " UNION ALL ",
-    claim_priority!(1),
-    " UNION ALL ",
-    claim_priority!(2),
-    " UNION ALL ",
-    claim_priority!(3),
-    " UNION ALL ",
-    claim_priority!(4),
-    " UNION ALL ",
-    claim_priority!(5),
-    " UNION ALL ",
-    claim_priority!(6),
-    " UNION ALL ",
-    claim_priority!(7),
-    " UNION ALL ",
-    claim_priority!(8),
-    " UNION ALL ",
-    claim_priority!(9),
-    ") by_priority LIMIT $3
+         SELECT pick FROM generate_series(0, 9) AS pr(p) CROSS JOIN LATERAL (
+             SELECT ctid AS pick FROM jobs
+             WHERE state = 'scheduled' AND queue = $1 AND priority = pr.p AND due_at <= $2
+                   AND attempt < 4294967295 AND wire_name <> ALL($4::text[])
+             ORDER BY due_at, id LIMIT $3
+             FOR UPDATE SKIP LOCKED
+         ) by_priority LIMIT $3
      ),",
     claim_tail!()
 );
