@@ -15,7 +15,6 @@ use super::{CliError, Ctx};
 use backwave::workflow::Needs;
 use backwave::{JobState, Millis, WorkflowGraph, WorkflowSummary};
 
-/// List workflows, newest first.
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Show at most this many.
@@ -23,7 +22,7 @@ pub struct ListArgs {
     pub limit: usize,
 }
 
-/// One workflow
+/// One workflow: `bw workflow show ID` prints its graph (each job, its state, its parents).
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Its graph: each job, its state and its parents (parents first).
