@@ -497,10 +497,12 @@ ALTER TABLE jobs ADD COLUMN traceparent TEXT
 -- (`priority IN (0, …, 9)` in order, ten short ranges each ending at the first job due in the
 -- future), so a backlog of future retries is never walked and nothing is sorted. `jobs_claim`
 -- stays for what reads a queue by due time alone (the earliest due job, the due counts).
+-- Equal due times are taken in rowid order, the order the jobs were inserted (every index entry
+-- ends in the rowid): the 36-byte text id in the index made every enqueue write a third more.
 -- `jobs_failed_list` is made again with the new column, so that lists still never read a row.
 -- migration 16 begin
 ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0 CHECK (priority >= 0 AND priority <= 9);
-CREATE INDEX jobs_claim_priority ON jobs (queue, priority, due_at, id) WHERE state = 'scheduled';
+CREATE INDEX jobs_claim_priority ON jobs (queue, priority, due_at) WHERE state = 'scheduled';
 DROP INDEX IF EXISTS jobs_failed_list;
 CREATE INDEX jobs_failed_list ON jobs (state, finished_at, id, wire_name, queue, labels, attempt,
     max_attempts, due_at, lease_owner, lease_expires_at, worker_group, delay_table, cancel_requested_by,

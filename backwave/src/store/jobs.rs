@@ -266,7 +266,7 @@ pub const CLAIM_SQL: &str = concat!(
     ", jitter_seed FROM jobs INDEXED BY jobs_claim_priority
      WHERE state = 'scheduled' AND queue = ?1 AND priority IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9) AND due_at <= ?2
            AND attempt < 4294967295
-     ORDER BY priority, due_at, id"
+     ORDER BY priority, due_at, rowid"
 );
 
 /// The first wire name after `?2` among the scheduled jobs of queue `?1`: one index probe on
