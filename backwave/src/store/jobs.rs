@@ -250,8 +250,9 @@ impl SqliteStore {
 }
 
 /// The statement a claim runs per queue: the due scheduled jobs of queue `?1` at time `?2`,
-/// priority 0 first, then by due time, then id; the caller stops stepping at its batch size.
-/// `INDEXED BY` pins the `(queue, priority, due_at, id)` partial index over scheduled jobs, and
+/// priority 0 first, then by due time, then insertion order (rowid: the order of ids for the
+/// library's time-ordered ids); the caller stops stepping at its batch size.
+/// `INDEXED BY` pins the `(queue, priority, due_at)` partial index over scheduled jobs, and
 /// `priority IN (0, …, 9)` makes SQLite read it one priority at a time, in that order: ten short
 /// ranges, each from the priority's earliest due job to its first job due in the future, so
 /// neither a backlog of future retries is walked nor anything sorted (a range over every

@@ -68,8 +68,8 @@ impl Lease<'_> {
 /// claim order within a queue, as claimed (Running under `lease`, the attempt counted; the delay
 /// table is the caller's to set), passing over any another claim holds. The claim order is
 /// priority 0 first, then 1, … 9, each by due time, then id; only due jobs count, so a job due
-/// later at priority 0 holds back no due job at 9. Each backend reads it from the `(queue,
-/// priority, due_at, id)` index one priority at a time (a range per priority, each ending at its
+/// later at priority 0 holds back no due job at 9. Each backend reads it from its `(queue,
+/// priority, due_at)` index one priority at a time (a range per priority, each ending at its
 /// first future job), so the order costs no sort and no walk over future retries. The takes of
 /// one wire name ([`ClaimTx::take_name`], and each name's part of [`ClaimTx::take_around`])
 /// read that name's jobs by due time alone (their index has no priority); `take_around` puts
