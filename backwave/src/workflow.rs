@@ -427,6 +427,8 @@ pub struct Parent {
     pub state: Option<JobState>,
     /// What the edge needed of it.
     pub needs: Needs,
+    /// Whether it did it (an edge stays met when retention later deletes the parent).
+    pub met: bool,
     /// The output its succeeded attempt recorded (JSON bytes), if any
     /// ([`JobContext::set_output`](crate::engine::JobContext::set_output)).
     #[serde(skip)]

@@ -113,8 +113,23 @@ impl SqliteStore {
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
+            // Every edge of the workflow in one read, handed to its child.
+            let mut parents: std::collections::HashMap<JobId, Vec<Edge>> = std::collections::HashMap::new();
+            let mut all = tx.prepare_cached(GRAPH_EDGES_SQL)?;
+            let mut rows = all.query([&id])?;
+            while let Some(r) = rows.next()? {
+                let child = parse_id(r, 0)?;
+                let state: Option<String> = r.get(3)?;
+                parents.entry(child).or_default().push(Edge {
+                    job: parse_id(r, 1)?,
+                    wire_name: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    state: state.and_then(|s| s.parse().ok()),
+                    needs: Needs::parse(&r.get::<_, String>(4)?),
+                    met: r.get(5)?,
+                });
+            }
             for job in &mut graph {
-                job.parents = edges(tx, PARENTS_SQL, job.id)?;
+                job.parents = parents.remove(&job.id).unwrap_or_default();
             }
             Ok(Some(WorkflowGraph { summary, graph: workflow::topological(graph) }))
         })
@@ -124,7 +139,7 @@ impl SqliteStore {
         self.read(|tx| {
             Ok(tx
                 .prepare_cached(
-                    "SELECT e.parent, j.wire_name, j.state, e.needs, j.output
+                    "SELECT e.parent, j.wire_name, j.state, e.needs, j.output, e.met
                      FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = ?1 ORDER BY e.parent",
                 )?
                 .query_map([job.to_string()], |r| {
@@ -135,6 +150,7 @@ impl SqliteStore {
                         state: state.and_then(|s| s.parse().ok()),
                         needs: Needs::parse(&r.get::<_, String>(3)?),
                         output: r.get(4)?,
+                        met: r.get(5)?,
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?)
@@ -142,7 +158,7 @@ impl SqliteStore {
     }
 
     pub fn children(&self, job: JobId) -> Result<Vec<Edge>> {
-        self.read(|tx| edges(tx, CHILDREN_SQL, job))
+        self.read(|tx| children(tx, job))
     }
 
     pub fn workflow_of(&self, job: JobId) -> Result<Option<WorkflowId>> {
@@ -156,16 +172,17 @@ impl SqliteStore {
     }
 }
 
-/// A job's parents: the job at the other end of each edge is the parent.
-const PARENTS_SQL: &str = "SELECT e.parent, j.wire_name, j.state, e.needs, e.met
-     FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = ?1 ORDER BY e.parent";
+/// Every edge into a job of workflow `?1`: child, then the parent's side.
+const GRAPH_EDGES_SQL: &str = "SELECT e.child, e.parent, j.wire_name, j.state, e.needs, e.met
+     FROM jobs c INDEXED BY jobs_workflow JOIN job_edges e ON e.child = c.id LEFT JOIN jobs j ON j.id = e.parent
+     WHERE c.workflow_id = ?1 ORDER BY e.child, e.parent";
 /// A job's children.
 const CHILDREN_SQL: &str = "SELECT e.child, j.wire_name, j.state, e.needs, e.met
      FROM job_edges e JOIN jobs j ON j.id = e.child WHERE e.parent = ?1 ORDER BY e.child";
 
-fn edges(tx: &Connection, sql: &str, job: JobId) -> Result<Vec<Edge>> {
+fn children(tx: &Connection, job: JobId) -> Result<Vec<Edge>> {
     Ok(tx
-        .prepare_cached(sql)?
+        .prepare_cached(CHILDREN_SQL)?
         .query_map([job.to_string()], |r| {
             let state: Option<String> = r.get(2)?;
             Ok(Edge {

@@ -97,9 +97,7 @@ impl WorkflowPlace {
                 wire_name: p.wire_name,
                 state: p.state,
                 needs: p.needs,
-                met: p.state.is_some_and(|s| {
-                    s == JobState::Succeeded || (p.needs == backwave::Needs::Finished && s.is_terminal())
-                }),
+                met: p.met,
             })
             .collect();
         Ok(Some(WorkflowPlace { id: wf, parents, children: store.children(id)? }))

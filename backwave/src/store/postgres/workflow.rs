@@ -131,8 +131,25 @@ impl PgStore {
                     parents: Vec::new(),
                 });
             }
+            // Every edge of the workflow in one read, handed to its child.
+            let mut parents: std::collections::HashMap<JobId, Vec<Edge>> = std::collections::HashMap::new();
+            for r in tx.query(
+                "SELECT e.child, e.parent, j.wire_name, j.state, e.needs, e.met
+                 FROM jobs c JOIN job_edges e ON e.child = c.id LEFT JOIN jobs j ON j.id = e.parent
+                 WHERE c.workflow_id = $1 ORDER BY e.child, e.parent",
+                &[&id],
+            )? {
+                let state: Option<String> = r.try_get(3)?;
+                parents.entry(JobId(r.try_get(0)?)).or_default().push(Edge {
+                    job: JobId(r.try_get(1)?),
+                    wire_name: r.try_get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    state: state.and_then(|s| s.parse().ok()),
+                    needs: Needs::parse(r.try_get(4)?),
+                    met: r.try_get(5)?,
+                });
+            }
             for job in &mut graph {
-                job.parents = edges(tx, PARENTS_SQL, job.id)?;
+                job.parents = parents.remove(&job.id).unwrap_or_default();
             }
             Ok(Some(WorkflowGraph { summary, graph: workflow::topological(graph) }))
         })
@@ -141,7 +158,7 @@ impl PgStore {
     pub fn parents(&self, job: JobId) -> Result<Vec<Parent>> {
         self.read(|tx| {
             tx.query(
-                "SELECT e.parent, j.wire_name, j.state, e.needs, j.output
+                "SELECT e.parent, j.wire_name, j.state, e.needs, j.output, e.met
                  FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = $1 ORDER BY e.parent",
                 &[&job.0],
             )?
@@ -154,6 +171,7 @@ impl PgStore {
                     state: state.and_then(|s| s.parse().ok()),
                     needs: Needs::parse(r.try_get(3)?),
                     output: r.try_get(4)?,
+                    met: r.try_get(5)?,
                 })
             })
             .collect()
@@ -161,7 +179,7 @@ impl PgStore {
     }
 
     pub fn children(&self, job: JobId) -> Result<Vec<Edge>> {
-        self.read(|tx| edges(tx, CHILDREN_SQL, job))
+        self.read(|tx| children(tx, job))
     }
 
     pub fn workflow_of(&self, job: JobId) -> Result<Option<WorkflowId>> {
@@ -175,13 +193,11 @@ impl PgStore {
     }
 }
 
-const PARENTS_SQL: &str = "SELECT e.parent, j.wire_name, j.state, e.needs, e.met
-     FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent WHERE e.child = $1 ORDER BY e.parent";
 const CHILDREN_SQL: &str = "SELECT e.child, j.wire_name, j.state, e.needs, e.met
      FROM job_edges e JOIN jobs j ON j.id = e.child WHERE e.parent = $1 ORDER BY e.child";
 
-fn edges(tx: &mut Tx<'_>, sql: &str, job: JobId) -> Result<Vec<Edge>> {
-    tx.query(sql, &[&job.0])?
+fn children(tx: &mut Tx<'_>, job: JobId) -> Result<Vec<Edge>> {
+    tx.query(CHILDREN_SQL, &[&job.0])?
         .iter()
         .map(|r| {
             let state: Option<String> = r.try_get(2)?;
