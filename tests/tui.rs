@@ -123,6 +123,37 @@ both_backends! {
 }
 
 both_backends! {
+    fn a_view_left_grouped_comes_back_ungrouped_so_r_asks_about_one_job() {
+        // Found on a walk: Dead-Lettered grouped, a trip through views 5-8, and back in view 1
+        // `r` offered to requeue a whole group to an operator who expected the job under the
+        // cursor.
+        let f = Fixture::with_jobs();
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "g");
+        f.press(&mut app, [Action::Tick(f.clock.now() + bw::tui::app::G_TIMEOUT_MS)]);
+        assert!(app.nav.grouped());
+        for view in ["5", "6", "7", "8", "1"] {
+            keys(&mut app, &f, view);
+        }
+        assert_eq!(app.nav.view, View::DeadLettered);
+        assert!(!app.nav.grouped(), "back to its default: one row per job");
+        let id = app.selected_job().expect("the jobs are listed again").id;
+        keys(&mut app, &f, "r");
+        let Mode::Confirm(p) = &app.mode else { panic!("a confirmation, got {:?}", app.mode) };
+        assert_eq!((p.target.clone(), p.affected), (Target::Jobs(vec![id]), 1));
+        // Quarantined opens grouped and comes back grouped: that is its default.
+        keys(&mut app, &f, "n2");
+        assert!(app.nav.grouped());
+        keys(&mut app, &f, "g");
+        f.press(&mut app, [Action::Tick(f.clock.now() + bw::tui::app::G_TIMEOUT_MS)]);
+        assert!(!app.nav.grouped());
+        keys(&mut app, &f, "52");
+        assert!(app.nav.grouped());
+    }
+}
+
+both_backends! {
     fn paging_moves_through_the_store_a_page_at_a_time() {
         let mut f = Fixture::empty();
         for i in 0..60 {

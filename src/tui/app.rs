@@ -235,9 +235,8 @@ pub struct Nav {
 impl Nav {
     fn new() -> Nav {
         let mut views: BTreeMap<View, ViewState> = View::ALL.iter().map(|v| (*v, ViewState::default())).collect();
-        if let Some(q) = views.get_mut(&View::Quarantined) {
-            // Quarantines come in batches of one cause: the groups say more than the rows.
-            q.grouped = true;
+        for (v, vs) in views.iter_mut() {
+            vs.grouped = v.grouped_by_default();
         }
         Nav { view: View::DeadLettered, views, detail: None, marks: BTreeMap::new() }
     }
@@ -815,6 +814,16 @@ impl App {
 
     fn show_view(&mut self, v: View) {
         if v != self.nav.view {
+            // The view left goes back to its default grouping: kept, a Dead-Lettered view grouped
+            // an hour ago came back as groups and `r` offered to requeue a whole group to an
+            // operator who expected the one job under the cursor (found on a walk, issue 39).
+            let default = self.nav.view.grouped_by_default();
+            let left = self.vs_mut();
+            if left.grouped != default {
+                left.grouped = default;
+                left.selected = 0;
+                left.offset = 0;
+            }
             self.groups_read_at = None;
             self.nav.view = v;
             self.nav.detail = None;

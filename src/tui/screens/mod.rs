@@ -97,6 +97,12 @@ impl View {
         self.info().grouped.is_some()
     }
 
+    /// Whether the view opens grouped: Quarantined, whose jobs come in batches of one cause, so
+    /// the groups say more than the rows. A view the operator leaves returns to this.
+    pub fn grouped_by_default(self) -> bool {
+        self == View::Quarantined
+    }
+
     /// The screen this view shows, grouped or not.
     pub(crate) fn screen(self, grouped: bool) -> &'static dyn Screen {
         let info = self.info();
