@@ -82,7 +82,7 @@ both_backends! {
         code(&mut app, &f, KeyCode::BackTab);
         assert_eq!(app.nav.view, View::DeadLettered);
         code(&mut app, &f, KeyCode::BackTab);
-        assert_eq!(app.nav.view, View::Schedules, "Shift-Tab wraps around");
+        assert_eq!(app.nav.view, View::Workflows, "Shift-Tab wraps around");
         keys(&mut app, &f, "4");
         assert_eq!(app.nav.view, View::Scheduled);
         // The refresh that followed asked for the view's state.
@@ -1340,5 +1340,46 @@ both_backends! {
         f.refresh(&mut app);
         let shown = screen(&f, &app).replace(&wf_id, "wwwwwwww-wwww-wwww-wwww-wwwwwwwwwwww");
         insta::assert_snapshot!("tui__detail_workflow", shown);
+    }
+}
+
+both_backends! {
+    fn the_workflows_view_lists_each_workflow_and_enter_opens_the_jobs_that_need_the_operator() {
+        let mut f = Fixture::empty();
+        let mut wf = backwave::Workflow::new("thumbnails");
+        let fetch = wf.add(backwave::NewJob::new("fetch", "arrivals", "{}"));
+        let resize = wf.add_after(backwave::NewJob::new("resize", "media", "{}"), &[fetch]).unwrap();
+        let stuck = f.store.enqueue_workflow(&wf).unwrap();
+        f.ids = vec![stuck.job(fetch), stuck.job(resize)];
+        f.tick(1_000);
+        let mut report = backwave::Workflow::new("nightly-report");
+        let one = report.add(backwave::NewJob::new("report", "media", "{}"));
+        let running = f.store.enqueue_workflow(&report).unwrap();
+        f.ids.push(running.job(one));
+        f.tick(1_000);
+        f.dead_letter_enqueued(stuck.job(fetch), "arrivals");
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "9");
+        f.refresh(&mut app);
+        let shown = screen(&f, &app)
+            .replace(&stuck.id.to_string(), "wwwwwwww-wwww-wwww-wwww-wwwwwwwwwww1")
+            .replace(&running.id.to_string(), "wwwwwwww-wwww-wwww-wwww-wwwwwwwwwww2");
+        insta::assert_snapshot!("tui__view_workflows", shown);
+        // Newest first: the stuck one is the second row. Enter lists its Dead-Lettered job, the
+        // one to requeue; q comes back here.
+        keys(&mut app, &f, "j");
+        code(&mut app, &f, KeyCode::Enter);
+        f.refresh(&mut app);
+        assert_eq!(app.nav.view, View::DeadLettered);
+        assert_eq!(app.vs().filter_text, format!("workflow:{}", stuck.id));
+        assert_eq!(app.page_jobs().iter().map(|j| j.id).collect::<Vec<_>>(), vec![stuck.job(fetch)]);
+        keys(&mut app, &f, "q");
+        assert_eq!(app.nav.view, View::Workflows);
+        // The filter is one an operator can type too, and a bad id is refused quoting it.
+        let typed = bw::tui::filter::Filter::parse(&format!("workflow:{}", stuck.id), 0).unwrap();
+        assert_eq!(typed.job_filter(JobState::DeadLettered).workflow, Some(stuck.id));
+        let e = bw::tui::filter::Filter::parse("workflow:nope", 0).unwrap_err();
+        assert!(e.contains("'nope'"), "{e}");
     }
 }

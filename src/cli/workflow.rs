@@ -10,10 +10,11 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::output::{relative, sanitize, state_style, thousands, Cell, Render, Style, Table, Term};
+use super::output::{relative, sanitize, state_style, thousands, Cell, Render, Table, Term};
 use super::{CliError, Ctx};
+use crate::text::{workflow_counts, workflow_counts_short, workflow_status};
 use backwave::workflow::Needs;
-use backwave::{JobState, Millis, WorkflowGraph, WorkflowSummary};
+use backwave::{Millis, WorkflowGraph, WorkflowSummary};
 
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
@@ -66,62 +67,10 @@ struct WorkflowsView {
     workflows: Vec<WorkflowSummary>,
 }
 
-/// `2 OK, 1 SCHED, 1 WAIT, 1 DEAD`: the list's compact form of [`counts_text`].
-fn counts_short(s: &WorkflowSummary) -> String {
-    let parts: Vec<String> = STATE_ORDER
-        .iter()
-        .filter_map(|st| {
-            s.counts.get(st).filter(|n| **n > 0).map(|n| format!("{} {}", thousands(*n), crate::text::state_short(*st)))
-        })
-        .collect();
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// The states of a workflow's jobs, most advanced first.
-const STATE_ORDER: [JobState; 7] = [
-    JobState::Succeeded,
-    JobState::Running,
-    JobState::Scheduled,
-    JobState::Waiting,
-    JobState::DeadLettered,
-    JobState::Quarantined,
-    JobState::Cancelled,
-];
-
-/// `3 succeeded, 1 running, 5 waiting`: the states a workflow's jobs are in, most advanced first.
-fn counts_text(s: &WorkflowSummary) -> String {
-    let parts: Vec<String> = STATE_ORDER
-        .iter()
-        .filter_map(|st| s.counts.get(st).filter(|n| **n > 0).map(|n| format!("{} {}", thousands(*n), st.as_str())))
-        .collect();
-    if parts.is_empty() {
-        "no jobs left (retention)".into()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// `done`, `stuck: 2 wait behind a failed parent` (`stuck: 2` in the list), or `in progress`.
+/// A workflow's status as a table cell.
 fn status(s: &WorkflowSummary, long: bool) -> Cell {
-    if s.stuck > 0 {
-        let why = if long { " wait behind a failed parent" } else { "" };
-        return Cell::styled(format!("stuck: {}{why}", thousands(s.stuck)), Style::Red);
-    }
-    if s.is_done() {
-        let failed: u64 = [JobState::DeadLettered, JobState::Quarantined, JobState::Cancelled]
-            .iter()
-            .filter_map(|st| s.counts.get(st))
-            .sum();
-        return match failed {
-            0 => Cell::styled("done", Style::Green),
-            n => Cell::styled(format!("done, {} not succeeded", thousands(n)), Style::Yellow),
-        };
-    }
-    "in progress".into()
+    let (text, tone) = workflow_status(s, long);
+    Cell::styled(text, tone)
 }
 
 impl Render for WorkflowsView {
@@ -135,7 +84,7 @@ impl Render for WorkflowsView {
                 w.id.to_string().into(),
                 sanitize(&w.name).into_owned().into(),
                 thousands(w.jobs).into(),
-                counts_short(w).into(),
+                workflow_counts_short(w).into(),
                 w.oldest_waiting_since.map_or_else(|| "-".to_string(), |at| relative(self.now, at)).into(),
                 status(w, false),
             ]);
@@ -157,7 +106,7 @@ impl Render for GraphView {
         let s = &self.graph.summary;
         writeln!(out, "Workflow {} ({})", s.id, sanitize(&s.name))?;
         writeln!(out, "Created  {}", relative(self.now, s.created_at))?;
-        writeln!(out, "Jobs     {}: {}", thousands(s.jobs), counts_text(s))?;
+        writeln!(out, "Jobs     {}: {}", thousands(s.jobs), workflow_counts(s))?;
         if let Some(at) = s.oldest_waiting_since {
             writeln!(out, "Waiting  since {}", relative(self.now, at))?;
         }

@@ -8,6 +8,7 @@ mod format;
 mod palette;
 mod parse;
 mod suggest;
+mod workflow;
 
 pub use escape::{json_terminal_safe, sanitize, sanitize_bytes, sanitize_multiline};
 pub use format::{
@@ -17,3 +18,4 @@ pub use format::{
 pub use palette::{state_short, state_tone, states_shown, Tone};
 pub use parse::{parse_duration, parse_instant, parse_label, parse_priority, parse_state, parse_when, When};
 pub use suggest::{did_you_mean, state_alias, unknown_filter_names};
+pub use workflow::{workflow_counts, workflow_counts_short, workflow_status};

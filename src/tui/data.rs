@@ -119,6 +119,8 @@ pub struct Snapshot {
     pub quiet_workers: Vec<backwave::store::WorkerState>,
     /// The Schedules view's rows, by name (read only for that view).
     pub schedules: Vec<ScheduleInfo>,
+    /// The Workflows view's rows, newest first (read only for that view).
+    pub workflows: Vec<backwave::WorkflowSummary>,
     /// When the page is empty under a filter naming a queue or wire name nothing has: what
     /// `bw jobs list` says of it on stderr, with its did-you-mean ([`crate::text::unknown_filter_names`]).
     pub unknown_names: Vec<String>,

@@ -1,4 +1,4 @@
-//! The `/` filter: `wire:` `queue:` `cause:` `since:` qualifiers and plain text, parsed into what
+//! The `/` filter: `wire:` `queue:` `cause:` `since:` `workflow:` qualifiers and plain text, parsed into what
 //! the store's [`JobFilter`] understands. A bad filter is a one-line error quoting the bad part;
 //! it never panics and never half-applies.
 
@@ -19,6 +19,8 @@ pub struct Filter {
     /// reason.
     pub fingerprint: Option<String>,
     pub reason: Option<backwave::QuarantineReason>,
+    /// `workflow:ID`: the jobs of one workflow (set when the Workflows view opens one).
+    pub workflow: Option<backwave::WorkflowId>,
 }
 
 impl Filter {
@@ -47,6 +49,11 @@ impl Filter {
                 "wire" => &mut f.wire,
                 "queue" => &mut f.queue,
                 "cause" => &mut f.cause,
+                "workflow" => {
+                    let id = value.parse().map_err(|_| format!("'{value}' in workflow: is not a workflow id"))?;
+                    f.workflow = Some(id);
+                    continue;
+                }
                 "since" => {
                     let refused =
                         || format!("'{value}' in since: is neither a duration (30m, 2h, 3d) nor a time (RFC 3339)");
@@ -62,7 +69,7 @@ impl Filter {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown qualifier '{key}:' in '{token}': use wire:, queue:, cause:, since: or plain text"
+                        "unknown qualifier '{key}:' in '{token}': use wire:, queue:, cause:, since:, workflow: or plain text"
                     ))
                 }
             };
@@ -85,6 +92,7 @@ impl Filter {
         jf.fingerprint = self.fingerprint.clone();
         jf.quarantine_reason = self.reason;
         jf.text = self.text.clone();
+        jf.workflow = self.workflow;
         jf
     }
 
@@ -113,7 +121,7 @@ impl Filter {
     }
 
     pub fn check_log(&self) -> Result<(), String> {
-        if self.wire.is_some() || self.queue.is_some() {
+        if self.wire.is_some() || self.queue.is_some() || self.workflow.is_some() {
             return Err("the Log view holds transitions only: filter it by cause:, since: or plain text".into());
         }
         Ok(())

@@ -159,6 +159,7 @@ macro_rules! views {
             '6' Log log,
             '7' Workers workers,
             '8' Schedules schedules,
+            '9' Workflows workflows,
         }
     };
 }
@@ -186,7 +187,7 @@ pub const BINDINGS: [Binding; 21] = [
         ],
         hints: &[Hint { key: "Tab", word: |p| (!p.detail).then_some("view"), rank: (11, NEVER) }],
     },
-    Binding { keys: "1 … 8", does: "the views, in the order of their tabs", acts: views!(digits), hints: &[] },
+    Binding { keys: "1 … 9", does: "the views, in the order of their tabs", acts: views!(digits), hints: &[] },
     Binding {
         keys: "j k, ↓ ↑",
         does: "move the selection (scroll the detail pane)",

@@ -140,6 +140,12 @@ impl Fixture {
         id
     }
 
+    /// The one job enqueued in `queue` (`id`) claimed and failed on its one attempt.
+    pub fn dead_letter_enqueued(&mut self, id: JobId, queue: &str) {
+        self.claim_one(queue, &RetryPolicy::new(1, Duration::from_secs(2)).unwrap());
+        self.fail(id, 1, "gateway timeout");
+    }
+
     /// A job of `wire_name` quarantined now because no handler is registered for it.
     pub fn quarantine_no_handler_now(&mut self, wire_name: &str) -> JobId {
         let id = self.enqueue(NewJob::new(wire_name, "arrivals", "{}"));

@@ -128,6 +128,7 @@ pub enum Row {
     Queue(String),
     Schedule(String),
     Worker(String),
+    Workflow(backwave::WorkflowId),
 }
 
 /// What Enter on a row does.

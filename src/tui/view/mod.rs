@@ -59,6 +59,15 @@ impl Theme {
         self.fg(state_color(s))
     }
 
+    /// A [`Tone`] of the text layer (the colour `bw` prints the same text in).
+    pub(crate) fn tone(&self, tone: Tone) -> Style {
+        match tone {
+            Tone::Bold => self.heading(),
+            Tone::Plain => Style::default(),
+            _ => self.fg(tone_color(tone)),
+        }
+    }
+
     pub(crate) fn dim(&self) -> Style {
         if self.color {
             Style::default().fg(Color::DarkGray)
@@ -86,7 +95,12 @@ impl Theme {
 
 /// A state's colour on screen: [`crate::text::state_tone`], the table `bw` paints from too.
 pub fn state_color(s: JobState) -> Color {
-    match crate::text::state_tone(s) {
+    tone_color(crate::text::state_tone(s))
+}
+
+/// A [`Tone`]'s colour on screen.
+fn tone_color(tone: Tone) -> Color {
+    match tone {
         Tone::Plain => Color::Reset,
         Tone::Red => Color::Red,
         Tone::Yellow => Color::Yellow,
@@ -319,23 +333,33 @@ impl App {
             let s = self.snapshot.as_ref()?;
             v.state().map(|st| s.counts.total(st))
         };
-        // Full titles with exact counts, then without counts (the counts row has them), then
-        // short titles (but the current view's) with compact counts, then without: all eight
-        // tabs at 80 columns.
+        // Full titles with exact counts; then the views that list no state's jobs by their short
+        // titles; then full titles without counts (the counts row has them); then short titles
+        // (but the current view's) with compact counts, then without; then those without the
+        // space between tabs; at last one space between tabs and no padding but the current
+        // view's: all nine tabs at 80 columns, the view on screen under its full title.
         let label = |v: View, level: usize| {
-            // The view on screen keeps its full title.
-            let title = if level < 2 || v == self.nav.view { v.title() } else { v.info().short };
-            match (level % 2, count(v)) {
-                (0, Some(n)) => {
-                    format!(" {} {title} {} ", v.index() + 1, if level == 0 { thousands(n) } else { compact_count(n) })
+            let short = match level {
+                0 | 2 => false,
+                1 => v.state().is_none() && v != self.nav.view,
+                _ => v != self.nav.view,
+            };
+            let title = if short { v.info().short } else { v.title() };
+            let counted = matches!(level, 0 | 1 | 3);
+            match (counted, count(v)) {
+                (true, Some(n)) => {
+                    format!(" {} {title} {} ", v.index() + 1, if level < 3 { thousands(n) } else { compact_count(n) })
                 }
+                _ if level == 6 && v != self.nav.view => format!("{} {title}", v.index() + 1),
                 _ => format!(" {} {title} ", v.index() + 1),
             }
         };
-        // One space between labels; none is needed after the last.
-        let level = (0..4)
-            .find(|l| View::ALL.iter().map(|v| width_of(&label(*v, *l)) + 1).sum::<usize>() - 1 <= width as usize)
-            .unwrap_or(3);
+        let gap = |level: usize| usize::from(level != 5);
+        let fits = |level: usize| {
+            let labels: usize = View::ALL.iter().map(|v| width_of(&label(*v, level))).sum();
+            labels + gap(level) * (View::ALL.len() - 1) <= width as usize
+        };
+        let level = (0..6).find(|l| fits(*l)).unwrap_or(6);
         let mut x = 0u16;
         View::ALL
             .iter()
@@ -343,7 +367,7 @@ impl App {
                 let text = label(*v, level);
                 let w = width_of(&text) as u16;
                 let out = (*v, text, x, x + w);
-                x += w + 1;
+                x += w + gap(level) as u16;
                 out
             })
             .collect()
@@ -351,14 +375,18 @@ impl App {
 
     fn tabs(&self, t: &Theme, area: Rect, buf: &mut Buffer) {
         let mut spans = Vec::new();
-        for (v, text, ..) in self.tab_labels(area.width) {
+        let mut x = 0;
+        for (v, text, from, to) in self.tab_labels(area.width) {
             let style = if v == self.nav.view {
                 t.selected().add_modifier(Modifier::BOLD)
             } else {
                 v.state().map(|s| t.state(s)).unwrap_or_default()
             };
+            if from > x {
+                spans.push(Span::raw(" "));
+            }
             spans.push(Span::styled(text, style));
-            spans.push(Span::raw(" "));
+            x = to;
         }
         Line::from(spans).render(area, buf);
     }
