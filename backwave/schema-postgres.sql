@@ -1340,3 +1340,86 @@ CREATE TRIGGER jobs_operator_update BEFORE UPDATE ON jobs FOR EACH ROW
     EXECUTE FUNCTION bw_check_write('operate');
 UPDATE backwave_schema SET version = 18;
 -- migration 18 end
+
+-- Version 18 -> 19: a workflow's `on_failure`, as schema.sql's migration 19. The cancel runs in
+-- `bw_cancel_dependents`, SECURITY DEFINER like the release: a worker role that dead-letters a
+-- parent cancels its dependents through it, and still cannot cancel a waiting job by its own
+-- UPDATE (`jobs_operator_update` lets a `waiting` job become `cancelled` only inside a function
+-- the schema's owner defined, `bw_definer()`).
+-- migration 19 begin
+ALTER TABLE workflows ADD COLUMN on_failure text NOT NULL DEFAULT 'wait' CHECK (on_failure IN ('wait', 'cancel'));
+
+-- Whether the statement runs inside a SECURITY DEFINER function of the schema's owner.
+DO $$
+BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION bw_definer() RETURNS boolean LANGUAGE sql STABLE
+             AS $f$ SELECT pg_catalog.pg_has_role(current_user, %s::pg_catalog.oid, ''MEMBER'') $f$',
+        (SELECT c.relowner FROM pg_class c WHERE c.oid = format('%I.backwave_schema', current_schema())::regclass));
+END
+$$;
+
+-- Cancel, at `at_ms`, the waiting jobs that need one of `parents` (those of them that ended
+-- Dead-Lettered, Quarantined or Cancelled: calling it on any other job does nothing) to
+-- succeed, in workflows whose `on_failure` is 'cancel', and the waiting jobs that need those, and so on; each logged
+-- `waiting -> cancelled` with a cause naming the parent that ended. Returns how many. Rows are
+-- locked in id order, as the release locks them.
+CREATE FUNCTION bw_cancel_dependents(parents uuid[], at_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    ids uuid[];
+    roots uuid[];
+    n bigint;
+BEGIN
+    WITH RECURSIVE doomed(id, root) AS (
+        SELECT e.child, e.parent FROM job_edges e
+            JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
+            JOIN jobs c ON c.id = e.child AND c.state = 'waiting'
+            JOIN workflows w ON w.id = c.workflow_id AND w.on_failure = 'cancel'
+        WHERE e.parent = ANY (parents) AND e.needs = 'succeeded' AND NOT e.met
+        UNION
+        SELECT e.child, d.root FROM doomed d
+            JOIN job_edges e ON e.parent = d.id AND e.needs = 'succeeded' AND NOT e.met
+            JOIN jobs c ON c.id = e.child AND c.state = 'waiting'
+    ), one AS (
+        SELECT id, (array_agg(root ORDER BY root))[1] AS root FROM doomed GROUP BY id
+    )
+    SELECT array_agg(id ORDER BY id), array_agg(root ORDER BY id) INTO ids, roots FROM one;
+    IF ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM 1 FROM jobs WHERE id = ANY (ids) AND state = 'waiting' ORDER BY id FOR UPDATE;
+    WITH o AS (
+        SELECT d.id, format('a job it needs, %s, ended %s; its workflow cancels what depends on a failed job',
+                            d.root, p.state) AS cause
+        FROM unnest(ids, roots) AS d(id, root) JOIN jobs p ON p.id = d.root
+    ), cancelled AS (
+        UPDATE jobs j SET state = 'cancelled', terminal_cause = o.cause,
+                          finished_at = at_ms, updated_at = at_ms
+        FROM o WHERE j.id = o.id AND j.state = 'waiting'
+        RETURNING j.id, j.attempt, o.cause
+    ), logged AS (
+        INSERT INTO transitions (job_id, at, from_state, to_state, attempt, reason)
+            SELECT id, at_ms, 'waiting', 'cancelled', attempt, cause FROM cancelled ORDER BY id
+            RETURNING 1
+    )
+    SELECT count(*) INTO n FROM logged;
+    RETURN n;
+END
+$$;
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION bw_cancel_dependents(uuid[], bigint) SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+
+DROP TRIGGER IF EXISTS jobs_operator_update ON jobs;
+CREATE TRIGGER jobs_operator_update BEFORE UPDATE ON jobs FOR EACH ROW
+    WHEN ((OLD.state NOT IN ('scheduled', 'running', 'waiting')
+           OR (NEW.state = 'cancelled' AND NEW.cancel_requested_by IS NULL)
+           OR (OLD.state = 'scheduled' AND NEW.state = 'scheduled')
+           OR (OLD.state = 'waiting' AND NEW.state <> 'scheduled'))
+          AND NOT bw_trusted() AND NOT bw_definer())
+    EXECUTE FUNCTION bw_check_write('operate');
+UPDATE backwave_schema SET version = 19;
+-- migration 19 end

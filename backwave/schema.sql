@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 18.
+-- BackWave store contract, schema version 19.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -23,7 +23,8 @@
 --     wake-up notifications), version 15 the `traceparent` column of `jobs`, version 16 the
 --     `priority` column, version 17 the `output` and progress columns, version 18 workflows:
 --     the `waiting` state, `workflow_id`, the `workflows` and `job_edges` tables and the
---     `jobs_release` trigger (the sections marked below); a writable open of
+--     `jobs_release` trigger, version 19 the `on_failure` column of `workflows` (the sections
+--     marked below); a writable open of
 --     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -31,7 +32,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 18;
+PRAGMA user_version = 19;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL
@@ -603,3 +604,14 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM job_edges u WHERE u.child = jobs.id AND u.met = 0);
 END;
 -- migration 18 end
+
+-- Version 18 -> 19: what a workflow does when a job of it ends Dead-Lettered, Quarantined or
+-- Cancelled (issue 42). 'wait' (the default): the jobs that need it to succeed keep waiting, and
+-- go on if an operator requeues it and it succeeds. 'cancel': the library cancels them at once,
+-- and the jobs that need those, and so on down the graph, in the transaction that ends the job
+-- (each logged `waiting -> cancelled`, the cause naming the job that failed). Edges that need
+-- 'finished' (a batch's callback) are met by a cancelled job as by any other end.
+-- migration 19 begin
+ALTER TABLE workflows ADD COLUMN on_failure TEXT NOT NULL DEFAULT 'wait'
+    CHECK (on_failure = 'wait' OR on_failure = 'cancel');
+-- migration 19 end

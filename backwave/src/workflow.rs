@@ -105,6 +105,39 @@ impl Needs {
     }
 }
 
+/// What a workflow does when one of its jobs ends Dead-Lettered, Quarantined or Cancelled
+/// ([`Workflow::on_failure`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnFailure {
+    /// The jobs that need it to succeed keep waiting, and go on if an operator requeues it and
+    /// it succeeds (the default: nothing is thrown away while someone can still mend it).
+    #[default]
+    Wait,
+    /// The jobs that need it to succeed are cancelled at once, and the jobs that need those,
+    /// and so on down the graph, in the transaction that ends the job. A batch's callback
+    /// ([`Workflow::add_when_finished`]) still runs: a cancelled member is finished too.
+    Cancel,
+}
+
+impl OnFailure {
+    /// The spelling in the store and in JSON: `wait`, `cancel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Wait => "wait",
+            OnFailure::Cancel => "cancel",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Self {
+        if s == "cancel" {
+            OnFailure::Cancel
+        } else {
+            OnFailure::Wait
+        }
+    }
+}
+
 /// A job's place in the [`Workflow`] that [`Workflow::add`] returned it from; turned into its
 /// [`JobId`] by [`EnqueuedWorkflow::job`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -131,6 +164,7 @@ pub struct Workflow {
     jobs: Vec<NewJob>,
     /// (child, parent, needs), as indexes into `jobs`.
     edges: Vec<(usize, usize, Needs)>,
+    on_failure: OnFailure,
 }
 
 impl Workflow {
@@ -141,7 +175,32 @@ impl Workflow {
             token: NEXT_WORKFLOW.fetch_add(1, Ordering::Relaxed),
             jobs: Vec::new(),
             edges: Vec::new(),
+            on_failure: OnFailure::Wait,
         }
+    }
+
+    /// What happens to the jobs that need a job to succeed when it ends Dead-Lettered,
+    /// Quarantined or Cancelled: they wait for an operator ([`OnFailure::Wait`], the default) or
+    /// are cancelled at once ([`OnFailure::Cancel`]).
+    ///
+    /// ```
+    /// use backwave::{NewJob, Workflow};
+    /// use backwave::workflow::OnFailure;
+    ///
+    /// let mut wf = Workflow::new("nightly-export");
+    /// wf.on_failure(OnFailure::Cancel);
+    /// let dump = wf.add(NewJob::new("dump", "exports", "{}"));
+    /// wf.add_after(NewJob::new("upload", "exports", "{}"), &[dump])?;
+    /// # Ok::<(), backwave::Error>(())
+    /// ```
+    pub fn on_failure(&mut self, on: OnFailure) -> &mut Self {
+        self.on_failure = on;
+        self
+    }
+
+    /// What it does when one of its jobs fails for good ([`Workflow::on_failure`]).
+    pub fn failure_policy(&self) -> OnFailure {
+        self.on_failure
     }
 
     /// Its name.
@@ -365,6 +424,8 @@ pub struct WorkflowSummary {
     /// Waiting jobs with a parent that ended Dead-Lettered, Quarantined or Cancelled: they wait
     /// until an operator requeues that parent.
     pub stuck: u64,
+    /// What it does when one of its jobs fails for good.
+    pub on_failure: OnFailure,
 }
 
 impl WorkflowSummary {

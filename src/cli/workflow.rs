@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::output::{relative, sanitize, state_style, thousands, Cell, Render, Table, Term};
 use super::{CliError, Ctx};
 use crate::text::{workflow_counts, workflow_counts_short, workflow_status};
-use backwave::workflow::Needs;
+use backwave::workflow::{Needs, OnFailure};
 use backwave::{Millis, WorkflowGraph, WorkflowSummary};
 
 #[derive(Debug, clap::Args)]
@@ -109,6 +109,9 @@ impl Render for GraphView {
         writeln!(out, "Jobs     {}: {}", thousands(s.jobs), workflow_counts(s))?;
         if let Some(at) = s.oldest_waiting_since {
             writeln!(out, "Waiting  since {}", relative(self.now, at))?;
+        }
+        if s.on_failure == OnFailure::Cancel {
+            writeln!(out, "Failure  a job that fails for good cancels what depends on it")?;
         }
         let st = status(s, true);
         writeln!(out, "Status   {}", st.text)?;

@@ -6,7 +6,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry};
-use backwave::store::{ClaimRequest, Completion, Outcome, RequeueResult};
+use backwave::store::{CancelResult, ClaimRequest, Completion, Outcome, RequeueResult};
+use backwave::workflow::OnFailure;
 use backwave::{JobId, JobState, NewJob, RetryPolicy, Store, Workflow};
 
 use super::support::*;
@@ -298,4 +299,89 @@ both_flavors! {
 
 fn support_job(store: &Store, id: JobId) -> backwave::Job {
     super::support::job(store, id)
+}
+
+/// Claim the one due job of `queue` and fail it on its last attempt: it ends Dead-Lettered.
+fn dead_letter(store: &Store, queue: &str) -> JobId {
+    let queues = vec![queue.to_string()];
+    let policy = RetryPolicy::new(1, Duration::from_millis(10)).unwrap();
+    let req = ClaimRequest {
+        worker_id: "w",
+        group: "g",
+        queues: &queues,
+        limit: 1,
+        lease: Duration::from_secs(30),
+        policy: &policy,
+        handler_policies: &[],
+    };
+    let j = store.claim(&req).unwrap().pop().expect("a job to claim");
+    let failed = Outcome::Failed { message: "upstream down".into(), detail: None, retry_in: None };
+    store.complete(&Completion { job_id: j.id, worker_id: "w".into(), attempt: j.attempt, outcome: failed }).unwrap();
+    j.id
+}
+
+/// The log entry that cancelled `id`, when a parent's failure did.
+fn cancel_reason(store: &Store, id: JobId) -> String {
+    let h = store.history(id).unwrap();
+    let e = h.iter().find(|e| e.to == JobState::Cancelled).unwrap_or_else(|| panic!("{id} was not cancelled: {h:?}"));
+    assert_eq!((e.from, e.actor.as_deref()), (Some(JobState::Waiting), None));
+    e.reason.clone().unwrap_or_default()
+}
+
+both_backends! {
+    fn a_workflow_that_cancels_on_failure_cancels_every_job_below_a_dead_letter_and_nothing_else() {
+        let t = test_store();
+        let mut wf = Workflow::new("export");
+        wf.on_failure(OnFailure::Cancel);
+        let dump = wf.add(job("dump", "first"));
+        let pack = wf.add_after(job("pack", "q"), &[dump]).unwrap();
+        let upload = wf.add_after(job("upload", "q"), &[pack]).unwrap();
+        let notify = wf.add_after(job("notify", "q"), &[pack, upload]).unwrap();
+        let other = wf.add(job("index", "q"));
+        let after_other = wf.add_after(job("reindex", "q"), &[other]).unwrap();
+        let report = wf.add_when_finished(job("report", "q"), &[pack, upload]).unwrap();
+        let e = t.store.enqueue_workflow(&wf).unwrap();
+        assert_eq!(t.store.workflows(1).unwrap()[0].on_failure, OnFailure::Cancel);
+
+        let failed = dead_letter(&t.store, "first");
+        assert_eq!(failed, e.job(dump));
+        // Everything below the dead letter, down the graph, in the same transaction.
+        for step in [pack, upload, notify] {
+            assert_eq!(support_job(&t.store, e.job(step)).state, JobState::Cancelled, "{step:?}");
+            let why = cancel_reason(&t.store, e.job(step));
+            assert!(why.contains(&e.job(dump).to_string()) && why.contains("dead-lettered"), "{why}");
+            assert_eq!(t.store.history(e.job(step)).unwrap().iter().filter(|h| h.to == JobState::Cancelled).count(), 1);
+        }
+        // Not what does not depend on it; and a batch's callback over cancelled members runs.
+        assert_eq!(support_job(&t.store, e.job(other)).state, JobState::Scheduled);
+        assert_eq!(support_job(&t.store, e.job(after_other)).state, JobState::Waiting);
+        assert_eq!(support_job(&t.store, e.job(report)).state, JobState::Scheduled);
+        assert_eq!(releases(&t.store, e.job(report)), 1);
+        let summary = &t.store.workflows(1).unwrap()[0];
+        assert_eq!((summary.stuck, summary.counts.get(&JobState::Cancelled)), (0, Some(&3)));
+    }
+
+    fn an_operator_cancelling_a_job_of_such_a_workflow_cancels_its_dependents_and_counts_them() {
+        let t = test_store();
+        let mut wf = Workflow::new("export");
+        wf.on_failure(OnFailure::Cancel);
+        let dump = wf.add(job("dump", "q"));
+        let pack = wf.add_after(job("pack", "q"), &[dump]).unwrap();
+        let upload = wf.add_after(job("upload", "q"), &[pack]).unwrap();
+        let e = t.store.enqueue_workflow(&wf).unwrap();
+        // The default workflow keeps them waiting: the same cancel there leaves its child alone.
+        let mut patient = Workflow::new("patient");
+        let first = patient.add(job("dump", "q"));
+        let second = patient.add_after(job("pack", "q"), &[first]).unwrap();
+        let p = t.store.enqueue_workflow(&patient).unwrap();
+
+        let results = t.store.cancel(ACTOR, &[e.job(dump), p.job(first)]).unwrap();
+        assert!(results.iter().all(|r| matches!(r, CancelResult::Cancelled)), "{results:?}");
+        for step in [pack, upload] {
+            assert_eq!(support_job(&t.store, e.job(step)).state, JobState::Cancelled);
+            assert!(cancel_reason(&t.store, e.job(step)).contains("ended cancelled"));
+        }
+        assert_eq!(support_job(&t.store, p.job(second)).state, JobState::Waiting);
+        assert_eq!(t.store.workflow(&p.id.to_string()).unwrap().unwrap().summary.stuck, 1);
+    }
 }

@@ -729,3 +729,59 @@ fn an_application_role_enqueues_by_the_sql_function_in_its_transaction_and_can_d
     );
     assert_eq!(store.counts().unwrap().total(JobState::Scheduled), 2, "{app}");
 }
+
+#[test]
+fn a_worker_role_dead_lettering_a_parent_cancels_its_dependents_but_cannot_cancel_a_waiting_job_itself() {
+    let _g = use_backend(Backend::Postgres);
+    let db = TestDb::postgres();
+    let store = Store::create(&db).unwrap();
+    store.bootstrap_admin("alice").unwrap();
+    let mut wf = backwave::Workflow::new("export");
+    wf.on_failure(backwave::workflow::OnFailure::Cancel);
+    let dump = wf.add(NewJob::new("dump", "first", "1"));
+    let pack = wf.add_after(NewJob::new("pack", "q", "1"), &[dump]).unwrap();
+    let mut other = backwave::Workflow::new("other");
+    let a = other.add(NewJob::new("a", "later", "1"));
+    let b = other.add_after(NewJob::new("b", "later", "1"), &[a]).unwrap();
+    let e = store.enqueue_workflow(&wf).unwrap();
+    let o = store.enqueue_workflow(&other).unwrap();
+
+    let mut roles = Roles::new(&db);
+    let (_, worker) = roles.login("worker", "worker");
+    let mut c = connect(&worker);
+    assert_denied(
+        &mut c,
+        "cancel a waiting job",
+        &format!("UPDATE jobs SET state = 'cancelled', finished_at = 1 WHERE id = '{}'", o.job(b)),
+    );
+    // Calling the cascade on a parent that has not failed does nothing.
+    let n: i64 = c.query_one("SELECT bw_cancel_dependents(ARRAY[$1::uuid], 0)", &[&o.job(a).0]).unwrap().get(0);
+    assert_eq!(n, 0);
+    assert_eq!(store.job(o.job(b)).unwrap().unwrap().state, JobState::Waiting);
+
+    let as_worker = Store::open(worker.as_str()).unwrap();
+    let queues = ["first".to_string()];
+    let policy = RetryPolicy::new(1, Duration::ZERO).unwrap();
+    let req = ClaimRequest {
+        worker_id: "w1",
+        group: "g",
+        queues: &queues,
+        limit: 1,
+        lease: Duration::from_secs(60),
+        policy: &policy,
+        handler_policies: &[],
+    };
+    let job = as_worker.claim(&req).unwrap().remove(0);
+    let failed = Outcome::Failed { message: "boom".into(), detail: None, retry_in: None };
+    as_worker
+        .complete(&Completion { job_id: job.id, worker_id: "w1".into(), attempt: job.attempt, outcome: failed })
+        .unwrap();
+    assert_eq!(store.job(e.job(dump)).unwrap().unwrap().state, JobState::DeadLettered);
+    assert_eq!(
+        store.job(e.job(pack)).unwrap().unwrap().state,
+        JobState::Cancelled,
+        "the worker's dead-letter cascaded"
+    );
+    let h = store.history(e.job(pack)).unwrap();
+    assert_eq!(h.last().map(|t| (t.from, t.to)), Some((Some(JobState::Waiting), JobState::Cancelled)));
+}

@@ -142,7 +142,8 @@ both_backends! {
         assert_eq!((again.attempt, fx.job(id).progress), (2, None));
     }
 
-    /// A store as version 16 wrote it (no output or progress columns, no workflows) gains them
+    /// A store as version 16 wrote it (no output or progress columns, no workflows, no
+    /// `on_failure`) gains them
     /// when opened for writing, every job kept; and they work at once.
     fn a_version_16_store_gains_the_output_and_progress_columns_when_opened() {
         let fx = Fixture::new();
@@ -156,6 +157,7 @@ both_backends! {
             Backend::Postgres => "ALTER TABLE jobs DROP COLUMN output, DROP COLUMN progress, DROP COLUMN progress_message;
                                   DROP TRIGGER jobs_release ON jobs; DROP FUNCTION bw_release_children();
                                   DROP TABLE job_edges; DROP TABLE workflows; ALTER TABLE jobs DROP COLUMN workflow_id;
+                                  DROP FUNCTION bw_cancel_dependents(uuid[], bigint);
                                   UPDATE backwave_schema SET version = 16",
         };
         fx.store.raw_batch(old).unwrap();

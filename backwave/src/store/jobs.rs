@@ -630,6 +630,10 @@ impl AttemptTx for &Connection {
         }
         Ok(accepted)
     }
+
+    fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
+        super::workflow::cancel_dependents(self, now, parents)
+    }
 }
 
 /// Insert `jobs` (already validated) as Scheduled, in the caller's transaction: each stored, or

@@ -400,6 +400,10 @@ impl OperatorTx for SqliteOps<'_> {
     fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, from: JobState) -> Result<Option<JobId>> {
         requeue_row(self.c, now, actor, id, from)
     }
+
+    fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
+        super::workflow::cancel_dependents(self.c, now, parents)
+    }
 }
 
 /// SQLite's transactions for a bulk run (`ops/bulk.rs`), each on the store's clock.

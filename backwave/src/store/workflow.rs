@@ -11,7 +11,9 @@ use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, NewJob};
-use crate::workflow::{self, Edge, Needs, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary};
+use crate::workflow::{
+    self, Edge, Needs, OnFailure, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary,
+};
 
 impl SqliteStore {
     /// Every job of `workflow` (its jobs given as `jobs`, trace context filled in), its edges,
@@ -21,8 +23,16 @@ impl SqliteStore {
         let now = self.now();
         self.write(|tx| {
             super::admin::check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
-            tx.prepare_cached("INSERT INTO workflows (id, name, jobs, created_at) VALUES (?1, ?2, ?3, ?4)")?
-                .execute(params![id.to_string(), workflow.name(), jobs.len() as i64, now])?;
+            tx.prepare_cached(
+                "INSERT INTO workflows (id, name, jobs, created_at, on_failure) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                id.to_string(),
+                workflow.name(),
+                jobs.len() as i64,
+                now,
+                workflow.failure_policy().as_str()
+            ])?;
             let waits = workflow.parent_counts();
             let ids: Vec<JobId> = jobs.iter().map(|_| JobId::new()).collect();
             let mut insert = tx.prepare_cached(
@@ -65,13 +75,13 @@ impl SqliteStore {
 
     pub fn workflows(&self, limit: usize) -> Result<Vec<WorkflowSummary>> {
         self.read(|tx| {
-            let rows: Vec<(String, String, Millis, i64)> = tx
+            let rows: Vec<Head> = tx
                 .prepare_cached(
-                    "SELECT id, name, created_at, jobs FROM workflows ORDER BY created_at DESC, id DESC LIMIT ?1",
+                    "SELECT id, name, created_at, jobs, on_failure FROM workflows ORDER BY created_at DESC, id DESC LIMIT ?1",
                 )?
-                .query_map([limit.min(i64::MAX as usize) as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .query_map([limit.min(i64::MAX as usize) as i64], head)?
                 .collect::<rusqlite::Result<_>>()?;
-            rows.into_iter().map(|(id, name, created_at, jobs)| summary(tx, &id, name, created_at, jobs)).collect()
+            rows.into_iter().map(|h| summary(tx, h)).collect()
         })
     }
 
@@ -81,13 +91,14 @@ impl SqliteStore {
             return Err(Error::InvalidInput(format!("'{id_or_prefix}' is not a workflow id or a prefix of one")));
         }
         self.read(|tx| {
-            let found: Vec<(String, String, Millis, i64)> = tx
+            let found: Vec<Head> = tx
                 .prepare_cached(
-                    "SELECT id, name, created_at, jobs FROM workflows WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT 2",
+                    "SELECT id, name, created_at, jobs, on_failure FROM workflows
+                     WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT 2",
                 )?
-                .query_map([&prefix], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .query_map([&prefix], head)?
                 .collect::<rusqlite::Result<_>>()?;
-            let (id, name, created_at, jobs) = match found.len() {
+            let found_head = match found.len() {
                 0 => return Ok(None),
                 1 => found.into_iter().next().expect("one row"),
                 _ => {
@@ -97,7 +108,8 @@ impl SqliteStore {
                     )))
                 }
             };
-            let summary = summary(tx, &id, name, created_at, jobs)?;
+            let id = found_head.0.clone();
+            let summary = summary(tx, found_head)?;
             let mut graph: Vec<WorkflowJob> = tx
                 .prepare_cached(
                     "SELECT id, wire_name, queue, state, attempt FROM jobs WHERE workflow_id = ?1 ORDER BY created_at, id",
@@ -196,7 +208,15 @@ fn children(tx: &Connection, job: JobId) -> Result<Vec<Edge>> {
         .collect::<rusqlite::Result<_>>()?)
 }
 
-fn summary(tx: &Connection, id: &str, name: String, created_at: Millis, jobs: i64) -> Result<WorkflowSummary> {
+/// A `workflows` row: id, name, created_at, jobs, on_failure.
+type Head = (String, String, Millis, i64, String);
+
+fn head(r: &rusqlite::Row<'_>) -> rusqlite::Result<Head> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn summary(tx: &Connection, (id, name, created_at, jobs, on_failure): Head) -> Result<WorkflowSummary> {
+    let id = id.as_str();
     let mut counts = BTreeMap::new();
     let mut oldest_waiting_since = None;
     let mut by_state = tx.prepare_cached(
@@ -219,6 +239,7 @@ fn summary(tx: &Connection, id: &str, name: String, created_at: Millis, jobs: i6
         counts,
         oldest_waiting_since,
         stuck: stuck as u64,
+        on_failure: OnFailure::parse(&on_failure),
     })
 }
 
@@ -228,3 +249,56 @@ const STUCK_SQL: &str = "SELECT count(DISTINCT c.id) FROM jobs c INDEXED BY jobs
      JOIN job_edges e ON e.child = c.id AND e.met = 0
      JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
      WHERE c.workflow_id = ?1 AND c.state = 'waiting'";
+
+/// The waiting jobs that need one of `parents` to succeed, in workflows whose `on_failure` is
+/// `cancel`, and the waiting jobs that need those, and so on down the graph, each with the
+/// parent it descends from (the smallest id when several) and that parent's state.
+const DEPENDENTS_SQL: &str = "WITH RECURSIVE doomed(id, root) AS (
+         SELECT e.child, e.parent FROM job_edges e
+             JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
+             JOIN jobs c ON c.id = e.child AND c.state = 'waiting'
+             JOIN workflows w ON w.id = c.workflow_id AND w.on_failure = 'cancel'
+         WHERE e.parent IN (SELECT value FROM json_each(?1)) AND e.needs = 'succeeded' AND e.met = 0
+         UNION
+         SELECT e.child, d.root FROM doomed d
+             JOIN job_edges e ON e.parent = d.id AND e.needs = 'succeeded' AND e.met = 0
+             JOIN jobs c ON c.id = e.child AND c.state = 'waiting'
+     )
+     SELECT o.id, j.attempt, o.root, p.state
+     FROM (SELECT id, min(root) AS root FROM doomed GROUP BY id) o
+         JOIN jobs j ON j.id = o.id JOIN jobs p ON p.id = o.root
+     ORDER BY o.id";
+
+/// Cancel, at `now`, what depends on the jobs `parents` that just ended Dead-Lettered,
+/// Quarantined or Cancelled, where their workflow says so ([`OnFailure::Cancel`]); each logged
+/// `waiting -> cancelled` with a cause naming the job that ended (PostgreSQL's
+/// `bw_cancel_dependents` words it the same). Returns how many.
+pub(crate) fn cancel_dependents(tx: &Connection, now: Millis, parents: &[JobId]) -> Result<u64> {
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let list =
+        serde_json::to_string(&parents.iter().map(|id| id.to_string()).collect::<Vec<_>>()).map_err(Error::Encode)?;
+    let doomed: Vec<(JobId, u32, String, String)> = tx
+        .prepare_cached(DEPENDENTS_SQL)?
+        .query_map([&list], |r| Ok((parse_id(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut cancelled = 0;
+    for (id, attempt, root, root_state) in doomed {
+        let cause =
+            format!("a job it needs, {root}, ended {root_state}; its workflow cancels what depends on a failed job");
+        let n = tx
+            .prepare_cached(
+                "UPDATE jobs SET state = 'cancelled', terminal_cause = ?2, finished_at = ?3, updated_at = ?3
+                 WHERE id = ?1 AND state = 'waiting'",
+            )?
+            .execute(params![id.to_string(), cause, now])?;
+        if n == 1 {
+            let mut e = super::jobs::Entry::new(id, now, Some(JobState::Waiting), JobState::Cancelled, attempt);
+            e.reason = Some(&cause);
+            super::jobs::log(tx, &e)?;
+            cancelled += 1;
+        }
+    }
+    Ok(cancelled)
+}

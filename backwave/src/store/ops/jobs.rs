@@ -56,6 +56,9 @@ pub(crate) trait OperatorTx: StoreTx {
     /// Requeue one such job that has a unique key, alone: `Some(holder)` when another job holds
     /// the key (the unique index refuses the move), and then nothing changed.
     fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, from: JobState) -> Result<Option<JobId>>;
+    /// Cancel what depends on the jobs `parents`, just cancelled, where their workflow cancels
+    /// dependents ([`OnFailure::Cancel`](crate::workflow::OnFailure)); each logged. Returns how many.
+    fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64>;
 }
 
 /// The terminal cause of a job an operator cancelled.
@@ -134,8 +137,12 @@ pub(crate) fn cancel_found(
             answer
         })
         .collect();
+    let ended: Vec<JobId> = cancel.iter().map(|(id, ..)| *id).collect();
     let done = Cancelled {
-        cancelled: tx.cancel_scheduled(now, actor, &cancel_cause(actor), &cancel)?,
+        // What depends on a cancelled job is cancelled with it where its workflow says so: the
+        // count is every job this cancel ended.
+        cancelled: tx.cancel_scheduled(now, actor, &cancel_cause(actor), &cancel)?
+            + tx.cancel_dependents(now, &ended)?,
         asked_to_stop: tx.ask_to_stop(now, actor, AuditAction::CancelRequested, &ask)?,
     };
     Ok((results, done))

@@ -270,6 +270,10 @@ pub(crate) trait AttemptTx {
     /// accepted one (SQLite in the batch's order, PostgreSQL in id order, the order it locks rows
     /// in): the jobs accepted.
     fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>>;
+    /// Cancel what depends on the jobs `parents`, which just ended Dead-Lettered, Quarantined or
+    /// Cancelled, where their workflow cancels dependents ([`OnFailure::Cancel`](crate::workflow::OnFailure));
+    /// each logged. Returns how many.
+    fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64>;
 }
 
 /// A batch of outcomes in one transaction, the one rule both backends follow: the successes of
@@ -412,6 +416,9 @@ pub(crate) fn end(
                 tx.end_attempt(run.id, now, AttemptEnd::Retry { due })?;
             }
             tx.log(&e)?;
+            if e.to == JobState::DeadLettered {
+                tx.cancel_dependents(now, &[run.id])?;
+            }
         }
         Decision::Cancel { actor, failure } => {
             // The handler's error, when it stopped by failing, is kept on the entry: the job
@@ -425,12 +432,14 @@ pub(crate) fn end(
             e.failure_detail = json.as_deref();
             e.detail_status = detail_status(failure.map(|(_, d)| d));
             tx.log(&e)?;
+            tx.cancel_dependents(now, &[run.id])?;
         }
         Decision::Quarantine { reason, cause } => {
             tx.end_attempt(run.id, now, AttemptEnd::Quarantined { reason, cause })?;
             e.to = JobState::Quarantined;
             e.reason = Some(cause);
             tx.log(&e)?;
+            tx.cancel_dependents(now, &[run.id])?;
         }
     }
     Ok(e.to)

@@ -894,6 +894,10 @@ impl AttemptTx for Tx<'_> {
     fn log(&mut self, e: &Entry<'_>) -> Result<()> {
         log(self, e)
     }
+
+    fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
+        super::workflow::cancel_dependents(self, now, parents)
+    }
 }
 
 /// Append one transition entry. The failure detail goes in as the worker's JSON text, kept

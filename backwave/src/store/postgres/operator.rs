@@ -313,6 +313,10 @@ impl OperatorTx for Tx<'_> {
     fn requeue_keyed(&mut self, now: Millis, actor: &str, id: JobId, _from: JobState) -> Result<Option<JobId>> {
         requeue_keyed(self, now, actor, id.0)
     }
+
+    fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
+        super::workflow::cancel_dependents(self, now, parents)
+    }
 }
 
 /// PostgreSQL's transactions for a bulk run (`ops/bulk.rs`).

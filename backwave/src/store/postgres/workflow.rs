@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, NewJob};
 use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
 use crate::store::ops::settings::check_new_payloads;
-use crate::workflow::{self, Edge, Needs, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary};
+use crate::workflow::{
+    self, Edge, Needs, OnFailure, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary,
+};
 
 impl PgStore {
     pub fn enqueue_workflow(&self, id: WorkflowId, workflow: &Workflow, jobs: &[NewJob]) -> Result<Vec<JobId>> {
@@ -37,8 +39,8 @@ impl PgStore {
             check_new_payloads(jobs, super::admin::payload_limit(tx)?)?;
             let now = tx.now()?;
             tx.execute(
-                "INSERT INTO workflows (id, name, jobs, created_at) VALUES ($1, $2, $3, $4)",
-                &[&id.0, &workflow.name(), &(jobs.len() as i64), &now],
+                "INSERT INTO workflows (id, name, jobs, created_at, on_failure) VALUES ($1, $2, $3, $4, $5)",
+                &[&id.0, &workflow.name(), &(jobs.len() as i64), &now, &workflow.failure_policy().as_str()],
             )?;
             let inserted = tx.execute(
                 "WITH logged AS (
@@ -85,10 +87,10 @@ impl PgStore {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.read(|tx| {
             let rows = tx.query(
-                "SELECT id, name, created_at, jobs FROM workflows ORDER BY created_at DESC, id DESC LIMIT $1",
+                "SELECT id, name, created_at, jobs, on_failure FROM workflows ORDER BY created_at DESC, id DESC LIMIT $1",
                 &[&limit],
             )?;
-            rows.iter().map(|r| summary(tx, r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)).collect()
+            rows.iter().map(|r| summary(tx, r)).collect()
         })
     }
 
@@ -99,7 +101,7 @@ impl PgStore {
         }
         self.read(|tx| {
             let found = tx.query(
-                "SELECT id, name, created_at, jobs FROM workflows WHERE id::text LIKE $1 || '%' ORDER BY id LIMIT 2",
+                "SELECT id, name, created_at, jobs, on_failure FROM workflows WHERE id::text LIKE $1 || '%' ORDER BY id LIMIT 2",
                 &[&prefix],
             )?;
             let row = match found.len() {
@@ -114,7 +116,7 @@ impl PgStore {
                 }
             };
             let id: uuid::Uuid = row.try_get(0)?;
-            let summary = summary(tx, id, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?)?;
+            let summary = summary(tx, row)?;
             let mut graph = Vec::new();
             for r in tx.query(
                 "SELECT id, wire_name, queue, state, attempt FROM jobs WHERE workflow_id = $1 ORDER BY created_at, id",
@@ -212,7 +214,11 @@ fn children(tx: &mut Tx<'_>, job: JobId) -> Result<Vec<Edge>> {
         .collect()
 }
 
-fn summary(tx: &mut Tx<'_>, id: uuid::Uuid, name: String, created_at: Millis, jobs: i64) -> Result<WorkflowSummary> {
+/// A workflow's summary from its `workflows` row (id, name, created_at, jobs, on_failure).
+fn summary(tx: &mut Tx<'_>, row: &postgres::Row) -> Result<WorkflowSummary> {
+    let id: uuid::Uuid = row.try_get(0)?;
+    let (name, created_at, jobs): (String, Millis, i64) = (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?);
+    let on_failure = OnFailure::parse(row.try_get(4)?);
     let mut counts = BTreeMap::new();
     let mut oldest_waiting_since = None;
     for r in
@@ -241,5 +247,18 @@ fn summary(tx: &mut Tx<'_>, id: uuid::Uuid, name: String, created_at: Millis, jo
         counts,
         oldest_waiting_since,
         stuck: stuck as u64,
+        on_failure,
     })
+}
+
+/// Cancel, at `now`, what depends on the jobs `parents` that just ended Dead-Lettered,
+/// Quarantined or Cancelled, where their workflow says so: the schema's `bw_cancel_dependents`
+/// (SECURITY DEFINER, so that a worker role's dead-letter can do it). Returns how many.
+pub(crate) fn cancel_dependents(tx: &mut Tx<'_>, now: Millis, parents: &[JobId]) -> Result<u64> {
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<uuid::Uuid> = parents.iter().map(|p| p.0).collect();
+    let n: i64 = tx.query_one("SELECT bw_cancel_dependents($1::uuid[], $2)", &[&ids, &now])?.try_get(0)?;
+    Ok(n as u64)
 }
