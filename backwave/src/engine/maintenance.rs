@@ -18,8 +18,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use super::deadlines::Deadlines;
-use super::runtime::{later, Counters};
+use super::deadlines::{later, Deadlines};
+use super::shared::Counters;
 use crate::model::WorkerInfo;
 use crate::store::{Confirmed, Lapse, Store};
 

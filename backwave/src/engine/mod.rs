@@ -85,6 +85,7 @@ mod pool;
 mod recorder;
 mod registry;
 mod runtime;
+mod shared;
 #[cfg(feature = "tokio")]
 mod tasks;
 mod ticker;

@@ -16,8 +16,9 @@ use tokio::task::AbortHandle;
 use tracing::{Instrument, Span};
 
 use super::handler::{HandlerError, HandlerResult};
-use super::pool::{in_handler, prepare, run_sync, settle, with_output, Done, ReadyBuffer, Work};
+use super::pool::{in_handler, prepare, run_sync, settle, with_output, ReadyBuffer, Work};
 use super::registry::{HandlerFuture, Ready, Registry};
+use super::shared::Done;
 use crate::store::Outcome;
 
 /// A group's slot tasks, so that shutdown can drop the futures they still run.
