@@ -181,8 +181,9 @@ pub(super) fn handler_loop(ready: &ReadyBuffer, done: &Sender<Done>, registry: &
     while let Some(work) = ready.next() {
         let run = work.run;
         let span = crate::telemetry::run_span(&work.job, &work.ctx, work.claimed_at);
+        let began = Instant::now();
         let outcome = span.in_scope(|| run_one(work, registry, capture));
-        if done.send(Done::Finished { run, outcome, span }).is_err() {
+        if done.send(Done::Finished { run, outcome, span, took: began.elapsed() }).is_err() {
             // The dispatcher is gone (shutdown past its grace): nothing is reported.
             return;
         }

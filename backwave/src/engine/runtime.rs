@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::deadlines::later;
 use super::dispatcher::{Dispatcher, Setup};
+use super::events::{Event, Hook, Hooks};
 use super::group::WorkerGroup;
 use super::maintenance::WORKER_STALE_AFTER;
 use super::outage::{StoreHealth, Watch};
@@ -103,6 +104,8 @@ pub struct Engine {
     limits: Vec<LimitDefault>,
     poll_only: bool,
     admin: Option<String>,
+    /// The application's hooks ([`Engine::on_event`]), in the order added.
+    hooks: Vec<Hook>,
     /// Where async handlers' futures run; `None`: a runtime of the engine's own.
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
@@ -131,6 +134,7 @@ impl Engine {
             limits: Vec::new(),
             poll_only: false,
             admin: None,
+            hooks: Vec::new(),
             #[cfg(feature = "tokio")]
             runtime: None,
         }
@@ -222,6 +226,65 @@ impl Engine {
         self
     }
 
+    /// Call `hook` with every [`Event`] of this engine as it happens: each attempt's verdict
+    /// once the store recorded it (succeeded, failed and retried, dead-lettered, quarantined,
+    /// cancelled, or discarded by the fence), a lease lost under a running handler, a lapse
+    /// this engine reaped, the store becoming unavailable and available again (once per
+    /// outage), a schedule's tick fired or skipped, due work held back. For an application that
+    /// acts on outcomes (pages someone on a dead-letter, counts quarantines, alerts on an
+    /// outage) without polling [`EngineHandle::stats`] or reading `tracing`. Several hooks may
+    /// be added; each event goes to them in the order they were added.
+    ///
+    /// A hook runs on the engine's own threads (a group's dispatcher, the schedule ticker),
+    /// after the store has recorded what it tells of, so it can change nothing that happened.
+    /// It must be quick: while it runs, that thread claims, heartbeats and records nothing. Send
+    /// anything slow (an HTTP call, a page) to a channel or a task of your own, as below. A hook
+    /// that panics is logged (a `tracing` error) and the engine goes on; it is called again for
+    /// the next event.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use backwave::engine::{DispatchPolicy, Engine, Event, HandlerError, Registry, WorkerGroup};
+    /// use backwave::{RetryPolicy, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let db = dir.path().join("jobs.db");
+    /// let mut registry = Registry::new();
+    /// registry.handle::<String>("charge", |_, _| Err(HandlerError::msg("card declined"))).queue("billing");
+    ///
+    /// let mut engine = Engine::new(&db, registry);
+    /// engine.add_worker_group(WorkerGroup {
+    ///     name: "billing".into(),
+    ///     policy: DispatchPolicy::strict(["billing"]),
+    ///     poll_interval: Duration::from_millis(20),
+    ///     retry_policy: RetryPolicy::new(1, Duration::ZERO)?,
+    ///     ..WorkerGroup::default()
+    /// });
+    /// // The hook only forwards: whoever reads the channel may take its time.
+    /// let (tx, rx) = mpsc::channel::<Event>();
+    /// engine.on_event(move |event| {
+    ///     if matches!(event, Event::DeadLettered { .. } | Event::StoreUnavailable { .. }) {
+    ///         let _ = tx.send(event.clone());
+    ///     }
+    /// });
+    /// let running = engine.start()?;
+    /// let id = running.registry().enqueue(&Store::open(&db)?, "charge", "order-17")?;
+    ///
+    /// match rx.recv_timeout(Duration::from_secs(10))? {
+    ///     Event::DeadLettered { job, cause, .. } => {
+    ///         assert_eq!((job, cause.as_str()), (id, "card declined")); // page someone here
+    ///     }
+    ///     other => panic!("unexpected {other:?}"),
+    /// }
+    /// running.shutdown(Duration::from_secs(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_event(&mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> &mut Self {
+        self.hooks.push(Box::new(hook));
+        self
+    }
+
     /// The handlers this engine will run.
     pub fn registry(&self) -> &Registry {
         &self.registry
@@ -241,12 +304,14 @@ impl Engine {
     /// registered handler cannot decode; the store's errors when it cannot be created or opened
     /// ([`Error::Unreachable`], [`Error::ReadOnly`], [`Error::PostgresNotBuilt`], …). Groups
     /// already started when a later one fails are stopped again.
-    pub fn start(self) -> Result<EngineHandle> {
+    pub fn start(mut self) -> Result<EngineHandle> {
         self.check()?;
         let first = self.declare()?;
         install_panic_hook();
+        let hooks = Arc::new(Hooks::new(std::mem::take(&mut self.hooks)));
         let common = Common {
-            health: StoreHealth::new(&self.db),
+            health: StoreHealth::new(&self.db, Arc::clone(&hooks)),
+            hooks,
             reader: Arc::new(super::handler::Reader::new(self.db.clone())),
         };
         // Built as we go: if a later group fails to start, dropping the handle stops the
@@ -384,6 +449,7 @@ impl Engine {
             rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
             watch: Watch::new(&common.health, format!("group {}", cfg.name)),
             reader: Arc::clone(&common.reader),
+            hooks: Arc::clone(&common.hooks),
         });
         let thread = std::thread::Builder::new()
             .name(format!("bw-{}-dispatch", cfg.name))
@@ -483,6 +549,7 @@ impl Engine {
             stats: Arc::clone(&stats),
             stop: stop_rx,
             watch: Watch::new(&common.health, "schedule ticker"),
+            hooks: Arc::clone(&common.hooks),
         };
         let thread = std::thread::Builder::new()
             .name("bw-schedules".into())
@@ -498,6 +565,8 @@ struct Common {
     health: Arc<StoreHealth>,
     /// The read handle handlers get ([`JobContext::parents`](super::JobContext::parents)).
     reader: Arc<super::handler::Reader>,
+    /// The application's hooks.
+    hooks: Arc<Hooks>,
 }
 
 /// A group's async slot tasks, when its registry has async handlers (feature `tokio`).
@@ -648,9 +717,9 @@ impl EngineHandle {
     /// retried through (see [`GroupStats`] for each count). Cheap (atomic loads, no store
     /// access): poll it for a health endpoint or a metrics exporter, and compare two snapshots
     /// for rates; the counts never go down. To act on each outcome as it happens instead (a
-    /// dead-letter, a quarantine, a discarded result, the store becoming unavailable), subscribe
-    /// to the engine's `tracing` events (see [`crate::telemetry`] and docs/embedding.md,
-    /// "Tracing and OpenTelemetry").
+    /// dead-letter, a quarantine, a discarded result, the store becoming unavailable), add a
+    /// hook with [`Engine::on_event`] (docs/embedding.md, "Acting on outcomes"); the same
+    /// changes are `tracing` events (see [`crate::telemetry`]).
     pub fn stats(&self) -> Vec<GroupStats> {
         self.groups
             .iter()

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::Span;
 
@@ -20,6 +20,8 @@ pub(super) enum Done {
         /// The attempt's span, for the store's word on the outcome (disabled without a
         /// subscriber).
         span: Span,
+        /// How long the handler ran.
+        took: Duration,
     },
     /// Nothing to record; the dispatcher should look at its stop flag.
     Wake,

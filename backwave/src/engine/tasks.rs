@@ -55,9 +55,10 @@ impl Slot {
         while let Some(work) = self.ready.next_async().await {
             let run = work.run;
             let span = crate::telemetry::run_span(&work.job, &work.ctx, work.claimed_at);
+            let began = std::time::Instant::now();
             // `None`: the runtime is shutting down and the job never started; its lease lapses.
             let Some(outcome) = self.run_one(work, &span).await else { return };
-            if self.done.send(Done::Finished { run, outcome, span }).is_err() {
+            if self.done.send(Done::Finished { run, outcome, span, took: began.elapsed() }).is_err() {
                 return;
             }
             // A slot that always finds a job and a future that is ready at once would otherwise
