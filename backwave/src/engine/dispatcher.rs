@@ -1050,6 +1050,9 @@ mod tests {
     fn while_the_store_does_not_take_outcomes_the_group_stops_claiming() {
         let (mut h, ids) = harness_with(20, 2);
         h.d.unrecorded_max = 2 + 4;
+        // No claim-ahead: the pace is measured from an hour on, so a loaded machine whose loop
+        // below takes over 5 ms does not widen the claims (it failed 9 runs in 12 so).
+        h.d.pace = Pace::new(later(Instant::now(), Duration::from_secs(3600)));
         h.store.raw_batch(REFUSE_SUCCESS).unwrap();
         // Handlers that finish at once, completions the store refuses: every round frees the
         // handler places, and the outcomes pile up.
