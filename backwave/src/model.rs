@@ -539,7 +539,7 @@ impl NewJob {
     }
 
     /// Continue the trace of a W3C `traceparent` header (`00-<trace id>-<parent id>-<flags>`):
-    /// checked at enqueue ([`Error::InvalidInput`](crate::Error::InvalidInput) when malformed).
+    /// checked at enqueue ([`Error::InvalidInput`] when malformed).
     pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
         self.traceparent = Some(traceparent.into());
         self

@@ -4,14 +4,16 @@
 //! not asked for: with none installed, each span or event is one relaxed load and a branch.
 //!
 //! The names below are the contract a dashboard or a test reads; see docs/embedding.md
-//! ("Tracing and OpenTelemetry") for what each event means to an application.
+//! ("Tracing and OpenTelemetry") for what each event means to an application. The engine's
+//! events come from the same decisions as the [`Event`]s its hooks hear
+//! ([`Engine::on_event`](crate::engine::Engine::on_event)): an attempt's verdict is rendered here
+//! from its `Event`.
 
 use tracing::field::Empty;
 use tracing::Span;
 
-use crate::engine::JobContext;
-use crate::model::{Enqueued, Job, JobState, Millis, NewJob};
-use crate::store::{Fenced, Outcome};
+use crate::engine::{Event, JobContext};
+use crate::model::{Enqueued, Job, Millis, NewJob};
 
 pub use crate::otel::traceparent_of;
 
@@ -140,70 +142,51 @@ pub(crate) fn run_span(job: &Job, ctx: &JobContext, claimed_at: std::time::Insta
     span
 }
 
-/// What the store's answer on an attempt's outcome means, recorded on the attempt span with
-/// one event at the level an operator would care about. `retry_ms` is the wait a retry takes
-/// (the handler's own, else the job's delay table); `now` the store's clock at the answer.
-pub(crate) fn verdict(span: &Span, fenced: Fenced, outcome: &Outcome, retry_ms: Option<u64>, now: Millis) {
+/// The store's word on an attempt ([`Event`], made by the engine from the store's answer),
+/// recorded on the attempt span with one event at the level an operator would care about. `now`
+/// is the store's clock at the answer.
+pub(crate) fn verdict(span: &Span, event: &Event, now: Millis) {
     if span.is_disabled() {
         return;
     }
-    let failure = match outcome {
-        Outcome::Failed { message, .. } => Some(message.as_str()),
-        Outcome::Quarantined { cause, .. } => Some(cause.as_str()),
-        // A success the store turned into a failure: only the output limit does that.
-        Outcome::SucceededWith { .. } => Some("the handler's output is over the store's output_limit"),
-        _ => None,
-    };
-    match fenced {
-        Fenced::Accepted(JobState::Succeeded) => {
+    match event {
+        Event::Succeeded { .. } => {
             span.record("backwave.verdict", verdict::SUCCEEDED);
             tracing::debug!(parent: span, "job succeeded");
         }
-        Fenced::Accepted(JobState::Scheduled) => {
-            let wait = match outcome {
-                Outcome::Failed { retry_in: Some(d), .. } => Some(crate::retry::duration_ms(*d)),
-                _ => retry_ms,
-            };
+        Event::Failed { retry_at, cause, .. } => {
+            let wait = retry_at.map(|at| at.saturating_sub(now).max(0) as u64);
             span.record("backwave.verdict", verdict::RETRY);
-            error_status(span, failure.unwrap_or("failed"));
-            if let Some(ms) = wait {
+            error_status(span, cause);
+            if let (Some(ms), Some(at)) = (wait, retry_at) {
                 span.record("backwave.retry_in_ms", ms);
-                span.record("backwave.retry_at", now.saturating_add(ms.min(i64::MAX as u64) as Millis));
+                span.record("backwave.retry_at", at);
             }
-            tracing::warn!(parent: span, error = failure.unwrap_or("failed"), retry_in_ms = wait, "attempt failed; the job will be retried");
+            tracing::warn!(parent: span, error = cause.as_str(), retry_in_ms = wait, "attempt failed; the job will be retried");
         }
-        Fenced::Accepted(JobState::DeadLettered) => {
+        Event::DeadLettered { cause, .. } => {
             span.record("backwave.verdict", verdict::DEAD_LETTERED);
-            error_status(span, failure.unwrap_or("failed"));
-            tracing::error!(parent: span, error = failure.unwrap_or("failed"), "attempt failed on its last attempt; the job is dead-lettered");
+            error_status(span, cause);
+            tracing::error!(parent: span, error = cause.as_str(), "attempt failed on its last attempt; the job is dead-lettered");
         }
-        Fenced::Accepted(JobState::Quarantined) => {
-            let reason = match outcome {
-                Outcome::Quarantined { reason, .. } => reason.as_str(),
-                _ => "",
-            };
+        Event::Quarantined { why, cause, .. } => {
             span.record("backwave.verdict", verdict::QUARANTINED);
-            span.record("backwave.quarantine_reason", reason);
-            error_status(span, failure.unwrap_or(reason));
-            tracing::warn!(parent: span, reason, cause = failure.unwrap_or(""), "job quarantined: no handler can take it");
+            span.record("backwave.quarantine_reason", why.as_str());
+            error_status(span, cause);
+            tracing::warn!(parent: span, reason = why.as_str(), cause = cause.as_str(), "job quarantined: no handler can take it");
         }
-        Fenced::Accepted(JobState::Cancelled) => {
+        Event::Cancelled { .. } => {
             span.record("backwave.verdict", verdict::CANCELLED);
             tracing::info!(parent: span, "job cancelled by an operator");
         }
-        Fenced::Accepted(JobState::Running | JobState::Waiting) | Fenced::Rejected => fenced_out(span),
+        Event::Discarded { why, .. } => {
+            span.record("backwave.verdict", verdict::FENCED_OUT);
+            error_status(span, "the lease was lost");
+            tracing::warn!(parent: span, why = why.as_str(), "attempt result discarded: its lease was lost before the outcome was recorded");
+        }
+        // No other event is an attempt's verdict.
+        _ => {}
     }
-}
-
-/// The attempt's result was discarded: its lease had lapsed and the job was reaped (and maybe
-/// claimed again) before the outcome reached the store.
-pub(crate) fn fenced_out(span: &Span) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("backwave.verdict", verdict::FENCED_OUT);
-    error_status(span, "the lease was lost");
-    tracing::warn!(parent: span, "attempt result discarded: its lease was lost before the outcome was recorded");
 }
 
 /// The handler stopped at the end of a shutdown's grace period: nothing is recorded.

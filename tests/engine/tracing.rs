@@ -1,19 +1,21 @@
-//! What an application's `tracing` subscriber hears from the engine (issue 41): a span per
-//! attempt that ends with the store's verdict and holds the handler's own events, one event per
-//! change (a failed attempt, a dead-letter, a lease lost and its late result discarded, a lapse
-//! reaped) and one warning per store outage, not one per poll. The subscriber is a small
+//! What an application hears from the engine (issue 41), through its `tracing` subscriber and
+//! through its hooks (`Engine::on_event`), told at the same points: a span per attempt that ends
+//! with the store's verdict and holds the handler's own events, one event per change (a failed
+//! attempt, a dead-letter, a quarantine, a cancel, a lease lost and its late result discarded, a
+//! lapse reaped) and one of each per store outage, not one per poll. The subscriber is a small
 //! capturing layer installed once for the whole test binary; each test keeps only the records
-//! that name its own jobs or its own store.
+//! that name its own jobs or its own store. The hooks of each test's engine are its own.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry, WorkerGroup};
+use backwave::engine::{DispatchPolicy, Engine, Event as Told, HandlerError, Registry, WorkerGroup};
+use backwave::store::CancelResult;
 use backwave::store::ClaimRequest;
 use backwave::telemetry::{verdict, ENQUEUE_SPAN, RUN_SPAN};
-use backwave::{Clock, JobId, JobState, NewJob, RetryPolicy, Store};
+use backwave::{Clock, JobId, JobState, NewJob, QuarantineReason, RetryPolicy, Store};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
@@ -197,9 +199,37 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     }
 }
 
-fn engine(t: &TestStore, registry: Registry, group: WorkerGroup) -> backwave::engine::EngineHandle {
+/// What an engine's hook heard, in order.
+#[derive(Clone, Default)]
+pub struct Heard(Arc<Mutex<Vec<Told>>>);
+
+impl Heard {
+    /// Add a hook to `engine` that keeps every event here.
+    pub fn listen(&self, engine: &mut Engine) {
+        let heard = self.clone();
+        engine.on_event(move |e| heard.0.lock().unwrap().push(e.clone()));
+    }
+
+    pub fn all(&self) -> Vec<Told> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The events of one kind (`Told::kind`).
+    pub fn of(&self, kind: &str) -> Vec<Told> {
+        self.all().into_iter().filter(|e| e.kind() == kind).collect()
+    }
+
+    /// The events about `job`.
+    pub fn about(&self, job: JobId) -> Vec<Told> {
+        self.all().into_iter().filter(|e| e.job() == Some(job)).collect()
+    }
+}
+
+/// An engine of one group over the test's store, its events told to `heard`.
+fn engine(t: &TestStore, registry: Registry, group: WorkerGroup, heard: &Heard) -> backwave::engine::EngineHandle {
     let mut engine = Engine::new(&t.db, registry);
     engine.add_worker_group(group);
+    heard.listen(&mut engine);
     engine.start().unwrap()
 }
 
@@ -224,7 +254,8 @@ both_flavors! {
             registry.job("flaky", &"nightly".to_string()).unwrap().enqueue(&t.store).unwrap()
         };
         cap.watch(id);
-        let running = engine(&t, registry, group("g", DispatchPolicy::strict([queue.as_str()]), 2));
+        let heard = Heard::default();
+        let running = engine(&t, registry, group("g", DispatchPolicy::strict([queue.as_str()]), 2), &heard);
         let j = wait_terminal(&t.store, id);
         assert_eq!((j.state, j.attempt), (JobState::DeadLettered, 2));
         wait_for("both verdicts", Duration::from_secs(5), || (cap.closed(RUN_SPAN).len() == 2).then_some(()));
@@ -276,6 +307,17 @@ both_flavors! {
         assert_eq!(dead.len(), 1, "{events:#?}");
         assert_eq!((dead[0].level, dead[0].get("backwave.attempt")), (Level::ERROR, Some("2")));
         assert_eq!(dead[0].spans[0].0, RUN_SPAN);
+
+        // The hook heard the same two verdicts, with what an application acts on.
+        let told = heard.about(id);
+        assert_eq!(told.len(), 2, "{told:#?}");
+        let Told::Failed { wire_name, queue: q, attempt: 1, max_attempts: 2, retry_at: Some(at), cause, .. } = &told[0] else {
+            panic!("{told:#?}")
+        };
+        assert_eq!((wire_name.as_str(), q, cause.as_str()), ("flaky", &queue, "gateway timeout (attempt 1)"));
+        assert_eq!(at.to_string(), runs[0].fields["backwave.retry_at"], "the span and the hook say one retry time");
+        let Told::DeadLettered { attempt: 2, max_attempts: 2, cause, .. } = &told[1] else { panic!("{told:#?}") };
+        assert_eq!(cause, "gateway timeout (attempt 2)");
     }
 }
 
@@ -318,6 +360,8 @@ both_flavors! {
             lease: LEASE,
             ..WorkerGroup::default()
         });
+        let heard = Heard::default();
+        heard.listen(&mut engine);
         let running = engine.start().unwrap();
         wait_for("run 1 to start", Duration::from_secs(10), || (runs.load(Ordering::SeqCst) >= 1).then_some(()));
 
@@ -354,6 +398,21 @@ both_flavors! {
         assert_eq!(discarded[0].level, Level::WARN);
         assert_eq!(discarded[0].spans[0].0, RUN_SPAN);
         assert_eq!(discarded[0].get("backwave.attempt"), Some("1"));
+
+        // The hook: the lease lost (before the result), the result discarded, attempt 2's success.
+        let told = heard.about(id);
+        let kinds: Vec<(&str, u32)> = told
+            .iter()
+            .map(|e| match e {
+                Told::LeaseLost { attempt, .. } | Told::Discarded { attempt, .. } | Told::Succeeded { attempt, .. } => {
+                    (e.kind(), *attempt)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(kinds.len(), 3, "{told:#?}");
+        assert_eq!(kinds[0], ("lease-lost", 1), "{told:#?}");
+        assert!(kinds.contains(&("discarded", 1)) && kinds.contains(&("succeeded", 2)), "{told:#?}");
     }
 }
 
@@ -378,11 +437,17 @@ both_backends! {
             })
             .unwrap();
         assert_eq!(claimed.len(), 1);
-        let running = engine(&t, Registry::new(), group("reaper", DispatchPolicy::strict(["other"]), 1));
+        let heard = Heard::default();
+        let running = engine(&t, Registry::new(), group("reaper", DispatchPolicy::strict(["other"]), 1), &heard);
         wait_for("the lapse to be reaped", Duration::from_secs(10), || {
             (job(&t.store, id).state == JobState::Scheduled).then_some(())
         });
         running.shutdown(Duration::from_secs(1));
+        let told = heard.about(id);
+        assert!(
+            matches!(&told[..], [Told::LapseReaped { attempt: 1, owner, state: JobState::Scheduled, .. }] if owner == "ghost/1/g#dead"),
+            "{told:#?}"
+        );
         let reaped = cap.said("lease lapsed");
         assert_eq!(reaped.len(), 1, "{:#?}", cap.events());
         let r = &reaped[0];
@@ -472,6 +537,8 @@ both_backends! {
         registry.handle::<u32>("work", |_, _| Ok(())).queue("q");
         let mut engine = Engine::new(target.clone(), registry);
         engine.add_worker_group(group("g", DispatchPolicy::strict(["q"]), 1));
+        let heard = Heard::default();
+        heard.listen(&mut engine);
         let running = engine.start().unwrap();
         let hold = if role.is_some() { OUTAGE_POSTGRES } else { OUTAGE_SQLITE };
         outage(&t, role.as_ref().map(|r| r.name.as_str()), hold);
@@ -493,6 +560,17 @@ both_backends! {
         assert_eq!(up[0].level, Level::INFO);
         let down_ms: u64 = up[0].get("down_ms").unwrap().parse().unwrap();
         assert!(down_ms >= 500, "down for {down_ms} ms");
+
+        // The hook heard the same two changes, once each.
+        let (down, up) = (heard.of("store-unavailable"), heard.of("store-available"));
+        assert_eq!((down.len(), up.len()), (1, 1), "{:#?}", heard.all());
+        let Told::StoreUnavailable { store, error, since, .. } = &down[0] else { unreachable!() };
+        assert_eq!(store, &target.to_string());
+        assert!(!error.is_empty() && *since <= std::time::SystemTime::now());
+        let Told::StoreAvailable { outage, .. } = &up[0] else { unreachable!() };
+        assert_eq!(outage.as_millis() as u64, down_ms, "the hook and the event say one outage");
+        let order: Vec<&str> = heard.all().iter().map(Told::kind).filter(|k| k.starts_with("store-")).collect();
+        assert_eq!(order, ["store-unavailable", "store-available"]);
     }
 }
 
@@ -612,7 +690,8 @@ both_backends! {
         t.store.pause(ACTOR, backwave::store::PauseKind::Queue, "q", None, false).unwrap();
         let mut registry = Registry::new();
         registry.handle::<u32>("work", |_, _| Ok(())).queue("q");
-        let running = engine(&t, registry, group(&group_name, DispatchPolicy::strict(["q"]), 1));
+        let heard = Heard::default();
+        let running = engine(&t, registry, group(&group_name, DispatchPolicy::strict(["q"]), 1), &heard);
         wait_for("the held-back event", Duration::from_secs(10), || {
             (!cap.said("due work held back").is_empty()).then_some(())
         });
@@ -627,5 +706,157 @@ both_backends! {
         let (held, released) = (cap.said("due work held back"), cap.said("due work no longer held back"));
         assert_eq!((held.len(), released.len()), (1, 1), "{:#?}", cap.events());
         assert_eq!(held[0].level, Level::INFO);
+        let told: Vec<Told> = heard.all().into_iter().filter(|e| e.kind().starts_with("held-back")).collect();
+        assert!(
+            matches!(&told[..], [Told::HeldBack { group: g, queues, .. }, Told::HeldBackEnded { group: h, .. }]
+                if *g == group_name && *h == group_name && queues == &["q"]),
+            "{told:#?}"
+        );
+    }
+}
+
+both_flavors! {
+    /// Two jobs no handler can take: one whose wire name has no handler here, one whose payload
+    /// does not decode. Each ends Quarantined with one warning in its attempt span (verdict
+    /// `quarantined`, and why) and one `Quarantined` event for the hook, saying why.
+    fn a_job_without_a_handler_and_one_that_does_not_decode_are_each_one_quarantine() {
+        let mut cap = Captured::new();
+        let t = test_store();
+        let mut registry = Registry::new();
+        handle::<u32>(&mut registry, "typed", |_, _| Ok(())).queue("q");
+        let nobody = t.store.enqueue(&NewJob::new("nobody", "q", b"1".to_vec())).unwrap();
+        let garbled = t.store.enqueue(&NewJob::new("typed", "q", b"\"not a number\"".to_vec())).unwrap();
+        cap.watch(nobody);
+        cap.watch(garbled);
+        let heard = Heard::default();
+        let running = engine(&t, registry, group("g", DispatchPolicy::strict(["q"]), 3), &heard);
+        for id in [nobody, garbled] {
+            assert_eq!(wait_terminal(&t.store, id).state, JobState::Quarantined);
+        }
+        wait_for("both verdicts", Duration::from_secs(5), || (cap.closed(RUN_SPAN).len() == 2).then_some(()));
+        running.shutdown(Duration::from_secs(1));
+
+        for (id, why) in [(nobody, QuarantineReason::NoHandler), (garbled, QuarantineReason::UndecodablePayload)] {
+            let said: Vec<Seen> = cap
+                .said("job quarantined")
+                .into_iter()
+                .filter(|e| e.get("messaging.message.id") == Some(&id.to_string()))
+                .collect();
+            assert_eq!(said.len(), 1, "{:#?}", cap.events());
+            assert_eq!((said[0].level, said[0].get("reason")), (Level::WARN, Some(why.as_str())));
+            assert_eq!(said[0].spans[0].0, RUN_SPAN);
+            let span = cap.closed(RUN_SPAN).into_iter().find(|s| s.fields["messaging.message.id"] == id.to_string()).unwrap();
+            assert_eq!(span.fields["backwave.verdict"], verdict::QUARANTINED);
+            assert_eq!(span.fields["backwave.quarantine_reason"], why.as_str());
+
+            let told = heard.about(id);
+            let [Told::Quarantined { why: heard_why, cause, queue, .. }] = &told[..] else { panic!("{told:#?}") };
+            assert_eq!((*heard_why, queue.as_str()), (why, "q"));
+            assert_eq!(Some(cause.as_str()), said[0].get("cause"));
+        }
+    }
+}
+
+both_flavors! {
+    /// An operator cancels a running job whose handler stops when asked: its span ends
+    /// `cancelled` with one event, and the hook hears one `Cancelled`.
+    fn a_cancelled_job_is_one_cancelled_verdict_on_its_span_and_for_the_hook() {
+        let mut cap = Captured::new();
+        let t = test_store();
+        let mut registry = Registry::new();
+        handle::<u32>(&mut registry, "patient", |_, ctx| {
+            ctx.cancellation().wait_timeout(Duration::from_secs(10));
+            ctx.check_cancelled()?;
+            Ok(())
+        })
+        .queue("q");
+        let id = t.store.enqueue(&NewJob::new("patient", "q", b"1".to_vec())).unwrap();
+        cap.watch(id);
+        let heard = Heard::default();
+        let running = engine(&t, registry, group("g", DispatchPolicy::strict(["q"]), 3), &heard);
+        wait_for("the job to run", Duration::from_secs(10), || (job(&t.store, id).state == JobState::Running).then_some(()));
+        assert_eq!(t.store.cancel(ACTOR, &[id]).unwrap(), [CancelResult::CancelRequested]);
+        assert_eq!(wait_terminal(&t.store, id).state, JobState::Cancelled);
+        wait_for("the verdict", Duration::from_secs(5), || (cap.closed(RUN_SPAN).len() == 1).then_some(()));
+        running.shutdown(Duration::from_secs(1));
+
+        assert_eq!(cap.closed(RUN_SPAN)[0].fields["backwave.verdict"], verdict::CANCELLED);
+        let said = cap.said("job cancelled by an operator");
+        assert_eq!(said.len(), 1, "{:#?}", cap.events());
+        assert_eq!((said[0].level, said[0].spans[0].0.as_str()), (Level::INFO, RUN_SPAN));
+        let told = heard.about(id);
+        assert!(matches!(&told[..], [Told::Cancelled { attempt: 1, wire_name, .. }] if wire_name == "patient"), "{told:#?}");
+    }
+}
+
+both_backends! {
+    /// A hook that panics on every event: each panic is one `tracing` error naming the event,
+    /// the hook added after it still hears everything, and the engine goes on running jobs.
+    fn a_panicking_hook_is_logged_and_neither_the_engine_nor_the_next_hook_misses_anything() {
+        let mut cap = Captured::new();
+        let t = test_store();
+        let mut registry = Registry::new();
+        registry.handle::<u32>("work", |_, _| Ok(())).queue("q");
+        let ids: Vec<JobId> = (0..3u32).map(|i| registry.enqueue(&t.store, "work", &i).unwrap()).collect();
+        for id in &ids {
+            cap.watch(id);
+        }
+        let mut engine = Engine::new(&t.db, registry);
+        engine.add_worker_group(group("g", DispatchPolicy::strict(["q"]), 1));
+        engine.on_event(|e| panic!("this hook cannot take {}", e.kind()));
+        let heard = Heard::default();
+        heard.listen(&mut engine);
+        let running = engine.start().unwrap();
+        for id in &ids {
+            assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded);
+        }
+        wait_for("every success heard", Duration::from_secs(5), || (heard.of("succeeded").len() == 3).then_some(()));
+        assert_eq!(running.stats()[0].errors, 0, "{:?}", running.stats());
+        running.shutdown(Duration::from_secs(1));
+        let panics = cap.said("an event hook panicked");
+        assert_eq!(panics.len(), 3, "{:#?}", cap.events());
+        for p in &panics {
+            assert_eq!((p.level, p.get("backwave.event"), p.get("backwave.hook")), (Level::ERROR, Some("succeeded"), Some("0")));
+            assert_eq!(p.get("panic"), Some("this hook cannot take succeeded"));
+        }
+    }
+}
+
+both_backends! {
+    /// A unique every-second schedule whose job nobody runs: the first tick fires a job, the next
+    /// is skipped because that job still holds the key. One event per tick each way, for the
+    /// subscriber and for the hook, naming the same job.
+    fn a_schedule_tick_fired_and_one_skipped_are_each_one_event() {
+        let mut cap = Captured::new();
+        let t = test_store();
+        let name = format!("every-second-{}", JobId::new().short());
+        cap.watch(&name);
+        // Half a second past a second: a tick is never a matter of a millisecond.
+        let clock = Clock::manual(1_767_225_600_500);
+        let mut engine = Engine::new(&t.db, Registry::new());
+        engine.clock(clock.clone());
+        engine.schedule_poll(Duration::from_millis(20));
+        engine.add_schedule(backwave::Schedule::new(&name, "* * * * * *", "tick", "unserved", "{}").unique());
+        engine.add_worker_group(group("g", DispatchPolicy::strict(["other"]), 1));
+        let heard = Heard::default();
+        heard.listen(&mut engine);
+        let running = engine.start().unwrap();
+        clock.set(clock.now() + 1_000);
+        wait_for("the first tick", Duration::from_secs(10), || (!heard.of("schedule-fired").is_empty()).then_some(()));
+        clock.set(clock.now() + 1_000);
+        wait_for("the second tick", Duration::from_secs(10), || (!heard.of("schedule-skipped").is_empty()).then_some(()));
+        running.shutdown(Duration::from_secs(1));
+
+        let told: Vec<Told> = heard.all().into_iter().filter(|e| e.kind().starts_with("schedule-")).collect();
+        let [Told::ScheduleFired { schedule, tick: first, job, .. }, Told::ScheduleSkipped { tick: second, held_by, .. }] = &told[..]
+        else {
+            panic!("{told:#?}")
+        };
+        assert_eq!((schedule, held_by, second - first), (&name, job, 1_000));
+        assert_eq!(self::job(&t.store, *job).state, JobState::Scheduled);
+        let (fired, skipped) = (cap.said("schedule tick fired"), cap.said("schedule tick skipped"));
+        assert_eq!((fired.len(), skipped.len()), (1, 1), "{:#?}", cap.events());
+        assert_eq!(fired[0].get("messaging.message.id"), Some(job.to_string().as_str()));
+        assert_eq!(skipped[0].get("backwave.held_by"), Some(job.to_string().as_str()));
     }
 }

@@ -5,9 +5,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::Span;
 
+use super::events::About;
 use super::handler::{CancelSignal, Report};
 use crate::model::{JobId, Progress};
 use crate::store::{Completion, Outcome};
@@ -46,9 +48,10 @@ pub(super) struct Claim {
     /// The attempt's span (`telemetry::RUN_SPAN`) once its handler has returned, kept until the
     /// store's word on the outcome is recorded on it; disabled before (and without a subscriber).
     pub span: Span,
-    /// The wait a failure of this attempt retries after, from the job's delay table: what the
-    /// span says of a retry.
-    pub retry_ms: Option<u64>,
+    /// What the attempt's events say of its job (its wire name, queue, budget, retry wait).
+    pub about: About,
+    /// How long its handler ran, once it returned.
+    pub took: Duration,
     /// What its handler reports besides its result (progress for the heartbeat); `None` for a
     /// claim no handler will run.
     pub report: Option<Arc<Report>>,
@@ -99,14 +102,22 @@ impl Claims {
     /// A job just claimed, going into the ready buffer: its token.
     #[cfg(test)]
     pub fn claimed(&mut self, job_id: JobId, attempt: u32, cancel: CancelSignal) -> u64 {
-        self.claimed_with(job_id, attempt, cancel, None)
+        self.claimed_with(job_id, attempt, cancel, About::default())
     }
 
-    /// [`Claims::claimed`], with the wait a failure of this attempt would retry after.
-    pub fn claimed_with(&mut self, job_id: JobId, attempt: u32, cancel: CancelSignal, retry_ms: Option<u64>) -> u64 {
+    /// [`Claims::claimed`], with what its events say of the job.
+    pub fn claimed_with(&mut self, job_id: JobId, attempt: u32, cancel: CancelSignal, about: About) -> u64 {
         let run = self.token();
-        let claim =
-            Claim { job_id, attempt, cancel, state: State::Buffered, span: Span::none(), retry_ms, report: None };
+        let claim = Claim {
+            job_id,
+            attempt,
+            cancel,
+            state: State::Buffered,
+            span: Span::none(),
+            about,
+            took: Duration::ZERO,
+            report: None,
+        };
         self.claims.insert(run, claim);
         self.active += 1;
         run
@@ -122,7 +133,8 @@ impl Claims {
             cancel: CancelSignal::new(),
             state: State::HandingBack,
             span: Span::none(),
-            retry_ms: None,
+            about: About::default(),
+            took: Duration::ZERO,
             report: None,
         };
         self.claims.insert(run, claim);
@@ -173,17 +185,19 @@ impl Claims {
     /// The claim's outcome is known: it waits to be recorded. Only a claim that holds its lease
     /// and has not ended moves; returns whether it did.
     pub fn finished(&mut self, run: u64, outcome: Outcome) -> bool {
-        self.finished_in(run, outcome, Span::none())
+        self.finished_in(run, outcome, Span::none(), Duration::ZERO)
     }
 
-    /// [`Claims::finished`] for a run whose handler ran in `span`: kept for the store's word.
-    pub fn finished_in(&mut self, run: u64, outcome: Outcome, span: Span) -> bool {
+    /// [`Claims::finished`] for a run whose handler ran in `span` for `took`: kept for the
+    /// store's word.
+    pub fn finished_in(&mut self, run: u64, outcome: Outcome, span: Span, took: Duration) -> bool {
         let Some(c) = self.claims.get_mut(&run) else { return false };
         if !matches!(c.state, State::Buffered | State::Running) {
             return false;
         }
         c.state = State::Finished;
         c.span = span;
+        c.took = took;
         self.active -= 1;
         self.finished.push(run);
         self.outcomes.push(Completion {
@@ -267,8 +281,8 @@ impl Claims {
     }
 
     /// Drop the unwritten outcomes of `jobs` (the store let this worker claim them again, so
-    /// those runs' leases are gone); how many.
-    pub fn drop_outcomes_of(&mut self, jobs: &HashSet<JobId>) -> usize {
+    /// those runs' leases are gone); the claims dropped.
+    pub fn drop_outcomes_of(&mut self, jobs: &HashSet<JobId>) -> Vec<Claim> {
         let dropped: Vec<u64> = self
             .finished
             .iter()
@@ -276,10 +290,7 @@ impl Claims {
             .filter(|(_, o)| jobs.contains(&o.job_id))
             .map(|(r, _)| *r)
             .collect();
-        for run in &dropped {
-            self.remove(*run);
-        }
-        dropped.len()
+        dropped.into_iter().filter_map(|run| self.remove(run)).collect()
     }
 
     /// The outcomes waiting to be recorded, in the order their handlers returned.
@@ -430,7 +441,7 @@ mod tests {
         let batch = t.take_outcomes();
         assert!(t.recording());
         assert!(t.remove(runs[0]).is_none(), "only the store's answer ends a claim being recorded");
-        assert!(t.drop_outcomes_of(&HashSet::from([jobs[0]])) == 0, "nor is its outcome dropped");
+        assert!(t.drop_outcomes_of(&HashSet::from([jobs[0]])).is_empty(), "nor is its outcome dropped");
         t.finished(runs[2], Outcome::Succeeded);
         assert_eq!(t.outcomes().len(), 1, "finished meanwhile: waits for the next batch");
 
@@ -536,7 +547,7 @@ mod tests {
             let run = t.claimed(*j, 1, CancelSignal::new());
             t.finished(run, Outcome::Succeeded);
         }
-        assert_eq!(t.drop_outcomes_of(&HashSet::from([jobs[1]])), 1);
+        assert_eq!(t.drop_outcomes_of(&HashSet::from([jobs[1]])).len(), 1);
         let left: Vec<JobId> = t.outcomes().iter().map(|c| c.job_id).collect();
         assert_eq!(left, [jobs[0], jobs[2]]);
         assert_eq!(held(&t), HashSet::from([(jobs[0], 1), (jobs[2], 1)]));

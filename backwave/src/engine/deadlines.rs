@@ -2,7 +2,7 @@
 //! clear one, ask whether one is due and when the next falls. The dispatcher keeps one for its
 //! own steps and the maintenance unit one for its chores; neither juggles instants by hand.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub(super) struct Deadlines<K> {
@@ -38,6 +38,14 @@ impl<K: Copy + PartialEq> Deadlines<K> {
     pub fn next(&self, counts: impl Fn(K) -> bool) -> Option<Instant> {
         self.at.iter().filter(|(k, _)| counts(*k)).map(|(_, at)| *at).min()
     }
+}
+
+/// `t + d` for a duration the application chose: one too long for an `Instant` (a
+/// `Duration::MAX` poll interval, sweep interval or grace period) means "not for a century",
+/// never a panic.
+pub(super) fn later(t: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    t.checked_add(d).or_else(|| t.checked_add(CENTURY)).unwrap_or(t)
 }
 
 #[cfg(test)]

@@ -13,21 +13,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::claims::{Claims, State};
-use super::deadlines::Deadlines;
+use super::deadlines::{later, Deadlines};
+use super::events::{self, About, Event, Hooks};
 use super::group::{DispatchPolicy, Planner, WorkerGroup};
 use super::handler::{CancelReason, CancelSignal, JobContext};
 use super::maintenance::Maintenance;
 use super::outage::Watch;
 use super::pace::{Pace, MAX_AHEAD};
-use super::pool::{Done, ReadyBuffer, Work};
-use super::recorder::{Recorded, Recorder};
-use super::runtime::{later, Counters, ProcessQuiet, StopFlag};
+use super::pool::{ReadyBuffer, Work};
+use super::recorder::Recorder;
+use super::shared::{Counters, Done, ProcessQuiet, Recorded, StopFlag};
 use super::wake::Rung;
 use crate::error::Result;
 use crate::model::{JobId, JobState, Millis, WorkerInfo};
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
-use crate::telemetry;
 
 /// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
 /// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
@@ -94,6 +94,8 @@ pub(super) struct Setup {
     pub watch: Watch,
     /// The engine's read handle for handlers ([`JobContext::parents`]).
     pub reader: Arc<super::handler::Reader>,
+    /// The application's hooks ([`crate::engine::Engine::on_event`]).
+    pub hooks: Arc<Hooks>,
 }
 
 pub(super) struct Dispatcher {
@@ -149,6 +151,7 @@ pub(super) struct Dispatcher {
     held_back: bool,
     /// The due time of the oldest due job a look found passed over, and when it was first found.
     held_candidate: Option<(i64, Instant)>,
+    hooks: Arc<Hooks>,
 }
 
 impl Dispatcher {
@@ -163,7 +166,7 @@ impl Dispatcher {
             queues: s.cfg.policy.queues(),
             planner: Planner::new(s.cfg.policy.clone()),
             group: Arc::from(s.cfg.name.as_str()),
-            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info),
+            maintenance: Maintenance::new(now, s.cfg.poll_interval, s.sweep_interval, s.info, Arc::clone(&s.hooks)),
             store: s.store,
             reader: s.reader,
             cfg: s.cfg,
@@ -192,6 +195,7 @@ impl Dispatcher {
             watch: s.watch,
             held_back: false,
             held_candidate: None,
+            hooks: s.hooks,
         }
     }
 
@@ -364,20 +368,24 @@ impl Dispatcher {
             return;
         }
         self.held_back = held;
-        if held {
+        let group = self.group.to_string();
+        let event = if held {
             tracing::info!(
                 backwave.worker_group = %self.group,
                 backwave.worker_id = %self.worker_id,
                 backwave.queues = ?self.queues,
                 "due work held back: jobs of this group's queues wait while it has room (a pause or a limit)"
             );
+            Event::HeldBack { group, queues: self.queues.clone() }
         } else {
             tracing::info!(
                 backwave.worker_group = %self.group,
                 backwave.worker_id = %self.worker_id,
                 "due work no longer held back"
             );
-        }
+            Event::HeldBackEnded { group }
+        };
+        self.hooks.tell(&event);
     }
 
     /// When the loop must next act: its own steps (a claim only when there is room for one and
@@ -472,8 +480,8 @@ impl Dispatcher {
 
     /// Take in one message; whether it was a handler's finished run.
     fn take(&mut self, done: Done) -> bool {
-        let (run, outcome, span) = match done {
-            Done::Finished { run, outcome, span } => (run, outcome, span),
+        let (run, outcome, span, took) = match done {
+            Done::Finished { run, outcome, span, took } => (run, outcome, span, took),
             Done::Recorded(recorded) => {
                 self.recorded(recorded, Instant::now());
                 return false;
@@ -498,16 +506,18 @@ impl Dispatcher {
                 if let Some(c) = self.claims.remove(run) {
                     self.stopped.push((c.job_id, c.attempt));
                 }
-                telemetry::stopped(&span);
+                crate::telemetry::stopped(&span);
             }
             Some((State::Buffered | State::Running, false)) => {
-                self.claims.finished_in(run, outcome, span);
+                self.claims.finished_in(run, outcome, span, took);
             }
             // A stale run: the job was claimed again since, so its word is discarded.
             Some((State::Superseded, _)) => {
-                self.claims.remove(run);
-                Counters::add(&self.stats.fenced_out, 1);
-                telemetry::fenced_out(&span);
+                if let Some(c) = self.claims.remove(run) {
+                    Counters::add(&self.stats.fenced_out, 1);
+                    let lease = (c.job_id, c.attempt);
+                    self.hooks.verdict(&span, self.store.now(), || events::discarded(lease, events::CLAIMED_AGAIN));
+                }
             }
             Some((State::Finished | State::Recording | State::HandingBack, _)) | None => {}
         }
@@ -554,12 +564,16 @@ impl Dispatcher {
                 // that its attempt is lost (its result was discarded), should it still be at work.
                 let store_now = self.store.now();
                 let mut answers = fenced.iter().zip(&batch);
+                let hooks = &self.hooks;
                 self.claims.recorded_each(|claim| {
                     let Some((f, c)) = answers.next() else { return };
                     if *f == Fenced::Rejected {
                         claim.cancel.cancel(CancelReason::LeaseLost);
                     }
-                    telemetry::verdict(&claim.span, *f, &c.outcome, claim.retry_ms, store_now);
+                    let lease = (claim.job_id, claim.attempt);
+                    hooks.verdict(&claim.span, store_now, || {
+                        events::verdict(lease, &claim.about, *f, &c.outcome, store_now, claim.took)
+                    });
                 });
                 self.steps.clear(Step::Flush);
             }
@@ -656,7 +670,13 @@ impl Dispatcher {
                     reader: Some(Arc::clone(&self.reader)),
                     report: Arc::default(),
                 };
-                let run = self.claims.claimed_with(job.id, job.attempt, cancel, job.next_delay_ms());
+                let about = About {
+                    wire_name: job.wire_name.clone(),
+                    queue: job.queue.clone(),
+                    max_attempts: ctx.max_attempts,
+                    retry_ms: job.next_delay_ms(),
+                };
+                let run = self.claims.claimed_with(job.id, job.attempt, cancel, about);
                 self.claims.reports_to(run, Arc::clone(&ctx.report));
                 let rank = self.rank(&job.queue);
                 works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
@@ -704,13 +724,18 @@ impl Dispatcher {
                             backwave.worker_id = %self.worker_id,
                             "lease lost while the handler runs (the job was claimed again): it is told to stop, and its result will be discarded"
                         );
+                        self.hooks.tell(&Event::LeaseLost { job: c.job_id, attempt: c.attempt });
                     }
                     c.cancel.cancel(CancelReason::LeaseLost);
                 }
             }
         }
         let dropped = self.claims.drop_outcomes_of(claimed);
-        Counters::add(&self.stats.fenced_out, dropped as u64);
+        Counters::add(&self.stats.fenced_out, dropped.len() as u64);
+        for c in dropped {
+            let lease = (c.job_id, c.attempt);
+            self.hooks.verdict(&c.span, self.store.now(), || events::discarded(lease, events::CLAIMED_AGAIN));
+        }
     }
 
     /// Renew every lease this group holds (see [`Claims::held`]); pass an operator's cancel or a
@@ -760,6 +785,7 @@ impl Dispatcher {
                         backwave.worker_id = %self.worker_id,
                         "lease lost while the handler runs: it is told to stop, and its result will be discarded"
                     );
+                    self.hooks.tell(&Event::LeaseLost { job: c.job_id, attempt: c.attempt });
                 }
                 c.cancel.cancel(reason);
             }
@@ -958,8 +984,12 @@ mod tests {
             sweep_interval: None,
             handler_policies: Vec::new(),
             rung: Arc::default(),
-            watch: Watch::new(&crate::engine::outage::StoreHealth::new(&crate::StoreTarget::File(db.clone())), "test"),
+            watch: Watch::new(
+                &crate::engine::outage::StoreHealth::new(&crate::StoreTarget::File(db.clone()), Arc::default()),
+                "test",
+            ),
             reader: Arc::new(crate::engine::handler::Reader::new(crate::StoreTarget::File(db.clone()))),
+            hooks: Arc::default(),
         });
         (Harness { d, done, store, _dir: dir }, ids)
     }
@@ -978,7 +1008,12 @@ mod tests {
         assert_eq!(h.d.claims.held().count(), 2);
         h.store.raw_batch(REFUSE_SUCCESS).unwrap();
         h.done
-            .send(Done::Finished { run: first.run, outcome: Outcome::Succeeded, span: tracing::Span::none() })
+            .send(Done::Finished {
+                run: first.run,
+                outcome: Outcome::Succeeded,
+                span: tracing::Span::none(),
+                took: Duration::ZERO,
+            })
             .unwrap();
         let expiries: Vec<i64> = ids.iter().map(|id| lease_expiry(&h.store, *id)).collect();
         std::thread::sleep(Duration::from_millis(20));
@@ -1015,6 +1050,9 @@ mod tests {
     fn while_the_store_does_not_take_outcomes_the_group_stops_claiming() {
         let (mut h, ids) = harness_with(20, 2);
         h.d.unrecorded_max = 2 + 4;
+        // No claim-ahead: the pace is measured from an hour on, so a loaded machine whose loop
+        // below takes over 5 ms does not widen the claims (it failed 9 runs in 12 so).
+        h.d.pace = Pace::new(later(Instant::now(), Duration::from_secs(3600)));
         h.store.raw_batch(REFUSE_SUCCESS).unwrap();
         // Handlers that finish at once, completions the store refuses: every round frees the
         // handler places, and the outcomes pile up.
@@ -1030,7 +1068,12 @@ mod tests {
             for _ in 0..n {
                 let w = h.d.ready.next().unwrap();
                 h.done
-                    .send(Done::Finished { run: w.run, outcome: Outcome::Succeeded, span: tracing::Span::none() })
+                    .send(Done::Finished {
+                        run: w.run,
+                        outcome: Outcome::Succeeded,
+                        span: tracing::Span::none(),
+                        took: Duration::ZERO,
+                    })
                     .unwrap();
             }
             h.d.sync_started();

@@ -16,10 +16,12 @@
 //! reaper starved of CPU only reaps later, never sooner.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::deadlines::Deadlines;
-use super::runtime::{later, Counters};
+use super::deadlines::{later, Deadlines};
+use super::events::{Event, Hooks};
+use super::shared::Counters;
 use crate::model::WorkerInfo;
 use crate::store::{Confirmed, Lapse, Store};
 
@@ -56,19 +58,26 @@ pub(super) struct Maintenance {
     seen: HashMap<Lapse, Instant>,
     /// The worker's registry row, to put back if someone removed it.
     info: WorkerInfo,
+    hooks: Arc<Hooks>,
 }
 
 impl Maintenance {
     /// Reaping starts at once; the sweep (`sweep_every`: only the first group of an engine)
     /// after one poll interval; the registry row was just written, so its heartbeat waits.
-    pub fn new(now: Instant, poll: Duration, sweep_every: Option<Duration>, info: WorkerInfo) -> Self {
+    pub fn new(
+        now: Instant,
+        poll: Duration,
+        sweep_every: Option<Duration>,
+        info: WorkerInfo,
+        hooks: Arc<Hooks>,
+    ) -> Self {
         let mut timers = Deadlines::new();
         timers.set(Chore::Reap, now);
         timers.set(Chore::Registry, later(now, WORKER_HEARTBEAT));
         if sweep_every.is_some() {
             timers.set(Chore::Sweep, later(now, poll));
         }
-        Maintenance { timers, poll, sweep_every, seen: HashMap::new(), info }
+        Maintenance { timers, poll, sweep_every, seen: HashMap::new(), info, hooks }
     }
 
     /// When the next chore falls due.
@@ -140,6 +149,12 @@ impl Maintenance {
                             backwave.state = r.state.as_str(),
                             "lease lapsed: the attempt is reaped as failed"
                         );
+                        self.hooks.tell(&Event::LapseReaped {
+                            job: r.job_id,
+                            attempt: r.attempt,
+                            owner: r.worker_id.clone(),
+                            state: r.state,
+                        });
                     }
                     let at = Instant::now();
                     for lapse in &round.seen {

@@ -76,6 +76,7 @@
 mod claims;
 mod deadlines;
 mod dispatcher;
+mod events;
 mod group;
 mod handler;
 mod maintenance;
@@ -85,11 +86,13 @@ mod pool;
 mod recorder;
 mod registry;
 mod runtime;
+mod shared;
 #[cfg(feature = "tokio")]
 mod tasks;
 mod ticker;
 mod wake;
 
+pub use events::Event;
 pub use group::{DispatchPolicy, WorkerGroup};
 pub use handler::{CancelReason, CancelSignal, Cancelled, HandlerError, HandlerResult, JobContext};
 pub use registry::{Enqueue, Enqueuer, Registration, Registry, DEFAULT_QUEUE};

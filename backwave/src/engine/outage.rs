@@ -9,12 +9,13 @@
 //! driver reconnects), and that is no outage to wake anyone for.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How long a thread's tries must have failed, without one answer between, before the store
 /// counts as failing.
 pub(super) const FAILING_AFTER: Duration = Duration::from_secs(1);
 
+use super::events::{Event, Hooks};
 use crate::store::StoreTarget;
 
 /// The engine's one view of its store.
@@ -23,6 +24,7 @@ pub(super) struct StoreHealth {
     /// several.
     store: String,
     down: Mutex<Down>,
+    hooks: Arc<Hooks>,
 }
 
 #[derive(Default)]
@@ -33,31 +35,42 @@ struct Down {
 }
 
 impl StoreHealth {
-    pub fn new(target: &StoreTarget) -> Arc<Self> {
-        Arc::new(StoreHealth { store: target.to_string(), down: Mutex::default() })
+    pub fn new(target: &StoreTarget, hooks: Arc<Hooks>) -> Arc<Self> {
+        Arc::new(StoreHealth { store: target.to_string(), down: Mutex::default(), hooks })
     }
 
+    /// The first failing thread tells (outside the lock: a slow hook holds up no other thread's
+    /// report; the same thread's later `working` comes after it).
     fn failing(&self, thread: &str, error: &str, since: Instant) {
         let mut d = self.down.lock().unwrap_or_else(|p| p.into_inner());
         d.threads += 1;
-        if d.threads == 1 {
-            d.since = Some(since);
-            tracing::warn!(
-                backwave.store = %self.store,
-                backwave.thread = thread,
-                error,
-                "store unavailable: the engine keeps its leases and retries"
-            );
+        if d.threads != 1 {
+            return;
         }
+        d.since = Some(since);
+        drop(d);
+        tracing::warn!(
+            backwave.store = %self.store,
+            backwave.thread = thread,
+            error,
+            "store unavailable: the engine keeps its leases and retries"
+        );
+        let since = SystemTime::now().checked_sub(since.elapsed()).unwrap_or_else(SystemTime::now);
+        self.hooks.tell(&Event::StoreUnavailable { store: self.store.clone(), since, error: error.to_string() });
     }
 
+    /// The last thread to find the store working again tells.
     fn working(&self, thread: &str) {
         let mut d = self.down.lock().unwrap_or_else(|p| p.into_inner());
         d.threads = d.threads.saturating_sub(1);
-        if d.threads == 0 {
-            let down_ms = d.since.take().map_or(0, |s| s.elapsed().as_millis() as u64);
-            tracing::info!(backwave.store = %self.store, backwave.thread = thread, down_ms, "store available again");
+        if d.threads != 0 {
+            return;
         }
+        let outage = d.since.take().map_or(Duration::ZERO, |s| s.elapsed());
+        drop(d);
+        let down_ms = outage.as_millis() as u64;
+        tracing::info!(backwave.store = %self.store, backwave.thread = thread, down_ms, "store available again");
+        self.hooks.tell(&Event::StoreAvailable { store: self.store.clone(), outage });
     }
 }
 

@@ -10,11 +10,9 @@ use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, MutexGuard, Once};
 use std::time::Instant;
 
-use tracing::Span;
-
 use super::handler::{CancelReason, CancelSignal, HandlerError, HandlerResult, JobContext, Report};
-use super::recorder::Recorded;
 use super::registry::{Ready, Registry};
+use super::shared::Done;
 use crate::error::panic_message;
 use crate::model::{Job, QuarantineReason};
 use crate::store::{Outcome, UNREQUESTED_CANCEL};
@@ -29,24 +27,6 @@ pub(super) struct Work {
     /// Lower ranks start first, claim order within a rank.
     pub rank: usize,
     pub claimed_at: Instant,
-}
-
-/// What the dispatcher hears: from a handler thread, the engine's handle, or its recorder.
-pub(super) enum Done {
-    Finished {
-        run: u64,
-        outcome: Outcome,
-        /// The attempt's span, for the store's word on the outcome (disabled without a
-        /// subscriber).
-        span: Span,
-    },
-    /// Nothing to record; the dispatcher should look at its stop flag.
-    Wake,
-    /// Jobs of the group's queues may be due now (`wake.rs`): claim now rather than at the
-    /// next poll.
-    Work,
-    /// The recorder thread's answer on a batch of outcomes (`recorder.rs`).
-    Recorded(Recorded),
 }
 
 /// Claimed jobs waiting for a free handler thread. The dispatcher fills it (claiming ahead of
@@ -201,8 +181,9 @@ pub(super) fn handler_loop(ready: &ReadyBuffer, done: &Sender<Done>, registry: &
     while let Some(work) = ready.next() {
         let run = work.run;
         let span = crate::telemetry::run_span(&work.job, &work.ctx, work.claimed_at);
+        let began = Instant::now();
         let outcome = span.in_scope(|| run_one(work, registry, capture));
-        if done.send(Done::Finished { run, outcome, span }).is_err() {
+        if done.send(Done::Finished { run, outcome, span, took: began.elapsed() }).is_err() {
             // The dispatcher is gone (shutdown past its grace): nothing is reported.
             return;
         }

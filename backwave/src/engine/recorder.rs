@@ -7,12 +7,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{self, Sender};
 
-use super::pool::Done;
+use super::shared::{Done, Recorded};
 use crate::error::{panic_message, Error, Result};
-use crate::store::{Completion, Fenced, Store};
-
-/// A batch written (or refused) and the store's word on each outcome, in the batch's order.
-pub(super) type Recorded = (Vec<Completion>, Result<Vec<Fenced>>);
+use crate::store::{Completion, Store};
 
 pub(super) enum Recorder {
     /// Written by the dispatcher itself, on its own store.

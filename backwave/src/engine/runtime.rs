@@ -10,13 +10,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::deadlines::later;
 use super::dispatcher::{Dispatcher, Setup};
+use super::events::{Event, Hook, Hooks};
 use super::group::WorkerGroup;
 use super::maintenance::WORKER_STALE_AFTER;
 use super::outage::{StoreHealth, Watch};
-use super::pool::{handler_loop, install_panic_hook, Done, ReadyBuffer};
+use super::pool::{handler_loop, install_panic_hook, ReadyBuffer};
 use super::recorder::Recorder;
 use super::registry::Registry;
+use super::shared::{Counters, Done, ProcessQuiet, StopFlag};
 #[cfg(feature = "tokio")]
 use super::tasks::{AsyncRuntime, Tasks};
 use super::ticker::{Ticker, TickerStats};
@@ -101,6 +104,8 @@ pub struct Engine {
     limits: Vec<LimitDefault>,
     poll_only: bool,
     admin: Option<String>,
+    /// The application's hooks ([`Engine::on_event`]), in the order added.
+    hooks: Vec<Hook>,
     /// Where async handlers' futures run; `None`: a runtime of the engine's own.
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
@@ -129,6 +134,7 @@ impl Engine {
             limits: Vec::new(),
             poll_only: false,
             admin: None,
+            hooks: Vec::new(),
             #[cfg(feature = "tokio")]
             runtime: None,
         }
@@ -220,6 +226,65 @@ impl Engine {
         self
     }
 
+    /// Call `hook` with every [`Event`] of this engine as it happens: each attempt's verdict
+    /// once the store recorded it (succeeded, failed and retried, dead-lettered, quarantined,
+    /// cancelled, or discarded by the fence), a lease lost under a running handler, a lapse
+    /// this engine reaped, the store becoming unavailable and available again (once per
+    /// outage), a schedule's tick fired or skipped, due work held back. For an application that
+    /// acts on outcomes (pages someone on a dead-letter, counts quarantines, alerts on an
+    /// outage) without polling [`EngineHandle::stats`] or reading `tracing`. Several hooks may
+    /// be added; each event goes to them in the order they were added.
+    ///
+    /// A hook runs on the engine's own threads (a group's dispatcher, the schedule ticker),
+    /// after the store has recorded what it tells of, so it can change nothing that happened.
+    /// It must be quick: while it runs, that thread claims, heartbeats and records nothing. Send
+    /// anything slow (an HTTP call, a page) to a channel or a task of your own, as below. A hook
+    /// that panics is logged (a `tracing` error) and the engine goes on; it is called again for
+    /// the next event.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// use backwave::engine::{DispatchPolicy, Engine, Event, HandlerError, Registry, WorkerGroup};
+    /// use backwave::{RetryPolicy, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let db = dir.path().join("jobs.db");
+    /// let mut registry = Registry::new();
+    /// registry.handle::<String>("charge", |_, _| Err(HandlerError::msg("card declined"))).queue("billing");
+    ///
+    /// let mut engine = Engine::new(&db, registry);
+    /// engine.add_worker_group(WorkerGroup {
+    ///     name: "billing".into(),
+    ///     policy: DispatchPolicy::strict(["billing"]),
+    ///     poll_interval: Duration::from_millis(20),
+    ///     retry_policy: RetryPolicy::new(1, Duration::ZERO)?,
+    ///     ..WorkerGroup::default()
+    /// });
+    /// // The hook only forwards: whoever reads the channel may take its time.
+    /// let (tx, rx) = mpsc::channel::<Event>();
+    /// engine.on_event(move |event| {
+    ///     if matches!(event, Event::DeadLettered { .. } | Event::StoreUnavailable { .. }) {
+    ///         let _ = tx.send(event.clone());
+    ///     }
+    /// });
+    /// let running = engine.start()?;
+    /// let id = running.registry().enqueue(&Store::open(&db)?, "charge", "order-17")?;
+    ///
+    /// match rx.recv_timeout(Duration::from_secs(10))? {
+    ///     Event::DeadLettered { job, cause, .. } => {
+    ///         assert_eq!((job, cause.as_str()), (id, "card declined")); // page someone here
+    ///     }
+    ///     other => panic!("unexpected {other:?}"),
+    /// }
+    /// running.shutdown(Duration::from_secs(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_event(&mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> &mut Self {
+        self.hooks.push(Box::new(hook));
+        self
+    }
+
     /// The handlers this engine will run.
     pub fn registry(&self) -> &Registry {
         &self.registry
@@ -239,7 +304,45 @@ impl Engine {
     /// registered handler cannot decode; the store's errors when it cannot be created or opened
     /// ([`Error::Unreachable`], [`Error::ReadOnly`], [`Error::PostgresNotBuilt`], …). Groups
     /// already started when a later one fails are stopped again.
-    pub fn start(self) -> Result<EngineHandle> {
+    pub fn start(mut self) -> Result<EngineHandle> {
+        self.check()?;
+        let first = self.declare()?;
+        install_panic_hook();
+        let hooks = Arc::new(Hooks::new(std::mem::take(&mut self.hooks)));
+        let common = Common {
+            health: StoreHealth::new(&self.db, Arc::clone(&hooks)),
+            hooks,
+            reader: Arc::new(super::handler::Reader::new(self.db.clone())),
+        };
+        // Built as we go: if a later group fails to start, dropping the handle stops the
+        // groups already running.
+        let mut handle = self.handle()?;
+        let mut doorbell = Doorbell::default();
+        for (i, cfg) in self.groups.iter().enumerate() {
+            let group = self.start_group(i, cfg, &mut handle, &mut doorbell, &common)?;
+            handle.groups.push(group);
+        }
+        // Every group is in: from now on an enqueue (here or elsewhere) rings them.
+        let doorbell = Arc::new(doorbell);
+        handle.ear = Some(doorbell.ear(&first));
+        drop(first);
+        if !self.poll_only {
+            self.start_listener(&handle, doorbell, &common)?;
+        }
+        if !self.schedules.is_empty() {
+            handle.ticker = Some(self.start_ticker(&common)?);
+        }
+        tracing::info!(
+            backwave.store = %self.db,
+            backwave.worker_ids = ?handle.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
+            "engine started"
+        );
+        Ok(handle)
+    }
+
+    /// What `start` refuses before it touches the store: no group, an invalid or duplicate one,
+    /// an invalid schedule or admin name, a schedule whose payload its handler cannot decode.
+    fn check(&self) -> Result<()> {
         if self.groups.is_empty() {
             return Err(Error::InvalidInput("the engine has no worker groups: add one with add_worker_group".into()));
         }
@@ -268,6 +371,13 @@ impl Engine {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Create the store if it is missing and write what this engine declares into it: its
+    /// admin (on a store with none), its limits, its schedules. The store stays open for the
+    /// doorbell.
+    fn declare(&self) -> Result<Store> {
         let first = Store::create(&self.db)?.with_clock(self.clock.clone());
         if let Some(who) = &self.admin {
             first.bootstrap_admin(who)?;
@@ -277,158 +387,193 @@ impl Engine {
         if !self.schedules.is_empty() {
             first.declare_schedules(&actor, &self.schedules)?;
         }
-        install_panic_hook();
-        #[cfg(feature = "tokio")]
-        let async_rt = match self.registry.has_async() {
-            true => Some(AsyncRuntime::new(self.runtime.clone())?),
-            false => None,
-        };
-        let health = StoreHealth::new(&self.db);
-        let reader = Arc::new(super::handler::Reader::new(self.db.clone()));
-        // Built as we go: if a later group fails to start, dropping the handle stops the
-        // groups already running.
-        let quiet = Arc::new(ProcessQuiet::default());
-        let mut doorbell = Doorbell::default();
-        let mut handle = EngineHandle {
+        Ok(first)
+    }
+
+    /// The handle, before any group runs (and the async runtime, when a handler needs one).
+    fn handle(&self) -> Result<EngineHandle> {
+        Ok(EngineHandle {
             groups: Vec::new(),
             wakers: Vec::new(),
             ear: None,
             stop_listening: Arc::new(AtomicBool::new(false)),
             registry: Arc::clone(&self.registry),
-            quiet: Arc::clone(&quiet),
+            quiet: Arc::new(ProcessQuiet::default()),
             signals: Mutex::default(),
             ticker: None,
             #[cfg(feature = "tokio")]
-            async_rt,
-        };
-        for (i, cfg) in self.groups.into_iter().enumerate() {
-            let store = Store::open(&self.db)?.with_clock(self.clock.clone());
-            // Readable in every log line and still unique: a restarted container may reuse a pid,
-            // so a random tail tells this incarnation from the last.
-            let worker_id: Arc<str> =
-                Arc::from(format!("{}/{}/{}#{}", hostname(), std::process::id(), cfg.name, &JobId::new().short()[4..]));
-            let now = store.now();
-            let info = WorkerInfo {
-                id: worker_id.to_string(),
-                group: cfg.name.clone(),
-                host: hostname(),
-                pid: std::process::id(),
-                wire_names: self.registry.wire_names(),
-                queues: cfg.policy.queues(),
-                started_at: now,
-                last_heartbeat_at: now,
-                stale_after_ms: WORKER_STALE_AFTER.as_millis() as i64,
-            };
-            store.register_worker(&info)?;
-            let capture = cfg.capture_failure_detail && self.capture_failure_detail;
-            let stats = Arc::new(Counters::default());
-            let stop = Arc::new(StopFlag::default());
-            let ready = Arc::new(ReadyBuffer::default());
-            let (done_tx, done_rx) = mpsc::channel::<Done>();
-            let open = || Ok(Store::open(&self.db)?.with_clock(self.clock.clone()));
-            let recorder = Recorder::start(&store, open, &cfg.name, done_tx.clone())?;
-            // A registry with an async handler: `concurrency` slot tasks run every job of the
-            // group on the runtime. Otherwise a thread per handler.
-            #[cfg(feature = "tokio")]
-            let tasks = handle.async_rt.as_ref().map(|rt| {
-                rt.start_slots(
-                    cfg.concurrency,
-                    Arc::clone(&ready),
-                    done_tx.clone(),
-                    Arc::clone(&self.registry),
-                    capture,
-                )
-            });
-            #[cfg(feature = "tokio")]
-            let threads = if tasks.is_some() { 0 } else { cfg.concurrency };
-            #[cfg(not(feature = "tokio"))]
-            let threads = cfg.concurrency;
-            for n in 0..threads {
-                let (ready, tx, registry) = (Arc::clone(&ready), done_tx.clone(), Arc::clone(&self.registry));
-                std::thread::Builder::new()
-                    .name(format!("bw-{}-{n}", cfg.name))
-                    .spawn(move || handler_loop(&ready, &tx, &registry, capture))
-                    .map_err(|e| Error::InvalidInput(format!("cannot start a handler thread: {e}")))?;
-            }
-            let dispatcher = Dispatcher::new(Setup {
-                store,
-                cfg: cfg.clone(),
-                info,
-                worker_id: Arc::clone(&worker_id),
-                ready: Arc::clone(&ready),
-                done_rx,
-                recorder,
-                stats: Arc::clone(&stats),
-                stop: Arc::clone(&stop),
-                quiet: Arc::clone(&quiet),
-                sweep_interval: (i == 0).then_some(self.sweep_interval),
-                handler_policies: self.registry.handler_policies(),
-                rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
-                watch: Watch::new(&health, format!("group {}", cfg.name)),
-                reader: Arc::clone(&reader),
-            });
-            let thread = std::thread::Builder::new()
-                .name(format!("bw-{}-dispatch", cfg.name))
-                .spawn({
-                    let stats = Arc::clone(&stats);
-                    move || {
-                        // A bug here must not vanish silently: the group stops, and says why
-                        // in its stats (its registry row goes stale, its leases lapse).
-                        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| dispatcher.run())) {
-                            stats.failed(&format!("the dispatcher stopped: {}", panic_message(&*panic)));
-                        }
+            async_rt: match self.registry.has_async() {
+                true => Some(AsyncRuntime::new(self.runtime.clone())?),
+                false => None,
+            },
+        })
+    }
+
+    /// Register group `i` as a worker and start it: its handlers (threads, or slot tasks on the
+    /// async runtime), its outcome recorder and its dispatcher thread. The group rings through
+    /// `doorbell` and wakes through `handle`'s wakers.
+    fn start_group(
+        &self,
+        i: usize,
+        cfg: &WorkerGroup,
+        handle: &mut EngineHandle,
+        doorbell: &mut Doorbell,
+        common: &Common,
+    ) -> Result<GroupHandle> {
+        let store = Store::open(&self.db)?.with_clock(self.clock.clone());
+        let (worker_id, info) = self.register_worker(&store, cfg)?;
+        let capture = cfg.capture_failure_detail && self.capture_failure_detail;
+        let stats = Arc::new(Counters::default());
+        let stop = Arc::new(StopFlag::default());
+        let ready = Arc::new(ReadyBuffer::default());
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let open = || Ok(Store::open(&self.db)?.with_clock(self.clock.clone()));
+        let recorder = Recorder::start(&store, open, &cfg.name, done_tx.clone())?;
+        #[cfg(feature = "tokio")]
+        let tasks = self.start_handlers(cfg, &ready, &done_tx, capture, handle)?;
+        #[cfg(not(feature = "tokio"))]
+        self.start_handlers(cfg, &ready, &done_tx, capture)?;
+        let dispatcher = Dispatcher::new(Setup {
+            store,
+            cfg: cfg.clone(),
+            info,
+            worker_id: Arc::clone(&worker_id),
+            ready,
+            done_rx,
+            recorder,
+            stats: Arc::clone(&stats),
+            stop: Arc::clone(&stop),
+            quiet: Arc::clone(&handle.quiet),
+            sweep_interval: (i == 0).then_some(self.sweep_interval),
+            handler_policies: self.registry.handler_policies(),
+            rung: doorbell.add(cfg.policy.queues(), done_tx.clone()),
+            watch: Watch::new(&common.health, format!("group {}", cfg.name)),
+            reader: Arc::clone(&common.reader),
+            hooks: Arc::clone(&common.hooks),
+        });
+        let thread = std::thread::Builder::new()
+            .name(format!("bw-{}-dispatch", cfg.name))
+            .spawn({
+                let stats = Arc::clone(&stats);
+                move || {
+                    // A bug here must not vanish silently: the group stops, and says why
+                    // in its stats (its registry row goes stale, its leases lapse).
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| dispatcher.run())) {
+                        stats.failed(&format!("the dispatcher stopped: {}", panic_message(&*panic)));
                     }
-                })
-                .map_err(|e| Error::InvalidInput(format!("cannot start the dispatcher thread: {e}")))?;
-            handle.wakers.push(done_tx);
-            handle.groups.push(GroupHandle {
-                name: cfg.name,
-                worker_id: worker_id.to_string(),
-                stats,
-                stop,
-                thread: Some(thread),
-                #[cfg(feature = "tokio")]
-                tasks,
-            });
+                }
+            })
+            .map_err(|e| Error::InvalidInput(format!("cannot start the dispatcher thread: {e}")))?;
+        handle.wakers.push(done_tx);
+        Ok(GroupHandle {
+            name: cfg.name.clone(),
+            worker_id: worker_id.to_string(),
+            stats,
+            stop,
+            thread: Some(thread),
+            #[cfg(feature = "tokio")]
+            tasks,
+        })
+    }
+
+    /// A worker id for the group, and its row in the store's worker registry.
+    fn register_worker(&self, store: &Store, cfg: &WorkerGroup) -> Result<(Arc<str>, WorkerInfo)> {
+        // Readable in every log line and still unique: a restarted container may reuse a pid,
+        // so a random tail tells this incarnation from the last.
+        let worker_id: Arc<str> =
+            Arc::from(format!("{}/{}/{}#{}", hostname(), std::process::id(), cfg.name, &JobId::new().short()[4..]));
+        let now = store.now();
+        let info = WorkerInfo {
+            id: worker_id.to_string(),
+            group: cfg.name.clone(),
+            host: hostname(),
+            pid: std::process::id(),
+            wire_names: self.registry.wire_names(),
+            queues: cfg.policy.queues(),
+            started_at: now,
+            last_heartbeat_at: now,
+            stale_after_ms: WORKER_STALE_AFTER.as_millis() as i64,
+        };
+        store.register_worker(&info)?;
+        Ok((worker_id, info))
+    }
+
+    /// The group's handlers, taking jobs from `ready` and reporting to `done`: with an async
+    /// handler in the registry, `concurrency` slot tasks on the runtime run every job of the
+    /// group (returned); otherwise a thread per handler.
+    fn start_handlers(
+        &self,
+        cfg: &WorkerGroup,
+        ready: &Arc<ReadyBuffer>,
+        done: &Sender<Done>,
+        capture: bool,
+        #[cfg(feature = "tokio")] handle: &EngineHandle,
+    ) -> Result<HandlerTasks> {
+        #[cfg(feature = "tokio")]
+        if let Some(rt) = handle.async_rt.as_ref() {
+            let slots =
+                rt.start_slots(cfg.concurrency, Arc::clone(ready), done.clone(), Arc::clone(&self.registry), capture);
+            return Ok(Some(slots));
         }
-        // Every group is in: from now on an enqueue (here or elsewhere) rings them.
-        let doorbell = Arc::new(doorbell);
-        handle.ear = Some(doorbell.ear(&first));
-        drop(first);
-        if !self.poll_only {
-            let (stop, stats) = (Arc::clone(&handle.stop_listening), Arc::clone(&handle.groups[0].stats));
-            let target = self.db.clone();
-            let watch = Watch::new(&health, "listener");
+        for n in 0..cfg.concurrency {
+            let (ready, tx, registry) = (Arc::clone(ready), done.clone(), Arc::clone(&self.registry));
             std::thread::Builder::new()
-                .name("bw-listen".into())
-                .spawn(move || wake::listen(target, doorbell, stop, stats, watch))
-                .map_err(|e| Error::InvalidInput(format!("cannot start the listener thread: {e}")))?;
+                .name(format!("bw-{}-{n}", cfg.name))
+                .spawn(move || handler_loop(&ready, &tx, &registry, capture))
+                .map_err(|e| Error::InvalidInput(format!("cannot start a handler thread: {e}")))?;
         }
-        if !self.schedules.is_empty() {
-            let (stop_tx, stop_rx) = mpsc::channel();
-            let stats = Arc::new(TickerStats::default());
-            let ticker = Ticker {
-                store: Store::open(&self.db)?.with_clock(self.clock.clone()),
-                names: self.schedules.iter().map(|s| s.name.clone()).collect(),
-                max_sleep: self.schedule_poll,
-                stats: Arc::clone(&stats),
-                stop: stop_rx,
-                watch: Watch::new(&health, "schedule ticker"),
-            };
-            let thread = std::thread::Builder::new()
-                .name("bw-schedules".into())
-                .spawn(move || ticker.run())
-                .map_err(|e| Error::InvalidInput(format!("cannot start the schedule ticker: {e}")))?;
-            handle.ticker = Some(TickerHandle { stop: stop_tx, stats, thread: Some(thread) });
-        }
-        tracing::info!(
-            backwave.store = %self.db,
-            backwave.worker_ids = ?handle.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
-            "engine started"
-        );
-        Ok(handle)
+        Ok(HandlerTasks::default())
+    }
+
+    /// The thread that hears other processes' enqueues and rings the groups (`wake.rs`); its
+    /// store errors are counted in the first group's stats.
+    fn start_listener(&self, handle: &EngineHandle, doorbell: Arc<Doorbell>, common: &Common) -> Result<()> {
+        let (stop, stats) = (Arc::clone(&handle.stop_listening), Arc::clone(&handle.groups[0].stats));
+        let target = self.db.clone();
+        let watch = Watch::new(&common.health, "listener");
+        std::thread::Builder::new()
+            .name("bw-listen".into())
+            .spawn(move || wake::listen(target, doorbell, stop, stats, watch))
+            .map(drop)
+            .map_err(|e| Error::InvalidInput(format!("cannot start the listener thread: {e}")))
+    }
+
+    /// The thread that fires this engine's schedules (`ticker.rs`).
+    fn start_ticker(&self, common: &Common) -> Result<TickerHandle> {
+        let (stop_tx, stop_rx) = mpsc::channel();
+        let stats = Arc::new(TickerStats::default());
+        let ticker = Ticker {
+            store: Store::open(&self.db)?.with_clock(self.clock.clone()),
+            names: self.schedules.iter().map(|s| s.name.clone()).collect(),
+            max_sleep: self.schedule_poll,
+            stats: Arc::clone(&stats),
+            stop: stop_rx,
+            watch: Watch::new(&common.health, "schedule ticker"),
+            hooks: Arc::clone(&common.hooks),
+        };
+        let thread = std::thread::Builder::new()
+            .name("bw-schedules".into())
+            .spawn(move || ticker.run())
+            .map_err(|e| Error::InvalidInput(format!("cannot start the schedule ticker: {e}")))?;
+        Ok(TickerHandle { stop: stop_tx, stats, thread: Some(thread) })
     }
 }
+
+/// What every thread of one engine is started with beside its own part.
+struct Common {
+    /// The engine's one view of its store, for the once-per-outage events (`outage.rs`).
+    health: Arc<StoreHealth>,
+    /// The read handle handlers get ([`JobContext::parents`](super::JobContext::parents)).
+    reader: Arc<super::handler::Reader>,
+    /// The application's hooks.
+    hooks: Arc<Hooks>,
+}
+
+/// A group's async slot tasks, when its registry has async handlers (feature `tokio`).
+#[cfg(feature = "tokio")]
+type HandlerTasks = Option<Arc<Tasks>>;
+#[cfg(not(feature = "tokio"))]
+type HandlerTasks = ();
 
 struct TickerHandle {
     stop: Sender<()>,
@@ -492,99 +637,6 @@ pub struct GroupStats {
     /// The message of the latest error counted in `errors` (a dispatcher that stopped on a bug
     /// says so here).
     pub last_error: Option<String>,
-}
-
-/// What a group's dispatcher counts and its handle reads.
-#[derive(Default)]
-pub(super) struct Counters {
-    pub claimed: AtomicU64,
-    pub succeeded: AtomicU64,
-    pub retried: AtomicU64,
-    pub dead_lettered: AtomicU64,
-    pub quarantined: AtomicU64,
-    pub cancelled: AtomicU64,
-    pub fenced_out: AtomicU64,
-    pub reaped: AtomicU64,
-    pub handed_back: AtomicU64,
-    pub stopped: AtomicU64,
-    pub abandoned: AtomicU64,
-    pub errors: AtomicU64,
-    /// Of `errors`, those of the engine's listener thread (counted in the first group's stats),
-    /// which the group's own view of the store leaves out (`outage.rs`).
-    pub listener_errors: AtomicU64,
-    pub last_error: Mutex<Option<String>>,
-}
-
-impl Counters {
-    pub fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn error(&self, e: &Error) {
-        self.failed(&e.to_string());
-    }
-
-    pub fn failed(&self, why: &str) {
-        Self::add(&self.errors, 1);
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
-    }
-
-    /// A store error of the listener thread.
-    pub fn listener_error(&self, e: &Error) {
-        Self::add(&self.listener_errors, 1);
-        self.error(e);
-    }
-
-    /// The errors of the group's own thread (its dispatcher and chores) so far.
-    pub fn own_errors(&self) -> u64 {
-        self.errors.load(Ordering::Relaxed).saturating_sub(self.listener_errors.load(Ordering::Relaxed))
-    }
-
-    pub fn last_error(&self) -> String {
-        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
-    }
-}
-
-/// This process's own quiet: asked by [`EngineHandle::quiet`] or SIGTSTP, lifted by
-/// [`EngineHandle::resume`]. Each ask is counted, so one that comes after an operator lifted the
-/// quiet from the store (`bw workers resume`) quiets the process again: a flag alone would still
-/// be set and the second SIGTSTP would change nothing.
-#[derive(Default)]
-pub(super) struct ProcessQuiet {
-    on: AtomicBool,
-    asks: AtomicU64,
-}
-
-impl ProcessQuiet {
-    /// Quiet the process (from any thread: the SIGTSTP waiter calls it).
-    pub fn ask(&self) {
-        self.on.store(true, Ordering::SeqCst);
-        self.asks.fetch_add(1, Ordering::SeqCst);
-    }
-
-    pub fn lift(&self) {
-        self.on.store(false, Ordering::SeqCst);
-    }
-
-    pub fn is_on(&self) -> bool {
-        self.on.load(Ordering::SeqCst)
-    }
-
-    /// How many times the process was asked to be quiet.
-    pub fn asks(&self) -> u64 {
-        self.asks.load(Ordering::SeqCst)
-    }
-}
-
-/// A group's shutdown request and the end of its grace period.
-#[derive(Default)]
-pub(super) struct StopFlag {
-    pub requested: AtomicBool,
-    pub grace: Mutex<Option<Instant>>,
-    /// A shutdown, not a drop: at the deadline, running handlers are asked to stop and get half
-    /// a second to do so (their leases then end at once). A dropped handle waits for none of
-    /// them, as a crash would.
-    pub wait_for_stopped: AtomicBool,
 }
 
 struct GroupHandle {
@@ -665,9 +717,9 @@ impl EngineHandle {
     /// retried through (see [`GroupStats`] for each count). Cheap (atomic loads, no store
     /// access): poll it for a health endpoint or a metrics exporter, and compare two snapshots
     /// for rates; the counts never go down. To act on each outcome as it happens instead (a
-    /// dead-letter, a quarantine, a discarded result, the store becoming unavailable), subscribe
-    /// to the engine's `tracing` events (see [`crate::telemetry`] and docs/embedding.md,
-    /// "Tracing and OpenTelemetry").
+    /// dead-letter, a quarantine, a discarded result, the store becoming unavailable), add a
+    /// hook with [`Engine::on_event`] (docs/embedding.md, "Acting on outcomes"); the same
+    /// changes are `tracing` events (see [`crate::telemetry`]).
     pub fn stats(&self) -> Vec<GroupStats> {
         self.groups
             .iter()
@@ -918,14 +970,6 @@ fn wake(wakers: &[Sender<Done>]) {
     for w in wakers {
         let _ = w.send(Done::Wake);
     }
-}
-
-/// `t + d` for a duration the application chose: one too long for an `Instant` (a
-/// `Duration::MAX` poll interval, sweep interval or grace period) means "not for a century",
-/// never a panic.
-pub(super) fn later(t: Instant, d: Duration) -> Instant {
-    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    t.checked_add(d).or_else(|| t.checked_add(CENTURY)).unwrap_or(t)
 }
 
 fn hostname() -> String {

@@ -16,8 +16,9 @@ use tokio::task::AbortHandle;
 use tracing::{Instrument, Span};
 
 use super::handler::{HandlerError, HandlerResult};
-use super::pool::{in_handler, prepare, run_sync, settle, with_output, Done, ReadyBuffer, Work};
+use super::pool::{in_handler, prepare, run_sync, settle, with_output, ReadyBuffer, Work};
 use super::registry::{HandlerFuture, Ready, Registry};
+use super::shared::Done;
 use crate::store::Outcome;
 
 /// A group's slot tasks, so that shutdown can drop the futures they still run.
@@ -54,9 +55,10 @@ impl Slot {
         while let Some(work) = self.ready.next_async().await {
             let run = work.run;
             let span = crate::telemetry::run_span(&work.job, &work.ctx, work.claimed_at);
+            let began = std::time::Instant::now();
             // `None`: the runtime is shutting down and the job never started; its lease lapses.
             let Some(outcome) = self.run_one(work, &span).await else { return };
-            if self.done.send(Done::Finished { run, outcome, span }).is_err() {
+            if self.done.send(Done::Finished { run, outcome, span, took: began.elapsed() }).is_err() {
                 return;
             }
             // A slot that always finds a job and a future that is ready at once would otherwise

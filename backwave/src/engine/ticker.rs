@@ -8,6 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::events::{Event, Hooks};
 use super::outage::Watch;
 use crate::schedule::SCHEDULE_TOUCH_EVERY;
 use crate::store::{Clock, Store};
@@ -32,6 +33,7 @@ pub(super) struct Ticker {
     pub stop: Receiver<()>,
     /// The ticker's view of the store, for the engine's once-per-outage events.
     pub watch: Watch,
+    pub hooks: Arc<Hooks>,
 }
 
 impl Ticker {
@@ -43,7 +45,7 @@ impl Ticker {
                 Ok((fired, next)) => {
                     self.watch.worked();
                     for f in &fired {
-                        tell(f);
+                        tell(f, &self.hooks);
                     }
                     let jobs: usize = fired.iter().map(|f| f.fired.len()).sum();
                     let skipped: usize = fired.iter().map(|f| f.skipped.len()).sum();
@@ -90,9 +92,10 @@ impl Ticker {
 
 /// One event per tick this engine fired (with its job) or skipped (a unique schedule whose last
 /// job still held its key).
-fn tell(f: &crate::store::TickFire) {
-    for (tick, job) in &f.fired {
+fn tell(f: &crate::store::TickFire, hooks: &Hooks) {
+    for &(tick, job) in &f.fired {
         tracing::info!(backwave.schedule = %f.name, backwave.tick = tick, messaging.message.id = %job, "schedule tick fired");
+        hooks.tell(&Event::ScheduleFired { schedule: f.name.clone(), tick, job });
     }
     for (tick, holder) in &f.skipped {
         tracing::info!(
@@ -101,5 +104,6 @@ fn tell(f: &crate::store::TickFire) {
             backwave.held_by = %holder,
             "schedule tick skipped: the schedule's previous job is still pending"
         );
+        hooks.tell(&Event::ScheduleSkipped { schedule: f.name.clone(), tick: *tick, held_by: *holder });
     }
 }

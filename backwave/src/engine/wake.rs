@@ -11,8 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::outage::Watch;
-use super::pool::Done;
-use super::runtime::Counters;
+use super::shared::{Counters, Done};
 use crate::store::{Ear, Heard, Listener, Store, StoreTarget};
 
 /// How long the listener waits for news before it looks at its stop flag.
