@@ -1,8 +1,8 @@
 //! Typed enqueue anywhere (issue 41): a cloneable `Enqueuer` request handlers hold for the
 //! service's lifetime (sync and async, before and after the engine stops), and typed enqueue
 //! inside the application's own transaction (rusqlite, postgres, tokio-postgres) with the
-//! registry's queue, labels and payload check, its handler's retry policy at claim, and a unique
-//! rule, committed or rolled back with the application's own write.
+//! registry's queue, labels and payload check, its handler's retry policy at claim, a unique
+//! rule given per job or by the registration, committed or rolled back with the application's own write.
 
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ fn registry() -> Registry {
         .handle::<ShipOrder>("charge-card", |_, _| Err(HandlerError::msg("declined")))
         .queue("orders")
         .retry(RetryPolicy::new(2, Duration::from_millis(10)).unwrap());
+    registry.handle::<ShipOrder>("invoice", |_, _| Ok(())).queue("orders").unique(UniqueRule::by_payload());
     registry
 }
 
@@ -146,6 +147,15 @@ both_backends! {
             let second = in_app_tx(&t, true, tokio_client, unique());
             assert!(matches!(first, Enqueued::Created(_)), "{first:?}");
             assert_eq!(second, Enqueued::Duplicate(first.id()));
+            // The registration's own rule applies with no word from the caller: one invoice
+            // per order, whichever transaction enqueues it.
+            let invoice = || jobs.job("invoice", &ShipOrder { order: 7 }).unwrap();
+            let first = in_app_tx(&t, true, tokio_client, invoice());
+            assert!(matches!(first, Enqueued::Created(_)), "{first:?}");
+            assert_eq!(in_app_tx(&t, true, tokio_client, invoice()), Enqueued::Duplicate(first.id()));
+            assert_eq!(invoice().insert(&t.store).unwrap(), Enqueued::Duplicate(first.id()));
+            let other = jobs.job("invoice", &ShipOrder { order: 8 }).unwrap().insert(&t.store).unwrap();
+            assert!(matches!(other, Enqueued::Created(_)), "{other:?}");
 
             let charge = in_app_tx(&t, true, tokio_client, jobs.job("charge-card", &ShipOrder { order: 4 }).unwrap());
             let mut engine = Engine::new(&t.db, registry());

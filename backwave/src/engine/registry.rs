@@ -99,6 +99,8 @@ pub(crate) struct Entry {
     pub(crate) retry: Option<RetryPolicy>,
     /// The priority its jobs are enqueued with through the registry.
     pub(crate) priority: u8,
+    /// The unique rule its jobs are enqueued with through the registry.
+    pub(crate) unique: Option<UniqueRule>,
 }
 
 /// Handlers by wire name. Build it once, then hand it to an [`Engine`](super::Engine).
@@ -241,6 +243,7 @@ impl Registry {
             labels: BTreeMap::new(),
             retry: None,
             priority: crate::model::PRIORITY_FIRST,
+            unique: None,
         };
         self.entries.insert(wire_name.to_string(), entry);
         Registration { entry: self.entries.get_mut(wire_name).expect("just inserted") }
@@ -298,6 +301,7 @@ impl Registry {
         }
         let mut job = NewJob::new(wire_name, entry.queue.clone(), bytes).priority(entry.priority);
         job.labels = entry.labels.clone();
+        job.unique = entry.unique.clone();
         Ok(Enqueue { job, due_in: None })
     }
 
@@ -430,6 +434,27 @@ impl Registration<'_> {
     /// twice beside report jobs that may try ten times.
     pub fn retry(self, policy: RetryPolicy) -> Self {
         self.entry.retry = Some(policy);
+        self
+    }
+
+    /// The unique rule every job of this wire name enqueued through the registry carries (see
+    /// [`UniqueRule`]); [`Enqueue::unique`] replaces it for one job. E.g. a report per day that
+    /// must not be enqueued twice, whichever request handler or transaction enqueues it:
+    ///
+    /// ```
+    /// # use backwave::engine::Registry;
+    /// use backwave::{Enqueued, Store, UniqueRule};
+    /// let mut registry = Registry::new();
+    /// registry.handle::<String>("daily-report", |_, _| Ok(())).unique(UniqueRule::by_payload());
+    /// # let dir = tempfile::tempdir()?;
+    /// # let store = Store::create(dir.path().join("jobs.db"))?;
+    /// let first = registry.job("daily-report", "2026-12-05")?.insert(&store)?;
+    /// let again = registry.job("daily-report", "2026-12-05")?.insert(&store)?;
+    /// assert_eq!(again, Enqueued::Duplicate(first.id()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn unique(self, rule: UniqueRule) -> Self {
+        self.entry.unique = Some(rule);
         self
     }
 }
