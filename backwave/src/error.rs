@@ -196,9 +196,38 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Busy | Error::Unreachable { .. } => true,
-            e @ Error::Database(_) => crate::store::is_connection_lost(e),
-            _ => false,
+            e => e.is_connection_lost(),
         }
+    }
+
+    /// Whether the connection to the database server is gone (a restart, a failover,
+    /// `pg_terminate_backend`, the network), as the backend found when it converted its driver's
+    /// error: the next call connects again.
+    pub(crate) fn is_connection_lost(&self) -> bool {
+        matches!(self, Error::Database(b) if b.is::<ConnectionLost>())
+    }
+}
+
+/// Inside [`Error::Database`]: a driver's error whose connection to the server was lost, marked
+/// so by the backend that converted it (`store/postgres/driver_error.rs`), which makes the
+/// error [transient](Error::is_transient). It shows, and debug-prints, as the driver's error.
+pub(crate) struct ConnectionLost(pub(crate) Box<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for ConnectionLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for ConnectionLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ConnectionLost {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }
 

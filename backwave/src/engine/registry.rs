@@ -367,7 +367,7 @@ impl Enqueuer {
     }
 
     /// [`Registry::job`]: a typed job on its registered queue, to adjust (labels, due time,
-    /// unique rule) and then enqueue on a store, an [`AsyncStore`](crate::AsyncStore), or inside
+    /// unique rule) and then enqueue on a store, an `AsyncStore` (feature `tokio`), or inside
     /// the application's own transaction ([`Enqueue::enqueue_in_sqlite`] and the PostgreSQL
     /// forms).
     pub fn job<P: Serialize + ?Sized>(&self, wire_name: &str, payload: &P) -> Result<Enqueue> {

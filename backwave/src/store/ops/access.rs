@@ -133,3 +133,13 @@ pub(crate) fn config_detail(key: SettingKey, value: &str) -> String {
 pub(crate) fn bootstrap_detail(actor: &str) -> String {
     format!("{actor} admin (store initialised)")
 }
+
+/// The operating-system user running this process, from its real uid (not from an
+/// environment variable anyone can set). Falls back to `uid:N` when the user has no name.
+pub fn current_actor() -> String {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => user.name,
+        _ => format!("uid:{uid}"),
+    }
+}

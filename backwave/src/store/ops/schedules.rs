@@ -331,7 +331,7 @@ pub(crate) fn last_created(made: &[Enqueued]) -> Option<JobId> {
 }
 
 /// What the schedule policy below asks of a backend in one transaction: statements, no
-/// decisions (the model is `store/health`'s `HealthRead`). SQLite's is in `store/schedules.rs`,
+/// decisions (the model is `store/health`'s `HealthRead`). SQLite's is in `store/sqlite/schedules.rs`,
 /// PostgreSQL's in `store/postgres/schedules.rs`.
 pub(crate) trait ScheduleTx {
     /// The transaction as every operator action has it: time, permission, audit, payload limit.

@@ -8,12 +8,15 @@
 //! operation locks exactly the rows it decides on (`FOR UPDATE`, `SKIP LOCKED` for claims and
 //! reaps), so that two hosts never act twice on one job. Times come from the database clock
 //! ([`Tx::now`]) unless a test pinned a manual clock. The operation groups live one per file,
-//! named as their SQLite counterparts in `store/`.
+//! named as their SQLite counterparts in `sqlite/`; the types they take and answer are in
+//! `store/`, shared by both backends.
 
 mod admin;
 mod demo;
+mod driver_error;
 mod filter;
 mod health;
+mod in_tx;
 mod incident;
 mod jobs;
 mod limit;
@@ -39,11 +42,12 @@ use std::time::Duration;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
+use self::driver_error::pg_error;
+pub use self::in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 #[doc(hidden)]
 pub use self::jobs::CLAIM_SQL;
 pub(crate) use self::listen::PgListener;
 use self::tls::{Connector, TlsSettings};
-use super::driver_error::{is_connection_lost, pg_error};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -339,7 +343,7 @@ impl PgStore {
                         return Ok(version);
                     }
                     let to = version + 1;
-                    let sql = super::migrate::step_sql(SCHEMA_POSTGRES_SQL, to);
+                    let sql = crate::store::migrate::step_sql(SCHEMA_POSTGRES_SQL, to);
                     if sql.trim().is_empty() {
                         return Err(Error::NotAStore {
                             path: self.url.to_string().into(),
@@ -736,7 +740,7 @@ pub(crate) fn is_unique_violation(e: &Error) -> bool {
 
 /// The connection is gone (server restart, network, `pg_terminate_backend`).
 fn is_broken(e: &Error) -> bool {
-    matches!(e, Error::Unreachable { .. }) || is_connection_lost(e)
+    matches!(e, Error::Unreachable { .. }) || e.is_connection_lost()
 }
 
 #[cfg(test)]

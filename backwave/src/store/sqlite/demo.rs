@@ -7,9 +7,10 @@
 
 use rusqlite::OptionalExtension;
 
-use super::ops::demo::{not_a_demo_store, TABLES};
-use super::{SqliteStore, StoreTarget};
+use super::SqliteStore;
 use crate::error::Result;
+use crate::store::ops::demo::{not_a_demo_store, TABLES};
+use crate::store::StoreTarget;
 
 impl SqliteStore {
     pub fn reset_demo(&self) -> Result<()> {
