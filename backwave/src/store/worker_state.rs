@@ -42,7 +42,7 @@ impl WorkerSelector {
             WorkerSelector::Host(v) => ("host", v),
             WorkerSelector::Group(v) => ("worker group", v),
         };
-        Error::InvalidInput(format!("no registered worker has {what} '{v}' (see `bw workers`)"))
+        Error::InvalidInput(format!("no registered worker has {what} '{v}' (see `Store::workers`)"))
     }
 }
 

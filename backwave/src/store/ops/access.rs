@@ -88,7 +88,7 @@ pub(crate) fn check_grantee(who: &str) -> Result<()> {
     // grant to one would be held by nobody (found at 3 a.m.: `bw grant 'ali ce' operate` passed).
     if who.chars().any(char::is_whitespace) {
         return Err(Error::InvalidInput(format!(
-            "'{who}' holds a space: operators are named by their user name (as `bw audit` shows them), which has none"
+            "'{who}' holds a space: operators are named by their user name (as `Store::audit_entries` shows them), which has none"
         )));
     }
     Ok(())

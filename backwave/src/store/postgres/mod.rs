@@ -295,7 +295,7 @@ impl PgStore {
             0 => {
                 return Err(Error::NotAStore {
                     path: url.to_string().into(),
-                    why: "the database has no BackWave schema (create a store with `bw init`)".into(),
+                    why: "the database has no BackWave schema (create a store with `Store::create`)".into(),
                 })
             }
             v if v < SCHEMA_VERSION && !store.read_only => store.migrate()?,
@@ -363,7 +363,7 @@ impl PgStore {
                     Some(c) if *c == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => Error::ReadOnly {
                         why: format!(
                             "'{}' is at an older schema version and this role may not migrate it: open it once as \
-                             the schema's owner (e.g. `bw init --db URL`)",
+                             the schema's owner (`Store::open` with the owner's URL)",
                             self.url
                         ),
                     },

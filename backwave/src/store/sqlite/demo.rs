@@ -129,7 +129,10 @@ mod tests {
         assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
         assert_eq!(
             e.to_string(),
-            format!("'{}' is not a demo store: only a store `bw demo` made is ever emptied", path.display())
+            format!(
+                "'{}' is not a demo store: only a store marked as a demo store (`Store::mark_demo`) is ever emptied",
+                path.display()
+            )
         );
         assert!(store.job(id).unwrap().is_some());
         assert_eq!(rows(&store, "transitions"), 1);

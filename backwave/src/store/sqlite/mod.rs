@@ -294,7 +294,8 @@ impl SqliteStore {
         match self.check_schema_allow_empty()? {
             0 => Err(Error::NotAStore {
                 path: self.path.clone(),
-                why: "it is an SQLite database without the BackWave schema (create a store with `bw init`)".into(),
+                why: "it is an SQLite database without the BackWave schema (create a store with `Store::create`)"
+                    .into(),
             }),
             v => Ok(v),
         }
