@@ -480,7 +480,10 @@ impl Store {
     }
 
     /// The jobs [`Store::cancel_matching`] would act on: the scheduled and running ones `filter`
-    /// matches (both when it names neither).
+    /// matches (both when it names neither). It needs no permission, so an application or a
+    /// read-only view can list it ([`Store::list_jobs`]) to show what a bulk cancel would touch;
+    /// [`Store::plan_cancel`] counts the same jobs, cut at the instant it counted, for an actor
+    /// with `operate`.
     pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
         ops::jobs::cancel_scope(filter)
     }
