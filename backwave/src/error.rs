@@ -17,7 +17,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// [`Store::open`](crate::Store::open) found no store at an SQLite path (it never creates
     /// one: [`Store::create`](crate::Store::create) does); nothing was written.
-    #[error("no BackWave store at '{}': create one with `bw init --db {}`", path.display(), path.display())]
+    #[error("no BackWave store at '{}': create one with `Store::create`", path.display())]
     StoreMissing {
         /// The path that holds no store.
         path: PathBuf,
@@ -121,7 +121,7 @@ pub enum Error {
 
     /// A payload over the store's `payload_limit` setting; nothing was written.
     #[error(
-        "{}the payload is {} ({bytes} bytes), over the store's payload_limit of {} ({limit} bytes): store the data elsewhere and enqueue a reference to it, or an admin raises the limit (`bw config set payload_limit SIZE`)",
+        "{}the payload is {} ({bytes} bytes), over the store's payload_limit of {} ({limit} bytes): store the data elsewhere and enqueue a reference to it, or an admin raises the store's `payload_limit` setting (`Store::set_setting`)",
         job.map(|i| format!("job {} of the batch: ", i + 1)).unwrap_or_default(),
         size(*bytes),
         size(*limit)
@@ -162,7 +162,7 @@ pub enum Error {
 
     /// The actor named in an operator call lacks the permission it needs; nothing changed. An
     /// admin gives it with [`Store::grant`](crate::Store::grant).
-    #[error("{actor} lacks the '{permission}' permission (an admin can run `bw grant {actor} {permission}`)")]
+    #[error("{actor} lacks the '{permission}' permission (an admin grants it with `Store::grant`)")]
     PermissionDenied {
         /// Who asked.
         actor: String,
@@ -173,7 +173,7 @@ pub enum Error {
     /// Failure detail was asked for while the store's `failure_detail` setting is off: none is
     /// shown, not even detail captured before it was switched off.
     #[error(
-        "failure detail is switched off for this store: none is shown while it is off, not even detail captured before (an admin can run `bw config set failure_detail on`)"
+        "failure detail is switched off for this store: none is shown while it is off, not even detail captured before (an admin switches the setting `failure_detail` on with `Store::set_setting`)"
     )]
     FailureDetailOff,
 
@@ -196,9 +196,38 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Busy | Error::Unreachable { .. } => true,
-            e @ Error::Database(_) => crate::store::is_connection_lost(e),
-            _ => false,
+            e => e.is_connection_lost(),
         }
+    }
+
+    /// Whether the connection to the database server is gone (a restart, a failover,
+    /// `pg_terminate_backend`, the network), as the backend found when it converted its driver's
+    /// error: the next call connects again.
+    pub(crate) fn is_connection_lost(&self) -> bool {
+        matches!(self, Error::Database(b) if b.is::<ConnectionLost>())
+    }
+}
+
+/// Inside [`Error::Database`]: a driver's error whose connection to the server was lost, marked
+/// so by the backend that converted it (`store/postgres/driver_error.rs`), which makes the
+/// error [transient](Error::is_transient). It shows, and debug-prints, as the driver's error.
+pub(crate) struct ConnectionLost(pub(crate) Box<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for ConnectionLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for ConnectionLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ConnectionLost {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -291,6 +291,24 @@ pub fn millis_before(now: Millis, d: Duration) -> Millis {
     now.saturating_sub(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX))
 }
 
+/// The system clock in milliseconds since the Unix epoch (0 before 1970).
+pub fn system_now() -> Millis {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
+}
+
+/// A name the store keeps (a wire name, a queue, a unique key, a workflow's name) is neither
+/// empty nor holds control characters; `what` names it in the error. Checked by every insert
+/// path and by the declarations (schedules, workflows) before they reach a store.
+pub(crate) fn validate_name(what: &str, value: &str) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::InvalidInput(format!("the {what} must not be empty")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::InvalidInput(format!("the {what} {value:?} contains control characters")));
+    }
+    Ok(())
+}
+
 /// One job row, as stored: what [`Store::job`](crate::Store::job) and the listings return.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Job {
@@ -539,7 +557,7 @@ impl NewJob {
     }
 
     /// Continue the trace of a W3C `traceparent` header (`00-<trace id>-<parent id>-<flags>`):
-    /// checked at enqueue ([`Error::InvalidInput`] when malformed).
+    /// checked at enqueue ([`InvalidInput`](crate::Error::InvalidInput) when malformed).
     pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
         self.traceparent = Some(traceparent.into());
         self

@@ -1,7 +1,7 @@
 //! Recurring schedules as an application declares them: a cron expression read in an IANA time
 //! zone, the job each tick makes, and what happens to ticks nobody was there to fire. Pure: which
 //! ticks are due is a function of the stored cursor and a time handed in. The store keeps and
-//! fires them (`store/schedules.rs`); the engine's ticker calls it (`engine/ticker.rs`).
+//! fires them (`store/ops/schedules.rs`); the engine's ticker calls it (`engine/ticker.rs`).
 //!
 //! Daylight saving (the OCPS rule, which is Vixie cron's): ticks are instants, found by walking
 //! real time. A fixed time of day (`30 2 * * *`) that a spring-forward gap skips fires once at the
@@ -239,8 +239,8 @@ impl Schedule {
     /// the zone, the wire name and queue, the catch-up bound.
     pub fn validate(&self) -> Result<Timetable> {
         check_schedule_name(&self.name)?;
-        crate::store::validate_job_name("wire name", &self.wire_name)?;
-        crate::store::validate_job_name("queue", &self.queue)?;
+        crate::model::validate_name("wire name", &self.wire_name)?;
+        crate::model::validate_name("queue", &self.queue)?;
         crate::model::check_priority(&format!("schedule '{}': the priority", self.name), self.priority)?;
         if let MissedTicks::CatchUp { max: 0 } = self.missed {
             return Err(Error::InvalidInput(format!(
@@ -305,7 +305,7 @@ impl Timetable {
             Error::InvalidInput(format!("unknown time zone '{zone}': give an IANA name such as UTC or Europe/Berlin"))
         })?;
         let t = Timetable { cron: parsed, zone: tz };
-        if t.next_after(crate::store::system_now()).is_none() {
+        if t.next_after(crate::model::system_now()).is_none() {
             return Err(Error::InvalidInput(format!("the cron expression '{cron}' never fires")));
         }
         Ok(t)

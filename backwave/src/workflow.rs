@@ -296,7 +296,7 @@ impl Workflow {
     /// The whole workflow's checks, before anything is written: a name, between 1 and
     /// [`MAX_WORKFLOW_JOBS`] jobs, no unique job, no cycle.
     pub(crate) fn validate(&self) -> Result<()> {
-        crate::store::validate_job_name("workflow name", &self.name)?;
+        crate::model::validate_name("workflow name", &self.name)?;
         if self.jobs.is_empty() {
             return Err(Error::InvalidInput(format!("workflow '{}' has no job", self.name)));
         }

@@ -23,7 +23,8 @@ pub const OUTPUT: u8 = 4;
 /// Why a command did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error(transparent)]
+    /// The library's error, said with the `bw` command in place of each call its hint names.
+    #[error("{}", crate::text::error_text(.0))]
     Store(#[from] Error),
     /// Bad input that clap could not catch: quoted, with what is accepted.
     #[error("{0}")]

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::output::{compact_duration, relative, rfc3339, sanitize, Cell, Render, Style, Table, Term};
 use super::{exit, parse_duration, CliError, Ctx};
+use crate::text::error_text;
 use backwave::store::{ScheduleInfo, SchedulePauseResult, ScheduleResumeResult};
 use backwave::{JobState, Millis};
 
@@ -80,7 +81,7 @@ fn named(store: &backwave::Store, name: &str) -> Result<ScheduleInfo, CliError> 
         Err(e @ backwave::Error::InvalidInput(_)) => {
             let names: Vec<String> = store.schedules()?.into_iter().map(|s| s.row.schedule.name).collect();
             match crate::text::did_you_mean(name, names.iter().map(String::as_str)) {
-                Some(m) => Err(CliError::Usage(format!("{e}; did you mean '{}'?", sanitize(m)))),
+                Some(m) => Err(CliError::Usage(format!("{}; did you mean '{}'?", error_text(&e), sanitize(m)))),
                 None => Err(e.into()),
             }
         }

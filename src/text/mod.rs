@@ -3,6 +3,7 @@
 //! parsing what an operator types. It depends on the library only; `cli` and `tui` import it, never each other's
 //! helpers (library <- text <- tui <- cli). It never writes to a terminal itself.
 
+mod errors;
 mod escape;
 mod format;
 mod palette;
@@ -10,6 +11,7 @@ mod parse;
 mod suggest;
 mod workflow;
 
+pub use errors::error_text;
 pub use escape::{json_terminal_safe, sanitize, sanitize_bytes, sanitize_multiline};
 pub use format::{
     attempts, bytes, clock_time, compact_duration, precise_duration, priority_text, relative, rfc3339, shell_quote,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::actions::{preview, run};
 pub use super::actions::{How, Op, Preview, Report, Target};
+use crate::text::error_text;
 use backwave::store::{
     CauseGroup, JobFilter, JobPage, LogFilter, Pause, QuarantineGroup, QueueLatency, ScheduleInfo, StateCounts,
     HANDED_BACK,
@@ -175,23 +176,23 @@ pub fn serve(store: &Store, actor: &str, request: &Request) -> Response {
     match request {
         Request::Refresh(q) => match refresh(store, q) {
             Ok(s) => Response::Snapshot(Box::new(s)),
-            Err(e) => Response::RefreshFailed { busy: matches!(e, Error::Busy), error: e.to_string() },
+            Err(e) => Response::RefreshFailed { busy: matches!(e, Error::Busy), error: error_text(&e) },
         },
         Request::Preview { op, target } => match preview(store, actor, *op, target) {
             Ok(p) => Response::Preview(p),
-            Err(e) => Response::PreviewFailed(e.to_string()),
+            Err(e) => Response::PreviewFailed(error_text(&e)),
         },
         Request::Run { op: Op::Reveal, target: Target::Jobs(ids), .. } if ids.len() == 1 => {
             match store.reveal_failure_detail(actor, ids[0]) {
                 Ok(details) => Response::Revealed { job: ids[0], details },
-                Err(e) => Response::RevealFailed { job: ids[0], error: e.to_string() },
+                Err(e) => Response::RevealFailed { job: ids[0], error: error_text(&e) },
             }
         }
         Request::Run { op, target, how } => match run(store, actor, *op, target, how) {
             Ok(r) => Response::Done(r),
             Err(e) => Response::Done(Report {
                 title: format!("{} refused", op.verb()),
-                lines: vec![e.to_string()],
+                lines: vec![error_text(&e)],
                 refused: true,
             }),
         },
@@ -323,7 +324,7 @@ pub fn spawn_worker(
                         Ok(s) => store = Some(s),
                         Err(e) => {
                             let busy = matches!(e, Error::Busy);
-                            if !responses(Response::RefreshFailed { error: e.to_string(), busy }) {
+                            if !responses(Response::RefreshFailed { error: error_text(&e), busy }) {
                                 return;
                             }
                             continue;

@@ -52,7 +52,10 @@ fn opening_a_missing_path_creates_nothing_and_says_how_to_create_one() {
     let err = Store::open(&path).unwrap_err();
     assert!(matches!(err, Error::StoreMissing { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()) && msg.contains("bw init"), "{msg}");
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("`Store::create`") && !msg.contains("bw "),
+        "{msg}"
+    );
     assert!(listing(dir.path()).is_empty(), "nothing was created: {:?}", listing(dir.path()));
     // A missing folder too.
     assert!(matches!(Store::open(dir.path().join("sub/x.db")), Err(Error::StoreMissing { .. })));

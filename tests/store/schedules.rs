@@ -330,7 +330,7 @@ both_backends! {
         let e = f.store.pause_schedule("mallory", "heartbeat", None).unwrap_err();
         assert!(matches!(e, Error::PermissionDenied { .. }), "{e:?}");
         let e = f.store.trigger_schedule(ADMIN, "nope").unwrap_err();
-        assert_eq!(e.to_string(), "no schedule named 'nope' (`bw schedules` lists them)");
+        assert_eq!(e.to_string(), "no schedule named 'nope' (`Store::schedules` lists them)");
     }
 
     fn a_schedules_priority_is_stored_updated_and_carried_by_its_ticks_and_triggers() {

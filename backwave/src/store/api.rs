@@ -30,7 +30,10 @@ macro_rules! forward {
 }
 
 forward! {
-    // sqlite.rs / postgres/mod.rs
+    // The comments name the file of each dialect (`sqlite/`, `postgres/`) that implements what
+    // follows them.
+
+    // mod.rs
     /// How long a statement waits for another writer's lock before failing with
     /// [`Busy`](crate::Error::Busy) (default [`BUSY_TIMEOUT`]); on PostgreSQL the session's
     /// `lock_timeout`.
@@ -87,6 +90,8 @@ forward! {
     /// of every table (the schema and its version stay) and mark it again. Grants go too:
     /// bootstrap an admin afterwards.
     pub fn reset_demo(&self) -> Result<()>;
+
+    // admin.rs
     /// The failure detail of every failed attempt of a job, by log sequence number. Needs
     /// `view-failure-detail`; every reveal is written to the audit table, in the same
     /// transaction that reads the detail.
@@ -97,6 +102,8 @@ forward! {
     pub fn reveal_failure_detail(&self, actor: &str, job: JobId) -> Result<Vec<(i64, FailureDetail)>>;
     /// The audit trail since `since`, oldest first.
     pub fn audit_entries(&self, since: Millis, limit: usize) -> Result<Vec<AuditEntry>>;
+
+    // jobs.rs: the live worker registry, and what only the engine calls
     /// Register (or re-register) a worker in the live registry.
     pub fn register_worker(&self, w: &WorkerInfo) -> Result<()>;
     /// Say a worker is alive. Returns false if its row is gone (it is then re-registered by
@@ -106,8 +113,6 @@ forward! {
     pub fn unregister_worker(&self, id: &str) -> Result<()>;
     /// Every registered worker, live or stale, most recent heartbeat first.
     pub fn workers(&self) -> Result<Vec<WorkerInfo>>;
-
-    // engine_support.rs
     /// Whether any Running job's lease has lapsed, by the `jobs_lease` index and without the
     /// write lock, so that idle workers polling many times a second do not queue behind each
     /// other just to find nothing to reap.
@@ -128,7 +133,7 @@ forward! {
     /// their leases lapse.
     pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>>;
 
-    // worker_state.rs
+    // limit.rs: quiet and stopping workers
     /// Quiet the matching workers (needs `operate`; audited): each claims nothing from its next
     /// poll and finishes what it runs. Returns the ids that became quiet (already quiet ones keep
     /// their time and actor); a selector matching no registered worker is refused.
@@ -145,7 +150,7 @@ forward! {
     /// Quiet and stopping state and live Running count of every registered worker, by id.
     pub fn worker_states(&self) -> Result<Vec<WorkerState>>;
 
-    // groups.rs
+    // health/groups.rs
     /// The top dead-letter causes: Dead-Lettered jobs grouped by wire name and cause
     /// fingerprint, the largest groups first.
     pub fn cause_groups(&self, limit: usize) -> Result<Vec<CauseGroup>>;
@@ -170,7 +175,7 @@ forward! {
     /// quarantines from their covering indexes, recent dead letters from `jobs_finished`.
     pub fn health(&self, thresholds: &Thresholds) -> Result<Health>;
 
-    // health/transitions.rs
+    // log.rs
     /// Add the transitions appended since `counter` last looked. The first call only sets the
     /// baseline (the log's current end), so a counter counts from when its reader started and
     /// a scrape never walks the whole log.
@@ -237,8 +242,8 @@ forward! {
     /// long. Any process may call it: it needs nothing from the worker that held the lease.
     pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>>;
 
-    // limit.rs (setting, clearing and declaring limits are written once there, on `Store`, over
-    // the backends' `LimitTx`)
+    // limit.rs (setting, clearing and declaring limits are written once, on `Store`, in
+    // `ops/limits.rs`, over the backends' `LimitTx`)
     /// Every limit in force, the operator's and the application's side by side, with what runs
     /// under it, its current window and what it holds back now.
     pub fn limits(&self) -> Result<Vec<LimitStatus>>;
@@ -466,18 +471,21 @@ impl Store {
     /// The jobs [`Store::requeue_matching`] would act on for `filter`: the requeueable states it
     /// names (dead-lettered and quarantined when it names none), finished before now.
     pub fn requeue_scope(&self, filter: &JobFilter) -> JobFilter {
-        preview::requeue_scope(filter, self.now())
+        ops::preview::requeue_scope(filter, self.now())
     }
 
     /// The jobs [`Store::run_now_matching`] would act on: the scheduled ones `filter` matches.
     pub fn run_now_scope(&self, filter: &JobFilter) -> JobFilter {
-        incident::run_now_scope(filter)
+        ops::jobs::run_now_scope(filter)
     }
 
     /// The jobs [`Store::cancel_matching`] would act on: the scheduled and running ones `filter`
-    /// matches (both when it names neither).
+    /// matches (both when it names neither). It needs no permission, so an application or a
+    /// read-only view can list it ([`Store::list_jobs`]) to show what a bulk cancel would touch;
+    /// [`Store::plan_cancel`] counts the same jobs, cut at the instant it counted, for an actor
+    /// with `operate`.
     pub fn cancel_scope(&self, filter: &JobFilter) -> JobFilter {
-        incident::cancel_scope(filter)
+        ops::jobs::cancel_scope(filter)
     }
 
     /// How many live workers handle `wire_name` now.

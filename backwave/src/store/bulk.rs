@@ -43,7 +43,7 @@ fn after(mut scope: JobFilter, as_of: Millis) -> JobFilter {
 }
 
 impl Store {
-    /// Refuse with [`Error::PermissionDenied`](crate::Error::PermissionDenied) unless `actor` holds `permission` (admin holds
+    /// Refuse with [`PermissionDenied`](crate::Error::PermissionDenied) unless `actor` holds `permission` (admin holds
     /// all three). Every bulk plan calls it first, so that nobody waits for a count and a
     /// question only to be told at the end that they may not act.
     /// On PostgreSQL the name checked (and refused) is the one the server vouches for: the
@@ -94,7 +94,7 @@ impl Store {
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.plan_requeue(filter)?,
         };
-        plan.scope = preview::requeue_scope(filter, plan.as_of);
+        plan.scope = ops::preview::requeue_scope(filter, plan.as_of);
         Ok(plan)
     }
 
@@ -143,7 +143,7 @@ impl Store {
     pub fn plan_cancel(&self, actor: &str, filter: &JobFilter) -> Result<CancelPlan> {
         self.require(actor, Permission::Operate)?;
         let mut plan = self.bulk_read(&mut |tx| ops::bulk::plan_cancel(tx, filter))?;
-        plan.scope = cut(incident::cancel_scope(filter), plan.as_of);
+        plan.scope = cut(ops::jobs::cancel_scope(filter), plan.as_of);
         Ok(plan)
     }
 
@@ -166,7 +166,7 @@ impl Store {
     pub fn plan_run_now(&self, actor: &str, filter: &JobFilter) -> Result<RunNowPlan> {
         self.require(actor, Permission::Operate)?;
         let mut plan = self.bulk_read(&mut |tx| ops::bulk::plan_run_now(tx, filter))?;
-        plan.scope = cut(incident::run_now_scope(filter), plan.as_of);
+        plan.scope = cut(ops::jobs::run_now_scope(filter), plan.as_of);
         Ok(plan)
     }
 

@@ -6,12 +6,7 @@
 
 use serde::Serialize;
 
-use super::operator::{CancelResult, SqliteOps};
-use super::ops;
-pub(crate) use super::ops::jobs::{cancel_scope, check_new_payload, run_now_scope};
 use super::query::JobFilter;
-use super::SqliteStore;
-use crate::error::Result;
 use crate::model::{JobId, JobState, Millis};
 
 /// The result of making one job due now.
@@ -125,32 +120,4 @@ pub struct PriorityChange {
     pub from: u8,
     /// The priority it has now.
     pub to: u8,
-}
-
-impl SqliteStore {
-    pub fn set_priority(&self, actor: &str, id: JobId, priority: u8) -> Result<PriorityChange> {
-        let now = self.now();
-        self.write(|c| ops::jobs::set_priority(&mut SqliteOps { c, now }, actor, id, priority))
-    }
-
-    pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        let now = self.now();
-        self.write(|c| ops::jobs::run_now(&mut SqliteOps { c, now }, actor, ids))
-    }
-
-    pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>> {
-        let now = self.now();
-        self.read(|c| ops::jobs::check_run_now(&mut SqliteOps { c, now }, ids))
-    }
-
-    pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>> {
-        let now = self.now();
-        self.read(|c| ops::jobs::check_cancel(&mut SqliteOps { c, now }, ids))
-    }
-
-    pub fn edit_payload(&self, actor: &str, id: JobId, payload: &[u8], requeue: bool) -> Result<PayloadEdit> {
-        check_new_payload(payload)?;
-        let now = self.now();
-        self.write(|c| ops::jobs::edit_payload(&mut SqliteOps { c, now }, actor, id, payload, requeue))
-    }
 }

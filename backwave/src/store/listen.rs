@@ -7,13 +7,13 @@
 //! never a decision: the claim decides, and the engine's poll stays the safety net for a
 //! notification that never came.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
-
+#[cfg(feature = "postgres")]
+use super::postgres::PgListener;
+use super::sqlite::SqliteListener;
 use super::StoreTarget;
 use crate::error::Result;
 
@@ -47,7 +47,7 @@ pub struct Listener {
 enum Inner {
     Sqlite(SqliteListener),
     #[cfg(feature = "postgres")]
-    Postgres(Box<super::postgres::PgListener>),
+    Postgres(Box<PgListener>),
 }
 
 impl std::fmt::Debug for Listener {
@@ -66,7 +66,7 @@ impl Listener {
         let inner = match target.into() {
             StoreTarget::File(path) => Inner::Sqlite(SqliteListener::open(&path)?),
             #[cfg(feature = "postgres")]
-            StoreTarget::Postgres(url) => Inner::Postgres(Box::new(super::postgres::PgListener::open(&url)?)),
+            StoreTarget::Postgres(url) => Inner::Postgres(Box::new(PgListener::open(&url)?)),
             #[cfg(not(feature = "postgres"))]
             target @ StoreTarget::Postgres(_) => return Err(target.file().unwrap_err()),
         };
@@ -81,46 +81,6 @@ impl Listener {
             Inner::Sqlite(l) => l.wait(timeout),
             #[cfg(feature = "postgres")]
             Inner::Postgres(l) => l.wait(timeout),
-        }
-    }
-}
-
-/// `PRAGMA data_version` on a connection of its own: its value changes when any other
-/// connection, in this process or another, commits a change to the file.
-struct SqliteListener {
-    conn: Connection,
-    seen: i64,
-}
-
-impl SqliteListener {
-    fn open(path: &Path) -> Result<SqliteListener> {
-        // Read-write flags although it never writes: a read-only connection to a WAL file can
-        // be refused when it cannot open the shared-memory index as it wants.
-        let conn =
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-        conn.busy_timeout(super::BUSY_TIMEOUT)?;
-        let mut l = SqliteListener { conn, seen: 0 };
-        l.seen = l.data_version()?;
-        Ok(l)
-    }
-
-    fn data_version(&self) -> Result<i64> {
-        Ok(self.conn.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?)
-    }
-
-    fn wait(&mut self, timeout: Duration) -> Result<Vec<Heard>> {
-        let until = Instant::now() + timeout;
-        loop {
-            let now = self.data_version()?;
-            if now != self.seen {
-                self.seen = now;
-                return Ok(vec![Heard::Anything]);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(Vec::new());
-            }
-            std::thread::sleep(left.min(DATA_VERSION_EVERY));
         }
     }
 }

@@ -1,16 +1,12 @@
-//! Schema migrations of existing stores (SQLite here; PostgreSQL's loop is `PgStore::migrate`,
-//! over the same markers in `schema-postgres.sql`). Each step is one `BEGIN IMMEDIATE` transaction that
-//! re-reads the version under the write lock (two processes opening one old store at once
-//! migrate it once) and runs the statements `schema.sql` marks for that version: the contract
-//! file stays the only place the schema is written. Steps are additive: an older `bw` refuses
-//! the migrated store by its version rather than misreading it.
-
-use super::{SqliteStore, SCHEMA_SQL, SCHEMA_VERSION};
-use crate::error::{Error, Result};
+//! Schema migrations of existing stores, as the contract files mark them: the statements of
+//! each step stand in `schema.sql` and `schema-postgres.sql` between markers, so the contract
+//! files stay the only place the schema is written. The loops that run them are
+//! `sqlite/migrate.rs` and `PgStore::migrate`. Steps are additive: an older `bw` refuses the
+//! migrated store by its version rather than misreading it.
 
 /// The statements of a contract file (`schema.sql`, `schema-postgres.sql`) between
 /// `-- migration N begin` and `-- migration N end`.
-pub(super) fn step_sql(schema: &'static str, to: i64) -> &'static str {
+pub(crate) fn step_sql(schema: &'static str, to: i64) -> &'static str {
     let begin = format!("-- migration {to} begin");
     let end = format!("-- migration {to} end");
     let start = schema.find(&begin).map(|i| i + begin.len());
@@ -23,35 +19,10 @@ pub(super) fn step_sql(schema: &'static str, to: i64) -> &'static str {
     }
 }
 
-/// Bring the store up to [`SCHEMA_VERSION`]; returns the version it is at afterwards.
-pub(super) fn migrate(store: &SqliteStore) -> Result<i64> {
-    loop {
-        let version = store.write(|tx| {
-            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            if version >= SCHEMA_VERSION {
-                return Ok(version);
-            }
-            let to = version + 1;
-            let sql = step_sql(SCHEMA_SQL, to);
-            if sql.trim().is_empty() {
-                return Err(Error::NotAStore {
-                    path: store.path.clone(),
-                    why: format!("this build has no migration from schema version {version} to {to}"),
-                });
-            }
-            tx.execute_batch(sql)?;
-            tx.execute_batch(&format!("PRAGMA user_version = {to}"))?;
-            Ok(to)
-        })?;
-        if version >= SCHEMA_VERSION {
-            return Ok(version);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{SCHEMA_SQL, SCHEMA_VERSION};
 
     #[test]
     fn every_migration_step_is_marked_in_schema_sql() {

@@ -6,29 +6,25 @@
 //! rows as it describes.
 
 // Every operation is listed once in `api.rs` and forwarded to the backend the target named:
-// `sqlite.rs` (with the operation groups beside it, `jobs.rs`, `operator.rs`, …, each holding
-// its types and its SQLite implementation) or `postgres/` (the same groups for PostgreSQL). The
-// compiler keeps the two in lockstep: an operation one backend lacks does not build. The drivers
-// stay in here: `driver_error.rs` maps their errors onto `Error`, and `raw.rs` holds the hidden
-// hooks through which tests and benches run SQL text and get plain values back.
+// `sqlite/` or `postgres/`, each a folder of the same files, one per group of operations
+// (`jobs.rs`, `operator.rs`, `pause.rs`, …, `health/`), holding that dialect's statements. Its
+// `mod.rs` owns the connection and the transaction the others run in; its `driver_error.rs` maps
+// the driver's errors onto `Error`, and `raw.rs` the hidden hooks through which tests and benches
+// run SQL text and get plain values back. Up here stay what both share: the public types those
+// operations take and return (in the file of the same name), the job filter, the health report
+// and its verdicts (`health/`), and `ops/`, the policy written once above the dialects'
+// primitives. The compiler keeps the two in lockstep: an operation one backend lacks does not
+// build.
 
-mod admin;
 mod api;
 #[cfg(feature = "tokio")]
 mod async_store;
 mod bulk;
-mod demo;
-mod driver_error;
-mod engine_support;
-mod file;
 mod filter;
-mod groups;
 mod health;
 mod id_prefix;
-mod in_tx;
 mod incident;
 mod jobs;
-mod limit;
 mod listen;
 mod load;
 mod log;
@@ -38,22 +34,18 @@ mod ops;
 mod pause;
 #[cfg(feature = "postgres")]
 mod postgres;
-mod preview;
 mod query;
 mod raw;
-mod row;
-mod schedules;
 mod show;
 mod snapshot;
 mod sqlite;
 mod target;
 mod unique;
 mod worker_state;
-mod workflow;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
@@ -62,37 +54,35 @@ use postgres::PgStore;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
+#[cfg(feature = "postgres")]
+pub use postgres::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub(crate) use sqlite::SqliteStore;
+pub use sqlite::{
+    enqueue_in_sqlite, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL, DEAD_SINCE_SQL, DUE_SQL,
+    DUE_WIRE_NAME_SQL, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL,
+};
+#[doc(hidden)]
+pub use sqlite::{RawConnection, RawStatements, StatementStats};
 
-pub use admin::current_actor;
 #[cfg(feature = "tokio")]
 pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};
 pub use bulk::BulkDone;
-pub(crate) use driver_error::is_connection_lost;
 pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
-    CAUSE_GROUPS, DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL,
+    CAUSE_GROUPS,
 };
-pub use in_tx::enqueue_in_sqlite;
-#[cfg(feature = "postgres")]
-pub use in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, PriorityChange, RunNowPlan, RunNowResult};
-pub use jobs::{
-    ClaimRequest, Completion, Confirmed, Fenced, Lapse, LeaseStatus, Outcome, Reap, Reaped, CLAIM_NEXT_WIRE_NAME_SQL,
-    CLAIM_SQL, CLAIM_WIRE_NAME_SQL, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL,
-};
+pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome};
 pub(crate) use listen::{add_ear, Ear};
 pub use listen::{Heard, Listener, CHANNEL, DATA_VERSION_EVERY};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};
 pub use log::LogFilter;
-pub use operator::{
-    BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH, REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL,
-};
+pub use operator::{BulkProgress, CancelResult, PurgeResult, RequeueResult, BULK_BATCH};
 pub(crate) use ops::access::check_grantee;
-pub(crate) use ops::enqueue::validate_name as validate_job_name;
+pub use ops::access::current_actor;
 pub use ops::groups::{CauseGroup, QuarantineGroup};
 pub use ops::limits::{Limit, LimitDefault, LimitResult, LimitSource, LimitSpec, LimitStatus, Rate};
-pub use ops::outcome::HANDED_BACK;
+pub use ops::outcome::{Confirmed, Lapse, Reap, Reaped, HANDED_BACK, HELD_UP, LEASE_EXPIRED, UNREQUESTED_CANCEL};
 pub use ops::preview::{RequeueCheck, RequeuePlan, WireNameCount};
 pub(crate) use ops::schedules::validate_all as validate_schedules;
 pub use ops::schedules::{
@@ -103,7 +93,7 @@ pub use ops::AuditEntry;
 pub use pause::{Pause, PauseKind, PausePlan, PauseResult, ResumeResult};
 pub use query::{Cursor, JobFilter, JobPage, SortOrder, StateCounts};
 #[doc(hidden)]
-pub use raw::{RawConnection, RawStatements, RawValue, StatementStats};
+pub use raw::RawValue;
 pub use show::JobView;
 pub use target::{PostgresUrl, StoreTarget};
 pub use unique::validate as validate_unique_rule;
@@ -112,6 +102,7 @@ pub use worker_state::{WorkerSelector, WorkerState, QUIET_BY_PROCESS};
 #[cfg(feature = "postgres")]
 use crate::error::Error;
 use crate::error::Result;
+pub use crate::model::system_now;
 use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
@@ -175,11 +166,6 @@ impl Clock {
             t.store(at, Ordering::SeqCst);
         }
     }
-}
-
-/// The system clock in milliseconds since the Unix epoch (0 before 1970).
-pub fn system_now() -> Millis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
 }
 
 /// An open store: one SQLite file, or one PostgreSQL database (feature `postgres`), that every

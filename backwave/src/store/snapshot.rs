@@ -1,8 +1,8 @@
 //! Several reads that see one state of the store: [`Store::snapshot`] (the dashboard's refresh).
-//! This file owns the SQLite side (one `BEGIN DEFERRED` that every read joins) and the public
-//! entry; PostgreSQL's REPEATABLE READ READ ONLY transaction is `postgres/snapshot.rs`.
+//! This file owns the public entry; SQLite's one `BEGIN DEFERRED` that every read joins is
+//! `sqlite/snapshot.rs`, PostgreSQL's REPEATABLE READ READ ONLY transaction `postgres/snapshot.rs`.
 
-use super::{Backend, SqliteStore, Store};
+use super::{Backend, Store};
 use crate::error::Result;
 
 impl Store {
@@ -21,29 +21,5 @@ impl Store {
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.snapshot(|| f(self)),
         }
-    }
-}
-
-impl SqliteStore {
-    fn snapshot<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        if self.snapshot.get() {
-            return f();
-        }
-        // `read` joins a transaction already open on the connection: every read inside `f`
-        // (those through `read` and the single statements alike) runs in this one.
-        self.read(|_| {
-            self.snapshot.set(true);
-            let _open = Open(&self.snapshot);
-            f()
-        })
-    }
-}
-
-/// Clears the store's snapshot mark however `f` ends (an error, a panic).
-struct Open<'a>(&'a std::cell::Cell<bool>);
-
-impl Drop for Open<'_> {
-    fn drop(&mut self) {
-        self.0.set(false);
     }
 }

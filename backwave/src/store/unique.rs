@@ -5,9 +5,8 @@
 
 use sha2::{Digest, Sha256};
 
-use super::ops::enqueue::validate_name;
 use crate::error::{Error, Result};
-use crate::model::{JobId, Millis, NewJob, UniqueBy, UniqueRule};
+use crate::model::{validate_name, JobId, Millis, NewJob, UniqueBy, UniqueRule};
 
 /// What the `jobs_unique` index compares: the rule's key, its state mask, and the start of its
 /// period window (0 without a period).

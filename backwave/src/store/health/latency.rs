@@ -2,35 +2,17 @@
 //! queue, from the claim indexes (`jobs_claim`, and `jobs_claim_wire` around a paused wire name),
 //! a pause's due jobs counted apart as held. Read-only; the cost is the number of due jobs (and of
 //! wire names waiting in a queue), never the backlog due later, the paused backlog nor the
-//! finished jobs.
+//! finished jobs. This file owns the arithmetic around pauses, written once; the probes are the
+//! dialects' `health/latency.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::model::{JobState, Millis};
-use crate::store::jobs::CLAIM_NEXT_WIRE_NAME_SQL;
 use crate::store::pause::{Pause, PauseKind};
 use crate::store::query::StateCounts;
-use crate::store::SqliteStore;
-
-/// Due Scheduled jobs of one queue: how many, and the earliest `due_at` among them. A range of
-/// the claim index (`jobs_claim (queue, due_at) WHERE state = 'scheduled'`), covering, so the
-/// cost is the number of due jobs, never the backlog waiting for later nor the terminal rows.
-/// Named with INDEXED BY because the planner may otherwise prefer `jobs_active` and read every
-/// Scheduled row. `?1` is the queue, `?2` now.
-pub const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim \
-                           WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2";
-
-/// Due Scheduled jobs of one wire name `?2` in queue `?1` at `?3`: how many, and the earliest
-/// `due_at`. A range of `jobs_claim_wire (queue, wire_name, due_at) WHERE state = 'scheduled'`,
-/// covering: what a paused wire name holds back in a queue costs one probe, and the oldest due
-/// job among the names not paused one probe per name waiting in the queue, never a walk over
-/// the paused backlog.
-pub const DUE_WIRE_NAME_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim_wire \
-                                     WHERE state = 'scheduled' AND queue = ?1 AND wire_name = ?2 AND due_at <= ?3";
 
 /// How long work waits in one queue: the Scheduled jobs due now that a worker may claim, the
 /// oldest of them, and the due jobs a pause holds back.
@@ -51,58 +33,18 @@ pub struct QueueLatency {
     pub paused: Option<Pause>,
 }
 
-impl SqliteStore {
-    pub fn queue_latency(&self) -> Result<Vec<QueueLatency>> {
-        let now = self.now();
-        self.read(|conn| {
-            let pauses = self.pauses()?;
-            let in_force = InForce::new(&pauses);
-            let counts = self.counts()?;
-            let mut held = BTreeMap::new();
-            let mut probe = SqliteProbe(conn);
-            counts.by_queue.keys().map(|q| latency(&mut probe, &counts, q, now, &in_force, &mut held)).collect()
-        })
-    }
-}
-
 /// The index probes a latency read makes, each answered from a claim index: the backends differ
 /// only in how they ask, so the arithmetic around pauses ([`latency`]) is written once.
 pub(crate) trait DueProbe {
     /// The due Scheduled jobs of `queue` at `now`: how many, and the earliest `due_at`
-    /// ([`DUE_SQL`]).
+    /// ([`DUE_SQL`](crate::store::DUE_SQL) on SQLite).
     fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)>;
-    /// The same for one wire name of `queue` ([`DUE_WIRE_NAME_SQL`]).
+    /// The same for one wire name of `queue` ([`DUE_WIRE_NAME_SQL`](crate::store::DUE_WIRE_NAME_SQL)
+    /// on SQLite).
     fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)>;
     /// The first wire name after `after` among the Scheduled jobs of `queue`
-    /// ([`CLAIM_NEXT_WIRE_NAME_SQL`]).
+    /// ([`CLAIM_NEXT_WIRE_NAME_SQL`](crate::store::CLAIM_NEXT_WIRE_NAME_SQL) on SQLite).
     fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>>;
-}
-
-/// [`DueProbe`] on an SQLite connection, inside the caller's read.
-pub(super) struct SqliteProbe<'c>(pub(super) &'c Connection);
-
-impl DueProbe for SqliteProbe<'_> {
-    fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
-        let (n, oldest): (i64, Option<Millis>) =
-            self.0.prepare_cached(DUE_SQL)?.query_row(params![queue, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok((n.max(0) as u64, oldest))
-    }
-
-    fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
-        let (n, oldest): (i64, Option<Millis>) = self
-            .0
-            .prepare_cached(DUE_WIRE_NAME_SQL)?
-            .query_row(params![queue, wire_name, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok((n.max(0) as u64, oldest))
-    }
-
-    fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>> {
-        Ok(self
-            .0
-            .prepare_cached(CLAIM_NEXT_WIRE_NAME_SQL)?
-            .query_row(params![queue, after], |r| r.get::<_, String>(0))
-            .optional()?)
-    }
 }
 
 /// The pauses in force, as the latency reads need them.

@@ -6,8 +6,8 @@
 //!
 //! This file owns the report's types, [`HealthRead`] (what a health read asks of a backend, in
 //! its snapshot) and `gather`, which puts the report together from the answers for both
-//! backends (PostgreSQL's reads are in `store/postgres/health/`); SQLite's reads live one group
-//! per file (`latency.rs`, `causes.rs`, `transitions.rs`) and the verdicts in `checks.rs`.
+//! backends; the arithmetic of latency and cause groups is `latency.rs` and `causes.rs`, the
+//! verdicts `checks.rs`. The reads are the dialects' (`sqlite/health/`, `postgres/health/`).
 
 mod causes;
 mod checks;
@@ -21,26 +21,20 @@ use serde::Serialize;
 use super::ops::groups::{CauseGroup, QuarantineGroup};
 use super::pause::{Pause, PauseKind};
 use super::query::StateCounts;
-use super::SqliteStore;
 use crate::error::Result;
 use crate::model::Millis;
 
-pub use causes::DEAD_SINCE_SQL;
 pub use checks::{Check, CheckName, Status, Thresholds};
-pub use latency::{QueueLatency, DUE_SQL, DUE_WIRE_NAME_SQL};
+pub use latency::QueueLatency;
 pub use transitions::TransitionCounter;
 
 pub(crate) use causes::{with_examples, Group};
 pub(crate) use latency::{latency, DueProbe, InForce};
 
-use super::groups::quarantine_rows;
 use super::ops::groups::{live_handlers_from, quarantine_groups_from, QuarantineRow};
 use crate::model::WorkerInfo;
 use crate::store::{LimitStatus, WorkerState};
-use causes::{cause_groups, dead_since, example};
 use checks::judge;
-use latency::SqliteProbe;
-use transitions::log_seq;
 
 /// How many cause groups a health read carries with their examples, largest first (and as many
 /// of the new ones): more than any screen or label set shows.
@@ -188,13 +182,6 @@ impl Health {
     }
 }
 
-impl SqliteStore {
-    pub fn health(&self, thresholds: &Thresholds) -> Result<Health> {
-        let now = self.now();
-        self.read(|conn| gather(&mut SqliteHealth { store: self, conn }, now, thresholds))
-    }
-}
-
 /// What a health read asks of its backend, all inside one read snapshot; the report is put
 /// together from the answers, and judged, by [`gather`], the same for both.
 pub(crate) trait HealthRead: DueProbe {
@@ -207,7 +194,7 @@ pub(crate) trait HealthRead: DueProbe {
     /// Every dead-letter cause group, largest first, then the latest seen, then by wire name and
     /// fingerprint (byte order), without examples.
     fn cause_groups(&mut self) -> Result<Vec<Group>>;
-    /// The latest cause of a group (see `causes::example`).
+    /// The latest cause of a group (one indexed lookup).
     fn example(&mut self, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>>;
     /// Quarantined jobs by wire name and reason, largest first.
     fn quarantine_rows(&mut self) -> Result<Vec<QuarantineRow>>;
@@ -225,98 +212,6 @@ pub(crate) trait HealthRead: DueProbe {
     fn payload_limit(&mut self) -> Result<u64>;
     /// Workflows with jobs stuck behind a failed parent (none before schema version 18).
     fn stuck_workflows(&mut self) -> Result<Vec<StuckWorkflow>>;
-}
-
-/// [`HealthRead`] inside an SQLite read transaction.
-struct SqliteHealth<'a> {
-    store: &'a SqliteStore,
-    conn: &'a rusqlite::Connection,
-}
-
-impl DueProbe for SqliteHealth<'_> {
-    fn due(&mut self, queue: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
-        SqliteProbe(self.conn).due(queue, now)
-    }
-
-    fn due_of(&mut self, queue: &str, wire_name: &str, now: Millis) -> Result<(u64, Option<Millis>)> {
-        SqliteProbe(self.conn).due_of(queue, wire_name, now)
-    }
-
-    fn next_wire_name(&mut self, queue: &str, after: &str) -> Result<Option<String>> {
-        SqliteProbe(self.conn).next_wire_name(queue, after)
-    }
-}
-
-impl HealthRead for SqliteHealth<'_> {
-    fn pauses(&mut self) -> Result<Vec<Pause>> {
-        self.store.pauses()
-    }
-
-    fn counts(&mut self) -> Result<StateCounts> {
-        self.store.counts()
-    }
-
-    fn workers(&mut self) -> Result<Vec<WorkerInfo>> {
-        self.store.workers()
-    }
-
-    fn cause_groups(&mut self) -> Result<Vec<Group>> {
-        cause_groups(self.conn)
-    }
-
-    fn example(&mut self, wire_name: &str, fingerprint: Option<&str>) -> Result<Option<String>> {
-        example(self.conn, wire_name, fingerprint)
-    }
-
-    fn quarantine_rows(&mut self) -> Result<Vec<QuarantineRow>> {
-        quarantine_rows(self.conn)
-    }
-
-    fn dead_since(&mut self, since: Millis) -> Result<u64> {
-        dead_since(self.conn, since)
-    }
-
-    fn log_seq(&mut self) -> Result<i64> {
-        log_seq(self.conn)
-    }
-
-    fn limits(&mut self, now: Millis) -> Result<Vec<LimitStatus>> {
-        if self.store.version < 5 {
-            return Ok(Vec::new());
-        }
-        crate::store::limit::read_statuses(self.conn, now)
-    }
-
-    fn worker_states(&mut self, now: Millis) -> Result<Vec<WorkerState>> {
-        if self.store.version < 5 {
-            return Ok(Vec::new());
-        }
-        crate::store::worker_state::read_states(self.conn, now)
-    }
-
-    fn schedule_rows(&mut self) -> Result<Vec<super::ScheduleRow>> {
-        if self.store.version < 7 {
-            return Ok(Vec::new());
-        }
-        super::schedules::select_rows(self.conn, self.store.version, None)
-    }
-
-    fn payload_limit(&mut self) -> Result<u64> {
-        super::admin::payload_limit(self.conn)
-    }
-
-    fn stuck_workflows(&mut self) -> Result<Vec<StuckWorkflow>> {
-        if self.store.version < 18 {
-            return Ok(Vec::new());
-        }
-        let mut st = self.conn.prepare_cached(STUCK_WORKFLOWS_SQL)?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
-        rows.map(|r| {
-            let (id, name, n) = r?;
-            Ok(StuckWorkflow { id: id.parse()?, name, stuck: n as u64 })
-        })
-        .collect()
-    }
 }
 
 /// The store's health at `now` against `thresholds`, from what `r` reads in its snapshot: the

@@ -88,7 +88,7 @@ pub(crate) fn check_grantee(who: &str) -> Result<()> {
     // grant to one would be held by nobody (found at 3 a.m.: `bw grant 'ali ce' operate` passed).
     if who.chars().any(char::is_whitespace) {
         return Err(Error::InvalidInput(format!(
-            "'{who}' holds a space: operators are named by their user name (as `bw audit` shows them), which has none"
+            "'{who}' holds a space: operators are named by their user name (as `Store::audit_entries` shows them), which has none"
         )));
     }
     Ok(())
@@ -132,4 +132,14 @@ pub(crate) fn config_detail(key: SettingKey, value: &str) -> String {
 /// The audit detail of the grant `bw init` makes to the store's first admin. Both backends.
 pub(crate) fn bootstrap_detail(actor: &str) -> String {
     format!("{actor} admin (store initialised)")
+}
+
+/// The operating-system user running this process, from its real uid (not from an
+/// environment variable anyone can set). Falls back to `uid:N` when the user has no name.
+pub fn current_actor() -> String {
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(user)) => user.name,
+        _ => format!("uid:{uid}"),
+    }
 }

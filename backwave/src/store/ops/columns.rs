@@ -1,6 +1,6 @@
 //! What both backends read stored rows by: the columns of a job, in order, and the rules for
 //! values another program may have written (a transition's failure detail, label values that
-//! are not strings). Each backend's readers (`store/row.rs`, `postgres/row.rs`) take its types.
+//! are not strings). Each backend's readers (`sqlite/row.rs`, `postgres/row.rs`) take its types.
 
 use std::collections::BTreeMap;
 

@@ -25,7 +25,9 @@ pub(crate) const TABLES: [&str; 13] = [
 
 /// The refusal of a reset on a store the demo did not make.
 pub(crate) fn not_a_demo_store(target: &StoreTarget) -> Error {
-    Error::InvalidInput(format!("'{target}' is not a demo store: only a store `bw demo` made is ever emptied"))
+    Error::InvalidInput(format!(
+        "'{target}' is not a demo store: only a store marked as a demo store (`Store::mark_demo`) is ever emptied"
+    ))
 }
 
 /// The names of the tables `sql` creates, in order.

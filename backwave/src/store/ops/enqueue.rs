@@ -3,7 +3,7 @@
 //! with the job and the delay table a claim carries.
 
 use crate::error::{Error, Result};
-use crate::model::{JobId, NewJob};
+use crate::model::{validate_name, Enqueued, JobId, NewJob};
 use crate::retry::{BackoffFn, RetryPolicy};
 use crate::store::unique;
 
@@ -23,16 +23,6 @@ pub(crate) fn validate_new_jobs(jobs: &[NewJob]) -> Result<()> {
         crate::model::check_priority("the priority", job.priority)?;
     }
     unique::validate_all(jobs)
-}
-
-pub(crate) fn validate_name(what: &str, value: &str) -> Result<()> {
-    if value.trim().is_empty() {
-        return Err(Error::InvalidInput(format!("the {what} must not be empty")));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(Error::InvalidInput(format!("the {what} {value:?} contains control characters")));
-    }
-    Ok(())
 }
 
 /// A per-job jitter seed, taken from the random bits of its id.
@@ -71,4 +61,10 @@ impl DelayTable {
         let json = serde_json::to_string(&ms).unwrap_or_else(|_| "[]".into());
         DelayTable { ms, json }
     }
+}
+
+/// What an `enqueue_in_*` answered, told on its span.
+pub(crate) fn answered(span: &tracing::Span, done: Result<Enqueued>) -> Result<Enqueued> {
+    crate::telemetry::enqueued(span, done.as_ref().map(std::slice::from_ref));
+    done
 }

@@ -1,6 +1,6 @@
 //! The groups an on-call engineer triages by, for both backends: Dead-Lettered jobs by wire
 //! name and cause fingerprint, Quarantined jobs by wire name and reason, with the live workers
-//! that handle each wire name now. Each backend reads the rows in its SQL (`store/groups.rs`,
+//! that handle each wire name now. Each backend reads the rows in its SQL (`sqlite/health/groups.rs`,
 //! `postgres/health/groups.rs`).
 
 use std::collections::HashMap;

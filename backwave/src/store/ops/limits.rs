@@ -1,6 +1,6 @@
 //! Limits on a queue or a wire name, written once for both backends: the types, which row wins,
 //! what budget is left, what a claim charges, and `set_limit`/`clear_limit`/`declare_limits` on
-//! [`Store`]. Each backend only counts and writes in its SQL (`store/limit.rs`, `postgres/limit.rs`).
+//! [`Store`]. Each backend only counts and writes in its SQL (`sqlite/limit.rs`, `postgres/limit.rs`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -463,7 +463,7 @@ pub(crate) fn statuses(rows: Vec<Limit>, now: Millis, counts: &mut dyn LimitCoun
 
 /// What the limit policy below asks of a backend in one write transaction, beside the
 /// permission and name reads a pause asks too ([`PauseRead`]): statements, no decisions.
-/// SQLite's is in `store/limit.rs`, PostgreSQL's in `store/postgres/limit.rs`.
+/// SQLite's is in `store/sqlite/limit.rs`, PostgreSQL's in `store/postgres/limit.rs`.
 pub(crate) trait LimitTx: PauseRead {
     /// The time the transaction decides at.
     fn now(&mut self) -> Result<Millis>;

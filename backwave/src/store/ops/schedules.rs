@@ -142,7 +142,7 @@ pub struct Trigger {
 
 /// The refusal of a name no schedule has.
 pub(crate) fn unknown_schedule(name: &str) -> Error {
-    Error::InvalidInput(format!("no schedule named '{name}' (`bw schedules` lists them)"))
+    Error::InvalidInput(format!("no schedule named '{name}' (`Store::schedules` lists them)"))
 }
 
 /// The refusal of a store whose schema predates schedules (a read-only open of an old store).
@@ -195,7 +195,7 @@ pub(crate) fn check_payloads(defs: &[Schedule], limit: u64) -> Result<()> {
     match defs.iter().find(|d| d.payload.len() as u64 > limit) {
         Some(d) => Err(Error::InvalidInput(format!(
             "schedule '{}': its payload is {} bytes, over the store's payload_limit of {limit} bytes, so every tick \
-             would fail to enqueue; make it smaller or raise the limit (bw config set payload_limit)",
+             would fail to enqueue; make it smaller or raise the store's `payload_limit` setting (`Store::set_setting`)",
             d.name,
             d.payload.len()
         ))),
@@ -331,7 +331,7 @@ pub(crate) fn last_created(made: &[Enqueued]) -> Option<JobId> {
 }
 
 /// What the schedule policy below asks of a backend in one transaction: statements, no
-/// decisions (the model is `store/health`'s `HealthRead`). SQLite's is in `store/schedules.rs`,
+/// decisions (the model is `store/health`'s `HealthRead`). SQLite's is in `store/sqlite/schedules.rs`,
 /// PostgreSQL's in `store/postgres/schedules.rs`.
 pub(crate) trait ScheduleTx {
     /// The transaction as every operator action has it: time, permission, audit, payload limit.

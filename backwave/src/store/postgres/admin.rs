@@ -1,6 +1,6 @@
 //! Who may do what, and what is not a job, on PostgreSQL: grants, settings, the audit trail, and
 //! revealing failure detail (which needs a permission and is always audited, in the same
-//! transaction that reads it). The same rows and the same answers as `store/admin.rs`; the
+//! transaction that reads it). The same rows and the same answers as `sqlite/admin.rs`; the
 //! non-SQL parts (permission arithmetic, validation, audit wording) are `store/ops`'s.
 //!
 //! Also what every audited PostgreSQL operation uses inside its own write: [`require`], and the

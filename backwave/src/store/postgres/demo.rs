@@ -1,5 +1,5 @@
 //! Starting a demo store over on PostgreSQL (`bw demo --reset` on a URL): the same promise as
-//! `store/demo.rs`, for a database `bw` cannot delete. One transaction reads the demo mark and
+//! `sqlite/demo.rs`, for a database `bw` cannot delete. One transaction reads the demo mark and
 //! truncates every BackWave table but the schema version together. `TRUNCATE` takes each
 //! table's exclusive lock: it waits for the transactions of workers still running on the store
 //! (up to the lock timeout, then `Error::Busy`, nothing emptied), and theirs wait for it, so

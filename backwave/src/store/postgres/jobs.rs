@@ -1,6 +1,6 @@
 //! The engine's path on PostgreSQL: enqueue, claim under a lease, heartbeat, record outcomes
 //! behind the `(worker_id, attempt)` fence, reap lapsed leases, hand back unstarted jobs, the
-//! live worker registry, and folding the count deltas. Same semantics as `store/jobs.rs`
+//! live worker registry, and folding the count deltas. Same semantics as `sqlite/jobs.rs`
 //! (whose non-SQL logic, delay tables, seeds and the narrow view of a running attempt, this
 //! file calls rather than copies); what differs is how two hosts stay out of each other's way:
 //!
@@ -216,7 +216,7 @@ fn insert_jobs(
 
 /// The schema's trigger refused a payload over the store's limit (`bw_check_payloads`).
 fn is_over_payload_limit(e: &Error) -> bool {
-    crate::store::driver_error::pg_error(e)
+    super::driver_error::pg_error(e)
         .and_then(|e| e.code())
         .is_some_and(|c| *c == postgres::error::SqlState::PROGRAM_LIMIT_EXCEEDED)
 }
@@ -634,7 +634,7 @@ impl PgStore {
     }
 
     pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        self.read(super::health::workers)
+        self.read(workers)
     }
 }
 
@@ -924,4 +924,31 @@ pub(crate) fn log(tx: &mut Tx<'_>, e: &Entry<'_>) -> Result<()> {
         &params,
     )?;
     Ok(())
+}
+
+/// Every registered worker, the most recent heartbeat first.
+const WORKERS_SQL: &str = "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, \
+                           stale_after_ms FROM workers ORDER BY last_heartbeat_at DESC, id COLLATE \"C\"";
+
+/// Every registered worker as of `tx`, the most recent heartbeat first (by id among equals, as
+/// on SQLite, so that `bw workers` lists them alike). `PgStore::workers` is this in a read.
+pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerInfo>> {
+    let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
+    tx.query(WORKERS_SQL, &[])?
+        .iter()
+        .map(|r| {
+            Ok(WorkerInfo {
+                id: r.try_get(0)?,
+                group: r.try_get(1)?,
+                host: r.try_get(2)?,
+                // Another program may write any bigint; a pid is shown, never acted on.
+                pid: u32::try_from(r.try_get::<_, i64>(3)?.max(0)).unwrap_or(u32::MAX),
+                wire_names: names(r.try_get(4)?),
+                queues: names(r.try_get(5)?),
+                started_at: r.try_get(6)?,
+                last_heartbeat_at: r.try_get(7)?,
+                stale_after_ms: r.try_get(8)?,
+            })
+        })
+        .collect()
 }

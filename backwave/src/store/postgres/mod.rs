@@ -8,12 +8,15 @@
 //! operation locks exactly the rows it decides on (`FOR UPDATE`, `SKIP LOCKED` for claims and
 //! reaps), so that two hosts never act twice on one job. Times come from the database clock
 //! ([`Tx::now`]) unless a test pinned a manual clock. The operation groups live one per file,
-//! named as their SQLite counterparts in `store/`.
+//! named as their SQLite counterparts in `sqlite/`; the types they take and answer are in
+//! `store/`, shared by both backends.
 
 mod admin;
 mod demo;
+mod driver_error;
 mod filter;
 mod health;
+mod in_tx;
 mod incident;
 mod jobs;
 mod limit;
@@ -39,11 +42,12 @@ use std::time::Duration;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 
+use self::driver_error::pg_error;
+pub use self::in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 #[doc(hidden)]
 pub use self::jobs::CLAIM_SQL;
 pub(crate) use self::listen::PgListener;
 use self::tls::{Connector, TlsSettings};
-use super::driver_error::{is_connection_lost, pg_error};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 use crate::model::Millis;
@@ -291,7 +295,7 @@ impl PgStore {
             0 => {
                 return Err(Error::NotAStore {
                     path: url.to_string().into(),
-                    why: "the database has no BackWave schema (create a store with `bw init`)".into(),
+                    why: "the database has no BackWave schema (create a store with `Store::create`)".into(),
                 })
             }
             v if v < SCHEMA_VERSION && !store.read_only => store.migrate()?,
@@ -339,7 +343,7 @@ impl PgStore {
                         return Ok(version);
                     }
                     let to = version + 1;
-                    let sql = super::migrate::step_sql(SCHEMA_POSTGRES_SQL, to);
+                    let sql = crate::store::migrate::step_sql(SCHEMA_POSTGRES_SQL, to);
                     if sql.trim().is_empty() {
                         return Err(Error::NotAStore {
                             path: self.url.to_string().into(),
@@ -359,7 +363,7 @@ impl PgStore {
                     Some(c) if *c == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => Error::ReadOnly {
                         why: format!(
                             "'{}' is at an older schema version and this role may not migrate it: open it once as \
-                             the schema's owner (e.g. `bw init --db URL`)",
+                             the schema's owner (`Store::open` with the owner's URL)",
                             self.url
                         ),
                     },
@@ -736,7 +740,7 @@ pub(crate) fn is_unique_violation(e: &Error) -> bool {
 
 /// The connection is gone (server restart, network, `pg_terminate_backend`).
 fn is_broken(e: &Error) -> bool {
-    matches!(e, Error::Unreachable { .. }) || is_connection_lost(e)
+    matches!(e, Error::Unreachable { .. }) || e.is_connection_lost()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Reading the store on PostgreSQL: one job and its history, filtered pages of jobs, and counts,
-//! with the same answers as `store/query.rs` (the filter and its order are `store/filter.rs`,
+//! with the same answers as `sqlite/query.rs` (the filter and its order are `store/filter.rs`,
 //! the id matching rules `store/id_prefix.rs`). Every read is one REPEATABLE READ snapshot, so
 //! a page and its total agree.
 

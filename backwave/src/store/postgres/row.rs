@@ -1,5 +1,5 @@
 //! Reading PostgreSQL rows into model values: the same columns, in the same order, as the
-//! SQLite readers in `store/row.rs` (both from `ops/columns.rs`), with PostgreSQL's types
+//! SQLite readers in `sqlite/row.rs` (both from `ops/columns.rs`), with PostgreSQL's types
 //! (uuid ids, jsonb labels and delay tables, bigint numbers).
 
 use postgres::Row;

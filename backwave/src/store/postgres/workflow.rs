@@ -1,4 +1,4 @@
-//! Workflows on PostgreSQL: the same operations as `store/workflow.rs`. The release of a
+//! Workflows on PostgreSQL: the same operations as `sqlite/workflow.rs`. The release of a
 //! child is the schema's `jobs_release` trigger (`bw_release_children`), in the transaction
 //! that completes its last parent.
 

@@ -1,7 +1,7 @@
 //! The groups an on-call engineer triages by, on PostgreSQL: Dead-Lettered jobs by wire name and
 //! cause fingerprint (from the covering `jobs_dead_causes` index), Quarantined jobs by wire name
 //! and reason (from `jobs_quarantine`), with the live workers that handle each wire name now.
-//! What the groups mean and how they are shown is shared with SQLite (`store/groups.rs`).
+//! What the groups mean and how they are shown is shared with SQLite (`ops/groups.rs`, `sqlite/health/groups.rs`).
 
 use std::collections::HashMap;
 

@@ -1,8 +1,9 @@
 //! The store's health on PostgreSQL: [`PgStore::health`] reads everything the report needs in one
 //! REPEATABLE READ snapshot and hands it to the shared `store::health::gather`, which puts the
 //! report together and judges it exactly as on SQLite. This file owns the snapshot's reads of
-//! the pauses, counts, workers and the log's sequence (each a function of a transaction, so the
-//! operations `pauses`, `counts` and `workers` can be one of them in a read); the latency probes live in `latency.rs`,
+//! the pauses, counts and the log's sequence (each a function of a transaction, so the
+//! operations `pauses` and `counts` can be one of them in a read; the registry's `workers`, read
+//! the same way, is `jobs.rs`'s, beside the registry); the latency probes live in `latency.rs`,
 //! the dead-letter and quarantine groups in `groups.rs`. Every query is answered from an index
 //! or the trigger-kept counts (no hints needed: each one's `WHERE` implies its partial index's
 //! predicate), never a scan of the jobs.
@@ -10,6 +11,7 @@
 mod groups;
 mod latency;
 
+use super::jobs::workers;
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::{JobState, Millis, WorkerInfo};
@@ -45,9 +47,6 @@ const COUNTS_SQL: &str = "SELECT queue, state, sum(n)::bigint FROM (
                               SELECT queue, state, n FROM job_counts
                               UNION ALL SELECT queue, state, d FROM job_count_deltas) c
                           GROUP BY queue, state HAVING sum(n) <> 0";
-
-const WORKERS_SQL: &str = "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, \
-                           stale_after_ms FROM workers ORDER BY last_heartbeat_at DESC, id COLLATE \"C\"";
 
 /// The log's sequence: the identity's last value (it never goes back, even when the retention
 /// sweep deleted every entry; read only where the role may), or the highest entry.
@@ -87,29 +86,6 @@ pub(in crate::store::postgres) fn counts(tx: &mut Tx<'_>) -> Result<StateCounts>
         }
     }
     Ok(counts)
-}
-
-/// Every registered worker as of `tx`, the most recent heartbeat first (by id among equals, as
-/// on SQLite, so that `bw workers` lists them alike). `PgStore::workers` is this in a read.
-pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerInfo>> {
-    let names = |v: serde_json::Value| serde_json::from_value::<Vec<String>>(v).unwrap_or_default();
-    tx.query(WORKERS_SQL, &[])?
-        .iter()
-        .map(|r| {
-            Ok(WorkerInfo {
-                id: r.try_get(0)?,
-                group: r.try_get(1)?,
-                host: r.try_get(2)?,
-                // Another program may write any bigint; a pid is shown, never acted on.
-                pid: u32::try_from(r.try_get::<_, i64>(3)?.max(0)).unwrap_or(u32::MAX),
-                wire_names: names(r.try_get(4)?),
-                queues: names(r.try_get(5)?),
-                started_at: r.try_get(6)?,
-                last_heartbeat_at: r.try_get(7)?,
-                stale_after_ms: r.try_get(8)?,
-            })
-        })
-        .collect()
 }
 
 impl HealthRead for Snapshot<'_, '_> {

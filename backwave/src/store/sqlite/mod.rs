@@ -2,20 +2,51 @@
 //!
 //! This file opens and creates stores (pragmas set and read back, the schema version checked
 //! before anything is written, an older store migrated when opened for writing: `migrate.rs`)
-//! and owns the transaction helpers; the file checks before SQLite reads anything are `file.rs`.
-//! Every state change is one short `BEGIN IMMEDIATE` transaction that appends its transition
-//! entries, so a crash leaves each job either changed with its log or untouched. The operation
-//! groups (`jobs.rs`, `operator.rs`, …) each hold their types and their SQLite implementation.
+//! and owns the transaction helpers and [`SqliteOps`], the write transaction the shared policy
+//! (`store/ops/`) runs its statements in; the file checks before SQLite reads anything are
+//! `file.rs`. Every state change is one short `BEGIN IMMEDIATE` transaction that appends its
+//! transition entries, so a crash leaves each job either changed with its log or untouched. The
+//! operation groups live one per file, named as their PostgreSQL counterparts in `postgres/`;
+//! the types they take and answer are in `store/`, shared by both backends.
+
+mod admin;
+mod demo;
+mod driver_error;
+mod file;
+mod health;
+mod in_tx;
+mod incident;
+mod jobs;
+mod limit;
+mod listen;
+mod load;
+mod log;
+mod migrate;
+mod operator;
+mod pause;
+mod preview;
+mod query;
+mod raw;
+mod row;
+mod schedules;
+mod snapshot;
+mod workflow;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::file::{check_file, create_private_file, is_writable, open_error, open_read_only, InUse};
-use super::{migrate, Clock, BUSY_TIMEOUT, SCHEMA_SQL, SCHEMA_VERSION};
+use self::file::{check_file, create_private_file, is_writable, open_error, open_read_only, InUse};
+pub use self::health::{DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL};
+pub use self::in_tx::enqueue_in_sqlite;
+pub use self::jobs::{CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL};
+pub(crate) use self::listen::SqliteListener;
+pub use self::operator::{REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
+pub use self::raw::{RawConnection, RawStatements, StatementStats};
 use crate::error::{Error, Result};
 use crate::model::Millis;
+use crate::store::{Clock, BUSY_TIMEOUT, SCHEMA_SQL, SCHEMA_VERSION};
 
 /// An open store. Not `Sync`: give each thread its own (they are cheap to open).
 pub struct SqliteStore {
@@ -28,7 +59,7 @@ pub struct SqliteStore {
     pub(super) version: i64,
     /// How long the last write transaction waited for the write lock (`BEGIN IMMEDIATE`).
     pub(super) lock_wait: std::cell::Cell<std::time::Duration>,
-    /// Set while [`SqliteStore::snapshot`] runs (see `store/snapshot.rs`).
+    /// Set while [`SqliteStore::snapshot`] runs (see `snapshot.rs`).
     pub(super) snapshot: std::cell::Cell<bool>,
     /// Declared after `conn`, so the connection closes before the count drops.
     _in_use: InUse,
@@ -44,7 +75,7 @@ const NEARLY_FULL: u64 = 64 * 1024;
 /// open of a store without one, the WAL's first frame) is `SQLITE_IOERR`, whose errno rusqlite
 /// does not expose: the free space tells the two apart.
 fn disk_full(path: &Path, e: Error) -> Error {
-    if !super::driver_error::is_sqlite_io_error(&e) {
+    if !driver_error::is_sqlite_io_error(&e) {
         return e;
     }
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -60,6 +91,14 @@ fn disk_full(path: &Path, e: Error) -> Error {
         },
         _ => e,
     }
+}
+
+/// SQLite's statements for the operator actions of `ops/jobs.rs`; `now` is the store's clock.
+/// Under the one writer what a read finds stays so until the transaction ends, so `lock`
+/// changes nothing here.
+pub(crate) struct SqliteOps<'c> {
+    pub(crate) c: &'c Connection,
+    pub(crate) now: Millis,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -255,7 +294,8 @@ impl SqliteStore {
         match self.check_schema_allow_empty()? {
             0 => Err(Error::NotAStore {
                 path: self.path.clone(),
-                why: "it is an SQLite database without the BackWave schema (create a store with `bw init`)".into(),
+                why: "it is an SQLite database without the BackWave schema (create a store with `Store::create`)"
+                    .into(),
             }),
             v => Ok(v),
         }

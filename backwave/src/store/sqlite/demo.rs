@@ -7,9 +7,10 @@
 
 use rusqlite::OptionalExtension;
 
-use super::ops::demo::{not_a_demo_store, TABLES};
-use super::{SqliteStore, StoreTarget};
+use super::SqliteStore;
 use crate::error::Result;
+use crate::store::ops::demo::{not_a_demo_store, TABLES};
+use crate::store::StoreTarget;
 
 impl SqliteStore {
     pub fn reset_demo(&self) -> Result<()> {
@@ -128,7 +129,10 @@ mod tests {
         assert!(matches!(e, Error::InvalidInput(_)), "{e:?}");
         assert_eq!(
             e.to_string(),
-            format!("'{}' is not a demo store: only a store `bw demo` made is ever emptied", path.display())
+            format!(
+                "'{}' is not a demo store: only a store marked as a demo store (`Store::mark_demo`) is ever emptied",
+                path.display()
+            )
         );
         assert!(store.job(id).unwrap().is_some());
         assert_eq!(rows(&store, "transitions"), 1);

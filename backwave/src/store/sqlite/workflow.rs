@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::ops::enqueue::{jitter_seed, validate_new_jobs};
 use super::row::parse_id;
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, NewJob};
+use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
 use crate::workflow::{
     self, Edge, Needs, OnFailure, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary,
 };

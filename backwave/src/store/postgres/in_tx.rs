@@ -1,67 +1,18 @@
-//! Enqueue inside the application's own transaction: the job exists if and only if the
-//! application's transaction commits. On SQLite through the store's own insert code on the
-//! application's `rusqlite` transaction; on PostgreSQL through the schema's `backwave_enqueue_bytes`
+//! Enqueue inside the application's own PostgreSQL transaction: the job exists if and only if
+//! the application's transaction commits, through the schema's `backwave_enqueue_bytes`
 //! function (migration 9), the same SQL any other driver or language calls.
 
-use super::jobs::insert_jobs;
-use super::ops::enqueue::validate_new_jobs;
-use super::{system_now, SCHEMA_VERSION};
 use crate::error::{Error, Result};
-#[cfg(feature = "postgres")]
-use crate::model::UniqueBy;
-use crate::model::{Enqueued, NewJob};
-
-/// Enqueue `job` in the application's own transaction on the store's SQLite file: the same
-/// validation, payload limit, unique rule, counts and log entry as [`Store::insert`](super::Store::insert),
-/// written by the same code, and nothing of it stays if `tx` rolls back. Committed, the job is
-/// claimable at once (its due time is the system clock's now, or `job.due_at`).
-///
-/// Start `tx` with [`TransactionBehavior::Immediate`](rusqlite::TransactionBehavior::Immediate)
-/// as the store does, so it never fails half-way on a lock upgrade. The file must be a store at
-/// this build's schema version: create it with `Store::create` first (it migrates an older one),
-/// then add the application's tables to it.
-pub fn enqueue_in_sqlite(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
-    let span = crate::telemetry::enqueue_span(std::slice::from_ref(job));
-    let traced = crate::otel::stamp(std::slice::from_ref(job), &span);
-    let done = span.in_scope(|| sqlite_insert(tx, &traced[0]));
-    answered(&span, done)
-}
-
-/// What an `enqueue_in_*` answered, told on its span.
-fn answered(span: &tracing::Span, done: Result<Enqueued>) -> Result<Enqueued> {
-    crate::telemetry::enqueued(span, done.as_ref().map(std::slice::from_ref));
-    done
-}
-
-fn sqlite_insert(tx: &rusqlite::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
-    let jobs = std::slice::from_ref(job);
-    validate_new_jobs(jobs)?;
-    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version != SCHEMA_VERSION {
-        let path = tx.path().unwrap_or("an in-memory database").into();
-        return Err(if version > SCHEMA_VERSION {
-            Error::SchemaTooNew { path, found: version, supported: SCHEMA_VERSION }
-        } else {
-            Error::NotAStore {
-                path,
-                why: format!(
-                    "its schema version is {version}, not {SCHEMA_VERSION}: create or migrate it with Store::create first"
-                ),
-            }
-        });
-    }
-    Ok(insert_jobs(tx, jobs, system_now())?[0])
-}
+use crate::model::{Enqueued, NewJob, UniqueBy};
+use crate::store::ops::enqueue::{answered, validate_new_jobs};
 
 /// The statement both PostgreSQL forms run: one call of the schema's function, found through the
 /// connection's `search_path` (the store's schema must be on it, as it is for the store's URL).
-#[cfg(feature = "postgres")]
 const ENQUEUE_SQL: &str =
     "SELECT job_id, created FROM backwave_enqueue_bytes($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9, $10, $11)";
 
 /// The arguments of [`ENQUEUE_SQL`] for `job`, validated as the store validates them so that a
 /// library caller gets the library's errors.
-#[cfg(feature = "postgres")]
 struct Args {
     labels: String,
     unique_key: Option<String>,
@@ -71,7 +22,6 @@ struct Args {
     priority: i64,
 }
 
-#[cfg(feature = "postgres")]
 impl Args {
     fn of(job: &NewJob) -> Result<Args> {
         validate_new_jobs(std::slice::from_ref(job))?;
@@ -108,7 +58,6 @@ impl Args {
     }
 }
 
-#[cfg(feature = "postgres")]
 fn answer(row: &postgres::Row) -> Result<Enqueued> {
     let id = crate::model::JobId(row.try_get(0)?);
     Ok(if row.try_get(1)? { Enqueued::Created(id) } else { Enqueued::Duplicate(id) })
@@ -116,7 +65,6 @@ fn answer(row: &postgres::Row) -> Result<Enqueued> {
 
 /// The function's payload refusal as the library words it (`Error::PayloadTooLarge`), from its
 /// message `backwave: a payload of N bytes is over the store's payload_limit of L bytes`.
-#[cfg(feature = "postgres")]
 fn map_error(e: postgres::Error) -> Error {
     let too_large =
         e.as_db_error().filter(|d| d.code() == &postgres::error::SqlState::PROGRAM_LIMIT_EXCEEDED).and_then(|d| {
@@ -135,7 +83,6 @@ fn map_error(e: postgres::Error) -> Error {
 /// client), through the schema's `backwave_enqueue_bytes` function: the store's validation,
 /// payload limit, unique rule, counts and log entry, and nothing of it if `tx` rolls back.
 /// Times are the database clock's. The store's schema must be on the connection's `search_path`.
-#[cfg(feature = "postgres")]
 pub fn enqueue_in_postgres(tx: &mut postgres::Transaction<'_>, job: &NewJob) -> Result<Enqueued> {
     let span = crate::telemetry::enqueue_span(std::slice::from_ref(job));
     let traced = crate::otel::stamp(std::slice::from_ref(job), &span);
@@ -150,7 +97,6 @@ pub fn enqueue_in_postgres(tx: &mut postgres::Transaction<'_>, job: &NewJob) -> 
 
 /// [`enqueue_in_postgres`] for an application on `tokio-postgres` (a `Transaction`, or any
 /// `GenericClient` already inside one).
-#[cfg(feature = "postgres")]
 pub async fn enqueue_in_tokio_postgres(tx: &impl tokio_postgres::GenericClient, job: &NewJob) -> Result<Enqueued> {
     use tracing::Instrument;
     let span = crate::telemetry::enqueue_span(std::slice::from_ref(job));

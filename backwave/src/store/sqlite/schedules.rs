@@ -4,14 +4,14 @@
 
 use rusqlite::{params, Connection, Row};
 
-use super::operator::SqliteOps;
-use super::ops::schedules::ScheduleTx;
-use super::ops::StoreTx;
-use super::{ScheduleRow, SqliteStore};
+use super::{SqliteOps, SqliteStore};
 use crate::error::{Error, Result};
 use crate::model::{Enqueued, JobId, Millis, NewJob};
 use crate::schedule::{MissedTicks, Schedule};
 use crate::store::ops::schedules::row_columns;
+use crate::store::ops::schedules::ScheduleTx;
+use crate::store::ops::StoreTx;
+use crate::store::ScheduleRow;
 
 fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
     let labels: String = r.get(6)?;
@@ -31,7 +31,7 @@ fn row_from(r: &Row<'_>) -> Result<ScheduleRow> {
             labels: super::row::parse_labels(&labels),
             missed: MissedTicks::from_columns(&missed, r.get(8)?)?,
             unique: r.get::<_, i64>(19)? != 0,
-            priority: super::ops::columns::priority(r.get(21)?),
+            priority: crate::store::ops::columns::priority(r.get(21)?),
         },
         last_tick: r.get(9)?,
         last_job_id: last_job.and_then(|s| s.parse().ok()),

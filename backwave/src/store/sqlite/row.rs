@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
-use super::ops::columns::{detail_status, job_columns, labels_from_json, priority};
 use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition};
+use crate::store::ops::columns::{detail_status, job_columns, labels_from_json, priority};
 
 /// The job columns with an empty payload in place of the stored one, for lists: a page of 50
 /// jobs must not read 50 payloads it never shows (five of 50 MiB made a list take 420 MB).
@@ -16,20 +16,20 @@ use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition}
 /// failed jobs without them.
 pub(crate) const LISTED_JOB_COLUMNS: &str = job_columns!("X''", "delay_table", "NULL", "NULL, NULL, NULL");
 /// [`LISTED_JOB_COLUMNS`] with the progress, for a list of Running jobs
-/// ([`lists_progress`](super::ops::columns::lists_progress)).
+/// ([`lists_progress`](crate::store::ops::columns::lists_progress)).
 pub(crate) const LISTED_RUNNING_JOB_COLUMNS: &str =
     job_columns!("X''", "delay_table", "NULL", "NULL, progress, progress_message");
 
 /// The columns a list by `filter` reads.
 pub(crate) fn listed_columns(filter: &crate::store::JobFilter) -> &'static str {
-    if super::ops::columns::lists_progress(filter) {
+    if crate::store::ops::columns::lists_progress(filter) {
         LISTED_RUNNING_JOB_COLUMNS
     } else {
         LISTED_JOB_COLUMNS
     }
 }
 
-/// A job read by [`JOB_COLUMNS`](super::ops::columns::JOB_COLUMNS) or [`LISTED_JOB_COLUMNS`].
+/// A job read by [`JOB_COLUMNS`](crate::store::ops::columns::JOB_COLUMNS) or [`LISTED_JOB_COLUMNS`].
 pub(crate) fn job_from_row(r: &Row<'_>) -> rusqlite::Result<Job> {
     Ok(Job {
         id: parse_id(r, 0)?,

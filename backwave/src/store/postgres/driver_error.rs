@@ -1,43 +1,19 @@
-//! The drivers' errors mapped onto the library's `Error`: a busy or locked database is
-//! `Error::Busy` (exit 3), a read-only one `Error::ReadOnly`, a full disk `Error::DiskFull`,
-//! anything else `Error::Database` with the driver's message (on PostgreSQL the server's message
-//! and SQLSTATE). The only place outside SQL where the driver's error type is named.
+//! PostgreSQL's errors mapped onto the library's `Error`: a lock wait past `lock_timeout` is
+//! `Error::Busy`, a read-only transaction `Error::ReadOnly`, a full disk `Error::DiskFull`,
+//! anything else `Error::Database` quoting the server's message and SQLSTATE, marked
+//! [`ConnectionLost`] when the connection to the server is gone, so that
+//! [`Error::is_transient`] knows without asking the driver. The only place outside SQL where
+//! the driver's error type is named (SQLite's is `sqlite/driver_error.rs`).
 
-use crate::error::Error;
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ErrorCode;
-        if let rusqlite::Error::SqliteFailure(f, msg) = &e {
-            match f.code {
-                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => return Error::Busy,
-                ErrorCode::ReadOnly => return Error::ReadOnly { why: msg.clone().unwrap_or_else(|| f.to_string()) },
-                ErrorCode::DiskFull => return Error::DiskFull { why: e.to_string() },
-                _ => {}
-            }
-        }
-        Error::Database(Box::new(e))
-    }
-}
-
-/// SQLite's generic "disk I/O error" (`SQLITE_IOERR`, any extended code): what it reports when
-/// a write fails with ENOSPC outside the main file's pages, e.g. while sizing a new `-shm` file.
-/// The caller, who knows the file, decides whether the disk is full (see `sqlite.rs`).
-pub(crate) fn is_sqlite_io_error(e: &Error) -> bool {
-    matches!(e, Error::Database(b) if b.downcast_ref::<rusqlite::Error>().is_some_and(|e| {
-        matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::SystemIoFailure)
-    }))
-}
+use crate::error::{ConnectionLost, Error};
 
 /// A PostgreSQL error as `Error::Database` shows it: the server's own message and its SQLSTATE
 /// (`canceling statement due to statement timeout (SQLSTATE 57014)`), or for an error of the
 /// connection the client's message with its causes. The `postgres` crate's own `Display` is
 /// only "db error" for every server error.
-#[cfg(feature = "postgres")]
 #[derive(Debug)]
 pub(crate) struct PgError(pub(crate) postgres::Error);
 
-#[cfg(feature = "postgres")]
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -71,7 +47,6 @@ impl std::fmt::Display for PgError {
 }
 
 // No `source`: the message above already holds the driver's, which would only repeat it.
-#[cfg(feature = "postgres")]
 impl std::error::Error for PgError {}
 
 /// The PostgreSQL driver's errors, mapped the same way: a lock wait past `lock_timeout` is
@@ -79,7 +54,6 @@ impl std::error::Error for PgError {}
 /// a full disk `Error::DiskFull`; a connection that cannot be made `Error::Unreachable` (in
 /// `postgres/mod.rs`, which knows the target); anything else `Error::Database` quoting the
 /// server.
-#[cfg(feature = "postgres")]
 impl From<postgres::Error> for Error {
     fn from(e: postgres::Error) -> Self {
         use postgres::error::SqlState;
@@ -89,30 +63,31 @@ impl From<postgres::Error> for Error {
                 Error::ReadOnly { why: e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string()) }
             }
             Some(c) if *c == SqlState::DISK_FULL => Error::DiskFull { why: PgError(e).to_string() },
+            _ if is_connection_lost(&e) => Error::Database(Box::new(ConnectionLost(Box::new(PgError(e))))),
             _ => Error::Database(Box::new(PgError(e))),
         }
     }
 }
 
-/// The PostgreSQL driver's error behind one of ours, if any.
-#[cfg(feature = "postgres")]
-pub(crate) fn pg_error(e: &Error) -> Option<&postgres::Error> {
-    match e {
-        Error::Database(b) => b.downcast_ref::<PgError>().map(|p| &p.0),
-        _ => None,
-    }
-}
-
 /// The connection to the server is gone (a restart, a failover, `pg_terminate_backend`, the
 /// network): the next call connects again, so asking again later may succeed.
-pub(crate) fn is_connection_lost(e: &Error) -> bool {
-    #[cfg(feature = "postgres")]
-    if let Some(e) = pg_error(e) {
-        return e.is_closed()
-            || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"))
-            // An I/O error on the socket (reset by the server going away).
-            || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+fn is_connection_lost(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"))
+        // An I/O error on the socket (reset by the server going away).
+        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
+/// The PostgreSQL driver's error behind one of ours, if any.
+pub(crate) fn pg_error(e: &Error) -> Option<&postgres::Error> {
+    match e {
+        Error::Database(b) => {
+            let driver: &(dyn std::error::Error + 'static) = match b.downcast_ref::<ConnectionLost>() {
+                Some(lost) => &*lost.0,
+                None => &**b,
+            };
+            driver.downcast_ref::<PgError>().map(|p| &p.0)
+        }
+        _ => None,
     }
-    let _ = e;
-    false
 }

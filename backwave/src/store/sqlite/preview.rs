@@ -8,12 +8,12 @@
 
 use rusqlite::OptionalExtension;
 
-pub(crate) use super::ops::preview::requeue_scope;
-use super::ops::preview::{check_one, undecodable_in_scope};
-use super::query::JobFilter;
-use super::{RequeueCheck, RequeuePlan, SqliteStore};
+use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{JobId, JobState, QuarantineReason};
+use crate::store::ops::preview::{check_one, requeue_scope, undecodable_in_scope};
+use crate::store::JobFilter;
+use crate::store::{unique, RequeueCheck, RequeuePlan};
 
 impl SqliteStore {
     pub fn plan_requeue(&self, filter: &JobFilter) -> Result<RequeuePlan> {
@@ -34,7 +34,7 @@ impl SqliteStore {
                 let (clause, args) = scope.where_clause();
                 plan.would_conflict = self
                     .conn
-                    .prepare_cached(&super::unique::conflicts_sql(&clause))?
+                    .prepare_cached(&unique::conflicts_sql(&clause))?
                     .query_row(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(0))?
                     as u64;
             }
@@ -54,7 +54,7 @@ impl SqliteStore {
 
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>> {
         let handlers = self.live_handlers()?;
-        let holder_sql = super::unique::holder_of_sql("?1");
+        let holder_sql = unique::holder_of_sql("?1");
         self.read(|c| {
             ids.iter()
                 .map(|id| {

@@ -1,17 +1,18 @@
-//! Who may do what, and what is not a job: grants, settings, the audit trail, the live worker
-//! registry, and revealing failure detail (which needs a permission and is always audited).
+//! Who may do what, and what is not a job, on SQLite: grants, settings, the audit trail, and
+//! revealing failure detail (which needs a permission and is always audited); the checks and
+//! audit rows every write transaction ([`SqliteOps`]) makes under the shared policy.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::operator::SqliteOps;
-use super::ops::access::{self, allowed, parse_details, permissions_from, AdminTx};
-pub(crate) use super::ops::settings::check_new_payloads;
-use super::ops::settings::{self, parse_retention, SettingRead};
-use super::ops::AuditAction;
 use super::row::parse_id;
-use super::{AuditEntry, SettingKey, SqliteStore};
+use super::{SqliteOps, SqliteStore};
 use crate::error::{Error, Result};
-use crate::model::{FailureDetail, JobId, Millis, Permission, WorkerInfo};
+use crate::model::{FailureDetail, JobId, Millis, Permission};
+use crate::store::ops::access::{self, allowed, parse_details, permissions_from, AdminTx};
+pub(crate) use crate::store::ops::settings::check_new_payloads;
+use crate::store::ops::settings::{self, parse_retention, SettingRead};
+use crate::store::ops::{AuditAction, StoreTx};
+use crate::store::{AuditEntry, SettingKey};
 
 /// The store's payload limit, read inside the caller's transaction.
 pub(crate) fn payload_limit(conn: &Connection) -> Result<u64> {
@@ -123,65 +124,6 @@ impl SqliteStore {
         rows.reverse();
         Ok(rows)
     }
-
-    pub fn register_worker(&self, w: &WorkerInfo) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                "INSERT OR REPLACE INTO workers (id, worker_group, host, pid, wire_names, queues, started_at,
-                                                 last_heartbeat_at, stale_after_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    w.id,
-                    w.group,
-                    w.host,
-                    w.pid,
-                    serde_json::to_string(&w.wire_names).map_err(Error::Encode)?,
-                    serde_json::to_string(&w.queues).map_err(Error::Encode)?,
-                    w.started_at,
-                    w.last_heartbeat_at,
-                    w.stale_after_ms
-                ],
-            )?;
-            Ok(())
-        })
-    }
-
-    pub fn worker_heartbeat(&self, id: &str) -> Result<bool> {
-        let now = self.now();
-        self.write(
-            |tx| Ok(tx.execute("UPDATE workers SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now])? > 0),
-        )
-    }
-
-    pub fn unregister_worker(&self, id: &str) -> Result<()> {
-        self.write(|tx| {
-            tx.execute("DELETE FROM workers WHERE id = ?1", [id])?;
-            Ok(())
-        })
-    }
-
-    pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT id, worker_group, host, pid, wire_names, queues, started_at, last_heartbeat_at, stale_after_ms
-                 FROM workers ORDER BY last_heartbeat_at DESC, id",
-            )?
-            .query_map([], |r| {
-                Ok(WorkerInfo {
-                    id: r.get(0)?,
-                    group: r.get(1)?,
-                    host: r.get(2)?,
-                    pid: r.get(3)?,
-                    wire_names: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
-                    queues: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
-                    started_at: r.get(6)?,
-                    last_heartbeat_at: r.get(7)?,
-                    stale_after_ms: r.get(8)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?)
-    }
 }
 
 pub(crate) fn permissions_of(conn: &Connection, actor: &str) -> Result<Vec<Permission>> {
@@ -221,6 +163,24 @@ fn has_admin(c: &Connection) -> Result<bool> {
 }
 
 /// SQLite's statements for grants and settings (one writer: the bootstrap needs no lock).
+impl StoreTx for SqliteOps<'_> {
+    fn now(&mut self) -> Result<Millis> {
+        Ok(self.now)
+    }
+
+    fn require(&mut self, actor: &str, permission: Permission) -> Result<()> {
+        require(self.c, actor, permission)
+    }
+
+    fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, job: Option<JobId>, detail: &str) -> Result<()> {
+        audit(self.c, now, actor, action, job, detail)
+    }
+
+    fn payload_limit(&mut self) -> Result<u64> {
+        payload_limit(self.c)
+    }
+}
+
 impl AdminTx for SqliteOps<'_> {
     fn insert_grant(&mut self, who: &str, permission: Permission, by: &str, now: Millis) -> Result<()> {
         self.c
@@ -264,15 +224,5 @@ impl SettingRead for &Connection {
             .prepare_cached("SELECT value FROM settings WHERE key = ?1")?
             .query_row([key.as_str()], |r| r.get(0))
             .optional()?)
-    }
-}
-
-/// The operating-system user running this process, from its real uid (not from an
-/// environment variable anyone can set). Falls back to `uid:N` when the user has no name.
-pub fn current_actor() -> String {
-    let uid = nix::unistd::getuid();
-    match nix::unistd::User::from_uid(uid) {
-        Ok(Some(user)) => user.name,
-        _ => format!("uid:{uid}"),
     }
 }
