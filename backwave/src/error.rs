@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::model::{JobState, Permission};
+use crate::states::{JobState, Permission};
 
 /// The library's result type: `Ok(T)` or one [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

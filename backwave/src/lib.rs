@@ -94,6 +94,7 @@ pub mod model;
 mod otel;
 pub mod retry;
 pub mod schedule;
+mod states;
 pub mod store;
 pub mod telemetry;
 pub mod workflow;

@@ -896,7 +896,7 @@ impl AttemptTx for Tx<'_> {
     }
 
     fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
-        super::workflow::cancel_dependents(self, now, parents)
+        cancel_dependents(self, now, parents)
     }
 }
 
@@ -951,4 +951,16 @@ pub(in crate::store::postgres) fn workers(tx: &mut Tx<'_>) -> Result<Vec<WorkerI
             })
         })
         .collect()
+}
+
+/// Cancel, at `now`, what depends on the jobs `parents` that just ended Dead-Lettered,
+/// Quarantined or Cancelled, where their workflow says so: the schema's `bw_cancel_dependents`
+/// (SECURITY DEFINER, so that a worker role's dead-letter can do it). Returns how many.
+pub(crate) fn cancel_dependents(tx: &mut Tx<'_>, now: Millis, parents: &[JobId]) -> Result<u64> {
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<uuid::Uuid> = parents.iter().map(|p| p.0).collect();
+    let n: i64 = tx.query_one("SELECT bw_cancel_dependents($1::uuid[], $2)", &[&ids, &now])?.try_get(0)?;
+    Ok(n as u64)
 }

@@ -315,7 +315,7 @@ impl OperatorTx for Tx<'_> {
     }
 
     fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
-        super::workflow::cancel_dependents(self, now, parents)
+        super::jobs::cancel_dependents(self, now, parents)
     }
 }
 

@@ -637,7 +637,7 @@ impl AttemptTx for &Connection {
     }
 
     fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
-        super::workflow::cancel_dependents(self, now, parents)
+        cancel_dependents(self, now, parents)
     }
 }
 
@@ -813,4 +813,57 @@ impl IdText {
         // encode_lower writes ASCII only.
         std::str::from_utf8(&self.0).expect("a hyphenated uuid is ASCII")
     }
+}
+
+/// The waiting jobs that need one of `parents` to succeed, in workflows whose `on_failure` is
+/// `cancel`, and the waiting jobs that need those, and so on down the graph, each with the
+/// parent it descends from (the smallest id when several) and that parent's state.
+const DEPENDENTS_SQL: &str = "WITH RECURSIVE doomed(id, root) AS (
+         SELECT e.child, e.parent FROM job_edges e
+             JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
+             JOIN jobs c ON c.id = e.child AND c.state = 'waiting'
+             JOIN workflows w ON w.id = c.workflow_id AND w.on_failure = 'cancel'
+         WHERE e.parent IN (SELECT value FROM json_each(?1)) AND e.needs = 'succeeded' AND e.met = 0
+         UNION
+         SELECT e.child, d.root FROM doomed d
+             JOIN job_edges e ON e.parent = d.id AND e.needs = 'succeeded' AND e.met = 0
+             JOIN jobs c ON c.id = e.child AND c.state = 'waiting'
+     )
+     SELECT o.id, j.attempt, o.root, p.state
+     FROM (SELECT id, min(root) AS root FROM doomed GROUP BY id) o
+         JOIN jobs j ON j.id = o.id JOIN jobs p ON p.id = o.root
+     ORDER BY o.id";
+
+/// Cancel, at `now`, what depends on the jobs `parents` that just ended Dead-Lettered,
+/// Quarantined or Cancelled, where their workflow says so ([`OnFailure::Cancel`]); each logged
+/// `waiting -> cancelled` with a cause naming the job that ended (PostgreSQL's
+/// `bw_cancel_dependents` words it the same). Returns how many.
+pub(crate) fn cancel_dependents(tx: &Connection, now: Millis, parents: &[JobId]) -> Result<u64> {
+    if parents.is_empty() {
+        return Ok(0);
+    }
+    let list =
+        serde_json::to_string(&parents.iter().map(|id| id.to_string()).collect::<Vec<_>>()).map_err(Error::Encode)?;
+    let doomed: Vec<(JobId, u32, String, String)> = tx
+        .prepare_cached(DEPENDENTS_SQL)?
+        .query_map([&list], |r| Ok((parse_id(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut cancelled = 0;
+    for (id, attempt, root, root_state) in doomed {
+        let cause =
+            format!("a job it needs, {root}, ended {root_state}; its workflow cancels what depends on a failed job");
+        let n = tx
+            .prepare_cached(
+                "UPDATE jobs SET state = 'cancelled', terminal_cause = ?2, finished_at = ?3, updated_at = ?3
+                 WHERE id = ?1 AND state = 'waiting'",
+            )?
+            .execute(params![id.to_string(), cause, now])?;
+        if n == 1 {
+            let mut e = Entry::new(id, now, Some(JobState::Waiting), JobState::Cancelled, attempt);
+            e.reason = Some(&cause);
+            log(tx, &e)?;
+            cancelled += 1;
+        }
+    }
+    Ok(cancelled)
 }

@@ -303,7 +303,7 @@ impl OperatorTx for SqliteOps<'_> {
     }
 
     fn cancel_dependents(&mut self, now: Millis, parents: &[JobId]) -> Result<u64> {
-        super::workflow::cancel_dependents(self.c, now, parents)
+        super::jobs::cancel_dependents(self.c, now, parents)
     }
 }
 
