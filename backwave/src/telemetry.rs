@@ -61,6 +61,7 @@ pub(crate) fn enqueue_span(jobs: &[NewJob]) -> Span {
         messaging.batch.message_count = Empty,
         backwave.wire_name = Empty,
         backwave.duplicate = Empty,
+        backwave.schedule = Empty,
         otel.status_code = Empty,
         error.type = Empty,
     );

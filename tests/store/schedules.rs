@@ -418,3 +418,50 @@ both_backends! {
         assert_eq!(labels, [("n", "5"), ("team", "ops")]);
     }
 }
+
+/// The SDK's exporter interface, keeping each span it is handed.
+#[derive(Debug, Clone, Default)]
+struct Kept(std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
+
+impl opentelemetry_sdk::trace::SpanExporter for Kept {
+    async fn export(&self, batch: Vec<opentelemetry_sdk::trace::SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.lock().unwrap().extend(batch);
+        Ok(())
+    }
+}
+
+both_backends! {
+    /// A tick's job carries the trace of the code that fired it, through a producer span naming
+    /// the schedule, so that its attempt continues that trace; with no OpenTelemetry layer the
+    /// job carries none and nothing is spent on it.
+    fn a_tick_s_job_carries_the_trace_of_its_enqueue_span_which_names_the_schedule() {
+        use opentelemetry::trace::TracerProvider as _;
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let f = Fixture::new();
+        f.store.declare_schedules("app", &[every_second()]).unwrap();
+        f.clock.advance(Duration::from_millis(1_500));
+        let kept = Kept::default();
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().with_simple_exporter(kept.clone()).build();
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("ticks")));
+        let (fired, _) = tracing::subscriber::with_default(subscriber, || {
+            let _ticker = tracing::info_span!("ticker").entered();
+            f.store.fire_due_schedules(&["heartbeat".to_string()]).unwrap()
+        });
+        let job = f.store.job(fired[0].fired[0].1).unwrap().unwrap();
+        let tp = job.traceparent.expect("the tick's job carries a trace");
+        let spans = kept.0.lock().unwrap().clone();
+        let enqueue = spans.iter().find(|s| s.name == "backwave.enqueue").expect("an enqueue span was exported");
+        let attr = |k: &str| enqueue.attributes.iter().find(|kv| kv.key.as_str() == k).map(|kv| kv.value.to_string());
+        assert_eq!(attr("backwave.schedule").as_deref(), Some("heartbeat"));
+        assert_eq!(attr("messaging.destination.name").as_deref(), Some("ticks"));
+        assert_eq!(&tp[3..35], enqueue.span_context.trace_id().to_string(), "{tp}");
+        let ticker = spans.iter().find(|s| s.name == "ticker").expect("the firing code's span");
+        assert_eq!(ticker.span_context.trace_id(), enqueue.span_context.trace_id(), "one trace");
+
+        f.clock.advance(Duration::from_millis(1_000));
+        let (fired, _) = f.store.fire_due_schedules(&["heartbeat".to_string()]).unwrap();
+        assert_eq!(f.store.job(fired[0].fired[0].1).unwrap().unwrap().traceparent, None);
+    }
+}

@@ -265,7 +265,17 @@ impl Store {
             let mut cursor = row.last_tick;
             if let Some(plan) = table.due(row.last_tick, now, row.schedule.missed, row.is_paused(now)) {
                 let jobs: Vec<NewJob> = plan.fire.iter().map(|&t| tick_job(&row.schedule, t)).collect();
-                if let Some(made) = self.claim_ticks(&row.schedule.name, row.last_tick, plan.through, &jobs)? {
+                // A tick's jobs are an enqueue like any other: a producer span (naming the
+                // schedule) in the firing code's current span, whose trace the jobs carry, so
+                // that their attempts continue the tick's trace.
+                let span = crate::telemetry::enqueue_span(&jobs);
+                span.record("backwave.schedule", row.schedule.name.as_str());
+                let jobs = crate::otel::stamp(&jobs, &span);
+                let claimed =
+                    span.in_scope(|| self.claim_ticks(&row.schedule.name, row.last_tick, plan.through, &jobs));
+                let answers = claimed.as_ref().map(|made| made.as_deref().unwrap_or_default());
+                crate::telemetry::enqueued(&span, answers);
+                if let Some(made) = claimed? {
                     let mut fire = TickFire {
                         name: row.schedule.name.clone(),
                         fired: Vec::new(),
