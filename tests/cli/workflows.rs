@@ -176,3 +176,35 @@ both_backends! {
         }
     }
 }
+
+both_backends! {
+    /// A workflow that cancels on failure: its failed parent's children are cancelled at once,
+    /// `bw workflow show` says so, the JSON carries `on_failure`, and the child's cause names
+    /// the parent.
+    fn a_workflow_that_cancels_on_failure_says_so_and_shows_its_cancelled_children() {
+        let f = Fixture::empty();
+        let store = Store::create(&f.db).unwrap().with_clock(Clock::manual(T_MS - 60_000));
+        store.bootstrap_admin(&current_actor()).unwrap();
+        let mut w = Workflow::new("export");
+        w.on_failure(backwave::workflow::OnFailure::Cancel);
+        let dump = w.add(NewJob::new("dump", "exports", "{}"));
+        let upload = w.add_after(NewJob::new("upload", "exports", "{}"), &[dump]).unwrap();
+        let e = store.enqueue_workflow(&w).unwrap();
+        let j = claim_all(&store, "exports", 1).pop().expect("the dump");
+        let failed = Outcome::Failed { message: "disk full".into(), detail: None, retry_in: None };
+        store.complete(&Completion { job_id: j.id, worker_id: "w-test".into(), attempt: j.attempt, outcome: failed }).unwrap();
+
+        let wf = e.id.to_string();
+        let shown = text(&f.bw().args(["workflow", "show", &wf]).assert().success().get_output().stdout);
+        assert!(shown.contains("Failure  a job that fails for good cancels what depends on it"), "{shown}");
+        assert!(shown.contains("done, 2 not succeeded"), "{shown}");
+        let v = json(&f.bw().args(["--format", "json", "workflows"]).assert().success().get_output().stdout);
+        assert_eq!(v["workflows"][0]["on_failure"], "cancel");
+        assert_eq!(v["workflows"][0]["counts"]["cancelled"], 1);
+        let child = e.job(upload).to_string();
+        let v = json(&f.bw().args(["--format", "json", "jobs", "show", &child]).assert().success().get_output().stdout);
+        assert_eq!(v["job"]["state"], "cancelled");
+        let cause = v["job"]["terminal_cause"].as_str().unwrap_or_default().to_string();
+        assert!(cause.contains(&e.job(dump).to_string()) && cause.contains("dead-lettered"), "{v}");
+    }
+}
