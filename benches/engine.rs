@@ -27,6 +27,7 @@
 //! `BW_BENCH_ONLY=postgres`: the PostgreSQL ceilings and drains alone.
 //! `BW_BENCH_ONLY=idle`: an idle worker process's CPU, transactions and writes per second,
 //! poll-only against listening, on both backends (`engine/idle.rs`).
+//! `BW_BENCH_ONLY=retry`: how late a retry due in 300 ms starts after its due time, both backends.
 //! `BW_BENCH_ONLY=workflow`: a fan-out/fan-in workflow 1 -> N -> 1 against N + 2 plain jobs,
 //! enqueued and drained through the store on both backends, and the release cost per child.
 //! `BW_BENCH_ONLY=enqueue-schema`: SQLite enqueue on schema 11 against schema 10's insert path
@@ -362,6 +363,8 @@ mod enqueue_schema;
 mod idle;
 #[path = "engine/pg.rs"]
 mod pg;
+#[path = "engine/retry_start.rs"]
+mod retry_start;
 #[path = "engine/workflow.rs"]
 mod workflow;
 
@@ -484,6 +487,11 @@ fn main() {
     // `BW_BENCH_ONLY=idle`: what an idle worker process costs (`engine/idle.rs`).
     if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "idle") {
         idle::rows(dir.path(), backend::server_url());
+        return;
+    }
+    // `BW_BENCH_ONLY=retry`: how late a retry due in 300 ms starts (`engine/retry_start.rs`).
+    if std::env::var("BW_BENCH_ONLY").is_ok_and(|v| v == "retry") {
+        retry_start::rows(dir.path(), backend::server_url());
         return;
     }
     // `BW_BENCH_ONLY=workflow`: a 1 -> N -> 1 workflow against N + 2 plain jobs (`engine/workflow.rs`).
