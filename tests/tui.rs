@@ -1383,3 +1383,28 @@ both_backends! {
         assert!(e.contains("'nope'"), "{e}");
     }
 }
+
+both_backends! {
+    fn the_workflows_view_reads_the_page_on_screen_and_the_next_one_not_every_workflow() {
+        let f = Fixture::empty();
+        for i in 0..70 {
+            let mut wf = backwave::Workflow::new(format!("nightly-{i:02}"));
+            wf.add(backwave::NewJob::new("report", "media", "{}"));
+            f.store.enqueue_workflow(&wf).unwrap();
+        }
+        let mut app = f.app(120, 32);
+        f.refresh(&mut app);
+        keys(&mut app, &f, "9");
+        f.refresh(&mut app);
+        let first = app.list_len();
+        assert!(first < 70 && first >= 2 * app.page_rows() as u64, "read {first} for a page of {}", app.page_rows());
+        // Going down reads further, until every workflow is listed.
+        for _ in 0..4 {
+            keys(&mut app, &f, "G");
+            f.refresh(&mut app);
+        }
+        assert_eq!(app.list_len(), 70);
+        let s = app.snapshot.as_ref().unwrap();
+        assert_eq!(s.workflows.last().map(|w| w.name.as_str()), Some("nightly-00"), "newest first");
+    }
+}

@@ -16,8 +16,15 @@ use backwave::{JobState, Store, WorkflowSummary};
 
 pub(super) const VIEW: Info = Info::of("Workflows", "Flows", &Workflows);
 
-/// How many workflows the view reads, newest first.
+/// How many workflows the view reads at most, newest first.
 const SHOWN: usize = 500;
+
+/// How many to read for a page at `offset` of `rows` rows: up to the page after it, so that the
+/// selection can move on while the next refresh reads further. Each workflow's counts are read
+/// as it is listed (`Store::workflows`), so the view never reads hundreds it does not show.
+fn wanted(offset: u64, rows: usize) -> usize {
+    (offset as usize).saturating_add(rows.max(1).saturating_mul(2)).min(SHOWN)
+}
 
 pub(crate) struct Workflows;
 
@@ -35,8 +42,8 @@ fn list_for(w: &WorkflowSummary) -> Option<View> {
 }
 
 impl Screen for Workflows {
-    fn read(&self, store: &Store, _q: &Query, s: &mut Snapshot) -> backwave::Result<()> {
-        s.workflows = store.workflows(SHOWN)?;
+    fn read(&self, store: &Store, q: &Query, s: &mut Snapshot) -> backwave::Result<()> {
+        s.workflows = store.workflows(wanted(q.offset, q.limit))?;
         Ok(())
     }
 
