@@ -115,7 +115,9 @@ pub use store::AsyncStore;
 #[cfg(feature = "postgres")]
 pub use store::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use store::{enqueue_in_sqlite, Clock, Store, StoreTarget};
-pub use workflow::{EnqueuedWorkflow, Needs, Parent, Step, Workflow, WorkflowGraph, WorkflowId, WorkflowSummary};
+pub use workflow::{
+    EnqueuedWorkflow, Needs, OnFailure, Parent, Step, Workflow, WorkflowGraph, WorkflowId, WorkflowSummary,
+};
 
 // The drivers an application's own transaction comes from, at the versions this build links:
 // `backwave::rusqlite::Transaction` is the type `enqueue_in_sqlite` takes.
