@@ -428,6 +428,50 @@ pub struct WorkflowSummary {
     pub on_failure: OnFailure,
 }
 
+/// A `workflows` row as a store reads it, before its jobs are counted.
+pub(crate) struct Head {
+    pub id: WorkflowId,
+    pub name: String,
+    pub created_at: Millis,
+    pub jobs: i64,
+    pub on_failure: OnFailure,
+}
+
+/// One workflow's jobs in one state, as read for a set of workflows at once: (workflow, state,
+/// how many, the earliest `updated_at` among them).
+pub(crate) type StateCount = (WorkflowId, JobState, u64, Option<Millis>);
+
+/// The summaries of `heads`, in their order, from their jobs counted by state and their stuck
+/// jobs counted, each read once for the whole set (two statements however many workflows a
+/// page lists, not two per workflow).
+pub(crate) fn summaries(
+    heads: Vec<Head>,
+    counts: Vec<StateCount>,
+    stuck: Vec<(WorkflowId, u64)>,
+) -> Vec<WorkflowSummary> {
+    let mut by_workflow: std::collections::HashMap<WorkflowId, Vec<StateCount>> = std::collections::HashMap::new();
+    for c in counts {
+        by_workflow.entry(c.0).or_default().push(c);
+    }
+    let stuck: std::collections::HashMap<WorkflowId, u64> = stuck.into_iter().collect();
+    heads
+        .into_iter()
+        .map(|h| {
+            let mine = by_workflow.remove(&h.id).unwrap_or_default();
+            WorkflowSummary {
+                counts: mine.iter().map(|c| (c.1, c.2)).collect(),
+                oldest_waiting_since: mine.iter().find(|c| c.1 == JobState::Waiting).and_then(|c| c.3),
+                stuck: stuck.get(&h.id).copied().unwrap_or(0),
+                id: h.id,
+                name: h.name,
+                created_at: h.created_at,
+                jobs: h.jobs as u64,
+                on_failure: h.on_failure,
+            }
+        })
+        .collect()
+}
+
 impl WorkflowSummary {
     /// Whether every job still in the store is terminal.
     pub fn is_done(&self) -> bool {

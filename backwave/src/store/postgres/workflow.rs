@@ -2,11 +2,9 @@
 //! child is the schema's `jobs_release` trigger (`bw_release_children`), in the transaction
 //! that completes its last parent.
 
-use std::collections::BTreeMap;
-
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
-use crate::model::{JobId, JobState, Millis, NewJob};
+use crate::model::{JobId, JobState, NewJob};
 use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
 use crate::store::ops::settings::check_new_payloads;
 use crate::workflow::{
@@ -90,7 +88,7 @@ impl PgStore {
                 "SELECT id, name, created_at, jobs, on_failure FROM workflows ORDER BY created_at DESC, id DESC LIMIT $1",
                 &[&limit],
             )?;
-            rows.iter().map(|r| summary(tx, r)).collect()
+            summaries(tx, &rows)
         })
     }
 
@@ -116,7 +114,7 @@ impl PgStore {
                 }
             };
             let id: uuid::Uuid = row.try_get(0)?;
-            let summary = summary(tx, row)?;
+            let summary = summaries(tx, std::slice::from_ref(row))?.pop().expect("one summary a row");
             let mut graph = Vec::new();
             for r in tx.query(
                 "SELECT id, wire_name, queue, state, attempt FROM jobs WHERE workflow_id = $1 ORDER BY created_at, id",
@@ -214,39 +212,42 @@ fn children(tx: &mut Tx<'_>, job: JobId) -> Result<Vec<Edge>> {
         .collect()
 }
 
-/// A workflow's summary from its `workflows` row (id, name, created_at, jobs, on_failure).
-fn summary(tx: &mut Tx<'_>, row: &postgres::Row) -> Result<WorkflowSummary> {
-    let id: uuid::Uuid = row.try_get(0)?;
-    let (name, created_at, jobs): (String, Millis, i64) = (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?);
-    let on_failure = OnFailure::parse(row.try_get(4)?);
-    let mut counts = BTreeMap::new();
-    let mut oldest_waiting_since = None;
-    for r in
-        tx.query("SELECT state, count(*), min(updated_at) FROM jobs WHERE workflow_id = $1 GROUP BY state", &[&id])?
-    {
-        let state: JobState = r.try_get::<_, String>(0)?.parse()?;
-        counts.insert(state, r.try_get::<_, i64>(1)? as u64);
-        if state == JobState::Waiting {
-            oldest_waiting_since = r.try_get(2)?;
-        }
+/// The summaries of `workflows` rows (id, name, created_at, jobs, on_failure): their jobs
+/// counted by state, and their stuck jobs, in one statement each for the whole set (a round trip
+/// per workflow was two for each row of a page).
+fn summaries(tx: &mut Tx<'_>, rows: &[postgres::Row]) -> Result<Vec<WorkflowSummary>> {
+    let heads = rows
+        .iter()
+        .map(|r| {
+            Ok(workflow::Head {
+                id: WorkflowId(r.try_get(0)?),
+                name: r.try_get(1)?,
+                created_at: r.try_get(2)?,
+                jobs: r.try_get(3)?,
+                on_failure: OnFailure::parse(r.try_get(4)?),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<uuid::Uuid> = heads.iter().map(|h| h.id.0).collect();
+    let mut counts = Vec::new();
+    for r in tx.query(
+        "SELECT workflow_id, state, count(*), min(updated_at) FROM jobs WHERE workflow_id = ANY ($1)
+         GROUP BY workflow_id, state",
+        &[&ids],
+    )? {
+        let state: JobState = r.try_get::<_, String>(1)?.parse()?;
+        counts.push((WorkflowId(r.try_get(0)?), state, r.try_get::<_, i64>(2)? as u64, r.try_get(3)?));
     }
-    let stuck: i64 = tx
-        .query_one(
-            "SELECT count(DISTINCT c.id) FROM jobs c
-             JOIN job_edges e ON e.child = c.id AND NOT e.met
-             JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
-             WHERE c.workflow_id = $1 AND c.state = 'waiting'",
-            &[&id],
-        )?
-        .try_get(0)?;
-    Ok(WorkflowSummary {
-        id: WorkflowId(id),
-        name,
-        created_at,
-        jobs: jobs as u64,
-        counts,
-        oldest_waiting_since,
-        stuck: stuck as u64,
-        on_failure,
-    })
+    let mut stuck = Vec::new();
+    for r in tx.query(
+        "SELECT c.workflow_id, count(DISTINCT c.id) FROM jobs c
+         JOIN job_edges e ON e.child = c.id AND NOT e.met
+         JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
+         WHERE c.workflow_id = ANY ($1) AND c.state = 'waiting'
+         GROUP BY c.workflow_id",
+        &[&ids],
+    )? {
+        stuck.push((WorkflowId(r.try_get(0)?), r.try_get::<_, i64>(1)? as u64));
+    }
+    Ok(workflow::summaries(heads, counts, stuck))
 }

@@ -2,8 +2,6 @@
 //! workflow's graph and a job's parents and children. Releasing a child is not here: the
 //! schema's `jobs_release` trigger does it in the transaction that completes its last parent.
 
-use std::collections::BTreeMap;
-
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::row::parse_id;
@@ -75,13 +73,13 @@ impl SqliteStore {
 
     pub fn workflows(&self, limit: usize) -> Result<Vec<WorkflowSummary>> {
         self.read(|tx| {
-            let rows: Vec<Head> = tx
+            let heads: Vec<Head> = tx
                 .prepare_cached(
                     "SELECT id, name, created_at, jobs, on_failure FROM workflows ORDER BY created_at DESC, id DESC LIMIT ?1",
                 )?
                 .query_map([limit.min(i64::MAX as usize) as i64], head)?
                 .collect::<rusqlite::Result<_>>()?;
-            rows.into_iter().map(|h| summary(tx, h)).collect()
+            summaries(tx, heads)
         })
     }
 
@@ -98,7 +96,7 @@ impl SqliteStore {
                 )?
                 .query_map([&prefix], head)?
                 .collect::<rusqlite::Result<_>>()?;
-            let found_head = match found.len() {
+            let head = match found.len() {
                 0 => return Ok(None),
                 1 => found.into_iter().next().expect("one row"),
                 _ => {
@@ -108,8 +106,8 @@ impl SqliteStore {
                     )))
                 }
             };
-            let id = found_head.0.clone();
-            let summary = summary(tx, found_head)?;
+            let id = head.0.clone();
+            let summary = summaries(tx, vec![head])?.pop().expect("one summary a head");
             let mut graph: Vec<WorkflowJob> = tx
                 .prepare_cached(
                     "SELECT id, wire_name, queue, state, attempt FROM jobs WHERE workflow_id = ?1 ORDER BY created_at, id",
@@ -215,37 +213,39 @@ fn head(r: &rusqlite::Row<'_>) -> rusqlite::Result<Head> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
 }
 
-fn summary(tx: &Connection, (id, name, created_at, jobs, on_failure): Head) -> Result<WorkflowSummary> {
-    let id = id.as_str();
-    let mut counts = BTreeMap::new();
-    let mut oldest_waiting_since = None;
+/// The summaries of `heads`: their jobs counted by state, and their stuck jobs, in one
+/// statement each for the whole set.
+fn summaries(tx: &Connection, heads: Vec<Head>) -> Result<Vec<WorkflowSummary>> {
+    let ids = serde_json::to_string(&heads.iter().map(|h| h.0.as_str()).collect::<Vec<_>>()).map_err(Error::Encode)?;
+    let mut counts = Vec::new();
     let mut by_state = tx.prepare_cached(
-        "SELECT state, count(*), min(updated_at) FROM jobs INDEXED BY jobs_workflow WHERE workflow_id = ?1 GROUP BY state",
+        "SELECT workflow_id, state, count(*), min(updated_at) FROM jobs INDEXED BY jobs_workflow
+         WHERE workflow_id IN (SELECT value FROM json_each(?1)) GROUP BY workflow_id, state",
     )?;
-    let mut rows = by_state.query([id])?;
+    let mut rows = by_state.query([&ids])?;
     while let Some(r) = rows.next()? {
-        let state: JobState = r.get::<_, String>(0)?.parse()?;
-        counts.insert(state, r.get::<_, i64>(1)? as u64);
-        if state == JobState::Waiting {
-            oldest_waiting_since = Some(r.get(2)?);
-        }
+        let state: JobState = r.get::<_, String>(1)?.parse()?;
+        counts.push((r.get::<_, String>(0)?.parse()?, state, r.get::<_, i64>(2)? as u64, r.get(3)?));
     }
-    let stuck: i64 = tx.prepare_cached(STUCK_SQL)?.query_row([id], |r| r.get(0))?;
-    Ok(WorkflowSummary {
-        id: id.parse()?,
-        name,
-        created_at,
-        jobs: jobs as u64,
-        counts,
-        oldest_waiting_since,
-        stuck: stuck as u64,
-        on_failure: OnFailure::parse(&on_failure),
-    })
+    let mut stuck = Vec::new();
+    let mut stuck_rows = tx.prepare_cached(STUCK_SQL)?;
+    let mut rows = stuck_rows.query([&ids])?;
+    while let Some(r) = rows.next()? {
+        stuck.push((r.get::<_, String>(0)?.parse()?, r.get::<_, i64>(1)? as u64));
+    }
+    let heads = heads
+        .into_iter()
+        .map(|(id, name, created_at, jobs, on_failure)| {
+            Ok(workflow::Head { id: id.parse()?, name, created_at, jobs, on_failure: OnFailure::parse(&on_failure) })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(workflow::summaries(heads, counts, stuck))
 }
 
-/// Waiting jobs of workflow `?1` with an unmet edge to a parent that ended without succeeding:
-/// they wait for an operator.
-const STUCK_SQL: &str = "SELECT count(DISTINCT c.id) FROM jobs c INDEXED BY jobs_workflow
+/// Per workflow of the JSON array `?1`, its Waiting jobs with an unmet edge to a parent that
+/// ended without succeeding: they wait for an operator.
+const STUCK_SQL: &str = "SELECT c.workflow_id, count(DISTINCT c.id) FROM jobs c INDEXED BY jobs_workflow
      JOIN job_edges e ON e.child = c.id AND e.met = 0
      JOIN jobs p ON p.id = e.parent AND p.state IN ('dead-lettered', 'quarantined', 'cancelled')
-     WHERE c.workflow_id = ?1 AND c.state = 'waiting'";
+     WHERE c.workflow_id IN (SELECT value FROM json_each(?1)) AND c.state = 'waiting'
+     GROUP BY c.workflow_id";
