@@ -419,7 +419,8 @@ impl NewJob {
 
     /// Its priority within its queue, [`PRIORITY_FIRST`] (0, the default) to [`PRIORITY_LAST`]
     /// (9): a claim takes a queue's due jobs of priority 0 first, then 1, and so on, each by
-    /// due time, then id. Across queues it changes nothing: the worker group's dispatch policy
+    /// due time (jobs due at the same instant in the order they were stored). Across queues it
+    /// changes nothing: the worker group's dispatch policy
     /// picks the queue first. A steady stream of due jobs of a lower number starves the higher
     /// numbers of the same queue for as long as it lasts; give those a queue of their own when
     /// that must not happen. A value above 9 is refused at enqueue

@@ -33,6 +33,22 @@ use crate::store::ops::settings::check_new_payloads;
 use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus};
 
+/// The fence and the log of [`AttemptTx::succeed_all`]'s statement, after its `UPDATE … FROM`
+/// (`c` the batch: `cid`, `cworker`, `cattempt`; `$4` now).
+macro_rules! succeed_tail {
+    () => {
+        "
+                 WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
+                       AND jobs.attempt = c.cattempt
+                 RETURNING jobs.id, c.cworker, c.cattempt
+             ), logged AS (
+                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+                 SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
+             )
+             SELECT id FROM done"
+    };
+}
+
 /// The part of a claim after `picked`: move the picked rows to running under the lease, log
 /// each, and return them oldest due first. The rows are named as `ctid = ANY(ARRAY(…))`, not
 /// joined (`UPDATE … FROM picked`): the planner priced that join as a hash over a scan of every
@@ -45,7 +61,9 @@ use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus};
 /// never claimed twice, never lost, and `claimed` (not `picked`) is what is logged and returned.
 /// The delay table comes back NULL: the claim wrote it (`$9`, or each job's own right after) and
 /// so knows it; returned, it cost the server a jsonb-to-text conversion and the worker a JSON
-/// parse per job (engine bench: drains +6 % with 1 and 4 worker processes).
+/// parse per job (engine bench: drains +6 % with 1 and 4 worker processes). The claimed rows are
+/// returned and logged by priority and due time, two integer keys: with the uuid as a third the
+/// two sorts took 1.6 ms of a 1,000-job claim's 22 ms against 0.6 ms with `due_at` alone.
 macro_rules! claim_tail {
     () => {
         concat!(
@@ -59,9 +77,9 @@ macro_rules! claim_tail {
             ", jitter_seed
              ), logged AS (
                  INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-                 SELECT id, $2, 'scheduled', 'running', attempt, $5 FROM claimed ORDER BY priority, due_at, id
+                 SELECT id, $2, 'scheduled', 'running', attempt, $5 FROM claimed ORDER BY priority, due_at
              )
-             SELECT * FROM claimed ORDER BY priority, due_at, id"
+             SELECT * FROM claimed ORDER BY priority, due_at"
         )
     };
 }
@@ -70,8 +88,8 @@ macro_rules! claim_tail {
 /// names, `$5` worker, `$6` group, `$7` lease end, `$8` max attempts, `$9` the shared delay
 /// table (NULL when each job draws its own: the caller writes those next). One round trip: the
 /// due rows no other claim holds are locked (`SKIP LOCKED`), moved to running, and logged.
-/// Priority 0 first, then by due time, then id: for each priority in turn (a nested loop over
-/// `generate_series(0, 9)`), one range of `jobs_claim_priority (queue, priority, due_at, id)`
+/// Priority 0 first, then by due time: for each priority in turn (a nested loop over
+/// `generate_series(0, 9)`), one range of `jobs_claim_priority (queue, priority, due_at)`
 /// from the priority's earliest due job to its first one due in the future, locked as read; the
 /// loop stops as soon as `$3` rows are picked, so a claim of a queue whose jobs are all at the
 /// default priority reads the one range, and nothing sorts. One range over every priority
@@ -79,11 +97,8 @@ macro_rules! claim_tail {
 /// priority's future retries; `priority = ANY(…)` yields no order on PostgreSQL before 17; ten
 /// branches of a `UNION ALL` (one subquery each: PostgreSQL takes no `FOR UPDATE` in an arm of
 /// a `UNION`) read the same ranges but cost 1.8 ms of planning a claim against 0.2 ms (the
-/// PostgreSQL drain fell from 30,100 to 21,600 jobs/s with them). Each range orders by `due_at`
-/// alone: the index's order puts equal due times in id order (first in, first out), and spelled
-/// `ORDER BY due_at, id` the same range cost the drain 0.72x of before (28,600-29,100 jobs/s
-/// with `due_at` alone against 20,200-21,600, alternating runs of `run.sh pg-bw`; why is not
-/// found: the plan test below shows the same index range either way).
+/// PostgreSQL drain fell from 30,100 to 21,600 jobs/s with them). Equal due times are taken in
+/// the index's order, that of their rows (in practice the order they were inserted).
 /// Public (as `POSTGRES_CLAIM_SQL`) so that tests and tools can EXPLAIN it.
 pub const CLAIM_SQL: &str = concat!(
     "WITH picked AS (
@@ -99,12 +114,12 @@ pub const CLAIM_SQL: &str = concat!(
 );
 
 /// [`CLAIM_SQL`] for a queue whose head holds due jobs of a paused wire name (same parameters).
-/// Walking `jobs_claim` would step over every paused job on every claim; instead a recursive
+/// Walking the claim index would step over every paused job on every claim; instead a recursive
 /// "loose index scan" on `jobs_claim_wire` visits each wire name waiting in the queue once, takes
 /// up to `$3` due jobs of each unpaused one, and keeps the `$3` due first (as SQLite's
 /// `claim_around_paused`). The rows taken from a wire name beyond the `$3` kept stay locked only
 /// until this transaction ends. The wire name is matched as a range and ordered on, not as `=`:
-/// with `=` the planner reads the lateral side from `jobs_claim` and filters by wire name (it
+/// with `=` the planner reads the lateral side from the claim index and filters by wire name (it
 /// prices a name as 1/n_distinct of the queue), which walks the whole paused backlog ahead of
 /// the name's first due job; as a range only `jobs_claim_wire` yields the order, in custom and
 /// generic plans alike (measured: 4,005 rows filtered per claim against 5 read).
@@ -471,12 +486,15 @@ impl PgStore {
     /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
     /// and a row a completion holds is left to it. Folds the count deltas first.
     pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>> {
-        // One probe of `jobs_claim` per queue (each queue's first entry), planned for its values:
-        // one statement, one round trip (an idle group looks after every claim that found nothing).
+        // One probe of `jobs_claim_priority` per queue and priority (the first entry of each),
+        // planned for its values: one statement, one round trip (an idle group looks after every
+        // claim that found nothing).
         let row = self.read_one(|tx| {
             tx.query_planned_one(
-                "SELECT min(first.due_at) FROM unnest($1::text[]) AS q(name) CROSS JOIN LATERAL (
-                     SELECT due_at FROM jobs WHERE state = 'scheduled' AND queue = q.name ORDER BY due_at LIMIT 1
+                "SELECT min(first.due_at) FROM unnest($1::text[]) AS q(name)
+                 CROSS JOIN generate_series(0, 9) AS pr(p) CROSS JOIN LATERAL (
+                     SELECT due_at FROM jobs WHERE state = 'scheduled' AND queue = q.name AND priority = pr.p
+                     ORDER BY due_at LIMIT 1
                  ) first",
                 &[&queues],
             )
@@ -839,26 +857,33 @@ impl AttemptTx for Tx<'_> {
         let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
         let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
         let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
-        // Each success's output (NULL when it recorded none) goes in the same statement.
+        // Each success's output (NULL when it recorded none) goes in the same statement; a batch
+        // in which none recorded one sends no array of them (most batches: a column of NULLs
+        // cost the server 5 % of a completion).
         let outputs: Vec<Option<&[u8]>> = successes.iter().map(|c| outcome::output_of(c)).collect();
-        self.query_planned(
-            "WITH done AS (
-                 UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                        finished_at = $4, updated_at = $4, output = c.coutput
-                 FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)
-                 WHERE jobs.id = c.cid AND jobs.state = 'running' AND jobs.lease_owner = c.cworker
-                       AND jobs.attempt = c.cattempt
-                 RETURNING jobs.id, c.cworker, c.cattempt
-             ), logged AS (
-                 INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-                 SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
-             )
-             SELECT id FROM done",
-            &[&ids, &workers, &attempts, &now, &outputs],
-        )?
-        .iter()
-        .map(|r| Ok(JobId(r.try_get(0)?)))
-        .collect()
+        let rows = match outputs.iter().any(Option::is_some) {
+            true => self.query_planned(
+                concat!(
+                    "WITH done AS (
+                         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                                finished_at = $4, updated_at = $4, output = c.coutput
+                         FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
+                    succeed_tail!()
+                ),
+                &[&ids, &workers, &attempts, &now, &outputs],
+            )?,
+            false => self.query_planned(
+                concat!(
+                    "WITH done AS (
+                         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                                finished_at = $4, updated_at = $4
+                         FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)",
+                    succeed_tail!()
+                ),
+                &[&ids, &workers, &attempts, &now],
+            )?,
+        };
+        rows.iter().map(|r| Ok(JobId(r.try_get(0)?))).collect()
     }
 
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {

@@ -64,7 +64,10 @@ impl LimitCounts for PgCounts<'_, '_> {
 
     fn due(&mut self, kind: PauseKind, name: &str) -> Result<u64> {
         let sql = match kind {
-            PauseKind::Queue => "SELECT count(*) FROM jobs WHERE state = 'scheduled' AND queue = $2 AND due_at <= $1",
+            PauseKind::Queue => {
+                "SELECT count(*) FROM jobs WHERE state = 'scheduled' AND queue = $2
+                                  AND priority = ANY ('{0,1,2,3,4,5,6,7,8,9}'::bigint[]) AND due_at <= $1"
+            }
             PauseKind::WireName => {
                 "SELECT count(*) FROM jobs WHERE state = 'scheduled' AND wire_name = $2 AND due_at <= $1"
             }

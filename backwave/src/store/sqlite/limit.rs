@@ -80,7 +80,8 @@ fn due(c: &Connection, now: Millis, kind: PauseKind, name: &str) -> Result<u64> 
     let n: i64 = match kind {
         PauseKind::Queue => c
             .prepare_cached(
-                "SELECT count(*) FROM jobs INDEXED BY jobs_claim WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2",
+                "SELECT count(*) FROM jobs INDEXED BY jobs_claim_priority WHERE state = 'scheduled' AND queue = ?1
+                 AND priority IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9) AND due_at <= ?2",
             )?
             .query_row(params![name, now], |r| r.get(0))?,
         PauseKind::WireName => c

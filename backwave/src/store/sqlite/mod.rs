@@ -371,6 +371,8 @@ impl SqliteStore {
         set_pragma(&self.conn, "busy_timeout", &busy, &busy)?;
         // Room for every fixed statement plus the filters of a dashboard session.
         self.conn.set_prepared_statement_cache_capacity(128);
+        // `rarray(?)`: how a claim and a batch of successes hand a statement their ids.
+        rusqlite::vtab::array::load_module(&self.conn)?;
         Ok(())
     }
 }

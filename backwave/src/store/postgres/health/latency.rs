@@ -1,4 +1,4 @@
-//! Queue latency on PostgreSQL: the index probes behind it (a range of `jobs_claim`, and of
+//! Queue latency on PostgreSQL: the index probes behind it (ranges of `jobs_claim_priority`, and of
 //! `jobs_claim_wire` around a paused wire name), and [`PgStore::queue_latency`], which reads the
 //! pauses, the counts and the probes in one snapshot and leaves the arithmetic around pauses to
 //! the shared `store::health::latency`.
@@ -12,10 +12,11 @@ use crate::store::health::{latency, InForce};
 use crate::store::QueueLatency;
 
 /// [`crate::store::DUE_SQL`] on PostgreSQL: the due Scheduled jobs of queue `$1` at `$2`, how many
-/// and the earliest `due_at`. Its `WHERE` implies `jobs_claim`'s predicate, and the range
-/// `(queue, due_at <= $2)` of that index answers it, index-only.
-pub(crate) const DUE_SQL: &str =
-    "SELECT count(*), min(due_at) FROM jobs WHERE state = 'scheduled' AND queue = $1 AND due_at <= $2";
+/// and the earliest `due_at`. Its `WHERE` implies `jobs_claim_priority`'s predicate, and the
+/// array of priorities makes the index one range `(queue, priority, due_at <= $2)` per priority,
+/// index-only: a range over every priority at once would read each priority's future jobs too.
+pub(crate) const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs WHERE state = 'scheduled' AND queue = $1 \
+     AND priority = ANY ('{0,1,2,3,4,5,6,7,8,9}'::bigint[]) AND due_at <= $2";
 
 /// [`crate::store::DUE_WIRE_NAME_SQL`] on PostgreSQL: the same for wire name `$2` of queue `$1` at
 /// `$3`, a range of `jobs_claim_wire`.

@@ -13,13 +13,14 @@ use crate::model::Millis;
 use crate::store::health::{latency, DueProbe, InForce};
 use crate::store::QueueLatency;
 
-/// Due Scheduled jobs of one queue: how many, and the earliest `due_at` among them. A range of
-/// the claim index (`jobs_claim (queue, due_at) WHERE state = 'scheduled'`), covering, so the
-/// cost is the number of due jobs, never the backlog waiting for later nor the terminal rows.
-/// Named with INDEXED BY because the planner may otherwise prefer `jobs_active` and read every
-/// Scheduled row. `?1` is the queue, `?2` now.
-pub const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim \
-                           WHERE state = 'scheduled' AND queue = ?1 AND due_at <= ?2";
+/// Due Scheduled jobs of one queue: how many, and the earliest `due_at` among them. Ten ranges
+/// of the claim index (`jobs_claim_priority (queue, priority, due_at) WHERE state =
+/// 'scheduled'`), one per priority, covering, so the cost is the number of due jobs, never the
+/// backlog waiting for later nor the terminal rows. Named with INDEXED BY because the planner
+/// may otherwise prefer `jobs_active` and read every Scheduled row. `?1` is the queue, `?2` now.
+pub const DUE_SQL: &str = "SELECT count(*), min(due_at) FROM jobs INDEXED BY jobs_claim_priority \
+                           WHERE state = 'scheduled' AND queue = ?1 \
+                           AND priority IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9) AND due_at <= ?2";
 
 /// Due Scheduled jobs of one wire name `?2` in queue `?1` at `?3`: how many, and the earliest
 /// `due_at`. A range of `jobs_claim_wire (queue, wire_name, due_at) WHERE state = 'scheduled'`,
