@@ -657,12 +657,14 @@ impl Dispatcher {
             let mut works = Vec::with_capacity(jobs.len());
             for job in jobs {
                 let cancel = CancelSignal::new();
+                let (wire_name, queue): (Arc<str>, Arc<str>) =
+                    (job.wire_name.as_str().into(), job.queue.as_str().into());
                 let ctx = JobContext {
                     job_id: job.id,
                     attempt: job.attempt,
                     max_attempts: job.max_attempts.unwrap_or(self.cfg.retry_policy.max_attempts()),
-                    wire_name: job.wire_name.clone(),
-                    queue: job.queue.clone(),
+                    wire_name: Arc::clone(&wire_name),
+                    queue: Arc::clone(&queue),
                     labels: job.labels.clone(),
                     group: Arc::clone(&self.group),
                     worker_id: Arc::clone(&self.worker_id),
@@ -670,14 +672,8 @@ impl Dispatcher {
                     reader: Some(Arc::clone(&self.reader)),
                     report: Arc::default(),
                 };
-                let about = About {
-                    wire_name: job.wire_name.clone(),
-                    queue: job.queue.clone(),
-                    max_attempts: ctx.max_attempts,
-                    retry_ms: job.next_delay_ms(),
-                };
-                let run = self.claims.claimed_with(job.id, job.attempt, cancel, about);
-                self.claims.reports_to(run, Arc::clone(&ctx.report));
+                let about = About { wire_name, queue, max_attempts: ctx.max_attempts, retry_ms: job.next_delay_ms() };
+                let run = self.claims.claimed_with(job.id, job.attempt, cancel, about, Some(Arc::clone(&ctx.report)));
                 let rank = self.rank(&job.queue);
                 works.push(Work { job, ctx, run, rank, claimed_at: Instant::now() });
             }

@@ -235,8 +235,9 @@ impl Event {
 /// claim from the claim to the store's word on it.
 #[derive(Clone, Debug, Default)]
 pub(super) struct About {
-    pub wire_name: String,
-    pub queue: String,
+    /// Shared with the attempt's [`JobContext`](crate::JobContext): a claim copies each name once.
+    pub wire_name: std::sync::Arc<str>,
+    pub queue: std::sync::Arc<str>,
     pub max_attempts: u32,
     /// The wait a failure of this attempt retries after, from the job's delay table.
     pub retry_ms: Option<u64>,
@@ -252,7 +253,7 @@ pub(super) fn verdict(
     now: Millis,
     took: Duration,
 ) -> Event {
-    let (wire_name, queue, max_attempts) = (about.wire_name.clone(), about.queue.clone(), about.max_attempts);
+    let (wire_name, queue, max_attempts) = (about.wire_name.to_string(), about.queue.to_string(), about.max_attempts);
     let cause = match outcome {
         Outcome::Failed { message, .. } => message.clone(),
         Outcome::Quarantined { cause, .. } => cause.clone(),
