@@ -501,6 +501,8 @@ impl Engine {
     /// The group's handlers, taking jobs from `ready` and reporting to `done`: with an async
     /// handler in the registry, `concurrency` slot tasks on the runtime run every job of the
     /// group (returned); otherwise a thread per handler.
+    // Without the `tokio` feature `HandlerTasks` is `()`.
+    #[cfg_attr(not(feature = "tokio"), allow(clippy::unit_arg))]
     fn start_handlers(
         &self,
         cfg: &WorkerGroup,

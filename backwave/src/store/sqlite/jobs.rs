@@ -389,11 +389,11 @@ fn attempt_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunningAttempt> {
 /// to Running under the lease and log each, in two statements for the set (issue 23): a
 /// statement per job spent as much in starting and journalling it as in its row. The lease's
 /// shared delay table is that of every row without its own.
-fn claim_rows(tx: &Connection, batch: &[(String, Option<String>, u32)], lease: &Lease<'_>) -> Result<()> {
+fn claim_rows(tx: &Connection, batch: &[(String, Option<&str>)], lease: &Lease<'_>) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }
-    let ids = id_array(batch.iter().map(|(id, _, _)| id.clone()));
+    let ids = id_array(batch.iter().map(|(id, _)| id.clone()));
     let moved = tx
         .prepare_cached(
             "UPDATE jobs SET state = 'running', attempt = attempt + 1, max_attempts = ?2, delay_table = ?3,
@@ -420,8 +420,7 @@ fn claim_rows(tx: &Connection, batch: &[(String, Option<String>, u32)], lease: &
     }
     // The jobs that drew a delay table of their own (a jittered policy): one JSON array for
     // them all, as the handlers' own policies are written.
-    let own: Vec<(&str, &str)> =
-        batch.iter().filter_map(|(id, table, _)| table.as_deref().map(|t| (id.as_str(), t))).collect();
+    let own: Vec<(&str, &str)> = batch.iter().filter_map(|(id, table)| table.map(|t| (id.as_str(), t))).collect();
     if !own.is_empty() {
         tx.prepare_cached(
             "UPDATE jobs SET delay_table = c.tab
@@ -520,8 +519,8 @@ impl ClaimTx for SqliteClaim<'_> {
     }
 
     fn write_claimed(&mut self, lease: &Lease<'_>, jobs: &[Job], tables: &[Option<String>]) -> Result<()> {
-        let batch: Vec<(String, Option<String>, u32)> =
-            jobs.iter().zip(tables).map(|(job, table)| (job.id.to_string(), table.clone(), job.attempt)).collect();
+        let batch: Vec<(String, Option<&str>)> =
+            jobs.iter().zip(tables).map(|(job, table)| (job.id.to_string(), table.as_deref())).collect();
         claim_rows(self.c, &batch, lease)
     }
 
