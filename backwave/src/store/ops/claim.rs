@@ -67,7 +67,8 @@ impl Lease<'_> {
 /// the wire names around paused ones, the move and its log). Every take returns jobs in the
 /// claim order within a queue, as claimed (Running under `lease`, the attempt counted; the delay
 /// table is the caller's to set), passing over any another claim holds. The claim order is
-/// priority 0 first, then 1, … 9, each by due time, then id; only due jobs count, so a job due
+/// priority 0 first, then 1, … 9, each by due time, then in the order the jobs were stored (the
+/// index's order among equal due times); only due jobs count, so a job due
 /// later at priority 0 holds back no due job at 9. Each backend reads it from its `(queue,
 /// priority, due_at)` index one priority at a time (a range per priority, each ending at its
 /// first future job), so the order costs no sort and no walk over future retries. The takes of
