@@ -232,12 +232,13 @@ impl Dispatcher {
         let grace_end = *self.stop.grace.lock().unwrap_or_else(|p| p.into_inner());
         if stopping {
             self.hand_back_unstarted();
-            // `bw workers` shows it stopping, with what it still runs. Once: a failure costs
-            // only the display.
+            // `bw workers` shows it stopping, with what it still runs. Written once; a write
+            // that failed (the store busy past its timeout, say) is tried again next turn,
+            // rather than leaving the worker shown live for the rest of its stop.
             if !self.marked_stopping {
-                self.marked_stopping = true;
-                if let Err(e) = self.store.mark_stopping(&self.worker_id) {
-                    self.stats.error(&e);
+                match self.store.mark_stopping(&self.worker_id) {
+                    Ok(()) => self.marked_stopping = true,
+                    Err(e) => self.stats.error(&e),
                 }
             }
         }
