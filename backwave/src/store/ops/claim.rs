@@ -154,6 +154,32 @@ impl ClaimRequest<'_> {
 /// [`ClaimRequest::shared_table`].
 pub(crate) fn claim(tx: &mut impl ClaimTx, req: &ClaimRequest<'_>, shared: Option<&DelayTable>) -> Result<Vec<Job>> {
     let holds = tx.holds(req.worker_id)?;
+    claim_held(tx, req, shared, &holds)
+}
+
+/// Whether a claim under `holds` is at most one take ([`ClaimTx::take_due`] of one queue) and
+/// writes nothing after it: no limit may be in force (no windows to charge, no wire name taken
+/// apart), no wire name paused (no look before the take), at most one queue not paused, every
+/// job sharing the group's delay table and no handler's policy replacing it. A backend whose
+/// take is one statement that moves and logs may then run the claim without a transaction of
+/// its own (PostgreSQL: the server commits the statement by itself, two round trips fewer), its
+/// holds read just before.
+pub(crate) fn one_take(req: &ClaimRequest<'_>, shared: Option<&DelayTable>, holds: &Holds) -> bool {
+    holds.quiet
+        || (!holds.limited
+            && holds.paused_names.is_empty()
+            && shared.is_some()
+            && req.handler_policies.is_empty()
+            && req.queues.iter().filter(|q| !holds.paused_queues.contains(*q)).count() <= 1)
+}
+
+/// [`claim`] with its holds read already, by `tx` or just before it began.
+pub(crate) fn claim_held(
+    tx: &mut impl ClaimTx,
+    req: &ClaimRequest<'_>,
+    shared: Option<&DelayTable>,
+    holds: &Holds,
+) -> Result<Vec<Job>> {
     let mut claimed = Vec::with_capacity(req.limit.min(1024));
     if holds.quiet {
         return Ok(claimed);
@@ -218,4 +244,55 @@ pub(crate) fn claim(tx: &mut impl ClaimTx, req: &ClaimRequest<'_>, shared: Optio
         tx.charge_windows(&limits, now)?;
     }
     Ok(claimed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::retry::{Backoff, RetryPolicy};
+
+    fn request<'a>(
+        queues: &'a [String],
+        policy: &'a RetryPolicy,
+        own: &'a [(String, RetryPolicy)],
+    ) -> ClaimRequest<'a> {
+        ClaimRequest {
+            worker_id: "w",
+            group: "g",
+            queues,
+            limit: 4,
+            lease: Duration::from_secs(60),
+            policy,
+            handler_policies: own,
+        }
+    }
+
+    #[test]
+    fn only_a_claim_of_one_take_writing_nothing_after_it_is_one_take() {
+        let one = vec!["default".to_string()];
+        let two = vec!["high".to_string(), "low".to_string()];
+        let plain = RetryPolicy::default();
+        let jittered = RetryPolicy::new(3, Backoff::exponential(Duration::from_secs(1)).jitter(0.5)).unwrap();
+        let own = vec![("mail".to_string(), RetryPolicy::default())];
+        let clear = Holds::default();
+        let is_one = |req: &ClaimRequest<'_>, holds: &Holds| one_take(req, req.shared_table().as_ref(), holds);
+
+        assert!(is_one(&request(&one, &plain, &[]), &clear));
+        // Every reason for a second statement, one at a time.
+        assert!(!is_one(&request(&two, &plain, &[]), &clear), "two queues: two takes");
+        assert!(!is_one(&request(&one, &jittered, &[]), &clear), "each job's own delay table is written after");
+        assert!(!is_one(&request(&one, &plain, &own), &clear), "a handler's policy is written after");
+        let limited = Holds { limited: true, ..Holds::default() };
+        assert!(!is_one(&request(&one, &plain, &[]), &limited), "a limit's windows are charged after");
+        let names = Holds { paused_names: vec!["mail".into()], ..Holds::default() };
+        assert!(!is_one(&request(&one, &plain, &[]), &names), "a paused wire name is looked for first");
+        // Two queues, one of them paused: one take.
+        let paused = Holds { paused_queues: ["high".to_string()].into(), ..Holds::default() };
+        assert!(is_one(&request(&two, &plain, &[]), &paused));
+        // A quiet worker takes nothing at all.
+        let quiet = Holds { quiet: true, limited: true, ..Holds::default() };
+        assert!(is_one(&request(&two, &jittered, &own), &quiet));
+    }
 }

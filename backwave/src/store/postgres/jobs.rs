@@ -18,7 +18,7 @@ use std::time::Duration;
 use postgres::types::ToSql;
 
 use super::row::{self, count};
-use super::{PgStore, Tx};
+use super::{is_retryable, PgStore, Tx, RETRIES};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, Progress, WorkerInfo};
 use crate::store::ops::claim::{self, ClaimTx, Holds, Lease, OwnPolicy, Taken};
@@ -394,10 +394,33 @@ impl PgStore {
         })
     }
 
+    /// A claim's latency here is its round trips. Its holds are read first, on their own (one
+    /// statement sees one snapshot, as it would inside the transaction: READ COMMITTED gives
+    /// each statement its own); a claim that is then one take ([`claim::one_take`], the usual
+    /// case) runs that one statement, which moves and logs, without a transaction of its own:
+    /// two round trips, where `BEGIN`, holds, take and `COMMIT` were four. Any other claim runs
+    /// in a transaction with the holds already read.
     pub fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<Job>> {
         let shared = req.shared_table();
         let pinned = self.pinned_now();
-        self.write(|tx| claim::claim(&mut PgClaim { tx, pinned }, req, shared.as_ref()))
+        if self.in_snapshot() {
+            return self.write(|tx| claim::claim(&mut PgClaim { tx, pinned }, req, shared.as_ref()));
+        }
+        let holds = self.read_one(|tx| PgClaim { tx, pinned }.holds(req.worker_id))?;
+        if claim::one_take(req, shared.as_ref(), &holds) {
+            // A take the server rolled back (a deadlock with a bulk action, say) took nothing:
+            // it is run again, as `write` runs a transaction again.
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match self.autocommit(|tx| claim::claim_held(&mut PgClaim { tx, pinned }, req, shared.as_ref(), &holds))
+                {
+                    Err(e) if tries < RETRIES && is_retryable(&e) => continue,
+                    other => return other,
+                }
+            }
+        }
+        self.write(|tx| claim::claim_held(&mut PgClaim { tx, pinned }, req, shared.as_ref(), &holds))
     }
 
     /// Renew every lease still held, in one statement; the others are Lost.

@@ -57,7 +57,7 @@ use crate::model::Millis;
 pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../schema-postgres.sql");
 
 /// How often a transaction that lost a serialization race or a deadlock is run again.
-const RETRIES: usize = 8;
+pub(crate) const RETRIES: usize = 8;
 /// Statements kept prepared per connection; past this the cache starts over (filters built from
 /// a dashboard session's input are the only unbounded source).
 const STATEMENT_CACHE: usize = 256;
@@ -526,6 +526,11 @@ impl PgStore {
         })
     }
 
+    /// Whether [`PgStore::snapshot`] holds a read snapshot open on the connection now.
+    pub(crate) fn in_snapshot(&self) -> bool {
+        self.snapshot.get().is_some()
+    }
+
     /// Run `f` in one read-only REPEATABLE READ transaction: several queries, one snapshot.
     pub(crate) fn read<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         self.transaction(IsolationLevel::RepeatableRead, true, &mut f)
@@ -724,7 +729,7 @@ fn connect_error(e: &postgres::Error) -> String {
 }
 
 /// A serialization failure or deadlock: the transaction lost a race and may simply run again.
-fn is_retryable(e: &Error) -> bool {
+pub(crate) fn is_retryable(e: &Error) -> bool {
     use postgres::error::SqlState;
     pg_error(e)
         .and_then(|e| e.code())
