@@ -312,6 +312,27 @@ where
         .collect()
 }
 
+/// Whether `completions` are plain successes, each of another job: [`complete_many`] then reads
+/// nothing (no output limit, no detail setting) and writes with its one statement
+/// ([`AttemptTx::succeed_all`]), which a backend may run without a transaction of its own,
+/// answering with [`fenced_successes`].
+pub(crate) fn successes_alone(completions: &[Completion]) -> bool {
+    let mut seen = HashSet::new();
+    completions.iter().all(|c| matches!(c.outcome, Outcome::Succeeded) && seen.insert(c.job_id))
+}
+
+/// [`complete_many`]'s answer for a batch of [`successes_alone`], from the jobs its statement
+/// moved (`accepted`): each moved one Succeeded, the others rejected by the fence.
+pub(crate) fn fenced_successes(completions: &[Completion], accepted: &HashSet<JobId>) -> Vec<Fenced> {
+    completions
+        .iter()
+        .map(|c| match accepted.contains(&c.job_id) {
+            true => Fenced::Accepted(JobState::Succeeded),
+            false => Fenced::Rejected,
+        })
+        .collect()
+}
+
 /// The output a completion carries, if any.
 pub(crate) fn output_of(c: &Completion) -> Option<&[u8]> {
     match &c.outcome {
@@ -443,4 +464,28 @@ pub(crate) fn end(
         }
     }
     Ok(e.to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(id: JobId, outcome: Outcome) -> Completion {
+        Completion { job_id: id, worker_id: "w".into(), attempt: 1, outcome }
+    }
+
+    #[test]
+    fn only_plain_successes_of_distinct_jobs_are_successes_alone() {
+        let (a, b) = (JobId::new(), JobId::new());
+        assert!(successes_alone(&[done(a, Outcome::Succeeded), done(b, Outcome::Succeeded)]));
+        assert!(!successes_alone(&[done(a, Outcome::Succeeded), done(a, Outcome::Succeeded)]), "a job twice");
+        let output = Outcome::SucceededWith { output: b"{}".to_vec() };
+        assert!(!successes_alone(&[done(a, Outcome::Succeeded), done(b, output)]), "an output: its limit is read");
+        assert!(!successes_alone(&[done(a, Outcome::Cancelled)]), "not a success");
+        let accepted: HashSet<JobId> = [a].into();
+        assert_eq!(
+            fenced_successes(&[done(a, Outcome::Succeeded), done(b, Outcome::Succeeded)], &accepted),
+            [Fenced::Accepted(JobState::Succeeded), Fenced::Rejected]
+        );
+    }
 }

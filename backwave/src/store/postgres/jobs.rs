@@ -18,7 +18,7 @@ use std::time::Duration;
 use postgres::types::ToSql;
 
 use super::row::{self, count};
-use super::{is_retryable, PgStore, Tx, RETRIES};
+use super::{PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, Progress, WorkerInfo};
 use crate::store::ops::claim::{self, ClaimTx, Holds, Lease, OwnPolicy, Taken};
@@ -34,7 +34,7 @@ use crate::store::unique::{self, UniqueColumns};
 use crate::store::{ClaimRequest, Clock, Completion, Fenced, LeaseStatus};
 
 /// The fence and the log of [`AttemptTx::succeed_all`]'s statement, after its `UPDATE … FROM`
-/// (`c` the batch: `cid`, `cworker`, `cattempt`; `$4` now).
+/// (`c` the batch: `cid`, `cworker`, `cattempt`; `t` the time: `now`).
 macro_rules! succeed_tail {
     () => {
         "
@@ -43,7 +43,7 @@ macro_rules! succeed_tail {
                  RETURNING jobs.id, c.cworker, c.cattempt
              ), logged AS (
                  INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-                 SELECT id, $4, 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
+                 SELECT id, (SELECT now FROM t), 'running', 'succeeded', cattempt, cworker FROM done ORDER BY id
              )
              SELECT id FROM done"
     };
@@ -408,17 +408,7 @@ impl PgStore {
         }
         let holds = self.read_one(|tx| PgClaim { tx, pinned }.holds(req.worker_id))?;
         if claim::one_take(req, shared.as_ref(), &holds) {
-            // A take the server rolled back (a deadlock with a bulk action, say) took nothing:
-            // it is run again, as `write` runs a transaction again.
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                match self.autocommit(|tx| claim::claim_held(&mut PgClaim { tx, pinned }, req, shared.as_ref(), &holds))
-                {
-                    Err(e) if tries < RETRIES && is_retryable(&e) => continue,
-                    other => return other,
-                }
-            }
+            return self.autocommit(|tx| claim::claim_held(&mut PgClaim { tx, pinned }, req, shared.as_ref(), &holds));
         }
         self.write(|tx| claim::claim_held(&mut PgClaim { tx, pinned }, req, shared.as_ref(), &holds))
     }
@@ -494,10 +484,19 @@ impl PgStore {
     }
 
     /// One transaction for the batch, by the rule both backends follow
-    /// ([`outcome::complete_many`]).
+    /// ([`outcome::complete_many`]). A batch of plain successes ([`outcome::successes_alone`],
+    /// the usual batch) is its one statement, committed by the server by itself (its time the
+    /// statement's): one round trip where `BEGIN`, the clock, the statement and `COMMIT` were
+    /// four.
     pub fn complete_many(&self, completions: &[Completion]) -> Result<Vec<Fenced>> {
         if completions.is_empty() {
             return Ok(Vec::new());
+        }
+        if outcome::successes_alone(completions) && !self.in_snapshot() {
+            let successes: Vec<&Completion> = completions.iter().collect();
+            let pinned = self.pinned_now();
+            let accepted = self.autocommit(|tx| succeed_rows(tx, pinned, &successes))?;
+            return Ok(outcome::fenced_successes(completions, &accepted));
         }
         self.write(|tx| {
             let now = tx.now()?;
@@ -857,6 +856,44 @@ fn attempt_from_row(r: &postgres::Row) -> Result<RunningAttempt> {
     })
 }
 
+/// [`AttemptTx::succeed_all`] at `now`, or (`None`) at the statement's time on the database
+/// clock: one statement for the set. The UPDATE returns the rows it moved and a data-modifying
+/// CTE logs them, in id order, the order the rows are locked in (as in `fence_arrays`).
+fn succeed_rows(tx: &mut Tx<'_>, now: Option<Millis>, successes: &[&Completion]) -> Result<HashSet<JobId>> {
+    let mut successes = successes.to_vec();
+    successes.sort_unstable_by_key(|c| c.job_id.0);
+    let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
+    let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
+    let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
+    // Each success's output (NULL when it recorded none) goes in the same statement; a batch in
+    // which none recorded one sends no array of them (most batches: a column of NULLs cost the
+    // server 5 % of a completion).
+    let outputs: Vec<Option<&[u8]>> = successes.iter().map(|c| outcome::output_of(c)).collect();
+    let rows = match outputs.iter().any(Option::is_some) {
+        true => tx.query_planned(
+            concat!(
+                "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
+                     UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                            finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t), output = c.coutput
+                     FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
+                succeed_tail!()
+            ),
+            &[&ids, &workers, &attempts, &now, &outputs],
+        )?,
+        false => tx.query_planned(
+            concat!(
+                "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
+                     UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                            finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t)
+                     FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)",
+                succeed_tail!()
+            ),
+            &[&ids, &workers, &attempts, &now],
+        )?,
+    };
+    rows.iter().map(|r| Ok(JobId(r.try_get(0)?))).collect()
+}
+
 /// PostgreSQL's statements for the end of an attempt: the fenced read locks the Running row
 /// (`FOR UPDATE`), so the row it found is the row written.
 impl AttemptTx for Tx<'_> {
@@ -872,41 +909,8 @@ impl AttemptTx for Tx<'_> {
         .transpose()
     }
 
-    /// One statement for the set: the UPDATE returns the rows it moved and a data-modifying CTE
-    /// logs them, in id order, the order the rows are locked in (as in `fence_arrays`).
     fn succeed_all(&mut self, now: Millis, successes: &[&Completion]) -> Result<HashSet<JobId>> {
-        let mut successes = successes.to_vec();
-        successes.sort_unstable_by_key(|c| c.job_id.0);
-        let ids: Vec<uuid::Uuid> = successes.iter().map(|c| c.job_id.0).collect();
-        let workers: Vec<&str> = successes.iter().map(|c| c.worker_id.as_str()).collect();
-        let attempts: Vec<i64> = successes.iter().map(|c| i64::from(c.attempt)).collect();
-        // Each success's output (NULL when it recorded none) goes in the same statement; a batch
-        // in which none recorded one sends no array of them (most batches: a column of NULLs
-        // cost the server 5 % of a completion).
-        let outputs: Vec<Option<&[u8]>> = successes.iter().map(|c| outcome::output_of(c)).collect();
-        let rows = match outputs.iter().any(Option::is_some) {
-            true => self.query_planned(
-                concat!(
-                    "WITH done AS (
-                         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                                finished_at = $4, updated_at = $4, output = c.coutput
-                         FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
-                    succeed_tail!()
-                ),
-                &[&ids, &workers, &attempts, &now, &outputs],
-            )?,
-            false => self.query_planned(
-                concat!(
-                    "WITH done AS (
-                         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                                finished_at = $4, updated_at = $4
-                         FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)",
-                    succeed_tail!()
-                ),
-                &[&ids, &workers, &attempts, &now],
-            )?,
-        };
-        rows.iter().map(|r| Ok(JobId(r.try_get(0)?))).collect()
+        succeed_rows(self, Some(now), successes)
     }
 
     fn end_attempt(&mut self, id: JobId, now: Millis, end: AttemptEnd<'_>) -> Result<()> {

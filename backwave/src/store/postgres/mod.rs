@@ -57,7 +57,7 @@ use crate::model::Millis;
 pub const SCHEMA_POSTGRES_SQL: &str = include_str!("../../../schema-postgres.sql");
 
 /// How often a transaction that lost a serialization race or a deadlock is run again.
-pub(crate) const RETRIES: usize = 8;
+const RETRIES: usize = 8;
 /// Statements kept prepared per connection; past this the cache starts over (filters built from
 /// a dashboard session's input are the only unbounded source).
 const STATEMENT_CACHE: usize = 256;
@@ -492,7 +492,9 @@ impl PgStore {
 
     /// Run `f`, which issues exactly one statement, outside any explicit transaction: the server
     /// commits it by itself, one round trip where `BEGIN`, the statement and `COMMIT` take three.
-    /// A single statement is atomic on its own; only for such.
+    /// A single statement is atomic on its own; only for such. A statement the server rolled
+    /// back as a serialization failure or deadlock runs again, as [`PgStore::write`] runs a
+    /// transaction again (so `f` must not have effects outside it).
     pub(crate) fn autocommit<T>(&self, mut f: impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         if self.read_only {
             return Err(Error::ReadOnly { why: format!("'{}' cannot be written by this role or server", self.url) });
@@ -500,7 +502,14 @@ impl PgStore {
         if self.snapshot.get().is_some() {
             return Err(Error::ReadOnly { why: "a write was asked for inside a read snapshot".into() });
         }
-        self.alone(&mut f)
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.alone(&mut f) {
+                Err(e) if tries < RETRIES && is_retryable(&e) => continue,
+                other => return other,
+            }
+        }
     }
 
     /// [`PgStore::autocommit`] for one statement that only reads: a single statement sees one
@@ -729,7 +738,7 @@ fn connect_error(e: &postgres::Error) -> String {
 }
 
 /// A serialization failure or deadlock: the transaction lost a race and may simply run again.
-pub(crate) fn is_retryable(e: &Error) -> bool {
+fn is_retryable(e: &Error) -> bool {
     use postgres::error::SqlState;
     pg_error(e)
         .and_then(|e| e.code())
