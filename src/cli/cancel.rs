@@ -151,6 +151,14 @@ impl Render for Done {
             self.what.count(self.done.cancelled),
             thousands(self.done.asked_to_stop)
         )?;
+        if self.done.dependents_cancelled > 0 {
+            writeln!(
+                out,
+                "Cancelled with them: {} waiting {} (their workflows cancel what needs a job that did not succeed).",
+                thousands(self.done.dependents_cancelled),
+                if self.done.dependents_cancelled == 1 { "dependent" } else { "dependents" }
+            )?;
+        }
         super::bulk::after_plan(out, self.changed_meanwhile, self.done.arrived_after_plan, "cancel them")
     }
 }

@@ -522,6 +522,12 @@ pub(super) fn run(store: &Store, actor: &str, op: Op, target: &Target, how: &How
                 "{} Running asked to stop: they end Cancelled when their handler stops",
                 thousands(done.asked_to_stop)
             ));
+            if done.dependents_cancelled > 0 {
+                report.lines.push(format!(
+                    "{} Waiting dependents cancelled with them (their workflows cancel on failure)",
+                    thousands(done.dependents_cancelled)
+                ));
+            }
             report.lines.extend(arrivals_line(done.arrived_after_plan, "were enqueued"));
         }
         (Op::Pause, Target::Schedule { name }) => {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use backwave::engine::{DispatchPolicy, Engine, HandlerError, Registry};
-use backwave::store::{CancelResult, ClaimRequest, Completion, Outcome, RequeueResult};
+use backwave::store::{CancelResult, ClaimRequest, Completion, JobFilter, Outcome, RequeueResult};
 use backwave::workflow::OnFailure;
 use backwave::{JobId, JobState, NewJob, RetryPolicy, Store, Workflow};
 
@@ -383,5 +383,28 @@ both_backends! {
         }
         assert_eq!(support_job(&t.store, p.job(second)).state, JobState::Waiting);
         assert_eq!(t.store.workflow(&p.id.to_string()).unwrap().unwrap().summary.stuck, 1);
+    }
+
+    /// A bulk cancel of the Scheduled jobs cancels the waiting jobs below them too, where their
+    /// workflow says so: those are counted apart, and the progress counts only the set it was
+    /// asked for (it never passes its total).
+    fn a_bulk_cancel_counts_the_dependents_it_cancelled_apart_from_its_set() {
+        let t = test_store();
+        let mut wf = Workflow::new("export");
+        wf.on_failure(OnFailure::Cancel);
+        let dump = wf.add(job("dump", "q"));
+        let pack = wf.add_after(job("pack", "q"), &[dump]).unwrap();
+        let upload = wf.add_after(job("upload", "q"), &[pack]).unwrap();
+        let e = t.store.enqueue_workflow(&wf).unwrap();
+        let plain = t.store.enqueue(&job("plain", "q")).unwrap();
+
+        let filter = JobFilter { states: vec![JobState::Scheduled], ..JobFilter::default() };
+        let mut progress = Vec::new();
+        let done = t.store.cancel_matching(ACTOR, &filter, |p| progress.push((p.done, p.total))).unwrap();
+        assert_eq!(progress, [(2, 2)], "the set is the two Scheduled jobs");
+        assert_eq!((done.cancelled, done.asked_to_stop, done.dependents_cancelled), (2, 0, 2));
+        for id in [e.job(dump), e.job(pack), e.job(upload), plain] {
+            assert_eq!(support_job(&t.store, id).state, JobState::Cancelled, "{id}");
+        }
     }
 }

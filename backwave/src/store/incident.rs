@@ -89,6 +89,10 @@ pub struct CancelDone {
     /// Running jobs asked to stop (each ends Cancelled when its handler stops or its lease
     /// lapses).
     pub asked_to_stop: u64,
+    /// Waiting jobs outside the set cancelled with it: dependents of a job it cancelled, in a
+    /// workflow that cancels the dependents of a job that does not succeed
+    /// ([`OnFailure::Cancel`](crate::workflow::OnFailure::Cancel)).
+    pub dependents_cancelled: u64,
     /// Jobs that came to match after the plan counted (enqueued since): left alone, since the
     /// operator confirmed the plan's set.
     pub arrived_after_plan: u64,

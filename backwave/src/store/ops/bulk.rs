@@ -121,15 +121,24 @@ pub(crate) trait BulkStore {
 /// What a bulk run changed, added up batch by batch once each committed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tally {
-    /// Jobs changed: requeued, made due, or cancelled and asked to stop.
+    /// Jobs of the set changed: requeued, made due, or cancelled and asked to stop (what the
+    /// progress counts against the set's total).
     pub changed: u64,
     pub cancelled: u64,
     pub asked_to_stop: u64,
+    /// Jobs outside the set cancelled with it: the waiting dependents of a cancelled job whose
+    /// workflow cancels them.
+    pub dependents: u64,
 }
 
 impl Tally {
     pub(crate) fn cancel_done(self) -> CancelDone {
-        CancelDone { cancelled: self.cancelled, asked_to_stop: self.asked_to_stop, arrived_after_plan: 0 }
+        CancelDone {
+            cancelled: self.cancelled,
+            asked_to_stop: self.asked_to_stop,
+            dependents_cancelled: self.dependents,
+            arrived_after_plan: 0,
+        }
     }
 }
 
@@ -182,6 +191,7 @@ pub(crate) fn run(
         tally.changed += batch.changed;
         tally.cancelled += batch.cancelled;
         tally.asked_to_stop += batch.asked_to_stop;
+        tally.dependents += batch.dependents;
         progress(BulkProgress { done: tally.changed, total });
     }
     Ok(tally)
@@ -193,8 +203,9 @@ fn act(tx: &mut dyn BulkTx, run: &BulkRun, now: Millis, actor: &str, listed: Opt
     Ok(match run.action {
         BulkAction::Requeue => Tally { changed: tx.requeue_batch(now, actor, batch)?, ..Tally::default() },
         BulkAction::Cancel => {
-            let Cancelled { cancelled, asked_to_stop } = cancel_found(tx, now, actor, &batch.ids, &mut batch.found)?.1;
-            Tally { changed: cancelled + asked_to_stop, cancelled, asked_to_stop }
+            let Cancelled { cancelled, dependents, asked_to_stop } =
+                cancel_found(tx, now, actor, &batch.ids, &mut batch.found)?.1;
+            Tally { changed: cancelled + asked_to_stop, cancelled, asked_to_stop, dependents }
         }
         BulkAction::RunNow => {
             let changed = run_now_found(tx, now, actor, &batch.ids, &mut batch.found)?.1;

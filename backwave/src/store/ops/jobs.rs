@@ -99,7 +99,11 @@ pub(crate) fn run_now_answer(job: Option<&Found>) -> RunNowResult {
 /// What a cancel did to a set of jobs.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Cancelled {
+    /// Named jobs that ended Cancelled.
     pub cancelled: u64,
+    /// Waiting jobs cancelled with them, their workflows cancelling dependents of a job that
+    /// does not succeed (not named, so counted apart).
+    pub dependents: u64,
     pub asked_to_stop: u64,
 }
 
@@ -139,10 +143,9 @@ pub(crate) fn cancel_found(
         .collect();
     let ended: Vec<JobId> = cancel.iter().map(|(id, ..)| *id).collect();
     let done = Cancelled {
-        // What depends on a cancelled job is cancelled with it where its workflow says so: the
-        // count is every job this cancel ended.
-        cancelled: tx.cancel_scheduled(now, actor, &cancel_cause(actor), &cancel)?
-            + tx.cancel_dependents(now, &ended)?,
+        cancelled: tx.cancel_scheduled(now, actor, &cancel_cause(actor), &cancel)?,
+        // What depends on a cancelled job is cancelled with it where its workflow says so.
+        dependents: tx.cancel_dependents(now, &ended)?,
         asked_to_stop: tx.ask_to_stop(now, actor, AuditAction::CancelRequested, &ask)?,
     };
     Ok((results, done))
