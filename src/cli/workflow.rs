@@ -11,10 +11,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::output::{relative, sanitize, state_style, thousands, Cell, Render, Table, Term};
-use super::{CliError, Ctx};
+use super::{parse_state, CliError, Ctx};
 use crate::text::{workflow_counts, workflow_counts_short, workflow_status};
 use backwave::workflow::{Needs, OnFailure};
-use backwave::{Millis, WorkflowGraph, WorkflowSummary};
+use backwave::{JobState, Millis, WorkflowGraph, WorkflowSummary};
 
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
@@ -34,6 +34,14 @@ pub enum Command {
 pub struct ShowArgs {
     /// The workflow's id, or a unique prefix of it (`bw workflows` lists them).
     pub id: String,
+    /// Only its jobs in this state (repeat or comma-separate for several): scheduled, running,
+    /// succeeded, dead-lettered, quarantined, cancelled, waiting. The counts stay the whole
+    /// workflow's.
+    #[arg(long = "state", value_name = "STATE", value_parser = parse_state, value_delimiter = ',')]
+    pub states: Vec<JobState>,
+    /// Show at most this many of its jobs (parents first); the rest are counted.
+    #[arg(long, default_value_t = 200)]
+    pub limit: usize,
 }
 
 pub fn list(a: &ListArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
@@ -47,8 +55,14 @@ pub fn run(c: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
         Command::Show(a) => {
             let store = ctx.open()?;
             match store.workflow(&a.id)? {
-                Some(graph) => {
-                    ctx.printer()?.print(&GraphView { now: store.now(), graph })?;
+                Some(mut graph) => {
+                    if !a.states.is_empty() {
+                        graph.graph.retain(|j| a.states.contains(&j.state));
+                    }
+                    let more = graph.graph.len().saturating_sub(a.limit) as u64;
+                    graph.graph.truncate(a.limit);
+                    let states = a.states.clone();
+                    ctx.printer()?.print(&GraphView { now: store.now(), graph, more, states })?;
                     Ok(ExitCode::SUCCESS)
                 }
                 None => Err(CliError::Store(backwave::Error::InvalidInput(format!(
@@ -99,6 +113,11 @@ struct GraphView {
     now: Millis,
     #[serde(flatten)]
     graph: WorkflowGraph,
+    /// Jobs of the graph (of the states asked for) past `--limit`: not shown.
+    more: u64,
+    /// The states asked for (none: every state).
+    #[serde(skip)]
+    states: Vec<JobState>,
 }
 
 impl Render for GraphView {
@@ -139,6 +158,20 @@ impl Render for GraphView {
                 if after.is_empty() { "-".to_string() } else { after.join(", ") }.into(),
             ]);
         }
-        t.write(out, term)
+        if self.graph.graph.is_empty() {
+            match self.states.is_empty() {
+                true => writeln!(out, "None of its jobs is left in the store (retention deleted them).")?,
+                false => {
+                    let states: Vec<&str> = self.states.iter().map(|s| s.as_str()).collect();
+                    writeln!(out, "None of its jobs is {}.", states.join(" or "))?
+                }
+            }
+        } else {
+            t.write(out, term)?;
+        }
+        if self.more > 0 {
+            writeln!(out, "… and {} more not shown: --limit to see more, --state to narrow.", thousands(self.more))?;
+        }
+        Ok(())
     }
 }

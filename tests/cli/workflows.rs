@@ -83,6 +83,10 @@ both_backends! {
             f.run(&["workflow", "show", &wf[..8]]),
             f.run(&["jobs", "list", "--state", "waiting"]),
             f.run(&["workflow", "show", "ffffffff"]),
+            // A part of a big graph: the states asked for, at most --limit, the rest counted.
+            f.run(&["workflow", "show", &wf[..8], "--state", "scheduled,waiting", "--limit", "1"]),
+            f.run(&["workflow", "show", &wf[..8], "--state", "running"]),
+            f.run(&["workflow", "show", &wf[..8], "--state", "nope"]),
         ];
         snapshot("cli__workflows_list_and_show_a_graph_stuck_behind_a_dead_lettered_parent", &flow.steady(&transcript(&runs)));
 
@@ -103,6 +107,9 @@ both_backends! {
         assert_eq!(graph[0]["id"], flow.fetch.to_string(), "parents first");
         assert_eq!(graph[4]["id"], flow.publish.to_string());
         assert_eq!(graph[4]["parents"].as_array().unwrap().len(), 3);
+        assert_eq!(v["more"], 0);
+        let v = json(&f.bw().args(["--format", "json", "workflow", "show", &wf, "--limit", "2"]).assert().success().get_output().stdout);
+        assert_eq!((v["graph"].as_array().unwrap().len(), v["more"].as_u64(), v["jobs"].as_u64()), (2, Some(3), Some(5)));
 
         let publish = flow.publish.to_string();
         let v = json(&f.bw().args(["--format", "json", "jobs", "show", &publish]).assert().success().get_output().stdout);
