@@ -116,7 +116,8 @@ pub use store::AsyncStore;
 pub use store::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub use store::{enqueue_in_sqlite, Clock, Store, StoreTarget};
 pub use workflow::{
-    EnqueuedWorkflow, Needs, OnFailure, Parent, Step, Workflow, WorkflowGraph, WorkflowId, WorkflowSummary,
+    EnqueuedWorkflow, Needs, OnFailure, Parent, ParentCounts, Step, Workflow, WorkflowGraph, WorkflowId,
+    WorkflowSummary,
 };
 
 // The drivers an application's own transaction comes from, at the versions this build links:

@@ -521,6 +521,40 @@ pub struct WorkflowGraph {
     pub graph: Vec<WorkflowJob>,
 }
 
+/// How a workflow job's parents stand, counted by state without reading their outputs
+/// ([`Store::parent_counts`](crate::Store::parent_counts)): what the callback of a batch of
+/// many members reads to learn how many succeeded, where [`Store::parents`](crate::Store::parents)
+/// reads every member and its output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ParentCounts {
+    /// The parents still in the store, by their state now.
+    pub by_state: BTreeMap<JobState, u64>,
+    /// Parents retention has deleted since (their edges stay as they were).
+    pub deleted: u64,
+}
+
+impl ParentCounts {
+    /// The parents in `state` now.
+    pub fn get(&self, state: JobState) -> u64 {
+        self.by_state.get(&state).copied().unwrap_or(0)
+    }
+
+    /// Every parent, deleted ones included.
+    pub fn total(&self) -> u64 {
+        self.by_state.values().sum::<u64>() + self.deleted
+    }
+}
+
+/// Add `n` parents in `state` (`None`: deleted) to `counts`, as both backends read them.
+pub(crate) fn count_parent(counts: &mut ParentCounts, state: Option<&str>, n: i64) -> Result<()> {
+    let n = u64::try_from(n).unwrap_or(0);
+    match state {
+        None => counts.deleted += n,
+        Some(s) => *counts.by_state.entry(s.parse()?).or_default() += n,
+    }
+    Ok(())
+}
+
 /// A job's parent, as its child reads it with [`Store::parents`](crate::Store::parents).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Parent {

@@ -207,6 +207,10 @@ both_backends! {
                 let parents = ctx.parents().map_err(HandlerError::msg)?;
                 let ok = parents.iter().filter(|p| p.state == Some(JobState::Succeeded)).count();
                 let dead = parents.iter().filter(|p| p.state == Some(JobState::DeadLettered)).count();
+                // The same, counted by the store without the outputs.
+                let counts = ctx.parent_counts().map_err(HandlerError::msg)?;
+                assert_eq!((counts.get(JobState::Succeeded), counts.get(JobState::DeadLettered)), (ok as u64, dead as u64));
+                assert_eq!((counts.total(), counts.deleted), (5, 0));
                 s.lock().unwrap().push((ok, dead));
                 Ok(())
             })

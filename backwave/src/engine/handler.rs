@@ -507,6 +507,18 @@ impl JobContext {
         }
     }
 
+    /// This workflow job's parents counted by state, without reading their outputs: what the
+    /// callback of a batch of many members reads ([`Store::parent_counts`](crate::Store::parent_counts)).
+    /// Empty for a job outside workflows; an error for a [`JobContext::detached`] context.
+    pub fn parent_counts(&self) -> crate::Result<crate::ParentCounts> {
+        match &self.reader {
+            Some(reader) => reader.with(|store| store.parent_counts(self.job_id)),
+            None => Err(crate::Error::InvalidInput(
+                "a detached JobContext has no store to read the job's parents from".into(),
+            )),
+        }
+    }
+
     /// The job's id: with the attempt, the natural idempotency key (`charge:{job_id}`).
     pub fn job_id(&self) -> JobId {
         self.job_id

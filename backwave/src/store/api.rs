@@ -315,6 +315,10 @@ forward! {
     /// state and what the edge needed of it. A child's handler reads them to learn how its
     /// parents ended (a batch's callback: how many failed).
     pub fn parents(&self, job: JobId) -> Result<Vec<crate::Parent>>;
+    /// The parents of a workflow job counted by state (none for any other job), without reading
+    /// their outputs: for the callback of a batch of many members, which wants how many
+    /// succeeded rather than each one.
+    pub fn parent_counts(&self, job: JobId) -> Result<crate::ParentCounts>;
     /// The children of a workflow job, with whether each one's edge to `job` is met.
     pub fn children(&self, job: JobId) -> Result<Vec<crate::workflow::Edge>>;
     /// The workflow a job belongs to, if any.

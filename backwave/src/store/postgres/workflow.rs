@@ -8,7 +8,8 @@ use crate::model::{JobId, JobState, NewJob};
 use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
 use crate::store::ops::settings::check_new_payloads;
 use crate::workflow::{
-    self, Edge, Needs, OnFailure, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary,
+    self, Edge, Needs, OnFailure, Parent, ParentCounts, Workflow, WorkflowGraph, WorkflowId, WorkflowJob,
+    WorkflowSummary,
 };
 
 impl PgStore {
@@ -175,6 +176,21 @@ impl PgStore {
                 })
             })
             .collect()
+        })
+    }
+
+    pub fn parent_counts(&self, job: JobId) -> Result<ParentCounts> {
+        self.read_one(|tx| {
+            let mut counts = ParentCounts::default();
+            for r in tx.query(
+                "SELECT j.state, count(*) FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent
+                 WHERE e.child = $1 GROUP BY j.state",
+                &[&job.0],
+            )? {
+                let (state, n): (Option<String>, i64) = (r.try_get(0)?, r.try_get(1)?);
+                workflow::count_parent(&mut counts, state.as_deref(), n)?;
+            }
+            Ok(counts)
         })
     }
 

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::model::{JobId, JobState, Millis, NewJob};
 use crate::store::ops::enqueue::{jitter_seed, validate_new_jobs};
 use crate::workflow::{
-    self, Edge, Needs, OnFailure, Parent, Workflow, WorkflowGraph, WorkflowId, WorkflowJob, WorkflowSummary,
+    self, Edge, Needs, OnFailure, Parent, ParentCounts, Workflow, WorkflowGraph, WorkflowId, WorkflowJob,
+    WorkflowSummary,
 };
 
 impl SqliteStore {
@@ -167,6 +168,19 @@ impl SqliteStore {
         })
     }
 
+    pub fn parent_counts(&self, job: JobId) -> Result<ParentCounts> {
+        self.read(|tx| {
+            let mut counts = ParentCounts::default();
+            let mut rows = tx.prepare_cached(PARENT_COUNTS_SQL)?;
+            let mut rows = rows.query([job.to_string()])?;
+            while let Some(r) = rows.next()? {
+                let (state, n): (Option<String>, i64) = (r.get(0)?, r.get(1)?);
+                workflow::count_parent(&mut counts, state.as_deref(), n)?;
+            }
+            Ok(counts)
+        })
+    }
+
     pub fn children(&self, job: JobId) -> Result<Vec<Edge>> {
         self.read(|tx| children(tx, job))
     }
@@ -186,6 +200,9 @@ impl SqliteStore {
 const GRAPH_EDGES_SQL: &str = "SELECT e.child, e.parent, j.wire_name, j.state, e.needs, e.met
      FROM jobs c INDEXED BY jobs_workflow JOIN job_edges e ON e.child = c.id LEFT JOIN jobs j ON j.id = e.parent
      WHERE c.workflow_id = ?1 ORDER BY e.child, e.parent";
+/// A job's parents by state (NULL: deleted).
+const PARENT_COUNTS_SQL: &str = "SELECT j.state, count(*) FROM job_edges e LEFT JOIN jobs j ON j.id = e.parent
+     WHERE e.child = ?1 GROUP BY j.state";
 /// A job's children.
 const CHILDREN_SQL: &str = "SELECT e.child, j.wire_name, j.state, e.needs, e.met
      FROM job_edges e JOIN jobs j ON j.id = e.child WHERE e.parent = ?1 ORDER BY e.child";
