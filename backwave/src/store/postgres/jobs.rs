@@ -437,7 +437,8 @@ impl PgStore {
             (0..jobs.len()).map(|i| progress.get(i).and_then(Option::as_ref).map(|p| p.fraction)).collect();
         let messages: Vec<Option<&str>> =
             (0..jobs.len()).map(|i| progress.get(i).and_then(Option::as_ref).map(|p| p.message.as_str())).collect();
-        self.write(|tx| {
+        // One statement, committed by the server by itself.
+        self.autocommit(|tx| {
             // The lease runs from when the rows are written, read from the clock then
             // (`clock_timestamp()`, not the transaction's start): a heartbeat that waited behind
             // a lock on `jobs` must not write a lease that lapsed while it waited.
@@ -554,7 +555,7 @@ impl PgStore {
     /// is bound instead).
     pub fn has_lapsed_leases(&self) -> Result<bool> {
         let pinned = self.pinned_now();
-        self.read(|tx| {
+        self.read_one(|tx| {
             Ok(tx
                 .query_one(
                     "SELECT EXISTS (SELECT 1 FROM jobs
