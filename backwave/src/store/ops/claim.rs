@@ -164,6 +164,8 @@ pub(crate) fn claim(tx: &mut impl ClaimTx, req: &ClaimRequest<'_>, shared: Optio
 /// take is one statement that moves and logs may then run the claim without a transaction of
 /// its own (PostgreSQL: the server commits the statement by itself, two round trips fewer), its
 /// holds read just before.
+// Only PostgreSQL, whose round trips are its latency, runs these apart.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn one_take(req: &ClaimRequest<'_>, shared: Option<&DelayTable>, holds: &Holds) -> bool {
     holds.quiet
         || (!holds.limited

@@ -316,6 +316,8 @@ where
 /// nothing (no output limit, no detail setting) and writes with its one statement
 /// ([`AttemptTx::succeed_all`]), which a backend may run without a transaction of its own,
 /// answering with [`fenced_successes`].
+// Only PostgreSQL, whose round trips are its latency, runs these apart.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn successes_alone(completions: &[Completion]) -> bool {
     let mut seen = HashSet::new();
     completions.iter().all(|c| matches!(c.outcome, Outcome::Succeeded) && seen.insert(c.job_id))
@@ -323,6 +325,8 @@ pub(crate) fn successes_alone(completions: &[Completion]) -> bool {
 
 /// [`complete_many`]'s answer for a batch of [`successes_alone`], from the jobs its statement
 /// moved (`accepted`): each moved one Succeeded, the others rejected by the fence.
+// Only PostgreSQL, whose round trips are its latency, runs these apart.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn fenced_successes(completions: &[Completion], accepted: &HashSet<JobId>) -> Vec<Fenced> {
     completions
         .iter()
