@@ -17,6 +17,16 @@ fn job(name: &str, queue: &str) -> NewJob {
     NewJob::new(name, queue, b"{}".to_vec())
 }
 
+/// A workflow that cancels on failure, enqueued: dump -> pack -> upload (queue `q`).
+fn export_cancelling_on_failure(store: &Store) -> (backwave::EnqueuedWorkflow, [backwave::Step; 3]) {
+    let mut wf = Workflow::new("export");
+    wf.on_failure(OnFailure::Cancel);
+    let dump = wf.add(job("dump", "q"));
+    let pack = wf.add_after(job("pack", "q"), &[dump]).unwrap();
+    let upload = wf.add_after(job("upload", "q"), &[pack]).unwrap();
+    (store.enqueue_workflow(&wf).unwrap(), [dump, pack, upload])
+}
+
 /// The log's entries of `id` that released it (`waiting` -> `scheduled`).
 fn releases(store: &Store, id: JobId) -> usize {
     store.history(id).unwrap().iter().filter(|e| e.from == Some(JobState::Waiting)).count()
@@ -367,12 +377,7 @@ both_backends! {
 
     fn an_operator_cancelling_a_job_of_such_a_workflow_cancels_its_dependents_and_counts_them() {
         let t = test_store();
-        let mut wf = Workflow::new("export");
-        wf.on_failure(OnFailure::Cancel);
-        let dump = wf.add(job("dump", "q"));
-        let pack = wf.add_after(job("pack", "q"), &[dump]).unwrap();
-        let upload = wf.add_after(job("upload", "q"), &[pack]).unwrap();
-        let e = t.store.enqueue_workflow(&wf).unwrap();
+        let (e, [dump, pack, upload]) = export_cancelling_on_failure(&t.store);
         // The default workflow keeps them waiting: the same cancel there leaves its child alone.
         let mut patient = Workflow::new("patient");
         let first = patient.add(job("dump", "q"));
@@ -394,12 +399,7 @@ both_backends! {
     /// asked for (it never passes its total).
     fn a_bulk_cancel_counts_the_dependents_it_cancelled_apart_from_its_set() {
         let t = test_store();
-        let mut wf = Workflow::new("export");
-        wf.on_failure(OnFailure::Cancel);
-        let dump = wf.add(job("dump", "q"));
-        let pack = wf.add_after(job("pack", "q"), &[dump]).unwrap();
-        let upload = wf.add_after(job("upload", "q"), &[pack]).unwrap();
-        let e = t.store.enqueue_workflow(&wf).unwrap();
+        let (e, [dump, pack, upload]) = export_cancelling_on_failure(&t.store);
         let plain = t.store.enqueue(&job("plain", "q")).unwrap();
 
         let filter = JobFilter { states: vec![JobState::Scheduled], ..JobFilter::default() };

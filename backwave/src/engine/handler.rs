@@ -499,20 +499,20 @@ impl JobContext {
     /// here how its members ended. Empty for a job outside workflows; an error for a
     /// [`JobContext::detached`] context, which has no store.
     pub fn parents(&self) -> crate::Result<Vec<crate::Parent>> {
-        match &self.reader {
-            Some(reader) => reader.with(|store| store.parents(self.job_id)),
-            None => Err(crate::Error::InvalidInput(
-                "a detached JobContext has no store to read the job's parents from".into(),
-            )),
-        }
+        self.read_parents(|store, job| store.parents(job))
     }
 
     /// This workflow job's parents counted by state, without reading their outputs: what the
     /// callback of a batch of many members reads ([`Store::parent_counts`](crate::Store::parent_counts)).
     /// Empty for a job outside workflows; an error for a [`JobContext::detached`] context.
     pub fn parent_counts(&self) -> crate::Result<crate::ParentCounts> {
+        self.read_parents(|store, job| store.parent_counts(job))
+    }
+
+    /// `read` of this job's parents on the store the context reads from.
+    fn read_parents<T>(&self, read: impl FnOnce(&crate::Store, JobId) -> crate::Result<T>) -> crate::Result<T> {
         match &self.reader {
-            Some(reader) => reader.with(|store| store.parent_counts(self.job_id)),
+            Some(reader) => reader.with(|store| read(store, self.job_id)),
             None => Err(crate::Error::InvalidInput(
                 "a detached JobContext has no store to read the job's parents from".into(),
             )),
