@@ -630,6 +630,18 @@ mod tests {
     }
 
     #[test]
+    fn parent_counts_add_up_states_and_deleted_parents() {
+        let mut counts = ParentCounts::default();
+        count_parent(&mut counts, Some("succeeded"), 3).unwrap();
+        count_parent(&mut counts, Some("dead-lettered"), 1).unwrap();
+        count_parent(&mut counts, None, 2).unwrap();
+        assert_eq!((counts.get(JobState::Succeeded), counts.get(JobState::Cancelled)), (3, 0));
+        assert_eq!((counts.deleted, counts.total()), (2, 6));
+        let err = count_parent(&mut counts, Some("exploded"), 1).unwrap_err().to_string();
+        assert!(err.contains("exploded"), "{err}");
+    }
+
+    #[test]
     fn a_cycle_is_refused_quoting_it() {
         let mut wf = Workflow::new("w");
         let a = wf.add(job("a"));

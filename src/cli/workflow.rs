@@ -158,7 +158,7 @@ impl Render for GraphView {
                 if after.is_empty() { "-".to_string() } else { after.join(", ") }.into(),
             ]);
         }
-        if self.graph.graph.is_empty() {
+        if self.graph.graph.is_empty() && self.more == 0 {
             match self.states.is_empty() {
                 true => writeln!(out, "None of its jobs is left in the store (retention deleted them).")?,
                 false => {
@@ -166,7 +166,7 @@ impl Render for GraphView {
                     writeln!(out, "None of its jobs is {}.", states.join(" or "))?
                 }
             }
-        } else {
+        } else if !self.graph.graph.is_empty() {
             t.write(out, term)?;
         }
         if self.more > 0 {

@@ -86,6 +86,7 @@ both_backends! {
             // A part of a big graph: the states asked for, at most --limit, the rest counted.
             f.run(&["workflow", "show", &wf[..8], "--state", "scheduled,waiting", "--limit", "1"]),
             f.run(&["workflow", "show", &wf[..8], "--state", "running"]),
+            f.run(&["workflow", "show", &wf[..8], "--limit", "0"]),
             f.run(&["workflow", "show", &wf[..8], "--state", "nope"]),
         ];
         snapshot("cli__workflows_list_and_show_a_graph_stuck_behind_a_dead_lettered_parent", &flow.steady(&transcript(&runs)));

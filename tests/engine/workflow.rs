@@ -410,5 +410,9 @@ both_backends! {
         for id in [e.job(dump), e.job(pack), e.job(upload), plain] {
             assert_eq!(support_job(&t.store, id).state, JobState::Cancelled, "{id}");
         }
+        // Counted by the store: each child's one parent, cancelled; a job outside workflows has none.
+        let counts = t.store.parent_counts(e.job(upload)).unwrap();
+        assert_eq!((counts.get(JobState::Cancelled), counts.total(), counts.deleted), (1, 1, 0));
+        assert_eq!(t.store.parent_counts(plain).unwrap(), backwave::ParentCounts::default());
     }
 }
