@@ -464,15 +464,21 @@ both_backends! {
 const OUTAGE_SQLITE: Duration = Duration::from_millis(11_500);
 const OUTAGE_POSTGRES: Duration = Duration::from_millis(1_500);
 
-/// Make the store fail for the engine at `engine_db` for `hold`: on SQLite another connection
-/// holds the write lock (every claim and heartbeat waits out the busy timeout and fails); on
-/// PostgreSQL the engine's role may no longer log in and its connections are cut.
-fn outage(t: &TestStore, role: Option<&str>, hold: Duration) {
+/// Make the store fail for the engine at `engine_db` for at least `hold`, and on until `seen`
+/// (the engine said it is down): on SQLite another connection holds the write lock (every claim
+/// and heartbeat waits out the busy timeout and fails); on PostgreSQL the engine's role may no
+/// longer log in and its connections are cut. A fixed hold alone once ended, on a loaded host,
+/// before any of the engine's threads had failed for the second it takes to count an outage.
+fn outage(t: &TestStore, role: Option<&str>, hold: Duration, seen: impl FnMut() -> Option<()>) {
+    let held = || {
+        std::thread::sleep(hold);
+        wait_for("the engine to say the store is unavailable", Duration::from_secs(30), seen);
+    };
     match role {
         None => {
             let conn = backwave::rusqlite::Connection::open(t.db.file()).unwrap();
             conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
-            std::thread::sleep(hold);
+            held();
             conn.execute_batch("COMMIT").unwrap();
         }
         Some(role) => {
@@ -483,7 +489,7 @@ fn outage(t: &TestStore, role: Option<&str>, hold: Duration) {
                      SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
                 ))
                 .unwrap();
-            std::thread::sleep(hold);
+            held();
             admin.batch_execute(&format!("ALTER ROLE {role} LOGIN")).unwrap();
         }
     }
@@ -541,7 +547,9 @@ both_backends! {
         heard.listen(&mut engine);
         let running = engine.start().unwrap();
         let hold = if role.is_some() { OUTAGE_POSTGRES } else { OUTAGE_SQLITE };
-        outage(&t, role.as_ref().map(|r| r.name.as_str()), hold);
+        outage(&t, role.as_ref().map(|r| r.name.as_str()), hold, || {
+            (!cap.said("store unavailable").is_empty()).then_some(())
+        });
         let id = t.store.enqueue(&NewJob::new("work", "q", b"1".to_vec())).unwrap();
         assert_eq!(wait_terminal(&t.store, id).state, JobState::Succeeded);
         wait_for("the store to be seen working again", Duration::from_secs(10), || {

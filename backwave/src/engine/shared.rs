@@ -50,9 +50,11 @@ pub(super) struct Counters {
     pub stopped: AtomicU64,
     pub abandoned: AtomicU64,
     pub errors: AtomicU64,
-    /// Of `errors`, those of the engine's listener thread (counted in the first group's stats),
-    /// which the group's own view of the store leaves out (`outage.rs`).
-    pub listener_errors: AtomicU64,
+    /// Of `errors`, those of the group's own thread (its dispatcher and chores), which its view
+    /// of the store goes by (`outage.rs`); the rest are the engine's listener thread's, counted
+    /// in the first group's stats. Counted apart rather than subtracted: a difference of the two
+    /// read while the listener counted one error once showed a turn an error it never had.
+    own: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -66,19 +68,23 @@ impl Counters {
     }
 
     pub fn failed(&self, why: &str) {
+        Self::add(&self.own, 1);
+        self.counted(why);
+    }
+
+    fn counted(&self, why: &str) {
         Self::add(&self.errors, 1);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
     }
 
     /// A store error of the listener thread.
     pub fn listener_error(&self, e: &Error) {
-        Self::add(&self.listener_errors, 1);
-        self.error(e);
+        self.counted(&e.to_string());
     }
 
     /// The errors of the group's own thread (its dispatcher and chores) so far.
     pub fn own_errors(&self) -> u64 {
-        self.errors.load(Ordering::Relaxed).saturating_sub(self.listener_errors.load(Ordering::Relaxed))
+        self.own.load(Ordering::Relaxed)
     }
 
     pub fn last_error(&self) -> String {
