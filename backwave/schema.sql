@@ -647,3 +647,10 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM job_edges u WHERE u.child = jobs.id AND u.met = 0);
 END;
 -- migration 20 end
+
+-- Version 20 -> 21: PostgreSQL only (its release trigger, once per statement, marked by a row
+-- trigger so that statements ending no workflow job skip it). SQLite's `jobs_release` is a row
+-- trigger on `finished_at` already (migration 20).
+-- migration 21 begin
+-- nothing on SQLite
+-- migration 21 end

@@ -156,6 +156,7 @@ both_backends! {
                                 PRAGMA user_version = 16",
             Backend::Postgres => "ALTER TABLE jobs DROP COLUMN output, DROP COLUMN progress, DROP COLUMN progress_message;
                                   DROP TRIGGER jobs_release ON jobs; DROP FUNCTION bw_release_children();
+                                  DROP TRIGGER jobs_release_mark ON jobs; DROP FUNCTION bw_mark_release();
                                   DROP TABLE job_edges; DROP TABLE workflows; ALTER TABLE jobs DROP COLUMN workflow_id;
                                   DROP FUNCTION bw_cancel_dependents(uuid[], bigint);
                                   UPDATE backwave_schema SET version = 16",

@@ -537,3 +537,58 @@ fn the_sync_store_and_an_engine_work_inside_a_multi_threaded_tokio_runtime() {
         drop(store);
     });
 }
+
+/// The release trigger is queued only for a statement that ended a workflow job (schema 21): an
+/// update of a job outside workflows calls neither `jobs_release_mark` nor `jobs_release`, one
+/// that ends a workflow's parent calls each once and releases its child, and one that ends both
+/// kinds at once releases too, leaving no mark behind. Read from EXPLAIN ANALYZE, which names
+/// each trigger it called.
+#[test]
+fn the_release_trigger_runs_only_for_statements_that_end_a_workflow_job() {
+    let db = pg_db();
+    let store = Store::create(&db).unwrap();
+    let plain = store.enqueue(&NewJob::new("w", "q", b"1".to_vec())).unwrap();
+    let other = store.enqueue(&NewJob::new("w", "q", b"2".to_vec())).unwrap();
+    let mut wf = backwave::Workflow::new("w");
+    let parent = wf.add(NewJob::new("w", "q", b"3".to_vec()));
+    let child = wf.add_after(NewJob::new("w", "q", b"4".to_vec()), &[parent]).unwrap();
+    let e = store.enqueue_workflow(&wf).unwrap();
+    let (parent, child) = (e.job(parent), e.job(child));
+
+    let mut c = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
+    // Each update in a transaction rolled back: the triggers EXPLAIN ANALYZE says ran, and the
+    // child's state the update left.
+    let mut ended = |ids: &[backwave::JobId]| -> (Vec<String>, String) {
+        let list = ids.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ");
+        let mut tx = c.transaction().unwrap();
+        let plan: Vec<String> = tx
+            .query(
+                &format!(
+                    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) UPDATE jobs SET state = 'succeeded', finished_at = 5,
+                     lease_owner = NULL, lease_expires_at = NULL WHERE id IN ({list})"
+                ),
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect();
+        let state: String = tx.query_one(&format!("SELECT state FROM jobs WHERE id = '{child}'"), &[]).unwrap().get(0);
+        // The release spent the mark: the transaction's next statement is not marked.
+        let mark: Option<String> =
+            tx.query_one("SELECT current_setting('backwave.release', true)", &[]).unwrap().get(0);
+        assert_ne!(mark.as_deref(), Some("on"), "{ids:?}");
+        tx.rollback().unwrap();
+        let triggers = plan.iter().filter(|l| l.starts_with("Trigger jobs_release")).cloned().collect();
+        (triggers, state)
+    };
+    let (triggers, state) = ended(&[plain, other]);
+    assert!(triggers.is_empty(), "{triggers:?}");
+    assert_eq!(state, "waiting");
+    for ids in [vec![parent], vec![plain, parent, other]] {
+        let (triggers, state) = ended(&ids);
+        assert_eq!(triggers.len(), 2, "{triggers:?}");
+        assert!(triggers.iter().all(|t| t.ends_with("calls=1")), "{triggers:?}");
+        assert_eq!(state, "scheduled", "{ids:?}");
+    }
+}

@@ -107,7 +107,7 @@ use crate::model::Millis;
 
 /// The schema this build reads and writes (`PRAGMA user_version`). Version 1 stores are
 /// migrated when opened for writing (see `migrate.rs`) and read as they are otherwise.
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 /// The store contract on SQLite, embedded verbatim: every table, index and trigger a store holds,
 /// with its migration steps. Another program that writes jobs into a store (from any language,
 /// or a person at the `sqlite3` shell) follows this text; it is the repository's top-level
