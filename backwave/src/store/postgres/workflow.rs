@@ -1,6 +1,8 @@
 //! Workflows on PostgreSQL: the same operations as `sqlite/workflow.rs`. The release of a
 //! child is the schema's `jobs_release` trigger (`bw_release_children`), in the transaction
-//! that completes its last parent.
+//! that completes its last parent; since schema 21 it is queued only for a statement that ended
+//! a workflow job (`jobs_release_mark` marks the transaction), so other claims and completions
+//! never call it.
 
 use super::{PgStore, Tx};
 use crate::error::{Error, Result};
