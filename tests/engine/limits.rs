@@ -165,9 +165,16 @@ both_backends! {
         let quiet = procs[0].worker_id.clone();
         let changed = t.store.quiet_workers(ACTOR, &WorkerSelector::Id(quiet.clone())).unwrap();
         assert_eq!(changed, vec![quiet.clone()]);
-        // SIGTSTP quiets the second one in its process, which writes it into its row.
+        // SIGTSTP quiets the second one in its process, which writes it into its row (waited
+        // for: a process the machine is slow to schedule takes the signal late).
         procs[1].signal(libc::SIGTSTP);
-        std::thread::sleep(Duration::from_millis(200)); // four polls of each
+        let signalled = procs[1].worker_id.clone();
+        wait_for("the SIGTSTP to reach the row", Duration::from_secs(30), || {
+            let states = t.store.worker_states().unwrap();
+            let row = states.iter().find(|s| s.id == signalled)?;
+            (row.quiet_by.as_deref() == Some(backwave::store::QUIET_BY_PROCESS)).then_some(())
+        });
+        std::thread::sleep(Duration::from_millis(200)); // four polls of each, for a claim under way
         let since = t.store.now();
         let ids = enqueue(&t.store, "free", 500);
         wait_for("the others to drain", Duration::from_secs(60), || {
@@ -207,7 +214,7 @@ both_backends! {
         assert_eq!(claimers, vec![quiet.as_str()], "the resumed process claims again; the SIGTSTP one does not");
 
         // An operator lifts the process's own quiet as any other: it claims again.
-        let by_itself = procs[1].worker_id.clone();
+        let by_itself = signalled;
         assert_eq!(t.store.resume_workers(ACTOR, &WorkerSelector::Id(by_itself.clone())).unwrap(), vec![by_itself.clone()]);
         procs[0].kill();
         let last = enqueue(&t.store, "free", 50);

@@ -53,15 +53,16 @@ both_backends! {
         std::thread::sleep(Duration::from_millis(200)); // ten polls of each engine
         assert!(states(&t.store, &charges).iter().chain(&states(&t.store, &audits)).all(|s| *s == JobState::Scheduled));
 
-        // Swap the queue pause for a wire-name pause that lapses by itself.
-        let until = t.store.now() + 1_000;
+        // Swap the queue pause for a wire-name pause that lapses by itself (late enough that a
+        // busy machine's slow resume is still told apart from the lapse).
+        let until = t.store.now() + 4_000;
         t.store.pause(ACTOR, PauseKind::WireName, "charge-card", Some(until), false).unwrap();
         let resumed = Instant::now();
         t.store.resume(ACTOR, PauseKind::Queue, "critical").unwrap();
         wait_for("audit-log to run after the resume", Duration::from_secs(10), || {
             all_succeeded(&t.store, &audits).then_some(())
         });
-        assert!(resumed.elapsed() < Duration::from_millis(900), "took {:?} after the resume", resumed.elapsed());
+        assert!(resumed.elapsed() < Duration::from_millis(3_500), "took {:?} after the resume", resumed.elapsed());
         assert!(
             states(&t.store, &charges).iter().all(|s| *s == JobState::Scheduled),
             "the paused wire name waits in its resumed queue"

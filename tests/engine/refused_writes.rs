@@ -119,9 +119,10 @@ fn postgres_a_completion_held_up_by_the_server_holds_up_no_claim_or_heartbeat_an
     }
     let held = registry.enqueue(&t.store, "held", &1u32).unwrap();
     let mut engine = Engine::new(&t.db, registry);
-    // A lease of 300 ms (a heartbeat every 100 ms), held up for 3 leases below.
+    // A lease of 600 ms (a heartbeat every 200 ms), held up for 3 leases below.
+    const LEASE_MS: i64 = 600;
     engine.add_worker_group(WorkerGroup {
-        lease: Duration::from_millis(300),
+        lease: Duration::from_millis(LEASE_MS as u64),
         ..group("g", DispatchPolicy::strict(["q"]), 1)
     });
     let running = engine.start().unwrap();
@@ -133,13 +134,19 @@ fn postgres_a_completion_held_up_by_the_server_holds_up_no_claim_or_heartbeat_an
     // Its success is being written, and waits; the group claims and runs on meanwhile.
     let quick: Vec<_> = (0..3u32).map(|i| running.registry().enqueue(&t.store, "quick", &i).unwrap()).collect();
     wait_for("the quick jobs' handlers", Duration::from_secs(10), || (ran.load(Ordering::SeqCst) == 4).then_some(()));
-    std::thread::sleep(Duration::from_millis(900));
+    // Their outcomes wait for the next batch; their leases are renewed meanwhile, three leases
+    // on (waited for rather than slept: a fixed sleep reads a lease a busy machine renews late).
+    let first: Vec<i64> = quick.iter().map(|id| job(&t.store, *id).lease_expires_at.unwrap()).collect();
+    wait_for("the quick jobs' leases renewed through three leases", Duration::from_secs(20), || {
+        quick
+            .iter()
+            .zip(&first)
+            .all(|(id, f)| job(&t.store, *id).lease_expires_at.unwrap() >= f + 3 * LEASE_MS)
+            .then_some(())
+    });
     assert_eq!(job(&t.store, held).state, JobState::Running, "its success is still held up");
     for id in &quick {
-        // Their outcomes wait for the next batch; their leases are renewed meanwhile.
-        let j = job(&t.store, *id);
-        assert_eq!(j.state, JobState::Running);
-        assert!(j.lease_expires_at.unwrap() > t.store.now(), "the heartbeat renewed the lease of {id}");
+        assert_eq!(job(&t.store, *id).state, JobState::Running);
     }
 
     // The shutdown waits for the held batch, then writes the rest.

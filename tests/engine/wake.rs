@@ -119,7 +119,9 @@ both_backends! {
         for id in ids {
             let log = t.store.history(id).unwrap();
             let waited = log[1].at - log[0].at;
-            assert!(waited <= 700 + 300, "job {id} started {waited} ms after its enqueue with a 700 ms poll");
+            // With room for a busy machine's slow turn; a job that waited for anything but the
+            // poll would wait the whole test.
+            assert!(waited <= 700 + 1_300, "job {id} started {waited} ms after its enqueue with a 700 ms poll");
         }
         running.shutdown(Duration::from_secs(5));
     }
@@ -157,7 +159,7 @@ both_backends! {
         // minute later at the poll. (The benchmarks time it; here a loaded machine gets slack.)
         let (failed, retried) = (log[2].at, log[3].at);
         assert!(retried - failed >= 300, "claimed {} ms after the failure, before its due time", retried - failed);
-        assert!(retried - failed < 300 + 1_000, "claimed {} ms after the failure: it waited for a poll", retried - failed);
+        assert!(retried - failed < 300 + 5_000, "claimed {} ms after the failure: it waited for a poll", retried - failed);
         running.shutdown(Duration::from_secs(5));
     }
 
