@@ -176,7 +176,11 @@ both_flavors! {
         let stuck = probe.started()[0];
         let waiting =
             held.iter().copied().find(|id| *id != stuck && job(&t.store, *id).state == JobState::Running).unwrap();
-        assert_eq!(t.store.cancel(ACTOR, &[waiting]).unwrap(), vec![CancelResult::CancelRequested]);
+        // Asked of the claimed job; a machine that kept this thread off the CPU for the second
+        // a buffered job waits before it is handed back finds it Scheduled again and cancels it
+        // at once. Either way it must never start.
+        let asked = t.store.cancel(ACTOR, &[waiting]).unwrap();
+        assert!(matches!(asked[..], [CancelResult::CancelRequested | CancelResult::Cancelled]), "{asked:?}");
         let j = wait_terminal(&t.store, waiting);
         assert_eq!(j.state, JobState::Cancelled);
         assert_eq!(j.terminal_cause.as_deref(), Some(format!("cancelled by {ACTOR}").as_str()));
