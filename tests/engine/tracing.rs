@@ -467,8 +467,9 @@ const OUTAGE_POSTGRES: Duration = Duration::from_millis(1_500);
 /// Make the store fail for the engine at `engine_db` for at least `hold`, and on until `seen`
 /// (the engine said it is down): on SQLite another connection holds the write lock (every claim
 /// and heartbeat waits out the busy timeout and fails); on PostgreSQL the engine's role may no
-/// longer log in and its connections are cut. A fixed hold alone once ended, on a loaded host,
-/// before any of the engine's threads had failed for the second it takes to count an outage.
+/// longer log in and its connections are cut. A fixed hold alone can end, on a loaded host,
+/// before any of the engine's threads has failed for the second it takes to count an outage
+/// (the likeliest reading of one CI failure of this test).
 fn outage(t: &TestStore, role: Option<&str>, hold: Duration, seen: impl FnMut() -> Option<()>) {
     let held = || {
         std::thread::sleep(hold);
