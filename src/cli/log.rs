@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::jobs::{detail_marker, transition_text, write_detail};
+use super::jobs::{capture_off_refusal, detail_marker, transition_text, write_detail};
 use super::json::LogEntryJson;
 use super::output::{sanitize, Printer, Render, Style, Term};
 use super::{parse_state, CliError, Ctx};
 use backwave::store::LogFilter;
-use backwave::{DetailStatus, Error, FailureDetail, JobId, JobState, Permission, Store, Transition};
+use backwave::{DetailStatus, Error, FailureDetail, JobId, JobState, Store, Transition};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -155,13 +155,6 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 struct Lost {
     since: Instant,
     wait: Duration,
-}
-
-/// Why `--detail` is refused on a store that captures no failure detail: the missing permission
-/// first, as every refusal orders them (tests/cli/refusals.rs), so that only someone who may
-/// reveal learns the setting; `jobs show` and `log tail` both ask this.
-pub(crate) fn capture_off_refusal(store: &Store, actor: &str) -> Error {
-    store.require(actor, Permission::ViewFailureDetail).err().unwrap_or(Error::FailureDetailOff)
 }
 
 /// Reveals failure detail once per job when `--detail` was given, remembering a refusal so the

@@ -214,6 +214,7 @@ pub fn run(cmd: &Command, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
 }
 
+pub(crate) use show::capture_off_refusal;
 pub use show::{detail_marker, transition_text, write_detail};
 
 /// Worker id -> `host/pid`, so a lease owner reads as a place an operator can go to.

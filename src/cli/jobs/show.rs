@@ -15,7 +15,7 @@ use crate::cli::output::{
 };
 use crate::cli::{CliError, Ctx};
 use backwave::store::{JobView, LimitStatus, PauseKind};
-use backwave::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Transition};
+use backwave::{DetailStatus, Error, FailureDetail, Job, JobState, Millis, Permission, Store, Transition};
 
 use super::{due_text, lease_left, worker_label, ShowArgs};
 
@@ -39,7 +39,7 @@ pub(super) fn show(a: &ShowArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             Err(e) => return Err(e.into()),
         }
     } else if a.detail && !detail_on {
-        (HashMap::new(), Some(crate::cli::log::capture_off_refusal(&store, ctx.actor())))
+        (HashMap::new(), Some(capture_off_refusal(&store, ctx.actor())))
     } else {
         (HashMap::new(), None)
     };
@@ -293,6 +293,13 @@ fn pretty_json(json: &str) -> String {
         }
     }
     out
+}
+
+/// Why `--detail` is refused on a store that captures no failure detail: the missing permission
+/// first, as every refusal orders them (tests/cli/refusals.rs), so that only someone who may
+/// reveal learns the setting; `jobs show` and `log tail` both ask this.
+pub(crate) fn capture_off_refusal(store: &Store, actor: &str) -> Error {
+    store.require(actor, Permission::ViewFailureDetail).err().unwrap_or(Error::FailureDetailOff)
 }
 
 /// What the log shows of an entry's failure detail when it is not revealed.
