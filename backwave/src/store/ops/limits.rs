@@ -12,7 +12,7 @@ use super::names::{check_name, decide_name_action, NameAction, PauseRead};
 use super::AuditAction;
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
-use crate::store::{PauseKind, Store};
+use crate::store::{Backend, PauseKind, Store};
 
 /// At most `n` claims per `per`: fixed windows aligned on multiples of `per` since the epoch,
 /// so every host agrees on where a window starts.
@@ -494,8 +494,7 @@ impl Store {
         force: bool,
     ) -> Result<LimitResult> {
         self.check_name_first(NameAction::Limit, actor, kind, name, until, force)?;
-        self.names_write(|names| {
-            let tx = names.limits();
+        self.limits_write(|tx| {
             let now = tx.now()?;
             // `true`: the name was checked (or forced) above, outside the write lock.
             decide_name_action(&mut *tx, NameAction::Limit, actor, kind, name, Some((until, now)), true)?;
@@ -520,8 +519,7 @@ impl Store {
     /// Remove the operator's limit (needs `operate`; audited); the application's default, if
     /// any, applies again. Returns whether one was in force.
     pub fn clear_limit(&self, actor: &str, kind: PauseKind, name: &str) -> Result<bool> {
-        self.names_write(|names| {
-            let tx = names.limits();
+        self.limits_write(|tx| {
             let now = tx.now()?;
             tx.require(actor, Permission::Operate)?;
             if tx.delete_operator(kind, name, now)? != Some(true) {
@@ -542,8 +540,7 @@ impl Store {
         if defaults.is_empty() {
             return Ok(());
         }
-        self.names_write(|names| {
-            let tx = names.limits();
+        self.limits_write(|tx| {
             let now = tx.now()?;
             for d in defaults {
                 let (kind, name, spec, source) = (d.kind, d.name.clone(), d.spec, LimitSource::Application);
@@ -552,6 +549,17 @@ impl Store {
             }
             Ok(())
         })
+    }
+}
+
+impl Store {
+    /// Run `f` in one write transaction of this store's backend, for a limit.
+    fn limits_write<T>(&self, mut f: impl FnMut(&mut dyn LimitTx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.names_write(|tx| f(tx)),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.write(|tx| f(tx)),
+        }
     }
 }
 

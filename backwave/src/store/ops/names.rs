@@ -2,7 +2,6 @@
 //! limit is checked in, and pause and resume themselves, on [`Store`]. A backend supplies the
 //! reads a decision needs ([`PauseRead`]) and the statements on `pauses` ([`PauseTx`]).
 
-use super::limits::LimitTx;
 use super::AuditAction;
 use crate::error::{Error, Result};
 use crate::model::{Millis, Permission};
@@ -112,23 +111,6 @@ pub(crate) trait PauseTx: PauseRead {
     fn audit(&mut self, now: Millis, actor: &str, action: AuditAction, detail: &str) -> Result<()>;
 }
 
-/// One write transaction as the policies on names take it: its pause statements or its limit
-/// statements (a backend's transaction has both).
-pub(crate) trait NameTx {
-    fn pauses(&mut self) -> &mut dyn PauseTx;
-    fn limits(&mut self) -> &mut dyn LimitTx;
-}
-
-impl<T: PauseTx + LimitTx> NameTx for T {
-    fn pauses(&mut self) -> &mut dyn PauseTx {
-        self
-    }
-
-    fn limits(&mut self) -> &mut dyn LimitTx {
-        self
-    }
-}
-
 impl Store {
     /// Pause a queue or a wire name, until `until` (epoch ms) or until resumed. Needs
     /// `operate`; audited. A name no job and no worker ever mentioned is refused as a likely
@@ -144,8 +126,7 @@ impl Store {
         force: bool,
     ) -> Result<PauseResult> {
         self.check_name_first(NameAction::Pause, actor, kind, name, until, force)?;
-        self.names_write(|names| {
-            let tx = names.pauses();
+        self.pauses_write(|tx| {
             let now = tx.now()?;
             // `true`: the name was checked (or forced) above, outside the write lock.
             decide_name_action(&mut *tx, NameAction::Pause, actor, kind, name, Some((until, now)), true)?;
@@ -163,8 +144,7 @@ impl Store {
     /// Lift a pause. Needs `operate`; audited when something was resumed. A lapsed pause counts
     /// as not paused (its row is removed all the same).
     pub fn resume(&self, actor: &str, kind: PauseKind, name: &str) -> Result<ResumeResult> {
-        self.names_write(|names| {
-            let tx = names.pauses();
+        self.pauses_write(|tx| {
             tx.require(actor, Permission::Operate)?;
             let now = tx.now()?;
             tx.lock_name(kind, name)?;
@@ -209,15 +189,12 @@ impl Store {
         }
     }
 
-    /// Run `f` in one write transaction of this store's backend, for a pause or a limit.
-    pub(crate) fn names_write<T>(&self, f: impl FnMut(&mut dyn NameTx) -> Result<T>) -> Result<T> {
+    /// Run `f` in one write transaction of this store's backend, for a pause or a resume.
+    fn pauses_write<T>(&self, mut f: impl FnMut(&mut dyn PauseTx) -> Result<T>) -> Result<T> {
         match &self.backend {
-            Backend::Sqlite(s) => s.names_write(f),
+            Backend::Sqlite(s) => s.names_write(|tx| f(tx)),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => {
-                let mut f = f;
-                p.write(|tx| f(tx))
-            }
+            Backend::Postgres(p) => p.write(|tx| f(tx)),
         }
     }
 }

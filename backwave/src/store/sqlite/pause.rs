@@ -11,8 +11,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{Millis, Permission};
+use crate::store::ops::names::PauseTx;
 use crate::store::ops::names::{decide_name_action, NameAction, PauseRead};
-use crate::store::ops::names::{NameTx, PauseTx};
 use crate::store::ops::AuditAction;
 use crate::store::{Pause, PauseKind, PausePlan};
 
@@ -43,8 +43,9 @@ pub(crate) fn active(tx: &Connection, now: Millis) -> Result<ActivePauses> {
 }
 
 impl SqliteStore {
-    /// One write transaction for the policies on names (`ops/names.rs`): pause, resume, limits.
-    pub(crate) fn names_write<T>(&self, mut f: impl FnMut(&mut dyn NameTx) -> Result<T>) -> Result<T> {
+    /// One write transaction for the policies on names (`ops/names.rs`, `ops/limits.rs`): pause,
+    /// resume, limits. The transaction is both a [`PauseTx`] and a `LimitTx`.
+    pub(crate) fn names_write<T>(&self, mut f: impl FnMut(&mut SqlitePauses<'_>) -> Result<T>) -> Result<T> {
         let now = self.now();
         self.write(|c| f(&mut SqlitePauses { c, now }))
     }
