@@ -550,9 +550,7 @@ impl Store {
             Ok(())
         })
     }
-}
 
-impl Store {
     /// Run `f` in one write transaction of this store's backend, for a limit.
     fn limits_write<T>(&self, mut f: impl FnMut(&mut dyn LimitTx) -> Result<T>) -> Result<T> {
         match &self.backend {

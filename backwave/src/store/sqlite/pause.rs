@@ -11,8 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::model::{Millis, Permission};
-use crate::store::ops::names::PauseTx;
-use crate::store::ops::names::{decide_name_action, NameAction, PauseRead};
+use crate::store::ops::names::{decide_name_action, NameAction, PauseRead, PauseTx};
 use crate::store::ops::AuditAction;
 use crate::store::{Pause, PauseKind, PausePlan};
 
