@@ -444,11 +444,54 @@ fn a_version_15_store_migrates_to_priorities_keeping_its_jobs_and_the_enqueue_gr
 /// rows), and for its completions and heartbeats plans made for a table of a few rows: once a
 /// burst of 300,000 jobs arrived, each claim of 1,000 took 1.3 s instead of 11 ms, and went on
 /// doing so until an ANALYZE happened to replace the plans. The engine's statements over `jobs`
-/// are planned for the values they run with, every time.
+/// are planned for the values they run with, every time: on any store's session, where they
+/// are sent whole each run, and on an engine's own sessions, where they run prepared under
+/// `plan_cache_mode = force_custom_plan`.
 #[test]
 fn a_worker_that_started_on_an_empty_queue_never_claims_a_grown_backlog_with_a_plan_made_for_the_empty_one() {
     let _g = use_backend(Backend::Postgres);
     let fx = super::Fixture::new();
+    let prepared = claim_a_burst_after_a_quiet_queue(&fx);
+    let claim = prepared.iter().find(|p| p.contains("WITH picked AS"));
+    assert_eq!(claim, None, "a plain session sends its claim whole, never runs it prepared");
+}
+
+/// The same on the sessions an engine opens for its own work ([`Store::for_engine`]): there the
+/// claim, its completion and its heartbeat run prepared, parsed once, and each run is still
+/// planned for its values.
+#[test]
+fn an_engine_session_runs_its_claim_prepared_and_still_plans_it_for_every_run() {
+    let _g = use_backend(Backend::Postgres);
+    let mut fx = super::Fixture::new();
+    fx.store = Store::open(&fx.db).unwrap().with_clock(fx.clock.clone()).for_engine().unwrap();
+    let prepared = claim_a_burst_after_a_quiet_queue(&fx);
+    // Each of the 13 claims, heartbeats and completions planned for its values.
+    let ran = |head: &str| {
+        prepared.iter().any(|p| p.contains(head) && p.split(' ').next().and_then(|n| n.parse::<u32>().ok()) == Some(13))
+    };
+    assert!(ran("WITH picked AS"), "the claim ran prepared, planned on each of its 13 runs: {prepared:#?}");
+    assert!(ran("UPDATE jobs SET lease_expires_at"), "the heartbeat too: {prepared:#?}");
+    assert!(ran("UPDATE jobs SET state = 'succeeded'"), "the completion too: {prepared:#?}");
+
+    // A new session (the old one killed) is opened the same way.
+    let pid = fx.store.raw_query("SELECT pg_backend_pid()", &[]).unwrap()[0][0].as_i64();
+    let killer = Store::open(&fx.db).unwrap();
+    killer.raw_query(&format!("SELECT pg_terminate_backend({pid})"), &[]).unwrap();
+    let mode = |store: &Store| loop {
+        match store.raw_query("SHOW plan_cache_mode", &[]) {
+            Ok(rows) => return rows[0][0].as_str().to_string(),
+            Err(_) => continue, // the first call after the kill finds the connection gone
+        }
+    };
+    assert_eq!(mode(&fx.store), "force_custom_plan");
+    assert_eq!(mode(&killer), "auto", "a store not opened for an engine keeps the server's default");
+}
+
+/// 12 single jobs claimed, heartbeated and completed one by one on `fx`'s session, then a burst
+/// of 20,000 and a claim of 100 of it: asserts that no statement of that session over `jobs`
+/// ran a generic plan, and returns the session's prepared statements over `jobs` that ran
+/// custom plans, each as `N custom plans: SQL`.
+fn claim_a_burst_after_a_quiet_queue(fx: &super::Fixture) -> Vec<String> {
     let store = &fx.store;
     let policy = RetryPolicy::new(3, Duration::ZERO).unwrap();
     let run = |claimed: Vec<backwave::Job>| {
@@ -471,23 +514,29 @@ fn a_worker_that_started_on_an_empty_queue_never_claims_a_grown_backlog_with_a_p
     // The session's prepared statements that read or update jobs (the insert has one plan
     // whatever the table holds): none ran a generic plan. Without the fix the claim, the
     // completion and the heartbeat each ran eight.
-    let generic: Vec<String> = store
-        .raw_query(
-            "SELECT generic_plans, statement FROM pg_prepared_statements
-             WHERE generic_plans > 0 AND statement ~ '(FROM|UPDATE) jobs' ORDER BY statement",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| {
-            format!(
-                "{} generic plans: {}",
-                r[0].as_i64(),
-                r[1].as_str().split_whitespace().collect::<Vec<_>>().join(" ")
+    let prepared = |plans: &str| -> Vec<String> {
+        store
+            .raw_query(
+                &format!(
+                    "SELECT {plans}, statement FROM pg_prepared_statements
+                     WHERE {plans} > 0 AND statement ~ '(FROM|UPDATE) jobs' ORDER BY statement"
+                ),
+                &[],
             )
-        })
-        .collect();
-    assert_eq!(generic, Vec::<String>::new(), "statements of the worker's session ran a plan made without its values");
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let sql = r[1].as_str().split_whitespace().collect::<Vec<_>>().join(" ");
+                format!("{} {}: {sql}", r[0].as_i64(), plans.replace('_', " "))
+            })
+            .collect()
+    };
+    assert_eq!(
+        prepared("generic_plans"),
+        Vec::<String>::new(),
+        "statements of the worker's session ran a plan made without its values"
+    );
+    prepared("custom_plans")
 }
 
 /// Found by an application developer's walkthrough: inside `#[tokio::main]` the sync `Store` and

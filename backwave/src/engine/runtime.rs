@@ -157,7 +157,9 @@ impl Engine {
     /// `PRAGMA data_version` every 4 ms); each group's `poll_interval` is only the safety net.
     /// Poll-only keeps the first and drops the listening connection, so that jobs enqueued
     /// elsewhere start within a poll interval: for a PostgreSQL connection through a pooler in
-    /// transaction mode (PgBouncer's `pool_mode = transaction`), where `LISTEN` cannot work.
+    /// transaction mode (PgBouncer's `pool_mode = transaction`), where `LISTEN` cannot work; for
+    /// the same pooler, the engine's batch statements are then sent whole on every run rather
+    /// than kept prepared with a session setting the pooler would not keep.
     pub fn poll_only(&mut self, on: bool) -> &mut Self {
         self.poll_only = on;
         self
@@ -409,6 +411,18 @@ impl Engine {
         })
     }
 
+    /// A store for the engine's own work (a group's claims and outcomes, the ticker): on
+    /// PostgreSQL its sessions run the batch statements prepared, each planned for its values
+    /// ([`Store::for_engine`]), except in poll-only mode, meant for a pooler in transaction mode,
+    /// which does not keep a session's settings from one transaction to the next.
+    fn engine_store(&self) -> Result<Store> {
+        let store = Store::open(&self.db)?.with_clock(self.clock.clone());
+        match self.poll_only {
+            true => Ok(store),
+            false => store.for_engine(),
+        }
+    }
+
     /// Register group `i` as a worker and start it: its handlers (threads, or slot tasks on the
     /// async runtime), its outcome recorder and its dispatcher thread. The group rings through
     /// `doorbell` and wakes through `handle`'s wakers.
@@ -420,14 +434,14 @@ impl Engine {
         doorbell: &mut Doorbell,
         common: &Common,
     ) -> Result<GroupHandle> {
-        let store = Store::open(&self.db)?.with_clock(self.clock.clone());
+        let store = self.engine_store()?;
         let (worker_id, info) = self.register_worker(&store, cfg)?;
         let capture = cfg.capture_failure_detail && self.capture_failure_detail;
         let stats = Arc::new(Counters::default());
         let stop = Arc::new(StopFlag::default());
         let ready = Arc::new(ReadyBuffer::default());
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let open = || Ok(Store::open(&self.db)?.with_clock(self.clock.clone()));
+        let open = || self.engine_store();
         let recorder = Recorder::start(&store, open, &cfg.name, done_tx.clone())?;
         #[cfg(feature = "tokio")]
         let tasks = self.start_handlers(cfg, &ready, &done_tx, capture, handle)?;
@@ -545,7 +559,7 @@ impl Engine {
         let (stop_tx, stop_rx) = mpsc::channel();
         let stats = Arc::new(TickerStats::default());
         let ticker = Ticker {
-            store: Store::open(&self.db)?.with_clock(self.clock.clone()),
+            store: self.engine_store()?,
             names: self.schedules.iter().map(|s| s.name.clone()).collect(),
             max_sleep: self.schedule_poll,
             stats: Arc::clone(&stats),

@@ -295,6 +295,20 @@ impl Store {
         Store { backend, bell: self.bell }
     }
 
+    /// The same store, for an engine's own work: on PostgreSQL its sessions plan every prepared
+    /// statement for the values it runs with, so that the claim and the other batch statements
+    /// run prepared, parsed once a session (SQLite's statements always are). The engine opens
+    /// its stores so; public for the tests.
+    #[doc(hidden)]
+    pub fn for_engine(self) -> Result<Self> {
+        let backend = match self.backend {
+            Backend::Sqlite(s) => Backend::Sqlite(s),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => Backend::Postgres(Box::new(p.with_custom_plans()?)),
+        };
+        Ok(Store { backend, bell: self.bell })
+    }
+
     fn wrap(backend: Backend) -> Store {
         let bell = match &backend {
             Backend::Sqlite(s) => {

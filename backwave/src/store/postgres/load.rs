@@ -85,7 +85,13 @@ impl PgStore {
             let Conn { client, statements } = slot.as_mut().expect("connect leaves a connection");
             let out = (|| {
                 let tx = client.transaction()?;
-                let mut tx = Tx { tx: super::Session::Own(tx), statements, clock: &store.clock, now: None };
+                let mut tx = Tx {
+                    tx: super::Session::Own(tx),
+                    statements,
+                    custom_plans: store.custom_plans,
+                    clock: &store.clock,
+                    now: None,
+                };
                 // As `create`: two creators of one store apply the schema once.
                 tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schema'))", &[])?;
                 if empty_or_version(&mut tx, url)? != 0 {

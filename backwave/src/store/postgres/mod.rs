@@ -79,6 +79,10 @@ pub(crate) struct PgStore {
     /// While [`PgStore::snapshot`] runs: the log's horizon read before its transaction began.
     /// Every read then joins that transaction (see `snapshot.rs`).
     snapshot: std::cell::Cell<Option<i64>>,
+    /// Whether each session this store opens plans every prepared statement for its values
+    /// (`plan_cache_mode = force_custom_plan`), so that [`Tx::query_planned`] can run its
+    /// statements prepared: set by [`PgStore::with_custom_plans`] for an engine's own connections.
+    custom_plans: bool,
 }
 
 struct Conn {
@@ -96,6 +100,9 @@ impl std::fmt::Debug for PgStore {
 pub(crate) struct Tx<'a> {
     tx: Session<'a>,
     statements: &'a mut HashMap<String, Statement>,
+    /// The session plans every prepared statement for its values (see
+    /// [`PgStore::with_custom_plans`]).
+    custom_plans: bool,
     clock: &'a Clock,
     now: Option<Millis>,
 }
@@ -233,19 +240,30 @@ impl Tx<'_> {
     /// may, after five runs, be given a generic plan, made without its values and priced on the
     /// table as it was then: a worker that started on a near-empty queue kept, for its claim, a
     /// plan that reads and sorts every job, and once a burst of 300,000 arrived each claim of
-    /// 1,000 took 1.3 s instead of 11 ms until an ANALYZE happened to replace it. Here the
-    /// statement is planned afresh on every run (the unnamed statement, parsed, bound and run in
-    /// one round trip); the cached one only lends its parameter types. That costs a parse and a
-    /// plan per run, a fraction of a millisecond against a batch; the single-row statements of
-    /// `enqueue` and of an attempt's end keep their cached plans (a primary key lookup has one
-    /// good plan).
+    /// 1,000 took 1.3 s instead of 11 ms until an ANALYZE happened to replace it. So the
+    /// statement is planned afresh on every run, one of two ways:
+    /// - on an engine's own sessions ([`PgStore::with_custom_plans`]), which plan every prepared
+    ///   statement for its values, it runs prepared: parsed once per session, planned per run.
+    ///   Parsing the claim cost 0.15-0.2 ms a run, as much as its planning, on the path from an
+    ///   enqueue to its job's start;
+    /// - on any other session, whose single-row statements keep their cached plans (`enqueue`,
+    ///   an attempt's end: a primary key lookup has one good plan), it runs as the unnamed
+    ///   statement, parsed, bound and run in one round trip; the cached one only lends its
+    ///   parameter types.
     pub(crate) fn query_planned(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        if self.custom_plans {
+            return self.query(sql, params);
+        }
         let typed = self.typed(sql, params)?;
         Ok(self.tx.query_typed(sql, &typed)?)
     }
 
     /// [`Tx::query_planned`] for a statement that returns exactly one row.
     pub(crate) fn query_planned_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        if self.custom_plans {
+            let s = self.statement(sql)?;
+            return Ok(self.tx.query_one(&s, params)?);
+        }
         let typed = self.typed(sql, params)?;
         Ok(self.tx.query_typed_one(sql, &typed)?)
     }
@@ -397,6 +415,7 @@ impl PgStore {
             version: 0,
             lock_timeout: std::cell::Cell::new(BUSY_TIMEOUT),
             snapshot: std::cell::Cell::new(None),
+            custom_plans: false,
         };
         blocking(|| store.ensure_connected())?;
         // A worker role may update some columns of `jobs` only (docs/postgres.md): any is enough to write.
@@ -434,7 +453,8 @@ impl PgStore {
         // a session idle inside a transaction after a minute.
         client.batch_execute(&format!(
             "SET lock_timeout = '{lock_ms}ms'; SET idle_in_transaction_session_timeout = '60s';
-             SET client_min_messages = warning"
+             SET client_min_messages = warning{}",
+            if self.custom_plans { "; SET plan_cache_mode = force_custom_plan" } else { "" }
         ))?;
         let got: String = client.query_one("SHOW lock_timeout", &[])?.get(0);
         let expected = format_pg_ms(lock_ms);
@@ -527,7 +547,13 @@ impl PgStore {
             self.ensure_connected()?;
             let mut slot = self.conn.borrow_mut();
             let Conn { client, statements } = slot.as_mut().expect("connected above");
-            let out = f(&mut Tx { tx: Session::Joined(client), statements, clock: &self.clock, now: None });
+            let out = f(&mut Tx {
+                tx: Session::Joined(client),
+                statements,
+                custom_plans: self.custom_plans,
+                clock: &self.clock,
+                now: None,
+            });
             if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
                 *slot = None;
             }
@@ -568,7 +594,8 @@ impl PgStore {
         let Conn { client, statements } = slot.as_mut().expect("connected above");
         let out = (|| {
             let tx = client.build_transaction().isolation_level(level).read_only(read_only).start()?;
-            let mut tx = Tx { tx: Session::Own(tx), statements, clock: &self.clock, now: None };
+            let mut tx =
+                Tx { tx: Session::Own(tx), statements, custom_plans: self.custom_plans, clock: &self.clock, now: None };
             let value = f(&mut tx)?;
             tx.tx.commit()?;
             Ok(value)
@@ -586,6 +613,15 @@ impl PgStore {
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// The same store, for an engine's own work: its sessions plan every prepared statement for
+    /// its values (`plan_cache_mode = force_custom_plan`), so the batch statements run prepared
+    /// (see [`Tx::query_planned`]): the session open now, and any opened later.
+    pub fn with_custom_plans(mut self) -> Result<Self> {
+        self.custom_plans = true;
+        self.with_client(|c| Ok(c.batch_execute("SET plan_cache_mode = force_custom_plan")?))?;
+        Ok(self)
     }
 
     pub fn clock(&self) -> &Clock {

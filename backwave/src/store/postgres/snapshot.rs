@@ -38,7 +38,13 @@ impl PgStore {
         let Some(Conn { client, statements }) = slot.as_mut() else {
             return Err(self.lost());
         };
-        let out = f(&mut Tx { tx: Session::Joined(client), statements, clock: &self.clock, now: None });
+        let out = f(&mut Tx {
+            tx: Session::Joined(client),
+            statements,
+            custom_plans: self.custom_plans,
+            clock: &self.clock,
+            now: None,
+        });
         if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
             *slot = None;
         }
