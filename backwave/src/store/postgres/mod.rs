@@ -545,20 +545,21 @@ impl PgStore {
     fn alone<T>(&self, f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         blocking(|| {
             self.ensure_connected()?;
-            let mut slot = self.conn.borrow_mut();
-            let Conn { client, statements } = slot.as_mut().expect("connected above");
-            let out = f(&mut Tx {
-                tx: Session::Joined(client),
-                statements,
-                custom_plans: self.custom_plans,
-                clock: &self.clock,
-                now: None,
-            });
-            if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
-                *slot = None;
-            }
-            out
+            self.on_session(&mut self.conn.borrow_mut(), f)
         })
+    }
+
+    /// `f` on the open connection in `slot`, in no transaction of its own (one statement, or the
+    /// read snapshot's transaction); a connection found broken afterwards is dropped, so that the
+    /// next call connects again.
+    fn on_session<T>(&self, slot: &mut Option<Conn>, f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        let Conn { client, statements } = slot.as_mut().expect("a connection is open");
+        let custom_plans = self.custom_plans;
+        let out = f(&mut Tx { tx: Session::Joined(client), statements, custom_plans, clock: &self.clock, now: None });
+        if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
+            *slot = None;
+        }
+        out
     }
 
     /// Whether [`PgStore::snapshot`] holds a read snapshot open on the connection now.

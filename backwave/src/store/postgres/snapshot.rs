@@ -2,7 +2,7 @@
 //! transaction held open on the connection while the caller reads, which every read of the
 //! store joins (`PgStore::transaction` runs it on that transaction instead of starting one).
 
-use super::{is_broken, Conn, PgStore, Session, Tx};
+use super::{is_broken, PgStore, Tx};
 use crate::error::{Error, Result};
 
 impl PgStore {
@@ -35,20 +35,10 @@ impl PgStore {
         }
         let mut slot = self.conn.borrow_mut();
         // The connection broke during the snapshot: a new one would read outside it.
-        let Some(Conn { client, statements }) = slot.as_mut() else {
+        if slot.is_none() {
             return Err(self.lost());
-        };
-        let out = f(&mut Tx {
-            tx: Session::Joined(client),
-            statements,
-            custom_plans: self.custom_plans,
-            clock: &self.clock,
-            now: None,
-        });
-        if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
-            *slot = None;
         }
-        out
+        self.on_session(&mut slot, f)
     }
 
     fn lost(&self) -> Error {
