@@ -554,8 +554,13 @@ impl PgStore {
     /// next call connects again.
     fn on_session<T>(&self, slot: &mut Option<Conn>, f: &mut impl FnMut(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         let Conn { client, statements } = slot.as_mut().expect("a connection is open");
-        let custom_plans = self.custom_plans;
-        let out = f(&mut Tx { tx: Session::Joined(client), statements, custom_plans, clock: &self.clock, now: None });
+        let out = f(&mut Tx {
+            tx: Session::Joined(client),
+            statements,
+            custom_plans: self.custom_plans,
+            clock: &self.clock,
+            now: None,
+        });
         if out.as_ref().is_err_and(is_broken) || slot.as_ref().is_some_and(|c| c.client.is_closed()) {
             *slot = None;
         }
