@@ -411,10 +411,12 @@ impl Engine {
         })
     }
 
-    /// A store for the engine's own work (a group's claims and outcomes, the ticker): on
-    /// PostgreSQL its sessions run the batch statements prepared, each planned for its values
+    /// A store for the engine's claiming work (a group's dispatcher, the ticker): on PostgreSQL
+    /// its sessions run the batch statements prepared, each planned for its values
     /// ([`Store::for_engine`]), except in poll-only mode, meant for a pooler in transaction mode,
-    /// which does not keep a session's settings from one transaction to the next.
+    /// which does not keep a session's settings from one transaction to the next. A group's
+    /// recorder keeps a plain session: each failure it records is a few single-row statements
+    /// whose cached plans that setting would throw away.
     fn engine_store(&self) -> Result<Store> {
         let store = Store::open(&self.db)?.with_clock(self.clock.clone());
         match self.poll_only {
@@ -441,7 +443,7 @@ impl Engine {
         let stop = Arc::new(StopFlag::default());
         let ready = Arc::new(ReadyBuffer::default());
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let open = || self.engine_store();
+        let open = || Ok(Store::open(&self.db)?.with_clock(self.clock.clone()));
         let recorder = Recorder::start(&store, open, &cfg.name, done_tx.clone())?;
         #[cfg(feature = "tokio")]
         let tasks = self.start_handlers(cfg, &ready, &done_tx, capture, handle)?;

@@ -295,10 +295,10 @@ impl Store {
         Store { backend, bell: self.bell }
     }
 
-    /// The same store, for an engine's own work: on PostgreSQL its sessions plan every prepared
-    /// statement for the values it runs with, so that the claim and the other batch statements
-    /// run prepared, parsed once a session (SQLite's statements always are). The engine opens
-    /// its stores so; public for the tests.
+    /// The same store, for an engine's claiming work: on PostgreSQL its sessions plan every
+    /// prepared statement for the values it runs with, so that the claim and the other batch
+    /// statements run prepared, parsed once a session (SQLite's statements always are). The
+    /// engine opens its dispatchers' and ticker's stores so; public for the tests.
     #[doc(hidden)]
     pub fn for_engine(self) -> Result<Self> {
         let backend = match self.backend {

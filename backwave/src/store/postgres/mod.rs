@@ -81,7 +81,8 @@ pub(crate) struct PgStore {
     snapshot: std::cell::Cell<Option<i64>>,
     /// Whether each session this store opens plans every prepared statement for its values
     /// (`plan_cache_mode = force_custom_plan`), so that [`Tx::query_planned`] can run its
-    /// statements prepared: set by [`PgStore::with_custom_plans`] for an engine's own connections.
+    /// statements prepared: set by [`PgStore::with_custom_plans`] for the connections an engine
+    /// claims on.
     custom_plans: bool,
 }
 
@@ -242,10 +243,10 @@ impl Tx<'_> {
     /// plan that reads and sorts every job, and once a burst of 300,000 arrived each claim of
     /// 1,000 took 1.3 s instead of 11 ms until an ANALYZE happened to replace it. So the
     /// statement is planned afresh on every run, one of two ways:
-    /// - on an engine's own sessions ([`PgStore::with_custom_plans`]), which plan every prepared
-    ///   statement for its values, it runs prepared: parsed once per session, planned per run.
-    ///   Parsing the claim cost 0.15-0.2 ms a run, as much as its planning, on the path from an
-    ///   enqueue to its job's start;
+    /// - on the sessions an engine claims on ([`PgStore::with_custom_plans`]), which plan every
+    ///   prepared statement for its values, it runs prepared: parsed once per session, planned
+    ///   per run. Parsing the claim cost 0.15-0.2 ms a run, as much as its planning, on the path
+    ///   from an enqueue to its job's start;
     /// - on any other session, whose single-row statements keep their cached plans (`enqueue`,
     ///   an attempt's end: a primary key lookup has one good plan), it runs as the unnamed
     ///   statement, parsed, bound and run in one round trip; the cached one only lends its
@@ -621,8 +622,8 @@ impl PgStore {
         self
     }
 
-    /// The same store, for an engine's own work: its sessions plan every prepared statement for
-    /// its values (`plan_cache_mode = force_custom_plan`), so the batch statements run prepared
+    /// The same store, for an engine's claiming work: its sessions plan every prepared statement
+    /// for its values (`plan_cache_mode = force_custom_plan`), so the batch statements run prepared
     /// (see [`Tx::query_planned`]): the session open now, and any opened later.
     pub fn with_custom_plans(mut self) -> Result<Self> {
         self.custom_plans = true;
