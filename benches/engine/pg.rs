@@ -5,8 +5,14 @@
 //!
 //! Like the SQLite raw ceiling, this is a benchmark of the database itself, so it names the
 //! driver (`backwave::postgres::Client`) and runs its own SQL on its own connections: the store's claim
-//! (one statement: pick `FOR UPDATE SKIP LOCKED` in `due_at` order, move to running, log) and a
-//! fenced completion of the whole batch in one statement, without the engine's bookkeeping.
+//! (one statement: pick `FOR UPDATE SKIP LOCKED` in the claim index's order, priority then due
+//! time, move to running, log) and a fenced completion of the whole batch in one statement,
+//! without the engine's bookkeeping. The order is the claim index's on purpose: ordered by
+//! `due_at` alone, the pick is planned on `jobs_active` once migration 20 dropped `jobs_claim
+//! (queue, due_at)`, and the ceiling measured that way ran at half its rate or less with one
+//! connection (2026-12-06: 15,600 against 34,500 jobs/s at 256 a claim, 28,600 against 36,700 at
+//! 1,024) and at three quarters with two: every ratio to it from migration 20 until then
+//! flattered the engine (`docs/benchmarks.md`).
 
 use std::process::{Child, Command};
 use std::time::Instant;
@@ -49,7 +55,7 @@ const CLAIM: &str = "
     WITH picked AS (
         SELECT id FROM jobs
         WHERE state = 'scheduled' AND queue = $1 AND due_at <= $2
-        ORDER BY due_at LIMIT $3
+        ORDER BY priority, due_at LIMIT $3
         FOR UPDATE SKIP LOCKED),
     claimed AS (
         UPDATE jobs j SET state = 'running', attempt = j.attempt + 1, max_attempts = 10,
