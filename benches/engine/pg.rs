@@ -9,10 +9,10 @@
 //! time, move to running, log) and a fenced completion of the whole batch in one statement,
 //! without the engine's bookkeeping. The order is the claim index's on purpose: ordered by
 //! `due_at` alone, the pick is planned on `jobs_active` once migration 20 dropped `jobs_claim
-//! (queue, due_at)`, and the ceiling measured that way ran at half its rate or less with one
-//! connection (2026-12-06: 15,600 against 34,500 jobs/s at 256 a claim, 28,600 against 36,700 at
-//! 1,024) and at three quarters with two: every ratio to it from migration 20 until then
-//! flattered the engine (`docs/benchmarks.md`).
+//! (queue, due_at)`, and the ceiling measured that way ran at half its rate with one connection
+//! and 256 a claim, four fifths with 1,024 (2026-12-06: 15,600 against 34,500 jobs/s, 28,600
+//! against 36,700) and three quarters with two connections: every ratio to it from migration 20
+//! until then flattered the engine (`docs/benchmarks.md`).
 
 use std::process::{Child, Command};
 use std::time::Instant;
