@@ -113,18 +113,6 @@ pub const CLAIM_SQL: &str = concat!(
     claim_tail!()
 );
 
-/// Whether any lease has lapsed (`$1` a test's manual clock, else NULL). Every group of every
-/// worker asks this every poll interval, busy or idle, so the database clock is read in the same
-/// statement and the answer is one probe of `jobs_lease`. Without `state = 'running'` on
-/// purpose: a job has a lease exactly while it runs (the table's CHECK), and with the state
-/// named, on statistics taken before any job ran (as after a burst), the planner walked
-/// `jobs_active`'s Running range instead, every entry a claim left there since the last vacuum
-/// included (3.4 ms a look in the engine bench's drains, 4 % of a claiming connection's time
-/// with two worker processes, against 0.03 ms).
-/// Public (as `POSTGRES_LAPSED_LOOK_SQL`) so that tests and tools can EXPLAIN it.
-pub const LAPSED_LOOK_SQL: &str =
-    "SELECT EXISTS (SELECT 1 FROM jobs WHERE lease_expires_at < coalesce($1::bigint, bw_now_ms()))";
-
 /// [`CLAIM_SQL`] for a queue whose head holds due jobs of a paused wire name (same parameters).
 /// Walking the claim index would step over every paused job on every claim; instead a recursive
 /// "loose index scan" on `jobs_claim_wire` visits each wire name waiting in the queue once, takes
@@ -562,10 +550,20 @@ impl PgStore {
         })
     }
 
-    /// Whether any lease has lapsed: one statement, no lock ([`LAPSED_LOOK_SQL`]).
+    /// Whether any lease has lapsed: one statement, no lock. Idle workers ask this every poll,
+    /// so the database clock is read in the same statement (`coalesce`: a test's manual clock
+    /// is bound instead).
     pub fn has_lapsed_leases(&self) -> Result<bool> {
         let pinned = self.pinned_now();
-        self.read_one(|tx| Ok(tx.query_one(LAPSED_LOOK_SQL, &[&pinned])?.try_get(0)?))
+        self.read_one(|tx| {
+            Ok(tx
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM jobs
+                                    WHERE state = 'running' AND lease_expires_at < coalesce($1::bigint, bw_now_ms()))",
+                    &[&pinned],
+                )?
+                .try_get(0)?)
+        })
     }
 
     /// Undo the claims of jobs that never started (no attempt spent), in one statement; a job
