@@ -627,7 +627,10 @@ impl PgStore {
     /// (see [`Tx::query_planned`]): the session open now, and any opened later.
     pub fn with_custom_plans(mut self) -> Result<Self> {
         self.custom_plans = true;
-        self.with_client(|c| Ok(c.batch_execute("SET plan_cache_mode = force_custom_plan")?))?;
+        // A session opened from now on is set as it connects; only one open already needs it.
+        if self.conn.borrow().is_some() {
+            self.with_client(|c| Ok(c.batch_execute("SET plan_cache_mode = force_custom_plan")?))?;
+        }
         Ok(self)
     }
 
