@@ -640,3 +640,52 @@ fn the_release_trigger_runs_only_for_statements_that_end_a_workflow_job() {
         assert_eq!(state, "scheduled", "{ids:?}");
     }
 }
+
+/// A claim's commit does not wait for the WAL flush: its statement sets `synchronous_commit` off
+/// for its own transaction (inside a transaction block, from the claim to its `COMMIT`; outside
+/// one, the statement's own), and never for the session, so every completion, enqueue and
+/// operator action after it on the same connection waits for its flush as the server says. A
+/// claim lost in a server crash puts its jobs back as they were (the store's documentation of
+/// the claim statement says why that is the one write BackWave can afford to lose).
+#[test]
+fn a_claim_commits_without_waiting_for_the_wal_flush_and_leaves_the_session_as_it_was() {
+    let _g = use_backend(Backend::Postgres);
+    let fx = super::Fixture::new();
+    let jobs: Vec<NewJob> = (0..4).map(|_| NewJob::new("w", "q", "{}")).collect();
+    fx.store.enqueue_many(&jobs).unwrap();
+    let mut c = backwave::postgres::Client::connect(fx.db.arg(), backwave::postgres::NoTls).unwrap();
+    let setting =
+        |c: &mut backwave::postgres::Client| -> String { c.query_one("SHOW synchronous_commit", &[]).unwrap().get(0) };
+    let server = setting(&mut c);
+    assert_ne!(server, "off", "the test server runs with synchronous_commit on");
+
+    // In a transaction block: off from the claim to the commit, then the server's again.
+    let mut tx = c.transaction().unwrap();
+    assert_eq!(tx.query_one("SHOW synchronous_commit", &[]).unwrap().get::<_, String>(0), server);
+    assert_eq!(claim_one(&mut tx), 1);
+    assert_eq!(tx.query_one("SHOW synchronous_commit", &[]).unwrap().get::<_, String>(0), "off");
+    tx.commit().unwrap();
+    assert_eq!(setting(&mut c), server);
+    // Alone, as the store runs its usual claim: its own transaction, nothing left behind.
+    assert_eq!(claim_one(&mut c), 1);
+    assert_eq!(setting(&mut c), server);
+
+    // The store's own claim, on its own session, and the completion after it.
+    let policy = RetryPolicy::new(3, Duration::ZERO).unwrap();
+    let claimed = fx.claim_as(super::WORKER, "q", 10, &policy);
+    assert_eq!(claimed.len(), 2);
+    let session = || fx.store.raw_query("SHOW synchronous_commit", &[]).unwrap()[0][0].as_str().to_string();
+    assert_eq!(session(), server);
+    fx.report_all(&claimed, |_, _| Outcome::Succeeded);
+    assert_eq!(session(), server);
+    assert!(claimed.iter().all(|j| fx.job(j.id).state == JobState::Succeeded));
+}
+
+/// Run the store's claim statement on `c` for one job of queue `q`: how many it took.
+fn claim_one(c: &mut impl backwave::postgres::GenericClient) -> usize {
+    let now = backwave::store::system_now();
+    let (names, shared_table) = (Vec::<String>::new(), None::<&str>);
+    let args: [&(dyn backwave::postgres::types::ToSql + Sync); 9] =
+        [&"q", &now, &1_i64, &names, &"w1", &"g", &(now + 60_000), &3_i64, &shared_table];
+    c.query(backwave::store::POSTGRES_CLAIM_SQL, &args).unwrap().len()
+}
