@@ -54,6 +54,11 @@ use postgres::PgStore;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
+/// PostgreSQL's look for a lapsed lease, for tests and tools to EXPLAIN (`$1` a manual clock or
+/// NULL).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::LAPSED_LOOK_SQL as POSTGRES_LAPSED_LOOK_SQL;
 #[cfg(feature = "postgres")]
 pub use postgres::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub(crate) use sqlite::SqliteStore;
