@@ -12,7 +12,9 @@
 //! (queue, due_at)`, and the ceiling measured that way ran at half its rate with one connection
 //! and 256 a claim, four fifths with 1,024 (2026-12-06: 15,600 against 34,500 jobs/s, 28,600
 //! against 36,700) and three quarters with two connections: every ratio to it from migration 20
-//! until then flattered the engine (`docs/benchmarks.md`).
+//! until then flattered the engine (`docs/benchmarks.md`). Its claim commits without waiting for
+//! the WAL flush, as the store's does since 2026-12-06 (`synchronous_commit` off for the claim's
+//! transaction alone); the completion waits for it, as the store's does.
 
 use std::process::{Child, Command};
 use std::time::Instant;
@@ -66,7 +68,8 @@ const CLAIM: &str = "
     logged AS (
         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
         SELECT id, $2, 'scheduled', 'running', attempt, $4 FROM claimed)
-    SELECT id, attempt FROM claimed";
+    SELECT id, attempt FROM claimed
+    WHERE (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) = 'off'";
 
 const COMPLETE: &str = "
     WITH done AS (
