@@ -1,7 +1,8 @@
 //! Faults of the server itself, on a PostgreSQL cluster of the test's own (the shared test
 //! server must not be restarted under other tests): restarted twice while `bw log tail
 //! --follow` and `bw demo --no-tui` run, both carry on, every log entry printed once and in
-//! order, every demo job in the store once. And TLS: a cluster with its own CA, listening on
+//! order, every demo job in the store once. Killed right after a claim: the claim, whose commit
+//! does not wait for the WAL flush, is undone whole and the job claimed again. And TLS: a cluster with its own CA, listening on
 //! 127.0.0.1 with `ssl=on`: `bw` and the engine connect with `verify-full`; a wrong CA or a
 //! wrong host name is refused, naming the mode.
 
@@ -119,9 +120,7 @@ impl Cluster {
         std::thread::sleep(down_for);
         self.pg_start();
     }
-}
 
-impl Cluster {
     /// Kill the server as a crash would and start it again: SIGQUIT to the postmaster (what
     /// `pg_ctl -m immediate` sends, sent here at once so that nothing runs between the caller's
     /// last statement and the kill): every process ends, no shutdown checkpoint, the unwritten
