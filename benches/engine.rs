@@ -11,9 +11,10 @@
 //! first, on both backends: plain jobs, and unique jobs (a new key each, then every key taken,
 //! so each answer is a `Duplicate`), and enqueue from async code against sync
 //! (`engine/async_enqueue.rs`); `BW_BENCH_ONLY=enqueue` stops after them. Then the same on
-//! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections and the
-//! drain by 1, 2 and 4 worker processes, on the tests' server (`BW_TEST_PG`, or a throwaway
-//! cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
+//! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections, the
+//! store's own claim and record of successes in the same loop, and the drain by 1, 2 and 4
+//! worker processes, each with its CPU a job (`engine/cpu.rs`), on the tests' server
+//! (`BW_TEST_PG`, or a throwaway cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
 //! of limits (issue 21): the same drain with no limit, with a limit in force that never binds
 //! (every claim reads and counts it), and with a concurrency limit that does, on SQLite (and
 //! PostgreSQL with `BW_TEST_PG`); `benches/compare-limits.sh` sets it beside a build without
@@ -357,6 +358,8 @@ mod async_enqueue;
 #[allow(dead_code)] // the tests' helpers: the benches take only the server (`server_url`)
 #[path = "../tests/common/backend.rs"]
 mod backend;
+#[path = "engine/cpu.rs"]
+mod cpu;
 #[path = "engine/enqueue_schema.rs"]
 mod enqueue_schema;
 #[path = "engine/idle.rs"]

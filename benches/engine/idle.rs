@@ -37,18 +37,6 @@ fn spawn(db: &str, poll_only: bool) -> Child {
     cmd.spawn().expect("start the idle child")
 }
 
-/// The process's user + system CPU time so far, from /proc/PID/stat (fields 14 and 15).
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    // The command name (field 2) may hold spaces: count from the closing parenthesis.
-    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    let f: Vec<u64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0)).collect();
-    let ticks = f[11] + f[12];
-    // SAFETY: sysconf reads a constant of the system.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_micros(ticks * 1_000_000 / hz)
-}
-
 struct Sample {
     cpu_pct: f64,
     tx_per_s: Option<f64>,
@@ -113,9 +101,9 @@ fn measure(db: &str, poll_only: bool, secs: u64, observer: &mut dyn Observer) ->
     let mut child = spawn(db, poll_only);
     observer.watch(Instant::now() + Duration::from_secs(2));
     let (tx0, w0) = observer.counts();
-    let (c0, t0) = (cpu(child.id()), Instant::now());
+    let (c0, t0) = (super::cpu::process(child.id()), Instant::now());
     observer.watch(t0 + Duration::from_secs(secs));
-    let (c1, elapsed) = (cpu(child.id()), t0.elapsed().as_secs_f64());
+    let (c1, elapsed) = (super::cpu::process(child.id()), t0.elapsed().as_secs_f64());
     // PostgreSQL's backends report their counts at most once a second.
     observer.watch(Instant::now() + Duration::from_millis(1_200));
     let (tx1, w1) = observer.counts();

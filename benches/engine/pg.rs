@@ -1,7 +1,10 @@
 //! The PostgreSQL half of the engine bench: the raw `FOR UPDATE SKIP LOCKED` ceiling (claim and
 //! fenced completion in plain SQL, with their log rows, as the store does them) on 1, 2 and 4
-//! connections, then the engine draining the same jobs with 1, 2 and 4 worker *processes* (this
-//! bench binary started again as a worker: `BW_BENCH_WORKER=<url>`), as separate hosts would.
+//! connections; the store's own claim and record of successes in that loop (what the statements
+//! cost apart from the engine's processes); then the engine draining the same jobs with 1, 2
+//! and 4 worker *processes* (this bench binary started again as a worker: `BW_BENCH_WORKER=<url>`),
+//! as separate hosts would. Each row says its CPU a job: the server's, the workers', the bench's,
+//! and the host's idle share (`cpu.rs`).
 //!
 //! Like the SQLite raw ceiling, this is a benchmark of the database itself, so it names the
 //! driver (`backwave::postgres::Client`) and runs its own SQL on its own connections: the store's claim
@@ -17,15 +20,21 @@
 //! transaction alone); the completion waits for it, as the store's does.
 
 use std::process::{Child, Command};
+use std::sync::Barrier;
 use std::time::Instant;
+
+use backwave::postgres::types::ToSql;
 
 use backwave::engine::Engine;
 use backwave::Store;
 
+use super::cpu::Sample;
 use super::{enqueue, registry, Settings};
 
 /// Jobs a raw claim takes at once: the widths the engine's claims reach on a quick queue.
 const RAW_BATCHES: [i64; 2] = [256, 1024];
+/// The width of the store's statements in the raw loop: the ceiling's best.
+const STORE_BATCH: i64 = 1024;
 
 /// A fresh schema on the server and the URL whose connections use it.
 pub struct Schema {
@@ -83,38 +92,94 @@ const COMPLETE: &str = "
         SELECT id, $3, 'running', 'succeeded', attempt, $4 FROM done)
     SELECT count(*) FROM done";
 
-/// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s.
-fn raw_ceiling(url: &str, n: usize, clients: usize, batch: i64) -> f64 {
-    let start = Instant::now();
+/// Which statements a raw loop runs: the ceiling's own ([`CLAIM`], [`COMPLETE`]), or the store's
+/// (`POSTGRES_CLAIM_SQL` and `POSTGRES_SUCCEED_SQL`, custom-planned as the engine's sessions
+/// run them) in the same loop, which tells what the store's statements cost apart from what
+/// the engine's processes do around them.
+#[derive(Clone, Copy, PartialEq)]
+enum Statements {
+    Ceiling,
+    Store,
+}
+
+/// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s, and
+/// the CPU it took (sampled while the connections are still open, so their backends count).
+fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Statements) -> (f64, String) {
+    let postmaster = super::cpu::postmaster(url);
+    let (looped, sampled) = (Barrier::new(clients + 1), Barrier::new(clients + 1));
+    let (start, before) = (Instant::now(), Sample::take(postmaster, &[]));
     std::thread::scope(|s| {
         for c in 0..clients {
+            let (looped, sampled) = (&looped, &sampled);
             s.spawn(move || {
                 let mut db = backwave::postgres::Client::connect(url, backwave::postgres::NoTls).unwrap();
-                let claim = db.prepare(CLAIM).unwrap();
-                let complete = db.prepare(COMPLETE).unwrap();
                 let worker = format!("raw-{c}");
-                loop {
-                    let now = backwave::store::system_now();
-                    let rows = db.query(&claim, &[&super::QUEUE, &now, &batch, &worker]).unwrap();
-                    if rows.is_empty() {
-                        break;
-                    }
-                    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
-                    let attempts: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
-                    let done: i64 = db.query_one(&complete, &[&ids, &attempts, &now, &worker]).unwrap().get(0);
-                    assert_eq!(done as usize, ids.len(), "the fence let every job through");
+                match statements {
+                    Statements::Ceiling => ceiling_loop(&mut db, batch, &worker),
+                    Statements::Store => store_loop(&mut db, batch, &worker),
                 }
+                looped.wait();
+                sampled.wait();
             });
         }
-    });
-    n as f64 / start.elapsed().as_secs_f64()
+        looped.wait();
+        let rate = n as f64 / start.elapsed().as_secs_f64();
+        let cpu = before.per_job(&Sample::take(postmaster, &[]), n);
+        sampled.wait();
+        (rate, cpu)
+    })
+}
+
+/// The ceiling's loop on one connection until the queue is empty.
+fn ceiling_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &String) {
+    let claim = db.prepare(CLAIM).unwrap();
+    let complete = db.prepare(COMPLETE).unwrap();
+    loop {
+        let now = backwave::store::system_now();
+        let rows = db.query(&claim, &[&super::QUEUE, &now, &batch, worker]).unwrap();
+        if rows.is_empty() {
+            return;
+        }
+        let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        let attempts: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
+        let done: i64 = db.query_one(&complete, &[&ids, &attempts, &now, worker]).unwrap().get(0);
+        assert_eq!(done as usize, ids.len(), "the fence let every job through");
+    }
+}
+
+/// The same loop with the store's own claim and record of successes, bound as the store binds
+/// them (the group's delay table shared, no wire name left out, the database clock).
+fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &String) {
+    db.batch_execute("SET plan_cache_mode = force_custom_plan").unwrap();
+    let claim = db.prepare(backwave::store::POSTGRES_CLAIM_SQL).unwrap();
+    let succeed = db.prepare(backwave::store::POSTGRES_SUCCEED_SQL).unwrap();
+    let (group, skipped, max_attempts) = ("raw", Vec::<String>::new(), 10i64);
+    let delays = "[2000,4000,8000,16000,32000,64000,128000,256000,300000]";
+    loop {
+        let now = backwave::store::system_now();
+        let until = now + 60_000;
+        let params: [&(dyn ToSql + Sync); 9] =
+            [&super::QUEUE, &now, &batch, &skipped, worker, &group, &until, &max_attempts, &delays];
+        let rows = db.query(&claim, &params).unwrap();
+        if rows.is_empty() {
+            return;
+        }
+        // Recorded in id order, as the store does (the order the rows are locked in).
+        let mut done: Vec<(uuid::Uuid, i64)> = rows.iter().map(|r| (r.get("id"), r.get("attempt"))).collect();
+        done.sort_unstable();
+        let (ids, attempts): (Vec<uuid::Uuid>, Vec<i64>) = done.into_iter().unzip();
+        let workers = vec![worker.as_str(); ids.len()];
+        let recorded = db.query(&succeed, &[&ids, &workers, &attempts, &None::<i64>]).unwrap();
+        assert_eq!(recorded.len(), ids.len(), "the fence let every job through");
+    }
 }
 
 /// Drain `n` due jobs with `workers` worker processes; jobs/s from their start to the last
-/// success.
-fn drain(url: &str, store: &Store, n: usize, workers: usize) -> f64 {
+/// success, and the CPU it took (sampled before the workers are stopped).
+fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, String) {
     let exe = std::env::current_exe().expect("the bench binary");
-    let start = Instant::now();
+    let postmaster = super::cpu::postmaster(url);
+    let (start, before) = (Instant::now(), Sample::take(postmaster, &[]));
     let mut children: Vec<Child> = (0..workers)
         .map(|w| {
             Command::new(&exe)
@@ -132,11 +197,13 @@ fn drain(url: &str, store: &Store, n: usize, workers: usize) -> f64 {
         }
     });
     let rate = n as f64 / start.elapsed().as_secs_f64();
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let cpu = before.per_job(&Sample::take(postmaster, &pids), n);
     for mut c in children {
         let _ = c.kill();
         let _ = c.wait();
     }
-    rate
+    (rate, cpu)
 }
 
 /// The worker process of [`drain`]: one engine with the default worker group on the URL in
@@ -152,23 +219,31 @@ pub fn worker(url: &str) -> ! {
 }
 
 /// The PostgreSQL rows of the table: the best raw ceiling over 1, 2 and 4 connections at each
-/// batch width, then the engine's drains with 1, 2 and 4 worker processes against it.
+/// batch width, the store's statements in the same loop, then the engine's drains with 1, 2 and
+/// 4 worker processes against the ceiling; each row with its CPU a job.
 pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String)) -> (f64, f64) {
     let mut ceiling = 0.0f64;
     let mut by_clients = [0.0f64; 5];
-    for batch in RAW_BATCHES {
+    let runs = RAW_BATCHES.iter().map(|&b| (Statements::Ceiling, b)).chain([(Statements::Store, STORE_BATCH)]);
+    for (statements, batch) in runs {
         for clients in [1, 2, 4] {
-            let schema = Schema::new(server, &format!("bench_raw_{batch}_{clients}"));
+            let name = match statements {
+                Statements::Ceiling => format!("bench_raw_{batch}_{clients}"),
+                Statements::Store => format!("bench_store_{clients}"),
+            };
+            let schema = Schema::new(server, &name);
             let store = Store::create(schema.url.as_str()).expect("create the store");
             enqueue(&store, n, 0);
-            let rate = raw_ceiling(&schema.url, n, clients, batch);
-            ceiling = ceiling.max(rate);
-            by_clients[clients] = by_clients[clients].max(rate);
-            row(
-                format!("postgres raw SKIP LOCKED ceiling, {clients} conn, {batch}/claim"),
-                format!("{rate:.0}"),
-                String::new(),
-            );
+            let (rate, cpu) = raw_loop(&schema.url, n, clients, batch, statements);
+            let what = match statements {
+                Statements::Ceiling => {
+                    ceiling = ceiling.max(rate);
+                    by_clients[clients] = by_clients[clients].max(rate);
+                    format!("postgres raw SKIP LOCKED ceiling, {clients} conn, {batch}/claim")
+                }
+                Statements::Store => format!("postgres raw loop, store's statements, {clients} conn, {batch}/claim"),
+            };
+            row(what, format!("{rate:.0}"), cpu);
         }
     }
     let mut best = 0.0f64;
@@ -176,13 +251,13 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
         let schema = Schema::new(server, &format!("bench_drain_{workers}"));
         let store = Store::create(schema.url.as_str()).expect("create the store");
         enqueue(&store, n, 0);
-        let rate = drain(&schema.url, &store, n, workers);
+        let (rate, cpu) = drain(&schema.url, &store, n, workers);
         best = best.max(rate);
         row(
             format!("postgres drain, {workers} worker process(es), default settings"),
             format!("{rate:.0}"),
             format!(
-                "{:.0}% of the best postgres raw ceiling; {:.0}% of the best with {workers} connection(s)",
+                "{:.0}% of the best postgres raw ceiling; {:.0}% of the best with {workers} connection(s); {cpu}",
                 100.0 * rate / ceiling,
                 100.0 * rate / by_clients[workers]
             ),

@@ -59,6 +59,11 @@ pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::LAPSED_LOOK_SQL as POSTGRES_LAPSED_LOOK_SQL;
+/// PostgreSQL's record of a batch of successes without output, for tests and tools to run and
+/// EXPLAIN (`$1` ids in id order, `$2` workers, `$3` attempts, `$4` a manual clock or NULL).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::SUCCEED_SQL as POSTGRES_SUCCEED_SQL;
 #[cfg(feature = "postgres")]
 pub use postgres::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub(crate) use sqlite::SqliteStore;

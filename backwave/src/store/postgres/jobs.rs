@@ -128,6 +128,19 @@ pub const CLAIM_SQL: &str = concat!(
     claim_tail!()
 );
 
+/// Record a batch of successes that produced no output, behind the fence: `$1` the job ids (in
+/// id order, the order the rows are locked in), `$2` each one's worker, `$3` each one's attempt,
+/// `$4` a test's manual clock (else NULL: the database clock). A job no longer Running under that
+/// worker and attempt is not touched. Returns the ids it moved to Succeeded, each logged.
+/// Public (as `POSTGRES_SUCCEED_SQL`) so that tests and tools can run and EXPLAIN it.
+pub const SUCCEED_SQL: &str = concat!(
+    "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
+         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t)
+         FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)",
+    succeed_tail!()
+);
+
 /// Whether any lease has lapsed (`$1` a test's manual clock, else NULL): a row if one has.
 /// Every group of every worker asks this every poll interval, busy or idle, so the database
 /// clock is read in the same statement and the answer must cost one index probe however many
@@ -902,16 +915,7 @@ fn succeed_rows(tx: &mut Tx<'_>, now: Option<Millis>, successes: &[&Completion])
             ),
             &[&ids, &workers, &attempts, &now, &outputs],
         )?,
-        false => tx.query_planned(
-            concat!(
-                "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
-                     UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                            finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t)
-                     FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)",
-                succeed_tail!()
-            ),
-            &[&ids, &workers, &attempts, &now],
-        )?,
+        false => tx.query_planned(SUCCEED_SQL, &[&ids, &workers, &attempts, &now])?,
     };
     rows.iter().map(|r| Ok(JobId(r.try_get(0)?))).collect()
 }
