@@ -14,11 +14,11 @@
 //! PostgreSQL (`engine/pg.rs`): the raw SKIP LOCKED ceiling on 1, 2 and 4 connections, the
 //! store's own claim and record of successes in the same loop, and the drain by 1, 2 and 4
 //! worker processes, each with its CPU a job (`engine/cpu.rs`), on the tests' server
-//! (`BW_TEST_PG`, or a throwaway cluster). `BW_BENCH_JOBS=20000` shrinks the run. `BW_BENCH_LIMITS=1` runs only the claim cost
-//! of limits (issue 21): the same drain with no limit, with a limit in force that never binds
-//! (every claim reads and counts it), and with a concurrency limit that does, on SQLite (and
-//! PostgreSQL with `BW_TEST_PG`); `benches/compare-limits.sh` sets it beside a build without
-//! limit code.
+//! (`BW_TEST_PG`, or a throwaway cluster). `BW_BENCH_JOBS=20000` shrinks the run.
+//! `BW_BENCH_LIMITS=1` runs only the claim cost of limits (issue 21): the same drain with no
+//! limit, with a limit in force that never binds (every claim reads and counts it), and with a
+//! concurrency limit that does, on SQLite (and PostgreSQL with `BW_TEST_PG`);
+//! `benches/compare-limits.sh` sets it beside a build without limit code.
 //! `BW_BENCH_SCHEDULES=1` runs only the cost of schedules (issue 20): the same drain with no
 //! schedule, and with 20 schedules ticking every second beside it (their jobs on a queue of
 //! their own, served by a second group, as an application would), on SQLite.

@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 /// CPU time so far, in clock ticks.
-#[derive(Clone, Copy)]
 pub struct Sample {
     /// The server's processes, `None` when the server is not on this host.
     server: Option<u64>,

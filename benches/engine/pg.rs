@@ -23,9 +23,8 @@ use std::process::{Child, Command};
 use std::sync::Barrier;
 use std::time::Instant;
 
-use backwave::postgres::types::ToSql;
-
 use backwave::engine::Engine;
+use backwave::postgres::types::ToSql;
 use backwave::Store;
 
 use super::cpu::Sample;
@@ -96,7 +95,7 @@ const COMPLETE: &str = "
 /// (`POSTGRES_CLAIM_SQL` and `POSTGRES_SUCCEED_SQL`, custom-planned as the engine's sessions
 /// run them) in the same loop, which tells what the store's statements cost apart from what
 /// the engine's processes do around them.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Statements {
     Ceiling,
     Store,
@@ -131,25 +130,25 @@ fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Stateme
 }
 
 /// The ceiling's loop on one connection until the queue is empty.
-fn ceiling_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &String) {
+fn ceiling_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &str) {
     let claim = db.prepare(CLAIM).unwrap();
     let complete = db.prepare(COMPLETE).unwrap();
     loop {
         let now = backwave::store::system_now();
-        let rows = db.query(&claim, &[&super::QUEUE, &now, &batch, worker]).unwrap();
+        let rows = db.query(&claim, &[&super::QUEUE, &now, &batch, &worker]).unwrap();
         if rows.is_empty() {
             return;
         }
         let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
         let attempts: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
-        let done: i64 = db.query_one(&complete, &[&ids, &attempts, &now, worker]).unwrap().get(0);
+        let done: i64 = db.query_one(&complete, &[&ids, &attempts, &now, &worker]).unwrap().get(0);
         assert_eq!(done as usize, ids.len(), "the fence let every job through");
     }
 }
 
 /// The same loop with the store's own claim and record of successes, bound as the store binds
 /// them (the group's delay table shared, no wire name left out, the database clock).
-fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &String) {
+fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &str) {
     db.batch_execute("SET plan_cache_mode = force_custom_plan").unwrap();
     let claim = db.prepare(backwave::store::POSTGRES_CLAIM_SQL).unwrap();
     let succeed = db.prepare(backwave::store::POSTGRES_SUCCEED_SQL).unwrap();
@@ -159,7 +158,7 @@ fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &String) 
         let now = backwave::store::system_now();
         let until = now + 60_000;
         let params: [&(dyn ToSql + Sync); 9] =
-            [&super::QUEUE, &now, &batch, &skipped, worker, &group, &until, &max_attempts, &delays];
+            [&super::QUEUE, &now, &batch, &skipped, &worker, &group, &until, &max_attempts, &delays];
         let rows = db.query(&claim, &params).unwrap();
         if rows.is_empty() {
             return;
@@ -168,7 +167,7 @@ fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &String) 
         let mut done: Vec<(uuid::Uuid, i64)> = rows.iter().map(|r| (r.get("id"), r.get("attempt"))).collect();
         done.sort_unstable();
         let (ids, attempts): (Vec<uuid::Uuid>, Vec<i64>) = done.into_iter().unzip();
-        let workers = vec![worker.as_str(); ids.len()];
+        let workers = vec![worker; ids.len()];
         let recorded = db.query(&succeed, &[&ids, &workers, &attempts, &None::<i64>]).unwrap();
         assert_eq!(recorded.len(), ids.len(), "the fence let every job through");
     }
