@@ -82,23 +82,38 @@ impl Sample {
         Sample { server, workers, bench, busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7), idle: at(3) + at(4) }
     }
 
-    /// What `self` to `later` cost for `n` jobs, in microseconds of CPU a job:
-    /// "server 36.5 µs, workers 4.0 µs, bench 0.1 µs a job; host idle 3 %".
-    pub fn per_job(&self, later: &Sample, n: usize) -> String {
+    /// What `self` to `later` cost for `n` jobs, in CPU a job.
+    pub fn per_job(&self, later: &Sample, n: usize) -> Cost {
         let us = |ticks: u64| ticks as f64 * 1e6 / ticks_per_second() as f64 / n as f64;
-        let server = match (self.server, later.server) {
-            (Some(a), Some(b)) => format!("server {:.1} µs", us(b.saturating_sub(a))),
-            _ => "server not on this host".into(),
-        };
-        let workers = match later.workers.saturating_sub(self.workers) {
-            0 => String::new(),
-            t => format!(", workers {:.1} µs", us(t)),
-        };
         let (busy, idle) = (later.busy.saturating_sub(self.busy), later.idle.saturating_sub(self.idle));
-        format!(
-            "CPU: {server}{workers}, bench {:.1} µs a job; host idle {:.0} %",
-            us(later.bench.saturating_sub(self.bench)),
-            100.0 * idle as f64 / (busy + idle).max(1) as f64
-        )
+        Cost {
+            server: self.server.zip(later.server).map(|(a, b)| us(b.saturating_sub(a))),
+            workers: us(later.workers.saturating_sub(self.workers)),
+            bench: us(later.bench.saturating_sub(self.bench)),
+            idle_pct: 100.0 * idle as f64 / (busy + idle).max(1) as f64,
+        }
+    }
+}
+
+/// A run's CPU a job, in microseconds, and the host's idle share over it.
+pub struct Cost {
+    /// The server's processes; `None` when the server is not on this host.
+    pub server: Option<f64>,
+    pub workers: f64,
+    pub bench: f64,
+    pub idle_pct: f64,
+}
+
+impl std::fmt::Display for Cost {
+    /// "CPU: server 36.5 µs, workers 4.0 µs, bench 0.1 µs a job; host idle 3 %".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.server {
+            Some(us) => write!(f, "CPU: server {us:.1} µs")?,
+            None => write!(f, "CPU: server not on this host")?,
+        }
+        if self.workers > 0.0 {
+            write!(f, ", workers {:.1} µs", self.workers)?;
+        }
+        write!(f, ", bench {:.1} µs a job; host idle {:.0} %", self.bench, self.idle_pct)
     }
 }

@@ -27,7 +27,7 @@ use backwave::engine::Engine;
 use backwave::postgres::types::ToSql;
 use backwave::Store;
 
-use super::cpu::Sample;
+use super::cpu::{Cost, Sample};
 use super::{enqueue, registry, Settings};
 
 /// Jobs a raw claim takes at once: the widths the engine's claims reach on a quick queue.
@@ -103,7 +103,7 @@ enum Statements {
 
 /// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s, and
 /// the CPU it took (sampled while the connections are still open, so their backends count).
-fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Statements) -> (f64, String) {
+fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Statements) -> (f64, Cost) {
     let postmaster = super::cpu::postmaster(url);
     let (looped, sampled) = (Barrier::new(clients + 1), Barrier::new(clients + 1));
     let (start, before) = (Instant::now(), Sample::take(postmaster, &[]));
@@ -175,7 +175,7 @@ fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &str) {
 
 /// Drain `n` due jobs with `workers` worker processes; jobs/s from their start to the last
 /// success, and the CPU it took (sampled before the workers are stopped).
-fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, String) {
+fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, Cost) {
     let exe = std::env::current_exe().expect("the bench binary");
     let postmaster = super::cpu::postmaster(url);
     let (start, before) = (Instant::now(), Sample::take(postmaster, &[]));
@@ -219,10 +219,13 @@ pub fn worker(url: &str) -> ! {
 
 /// The PostgreSQL rows of the table: the best raw ceiling over 1, 2 and 4 connections at each
 /// batch width, the store's statements in the same loop, then the engine's drains with 1, 2 and
-/// 4 worker processes against the ceiling; each row with its CPU a job.
+/// 4 worker processes against the ceiling; each row with its CPU a job, and each drain's server
+/// CPU a job against that of the best ceiling with as many connections (where the database has
+/// cores of its own, what bounds a drain).
 pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String)) -> (f64, f64) {
     let mut ceiling = 0.0f64;
     let mut by_clients = [0.0f64; 5];
+    let mut server_by_clients: [Option<f64>; 5] = [None; 5];
     let runs = RAW_BATCHES.iter().map(|&b| (Statements::Ceiling, b)).chain([(Statements::Store, STORE_BATCH)]);
     for (statements, batch) in runs {
         for clients in [1, 2, 4] {
@@ -237,12 +240,14 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
             let what = match statements {
                 Statements::Ceiling => {
                     ceiling = ceiling.max(rate);
-                    by_clients[clients] = by_clients[clients].max(rate);
+                    if rate > by_clients[clients] {
+                        (by_clients[clients], server_by_clients[clients]) = (rate, cpu.server);
+                    }
                     format!("postgres raw SKIP LOCKED ceiling, {clients} conn, {batch}/claim")
                 }
                 Statements::Store => format!("postgres raw loop, store's statements, {clients} conn, {batch}/claim"),
             };
-            row(what, format!("{rate:.0}"), cpu);
+            row(what, format!("{rate:.0}"), cpu.to_string());
         }
     }
     let mut best = 0.0f64;
@@ -252,11 +257,15 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
         enqueue(&store, n, 0);
         let (rate, cpu) = drain(&schema.url, &store, n, workers);
         best = best.max(rate);
+        let server_ratio = match (cpu.server, server_by_clients[workers]) {
+            (Some(drain), Some(raw)) => format!("; server CPU a job {:.2}x that ceiling's", drain / raw),
+            _ => String::new(),
+        };
         row(
             format!("postgres drain, {workers} worker process(es), default settings"),
             format!("{rate:.0}"),
             format!(
-                "{:.0}% of the best postgres raw ceiling; {:.0}% of the best with {workers} connection(s); {cpu}",
+                "{:.0}% of the best postgres raw ceiling; {:.0}% of the best with {workers} connection(s); {cpu}{server_ratio}",
                 100.0 * rate / ceiling,
                 100.0 * rate / by_clients[workers]
             ),
