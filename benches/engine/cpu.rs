@@ -99,9 +99,11 @@ impl Sample {
 pub struct Cost {
     /// The server's processes; `None` when the server is not on this host.
     pub server: Option<f64>,
-    pub workers: f64,
-    pub bench: f64,
-    pub idle_pct: f64,
+    /// The worker processes a drain started (none in a raw loop).
+    workers: f64,
+    /// This bench process: a raw loop's client.
+    bench: f64,
+    idle_pct: f64,
 }
 
 impl std::fmt::Display for Cost {
