@@ -20,7 +20,7 @@
 //! but `ticks` stop on SIGTERM or SIGINT with a 60 s grace period (a second signal: at once) and
 //! print `stopped handed_back=N stopped=N abandoned=N`. With
 //! `BW_WORKER_ASYNC=1` every handler is registered with `handle_async` (the engine tests run each
-//! child scenario with plain and with async handlers).
+//! child scenario with plain and with async handlers). The library's warnings go to stderr.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,6 +62,9 @@ fn is_async() -> bool {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // What the library warns of (a store that fails, a stop held up) goes to stderr, which the
+    // tests leave to the child: a test that times out waiting on the child then says why.
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::WARN).init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: engine_worker <db> sleepy <max-attempts> <lease-ms> | <db> charge <ledger-db> <lease-ms> \
                  | <db> limits <concurrency> <lease-ms> | <db> ticks <clock-file> <missed>";

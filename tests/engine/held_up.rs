@@ -156,8 +156,12 @@ both_backends! {
         });
         child.signal(libc::SIGTERM);
         // A wait, not a timing: under a full parallel run the child has taken over 10 s to be
-        // scheduled and write it (once in a run of 1,075 tests).
-        wait_for("the worker to be marked stopping", Duration::from_secs(30), || {
+        // scheduled and write it (once in a run of 1,075 tests), and once over 30 s (in 1,084;
+        // the child's warnings, on the test's stderr, say what its store answered meanwhile).
+        wait_for("the worker to be marked stopping", Duration::from_secs(90), || {
+            if let Some(status) = child.child.try_wait().unwrap() {
+                panic!("the child ended ({status}) before it was marked stopping");
+            }
             t.store.worker_states().unwrap().iter().find(|s| s.id == worker)?.stopping_at.map(drop)
         });
         std::thread::scope(|s| {
