@@ -67,7 +67,8 @@ impl Claim {
 /// The hash of a run token, a counter this table hands out: one multiplication (Fibonacci
 /// hashing, which spreads a counter over the high bits the table's control bytes read). The
 /// default SipHash cost some 140 instructions a lookup, and a job is looked up about six times
-/// from its claim to the store's word on it.
+/// from its claim to the store's word on it. Also the hash of the ids of a claim ([`JobIds`]),
+/// eight bytes a multiplication: ids the library draws, a set the size of one claim.
 #[derive(Default)]
 pub(super) struct RunHasher(u64);
 
@@ -77,7 +78,11 @@ impl Hasher for RunHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.write_u64(u64::from_le_bytes(w.try_into().expect("eight bytes")));
+        }
+        for b in words.remainder() {
             self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
     }
@@ -86,6 +91,9 @@ impl Hasher for RunHasher {
         self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
+
+/// The ids of the jobs of one claim, hashed by [`RunHasher`].
+pub(super) type JobIds = HashSet<JobId, BuildHasherDefault<RunHasher>>;
 
 pub(super) struct Claims {
     worker_id: Arc<str>,
@@ -297,7 +305,7 @@ impl Claims {
 
     /// The claims holding their lease whose handler has or may still take them (`Buffered`,
     /// `Running`) among `jobs`.
-    pub fn live_of(&self, jobs: &HashSet<JobId>) -> Vec<u64> {
+    pub fn live_of(&self, jobs: &JobIds) -> Vec<u64> {
         self.claims
             .iter()
             .filter(|(_, c)| matches!(c.state, State::Buffered | State::Running) && jobs.contains(&c.job_id))
@@ -307,7 +315,7 @@ impl Claims {
 
     /// Drop the unwritten outcomes of `jobs` (the store let this worker claim them again, so
     /// those runs' leases are gone); the claims dropped.
-    pub fn drop_outcomes_of(&mut self, jobs: &HashSet<JobId>) -> Vec<Claim> {
+    pub fn drop_outcomes_of(&mut self, jobs: &JobIds) -> Vec<Claim> {
         let dropped: Vec<u64> = self
             .finished
             .iter()
@@ -466,7 +474,7 @@ mod tests {
         let batch = t.take_outcomes();
         assert!(t.recording());
         assert!(t.remove(runs[0]).is_none(), "only the store's answer ends a claim being recorded");
-        assert!(t.drop_outcomes_of(&HashSet::from([jobs[0]])).is_empty(), "nor is its outcome dropped");
+        assert!(t.drop_outcomes_of(&JobIds::from_iter([jobs[0]])).is_empty(), "nor is its outcome dropped");
         t.finished(runs[2], Outcome::Succeeded);
         assert_eq!(t.outcomes().len(), 1, "finished meanwhile: waits for the next batch");
 
@@ -519,7 +527,7 @@ mod tests {
         assert_eq!(t.active_signals().count(), 1, "a shutdown still tells it to stop");
 
         let new = t.claimed(job, 1, CancelSignal::new());
-        assert_eq!(t.live_of(&HashSet::from([job])), [new], "only the newest run is live");
+        assert_eq!(t.live_of(&JobIds::from_iter([job])), [new], "only the newest run is live");
         assert!(!t.finished(old, Outcome::Succeeded), "its outcome is not recorded");
         assert!(t.remove(old).is_some());
         assert_eq!((t.active(), held(&t)), (1, HashSet::from([(job, 1)])));
@@ -572,7 +580,7 @@ mod tests {
             let run = t.claimed(*j, 1, CancelSignal::new());
             t.finished(run, Outcome::Succeeded);
         }
-        assert_eq!(t.drop_outcomes_of(&HashSet::from([jobs[1]])).len(), 1);
+        assert_eq!(t.drop_outcomes_of(&JobIds::from_iter([jobs[1]])).len(), 1);
         let left: Vec<JobId> = t.outcomes().iter().map(|c| c.job_id).collect();
         assert_eq!(left, [jobs[0], jobs[2]]);
         assert_eq!(held(&t), HashSet::from([(jobs[0], 1), (jobs[2], 1)]));

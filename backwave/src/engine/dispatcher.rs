@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::claims::{Claims, State};
+use super::claims::{Claims, JobIds, State};
 use super::deadlines::{later, Deadlines};
 use super::events::{self, About, Event, Hooks};
 use super::group::{DispatchPolicy, Planner, WorkerGroup};
@@ -656,10 +656,15 @@ impl Dispatcher {
             Counters::add(&self.stats.claimed, jobs.len() as u64);
             self.supersede(&jobs.iter().map(|j| j.id).collect());
             let mut works = Vec::with_capacity(jobs.len());
+            // The jobs of a claim mostly share their wire name and queue: one shared string each.
+            let mut names: Option<(Arc<str>, Arc<str>)> = None;
             for job in jobs {
                 let cancel = CancelSignal::new();
-                let (wire_name, queue): (Arc<str>, Arc<str>) =
-                    (job.wire_name.as_str().into(), job.queue.as_str().into());
+                let (wire_name, queue) = match names.take() {
+                    Some((w, q)) if *w == *job.wire_name && *q == *job.queue => (w, q),
+                    _ => (Arc::from(job.wire_name.as_str()), Arc::from(job.queue.as_str())),
+                };
+                names = Some((Arc::clone(&wire_name), Arc::clone(&queue)));
                 let ctx = JobContext {
                     job_id: job.id,
                     attempt: job.attempt,
@@ -706,7 +711,7 @@ impl Dispatcher {
     /// lease: one still waiting never starts, a running one is told and made stale, and an
     /// outcome of it not yet written is dropped. One pass per claim, not per job: the group may
     /// hold a thousand claims.
-    fn supersede(&mut self, claimed: &HashSet<JobId>) {
+    fn supersede(&mut self, claimed: &JobIds) {
         for run in self.claims.live_of(claimed) {
             if self.ready.take(run).is_some() {
                 self.claims.remove(run);

@@ -51,8 +51,15 @@ impl Lease<'_> {
     /// `job`, read as it was Scheduled, as the move to Running leaves it: for a backend whose
     /// takes only read and which writes the move afterwards ([`ClaimTx::write_claimed`]).
     pub(crate) fn claimed(&self, job: &mut Job) {
-        job.state = JobState::Running;
         job.attempt += 1;
+        self.running(job);
+    }
+
+    /// `job`, its attempt already counted, as the move to Running leaves the rest: what a claim
+    /// writes of every job it takes (the backend that returns only what it did not write,
+    /// PostgreSQL's, fills the rest in from here).
+    pub(crate) fn running(&self, job: &mut Job) {
+        job.state = JobState::Running;
         job.max_attempts = Some(self.max_attempts);
         job.lease_owner = Some(self.worker_id.to_string());
         job.lease_expires_at = Some(self.until);

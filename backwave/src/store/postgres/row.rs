@@ -6,6 +6,7 @@ use postgres::Row;
 
 use crate::error::{Error, Result};
 use crate::model::{Job, JobId, JobState, Progress, QuarantineReason, Transition};
+use crate::store::ops::claim::Lease;
 use crate::store::ops::columns::{detail_status, labels_from_json, priority};
 
 /// The columns [`job`] reads, in order (the same list as SQLite's).
@@ -66,6 +67,54 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
         },
         priority: priority(r.try_get(24)?),
     })
+}
+
+/// What a claim returns of each job it moved to Running ([`claimed`] reads them, in this
+/// order): the columns the claim did not write, then the job's jitter seed. What the claim wrote
+/// (the state, the lease, the group, the budget, the time) the claimer knows already, and the
+/// queue is the one it claimed from: returned, those cost the server ten values a job to send
+/// and the worker three strings a job to decode. Labels come back NULL when empty (most jobs'),
+/// saving a jsonb-to-text conversion on the server and a JSON parse in the worker.
+macro_rules! claimed_columns {
+    () => {
+        "id, wire_name, nullif(labels, '{}'::jsonb), payload, attempt, due_at, cancel_requested_by, \
+         terminal_cause, cause_fingerprint, quarantine_reason, created_at, finished_at, traceparent, output, \
+         priority, jitter_seed"
+    };
+}
+pub(crate) use claimed_columns;
+
+/// A job as a claim of queue `queue` under `lease` returns it ([`claimed_columns!`]), with its
+/// jitter seed: what the claim wrote filled in as [`Lease::running`] says it leaves every job.
+pub(crate) fn claimed(r: &Row, queue: &str, lease: &Lease<'_>) -> Result<(Job, i64)> {
+    let mut job = Job {
+        id: JobId(r.try_get(0)?),
+        wire_name: r.try_get(1)?,
+        queue: queue.to_owned(),
+        labels: r.try_get::<_, Option<serde_json::Value>>(2)?.map(labels_from_json).unwrap_or_default(),
+        payload: r.try_get(3)?,
+        state: JobState::Running,
+        attempt: count(r.try_get(4)?),
+        max_attempts: None,
+        due_at: r.try_get(5)?,
+        lease_owner: None,
+        lease_expires_at: None,
+        worker_group: None,
+        delay_table: None,
+        cancel_requested_by: r.try_get(6)?,
+        terminal_cause: r.try_get(7)?,
+        cause_fingerprint: r.try_get(8)?,
+        quarantine_reason: r.try_get::<_, Option<String>>(9)?.and_then(|q| q.parse::<QuarantineReason>().ok()),
+        created_at: r.try_get(10)?,
+        updated_at: lease.now,
+        finished_at: r.try_get(11)?,
+        traceparent: r.try_get(12)?,
+        output: r.try_get(13)?,
+        progress: None,
+        priority: priority(r.try_get(14)?),
+    };
+    lease.running(&mut job);
+    Ok((job, r.try_get(15)?))
 }
 
 /// The columns [`transition`] reads, in order, for a role that may read the failure detail
