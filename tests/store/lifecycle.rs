@@ -661,3 +661,30 @@ both_backends! {
         fx.assert_sound();
     }
 }
+
+both_backends! {
+    /// A claim returns each job as the store then holds it, whatever the backend sends back of
+    /// the row (PostgreSQL's only what the claim did not write): labels, trace context,
+    /// priority, payload, the lease, the group, the budget and the delay table alike.
+    fn a_claimed_job_is_the_job_the_store_then_holds() {
+        let fx = Fixture::new();
+        let mut labelled = NewJob::new("shaped", "q", "{\"n\":1}").priority(3).traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        );
+        labelled.labels.insert("team".into(), "shop".into());
+        labelled.labels.insert("region".into(), "eu".into());
+        let plain = NewJob::new("bare", "q", "{}");
+        let ids = fx.store.enqueue_many(&[labelled, plain]).unwrap();
+        let claimed = fx.claim_as(WORKER, "q", 10, &policy(4, SEC));
+        assert_eq!(claimed.iter().map(|j| j.id).collect::<HashSet<_>>(), ids.iter().copied().collect());
+        for job in claimed {
+            assert!(job.delay_table.is_some(), "the group's table, written at the claim");
+            assert_eq!(job, fx.job(job.id));
+        }
+        let labelled = fx.job(ids[0]);
+        assert_eq!(labelled.labels.len(), 2);
+        assert_eq!((labelled.priority, labelled.lease_owner.as_deref()), (3, Some(WORKER)));
+        assert!(fx.job(ids[1]).labels.is_empty());
+        fx.assert_sound();
+    }
+}

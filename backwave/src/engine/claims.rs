@@ -68,7 +68,7 @@ impl Claim {
 /// hashing, which spreads a counter over the high bits the table's control bytes read). The
 /// default SipHash cost some 140 instructions a lookup, and a job is looked up about six times
 /// from its claim to the store's word on it. Also the hash of the ids of a claim ([`JobIds`]),
-/// eight bytes a multiplication: ids the library draws, a set the size of one claim.
+/// eight bytes a multiplication: uuids, in a set the size of one claim.
 #[derive(Default)]
 pub(super) struct RunHasher(u64);
 

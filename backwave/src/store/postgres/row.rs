@@ -72,8 +72,8 @@ pub(crate) fn job(r: &Row) -> Result<Job> {
 /// What a claim returns of each job it moved to Running ([`claimed`] reads them, in this
 /// order): the columns the claim did not write, then the job's jitter seed. What the claim wrote
 /// (the state, the lease, the group, the budget, the time) the claimer knows already, and the
-/// queue is the one it claimed from: returned, those cost the server ten values a job to send
-/// and the worker three strings a job to decode. Labels come back NULL when empty (most jobs'),
+/// queue is the one it claimed from: returned, those cost the server ten columns a job to send
+/// and the worker as many to decode. Labels come back NULL when empty (most jobs'),
 /// saving a jsonb-to-text conversion on the server and a JSON parse in the worker.
 macro_rules! claimed_columns {
     () => {
