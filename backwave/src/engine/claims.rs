@@ -137,8 +137,8 @@ impl Claims {
         self.claimed_with(job_id, attempt, cancel, About::default(), None)
     }
 
-    /// [`Claims::claimed`], with what its events say of the job and where its handler reports
-    /// its progress.
+    /// `Claims::claimed` (the tests'), with what its events say of the job and where its
+    /// handler reports its progress.
     pub fn claimed_with(
         &mut self,
         job_id: JobId,
@@ -344,7 +344,7 @@ impl Claims {
     }
 
     /// Every waiting outcome, taken to be written as one batch: those claims are `Recording`
-    /// until [`Claims::recorded`] or [`Claims::not_recorded`].
+    /// until [`Claims::recorded_each`] or [`Claims::not_recorded`].
     pub fn take_outcomes(&mut self) -> Vec<Completion> {
         debug_assert!(self.recording.is_empty(), "one batch at a time");
         for run in &self.finished {
@@ -362,7 +362,7 @@ impl Claims {
         self.recorded_each(|_| {});
     }
 
-    /// [`Claims::recorded`], handing each ended claim to `each` in the batch's order.
+    /// `Claims::recorded` (the tests'), handing each ended claim to `each` in the batch's order.
     pub fn recorded_each(&mut self, mut each: impl FnMut(Claim)) {
         for run in self.recording.drain(..) {
             if let Some(c) = self.claims.remove(&run) {

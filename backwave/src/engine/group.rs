@@ -67,7 +67,7 @@ impl DispatchPolicy {
 ///
 /// Set the fields you need and take the rest from [`WorkerGroup::default`] (or
 /// [`WorkerGroup::new`]). [`Engine::start`] checks every group and refuses, with
-/// [`Error::InvalidInput`](crate::Error::InvalidInput), an empty name, a policy without queues
+/// [`Error::InvalidInput`], an empty name, a policy without queues
 /// (or with an empty or repeated queue, or a weight of 0), a concurrency of 0, a poll interval
 /// of 0 and a lease under 30 ms.
 ///

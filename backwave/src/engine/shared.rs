@@ -92,10 +92,11 @@ impl Counters {
     }
 }
 
-/// This process's own quiet: asked by [`EngineHandle::quiet`] or SIGTSTP, lifted by
-/// [`EngineHandle::resume`]. Each ask is counted, so one that comes after an operator lifted the
-/// quiet from the store (`bw workers resume`) quiets the process again: a flag alone would still
-/// be set and the second SIGTSTP would change nothing.
+/// This process's own quiet: asked by [`EngineHandle::quiet`](super::EngineHandle::quiet) or
+/// SIGTSTP, lifted by [`EngineHandle::resume`](super::EngineHandle::resume). Each ask is
+/// counted, so one that comes after an operator lifted the quiet from the store (`bw workers
+/// resume`) quiets the process again: a flag alone would still be set and the second SIGTSTP
+/// would change nothing.
 #[derive(Default)]
 pub(super) struct ProcessQuiet {
     on: AtomicBool,

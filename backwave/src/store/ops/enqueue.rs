@@ -49,7 +49,7 @@ pub(crate) fn seed_independent(policy: &RetryPolicy) -> bool {
     }
 }
 
-/// A delay table as the job row holds it (JSON) and as the claimed [`Job`] carries it.
+/// A delay table as the job row holds it (JSON) and as the claimed [`Job`](crate::Job) carries it.
 pub(crate) struct DelayTable {
     pub(crate) ms: Vec<u64>,
     pub(crate) json: String,

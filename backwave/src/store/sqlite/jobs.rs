@@ -864,9 +864,10 @@ const DEPENDENTS_SQL: &str = "WITH RECURSIVE doomed(id, root) AS (
      ORDER BY o.id";
 
 /// Cancel, at `now`, what depends on the jobs `parents` that just ended Dead-Lettered,
-/// Quarantined or Cancelled, where their workflow says so ([`OnFailure::Cancel`]); each logged
-/// `waiting -> cancelled` with a cause naming the job that ended (PostgreSQL's
-/// `bw_cancel_dependents` words it the same). Returns how many.
+/// Quarantined or Cancelled, where their workflow says so
+/// ([`OnFailure::Cancel`](crate::OnFailure::Cancel)); each logged `waiting -> cancelled` with a
+/// cause naming the job that ended (PostgreSQL's `bw_cancel_dependents` words it the same).
+/// Returns how many.
 pub(crate) fn cancel_dependents(tx: &Connection, now: Millis, parents: &[JobId]) -> Result<u64> {
     if parents.is_empty() {
         return Ok(0);

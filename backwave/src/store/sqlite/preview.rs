@@ -1,10 +1,12 @@
 //! What a requeue would do, before doing it, on SQLite (the plan's types and arithmetic are
 //! `ops/preview.rs`'s): the one plan that `bw requeue --dry-run` prints and
-//! the dashboard shows in its confirmation, by filter ([`Store::plan_requeue`]) or by id
-//! ([`Store::check_requeue`]). Requeueing a job whose wire name no live worker handles only
-//! quarantines it again, so the plan counts those apart and [`Store::requeue_planned`] leaves
-//! them alone unless `force`: the CLI and the dashboard pass that choice explicitly, and no
-//! other bulk-requeue path exists. Read-only except that last call.
+//! the dashboard shows in its confirmation, by filter
+//! ([`Store::plan_requeue`](crate::Store::plan_requeue)) or by id
+//! ([`Store::check_requeue`](crate::Store::check_requeue)). Requeueing a job whose wire name no
+//! live worker handles only quarantines it again, so the plan counts those apart and
+//! [`Store::requeue_planned`](crate::Store::requeue_planned) leaves them alone unless `force`:
+//! the CLI and the dashboard pass that choice explicitly, and no other bulk-requeue path exists.
+//! Read-only except that last call.
 
 use rusqlite::OptionalExtension;
 
