@@ -2,9 +2,9 @@
 //! server must not be restarted under other tests): restarted twice while `bw log tail
 //! --follow` and `bw demo --no-tui` run, both carry on, every log entry printed once and in
 //! order, every demo job in the store once. Killed right after a claim: the claim, whose commit
-//! does not wait for the WAL flush, is undone whole and the job claimed again. And TLS: a cluster with its own CA, listening on
-//! 127.0.0.1 with `ssl=on`: `bw` and the engine connect with `verify-full`; a wrong CA or a
-//! wrong host name is refused, naming the mode.
+//! does not wait for the WAL flush, is undone whole and the job claimed again. And TLS: a
+//! cluster with its own CA, listening on 127.0.0.1 with `ssl=on`: `bw` and the engine connect
+//! with `verify-full`; a wrong CA or a wrong host name is refused, naming the mode.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
