@@ -1,7 +1,8 @@
 //! Limits and quiet workers in the store (issue 21): what `bw limit` writes and audits, how the
 //! claim honours a concurrency and a rate limit (a job over the limit stays Scheduled with no
 //! attempt spent, a lapsed lease frees its slot, other queues go on), the application's default
-//! beside the operator's, and a quiet worker's claims. Manual clock throughout.
+//! beside the operator's, and a quiet worker's claims. Manual clock throughout, but for one test
+//! of a quiet worker on the database's clock (PostgreSQL reads its holds another way there).
 
 use std::time::Duration;
 
@@ -202,5 +203,53 @@ both_backends! {
         assert!(e.to_string().contains("'nobody'"), "{e}");
         let e = fx.store.quiet_workers("mallory", &WorkerSelector::Group("g".into())).unwrap_err();
         assert!(matches!(e, Error::PermissionDenied { .. }), "{e}");
+    }
+}
+
+both_backends! {
+    /// On the database's clock PostgreSQL names the claiming worker in the text of the read that
+    /// precedes a claim (so that its plan is kept): a worker id with quotes, a backslash and SQL
+    /// after them is still that worker's id, quiet or not, and nothing else.
+    fn a_quiet_worker_on_the_database_clock_claims_nothing_whatever_its_id_holds() {
+        let fx = Fixture::new();
+        let store = backwave::Store::open(&fx.db).unwrap();
+        enqueue(&fx, "email", "mail", 3);
+        let (odd, plain) = (r"web-1 o'brien\' OR true; --", "web-2");
+        for id in [odd, plain] {
+            let now = store.now();
+            let info = WorkerInfo {
+                id: id.into(),
+                group: "g".into(),
+                host: id.into(),
+                pid: 1,
+                wire_names: vec!["email".into()],
+                queues: vec!["mail".into()],
+                started_at: now,
+                last_heartbeat_at: now,
+                stale_after_ms: 30_000,
+            };
+            store.register_worker(&info).unwrap();
+        }
+        let claim = |worker: &str| {
+            let (p, queues) = (policy(3, Duration::from_secs(1)), ["mail".to_string()]);
+            let req = ClaimRequest {
+                worker_id: worker,
+                group: "g",
+                queues: &queues,
+                limit: 1,
+                lease: crate::store::LEASE,
+                policy: &p,
+                handler_policies: &[],
+            };
+            store.claim(&req).unwrap().len()
+        };
+        assert_eq!(store.quiet_workers(ADMIN, &WorkerSelector::Id(odd.into())).unwrap(), [odd]);
+        assert_eq!(claim(odd), 0, "the quiet worker claims nothing");
+        assert_eq!(claim(plain), 1, "another worker is not taken for it");
+        assert_eq!(store.resume_workers(ADMIN, &WorkerSelector::Id(odd.into())).unwrap(), [odd]);
+        assert_eq!(claim(odd), 1);
+        assert_eq!(store.quiet_workers(ADMIN, &WorkerSelector::Id(plain.into())).unwrap(), [plain]);
+        assert_eq!(claim(plain), 0);
+        assert_eq!(claim(odd), 1, "nor is it taken for the other");
     }
 }

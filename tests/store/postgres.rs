@@ -486,6 +486,45 @@ fn an_engine_session_runs_its_claim_prepared_and_still_plans_it_for_every_run() 
     assert_eq!(mode(&killer), "auto", "a store not opened for an engine keeps the server's default");
 }
 
+/// The read before a claim (pauses, limits, whether the worker is quiet) is planned once per
+/// session and its plan kept, on the sessions an engine claims on too, which plan every
+/// statement with parameters for its values: it has none on the database's clock (the worker's
+/// id is in its text). Planned for each claim, it cost 0.26 ms of planning for 0.02 ms of
+/// reading on the path from an enqueue to its job's start.
+#[test]
+fn an_engine_session_keeps_one_plan_for_the_read_before_each_claim() {
+    let _g = use_backend(Backend::Postgres);
+    let fx = super::Fixture::new();
+    let store = Store::open(&fx.db).unwrap().for_engine().unwrap();
+    let policy = RetryPolicy::new(3, Duration::ZERO).unwrap();
+    for round in 0..8 {
+        if round % 2 == 0 {
+            store.enqueue_many(&[NewJob::new("w", "q", "{}")]).unwrap();
+        }
+        let queues = ["q".to_string()];
+        let req = ClaimRequest {
+            worker_id: super::WORKER,
+            group: "g",
+            queues: &queues,
+            limit: 10,
+            lease: super::LEASE,
+            policy: &policy,
+            handler_policies: &[],
+        };
+        assert_eq!(store.claim(&req).unwrap().len(), usize::from(round % 2 == 0));
+    }
+    let plans = store
+        .raw_query(
+            "SELECT generic_plans, custom_plans, parameter_types::text FROM pg_prepared_statements
+             WHERE statement ~ 'LEFT JOIN pauses' AND statement !~ 'pg_prepared_statements'",
+            &[],
+        )
+        .unwrap();
+    let plans: Vec<(i64, i64, String)> =
+        plans.iter().map(|r| (r[0].as_i64(), r[1].as_i64(), r[2].as_str().to_string())).collect();
+    assert_eq!(plans, [(8, 0, "{}".to_string())], "one statement, no parameters, its one plan run 8 times");
+}
+
 /// 12 single jobs claimed, heartbeated and completed one by one on `fx`'s session, then a burst
 /// of 20,000 and a claim of 100 of it: asserts that no statement of that session over `jobs`
 /// ran a generic plan, and returns the session's prepared statements over `jobs` that ran

@@ -18,7 +18,7 @@ use std::time::Duration;
 use postgres::types::ToSql;
 
 use super::row::{self, count};
-use super::{PgStore, Tx};
+use super::{text_literal, PgStore, Tx};
 use crate::error::{Error, Result};
 use crate::model::{cause_fingerprint, Enqueued, Job, JobId, JobState, Millis, NewJob, Progress, WorkerInfo};
 use crate::store::ops::claim::{self, ClaimTx, Holds, Lease, OwnPolicy, Taken};
@@ -549,13 +549,10 @@ impl PgStore {
         })
     }
 
-    /// Fail (or, when an operator asked, cancel) up to `limit` attempts whose lease lapsed,
-    /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
-    /// and a row a completion holds is left to it. Folds the count deltas first.
+    /// When the earliest Scheduled job of `queues` is due: one probe of `jobs_claim_priority`
+    /// per queue and priority (the first entry of each), planned for its values, in one
+    /// statement and one round trip (an idle group looks after every claim that found nothing).
     pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>> {
-        // One probe of `jobs_claim_priority` per queue and priority (the first entry of each),
-        // planned for its values: one statement, one round trip (an idle group looks after every
-        // claim that found nothing).
         let row = self.read_one(|tx| {
             tx.query_planned_one(
                 "SELECT min(first.due_at) FROM unnest($1::text[]) AS q(name)
@@ -569,6 +566,9 @@ impl PgStore {
         Ok(row.get(0))
     }
 
+    /// Fail (or, when an operator asked, cancel) up to `limit` attempts whose lease lapsed,
+    /// the oldest lapse first. `SKIP LOCKED`: a second reaper on another host takes other rows,
+    /// and a row a completion holds is left to it. Folds the count deltas first.
     pub fn reap_lapsed(&self, limit: usize, confirmed: Confirmed<'_>) -> Result<Option<Reap>> {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.write(|tx| {
@@ -831,25 +831,37 @@ impl ClaimTx for PgClaim<'_, '_> {
     }
 }
 
-/// What a claim reads before it claims, in one round trip: the transaction's time (`pinned`, a
-/// test's manual clock, else the database clock) and the queues and wire names paused then.
-/// The claim's time, the pauses in force, whether any limit is in force, and whether the
-/// claiming worker is quiet: one round trip, so that a claim with no limit in force and a worker
-/// not quiet costs what it did before either existed.
+/// What a claim reads before it claims, in one round trip: the claim's time (`pinned`, a test's
+/// manual clock, else the database clock), the queues and wire names paused then, whether any
+/// limit is in force, and whether the claiming worker is quiet; so that a claim with no limit in
+/// force and a worker not quiet costs what it did before either existed.
+///
+/// On the database clock the statement has no parameters (the worker's id is in its text, the
+/// same text for every claim the worker makes), so PostgreSQL plans it once per session and
+/// keeps that plan, even on the sessions an engine claims on, which plan every statement with
+/// parameters for its values ([`Tx::query_planned`]). Planned for each claim it cost 0.26 ms
+/// of planning for 0.02 ms of reading, on the path from an enqueue to its job's start. Its
+/// tables (pauses, limits, workers by primary key) are small and read the same way whatever
+/// they hold, so the one plan fits every run.
 #[allow(clippy::type_complexity)]
 fn time_and_pauses(
     tx: &mut Tx<'_>,
     pinned: Option<Millis>,
     worker_id: &str,
 ) -> Result<(Millis, HashSet<String>, Vec<String>, bool, bool)> {
-    let rows = tx.query(
-        "SELECT t.now, p.kind, p.name,
-                EXISTS (SELECT 1 FROM limits l WHERE l.until IS NULL OR l.until > t.now),
-                EXISTS (SELECT 1 FROM workers w WHERE w.id = $2 AND w.quiet_at IS NOT NULL)
-         FROM (SELECT coalesce($1::bigint, bw_now_ms()) AS now) t
-         LEFT JOIN pauses p ON p.until IS NULL OR p.until > t.now",
-        &[&pinned, &worker_id],
-    )?;
+    let holds = |now: &str, worker: &str| {
+        format!(
+            "SELECT t.now, p.kind, p.name,
+                    EXISTS (SELECT 1 FROM limits l WHERE l.until IS NULL OR l.until > t.now),
+                    EXISTS (SELECT 1 FROM workers w WHERE w.id = {worker} AND w.quiet_at IS NOT NULL)
+             FROM (SELECT {now} AS now) t
+             LEFT JOIN pauses p ON p.until IS NULL OR p.until > t.now"
+        )
+    };
+    let rows = match pinned {
+        None => tx.query(&holds("bw_now_ms()", &text_literal(worker_id)), &[])?,
+        Some(now) => tx.query(&holds("$1::bigint", "$2"), &[&now, &worker_id])?,
+    };
     let mut now = pinned.unwrap_or_default();
     let mut queues = HashSet::new();
     let mut wire_names = Vec::new();

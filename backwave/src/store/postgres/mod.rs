@@ -798,6 +798,23 @@ pub(crate) fn is_unique_violation(e: &Error) -> bool {
     })
 }
 
+/// `text` as an SQL string constant, for the rare statement that names a value in its text
+/// rather than as a parameter (one whose plan should be kept: see `jobs::time_and_pauses`). An
+/// escape string (`E'…'`), so that its backslashes mean the same whatever the server's
+/// `standard_conforming_strings`; the text's quotes and backslashes are doubled.
+pub(crate) fn text_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 4);
+    out.push_str("E'");
+    for c in text.chars() {
+        if c == '\'' || c == '\\' {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
 /// The connection is gone (server restart, network, `pg_terminate_backend`).
 fn is_broken(e: &Error) -> bool {
     matches!(e, Error::Unreachable { .. }) || e.is_connection_lost()
@@ -813,5 +830,12 @@ mod tests {
         assert_eq!(format_pg_ms(1500), "1500ms");
         assert_eq!(format_pg_ms(120_000), "2min");
         assert_eq!(format_pg_ms(0), "0");
+    }
+
+    #[test]
+    fn a_text_literal_doubles_its_quotes_and_backslashes() {
+        assert_eq!(text_literal("web-1"), "E'web-1'");
+        assert_eq!(text_literal(r"o'brien\'; --"), r"E'o''brien\\''; --'");
+        assert_eq!(text_literal(""), "E''");
     }
 }
