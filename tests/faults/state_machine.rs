@@ -421,7 +421,13 @@ impl Harness {
                     && j.attempt == attempt;
                 if holds {
                     assert_eq!(status, vec![LeaseStatus::Held { cancel_requested: j.cancel_by.is_some() }]);
-                    self.jobs[i].lease_until = Some(now + *lease_ms as Millis);
+                    // Renewed when due (under two thirds of the lease and one heartbeat's gap, a
+                    // third of it at most 2 s, left) or when it would end later than asked.
+                    let lease = *lease_ms as Millis;
+                    let due_under = lease - lease / 3 + (lease / 3).min(2_000);
+                    if j.lease_until.is_some_and(|until| until < now + due_under || until > now + lease) {
+                        self.jobs[i].lease_until = Some(now + lease);
+                    }
                 } else {
                     assert_eq!(status, vec![LeaseStatus::Lost], "a heartbeat without the lease renewed it");
                 }

@@ -408,6 +408,81 @@ both_backends! {
     }
 }
 
+/// Counts every write of a `jobs` row in `row_writes`, on either backend.
+fn count_row_writes(fx: &Fixture) -> impl Fn() -> i64 + '_ {
+    let sql = match crate::backend::current() {
+        crate::backend::Backend::Sqlite => {
+            "CREATE TABLE row_writes (id TEXT);
+             CREATE TRIGGER row_writes AFTER UPDATE ON jobs BEGIN INSERT INTO row_writes VALUES (new.id); END"
+        }
+        crate::backend::Backend::Postgres => {
+            "CREATE TABLE row_writes (id uuid);
+             CREATE FUNCTION row_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN INSERT INTO row_writes VALUES (NEW.id); RETURN NULL; END $$;
+             CREATE TRIGGER row_writes AFTER UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION row_writes()"
+        }
+    };
+    fx.store.raw_batch(sql).unwrap();
+    || fx.store.raw_scalar("SELECT count(*) FROM row_writes", &[]).unwrap().as_i64()
+}
+
+both_backends! {
+    /// A heartbeat reads every lease it names but rewrites a job's row only when the lease is
+    /// due: less than two thirds of it left, and one heartbeat's gap (42 s of a minute). So a
+    /// long job's row is written every 18 s or so of a one-minute lease, not every 2 s, and no
+    /// lease of a worker heartbeating on time falls under two thirds of its length.
+    fn a_heartbeat_reads_every_lease_and_renews_only_those_due() {
+        assert_eq!(backwave::store::renewal_threshold(LEASE), 42_000);
+        assert_eq!(backwave::store::renewal_threshold(Duration::from_secs(6)), 6_000, "a short lease: every heartbeat");
+        assert_eq!(backwave::store::renewal_threshold(Duration::from_millis(300)), 300);
+        let fx = Fixture::new();
+        let (a, b) = (fx.enqueue("long", "q"), fx.enqueue("long", "q"));
+        let claimed = fx.claim_as(WORKER, "q", 2, &policy(3, SEC));
+        assert_eq!(claimed.len(), 2);
+        let writes = count_row_writes(&fx);
+        let held = [(a, 1), (b, 1)];
+        let beat = |worker: &str| fx.store.heartbeat(worker, &held, LEASE).unwrap();
+        let running = LeaseStatus::Held { cancel_requested: false };
+
+        // 17.9 s in, 42.1 s left: read, not written.
+        fx.clock.advance(Duration::from_millis(17_900));
+        assert_eq!(beat(WORKER), [running, running]);
+        assert_eq!(writes(), 0, "no lease was due");
+        assert_eq!(fx.job(a).lease_expires_at, Some(T0 + 60_000));
+        // What a heartbeat tells needs no renewal: an operator's cancel, another worker's lease.
+        fx.store.cancel(ADMIN, &[b]).unwrap();
+        let before = writes();
+        assert_eq!(beat(WORKER), [running, LeaseStatus::Held { cancel_requested: true }]);
+        assert_eq!(beat(OTHER_WORKER), [LeaseStatus::Lost, LeaseStatus::Lost]);
+        assert_eq!(writes(), before);
+
+        // 18.1 s in, 41.9 s left: both due, both renewed from now.
+        fx.clock.advance(Duration::from_millis(200));
+        assert_eq!(beat(WORKER), [running, LeaseStatus::Held { cancel_requested: true }]);
+        assert_eq!(writes(), before + 2);
+        for id in [a, b] {
+            assert_eq!(fx.job(id).lease_expires_at, Some(T0 + 18_100 + 60_000));
+        }
+        // Progress to write renews its lease with it, due or not; the other is left.
+        fx.clock.advance(Duration::from_secs(2));
+        let progress = [Some(backwave::Progress::new(0.5, "half").unwrap()), None];
+        let statuses = fx.store.heartbeat_with_progress(WORKER, &held, &progress, LEASE).unwrap();
+        assert_eq!(statuses, [running, LeaseStatus::Held { cancel_requested: true }]);
+        assert_eq!(writes(), before + 3);
+        assert_eq!(fx.job(a).lease_expires_at, Some(T0 + 20_100 + 60_000));
+        assert_eq!(fx.job(b).lease_expires_at, Some(T0 + 18_100 + 60_000));
+        // A heartbeat late past the lease, before any reaper: renewed, as any due lease.
+        fx.clock.advance(Duration::from_secs(70));
+        assert_eq!(beat(WORKER), [running, LeaseStatus::Held { cancel_requested: true }]);
+        assert_eq!(fx.job(b).lease_expires_at, Some(T0 + 90_100 + 60_000));
+        // A lease shorter than what is left cuts it: none ends the lease now (a shutdown's way).
+        fx.clock.advance(SEC);
+        assert_eq!(fx.store.heartbeat(WORKER, &[(a, 1)], Duration::ZERO).unwrap(), [running]);
+        assert_eq!(fx.job(a).lease_expires_at, Some(T0 + 91_100));
+        fx.assert_sound();
+    }
+}
+
 both_backends! {
     fn a_running_job_ends_cancelled_when_its_worker_reports_the_operators_cancel() {
         let fx = Fixture::new();

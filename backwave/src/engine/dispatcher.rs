@@ -29,9 +29,6 @@ use crate::model::{JobId, JobState, Millis, WorkerInfo};
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimRequest, Fenced, LeaseStatus, Outcome, Store, UNREQUESTED_CANCEL};
 
-/// The longest gap between lease heartbeats, whatever the lease: the heartbeat is also how an
-/// operator's cancel reaches a running or buffered job, so it should arrive within seconds.
-const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
 /// After a store error, how long before the dispatcher tries that step again. A deadline, never
 /// a sleep: the heartbeat must not wait behind a write the store refused.
 const ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -64,7 +61,8 @@ enum Step {
     /// The next claim: now while the queues give all that was asked, a poll interval after they
     /// ran dry, a short backoff after an error. Only waited for while there is room.
     Claim,
-    /// Renew every held lease: a third of the lease, at most [`MAX_HEARTBEAT_GAP`].
+    /// Read every held lease and renew those due ([`crate::store::renewal_threshold`]): every
+    /// third of the lease, at most every 2 s.
     Heartbeat,
     /// Set only while outcomes wait after the store refused them: the next try.
     Flush,
@@ -157,7 +155,7 @@ pub(super) struct Dispatcher {
 impl Dispatcher {
     pub(super) fn new(s: Setup) -> Self {
         let now = Instant::now();
-        let heartbeat_every = (s.cfg.lease / 3).min(MAX_HEARTBEAT_GAP);
+        let heartbeat_every = crate::store::heartbeat_every(s.cfg.lease);
         let mut steps = Deadlines::new();
         steps.set(Step::Claim, now);
         steps.set(Step::Heartbeat, later(now, heartbeat_every));
@@ -740,9 +738,10 @@ impl Dispatcher {
         }
     }
 
-    /// Renew every lease this group holds (see [`Claims::held`]); pass an operator's cancel or a
-    /// lost lease on to the claims a handler has or may still take. A buffered job that was
-    /// cancelled never starts (it ends Cancelled now); one whose lease was lost is dropped.
+    /// Read every lease this group holds (see [`Claims::held`]) and renew those due
+    /// ([`crate::store::renewal_threshold`]); pass an operator's cancel or a lost lease on to
+    /// the claims a handler has or may still take. A buffered job that was cancelled never
+    /// starts (it ends Cancelled now); one whose lease was lost is dropped.
     fn heartbeat(&mut self) {
         let (runs, held): (Vec<u64>, Vec<(JobId, u32)>) = self.claims.renewable().unzip();
         if held.is_empty() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::model::{FailureDetail, JobId, JobState, QuarantineReason};
+use crate::model::{FailureDetail, JobId, JobState, Millis, QuarantineReason};
 use crate::retry::RetryPolicy;
 
 /// What a worker asks for when it claims.
@@ -102,11 +102,37 @@ pub enum Fenced {
 /// What a heartbeat learned about one lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseStatus {
-    /// Renewed. `cancel_requested` tells the handler an operator wants it to stop.
+    /// Still ours, renewed if it was due ([`renewal_threshold`]). `cancel_requested` tells
+    /// the handler an operator wants it to stop.
     Held {
         /// Whether an operator asked the job to stop.
         cancel_requested: bool,
     },
     /// The job is no longer ours: the lease lapsed and was reaped, or it was cancelled.
     Lost,
+}
+
+/// The longest gap between an engine's heartbeats, whatever the lease: the heartbeat is also
+/// how an operator's cancel reaches a running or buffered job, so it should arrive within seconds.
+const MAX_HEARTBEAT_GAP: Duration = Duration::from_secs(2);
+
+/// How often an engine's heartbeat goes out for the leases it holds under `lease`: every third
+/// of the lease, at most every 2 s.
+pub(crate) fn heartbeat_every(lease: Duration) -> Duration {
+    (lease / 3).min(MAX_HEARTBEAT_GAP)
+}
+
+/// The time left on a lease (in milliseconds) under which a heartbeat for `lease` renews it:
+/// two thirds of the lease plus one gap between heartbeats ([`heartbeat_every`]). A heartbeat
+/// still reads every lease it names (whether it is held, whether an operator asked its job to
+/// stop), but rewrites a job's row only when the lease would otherwise be under two thirds of
+/// its length by the next heartbeat: so no lease of an engine heartbeating on time falls under
+/// two thirds, as when every heartbeat renewed, while a long job's row, and its index entries,
+/// are written once every third of its lease (every 18 s with the default minute) rather than
+/// at every heartbeat (every 2 s). A lease already lapsed is always renewed, and one that
+/// would end later than the heartbeat's lease is cut to it (a lease of 0 ends it now).
+pub fn renewal_threshold(lease: Duration) -> Millis {
+    let lease_ms = lease.as_millis().min(i64::MAX as u128 / 2) as Millis;
+    let gap_ms = heartbeat_every(lease).as_millis() as Millis;
+    lease_ms - lease_ms / 3 + gap_ms
 }

@@ -82,7 +82,8 @@ pub use health::{
     CAUSE_GROUPS,
 };
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, PriorityChange, RunNowPlan, RunNowResult};
-pub use jobs::{ClaimRequest, Completion, Fenced, LeaseStatus, Outcome};
+pub(crate) use jobs::heartbeat_every;
+pub use jobs::{renewal_threshold, ClaimRequest, Completion, Fenced, LeaseStatus, Outcome};
 pub(crate) use listen::{add_ear, Ear};
 pub use listen::{Heard, Listener, CHANNEL, DATA_VERSION_EVERY};
 pub use load::{JobRow, Loader, TransitionRow, WorkerRow};

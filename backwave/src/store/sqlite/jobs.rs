@@ -24,7 +24,7 @@ use crate::store::ops::outcome::{self, AttemptEnd, AttemptTx, HANDED_BACK};
 pub(crate) use crate::store::ops::outcome::{Entry, RunningAttempt};
 use crate::store::ops::settings;
 use crate::store::unique;
-use crate::store::{ClaimRequest, Completion, Confirmed, Fenced, LeaseStatus, Reap, HELD_UP};
+use crate::store::{renewal_threshold, ClaimRequest, Completion, Confirmed, Fenced, LeaseStatus, Reap, HELD_UP};
 
 impl SqliteStore {
     /// Each job stored, or answered as the duplicate of the job holding its unique key. Under
@@ -60,41 +60,44 @@ impl SqliteStore {
         self.write(|tx| {
             // Read the clock once the write lock is ours: a heartbeat that waited for it must
             // not write a lease that lapsed while it waited.
-            let until = self.now().saturating_add(lease.as_millis().min(i64::MAX as u128) as Millis);
-            let mut renew = tx.prepare_cached(
-                "UPDATE jobs SET lease_expires_at = ?4
-                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3
-                 RETURNING cancel_requested_by IS NOT NULL",
+            let now = self.now();
+            let until = now.saturating_add(lease.as_millis().min(i64::MAX as u128) as Millis);
+            let due_before = now.saturating_add(renewal_threshold(lease));
+            // Each lease read, and renewed only when due (or when its progress is written).
+            let mut read = tx.prepare_cached(
+                "SELECT lease_expires_at, cancel_requested_by IS NOT NULL FROM jobs
+                 WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3",
             )?;
+            let mut renew = tx.prepare_cached("UPDATE jobs SET lease_expires_at = ?2 WHERE id = ?1")?;
             // The same renewal, with the progress reported since the last heartbeat.
             let mut renew_reporting = None;
             jobs.iter()
                 .enumerate()
                 .map(|(i, (id, attempt))| {
-                    let held: Option<bool> = match progress.get(i).and_then(Option::as_ref) {
-                        None => renew
-                            .query_row(params![id.to_string(), worker_id, attempt, until], |r| r.get(0))
-                            .optional()?,
+                    let id = id.to_string();
+                    let held: Option<(Millis, bool)> =
+                        read.query_row(params![id, worker_id, attempt], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+                    let Some((expires_at, cancel_requested)) = held else {
+                        return Ok(LeaseStatus::Lost);
+                    };
+                    match progress.get(i).and_then(Option::as_ref) {
+                        // Not due, and no longer than the lease asked for (a lease of 0 ends it now).
+                        None if (due_before..=until).contains(&expires_at) => {}
+                        None => {
+                            renew.execute(params![id, until])?;
+                        }
                         Some(p) => {
                             let stmt = match &mut renew_reporting {
                                 Some(s) => s,
                                 None => renew_reporting.insert(tx.prepare_cached(
-                                    "UPDATE jobs SET lease_expires_at = ?4, progress = ?5, progress_message = ?6
-                                     WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 AND attempt = ?3
-                                     RETURNING cancel_requested_by IS NOT NULL",
+                                    "UPDATE jobs SET lease_expires_at = ?2, progress = ?3, progress_message = ?4
+                                     WHERE id = ?1",
                                 )?),
                             };
-                            stmt.query_row(
-                                params![id.to_string(), worker_id, attempt, until, p.fraction, p.message],
-                                |r| r.get(0),
-                            )
-                            .optional()?
+                            stmt.execute(params![id, until, p.fraction, p.message])?;
                         }
-                    };
-                    Ok(match held {
-                        Some(cancel_requested) => LeaseStatus::Held { cancel_requested },
-                        None => LeaseStatus::Lost,
-                    })
+                    }
+                    Ok(LeaseStatus::Held { cancel_requested })
                 })
                 .collect()
         })
