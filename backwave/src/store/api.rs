@@ -216,12 +216,12 @@ forward! {
     /// later) is claimed at its time rather than at the next poll.
     pub fn next_due(&self, queues: &[String]) -> Result<Option<Millis>>;
     /// Read the leases a worker holds and renew those due, in one transaction: a lease is
-    /// renewed to `lease` from now once less than
-    /// [`renewal_threshold`](crate::store::renewal_threshold) of it is left (two thirds of it
-    /// and one heartbeat's gap: every 18 s or so of a minute's lease), so a long job's row is
-    /// not rewritten at every heartbeat; one that would end later than `lease` from now is cut
-    /// to it (`Duration::ZERO` ends it now). A lease that is no longer ours is reported `Lost`;
-    /// a held one, renewed or not, tells whether an operator asked the job to stop.
+    /// renewed to `lease` from now once less than [`crate::store::renewal_threshold`] of it is
+    /// left (two thirds of it and one heartbeat's gap: every 18 s or so of a minute's lease), so
+    /// a long job's row is not rewritten at every heartbeat; one that would end later than
+    /// `lease` from now is cut to it (`Duration::ZERO` ends it now). A lease that is no longer
+    /// ours is reported `Lost`; a held one, renewed or not, tells whether an operator asked the
+    /// job to stop.
     pub fn heartbeat(&self, worker_id: &str, jobs: &[(JobId, u32)], lease: Duration) -> Result<Vec<LeaseStatus>>;
     /// [`Store::heartbeat`], writing what each handler reported of its progress since the last
     /// heartbeat, in the statement that renews the leases (a lease with progress to write is

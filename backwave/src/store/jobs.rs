@@ -123,14 +123,15 @@ pub(crate) fn heartbeat_every(lease: Duration) -> Duration {
 }
 
 /// The time left on a lease (in milliseconds) under which a heartbeat for `lease` renews it:
-/// two thirds of the lease plus one gap between heartbeats ([`heartbeat_every`]). A heartbeat
-/// still reads every lease it names (whether it is held, whether an operator asked its job to
-/// stop), but rewrites a job's row only when the lease would otherwise be under two thirds of
-/// its length by the next heartbeat: so no lease of an engine heartbeating on time falls under
-/// two thirds, as when every heartbeat renewed, while a long job's row, and its index entries,
-/// are written once every third of its lease (every 18 s with the default minute) rather than
-/// at every heartbeat (every 2 s). A lease already lapsed is always renewed, and one that
-/// would end later than the heartbeat's lease is cut to it (a lease of 0 ends it now).
+/// two thirds of the lease plus one gap between an engine's heartbeats (a third of the lease, at
+/// most 2 s). A heartbeat still reads every lease it names (whether it is held, whether an
+/// operator asked its job to stop), but rewrites a job's row only when the lease would
+/// otherwise be under two thirds of its length by the next heartbeat: so no lease of an engine
+/// heartbeating on time falls under two thirds, as when every heartbeat renewed, while a long
+/// job's row, and its index entries, are written about every third of its lease (every 18-20 s
+/// with the default minute) rather than at every heartbeat (every 2 s). A lease already lapsed
+/// is always renewed, and one that would end later than the heartbeat's lease is cut to it (a
+/// lease of 0 ends it now).
 pub fn renewal_threshold(lease: Duration) -> Millis {
     let lease_ms = lease.as_millis().min(i64::MAX as u128 / 2) as Millis;
     let gap_ms = heartbeat_every(lease).as_millis() as Millis;
