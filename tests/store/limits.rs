@@ -27,6 +27,23 @@ fn enqueue(fx: &Fixture, wire_name: &str, queue: &str, n: usize) {
     fx.store.enqueue_many(&jobs).unwrap();
 }
 
+/// A live worker `id` on `host` of group "g", serving "email" on "mail", as of the store's now.
+fn register(fx: &Fixture, id: &str, host: &str) {
+    let now = fx.store.now();
+    let info = WorkerInfo {
+        id: id.into(),
+        group: "g".into(),
+        host: host.into(),
+        pid: 1,
+        wire_names: vec!["email".into()],
+        queues: vec!["mail".into()],
+        started_at: now,
+        last_heartbeat_at: now,
+        stale_after_ms: 30_000,
+    };
+    fx.store.register_worker(&info).unwrap();
+}
+
 fn claim(fx: &Fixture, worker: &str, queues: &[&str], limit: usize) -> Vec<backwave::Job> {
     let p = policy(3, Duration::from_secs(1));
     let queues: Vec<String> = queues.iter().map(|q| q.to_string()).collect();
@@ -175,19 +192,7 @@ both_backends! {
         let fx = Fixture::new();
         enqueue(&fx, "email", "mail", 4);
         for (id, host) in [(WORKER, "web-1"), (OTHER_WORKER, "web-2")] {
-            fx.store
-                .register_worker(&WorkerInfo {
-                    id: id.into(),
-                    group: "g".into(),
-                    host: host.into(),
-                    pid: 1,
-                    wire_names: vec!["email".into()],
-                    queues: vec!["mail".into()],
-                    started_at: T0,
-                    last_heartbeat_at: T0,
-                    stale_after_ms: 30_000,
-                })
-                .unwrap();
+            register(&fx, id, host);
         }
         assert_eq!(fx.store.quiet_workers(ADMIN, &WorkerSelector::Host("web-1".into())).unwrap(), [WORKER]);
         assert!(fx.store.quiet_workers(ADMIN, &WorkerSelector::Host("web-1".into())).unwrap().is_empty());
@@ -211,45 +216,22 @@ both_backends! {
     /// precedes a claim (so that its plan is kept): a worker id with quotes, a backslash and SQL
     /// after them is still that worker's id, quiet or not, and nothing else.
     fn a_quiet_worker_on_the_database_clock_claims_nothing_whatever_its_id_holds() {
-        let fx = Fixture::new();
-        let store = backwave::Store::open(&fx.db).unwrap();
+        let mut fx = Fixture::new();
+        fx.store = backwave::Store::open(&fx.db).unwrap();
         enqueue(&fx, "email", "mail", 3);
         let (odd, plain) = (r"web-1 o'brien\' OR true; --", "web-2");
         for id in [odd, plain] {
-            let now = store.now();
-            let info = WorkerInfo {
-                id: id.into(),
-                group: "g".into(),
-                host: id.into(),
-                pid: 1,
-                wire_names: vec!["email".into()],
-                queues: vec!["mail".into()],
-                started_at: now,
-                last_heartbeat_at: now,
-                stale_after_ms: 30_000,
-            };
-            store.register_worker(&info).unwrap();
+            register(&fx, id, id);
         }
-        let claim = |worker: &str| {
-            let (p, queues) = (policy(3, Duration::from_secs(1)), ["mail".to_string()]);
-            let req = ClaimRequest {
-                worker_id: worker,
-                group: "g",
-                queues: &queues,
-                limit: 1,
-                lease: crate::store::LEASE,
-                policy: &p,
-                handler_policies: &[],
-            };
-            store.claim(&req).unwrap().len()
-        };
+        let claimed = |worker: &str| claim(&fx, worker, &["mail"], 1).len();
+        let store = &fx.store;
         assert_eq!(store.quiet_workers(ADMIN, &WorkerSelector::Id(odd.into())).unwrap(), [odd]);
-        assert_eq!(claim(odd), 0, "the quiet worker claims nothing");
-        assert_eq!(claim(plain), 1, "another worker is not taken for it");
+        assert_eq!(claimed(odd), 0, "the quiet worker claims nothing");
+        assert_eq!(claimed(plain), 1, "another worker is not taken for it");
         assert_eq!(store.resume_workers(ADMIN, &WorkerSelector::Id(odd.into())).unwrap(), [odd]);
-        assert_eq!(claim(odd), 1);
+        assert_eq!(claimed(odd), 1);
         assert_eq!(store.quiet_workers(ADMIN, &WorkerSelector::Id(plain.into())).unwrap(), [plain]);
-        assert_eq!(claim(plain), 0);
-        assert_eq!(claim(odd), 1, "nor is it taken for the other");
+        assert_eq!(claimed(plain), 0);
+        assert_eq!(claimed(odd), 1, "nor is it taken for the other");
     }
 }
