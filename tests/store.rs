@@ -95,6 +95,24 @@ impl Fixture {
         Fixture { store, clock, db, _dir: dir }
     }
 
+    /// Register a live worker `id` on `host`, of group "g", serving "email" on "mail", as of
+    /// the store's now.
+    pub fn register_worker(&self, id: &str, host: &str) {
+        let now = self.store.now();
+        let info = backwave::WorkerInfo {
+            id: id.into(),
+            group: "g".into(),
+            host: host.into(),
+            pid: 1,
+            wire_names: vec!["email".into()],
+            queues: vec!["mail".into()],
+            started_at: now,
+            last_heartbeat_at: now,
+            stale_after_ms: 30_000,
+        };
+        self.store.register_worker(&info).unwrap();
+    }
+
     /// The SQLite file (tests about files only).
     pub fn path(&self) -> PathBuf {
         self.db.file().to_path_buf()

@@ -9,7 +9,7 @@ use std::time::Duration;
 use backwave::store::{
     ClaimRequest, LimitDefault, LimitResult, LimitSource, LimitSpec, PauseKind, Rate, WorkerSelector,
 };
-use backwave::{Error, NewJob, WorkerInfo};
+use backwave::{Error, NewJob};
 
 use super::{policy, Fixture, ADMIN, OTHER_WORKER, T0, WORKER};
 use crate::backend::both_backends;
@@ -25,23 +25,6 @@ fn rate(text: &str) -> LimitSpec {
 fn enqueue(fx: &Fixture, wire_name: &str, queue: &str, n: usize) {
     let jobs: Vec<NewJob> = (0..n).map(|_| NewJob::new(wire_name, queue, b"1".to_vec())).collect();
     fx.store.enqueue_many(&jobs).unwrap();
-}
-
-/// A live worker `id` on `host` of group "g", serving "email" on "mail", as of the store's now.
-fn register(fx: &Fixture, id: &str, host: &str) {
-    let now = fx.store.now();
-    let info = WorkerInfo {
-        id: id.into(),
-        group: "g".into(),
-        host: host.into(),
-        pid: 1,
-        wire_names: vec!["email".into()],
-        queues: vec!["mail".into()],
-        started_at: now,
-        last_heartbeat_at: now,
-        stale_after_ms: 30_000,
-    };
-    fx.store.register_worker(&info).unwrap();
 }
 
 fn claim(fx: &Fixture, worker: &str, queues: &[&str], limit: usize) -> Vec<backwave::Job> {
@@ -192,7 +175,7 @@ both_backends! {
         let fx = Fixture::new();
         enqueue(&fx, "email", "mail", 4);
         for (id, host) in [(WORKER, "web-1"), (OTHER_WORKER, "web-2")] {
-            register(&fx, id, host);
+            fx.register_worker(id, host);
         }
         assert_eq!(fx.store.quiet_workers(ADMIN, &WorkerSelector::Host("web-1".into())).unwrap(), [WORKER]);
         assert!(fx.store.quiet_workers(ADMIN, &WorkerSelector::Host("web-1".into())).unwrap().is_empty());
@@ -221,7 +204,7 @@ both_backends! {
         enqueue(&fx, "email", "mail", 3);
         let (odd, plain) = (r"web-1 o'brien\' OR true; --", "web-2");
         for id in [odd, plain] {
-            register(&fx, id, id);
+            fx.register_worker(id, id);
         }
         let claimed = |worker: &str| claim(&fx, worker, &["mail"], 1).len();
         let store = &fx.store;

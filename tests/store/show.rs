@@ -2,9 +2,9 @@
 //! reads it replaces, for every way of naming a job and for an id that names none.
 
 use backwave::store::SettingKey;
-use backwave::{Error, JobId, WorkerInfo};
+use backwave::{Error, JobId};
 
-use super::{failed, policy, Fixture, ADMIN, T0, WORKER};
+use super::{failed, policy, Fixture, ADMIN, WORKER};
 use crate::backend::both_backends;
 
 fn separate_reads(fx: &Fixture, text: &str) -> Result<String, String> {
@@ -28,19 +28,7 @@ both_backends! {
         let job = fx.claim_one("mail", &policy(3, std::time::Duration::from_secs(1)));
         fx.report(&job, failed("smtp down"));
         let (id, other) = (job.id, fx.enqueue("sms", "mail"));
-        fx.store
-            .register_worker(&WorkerInfo {
-                id: WORKER.into(),
-                group: "g".into(),
-                host: "web-1".into(),
-                pid: 1,
-                wire_names: vec!["email".into()],
-                queues: vec!["mail".into()],
-                started_at: T0,
-                last_heartbeat_at: T0,
-                stale_after_ms: 30_000,
-            })
-            .unwrap();
+        fx.register_worker(WORKER, "web-1");
         let full = id.to_string();
         let upper_no_hyphens = full.replace('-', "").to_uppercase();
         let unknown: JobId = "0192f3a1-7c2e-7b1d-9f0a-2f1e5d8c4b99".parse().unwrap();
