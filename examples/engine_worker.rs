@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! engine_worker <db> sleepy <max-attempts> <lease-ms>
-//!     handles "sleepy" (queue "sleepy"): the handler sleeps for a minute.
+//!     handles "sleepy" (queue "sleepy"): the handler prints `started <job-id>`, then sleeps for
+//!     a minute (a test that stops the process mid-handler waits for that line: a job claimed
+//!     but not yet started is handed back at once instead).
 //! engine_worker <db> charge <ledger-db> <lease-ms>
 //!     handles "charge-card" (queue "payments") with seed 000's idempotent ChargeCard handler,
 //!     then takes 3 s over a receipt: a window in which the test can stall the process.
@@ -91,6 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if is_async() {
                 registry
                     .handle_async::<String, _, _>("sleepy", |_, ctx| async move {
+                        println!("started {}", ctx.job_id());
                         tokio::select! {
                             _ = tokio::time::sleep(Duration::from_secs(60)) => Ok(()),
                             _ = ctx.cancelled() => Err(HandlerError::cancelled()),
@@ -98,7 +101,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     })
                     .queue("sleepy");
             } else {
-                registry.handle::<String>("sleepy", |_, ctx| ctx.sleep(Duration::from_secs(60))).queue("sleepy");
+                registry
+                    .handle::<String>("sleepy", |_, ctx| {
+                        println!("started {}", ctx.job_id());
+                        ctx.sleep(Duration::from_secs(60))
+                    })
+                    .queue("sleepy");
             }
             ("sleepy", arg.parse()?)
         }

@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backwave::engine::{DispatchPolicy, HandlerResult, JobContext, Registration, Registry, WorkerGroup};
@@ -176,7 +176,9 @@ pub fn worker_binary() -> PathBuf {
 pub struct ChildWorker {
     pub child: Child,
     pub worker_id: String,
-    lines: BufReader<ChildStdout>,
+    /// The child's stdout after its ready line, a line at a time, read on a thread of its own
+    /// so that a wait for a line can end.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl ChildWorker {
@@ -188,18 +190,39 @@ impl ChildWorker {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn engine_worker");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut first = String::new();
-        lines.read_line(&mut first).expect("read ready line");
-        let worker_id = first.trim().strip_prefix("ready ").unwrap_or_else(|| panic!("child said {first:?}")).into();
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        // A handler may start (and say so) before the child says it is ready: those lines are
+        // kept for `next_line`.
+        let (tx, lines) = std::sync::mpsc::channel();
+        let worker_id = loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).expect("read the child's stdout") == 0 {
+                let _ = child.kill();
+                panic!("the child ended before it was ready: {:?}", child.wait());
+            }
+            match line.trim().strip_prefix("ready ") {
+                Some(id) => break id.to_string(),
+                None => tx.send(line.trim().to_string()).expect("the receiver is here"),
+            }
+        };
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line.trim().to_string()).is_err() {
+                    return;
+                }
+            }
+        });
         ChildWorker { child, worker_id, lines }
     }
 
-    /// The next line the child prints.
+    /// The next line the child prints, waiting up to a minute (a loaded machine has taken over
+    /// 30 s to schedule a child).
     pub fn next_line(&mut self) -> String {
-        let mut line = String::new();
-        self.lines.read_line(&mut line).expect("read child line");
-        line.trim().to_string()
+        match self.lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(e) => panic!("no line from the child within a minute ({e}); its status: {:?}", self.child.try_wait()),
+        }
     }
 
     pub fn signal(&self, sig: i32) {
