@@ -54,6 +54,11 @@ use postgres::PgStore;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
+/// PostgreSQL's heartbeat, for tests and tools to EXPLAIN (`$1` ids, `$2` attempts, `$3` the
+/// worker, `$4` a manual clock or NULL, `$5` the lease and `$6` the renewal threshold in ms).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::HEARTBEAT_SQL as POSTGRES_HEARTBEAT_SQL;
 /// PostgreSQL's look for a lapsed lease, for tests and tools to EXPLAIN (`$1` a manual clock or
 /// NULL).
 #[cfg(feature = "postgres")]
