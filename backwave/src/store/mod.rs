@@ -78,6 +78,10 @@ pub use sqlite::{
 };
 #[doc(hidden)]
 pub use sqlite::{RawConnection, RawStatements, StatementStats};
+/// SQLite's statements for a batch of successes, for tests and tools to EXPLAIN (`?1` the ids as
+/// an `rarray`, `?2` now).
+#[doc(hidden)]
+pub use sqlite::{SUCCEED_FENCE_SQL, SUCCEED_LOG_SQL, SUCCEED_MOVE_SQL};
 
 #[cfg(feature = "tokio")]
 pub use async_store::{AsyncStore, DEFAULT_CONNECTIONS};

@@ -565,6 +565,24 @@ pub(crate) fn log(tx: &Connection, e: &Entry<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The fence of a batch of successes (`?1` their ids, an `rarray`): the attempts that still hold
+/// their jobs. Each of the three statements of a batch finds its jobs by primary key, one probe
+/// per id, whatever else runs (`store::plan::a_batch_of_successes_finds_its_jobs_by_id`): the
+/// cost of a batch is its own, not that of the jobs running elsewhere. Public for that test.
+pub const SUCCEED_FENCE_SQL: &str =
+    "SELECT id, lease_owner, attempt FROM jobs WHERE id IN rarray(?1) AND state = 'running'";
+
+/// The log entries of a batch of successes that passed the fence (`?1` ids, `?2` now), in the
+/// batch's order, naming the worker and attempt the rows still hold.
+pub const SUCCEED_LOG_SQL: &str = "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
+     SELECT j.id, ?2, 'running', 'succeeded', j.attempt, j.lease_owner
+     FROM rarray(?1) AS c JOIN jobs AS j ON j.id = c.value ORDER BY c.rowid";
+
+/// The move of a batch of successes that passed the fence (`?1` ids, `?2` now) to Succeeded.
+pub const SUCCEED_MOVE_SQL: &str = "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+            finished_at = ?2, updated_at = ?2
+     WHERE id IN rarray(?1) AND state = 'running'";
+
 /// SQLite's statements for the end of an attempt: under the one writer, the row the fenced read
 /// found is the row written.
 impl AttemptTx for &Connection {
@@ -621,7 +639,7 @@ impl AttemptTx for &Connection {
         // the attempts that still hold their job.
         let ids = id_array(successes.iter().map(|c| c.job_id.to_string()));
         let holders: HashMap<JobId, (String, u32)> = self
-            .prepare_cached("SELECT id, lease_owner, attempt FROM jobs WHERE id IN rarray(?1) AND state = 'running'")?
+            .prepare_cached(SUCCEED_FENCE_SQL)?
             .query_map(params![ids], |r| Ok((parse_id(r, 0)?, (r.get(1)?, r.get(2)?))))?
             .collect::<Result<_, _>>()?;
         let holds = |c: &Completion| {
@@ -633,19 +651,8 @@ impl AttemptTx for &Connection {
         }
         let ids = id_array(accepted.iter().map(|c| c.job_id.to_string()));
         // The entries first, in the batch's order, naming the worker and attempt the rows still hold.
-        self.prepare_cached(
-            "INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id)
-             SELECT j.id, ?2, 'running', 'succeeded', j.attempt, j.lease_owner
-             FROM rarray(?1) AS c JOIN jobs AS j ON j.id = c.value ORDER BY c.rowid",
-        )?
-        .execute(params![ids, now])?;
-        let moved = self
-            .prepare_cached(
-                "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                        finished_at = ?2, updated_at = ?2
-                 WHERE id IN rarray(?1) AND state = 'running'",
-            )?
-            .execute(params![ids, now])?;
+        self.prepare_cached(SUCCEED_LOG_SQL)?.execute(params![ids, now])?;
+        let moved = self.prepare_cached(SUCCEED_MOVE_SQL)?.execute(params![ids, now])?;
         if moved != accepted.len() {
             // Cannot happen under the write lock; refuse rather than commit a half-written batch.
             return Err(Error::InvalidInput(format!(

@@ -40,7 +40,9 @@ use rusqlite::{Connection, OpenFlags};
 use self::file::{check_file, create_private_file, is_writable, open_error, open_read_only, InUse};
 pub use self::health::{DEAD_SINCE_SQL, DUE_SQL, DUE_WIRE_NAME_SQL};
 pub use self::in_tx::enqueue_in_sqlite;
-pub use self::jobs::{CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL};
+pub use self::jobs::{
+    CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL, SUCCEED_FENCE_SQL, SUCCEED_LOG_SQL, SUCCEED_MOVE_SQL,
+};
 pub(crate) use self::listen::SqliteListener;
 pub use self::operator::{REQUEUE_LOG_SQL, REQUEUE_MOVE_SQL};
 pub use self::raw::{RawConnection, RawStatements, StatementStats};
