@@ -173,6 +173,40 @@ pub const SUCCEED_SQL: &str = concat!(
     succeed_tail!()
 );
 
+/// A heartbeat's statement (see [`HEARTBEAT_SQL`]): `$batch` the named leases as `h` (`hid`,
+/// `hattempt`, and whatever else the renewal writes), `$due` whether a lease read is to be
+/// renewed, `$renew` what a renewal writes besides the lease.
+macro_rules! heartbeat {
+    ($batch:literal, $due:literal, $renew:literal) => {
+        concat!(
+            "WITH t AS (SELECT coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now),
+                 h AS (SELECT * FROM ",
+            $batch,
+            "),
+                 held AS (
+                     SELECT jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL AS cancel, h.*, ",
+            $due,
+            " AS due
+                     FROM h, t, jobs
+                     WHERE ",
+            running_by_ids!("SELECT hid FROM h"),
+            " AND jobs.id = h.hid AND jobs.lease_owner = $3 AND jobs.attempt = h.hattempt),
+                 renewed AS (
+                     UPDATE jobs SET lease_expires_at = t.now + $5::bigint",
+            $renew,
+            "
+                     FROM held, t
+                     WHERE ",
+            running_by_ids!("SELECT id FROM held WHERE due"),
+            " AND jobs.id = held.id AND jobs.lease_owner = $3 AND jobs.attempt = held.attempt
+                     RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL)
+             SELECT * FROM renewed
+             UNION ALL
+             SELECT id, attempt, cancel FROM held WHERE NOT due"
+        )
+    };
+}
+
 /// A heartbeat: `$1` the job ids, `$2` their attempts, `$3` the worker, `$4` a test's manual
 /// clock (else NULL: the database clock, read when the statement runs), `$5` the lease, `$6` the
 /// renewal threshold ([`renewal_threshold`]). Each named lease is read by its id (`held`, behind
@@ -184,57 +218,20 @@ pub const SUCCEED_SQL: &str = concat!(
 /// `jobs` itself (only on the rows read): with one, the planner could read the leases through
 /// `jobs_lease`, every Running job's. Public (as `POSTGRES_HEARTBEAT_SQL`) so that tests and
 /// tools can EXPLAIN it.
-pub const HEARTBEAT_SQL: &str = concat!(
-    "WITH t AS (SELECT coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now),
-         h AS (SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)),
-         held AS (
-             SELECT jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL AS cancel,
-                    jobs.lease_expires_at NOT BETWEEN t.now + $6::bigint AND t.now + $5::bigint AS due
-             FROM h, t, jobs
-             WHERE ",
-    running_by_ids!("SELECT hid FROM h"),
-    " AND jobs.id = h.hid AND jobs.lease_owner = $3 AND jobs.attempt = h.hattempt),
-         renewed AS (
-             UPDATE jobs SET lease_expires_at = t.now + $5::bigint
-             FROM held, t
-             WHERE ",
-    running_by_ids!("SELECT id FROM held WHERE due"),
-    " AND jobs.id = held.id AND jobs.lease_owner = $3 AND jobs.attempt = held.attempt
-             RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL)
-         SELECT * FROM renewed
-         UNION ALL
-         SELECT id, attempt, cancel FROM held WHERE NOT due"
+pub const HEARTBEAT_SQL: &str = heartbeat!(
+    "unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)",
+    "jobs.lease_expires_at NOT BETWEEN t.now + $6::bigint AND t.now + $5::bigint",
+    ""
 );
 
 /// [`HEARTBEAT_SQL`] writing progress too: `$6` each job's fraction (NULL: none reported since
 /// the last heartbeat), `$7` its message, `$8` the renewal threshold. A job with progress to
 /// write is renewed whatever its lease.
-const HEARTBEAT_WITH_PROGRESS_SQL: &str = concat!(
-    "WITH t AS (SELECT coalesce($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now),
-         h AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $6::float8[], $7::text[])
-                   AS h(hid, hattempt, hfraction, hmessage)),
-         held AS (
-             SELECT jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL AS cancel,
-                    h.hfraction, h.hmessage,
-                    h.hfraction IS NOT NULL
-                    OR jobs.lease_expires_at NOT BETWEEN t.now + $8::bigint AND t.now + $5::bigint AS due
-             FROM h, t, jobs
-             WHERE ",
-    running_by_ids!("SELECT hid FROM h"),
-    " AND jobs.id = h.hid AND jobs.lease_owner = $3 AND jobs.attempt = h.hattempt),
-         renewed AS (
-             UPDATE jobs SET lease_expires_at = t.now + $5::bigint,
-                 progress = CASE WHEN held.hfraction IS NULL THEN jobs.progress ELSE held.hfraction END,
-                 progress_message = CASE WHEN held.hfraction IS NULL THEN jobs.progress_message
-                                         ELSE held.hmessage END
-             FROM held, t
-             WHERE ",
-    running_by_ids!("SELECT id FROM held WHERE due"),
-    " AND jobs.id = held.id AND jobs.lease_owner = $3 AND jobs.attempt = held.attempt
-             RETURNING jobs.id, jobs.attempt, jobs.cancel_requested_by IS NOT NULL)
-         SELECT * FROM renewed
-         UNION ALL
-         SELECT id, attempt, cancel FROM held WHERE NOT due"
+const HEARTBEAT_WITH_PROGRESS_SQL: &str = heartbeat!(
+    "unnest($1::uuid[], $2::bigint[], $6::float8[], $7::text[]) AS h(hid, hattempt, hfraction, hmessage)",
+    "h.hfraction IS NOT NULL OR jobs.lease_expires_at NOT BETWEEN t.now + $8::bigint AND t.now + $5::bigint",
+    ", progress = CASE WHEN held.hfraction IS NULL THEN jobs.progress ELSE held.hfraction END,
+       progress_message = CASE WHEN held.hfraction IS NULL THEN jobs.progress_message ELSE held.hmessage END"
 );
 
 /// The look for a lapsed lease, lapsed by `$now`: see [`LAPSED_LOOK_SQL`].
