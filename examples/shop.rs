@@ -185,23 +185,39 @@ async fn serve(app: &Arc<App>, jobs: &Enqueuer, stream: TcpStream) -> Result<(),
 }
 
 /// The order, and its job's state as the store tells it (through `AsyncStore`).
+///
+/// The job's state is read first, the order row after: the handler's write commits before the
+/// engine records the success, so a job read as Succeeded always comes with its order read as
+/// shipped. Read the other way round, the job could run between the two reads and the reply
+/// would pair "paid" with "succeeded".
 async fn show_order(app: &Arc<App>, order: i64) -> Result<(&'static str, serde_json::Value), BoxError> {
-    let row = tokio::task::spawn_blocking({
+    let job_id = tokio::task::spawn_blocking({
         let app = app.clone();
         move || {
             let db = app.db.lock().unwrap_or_else(|p| p.into_inner());
-            db.query_row("SELECT item, status, job_id FROM orders WHERE id = ?1", [order], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-            })
-            .optional()
+            db.query_row("SELECT job_id FROM orders WHERE id = ?1", [order], |r| r.get::<_, String>(0)).optional()
         }
     })
     .await??;
-    let Some((item, status, job_id)) = row else {
+    let Some(job_id) = job_id else {
         return Ok(("404 Not Found", serde_json::json!({ "error": format!("no order {order}") })));
     };
     let id: JobId = job_id.parse()?;
     let job = app.store.call(move |s: &Store| s.job(id)).await?;
     let job_state = job.map(|j| j.state.as_str().to_string());
+    let row = tokio::task::spawn_blocking({
+        let app = app.clone();
+        move || {
+            let db = app.db.lock().unwrap_or_else(|p| p.into_inner());
+            db.query_row("SELECT item, status FROM orders WHERE id = ?1", [order], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .optional()
+        }
+    })
+    .await??;
+    let Some((item, status)) = row else {
+        return Ok(("404 Not Found", serde_json::json!({ "error": format!("no order {order}") })));
+    };
     Ok(("200 OK", serde_json::json!({ "order": order, "item": item, "status": status, "job_state": job_state })))
 }
