@@ -222,7 +222,7 @@ fn a_failure_groups_page_takes_its_range_of_the_groups_index_and_its_columns_fro
 /// A batch of successes names its jobs by id, and each of its three statements must find them by
 /// primary key whatever else runs: here other workers run 2,400 jobs and 500 ran before, with
 /// the table's statistics taken (`ANALYZE`) and without. On PostgreSQL the same promise needed
-/// the statements rewritten (`store::postgres_only::a_batch_of_successes_and_a_heartbeat_probe_…`);
+/// the statements rewritten (`store::postgres_only::the_batch_statements_probe_…`);
 /// SQLite's planner keeps it as written, and this test keeps it kept. (SQLite's heartbeat reads
 /// and renews one lease at a time by `id = ?`.)
 #[test]

@@ -765,16 +765,22 @@ fn the_look_for_a_lapsed_lease_probes_the_lease_index_not_the_running_jobs() {
     }
 }
 
-/// A batch of successes and a heartbeat name their jobs by id, and each job must be one probe
-/// of the primary key. With the fence's state test written `state = 'running'`, on statistics
-/// taken before a burst was claimed (or none), PostgreSQL read every Running job through
-/// `jobs_active` instead, each claim's dead entry included, and joined them with the batch: in
-/// the engine bench's drain with four worker processes a batch of 1,400 successes read 2,900
-/// pages of the table for it and a heartbeat of 417 leases took 142 ms, costs that grew with the
-/// jobs running everywhere rather than with the batch. Here other workers run 450 jobs and 2,000
-/// ran before; this worker's 50 are recorded and heartbeated, and both still answer as before.
+/// The engine's batch statements on Running jobs (a batch of successes, with and without
+/// outputs; a heartbeat, with and without progress; the hand-back of unstarted jobs) name their
+/// jobs by id, and each job must be one probe of the primary key. With the fence's state test
+/// written `state = 'running'`, on statistics taken before a burst was claimed (or none),
+/// PostgreSQL read every Running job through `jobs_active` instead, each claim's dead entry
+/// included, and joined them with the batch: in the engine bench's drain with four worker
+/// processes a batch of 1,400 successes read 2,900 pages of the table for it and a heartbeat of
+/// 417 leases took 142 ms, costs that grew with the jobs running everywhere rather than with the
+/// batch. Here other workers run 450 jobs and 2,000 ran before; this worker's 50 are planned for
+/// each statement, then heartbeated and recorded, and both still answer as before.
 #[test]
-fn a_batch_of_successes_and_a_heartbeat_probe_their_jobs_by_id_not_every_running_job() {
+fn the_batch_statements_probe_their_jobs_by_id_not_every_running_job() {
+    use backwave::store::{
+        POSTGRES_HAND_BACK_SQL, POSTGRES_HEARTBEAT_SQL, POSTGRES_HEARTBEAT_WITH_PROGRESS_SQL, POSTGRES_SUCCEED_SQL,
+        POSTGRES_SUCCEED_WITH_OUTPUT_SQL,
+    };
     let _g = use_backend(Backend::Postgres);
     for analyzed in [true, false] {
         let (fx, policy) = after_a_burst(analyzed, "another-worker");
@@ -783,28 +789,56 @@ fn a_batch_of_successes_and_a_heartbeat_probe_their_jobs_by_id_not_every_running
         assert_eq!((others.len(), ours.len()), (450, 50));
 
         // Each statement as the engine's sessions run it: prepared, planned for its values.
-        let ids = ours.iter().map(|j| j.id.to_string()).collect::<Vec<_>>().join(",");
-        let attempts = vec!["1"; ours.len()].join(",");
-        let workers = vec![super::WORKER; ours.len()].join(",");
-        let (succeed, heartbeat) = (backwave::store::POSTGRES_SUCCEED_SQL, backwave::store::POSTGRES_HEARTBEAT_SQL);
-        fx.store
-            .raw_batch(&format!(
-                "SET plan_cache_mode = force_custom_plan;
-                 PREPARE bw_succeed(uuid[], text[], bigint[], bigint) AS {succeed};
-                 PREPARE bw_heartbeat(uuid[], bigint[], text, bigint, bigint, bigint) AS {heartbeat}"
-            ))
-            .unwrap();
-        let plans = [
-            format!("EXECUTE bw_succeed('{{{ids}}}', '{{{workers}}}', '{{{attempts}}}', NULL)"),
-            format!("EXECUTE bw_heartbeat('{{{ids}}}', '{{{attempts}}}', '{}', NULL, 60000, 42000)", super::WORKER),
-        ]
-        .map(|execute| plan_of(&fx, &format!("EXPLAIN (COSTS OFF) {execute}")));
-        for plan in &plans {
-            println!("analyzed: {analyzed}\n{plan}");
+        let ids = format!("'{{{}}}'", ours.iter().map(|j| j.id.to_string()).collect::<Vec<_>>().join(","));
+        let attempts = format!("'{{{}}}'", vec!["1"; ours.len()].join(","));
+        let workers = format!("'{{{}}}'", vec![super::WORKER; ours.len()].join(","));
+        let worker = format!("'{}'", super::WORKER);
+        let each = |value: &str, ty: &str| format!("array_fill({value}::{ty}, ARRAY[{}])", ours.len());
+        let statements = [
+            (
+                "bw_succeed",
+                POSTGRES_SUCCEED_SQL,
+                "uuid[], text[], bigint[], bigint",
+                format!("{ids}, {workers}, {attempts}, NULL"),
+            ),
+            (
+                "bw_succeed_with_output",
+                POSTGRES_SUCCEED_WITH_OUTPUT_SQL,
+                "uuid[], text[], bigint[], bigint, bytea[]",
+                format!("{ids}, {workers}, {attempts}, NULL, {}", each("'\\x7b7d'", "bytea")),
+            ),
+            (
+                "bw_heartbeat",
+                POSTGRES_HEARTBEAT_SQL,
+                "uuid[], bigint[], text, bigint, bigint, bigint",
+                format!("{ids}, {attempts}, {worker}, NULL, 60000, 42000"),
+            ),
+            (
+                "bw_heartbeat_with_progress",
+                POSTGRES_HEARTBEAT_WITH_PROGRESS_SQL,
+                "uuid[], bigint[], text, bigint, bigint, float8[], text[], bigint",
+                format!(
+                    "{ids}, {attempts}, {worker}, NULL, 60000, {}, {}, 42000",
+                    each("0.5", "float8"),
+                    each("'half'", "text")
+                ),
+            ),
+            (
+                "bw_hand_back",
+                POSTGRES_HAND_BACK_SQL,
+                "uuid[], bigint[], text, bigint, text",
+                format!("{ids}, {attempts}, {worker}, 0, 'handed back'"),
+            ),
+        ];
+        fx.store.raw_batch("SET plan_cache_mode = force_custom_plan").unwrap();
+        for (name, sql, types, args) in &statements {
+            fx.store.raw_batch(&format!("PREPARE {name}({types}) AS {sql}")).unwrap();
+            let plan = plan_of(&fx, &format!("EXPLAIN (COSTS OFF) EXECUTE {name}({args})"));
+            println!("{name}, analyzed: {analyzed}\n{plan}");
             // The primary key, as an index scan or a bitmap of its entries: one probe per id.
-            assert!(plan.contains("jobs_pkey"), "a probe by id ({analyzed}): {plan}");
+            assert!(plan.contains("jobs_pkey"), "{name}: a probe by id ({analyzed}): {plan}");
             for walk in ["jobs_active", "jobs_lease", "jobs_claim", "Seq Scan on jobs"] {
-                assert!(!plan.contains(walk), "no {walk} ({analyzed}): {plan}");
+                assert!(!plan.contains(walk), "{name}: no {walk} ({analyzed}): {plan}");
             }
         }
 

@@ -54,11 +54,21 @@ use postgres::PgStore;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
+/// PostgreSQL's hand-back of claimed jobs that never started, for tests and tools to EXPLAIN
+/// (`$1` ids, `$2` attempts, `$3` the worker, `$4` the time, `$5` the log's reason).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::HAND_BACK_SQL as POSTGRES_HAND_BACK_SQL;
 /// PostgreSQL's heartbeat, for tests and tools to EXPLAIN (`$1` ids, `$2` attempts, `$3` the
 /// worker, `$4` a manual clock or NULL, `$5` the lease and `$6` the renewal threshold in ms).
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::HEARTBEAT_SQL as POSTGRES_HEARTBEAT_SQL;
+/// PostgreSQL's heartbeat writing progress too, for tests and tools to EXPLAIN (as
+/// [`POSTGRES_HEARTBEAT_SQL`], then `$6` fractions, `$7` messages, `$8` the renewal threshold).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::HEARTBEAT_WITH_PROGRESS_SQL as POSTGRES_HEARTBEAT_WITH_PROGRESS_SQL;
 /// PostgreSQL's look for a lapsed lease, for tests and tools to EXPLAIN (`$1` a manual clock or
 /// NULL).
 #[cfg(feature = "postgres")]
@@ -69,6 +79,11 @@ pub use postgres::LAPSED_LOOK_SQL as POSTGRES_LAPSED_LOOK_SQL;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::SUCCEED_SQL as POSTGRES_SUCCEED_SQL;
+/// PostgreSQL's record of a batch of successes some of which recorded an output, for tests and
+/// tools to EXPLAIN (as [`POSTGRES_SUCCEED_SQL`], then `$5` each one's output or NULL).
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::SUCCEED_WITH_OUTPUT_SQL as POSTGRES_SUCCEED_WITH_OUTPUT_SQL;
 #[cfg(feature = "postgres")]
 pub use postgres::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 pub(crate) use sqlite::SqliteStore;

@@ -173,6 +173,17 @@ pub const SUCCEED_SQL: &str = concat!(
     succeed_tail!()
 );
 
+/// [`SUCCEED_SQL`] for a batch in which some success recorded an output: `$5` each one's output
+/// (NULL where it recorded none). Public (as `POSTGRES_SUCCEED_WITH_OUTPUT_SQL`) so that tests
+/// and tools can EXPLAIN it.
+pub const SUCCEED_WITH_OUTPUT_SQL: &str = concat!(
+    "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
+         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t), output = c.coutput
+         FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
+    succeed_tail!()
+);
+
 /// A heartbeat's statement (see [`HEARTBEAT_SQL`]): `$batch` the named leases as `h` (`hid`,
 /// `hattempt`, and whatever else the renewal writes), `$due` whether a lease read is to be
 /// renewed, `$renew` what a renewal writes besides the lease.
@@ -226,12 +237,35 @@ pub const HEARTBEAT_SQL: &str = heartbeat!(
 
 /// [`HEARTBEAT_SQL`] writing progress too: `$6` each job's fraction (NULL: none reported since
 /// the last heartbeat), `$7` its message, `$8` the renewal threshold. A job with progress to
-/// write is renewed whatever its lease.
-const HEARTBEAT_WITH_PROGRESS_SQL: &str = heartbeat!(
+/// write is renewed whatever its lease. Public (as `POSTGRES_HEARTBEAT_WITH_PROGRESS_SQL`) so that
+/// tests and tools can EXPLAIN it.
+pub const HEARTBEAT_WITH_PROGRESS_SQL: &str = heartbeat!(
     "unnest($1::uuid[], $2::bigint[], $6::float8[], $7::text[]) AS h(hid, hattempt, hfraction, hmessage)",
     "h.hfraction IS NOT NULL OR jobs.lease_expires_at NOT BETWEEN t.now + $8::bigint AND t.now + $5::bigint",
     ", progress = CASE WHEN held.hfraction IS NULL THEN jobs.progress ELSE held.hfraction END,
        progress_message = CASE WHEN held.hfraction IS NULL THEN jobs.progress_message ELSE held.hmessage END"
+);
+
+/// Undo the claims of jobs that never started, behind the fence: `$1` the job ids, `$2` their
+/// attempts, `$3` the worker, `$4` the time, `$5` the log's reason. A job an operator asked to
+/// cancel is left for the caller to cancel. Returns each job moved back to Scheduled with the
+/// attempt named (the log entry carries the attempt as it now is, one less). Public (as
+/// `POSTGRES_HAND_BACK_SQL`) so that tests and tools can EXPLAIN it.
+pub const HAND_BACK_SQL: &str = concat!(
+    "WITH undone AS (
+         UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
+                lease_expires_at = NULL, updated_at = $4
+         FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
+         WHERE ",
+    running_by_ids!("SELECT unnest($1::uuid[])"),
+    " AND jobs.id = h.hid AND jobs.lease_owner = $3
+               AND jobs.attempt = h.hattempt AND jobs.attempt > 0 AND jobs.cancel_requested_by IS NULL
+         RETURNING jobs.id, h.hattempt
+     ), logged AS (
+         INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id, reason)
+         SELECT id, $4, 'running', 'scheduled', hattempt - 1, $3, $5 FROM undone ORDER BY id
+     )
+     SELECT id, hattempt FROM undone"
 );
 
 /// The look for a lapsed lease, lapsed by `$now`: see [`LAPSED_LOOK_SQL`].
@@ -706,25 +740,7 @@ impl PgStore {
         self.write(|tx| {
             let now = tx.now()?;
             let mut undone: HashSet<(uuid::Uuid, i64)> = tx
-                .query_planned(
-                    concat!(
-                        "WITH undone AS (
-                             UPDATE jobs SET state = 'scheduled', attempt = attempt - 1, lease_owner = NULL,
-                                    lease_expires_at = NULL, updated_at = $4
-                             FROM unnest($1::uuid[], $2::bigint[]) AS h(hid, hattempt)
-                             WHERE ",
-                        running_by_ids!("SELECT unnest($1::uuid[])"),
-                        " AND jobs.id = h.hid AND jobs.lease_owner = $3
-                                   AND jobs.attempt = h.hattempt AND jobs.attempt > 0 AND jobs.cancel_requested_by IS NULL
-                             RETURNING jobs.id, h.hattempt
-                         ), logged AS (
-                             INSERT INTO transitions (job_id, at, from_state, to_state, attempt, worker_id, reason)
-                             SELECT id, $4, 'running', 'scheduled', hattempt - 1, $3, $5 FROM undone ORDER BY id
-                         )
-                         SELECT id, hattempt FROM undone"
-                    ),
-                    &[&ids, &attempts, &worker_id, &now, &HANDED_BACK],
-                )?
+                .query_planned(HAND_BACK_SQL, &[&ids, &attempts, &worker_id, &now, &HANDED_BACK])?
                 .iter()
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                 .collect::<Result<_>>()?;
@@ -1021,16 +1037,7 @@ fn succeed_rows(tx: &mut Tx<'_>, now: Option<Millis>, successes: &[&Completion])
     // server 5 % of a completion).
     let outputs: Vec<Option<&[u8]>> = successes.iter().map(|c| outcome::output_of(c)).collect();
     let rows = match outputs.iter().any(Option::is_some) {
-        true => tx.query_planned(
-            concat!(
-                "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
-                     UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                            finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t), output = c.coutput
-                     FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
-                succeed_tail!()
-            ),
-            &[&ids, &workers, &attempts, &now, &outputs],
-        )?,
+        true => tx.query_planned(SUCCEED_WITH_OUTPUT_SQL, &[&ids, &workers, &attempts, &now, &outputs])?,
         false => tx.query_planned(SUCCEED_SQL, &[&ids, &workers, &attempts, &now])?,
     };
     rows.iter().map(|r| Ok(JobId(r.try_get(0)?))).collect()

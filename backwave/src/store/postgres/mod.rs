@@ -45,7 +45,10 @@ use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
 use self::driver_error::pg_error;
 pub use self::in_tx::{enqueue_in_postgres, enqueue_in_tokio_postgres};
 #[doc(hidden)]
-pub use self::jobs::{CLAIM_SQL, HEARTBEAT_SQL, LAPSED_LOOK_SQL, SUCCEED_SQL};
+pub use self::jobs::{
+    CLAIM_SQL, HAND_BACK_SQL, HEARTBEAT_SQL, HEARTBEAT_WITH_PROGRESS_SQL, LAPSED_LOOK_SQL, SUCCEED_SQL,
+    SUCCEED_WITH_OUTPUT_SQL,
+};
 pub(crate) use self::listen::PgListener;
 use self::tls::{Connector, TlsSettings};
 use super::{Clock, PostgresUrl, BUSY_TIMEOUT, SCHEMA_VERSION};
