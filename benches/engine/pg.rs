@@ -4,7 +4,9 @@
 //! cost apart from the engine's processes); then the engine draining the same jobs with 1, 2
 //! and 4 worker *processes* (this bench binary started again as a worker: `BW_BENCH_WORKER=<url>`),
 //! as separate hosts would. Each row says its CPU a job: the server's, the workers', the bench's,
-//! and the host's idle share (`cpu.rs`).
+//! and the host's idle share (`cpu.rs`); and the WAL it wrote a job, with whether a checkpoint
+//! ran during it (after a checkpoint each page's first change writes the whole page to the WAL,
+//! so a row on which one fell paid for more than its own work).
 //!
 //! Like the SQLite raw ceiling, this is a benchmark of the database itself, so it names the
 //! driver (`backwave::postgres::Client`) and runs its own SQL on its own connections: the store's claim
@@ -91,6 +93,54 @@ const COMPLETE: &str = "
         SELECT id, $3, 'running', 'succeeded', attempt, $4 FROM done)
     SELECT count(*) FROM done";
 
+/// The server's WAL, read on a connection of its own around a row: how much a row wrote, and
+/// whether a checkpoint ran meanwhile (its redo point moved). `None` where the role may not read
+/// the control file's checkpoint (`pg_control_checkpoint`, superusers and `pg_monitor`).
+struct Wal(backwave::postgres::Client);
+
+/// A row's WAL: bytes a job, and whether a checkpoint ran during it.
+struct WalCost {
+    bytes_per_job: f64,
+    checkpoint: bool,
+}
+
+impl Wal {
+    fn open(url: &str) -> Option<Wal> {
+        let mut wal = Wal(backwave::postgres::Client::connect(url, backwave::postgres::NoTls).ok()?);
+        wal.at().map(|_| wal)
+    }
+
+    /// (bytes of WAL inserted so far, the last checkpoint's redo point).
+    fn at(&mut self) -> Option<(f64, f64)> {
+        let row = self
+            .0
+            .query_one(
+                "SELECT (pg_current_wal_insert_lsn() - '0/0')::float8,
+                        (SELECT redo_lsn - '0/0' FROM pg_control_checkpoint())::float8",
+                &[],
+            )
+            .ok()?;
+        Some((row.get(0), row.get(1)))
+    }
+
+    /// What `before` to now wrote for `n` jobs.
+    fn since(&mut self, before: Option<(f64, f64)>, n: usize) -> Option<WalCost> {
+        let ((bytes, redo), (now, now_redo)) = (before?, self.at()?);
+        Some(WalCost { bytes_per_job: (now - bytes) / n as f64, checkpoint: now_redo != redo })
+    }
+}
+
+impl std::fmt::Display for WalCost {
+    /// "; WAL 2.71 kB a job" and ", a checkpoint during it" when one ran.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "; WAL {:.2} kB a job", self.bytes_per_job / 1000.0)?;
+        if self.checkpoint {
+            write!(f, ", a checkpoint during it")?;
+        }
+        Ok(())
+    }
+}
+
 /// Which statements a raw loop runs: the ceiling's own ([`CLAIM`], [`COMPLETE`]), or the store's
 /// (`POSTGRES_CLAIM_SQL` and `POSTGRES_SUCCEED_SQL`, custom-planned as the engine's sessions
 /// run them) in the same loop, which tells what the store's statements cost apart from what
@@ -103,9 +153,11 @@ enum Statements {
 
 /// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s, and
 /// the CPU it took (sampled while the connections are still open, so their backends count).
-fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Statements) -> (f64, Cost) {
+fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Statements) -> (f64, Cost, Option<WalCost>) {
     let postmaster = super::cpu::postmaster(url);
+    let mut wal = Wal::open(url);
     let (looped, sampled) = (Barrier::new(clients + 1), Barrier::new(clients + 1));
+    let wal_before = wal.as_mut().and_then(Wal::at);
     let (start, before) = (Instant::now(), Sample::take(postmaster, &[]));
     std::thread::scope(|s| {
         for c in 0..clients {
@@ -125,7 +177,7 @@ fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Stateme
         let rate = n as f64 / start.elapsed().as_secs_f64();
         let cpu = before.per_job(&Sample::take(postmaster, &[]), n);
         sampled.wait();
-        (rate, cpu)
+        (rate, cpu, wal.as_mut().and_then(|w| w.since(wal_before, n)))
     })
 }
 
@@ -175,9 +227,11 @@ fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &str) {
 
 /// Drain `n` due jobs with `workers` worker processes; jobs/s from their start to the last
 /// success, and the CPU it took (sampled before the workers are stopped).
-fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, Cost) {
+fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, Cost, Option<WalCost>) {
     let exe = std::env::current_exe().expect("the bench binary");
     let postmaster = super::cpu::postmaster(url);
+    let mut wal = Wal::open(url);
+    let wal_before = wal.as_mut().and_then(Wal::at);
     let (start, before) = (Instant::now(), Sample::take(postmaster, &[]));
     let mut children: Vec<Child> = (0..workers)
         .map(|w| {
@@ -198,11 +252,12 @@ fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, Cost) {
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let cpu = before.per_job(&Sample::take(postmaster, &pids), n);
+    let wal = wal.as_mut().and_then(|w| w.since(wal_before, n));
     for mut c in children {
         let _ = c.kill();
         let _ = c.wait();
     }
-    (rate, cpu)
+    (rate, cpu, wal)
 }
 
 /// The worker process of [`drain`]: one engine with the default worker group on the URL in
@@ -236,7 +291,7 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
             let schema = Schema::new(server, &name);
             let store = Store::create(schema.url.as_str()).expect("create the store");
             enqueue(&store, n, 0);
-            let (rate, cpu) = raw_loop(&schema.url, n, clients, batch, statements);
+            let (rate, cpu, wal) = raw_loop(&schema.url, n, clients, batch, statements);
             let what = match statements {
                 Statements::Ceiling => {
                     ceiling = ceiling.max(rate);
@@ -247,7 +302,7 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
                 }
                 Statements::Store => format!("postgres raw loop, store's statements, {clients} conn, {batch}/claim"),
             };
-            row(what, format!("{rate:.0}"), cpu.to_string());
+            row(what, format!("{rate:.0}"), format!("{cpu}{}", wal.map(|w| w.to_string()).unwrap_or_default()));
         }
     }
     let mut best = 0.0f64;
@@ -255,7 +310,7 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
         let schema = Schema::new(server, &format!("bench_drain_{workers}"));
         let store = Store::create(schema.url.as_str()).expect("create the store");
         enqueue(&store, n, 0);
-        let (rate, cpu) = drain(&schema.url, &store, n, workers);
+        let (rate, cpu, wal) = drain(&schema.url, &store, n, workers);
         best = best.max(rate);
         let server_ratio = match (cpu.server, server_by_clients[workers]) {
             (Some(drain), Some(raw)) => format!("; server CPU a job {:.2}x that ceiling's", drain / raw),
@@ -265,9 +320,10 @@ pub fn run(server: &str, n: usize, row: &mut impl FnMut(String, String, String))
             format!("postgres drain, {workers} worker process(es), default settings"),
             format!("{rate:.0}"),
             format!(
-                "{:.0}% of the best postgres raw ceiling; {:.0}% of the best with {workers} connection(s); {cpu}{server_ratio}",
+                "{:.0}% of the best postgres raw ceiling; {:.0}% of the best with {workers} connection(s); {cpu}{server_ratio}{}",
                 100.0 * rate / ceiling,
-                100.0 * rate / by_clients[workers]
+                100.0 * rate / by_clients[workers],
+                wal.map(|w| w.to_string()).unwrap_or_default()
             ),
         );
     }
