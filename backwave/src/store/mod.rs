@@ -49,43 +49,18 @@ use std::time::Duration;
 
 #[cfg(feature = "postgres")]
 use postgres::PgStore;
-/// PostgreSQL's claim of one queue, for tests and tools to EXPLAIN (`$1` queue, `$2` now, `$3`
-/// how many, `$4` wire names left out, then the lease's values).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::CLAIM_SQL as POSTGRES_CLAIM_SQL;
-/// PostgreSQL's hand-back of claimed jobs that never started, for tests and tools to EXPLAIN
-/// (`$1` ids, `$2` attempts, `$3` the worker, `$4` the time, `$5` the log's reason).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::HAND_BACK_SQL as POSTGRES_HAND_BACK_SQL;
-/// PostgreSQL's heartbeat, for tests and tools to EXPLAIN (`$1` ids, `$2` attempts, `$3` the
-/// worker, `$4` a manual clock or NULL, `$5` the lease and `$6` the renewal threshold in ms).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::HEARTBEAT_SQL as POSTGRES_HEARTBEAT_SQL;
-/// PostgreSQL's heartbeat writing progress too, for tests and tools to EXPLAIN (as
-/// [`POSTGRES_HEARTBEAT_SQL`], then `$6` fractions, `$7` messages, `$8` the renewal threshold).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::HEARTBEAT_WITH_PROGRESS_SQL as POSTGRES_HEARTBEAT_WITH_PROGRESS_SQL;
-/// PostgreSQL's look for a lapsed lease, for tests and tools to EXPLAIN (`$1` a manual clock or
-/// NULL).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::LAPSED_LOOK_SQL as POSTGRES_LAPSED_LOOK_SQL;
-/// PostgreSQL's record of a batch of successes without output, for tests and tools to run and
-/// EXPLAIN (`$1` ids in id order, `$2` workers, `$3` attempts, `$4` a manual clock or NULL).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::SUCCEED_SQL as POSTGRES_SUCCEED_SQL;
-/// PostgreSQL's record of a batch of successes some of which recorded an output, for tests and
-/// tools to EXPLAIN (as [`POSTGRES_SUCCEED_SQL`], then `$5` each one's output or NULL).
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::SUCCEED_WITH_OUTPUT_SQL as POSTGRES_SUCCEED_WITH_OUTPUT_SQL;
 #[cfg(feature = "postgres")]
 pub use postgres::{enqueue_in_postgres, enqueue_in_tokio_postgres};
+/// PostgreSQL's statements on the engine's path, for tests and tools to run and EXPLAIN as an
+/// engine's sessions run them; each one's doc comment (`store/postgres/jobs.rs`) names its
+/// parameters.
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::{
+    CLAIM_SQL as POSTGRES_CLAIM_SQL, HAND_BACK_SQL as POSTGRES_HAND_BACK_SQL, HEARTBEAT_SQL as POSTGRES_HEARTBEAT_SQL,
+    HEARTBEAT_WITH_PROGRESS_SQL as POSTGRES_HEARTBEAT_WITH_PROGRESS_SQL, LAPSED_LOOK_SQL as POSTGRES_LAPSED_LOOK_SQL,
+    SUCCEED_SQL as POSTGRES_SUCCEED_SQL, SUCCEED_WITH_OUTPUT_SQL as POSTGRES_SUCCEED_WITH_OUTPUT_SQL,
+};
 pub(crate) use sqlite::SqliteStore;
 pub use sqlite::{
     enqueue_in_sqlite, CLAIM_NEXT_WIRE_NAME_SQL, CLAIM_SQL, CLAIM_WIRE_NAME_SQL, DEAD_SINCE_SQL, DUE_SQL,
