@@ -94,8 +94,9 @@ const COMPLETE: &str = "
     SELECT count(*) FROM done";
 
 /// The server's WAL, read on a connection of its own around a row: how much a row wrote, and
-/// whether a checkpoint ran meanwhile (its redo point moved). `None` where the role may not read
-/// the control file's checkpoint (`pg_control_checkpoint`, superusers and `pg_monitor`).
+/// whether a checkpoint ran meanwhile (its redo point moved). [`Wal::open`] gives `None` where the
+/// role may not read the control file's checkpoint (`pg_control_checkpoint`: superusers and
+/// `pg_monitor`), and the rows then say nothing of the WAL.
 struct Wal(backwave::postgres::Client);
 
 /// A row's WAL: bytes a job, and whether a checkpoint ran during it.
@@ -151,8 +152,9 @@ enum Statements {
     Store,
 }
 
-/// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s, and
-/// the CPU it took (sampled while the connections are still open, so their backends count).
+/// Claim and complete `n` jobs with `clients` connections of `batch` jobs a claim: jobs/s, the
+/// CPU it took (sampled while the connections are still open, so their backends count) and the
+/// WAL it wrote.
 fn raw_loop(url: &str, n: usize, clients: usize, batch: i64, statements: Statements) -> (f64, Cost, Option<WalCost>) {
     let postmaster = super::cpu::postmaster(url);
     let mut wal = Wal::open(url);
@@ -226,7 +228,7 @@ fn store_loop(db: &mut backwave::postgres::Client, batch: i64, worker: &str) {
 }
 
 /// Drain `n` due jobs with `workers` worker processes; jobs/s from their start to the last
-/// success, and the CPU it took (sampled before the workers are stopped).
+/// success, the CPU it took (sampled before the workers are stopped) and the WAL it wrote.
 fn drain(url: &str, store: &Store, n: usize, workers: usize) -> (f64, Cost, Option<WalCost>) {
     let exe = std::env::current_exe().expect("the bench binary");
     let postmaster = super::cpu::postmaster(url);
