@@ -176,8 +176,8 @@ pub fn worker_binary() -> PathBuf {
 pub struct ChildWorker {
     pub child: Child,
     pub worker_id: String,
-    /// The child's stdout but its ready line (those printed before it first), a line at a time,
-    /// read on a thread of its own so that a wait for a line can end.
+    /// Every line of the child's stdout except its ready line (those printed before it come
+    /// first), a line at a time, read on a thread of its own so that a wait for a line can end.
     lines: std::sync::mpsc::Receiver<String>,
 }
 

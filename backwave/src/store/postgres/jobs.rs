@@ -60,11 +60,19 @@ macro_rules! running_by_ids {
     };
 }
 
-/// The fence and the log of [`AttemptTx::succeed_all`]'s statement, after its `UPDATE … FROM`
-/// (`c` the batch: `cid`, `cworker`, `cattempt`; `t` the time: `now`).
-macro_rules! succeed_tail {
-    () => {
+/// [`AttemptTx::succeed_all`]'s statement (see [`SUCCEED_SQL`]): `$batch` the successes as `c`
+/// (`cid`, `cworker`, `cattempt`, and whatever else is written), `$write` what a success writes
+/// besides its state, lease and times.
+macro_rules! succeed {
+    ($batch:literal, $write:literal) => {
         concat!(
+            "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
+                 UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
+                        finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t)",
+            $write,
+            "
+                 FROM ",
+            $batch,
             "
                  WHERE ",
             running_by_ids!("SELECT unnest($1::uuid[])"),
@@ -165,23 +173,14 @@ pub const CLAIM_SQL: &str = concat!(
 /// `$4` a test's manual clock (else NULL: the database clock). A job no longer Running under that
 /// worker and attempt is not touched. Returns the ids it moved to Succeeded, each logged.
 /// Public (as `POSTGRES_SUCCEED_SQL`) so that tests and tools can run and EXPLAIN it.
-pub const SUCCEED_SQL: &str = concat!(
-    "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
-         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t)
-         FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)",
-    succeed_tail!()
-);
+pub const SUCCEED_SQL: &str = succeed!("unnest($1::uuid[], $2::text[], $3::bigint[]) AS c(cid, cworker, cattempt)", "");
 
 /// [`SUCCEED_SQL`] for a batch in which some success recorded an output: `$5` each one's output
 /// (NULL where it recorded none). Public (as `POSTGRES_SUCCEED_WITH_OUTPUT_SQL`) so that tests
 /// and tools can EXPLAIN it.
-pub const SUCCEED_WITH_OUTPUT_SQL: &str = concat!(
-    "WITH t AS (SELECT coalesce($4::bigint, bw_now_ms()) AS now), done AS (
-         UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL,
-                finished_at = (SELECT now FROM t), updated_at = (SELECT now FROM t), output = c.coutput
-         FROM unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
-    succeed_tail!()
+pub const SUCCEED_WITH_OUTPUT_SQL: &str = succeed!(
+    "unnest($1::uuid[], $2::text[], $3::bigint[], $5::bytea[]) AS c(cid, cworker, cattempt, coutput)",
+    ", output = c.coutput"
 );
 
 /// A heartbeat's statement (see [`HEARTBEAT_SQL`]): `$batch` the named leases as `h` (`hid`,
