@@ -528,6 +528,68 @@ fn an_engine_session_plans_the_read_before_a_claim_and_the_lapse_look_once() {
     assert_eq!(plans("ORDER BY lease_expires_at LIMIT 1"), once, "the lapse look: the same");
 }
 
+/// Which session an engine claims on: one of its own, every statement planned for its values
+/// (`plan_cache_mode = force_custom_plan`, as the tests above show on such a session), except
+/// in poll-only mode ([`Engine::poll_only`], meant for a pooler in transaction mode, which
+/// hands each transaction whatever server session is free and would carry the setting to other
+/// clients): there a plain session, the server's default left as it was. Seen from inside the
+/// claim itself: a trigger on the claim's move to Running notes the setting of the session
+/// that runs it.
+///
+/// [`Engine::poll_only`]: backwave::engine::Engine::poll_only
+#[test]
+fn an_engine_claims_on_a_session_planned_for_each_run_but_not_when_it_only_polls() {
+    use backwave::engine::{DispatchPolicy, Engine, Registry, WorkerGroup};
+    for poll_only in [false, true] {
+        let db = pg_db();
+        let store = Store::create(&db).unwrap();
+        store
+            .raw_batch(
+                "CREATE TABLE claimed_with (plan_cache_mode text);
+                 CREATE FUNCTION note_plan_cache_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                     INSERT INTO claimed_with VALUES (current_setting('plan_cache_mode'));
+                     RETURN NEW;
+                 END $$;
+                 CREATE TRIGGER note_plan_cache_mode BEFORE UPDATE OF state ON jobs
+                     FOR EACH ROW WHEN (NEW.state = 'running') EXECUTE FUNCTION note_plan_cache_mode();",
+            )
+            .unwrap();
+        let server_default = store.raw_query("SHOW plan_cache_mode", &[]).unwrap()[0][0].as_str().to_string();
+        assert_eq!(server_default, "auto", "the test server keeps PostgreSQL's default");
+
+        let mut registry = Registry::new();
+        registry.handle::<u32>("w", |_, _| Ok(())).queue("q");
+        let mut engine = Engine::new(&db, registry);
+        engine.poll_only(poll_only);
+        engine.add_worker_group(WorkerGroup {
+            name: "g".into(),
+            policy: DispatchPolicy::strict(["q"]),
+            poll_interval: Duration::from_millis(50),
+            ..WorkerGroup::default()
+        });
+        let running = engine.start().unwrap();
+        store.enqueue_many(&(0..3).map(|n| NewJob::new("w", "q", n.to_string())).collect::<Vec<_>>()).unwrap();
+        crate::engine::support::wait_for("the three jobs to succeed", Duration::from_secs(30), || {
+            (store.counts().unwrap().total(JobState::Succeeded) == 3).then_some(())
+        });
+        running.shutdown(Duration::from_secs(5));
+
+        let modes: BTreeSet<String> = store
+            .raw_query("SELECT DISTINCT plan_cache_mode FROM claimed_with", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r[0].as_str().to_string())
+            .collect();
+        let expected = if poll_only { "auto" } else { "force_custom_plan" };
+        assert_eq!(
+            modes,
+            BTreeSet::from([expected.to_string()]),
+            "the claims of an engine with poll_only({poll_only}) ran on sessions with these settings"
+        );
+    }
+}
+
 /// 12 single jobs claimed, heartbeated and completed one by one on `fx`'s session, then a burst
 /// of 20,000 and a claim of 100 of it: asserts that no statement of that session over `jobs`
 /// ran a generic plan, and returns the session's prepared statements over `jobs` that ran
