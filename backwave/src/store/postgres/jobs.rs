@@ -756,6 +756,9 @@ impl PgStore {
         })
     }
 
+    /// Reads every Running job and keeps this worker's: no index leads with the lease's owner,
+    /// since every claim would write an entry in it, and this runs only after a claim whose
+    /// answer was lost.
     pub fn leases_held(&self, worker_id: &str) -> Result<Vec<(JobId, u32)>> {
         self.read(|tx| {
             tx.query(
