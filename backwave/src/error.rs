@@ -24,7 +24,7 @@ pub enum Error {
     },
 
     /// A `postgres://` target given to a build without a PostgreSQL backend; nothing was opened.
-    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (it was built without the cargo feature `postgres`); give --db or BW_DB a file path")]
+    #[error("'{target}' is a PostgreSQL URL, but this build of BackWave supports SQLite files only (it was built without the cargo feature `postgres`): turn the feature on, or give `Store::open` a file path")]
     PostgresNotBuilt {
         /// The URL, as given (its password redacted).
         target: String,
@@ -53,7 +53,7 @@ pub enum Error {
     /// nothing was written. Upgrade the library (older builds never read newer stores).
 
     #[error(
-        "'{}' has schema version {found}, but this build of BackWave knows versions up to {supported}: upgrade bw",
+        "'{}' has schema version {found}, but this build of BackWave knows versions up to {supported}: upgrade the backwave library",
         path.display()
     )]
     SchemaTooNew {

@@ -8,7 +8,7 @@ use backwave::Error;
 /// The library's hints that name a call, each with the command an operator runs instead. The
 /// library's wording is matched whole, so a hint it rewords falls back to its own text (a test
 /// below holds the two together).
-const HINTS: [(&str, &str); 8] = [
+const HINTS: [(&str, &str); 14] = [
     (
         "or an admin raises the store's `payload_limit` setting (`Store::set_setting`)",
         "or an admin raises the limit (`bw config set payload_limit SIZE`)",
@@ -26,6 +26,15 @@ const HINTS: [(&str, &str); 8] = [
     ("(as `Store::audit_entries` shows them)", "(as `bw audit` shows them)"),
     ("(`Store::schedules` lists them)", "(`bw schedules` lists them)"),
     ("(see `Store::workers`)", "(see `bw workers`)"),
+    (": turn the feature on, or give `Store::open` a file path", "; give --db or BW_DB a file path"),
+    (": upgrade the backwave library", ": upgrade bw"),
+    ("pause it instead (`Store::pause`)", "pause it instead (bw pause)"),
+    ("or set `force` to ", "or pass --force to "),
+    (
+        "open it once with `Store::open` where it may be written, which migrates it",
+        "open it writable once with this bw to migrate it",
+    ),
+    (": `Store::create_loaded` makes only a new store", ": generate refuses to touch it"),
 ];
 
 /// `e` as an operator reads it: the library's message with the `bw` command in place of each
@@ -106,6 +115,50 @@ mod tests {
         ];
         for text in library {
             assert!(!text.contains("bw "), "the library names a bw command: {text}");
+        }
+    }
+
+    /// Hints the library words as an argument or a call, which an operator reaches through a
+    /// flag or a command of its own: said in `bw`'s words, and the library's own text holds none.
+    #[test]
+    fn the_hints_an_operator_meets_as_flags_are_said_as_flags() {
+        use backwave::store::{LimitSpec, PauseKind};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("jobs.db")).unwrap();
+        let me = backwave::store::current_actor();
+        store.bootstrap_admin(&me).unwrap();
+        let said = [
+            (
+                store.pause(&me, PauseKind::Queue, "nowhere", None, false).unwrap_err(),
+                "(check the spelling, or pass --force to pause it ahead of its first job)",
+            ),
+            (
+                store
+                    .set_limit(
+                        &me,
+                        PauseKind::Queue,
+                        "nowhere",
+                        &LimitSpec { concurrency: Some(0), rate: None },
+                        None,
+                        true,
+                    )
+                    .unwrap_err(),
+                "would stop every claim: pause it instead (bw pause)",
+            ),
+            (
+                Store::create_loaded(dir.path().join("jobs.db"), 1, |_| Ok(())).map(|_| ()).unwrap_err(),
+                "already exists: generate refuses to touch it",
+            ),
+            (Error::SchemaTooNew { path: PathBuf::from("x"), found: 99, supported: 21 }, "up to 21: upgrade bw"),
+            (
+                Error::PostgresNotBuilt { target: "postgres://h/db".into() },
+                "`postgres`); give --db or BW_DB a file path",
+            ),
+        ];
+        for (e, operator) in &said {
+            let library = e.to_string();
+            assert!(!library.contains("bw") && !library.contains("--"), "the library speaks of bw: {library}");
+            assert!(error_text(e).ends_with(operator), "{} does not end with {operator:?}", error_text(e));
         }
     }
 }

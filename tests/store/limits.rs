@@ -151,7 +151,7 @@ both_backends! {
             assert_eq!(
                 e.to_string(),
                 format!(
-                    "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to \
+                    "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or set `force` to \
                      limit it ahead of its first job)"
                 )
             );

@@ -114,7 +114,7 @@ fn a_database_from_a_newer_backwave_is_refused_untouched() {
         }
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
-    assert!(err.to_string().contains("upgrade bw"), "{err}");
+    assert!(err.to_string().contains("upgrade the backwave library"), "{err}");
 }
 
 #[test]

@@ -83,7 +83,7 @@ impl LimitSpec {
     pub(crate) fn validate(&self) -> Result<()> {
         if self.concurrency == Some(0) {
             return Err(Error::InvalidInput(
-                "a concurrency of 0 would stop every claim: pause it instead (bw pause)".into(),
+                "a concurrency of 0 would stop every claim: pause it instead (`Store::pause`)".into(),
             ));
         }
         if self.concurrency.is_none() && self.rate.is_none() {

@@ -55,7 +55,7 @@ pub(crate) fn check_name(kind: PauseKind, name: &str) -> Result<()> {
 /// The refusal of a name nothing mentions.
 pub(crate) fn unknown_name(action: NameAction, kind: PauseKind, name: &str) -> Error {
     Error::InvalidInput(format!(
-        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or pass --force to {} it \
+        "unknown {kind} '{name}': no job or worker mentions it (check the spelling, or set `force` to {} it \
          ahead of its first job)",
         action.as_str()
     ))

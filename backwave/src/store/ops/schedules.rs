@@ -148,8 +148,8 @@ pub(crate) fn unknown_schedule(name: &str) -> Error {
 /// The refusal of a store whose schema predates schedules (a read-only open of an old store).
 pub(crate) fn no_schedules_table(version: i64) -> Error {
     Error::InvalidInput(format!(
-        "this store is at schema version {version}, which has no schedules: open it writable once with this bw to \
-         migrate it"
+        "this store is at schema version {version}, which has no schedules: open it once with `Store::open` \
+         where it may be written, which migrates it"
     ))
 }
 

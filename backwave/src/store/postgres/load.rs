@@ -96,7 +96,7 @@ impl PgStore {
                 tx.query_one("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':schema'))", &[])?;
                 if empty_or_version(&mut tx, url)? != 0 {
                     return Err(Error::InvalidInput(format!(
-                        "'{url}' already holds a BackWave store: generate refuses to touch it"
+                        "'{url}' already holds a BackWave store: `Store::create_loaded` makes only a new store"
                     )));
                 }
                 tx.batch(SCHEMA_POSTGRES_SQL)?;

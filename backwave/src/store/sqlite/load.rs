@@ -63,7 +63,7 @@ impl SqliteStore {
     ) -> Result<(SqliteStore, R)> {
         if path.exists() {
             return Err(Error::InvalidInput(format!(
-                "'{}' already exists: generate refuses to touch it",
+                "'{}' already exists: `Store::create_loaded` makes only a new store",
                 path.display()
             )));
         }
