@@ -1,8 +1,7 @@
 //! Typed errors of the library: every fallible function returns [`Result`], whose error is one
 //! [`Error`]. Match on the variant to decide what to do ([`Error::is_transient`] says whether
-//! trying again may help); its `Display` is a one-line message for a person. The `bw` binary
-//! maps each kind to an exit code in one place (`cli::exit_code`); nothing here knows about a
-//! terminal.
+//! trying again may help); its `Display` is a one-line message for a person, naming the call
+//! that mends it where there is one. Nothing here knows about a terminal.
 
 use std::path::PathBuf;
 
@@ -191,8 +190,8 @@ pub enum Error {
 
 impl Error {
     /// Whether asking again later may succeed without anyone changing the store: it was locked,
-    /// unreachable, or its server connection was lost (a restart, a failover). Followers (`bw log
-    /// tail --follow`, `bw demo`) wait and retry these; anything else is the caller's to report.
+    /// unreachable, or its server connection was lost (a restart, a failover). A follower (of the
+    /// log, say) waits and retries these; anything else is the caller's to report.
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Busy | Error::Unreachable { .. } => true,

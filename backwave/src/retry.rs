@@ -196,7 +196,7 @@ const SPLITMIX_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// One step of SplitMix64: advance `state` and return the next 64 random bits. Tiny, fast and
 /// the same on every platform, so a seed names one jitter curve (here) or one generated store
-/// (`bw`'s `demo::rng`). The one copy of the mixer in the workspace.
+/// (the operator tool's demo). The one copy of the mixer in the workspace.
 pub fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(SPLITMIX_GAMMA);
     let mut z = *state;

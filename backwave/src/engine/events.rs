@@ -56,7 +56,9 @@ pub enum Event {
         cause: String,
     },
     /// The attempt failed on the job's last attempt: the job is Dead-Lettered, waiting for an
-    /// operator (`bw requeue`).
+    /// operator to requeue it ([`Store::requeue`]).
+    ///
+    /// [`Store::requeue`]: crate::Store::requeue
     #[non_exhaustive]
     DeadLettered {
         /// The job.

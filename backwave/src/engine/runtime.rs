@@ -142,8 +142,9 @@ impl Engine {
 
     /// Who becomes the store's admin when the engine starts on a store that has none (a store
     /// it just created, or one nobody initialised): that user may then requeue, reveal failure
-    /// detail and grant others their permissions. A name as the store knows its actors: the OS
-    /// user of whoever runs `bw` (on PostgreSQL, the server role). Audited like any grant; a
+    /// detail and grant others their permissions. A name as the store knows its actors: an OS
+    /// user name, as [`current_actor`](crate::store::current_actor) gives it (on PostgreSQL, the
+    /// server role). Audited like any grant; a
     /// store that already has an admin is left as it is. Without it, a store the application
     /// created has no admin until someone calls [`Store::bootstrap_admin`] on it.
     pub fn admin(&mut self, who: impl Into<String>) -> &mut Self {
@@ -776,17 +777,24 @@ impl EngineHandle {
     }
 
     /// Quiet this process: every group claims nothing from its next poll on and finishes what
-    /// it runs, as `bw workers quiet` does from the store. Each group writes it into its
-    /// registry row (`quiet … by its own process`), where `bw workers` and `bw check` see it
-    /// and `bw workers resume` lifts it. Lifted by [`EngineHandle::resume`]; after an operator
-    /// lifted it, calling this (or SIGTSTP) again quiets the process again.
+    /// it runs, as [`Store::quiet_workers`] does from the store. Each group writes it into its
+    /// registry row ([`QUIET_BY_PROCESS`]), where [`Store::worker_states`] and the store's health
+    /// report see it and [`Store::resume_workers`] lifts it. Lifted by [`EngineHandle::resume`];
+    /// after an operator lifted it, calling this (or SIGTSTP) again quiets the process again.
+    ///
+    /// [`Store::quiet_workers`]: crate::Store::quiet_workers
+    /// [`Store::worker_states`]: crate::Store::worker_states
+    /// [`Store::resume_workers`]: crate::Store::resume_workers
+    /// [`QUIET_BY_PROCESS`]: crate::store::QUIET_BY_PROCESS
     pub fn quiet(&self) {
         self.quiet.ask();
         wake(&self.wakers);
     }
 
-    /// Lift this process's own quiet (one an operator set through the store stays until `bw
-    /// workers resume`).
+    /// Lift this process's own quiet (one an operator set through the store stays until
+    /// [`Store::resume_workers`] lifts it).
+    ///
+    /// [`Store::resume_workers`]: crate::Store::resume_workers
     pub fn resume(&self) {
         self.quiet.lift();
         wake(&self.wakers);
@@ -795,7 +803,7 @@ impl EngineHandle {
     /// Quiet this process when it receives SIGTSTP, as Sidekiq and asynq do: a deploy script
     /// signals the old process, which stops claiming at its next poll and finishes what it runs
     /// (then stop it with [`EngineHandle::shutdown`]). Replaces the terminal's default stop.
-    /// Each SIGTSTP quiets it, also one after an operator's `bw workers resume`; the groups see
+    /// Each SIGTSTP quiets it, also one after an operator's `Store::resume_workers`; the groups see
     /// it at once. A thread of its own waits for the signal until the engine stops.
     ///
     /// Fails with [`Error::InvalidInput`] when the signal handler cannot be installed.

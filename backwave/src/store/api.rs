@@ -60,7 +60,8 @@ forward! {
     pub fn revoke(&self, actor: &str, who: &str, permission: Permission) -> Result<bool>;
     /// Whether anybody holds `admin` in this store.
     pub fn has_admin(&self) -> Result<bool>;
-    /// Make `actor` admin if the store has no admin yet (`bw init`). Returns whether it did.
+    /// Make `actor` admin if the store has no admin yet (as a store's creator, setting it up).
+    /// Returns whether it did.
     pub fn bootstrap_admin(&self, actor: &str) -> Result<bool>;
     /// A setting's value, or its default.
     pub fn setting(&self, key: SettingKey) -> Result<String>;
@@ -79,13 +80,14 @@ forward! {
     pub fn output_limit(&self) -> Result<u64>;
     /// Whether failure detail is captured in this store at all.
     pub fn failure_detail_enabled(&self) -> Result<bool>;
-    /// Mark a store as made by `bw demo` (so the demo may reset it) and read the mark back.
+    /// Mark a store as a throwaway demo store, which [`Store::reset_demo`] may empty, and read the
+    /// mark back.
     pub fn mark_demo(&self) -> Result<()>;
     /// Whether [`Store::mark_demo`] marked this store.
     pub fn is_demo(&self) -> Result<bool>;
 
     // demo.rs
-    /// Start a demo store over (`bw demo --reset`): in one transaction, refuse with
+    /// Start a demo store over: in one transaction, refuse with
     /// [`InvalidInput`](crate::Error::InvalidInput) unless the store is marked as a demo store, then delete every row
     /// of every table (the schema and its version stay) and mark it again. Grants go too:
     /// bootstrap an admin afterwards.
@@ -143,9 +145,9 @@ forward! {
     /// Record that a worker's engine began to shut down.
     pub fn mark_stopping(&self, worker_id: &str) -> Result<()>;
     /// Write a worker's own quiet (SIGTSTP, `EngineHandle::quiet`) into its registry row, as
-    /// [`crate::store::QUIET_BY_PROCESS`], so that `bw workers` and `bw check` see it and `bw
-    /// workers resume` lifts it; `false` lifts only a quiet the process wrote itself. No
-    /// permission, no audit: a process's word about itself.
+    /// [`crate::store::QUIET_BY_PROCESS`], so that [`Store::worker_states`] and the health report
+    /// see it and [`Store::resume_workers`] lifts it; `false` lifts only a quiet the process wrote
+    /// itself. No permission, no audit: a process's word about itself.
     pub fn mark_quiet_self(&self, worker_id: &str, quiet: bool) -> Result<()>;
     /// Quiet and stopping state and live Running count of every registered worker, by id.
     pub fn worker_states(&self) -> Result<Vec<WorkerState>>;
@@ -161,7 +163,8 @@ forward! {
     pub fn live_handlers(&self) -> Result<HashMap<String, u64>>;
 
     // health/latency.rs
-    /// Queue latency for every queue that has jobs, by name: `bw stats` and `bw top`. One range
+    /// Queue latency for every queue that has jobs, by name: how long its oldest due job has
+    /// waited. One range
     /// of the claim index per queue with Scheduled jobs ([`DUE_SQL`]); its cost is the number of
     /// jobs due now, never the backlog due later nor the finished jobs. With a wire name paused,
     /// one more probe per paused name ([`DUE_WIRE_NAME_SQL`]), and, when the oldest due job is
@@ -187,7 +190,7 @@ forward! {
     /// a state change, so it has no transition entry.
     pub fn run_now(&self, actor: &str, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
     /// What [`Store::run_now`] would answer for each of `ids` now, changing nothing: the by-id
-    /// plan for `--dry-run` and the dashboard's confirmation.
+    /// plan, to show before running them.
     pub fn check_run_now(&self, ids: &[JobId]) -> Result<Vec<RunNowResult>>;
     /// What [`Store::cancel`] would answer for each of `ids` now, changing nothing.
     pub fn check_cancel(&self, ids: &[JobId]) -> Result<Vec<CancelResult>>;
@@ -284,10 +287,10 @@ forward! {
     /// The unattended retention sweep at the store's own `retention` setting: up to `limit`
     /// terminal jobs that finished longer ago than that, deleted with their log.
     pub fn sweep_expired(&self, limit: usize) -> Result<u64>;
-    /// `bw purge`: the retention sweep on demand, in batches, each audited in its own
-    /// transaction. Needs `operate`.
+    /// The retention sweep on demand, of every terminal job that finished before `cutoff`: in
+    /// batches, each audited in its own transaction. Needs `operate`.
     pub fn purge(&self, actor: &str, cutoff: Millis, progress: impl FnMut(BulkProgress)) -> Result<u64>;
-    /// `bw purge ID…`: delete terminal jobs by id with their log, in one transaction, each
+    /// Delete terminal jobs by id with their log, in one transaction, each
     /// audited (`purge`, with its state, wire name and queue). A Scheduled or Running job is
     /// refused (`NotTerminal`) and nothing of it changes. Needs `operate`.
     pub fn purge_jobs(&self, actor: &str, ids: &[JobId]) -> Result<Vec<PurgeResult>>;
@@ -308,8 +311,8 @@ forward! {
     pub fn pauses(&self) -> Result<Vec<Pause>>;
 
     // preview.rs
-    /// What requeueing each of `ids` would do now, one answer per id in order: the by-id half
-    /// of the plan, for `bw requeue ID --dry-run`, its per-id warnings, and the dashboard.
+    /// What requeueing each of `ids` would do now, one answer per id in order, changing nothing:
+    /// the by-id half of the plan, with its per-id warnings, to show before [`Store::requeue`].
     pub fn check_requeue(&self, ids: &[JobId]) -> Result<Vec<RequeueCheck>>;
 
     // workflow.rs
@@ -343,8 +346,8 @@ forward! {
     /// output are left out).
     pub fn outputs(&self, ids: &[JobId]) -> Result<HashMap<JobId, Vec<u8>>>;
     /// The wire name of each of `ids` still in the store (a deleted job is left out), in one
-    /// statement: the log's WIRE NAME column in `bw log tail` and the dashboard, which read a
-    /// whole job per entry before (100 entries: 100 reads, each a round trip on PostgreSQL).
+    /// statement: for naming the jobs of many log entries at once, rather than reading a whole job
+    /// per entry (100 entries: 100 reads, each a round trip on PostgreSQL).
     pub fn wire_names_of(&self, ids: &[JobId]) -> Result<HashMap<JobId, String>>;
     /// Resolve a full id, any unique prefix of one (`0192f3a1`, with or without hyphens), or
     /// the short id tables show ([`JobId::short`]: the last hex digits of the id, up to 12).
@@ -365,7 +368,8 @@ forward! {
     /// Counts of jobs by queue and state, from the trigger-kept table: O(queues), not O(jobs).
     pub fn counts(&self) -> Result<StateCounts>;
     /// Every wire name a job in the store has, sorted. A scan of the jobs: for telling a typo
-    /// from a name that has no jobs (`bw jobs list --wire-name flakey`), not for every listing.
+    /// from a name that has no jobs (a filter on wire name `flakey` that matched nothing), not for
+    /// every listing.
     pub fn wire_names(&self) -> Result<Vec<String>>;
 
     // raw.rs: hidden hooks for the tests and benches
@@ -464,7 +468,7 @@ impl Store {
     }
 
     /// Every queue name a job has now or a registered worker serves, sorted: what a filter's
-    /// `--queue` is checked against when it matched nothing.
+    /// queue can be checked against when it matched nothing (a likely typo).
     pub fn queue_names(&self) -> Result<Vec<String>> {
         let mut names: std::collections::BTreeSet<String> = self.counts()?.by_queue.into_keys().collect();
         names.extend(self.workers()?.into_iter().flat_map(|w| w.queues));
@@ -504,7 +508,7 @@ impl Store {
     }
 
     /// Turn up to `limit` lapsed leases into failed attempts at once, unconfirmed (a tool, a
-    /// test, `bw demo`; the engine confirms first, see [`Store::reap_lapsed`]). Returns how many.
+    /// test, a demo; the engine confirms first, see [`Store::reap_lapsed`]). Returns how many.
     pub fn reap_expired(&self, limit: usize) -> Result<usize> {
         Ok(self.reap_lapsed(limit, Confirmed::All)?.map_or(0, |r| r.reaped))
     }

@@ -361,7 +361,7 @@ impl Store {
         }
     }
 
-    /// Where this store lives, as `--db` names it (a URL's password redacted when shown).
+    /// Where this store lives, as it was opened (a URL's password redacted when shown).
     pub fn target(&self) -> StoreTarget {
         match &self.backend {
             Backend::Sqlite(s) => StoreTarget::File(s.path().to_path_buf()),
@@ -373,7 +373,7 @@ impl Store {
     /// Why this store no longer reads what its target names, if it does not: its SQLite file was
     /// removed, or another file renamed into its place (a restore from a backup), since it was
     /// opened. The open connection would go on reading the old file unseen; a long-running
-    /// reader (`bw metrics --listen`) asks before each read and opens the target afresh. Always
+    /// reader (a metrics endpoint) asks before each read and opens the target afresh. Always
     /// `None` on PostgreSQL, whose broken connections are replaced by themselves.
     pub fn replaced(&self) -> Option<String> {
         match &self.backend {

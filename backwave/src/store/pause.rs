@@ -81,8 +81,11 @@ pub enum ResumeResult {
     NotPaused,
 }
 
-/// What a pause would hold, counted when planned: for `bw pause --dry-run` and the dashboard's
-/// confirmation.
+/// What a pause would hold, counted when planned ([`Store::plan_pause`]): to show, and have
+/// confirmed, before calling [`Store::pause`].
+///
+/// [`Store::plan_pause`]: crate::Store::plan_pause
+/// [`Store::pause`]: crate::Store::pause
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PausePlan {
     /// Scheduled jobs no worker would claim while the pause lasts (due now or later).

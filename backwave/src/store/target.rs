@@ -57,8 +57,8 @@ impl StoreTarget {
 }
 
 impl PostgresUrl {
-    /// The URL as given, password included: only for the driver (and `bw demo`'s dashboard
-    /// child, through its environment), never for a message. A URL that does not parse is the
+    /// The URL as given, password included: only for the driver (or a child process that must
+    /// open the same store, through its environment), never for a message. A URL that does not parse is the
     /// one-line reason, quoted with its password redacted.
     pub fn secret(&self) -> Result<&str> {
         match &self.problem {

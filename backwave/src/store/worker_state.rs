@@ -9,8 +9,10 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::model::Millis;
 
-/// Who a worker's quiet is by when its own process set it (SIGTSTP, `EngineHandle::quiet`):
-/// what `bw workers` shows as `quiet <since> by its own process`.
+/// Who a worker's quiet is by when its own process set it (SIGTSTP, `EngineHandle::quiet`): the
+/// `quiet_by` of its [`WorkerState`] as [`Store::worker_states`] reads it.
+///
+/// [`Store::worker_states`]: crate::Store::worker_states
 pub const QUIET_BY_PROCESS: &str = "its own process";
 
 /// Which worker processes an operator means.

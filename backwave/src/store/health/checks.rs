@@ -11,7 +11,8 @@ use super::{Health, QueueHealth};
 use crate::store::pause::Pause;
 use crate::store::ScheduleInfo;
 
-/// Where each check draws its line. `Default` is what `bw check` uses without flags.
+/// Where each check draws its line. [`Thresholds::default`] is the usual set; change a field to
+/// draw one line elsewhere.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// `latency` is critical when a queue's oldest due job has waited longer than this.

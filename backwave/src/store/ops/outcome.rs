@@ -39,7 +39,7 @@ pub struct Lapse {
 /// Which of the lapsed leases a look reaps.
 #[derive(Clone, Copy, Debug)]
 pub enum Confirmed<'a> {
-    /// Every one it finds (a tool, a test, `bw demo`).
+    /// Every one it finds (a tool, a test, a demo).
     All,
     /// Only those an earlier look, not held up either, found with the same expiry (the
     /// engine's reaper; see `engine/maintenance.rs`). The others are returned as seen.

@@ -37,7 +37,7 @@ pub struct RequeuePlan {
     pub would_conflict: u64,
     /// No live worker at all now (a service stopped, or between deploys): the jobs requeued wait,
     /// Scheduled, until one starts; none is quarantined again for want of a handler, since
-    /// nobody claims them meanwhile (found by an on-call: `bw requeue` said they would
+    /// nobody claims them meanwhile (found by an on-call: a requeue's plan said they would
     /// quarantine again, and they ran once the service came back).
     pub no_live_worker: bool,
 }

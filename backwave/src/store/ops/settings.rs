@@ -5,7 +5,11 @@
 use crate::error::{Error, Result};
 use crate::model::NewJob;
 
-/// Settings `bw config` may change.
+/// The store's settings, read with [`Store::setting`] and changed by an admin with
+/// [`Store::set_setting`].
+///
+/// [`Store::setting`]: crate::Store::setting
+/// [`Store::set_setting`]: crate::Store::set_setting
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SettingKey {
     /// `on` | `off`: capture failure detail at all.
