@@ -1,4 +1,4 @@
--- BackWave store contract, schema version 19.
+-- BackWave store contract, schema version 21.
 --
 -- This file is the contract: the `backwave` library embeds it verbatim (include_str!) and any
 -- other program (another language's worker, a person with the `sqlite3` shell) may follow it to
@@ -23,8 +23,10 @@
 --     wake-up notifications), version 15 the `traceparent` column of `jobs`, version 16 the
 --     `priority` column, version 17 the `output` and progress columns, version 18 workflows:
 --     the `waiting` state, `workflow_id`, the `workflows` and `job_edges` tables and the
---     `jobs_release` trigger, version 19 the `on_failure` column of `workflows` (the sections
---     marked below); a writable open of
+--     `jobs_release` trigger, version 19 the `on_failure` column of `workflows`, version 20
+--     one claim index (`jobs_claim` dropped) and `jobs_release` on `finished_at`, version 21
+--     nothing here (PostgreSQL's release trigger once per statement) (the sections marked
+--     below); a writable open of
 --     an older store applies each section it lacks, in order, in one transaction each.
 --   * Connections should use journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON and a busy
 --     timeout; the library sets each and reads it back.
@@ -32,7 +34,7 @@
 --     IN list of more than two constants each time it checks a row, and the claim / complete
 --     path checks several per job.
 
-PRAGMA user_version = 19;
+PRAGMA user_version = 21;
 
 CREATE TABLE jobs (
     id                TEXT    PRIMARY KEY NOT NULL

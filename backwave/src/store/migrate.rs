@@ -36,6 +36,19 @@ mod tests {
         }
     }
 
+    /// The whole file, as `sqlite3 my.db < schema.sql` applies it, makes a store of the version
+    /// this build writes (schema.sql's versions 20 and 21 once left it labelled 19, so such a
+    /// store read as older than it was and was migrated again on its first writable open).
+    #[test]
+    fn the_whole_schema_sql_labels_its_store_with_this_builds_version() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(SCHEMA_SQL).unwrap();
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "schema.sql's PRAGMA user_version");
+        let header = format!("-- BackWave store contract, schema version {SCHEMA_VERSION}.");
+        assert!(SCHEMA_SQL.starts_with(&header), "schema.sql's first line is not {header:?}");
+    }
+
     /// PostgreSQL's blocks start after its base version (2) and each sets the version row, so a
     /// migration and the whole file applied by psql end at the same version.
     #[cfg(feature = "postgres")]
