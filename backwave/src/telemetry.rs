@@ -98,7 +98,9 @@ pub(crate) fn enqueued<E: std::fmt::Display>(span: &Span, done: Result<&[Enqueue
         Err(e) => {
             span.record("otel.status_code", "ERROR");
             span.record("error.type", "backwave::Error");
-            tracing::warn!(parent: span, error = %e, "enqueue failed");
+            // DEBUG, not WARN: the caller has the error too, and logs it as it sees fit (a
+            // refusal logged here as well was said twice in an application's log).
+            tracing::debug!(parent: span, error = %e, "enqueue failed");
         }
     }
 }

@@ -459,6 +459,32 @@ both_backends! {
     }
 }
 
+both_backends! {
+    /// Handlers registered on a queue no group of the engine claims from: one warning at start
+    /// naming the queue and its wire names (their jobs would otherwise wait with nothing said),
+    /// and none for a queue a group claims.
+    fn a_queue_no_group_claims_is_one_warning_at_start_naming_its_wire_names() {
+        let mut cap = Captured::new();
+        let t = test_store();
+        let (lost, served) = (format!("nobody-claims-{}", JobId::new()), format!("claimed-{}", JobId::new()));
+        cap.watch(&lost);
+        cap.watch(&served);
+        let mut registry = Registry::new();
+        registry.handle::<u32>("greet", |_, _| Ok(())).queue(&lost);
+        registry.handle::<u32>("wave", |_, _| Ok(())).queue(&lost);
+        registry.handle::<u32>("served", |_, _| Ok(())).queue(&served);
+        let heard = Heard::default();
+        let running = engine(&t, registry, group("g", DispatchPolicy::strict([served.as_str()]), 1), &heard);
+        running.shutdown(Duration::from_secs(1));
+        let warned = cap.said("no worker group of this engine claims from this queue");
+        assert_eq!(warned.len(), 1, "{:#?}", cap.events());
+        let w = &warned[0];
+        assert_eq!(w.level, Level::WARN);
+        assert_eq!(w.get("backwave.queue"), Some(lost.as_str()));
+        assert_eq!(w.get("backwave.wire_names"), Some(r#"["greet", "wave"]"#));
+    }
+}
+
 /// How long an outage lasts in the test: on SQLite more than two of the store's 5 s lock waits,
 /// so that the group fails at least twice (one warning all the same).
 const OUTAGE_SQLITE: Duration = Duration::from_millis(11_500);

@@ -340,7 +340,35 @@ impl Engine {
             backwave.worker_ids = ?handle.groups.iter().map(|g| g.worker_id.as_str()).collect::<Vec<_>>(),
             "engine started"
         );
+        self.warn_unclaimed_queues();
         Ok(handle)
+    }
+
+    /// Warn once at start, per queue, when registered wire names enqueue onto a queue that no
+    /// group of this engine claims from. Their jobs wait for another process's engine (a
+    /// deployment that splits queues across services does this on purpose), or forever: found
+    /// by an application developer whose handler's `.queue("app")` met the default group's
+    /// `default` queue, and whose first job stayed Scheduled with nothing said.
+    fn warn_unclaimed_queues(&self) {
+        let claimed: std::collections::BTreeSet<String> = self.groups.iter().flat_map(|g| g.policy.queues()).collect();
+        let mut unclaimed: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for wire_name in self.registry.wire_names() {
+            match self.registry.queue_of(&wire_name) {
+                Some(queue) if !claimed.contains(queue) => unclaimed.entry(queue).or_default().push(wire_name),
+                _ => {}
+            }
+        }
+        for (queue, wire_names) in unclaimed {
+            tracing::warn!(
+                backwave.store = %self.db,
+                backwave.queue = %queue,
+                backwave.wire_names = ?wire_names,
+                backwave.claimed_queues = ?claimed,
+                "no worker group of this engine claims from this queue, which registered wire names \
+                 enqueue onto: their jobs wait for an engine that does (add the queue to a group's \
+                 DispatchPolicy, or register the handlers on a queue a group claims)"
+            );
+        }
     }
 
     /// What `start` refuses before it touches the store: no group, an invalid or duplicate one,
