@@ -96,17 +96,6 @@ fn generate_force_is_refused_on_a_url_before_connecting_with_exit_2() {
     );
 }
 
-/// Error::PostgresNotBuilt, in a build without the `postgres` feature
-/// (`cargo test -p backwave-cli --no-default-features --test runner cli::target`).
-#[cfg(not(feature = "postgres"))]
-#[test]
-fn a_postgres_url_is_refused_with_exit_2_in_a_build_without_postgres() {
-    let refusal = "'postgres://u:***@h/db' is a PostgreSQL URL, but this build of BackWave supports SQLite files only";
-    for args in COMMANDS {
-        assert_every_way("postgres://u:secret@h/db", args, 2, refusal);
-    }
-}
-
 #[test]
 fn a_file_named_like_a_url_is_reached_through_dot_slash() {
     let dir = tempfile::tempdir().unwrap();

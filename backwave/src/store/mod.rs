@@ -398,6 +398,32 @@ impl Store {
     }
 }
 
+/// The library as an application gets it by default, without the `postgres` feature: a
+/// PostgreSQL URL is refused before anything is opened, the feature named and the password
+/// redacted. (The workspace's `cargo test` builds the library with `bw`'s features; `./test`
+/// runs these unit tests again on the library alone, which is where this one runs.)
+#[cfg(all(test, not(feature = "postgres")))]
+mod without_postgres {
+    use crate::engine::{Engine, Registry, WorkerGroup};
+    use crate::{Error, Store};
+
+    #[test]
+    fn a_postgres_url_is_refused_naming_the_feature_with_its_password_redacted() {
+        let url = "postgres://u:secret@h/db";
+        let mut engine = Engine::new(url, Registry::new());
+        engine.add_worker_group(WorkerGroup::default());
+        for e in [Store::open(url).unwrap_err(), Store::create(url).unwrap_err(), engine.start().unwrap_err()] {
+            assert!(matches!(e, Error::PostgresNotBuilt { .. }), "{e}");
+            assert_eq!(
+                e.to_string(),
+                "'postgres://u:***@h/db' is a PostgreSQL URL, but this build of BackWave supports SQLite files \
+                 only (it was built without the cargo feature `postgres`): turn the feature on, or give \
+                 `Store::open` a file path"
+            );
+        }
+    }
+}
+
 /// The crate carries copies of the repository's two contract files, so that it builds from its
 /// own folder once published; the top-level files are the ones people read and tests load.
 #[cfg(test)]
