@@ -127,6 +127,10 @@ both_backends! {
             })
             .collect();
         waits.sort();
+        // And not sooner: a wake-up (the listener's notification, SQLite's look every 4 ms)
+        // would start each within milliseconds. The middle one, enqueued just after the look
+        // that found its predecessor's queue empty, waits most of an interval.
+        assert!(waits[1] >= 150, "started {waits:?} ms after their enqueues: woken, not polled");
         assert!(waits[1] <= 700 + 300, "started {waits:?} ms after their enqueues with a 700 ms poll");
         assert!(waits[2] <= 700 + 1_300, "started {waits:?} ms after their enqueues with a 700 ms poll");
         running.shutdown(Duration::from_secs(5));
