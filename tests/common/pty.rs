@@ -134,6 +134,21 @@ impl Pty {
         }
     }
 
+    /// Wait up to `timeout` until the screen no longer shows `text`: what a key that closes
+    /// something did, so that the next key is sent only once the program has read this one (two
+    /// keys read together can parse as one: Esc then q is Alt-q).
+    pub fn wait_gone(&self, text: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.screen();
+            if !s.contains(text) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "waited {timeout:?} for {text:?} to go; the screen shows:\n{s}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn alternate_screen(&self) -> bool {
         self.shared.lock().unwrap().parser.screen().alternate_screen()
     }

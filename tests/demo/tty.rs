@@ -36,10 +36,12 @@ fn demo_dashboard_stays_whole_while_handlers_panic_and_quitting_prints_the_summa
     t.send("q");
     t.wait_for("Quit, and stop the demo?", wait);
     t.send("n");
-    std::thread::sleep(Duration::from_millis(300));
+    t.wait_gone("Quit, and stop the demo?", wait);
+    // Esc once n was read, and q once Esc was: keys read together can parse as one (Esc q is
+    // Alt-q).
     t.send("\x1b");
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(t.screen().contains("BackWave ─"), "n and Esc keep the demo running:\n{}", t.screen());
+    let s = t.wait_for("nothing to close here: q quits", wait);
+    assert!(s.contains("BackWave ─"), "n and Esc keep the demo running:\n{s}");
     t.send("q");
     t.wait_for("Quit, and stop the demo?", wait);
     t.send("y");
