@@ -232,8 +232,9 @@ both_backends! {
 }
 
 both_backends! {
-    /// The classic mistake: a handler blocks its runtime thread (std sleep) for 5 leases, on the
-    /// application's runtime of one worker thread, while other async jobs wait on that runtime.
+    /// The classic mistake: a handler blocks its runtime thread (a blocking wait, here until the
+    /// test releases it, more than two leases later) on the application's runtime of one worker
+    /// thread, while other async jobs wait on that runtime.
     /// Heartbeats run on the engine's own threads: every lease is renewed all along, no job is
     /// reaped or re-delivered, and each runs once.
     fn a_handler_blocking_its_runtime_thread_past_the_lease_costs_no_other_job_its_lease() {
@@ -242,16 +243,19 @@ both_backends! {
         let app = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let runs = Arc::new(Mutex::new(Vec::new()));
         let blocking = Arc::new(AtomicBool::new(false));
+        // Released by the test once it has seen the leases renewed; 30 s at most.
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = Arc::new(Mutex::new(released));
         let mut registry = Registry::new();
         let (r, b) = (Arc::clone(&runs), Arc::clone(&blocking));
         registry
             .handle_async::<u32, _, _>("work", move |n, ctx| {
-                let (r, b) = (Arc::clone(&r), Arc::clone(&b));
+                let (r, b, released) = (Arc::clone(&r), Arc::clone(&b), Arc::clone(&released));
                 async move {
                     r.lock().unwrap().push((n, ctx.attempt()));
                     if n == 0 {
                         b.store(true, Ordering::SeqCst);
-                        std::thread::sleep(5 * LEASE);
+                        let _ = released.lock().unwrap().recv_timeout(Duration::from_secs(30));
                         b.store(false, Ordering::SeqCst);
                     } else {
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -296,6 +300,7 @@ both_backends! {
             }
         }
         assert!(renewed > 1, "leases renewed while the runtime thread was blocked: {renewed}");
+        release.send(()).unwrap();
 
         for id in &ids {
             assert_eq!(wait_terminal(&t.store, *id).state, JobState::Succeeded);

@@ -153,10 +153,16 @@ async_tests! {
             let store = store.clone();
             async move { store.insert(job).await }
         });
+        // 300 ms at least, and on a loaded host up to 2 s (under the store's 5 s lock wait) for
+        // the ticker's 20 ticks.
+        let waiting = std::time::Instant::now();
         tokio::time::sleep(Duration::from_millis(300)).await;
+        while ticks.load(Ordering::Relaxed) < 20 && waiting.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         assert!(!insert.is_finished(), "the insert did not wait for the application's transaction");
         let ticked = ticks.load(Ordering::Relaxed);
-        assert!(ticked >= 20, "the runtime ran only {ticked} ticks of 5 ms in 300 ms while the enqueue waited");
+        assert!(ticked >= 20, "the runtime ran only {ticked} ticks of 5 ms in {:?} while the enqueue waited", waiting.elapsed());
         release.send(()).unwrap();
         app.join().unwrap();
         assert_eq!(insert.await.unwrap().unwrap(), Enqueued::Duplicate(holder));
