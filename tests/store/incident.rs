@@ -158,7 +158,7 @@ both_backends! {
         let before = table_dump(&fx.store);
         let err = fx.store.pause(ADMIN, PauseKind::Queue, "critcal", None, false).unwrap_err();
         assert!(matches!(err, Error::InvalidInput(_)));
-        assert!(err.to_string().contains("unknown queue 'critcal'") && err.to_string().contains("--force"), "{err}");
+        assert!(err.to_string().contains("unknown queue 'critcal'") && err.to_string().contains("set `force` to pause it"), "{err}");
         let err = fx.store.pause(ADMIN, PauseKind::WireName, "charge-crd", None, false).unwrap_err();
         assert!(err.to_string().contains("unknown wire-name 'charge-crd'"), "{err}");
         assert_eq!(table_dump(&fx.store), before, "a refused pause changed the store");
