@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 /// `"postgres://app@db/jobs"` alike.
 ///
 /// A string is a URL when it starts with `postgres://` or `postgresql://` (scheme in any case),
-/// and a path otherwise: a file literally named `postgres://x` is `./postgres://x`. A `Path` or
-/// `PathBuf` is always a path.
+/// and a path otherwise: a file literally named `postgres://x` is `./postgres://x`. A string that
+/// starts with another scheme (`mysql://…`), or a URL with spaces around it, is refused rather
+/// than taken for a file's name, its password redacted. A `Path` or `PathBuf` is always a path.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreTarget {
     /// An SQLite file.
@@ -91,7 +92,12 @@ impl PostgresUrl {
             }
         }
         let rest = &raw[scheme_len..];
-        let (before_query, _) = rest.split_once('?').unwrap_or((rest, ""));
+        let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+        // An '@' after the '?' with a ':' before it: a password holding a '?', which the server's
+        // parser would cut there (and whose head it would then quote as a port).
+        if before_query.contains(':') && !before_query.contains('@') && query.contains('@') {
+            return bad("the user info holds a '?' (percent-encode it in a password as %3F)");
+        }
         let host_part = match before_query.rfind('@') {
             Some(at) => &before_query[at + 1..],
             None => before_query,
@@ -144,28 +150,44 @@ fn redact_mistaken(raw: &str) -> String {
     tokens.join(" ")
 }
 
-/// `raw` with the password of its user info and any `password=` parameter replaced by `***`.
+/// The length of the scheme and `://` that `s` starts with, whatever the scheme (`mysql://`,
+/// `sqlite://`): RFC 3986's, a letter then letters, digits, `+`, `-` or `.`.
+fn any_scheme(s: &str) -> Option<usize> {
+    let end = s.find("://")?;
+    let mut scheme = s[..end].chars();
+    let valid = scheme.next()?.is_ascii_alphabetic() && scheme.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    valid.then_some(end + 3)
+}
+
+/// `raw` with the password of its user info and any `password=` parameter replaced by `***`,
+/// whatever its scheme, and with spaces before it.
 fn redact(raw: &str) -> String {
-    let Some(scheme_len) = StoreTarget::classify(raw) else { return redact_mistaken(raw) };
-    let (head, rest) = raw.split_at(scheme_len);
+    let (space, url) = raw.split_at(raw.len() - raw.trim_start().len());
+    let Some(scheme_len) = StoreTarget::classify(url).or_else(|| any_scheme(url)) else { return redact_mistaken(raw) };
+    let (head, rest) = url.split_at(scheme_len);
+    let mut out = format!("{space}{head}");
+    // The user info ends at the last '@': a password may hold an unencoded '@', '/' or '?', and
+    // over-redacting beats printing part of a password. A user name holds none of those, so an
+    // '@' after them is a query's, not the end of the user info.
+    let userinfo = rest.rfind('@').map(|at| rest.split_at(at)).filter(|(info, _)| {
+        let user = info.split_once(':').map_or(*info, |(user, _)| user);
+        !user.contains(['/', '?'])
+    });
+    let rest = match userinfo {
+        Some((info, after)) => {
+            match info.split_once(':') {
+                Some((user, _)) => out.push_str(&format!("{user}:***")),
+                None => out.push_str(info),
+            }
+            after
+        }
+        None => rest,
+    };
     let (before_query, query) = match rest.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (rest, None),
     };
-    let mut out = head.to_string();
-    // The user info ends at the last '@' before the query: a password may hold an unencoded
-    // '@' or '/', and over-redacting beats printing part of a password.
-    match before_query.rfind('@') {
-        Some(at) => {
-            let userinfo = &before_query[..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => out.push_str(&format!("{user}:***")),
-                None => out.push_str(userinfo),
-            }
-            out.push_str(&before_query[at..]);
-        }
-        None => out.push_str(before_query),
-    }
+    out.push_str(before_query);
     if let Some(query) = query {
         out.push('?');
         let params: Vec<String> = query
@@ -222,6 +244,17 @@ const LIBPQ_KEYWORDS: [&str; 14] = [
 /// Found at 3 a.m.: both became SQLite file names, and the "no store" message printed the
 /// password; `bw init` then created a file named after it.
 fn not_a_url_by_mistake(s: &str) -> Result<(), String> {
+    let trimmed = s.trim();
+    if trimmed != s && (StoreTarget::classify(trimmed).is_some() || any_scheme(trimmed).is_some()) {
+        return Err(format!("'{}' has spaces around it: give the URL without them", redact(s)));
+    }
+    if any_scheme(s).is_some() {
+        let shown = redact(s);
+        let file = if shown == s { format!("; a file of that name is ./{s}") } else { String::new() };
+        return Err(format!(
+            "'{shown}' is neither an SQLite file's path nor a postgresql:// URL (postgresql://HOST/DBNAME){file}"
+        ));
+    }
     let is_keyword =
         |t: &str| t.split_once('=').is_some_and(|(k, _)| LIBPQ_KEYWORDS.iter().any(|kw| kw.eq_ignore_ascii_case(k)));
     if !s.trim().is_empty() && s.split_whitespace().all(is_keyword) {
@@ -342,7 +375,7 @@ mod tests {
             ("backwave.db", None),
             ("../stores/backwave.db", None),
             ("/var/lib/backwave/postgresql://x", None),
-            ("mysql://u:secret@h/db", None),
+            ("./mysql://u:secret@h/db", None),
         ];
         for (input, shown) in table {
             let target: StoreTarget = input.parse().unwrap_or_else(|e| panic!("{input}: {e}"));
@@ -374,6 +407,12 @@ mod tests {
             ("postgresql:walk3", "'postgresql:walk3' is not a PostgreSQL URL: 'postgresql:' must be followed by '//'"),
             ("POSTGRES:u:S3cretPW@h/db", "'POSTGRES:u:***@h/db' is not a PostgreSQL URL"),
             ("postgres:/x", "'postgres:/x' is not a PostgreSQL URL"),
+            // Another scheme, or a URL with a space before it: not a file name either, and the
+            // password is not printed (found by an on-call's typo: "no store at" quoted it).
+            ("mysql://alice:S3cretPW@host/db", "'mysql://alice:***@host/db' is neither an SQLite file's path"),
+            ("sqlite://x.db", "'sqlite://x.db' is neither an SQLite file's path nor a postgresql:// URL"),
+            ("pg://u:S3cretPW@h/db", "'pg://u:***@h/db' is neither"),
+            (" postgres://u:S3cretPW@h/db", "' postgres://u:***@h/db' has spaces around it"),
         ] {
             let e = given.parse::<StoreTarget>().unwrap_err().to_string();
             assert!(e.contains(shown), "{given}: {e}");
@@ -400,6 +439,11 @@ mod tests {
             ("postgres://u:secret@h/db%zz", "a '%' is not followed by two hex digits"),
             ("postgres://h/db?password=secret&x=%4", "'postgres://h/db?password=***&x=%4'"),
             ("POSTGRESQL://u:secret@h:x/db", "'POSTGRESQL://u:***@h:x/db'"),
+            // A password with an unencoded '?' (the query seemed to start inside it).
+            (
+                "postgres://u:hun?secret@h/db",
+                "'postgres://u:***@h/db' is not a PostgreSQL URL: the user info holds a '?'",
+            ),
         ];
         for (input, wanted) in table {
             let e = input.parse::<StoreTarget>().expect_err(input);
