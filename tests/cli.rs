@@ -86,6 +86,49 @@ fn a_stdout_that_cannot_be_written_exits_4_saying_so_not_3() {
     assert!(stderr.starts_with("bw: error: bw's own input or output failed: No space left on device"), "{stderr}");
 }
 
+/// The completion scripts are written as every other output (found by a review: the
+/// generator's own write panicked, exit 101): a closed pipe is a quiet success, a full disk exit 4.
+#[test]
+fn completions_into_a_closed_pipe_succeed_quietly_and_into_a_full_disk_exit_4() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .args(["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.starts_with("bw: error: bw's own input or output failed: No space left on device"), "{stderr}");
+}
+
+/// Numbers past what the store can take are refused or read as what they mean, never a panic
+/// (found by a review: both exited 101 with a backtrace).
+#[test]
+fn a_busy_timeout_past_24_days_is_refused_and_a_page_past_every_job_is_empty() {
+    let f = Fixture::hostile_admin();
+    f.bw()
+        .args(["--busy-timeout", "30d", "stats"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains("'30d' is too long a wait: at most 24 days"));
+    f.bw()
+        .args(["jobs", "list", "--page", "18446744073709551615"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("on this page"));
+}
+
 #[test]
 fn a_store_locked_by_another_writer_exits_3_naming_the_lock() {
     let f = Fixture::hostile_admin();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::exit::CliError;
 use super::output;
 use crate::text::shell_quote;
-use crate::text::{parse_duration, parse_instant};
+use crate::text::{parse_busy_timeout, parse_instant};
 use backwave::{Clock, Store, StoreTarget};
 use clap::ValueEnum;
 
@@ -26,7 +26,7 @@ pub struct GlobalOpts {
     #[arg(long, global = true)]
     pub no_color: bool,
     /// How long to wait for another process's write lock before giving up (exit 3).
-    #[arg(long, global = true, value_parser = parse_duration, default_value = "5s", value_name = "DUR")]
+    #[arg(long, global = true, value_parser = parse_busy_timeout, default_value = "5s", value_name = "DUR")]
     pub busy_timeout: Duration,
 }
 

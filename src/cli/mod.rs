@@ -39,7 +39,9 @@ mod workers;
 mod workflow;
 
 // The paths subcommands import from (`super::{Ctx, CliError, parse_duration}`).
-pub use crate::text::{parse_duration, parse_instant, parse_label, parse_priority, parse_state, parse_when, When};
+pub use crate::text::{
+    parse_cause, parse_duration, parse_instant, parse_label, parse_priority, parse_state, parse_when, When,
+};
 pub(crate) use ctx::eprint_quiet;
 pub use ctx::{Ctx, Format, GlobalOpts};
 pub use exit::{exit_code, is_broken_pipe, CliError};

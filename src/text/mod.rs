@@ -18,6 +18,9 @@ pub use format::{
     thousands, truncate, truncate_keeping_tail, width,
 };
 pub use palette::{state_short, state_tone, states_shown, Tone};
-pub use parse::{parse_duration, parse_instant, parse_label, parse_priority, parse_state, parse_when, When};
+pub use parse::{
+    parse_busy_timeout, parse_cause, parse_duration, parse_instant, parse_label, parse_priority, parse_state,
+    parse_when, When,
+};
 pub use suggest::{did_you_mean, state_alias, unknown_filter_names};
 pub use workflow::{workflow_counts, workflow_counts_short, workflow_status};

@@ -12,6 +12,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     backwave::model::parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// `--busy-timeout`: a duration the store can wait, at most [`backwave::store::MAX_BUSY_TIMEOUT`].
+pub fn parse_busy_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    match d <= backwave::store::MAX_BUSY_TIMEOUT {
+        true => Ok(d),
+        false => Err(format!("'{s}' is too long a wait: at most 24 days")),
+    }
+}
+
 /// An instant: RFC 3339 (`2026-11-30T14:02:12Z`) or milliseconds since the Unix epoch.
 pub fn parse_instant(s: &str) -> Result<Millis, String> {
     if let Ok(ms) = s.trim().parse::<Millis>() {
@@ -44,6 +53,15 @@ pub fn parse_priority(s: &str) -> Result<u8, String> {
         backwave::Error::InvalidInput(m) => m,
         other => other.to_string(),
     })
+}
+
+/// `--cause TEXT`: not empty, which every cause contains (an unset shell variable would turn a
+/// bulk action on one cause into one on every job its other filters match).
+pub fn parse_cause(s: &str) -> Result<String, String> {
+    match s.trim() {
+        "" => Err(format!("--cause '{s}' is empty: give the text the causes to match contain")),
+        _ => Ok(s.to_string()),
+    }
 }
 
 /// `--label K=V`.

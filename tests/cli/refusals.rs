@@ -54,6 +54,8 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["requeue", "--state", "dead-lettered", "--yes"], Permission("operate")),
     (Stranger, &["requeue", MISSING], Permission("operate")),
     (Admin, &["requeue", "not-an-id"], BadInput),
+    // An empty cause text, which every cause contains (an unset shell variable): all of them.
+    (Admin, &["requeue", "--state", "dead-lettered", "--cause", "", "--yes"], BadInput),
     (Admin, &["requeue", MISSING], NotFound),
     (Admin, &["requeue", "a0000017"], WrongState),
     // A wire name nothing has, in a bulk filter: a typo, refused (it said "no jobs to requeue", exit 0).

@@ -71,6 +71,26 @@ fn a_malformed_postgres_url_is_quoted_redacted_with_exit_2() {
     }
 }
 
+/// A URL of another scheme, one with spaces around it, or one whose password holds an unencoded
+/// '?': refused with exit 2 and the password redacted, before anything is created. The first
+/// two once became file names, and "no store at" printed the password twice (found by a review
+/// driving `bw` with bad input); the third quoted the password's head as a port.
+#[test]
+fn a_url_of_another_scheme_or_with_spaces_around_it_is_refused_with_its_password_redacted() {
+    for (url, wanted) in [
+        (
+            "mysql://alice:secret@host/db",
+            "'mysql://alice:***@host/db' is neither an SQLite file's path nor a postgresql:// URL",
+        ),
+        (" postgres://u:secret@h/db", "' postgres://u:***@h/db' has spaces around it"),
+        ("postgres://u:hun?secret@h/db", "'postgres://u:***@h/db' is not a PostgreSQL URL: the user info holds a '?'"),
+    ] {
+        for args in COMMANDS {
+            assert_every_way(url, args, 2, wanted);
+        }
+    }
+}
+
 /// A unix socket folder that does not exist: the connection fails at once, as a server that is
 /// down does, and the password (in the user info and as a parameter) never shows.
 #[cfg(feature = "postgres")]

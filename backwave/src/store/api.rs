@@ -36,7 +36,7 @@ forward! {
     // mod.rs
     /// How long a statement waits for another writer's lock before failing with
     /// [`Busy`](crate::Error::Busy) (default [`BUSY_TIMEOUT`]); on PostgreSQL the session's
-    /// `lock_timeout`.
+    /// `lock_timeout`. Over [`MAX_BUSY_TIMEOUT`]: [`InvalidInput`](crate::Error::InvalidInput).
     pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()>;
     /// The store's clock now ([`Clock`]), in milliseconds since the Unix epoch: the time every
     /// due time, lease and log entry of this handle is written with.

@@ -109,9 +109,7 @@ pub use target::{PostgresUrl, StoreTarget};
 pub use unique::validate as validate_unique_rule;
 pub use worker_state::{WorkerSelector, WorkerState, QUIET_BY_PROCESS};
 
-#[cfg(feature = "postgres")]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub use crate::model::system_now;
 use crate::model::Millis;
 
@@ -125,6 +123,21 @@ pub const SCHEMA_VERSION: i64 = 21;
 pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
 /// How long a statement waits for another writer's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest wait [`Store::set_busy_timeout`] takes: 2^31 - 1 milliseconds (24.8 days), what
+/// SQLite's busy timeout and PostgreSQL's `lock_timeout` hold.
+pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// [`Error::InvalidInput`] for a busy timeout over [`MAX_BUSY_TIMEOUT`].
+pub(crate) fn check_busy_timeout(timeout: Duration) -> Result<()> {
+    match timeout <= MAX_BUSY_TIMEOUT {
+        true => Ok(()),
+        false => Err(Error::InvalidInput(format!(
+            "a busy timeout of {} ms is too long: at most {} ms (24.8 days)",
+            timeout.as_millis(),
+            MAX_BUSY_TIMEOUT.as_millis()
+        ))),
+    }
+}
 
 /// Where the store's time comes from: every due time, lease and log entry is written by it.
 /// Applications use the system clock (the default); tests pin a manual one and move it, so that
@@ -395,6 +408,26 @@ impl Store {
             #[cfg(feature = "postgres")]
             Backend::Postgres(_) => Err(Error::InvalidInput("raw_statements is a hook for SQLite stores only".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod busy_timeout {
+    use std::time::Duration;
+
+    use super::{Store, MAX_BUSY_TIMEOUT};
+    use crate::Error;
+
+    /// SQLite's busy timeout and PostgreSQL's `lock_timeout` hold 2^31 - 1 ms: a longer wait is
+    /// refused, not a panic in the driver (found through `bw --busy-timeout 30d`).
+    #[test]
+    fn a_busy_timeout_past_what_the_store_holds_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("jobs.db")).unwrap();
+        store.set_busy_timeout(MAX_BUSY_TIMEOUT).unwrap();
+        let e = store.set_busy_timeout(Duration::from_secs(30 * 86_400)).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+        assert_eq!(e.to_string(), "a busy timeout of 2592000000 ms is too long: at most 2147483647 ms (24.8 days)");
     }
 }
 

@@ -26,7 +26,8 @@ pub(super) fn list(a: &ListArgs, ctx: &Ctx) -> Result<ExitCode, CliError> {
             let cursor: Cursor = c.parse()?;
             store.list_jobs_after(&filter, limit, &cursor)?
         }
-        None => store.list_jobs(&filter, limit, (a.page.unwrap_or(1) - 1) * a.limit)?,
+        // A page past u64's range is past every job: the page is empty, as any page past the last.
+        None => store.list_jobs(&filter, limit, (a.page.unwrap_or(1) - 1).saturating_mul(a.limit))?,
     };
     let empty = page.total == 0;
     let view = JobList { page, filter: a.filter.clone(), limit: a.limit, page_no: a.page, after: a.after.is_some() };

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::output::{compact_duration, relative, rfc3339, sanitize};
-use super::{parse_duration, parse_label, parse_state, parse_when, CliError, Ctx, When};
+use super::{parse_cause, parse_duration, parse_label, parse_state, parse_when, CliError, Ctx, When};
 use backwave::store::JobFilter;
 use backwave::{Job, JobState, Millis};
 
@@ -50,7 +50,7 @@ pub struct FilterArgs {
     #[arg(long = "label", value_name = "K=V", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
     /// Only jobs whose terminal cause contains this text (case-insensitive).
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = parse_cause)]
     pub cause: Option<String>,
     /// Only jobs that finished (terminal) or were created (others) within this long.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]

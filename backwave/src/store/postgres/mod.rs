@@ -661,6 +661,7 @@ impl PgStore {
     /// How long a statement waits for another transaction's row lock: `lock_timeout`, set on
     /// this session now and on every reconnect.
     pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()> {
+        crate::store::check_busy_timeout(timeout)?;
         self.lock_timeout.set(timeout);
         let ms = timeout.as_millis();
         self.with_client(|c| Ok(c.batch_execute(&format!("SET lock_timeout = '{ms}ms'"))?))

@@ -211,6 +211,7 @@ impl SqliteStore {
     }
 
     pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()> {
+        crate::store::check_busy_timeout(timeout)?;
         self.conn.busy_timeout(timeout)?;
         Ok(())
     }
