@@ -128,6 +128,16 @@ pub fn not_found(text: &str) -> IdResult {
     IdResult { id: text.to_string(), result: Outcome::NotFound, state: None, warning: None }
 }
 
+/// Refuse a malformed id (exit 2) before the store is asked anything: what the command line
+/// alone shows to be wrong comes before the actor's permission, which comes before any job is
+/// looked at.
+pub fn check_id_texts(texts: &[String]) -> Result<(), CliError> {
+    for t in texts {
+        backwave::store::check_id_text(t)?;
+    }
+    Ok(())
+}
+
 /// Resolve every id before acting on any: a malformed or ambiguous one stops the whole
 /// command (exit 2) so that nothing is half-done; an unknown one is reported `NotFound`.
 /// A job named twice (a pasted list, a prefix and its full id) is acted on and reported once:

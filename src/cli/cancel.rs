@@ -29,14 +29,15 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         return bulk(a, ctx);
     }
     let store = ctx.open()?;
+    // The actor's permission before any id is looked at: one who may not act learns nothing of
+    // the jobs (an ambiguous prefix would list them). A dry run reads, and needs none.
+    super::bulk::check_id_texts(&a.select.ids)?;
+    if !a.select.dry_run {
+        super::bulk::require_operate(&store, ctx)?;
+    }
     let resolved = resolve_all(&store, &a.select.ids)?;
     let found: Vec<_> = resolved.iter().filter_map(|(_, id)| *id).collect();
-    let outcomes = if a.select.dry_run {
-        store.check_cancel(&found)?
-    } else {
-        super::bulk::require_operate(&store, ctx)?;
-        store.cancel(ctx.actor(), &found)?
-    };
+    let outcomes = if a.select.dry_run { store.check_cancel(&found)? } else { store.cancel(ctx.actor(), &found)? };
     let dry_run = a.select.dry_run;
     let results = per_id(&resolved, outcomes, |text, id, outcome| {
         let id = id.to_string();

@@ -33,6 +33,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     }
     let store = ctx.open()?;
     let printer = ctx.printer()?;
+    // The actor's permission before any id is looked at: one who may not act learns nothing of
+    // the jobs (an ambiguous prefix would list them). A dry run reads, and needs none.
+    super::bulk::check_id_texts(&a.select.ids)?;
+    if !a.select.dry_run {
+        super::bulk::require_operate(&store, ctx)?;
+    }
     let resolved = resolve_all(&store, &a.select.ids)?;
     let found: Vec<JobId> = resolved.iter().filter_map(|(_, id)| *id).collect();
     // The by-id plan, read before acting: its warnings name what the requeue will meet.
@@ -62,7 +68,6 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         printer.print(&IdResults { results, verb: "requeued" })?;
         return Ok(ExitCode::SUCCESS);
     }
-    super::bulk::require_operate(&store, ctx)?;
     let outcomes = store.requeue(ctx.actor(), &found)?;
     let results = per_id(&resolved, outcomes.iter().zip(&checks), |text, id, (r, check)| match r {
         RequeueResult::Requeued { .. } => IdResult {

@@ -53,6 +53,7 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["requeue", "a0000003"], Permission("operate")),
     (Stranger, &["requeue", "--state", "dead-lettered", "--yes"], Permission("operate")),
     (Stranger, &["requeue", MISSING], Permission("operate")),
+    (Stranger, &["requeue", "a"], Permission("operate")),
     (Admin, &["requeue", "not-an-id"], BadInput),
     // An empty cause text, which every cause contains (an unset shell variable): all of them.
     (Admin, &["requeue", "--state", "dead-lettered", "--cause", "", "--yes"], BadInput),
@@ -66,6 +67,8 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["cancel", "a0000017"], Permission("operate")),
     (Stranger, &["cancel", "--state", "scheduled", "--yes"], Permission("operate")),
     (Stranger, &["cancel", MISSING], Permission("operate")),
+    // An ambiguous prefix would list the jobs it matches: the permission comes first.
+    (Stranger, &["cancel", "a"], Permission("operate")),
     (Admin, &["cancel", "--state", "nope", "--yes"], BadInput),
     (Admin, &["cancel", MISSING], NotFound),
     (Admin, &["cancel", "a0000001"], WrongState),
@@ -74,6 +77,7 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Stranger, &["run-now", "a0000017"], Permission("operate")),
     (Stranger, &["run-now", "--queue", "high", "--yes"], Permission("operate")),
     (Stranger, &["run-now", "a0000003"], Permission("operate")),
+    (Stranger, &["run-now", "a0000017", "a"], Permission("operate")),
     (Admin, &["run-now", "a0000017x"], BadInput),
     (Admin, &["run-now", MISSING], NotFound),
     (Admin, &["run-now", "a0000003"], WrongState),
@@ -100,6 +104,9 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Admin, &["purge", "a0000017", "--yes"], WrongState),
     // payload edit
     (Stranger, &["jobs", "edit", "a0000003", "--payload", "{}"], Permission("operate")),
+    (Stranger, &["jobs", "edit", "a", "--payload", "{}"], Permission("operate")),
+    (Stranger, &["jobs", "set-priority", "ffffffff", "3"], Permission("operate")),
+    (Stranger, &["jobs", "set-priority", "a", "3"], Permission("operate")),
     (Admin, &["jobs", "edit", "a0000003", "--payload", "{oops"], BadInput),
     (Admin, &["jobs", "edit", MISSING, "--payload", "{}"], NotFound),
     (Admin, &["jobs", "edit", "a0000017", "--payload", "{}"], WrongState),

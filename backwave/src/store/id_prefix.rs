@@ -28,6 +28,15 @@ pub(crate) fn id_tail(prefix: &str) -> Option<String> {
     (hex.len() <= 12).then_some(hex)
 }
 
+/// Whether `text` has the form of a job id or an id prefix ([`Store::resolve_id`] takes one:
+/// hex digits, hyphens anywhere, 32 digits at most), read without any store: a tool can refuse a
+/// malformed id before it opens one, or checks who may act.
+///
+/// [`Store::resolve_id`]: crate::Store::resolve_id
+pub fn check_id_text(text: &str) -> Result<()> {
+    normalize_prefix(text).map(|_| ())
+}
+
 /// Lower-case, hyphens where a UUID has them, hex only.
 pub(crate) fn normalize_prefix(text: &str) -> Result<String> {
     let t = text.trim();

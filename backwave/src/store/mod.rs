@@ -80,6 +80,7 @@ pub use health::{
     Check, CheckName, Health, QueueHealth, QueueLatency, Status, Thresholds, TransitionCounter, WorkerHealth,
     CAUSE_GROUPS,
 };
+pub use id_prefix::check_id_text;
 pub use incident::{CancelDone, CancelPlan, PayloadEdit, PriorityChange, RunNowPlan, RunNowResult};
 pub(crate) use jobs::heartbeat_every;
 pub use jobs::{renewal_threshold, ClaimRequest, Completion, Fenced, LeaseStatus, Outcome};

@@ -28,6 +28,9 @@ pub struct Args {
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let payload = read_payload(&a.payload)?;
     let store = ctx.open()?;
+    // The actor's permission before the id is looked at (an ambiguous prefix would list jobs).
+    backwave::store::check_id_text(&a.id)?;
+    store.require(ctx.actor(), backwave::Permission::Operate)?;
     let id = store.resolve_id(&a.id)?;
     let edit = store.edit_payload(ctx.actor(), id, &payload, a.requeue)?;
     let state = if edit.requeued { JobState::Scheduled } else { edit.from };

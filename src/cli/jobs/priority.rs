@@ -22,6 +22,9 @@ pub struct Args {
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     let store = ctx.open()?;
+    // The actor's permission before the id is looked at (an ambiguous prefix would list jobs).
+    backwave::store::check_id_text(&a.id)?;
+    store.require(ctx.actor(), backwave::Permission::Operate)?;
     let id = store.resolve_id(&a.id)?;
     let change = store.set_priority(ctx.actor(), id, a.priority)?;
     ctx.printer()?.print(&View {
