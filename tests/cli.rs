@@ -283,6 +283,7 @@ both_backends! {
             (&["jobs", "show", "zz;drop"], "'zz;drop'"),
             (&["requeue", "not-an-id"], "'not-an-id'"),
             (&["enqueue", "x", "--payload", "{oops"], "'{oops'"),
+            (&["enqueue", "x", "--label", "a=1", "--label", "a=2"], "--label 'a' is given twice"),
             (&["enqueue", "x", "--unique-key", "k", "--unique-states", "scheduled,finished"], "'finished'"),
             (&["enqueue", "x", "--unique-key", "k", "--unique-states", "succeeded"], "'succeeded'"),
             (&["--busy-timeout", "soon", "stats"], "'soon'"),

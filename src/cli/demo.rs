@@ -132,11 +132,12 @@ fn run_top(target: &StoreTarget, ctx: &Ctx) -> Result<(), CliError> {
     }
 }
 
-/// `--db` when given (or BW_DB), else the demo's own file: the global default is the user's
-/// real store, which the demo must never pick by accident.
+/// `--db` when given (or BW_DB, even empty: refused then, as by every command), else the demo's
+/// own file: the global default is the user's real store, which the demo must never pick by
+/// accident.
 fn demo_target(global: &StoreTarget) -> StoreTarget {
     let explicit = std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db="))
-        || std::env::var_os("BW_DB").is_some_and(|v| !v.is_empty());
+        || std::env::var_os("BW_DB").is_some();
     if explicit {
         global.clone()
     } else {

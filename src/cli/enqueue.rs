@@ -77,6 +77,12 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
     if let Some(rule) = &rule {
         backwave::store::validate_unique_rule(rule)?;
     }
+    // A label given twice: the second value would silently replace the first.
+    for (i, (k, _)) in a.labels.iter().enumerate() {
+        if a.labels[..i].iter().any(|(seen, _)| seen == k) {
+            return Err(CliError::Usage(format!("--label '{k}' is given twice: a job has one value per label")));
+        }
+    }
     let store = ctx.open()?;
     if !store.permissions(ctx.actor())?.contains(&Permission::Operate) {
         return Err(Error::PermissionDenied { actor: ctx.actor().to_string(), permission: Permission::Operate }.into());

@@ -84,6 +84,8 @@ fn a_url_of_another_scheme_or_with_spaces_around_it_is_refused_with_its_password
         ),
         (" postgres://u:secret@h/db", "' postgres://u:***@h/db' has spaces around it"),
         ("postgres://u:hun?secret@h/db", "'postgres://u:***@h/db' is not a PostgreSQL URL: the user info holds a '?'"),
+        // An unset variable: no store at all, not a file named ''.
+        ("", "'' names no store: give an SQLite file's path or a postgresql:// URL"),
     ] {
         for args in COMMANDS {
             assert_every_way(url, args, 2, wanted);

@@ -208,6 +208,13 @@ impl FromStr for StoreTarget {
     /// A URL that does not parse is [`Error::InvalidInput`], one line quoting it with its
     /// password redacted.
     fn from_str(s: &str) -> Result<Self> {
+        // An empty one (an unset variable in a deploy script) names no store: it once read as a
+        // file '' that did not exist.
+        if s.trim().is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "'{s}' names no store: give an SQLite file's path or a postgresql:// URL"
+            )));
+        }
         match StoreTarget::classify(s) {
             Some(scheme_len) => {
                 PostgresUrl::check(s, scheme_len).map_err(Error::InvalidInput)?;
@@ -421,6 +428,12 @@ mod tests {
             let t = StoreTarget::from(given);
             assert!(!t.to_string().contains("S3cretPW") || matches!(t, StoreTarget::File(_)), "{t}");
             assert!(t.file().is_err(), "{given} became a file");
+        }
+        // An empty target names no store (an unset variable), rather than a file named ''.
+        for empty in ["", "  "] {
+            let e = empty.parse::<StoreTarget>().unwrap_err();
+            assert!(matches!(e, Error::InvalidInput(_)) && e.to_string().contains("names no store"), "{e}");
+            assert!(StoreTarget::from(empty).file().is_err());
         }
         // Files that only look a little like one stay files.
         for file in ["store.db", "data/host.db", "a=b.db", "./postgresql:walk3", "dbname"] {
