@@ -75,12 +75,13 @@ fn a_file_that_is_not_a_store_exits_3() {
 #[test]
 fn a_stdout_that_cannot_be_written_exits_4_saying_so_not_3() {
     let f = Fixture::hostile_admin();
+    assert_exits_4_into_a_full_disk(&["--db", f.db.arg(), "jobs", "list"]);
+}
+
+/// Run `bw args` with its stdout on `/dev/full`: exit 4, saying so on stderr.
+fn assert_exits_4_into_a_full_disk(args: &[&str]) {
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
-        .args(["--db", f.db.arg(), "jobs", "list"])
-        .stdout(full)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw")).args(args).stdout(full).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.starts_with("bw: error: bw's own input or output failed: No space left on device"), "{stderr}");
@@ -100,15 +101,7 @@ fn completions_into_a_closed_pipe_succeed_quietly_and_into_a_full_disk_exit_4() 
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
-        .args(["completions", "bash"])
-        .stdout(full)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
-    assert!(stderr.starts_with("bw: error: bw's own input or output failed: No space left on device"), "{stderr}");
+    assert_exits_4_into_a_full_disk(&["completions", "bash"]);
 }
 
 /// Numbers past what the store can take are refused or read as what they mean, never a panic
