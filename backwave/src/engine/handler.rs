@@ -599,10 +599,11 @@ impl JobContext {
     /// Record the attempt's output: `output` serialized as JSON, kept with the job if the
     /// attempt succeeds (written with the success, in the same statement) and read back with
     /// [`Store::output`](crate::Store::output) and [`Store::outputs`](crate::Store::outputs), and
-    /// by the jobs that depend on it. A later call replaces an earlier one; a failed attempt's output is dropped. An output
-    /// over the store's [`output_limit`](crate::Store::output_limit) (32 KiB by default) fails
-    /// the attempt instead, with a cause naming the limit and the size: it is never cut. A value
-    /// that does not serialize is an error here (`ctx.set_output(&v)?`).
+    /// by the jobs that depend on it. A later call replaces an earlier one; a failed attempt's
+    /// output is dropped. An output over the store's [`output_limit`](crate::Store::output_limit)
+    /// (32 KiB by default) fails the attempt instead, with a cause naming the limit and the
+    /// size: it is never cut. A value that does not serialize is an error here
+    /// (`ctx.set_output(&v)?`).
     ///
     /// ```
     /// use backwave::{JobContext, JobId};

@@ -144,9 +144,9 @@ impl Engine {
     /// it just created, or one nobody initialised): that user may then requeue, reveal failure
     /// detail and grant others their permissions. A name as the store knows its actors: an OS
     /// user name, as [`current_actor`](crate::store::current_actor) gives it (on PostgreSQL, the
-    /// server role). Audited like any grant; a
-    /// store that already has an admin is left as it is. Without it, a store the application
-    /// created has no admin until someone calls [`Store::bootstrap_admin`] on it.
+    /// server role). Audited like any grant; a store that already has an admin is left as it is.
+    /// Without it, a store the application created has no admin until someone calls
+    /// [`Store::bootstrap_admin`] on it.
     pub fn admin(&mut self, who: impl Into<String>) -> &mut Self {
         self.admin = Some(who.into());
         self

@@ -59,8 +59,8 @@ impl StoreTarget {
 
 impl PostgresUrl {
     /// The URL as given, password included: only for the driver (or a child process that must
-    /// open the same store, through its environment), never for a message. A URL that does not parse is the
-    /// one-line reason, quoted with its password redacted.
+    /// open the same store, through its environment), never for a message. A URL that does not
+    /// parse is the one-line reason, quoted with its password redacted.
     pub fn secret(&self) -> Result<&str> {
         match &self.problem {
             Some(why) => Err(Error::InvalidInput(why.clone())),
