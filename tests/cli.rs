@@ -104,6 +104,27 @@ fn completions_into_a_closed_pipe_succeed_quietly_and_into_a_full_disk_exit_4() 
     assert_exits_4_into_a_full_disk(&["completions", "bash"]);
 }
 
+/// A job committed before its output failed: its id is said on stderr, so that the command is
+/// not run again for an id it never printed (a second job).
+#[test]
+fn an_enqueue_whose_output_fails_says_the_new_jobs_id_on_stderr() {
+    let f = Fixture::hostile_admin();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bw"))
+        .args(["--db", f.db.arg(), "enqueue", "ping", "--queue", "q"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bw: enqueued job ")?.strip_suffix(", but its output could not be written"))
+        .unwrap_or_else(|| panic!("no id said: {stderr}"));
+    let job = f.store().job(id.parse().unwrap()).unwrap().expect("the job said is in the store");
+    assert_eq!((job.wire_name.as_str(), job.queue.as_str()), ("ping", "q"));
+}
+
 /// Numbers past what the store can take are refused or read as what they mean, never a panic
 /// (found by a review: both exited 101 with a backtrace).
 #[test]

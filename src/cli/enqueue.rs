@@ -113,7 +113,15 @@ pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {
         }
     }
     let result = if done.is_duplicate() { "duplicate" } else { "created" };
-    ctx.printer()?.print(&View { id: done.id().to_string(), result, unique_key: a.unique_key.clone() })?;
+    let view = View { id: done.id().to_string(), result, unique_key: a.unique_key.clone() };
+    let printed = ctx.printer().and_then(|p| Ok(p.print(&view)?));
+    if let Err(e) = printed {
+        // The job is committed: its id goes to stderr, or a retry of the command enqueues it twice.
+        if !done.is_duplicate() {
+            eprint_quiet(format_args!("bw: enqueued job {}, but its output could not be written\n", done.id()));
+        }
+        return Err(e);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -59,20 +59,28 @@ impl Select {
 const ID_TAIL: usize = 5;
 
 /// The registered worker `typed` names: itself, or the one id that starts or ends with it (at
-/// least 4 characters: the `#tail` a narrow table shows, or `host/pid`). Anything else is passed
-/// on as typed, for the store to refuse in its order (the permission first, then "no registered
-/// worker has id …"): an id the table cut was a dead end at 3 a.m.
+/// least 4 characters: the `#tail` a narrow table shows, or `host/pid`). Several such ids are
+/// refused, naming them. Anything else is passed on as typed, for the store to refuse in its
+/// order (the permission first, then "no registered worker has id …"): an id the table cut was
+/// a dead end at 3 a.m.
 fn resolve_id(store: &backwave::Store, typed: &str) -> Result<String, CliError> {
     const SHORTEST: usize = 4;
     let ids: Vec<String> = store.workers()?.into_iter().map(|w| w.id).collect();
     if typed.chars().count() < SHORTEST || ids.iter().any(|id| id == typed) {
         return Ok(typed.to_string());
     }
-    let mut matching = ids.into_iter().filter(|id| id.starts_with(typed) || id.ends_with(typed));
-    Ok(match (matching.next(), matching.next()) {
-        (Some(one), None) => one,
-        _ => typed.to_string(),
-    })
+    let matching: Vec<String> = ids.into_iter().filter(|id| id.starts_with(typed) || id.ends_with(typed)).collect();
+    match matching.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Ok(typed.to_string()),
+        // The registry is anyone's to read (`bw workers`): naming the candidates tells nothing new.
+        many => Err(CliError::Usage(format!(
+            "'{}' is the start or end of {} registered workers' ids: {}; give more of it",
+            crate::text::sanitize(typed),
+            many.len(),
+            many.iter().map(|id| format!("'{}'", crate::text::sanitize(id))).collect::<Vec<_>>().join(", ")
+        ))),
+    }
 }
 
 pub fn run(a: &Args, ctx: &Ctx) -> Result<ExitCode, CliError> {

@@ -42,6 +42,11 @@ pub fn unknown_filter_names(
     if let Some(w) = &filter.wire_name {
         out.extend(unknown_name(w, "wire name", &store.known_wire_names()?));
     }
+    if let Some(w) = &filter.workflow {
+        if store.workflow(&w.to_string())?.is_none() {
+            out.push(format!("no workflow has the id '{w}' (`bw workflows` lists them)"));
+        }
+    }
     Ok(out)
 }
 

@@ -214,8 +214,17 @@ both_backends! {
         assert_eq!(json(&out.get_output().stdout)["ids"][0], "web-2/9/payments-with-a-long-group-name#0002");
         let out = f.bw().args(["--format", "json", "workers", "quiet", "web-1/7"]).assert().success();
         assert_eq!(json(&out.get_output().stdout)["ids"][0], "web-1/7/payments#0001");
-        // A start two ids share, or one too short to be sure of, names none: refused as before.
-        for typed in ["web-", "#00", "2"] {
+        // A start two ids share is refused naming both (it read as "no registered worker", which
+        // sent an operator looking for a worker that was there).
+        let out = f.bw().args(["workers", "resume", "web-"]).assert().code(2);
+        let err = text(&out.get_output().stderr);
+        assert!(
+            err.contains("'web-' is the start or end of 2 registered workers' ids: 'web-1/7/payments#0001', 'web-2/9/")
+                && err.contains("give more of it"),
+            "{err}"
+        );
+        // One too short to be sure of names none: refused as before.
+        for typed in ["#00", "2"] {
             let out = f.bw().args(["workers", "resume", typed]).assert().code(2);
             let err = text(&out.get_output().stderr);
             assert!(err.contains(&format!("no registered worker has id '{typed}'")), "{err}");

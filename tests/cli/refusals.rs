@@ -73,6 +73,8 @@ const TABLE: &[(Who, &[&str], Kind)] = &[
     (Admin, &["cancel", MISSING], NotFound),
     (Admin, &["cancel", "a0000001"], WrongState),
     (Admin, &["cancel", "--state", "scheduled", "--queue", "hgih", "--yes"], UnknownName),
+    // A workflow id no workflow has: "no jobs to cancel", exit 0, read as done.
+    (Admin, &["cancel", "--workflow", "01a24c1a-0000-7000-8000-000000000000", "--yes"], UnknownName),
     // run-now
     (Stranger, &["run-now", "a0000017"], Permission("operate")),
     (Stranger, &["run-now", "--queue", "high", "--yes"], Permission("operate")),
@@ -201,7 +203,8 @@ both_backends! {
                         && (r.stderr.contains("unknown")
                             || r.stderr.contains("no job or worker has")
                             || r.stderr.contains("no schedule named")
-                            || r.stderr.contains("no registered worker"))
+                            || r.stderr.contains("no registered worker")
+                            || r.stderr.contains("no workflow has the id"))
                 }
                 NotFound => {
                     let out = format!("{}{}", r.stdout, r.stderr);

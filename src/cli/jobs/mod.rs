@@ -94,6 +94,7 @@ impl FilterArgs {
         let filter = backwave::store::JobFilter {
             queue: self.queue.clone(),
             wire_name: self.wire_name.clone(),
+            workflow: self.workflow,
             ..Default::default()
         };
         for line in crate::text::unknown_filter_names(store, &filter)? {
@@ -110,6 +111,7 @@ impl FilterArgs {
         let filter = backwave::store::JobFilter {
             queue: self.queue.clone(),
             wire_name: self.wire_name.clone(),
+            workflow: self.workflow,
             ..Default::default()
         };
         let unknown = crate::text::unknown_filter_names(store, &filter)?;
