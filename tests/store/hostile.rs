@@ -197,3 +197,18 @@ both_backends! {
         assert!(purges[0].detail.as_deref().unwrap_or("").starts_with(&format!("{deleted} jobs")), "{purges:?}");
     }
 }
+
+both_backends! {
+    /// A busy timeout past what SQLite's busy timeout and PostgreSQL's `lock_timeout` hold
+    /// (2^31 - 1 ms) is refused on both backends, the store left as it was: the SQLite driver
+    /// panicked on it (found through `bw --busy-timeout 30d`).
+    fn a_busy_timeout_past_what_the_store_holds_is_refused_and_the_store_still_answers() {
+        let fx = Fixture::new();
+        fx.store.set_busy_timeout(backwave::store::MAX_BUSY_TIMEOUT).unwrap();
+        let e = fx.store.set_busy_timeout(Duration::from_secs(30 * 86_400)).unwrap_err();
+        assert!(matches!(e, backwave::Error::InvalidInput(_)), "{e}");
+        assert!(e.to_string().starts_with("a busy timeout of 2592000000 ms is too long"), "{e}");
+        fx.store.set_busy_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(fx.store.counts().unwrap().total(JobState::Scheduled), 0);
+    }
+}
